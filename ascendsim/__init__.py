@@ -1,0 +1,47 @@
+"""ascendsim: a cycle-approximate simulator of the Huawei Ascend AI Core.
+
+The public surface (see API.md) is listed once in `__all__`; names are imported on first use,
+so ``import ascendsim`` stays fast and does not compile kernels.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from .errors import AscendSimError, ConfigError, GraphError, SimulationError, UnsupportedOpError
+from .ir import Graph, Node, Value
+
+__version__ = "0.1.0"
+
+# public name -> module that defines it
+_LAZY = {
+    "execute": "ascendsim.execute",
+    "load_onnx": "ascendsim.frontend.onnx",
+    "optimize": "ascendsim.passes",
+    "simulate": "ascendsim.sim",
+    "compare": "ascendsim.sim",
+    "Result": "ascendsim.sim",
+    "Chip": "ascendsim.hw",
+    "chips": "ascendsim.hw",
+    "get_chip": "ascendsim.hw",
+    "load_chip": "ascendsim.hw",
+}
+_SUBMODULES = ("models", "ir", "passes", "hw", "lower", "sim", "report", "frontend", "kernels")
+
+__all__ = ["AscendSimError", "ConfigError", "GraphError", "SimulationError",
+           "UnsupportedOpError", "Graph", "Node", "Value", *_LAZY, *_SUBMODULES]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    if name in _SUBMODULES:
+        return importlib.import_module(f"ascendsim.{name}")
+    raise AttributeError(f"module 'ascendsim' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

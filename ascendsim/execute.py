@@ -1,0 +1,84 @@
+"""Compute the real values of a graph (fused or not) with the registry's numba kernels.
+
+The executor never looks at the clock: values and timing share the graph, nothing else.
+Intermediates are freed as soon as their last reader has run, so a deep model needs memory
+for its live tensors only.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Mapping
+
+import numpy as np
+
+from .errors import AscendSimError, GraphError
+from .ir.graph import Graph
+from .ir.registry import get_op
+from .ir.tensor import materialize
+
+
+def _check_inputs(graph: Graph, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    missing = [n for n in graph.inputs if n not in feeds]
+    if missing:
+        raise GraphError(f"graph '{graph.name}': missing input(s) {', '.join(missing)}")
+    extra = [n for n in feeds if n not in graph.inputs]
+    if extra:
+        raise GraphError(f"graph '{graph.name}': unknown input(s) {', '.join(extra)}; "
+                         f"inputs are {', '.join(graph.inputs)}")
+    env: dict[str, np.ndarray] = {}
+    for name in graph.inputs:
+        decl = graph.values[name]
+        arr = np.asarray(feeds[name])
+        if len(arr.shape) != len(decl.shape) or any(
+                isinstance(d, int) and d != a for d, a in zip(decl.shape, arr.shape)):
+            raise GraphError(f"input '{name}' has shape {arr.shape}, graph '{graph.name}' "
+                             f"expects {decl.shape}")
+        if arr.dtype.name != decl.dtype:
+            if not np.can_cast(arr.dtype, decl.dtype, casting="same_kind"):
+                raise GraphError(f"input '{name}' has dtype {arr.dtype}, expected {decl.dtype}")
+            arr = arr.astype(decl.dtype)
+        env[name] = arr
+    return env
+
+
+def execute(graph: Graph, inputs: Mapping[str, np.ndarray],
+            outputs: list[str] | None = None) -> dict[str, np.ndarray]:
+    """Run `graph` on `inputs` and return its outputs (or the named values) as arrays."""
+    wanted = list(outputs) if outputs is not None else list(graph.outputs)
+    env = _check_inputs(graph, inputs)
+    readers = Counter(i for n in graph.nodes for i in n.inputs if i)
+    keep = set(wanted)
+
+    def fetch(name: str) -> np.ndarray | None:
+        if not name:
+            return None
+        if name in env:
+            return env[name]
+        if name in graph.constants:
+            return materialize(graph.constants[name])
+        raise GraphError(f"value '{name}' is read before it is computed in graph '{graph.name}'")
+
+    for node in graph.nodes:
+        opdef = get_op(node.op_type, node.name)
+        args = [fetch(i) for i in node.inputs]
+        try:
+            results = opdef.kernel(args, node.attrs)
+        except AscendSimError:
+            raise
+        except Exception as exc:  # a kernel failure must name the node, not numba internals
+            shapes = [None if a is None else (a.shape, a.dtype.name) for a in args]
+            raise GraphError(f"node '{node.name}' ({node.op_type}) failed on inputs {shapes}: "
+                             f"{type(exc).__name__}: {exc}") from exc
+        if len(results) != len(node.outputs):
+            raise GraphError(f"node '{node.name}' ({node.op_type}) kernel returned "
+                             f"{len(results)} outputs, expected {len(node.outputs)}")
+        for name, arr in zip(node.outputs, results):
+            if name:
+                env[name] = np.asarray(arr)
+        for i in node.inputs:
+            if i:
+                readers[i] -= 1
+                if readers[i] == 0 and i not in keep and i not in graph.inputs:
+                    env.pop(i, None)
+    return {name: fetch(name) for name in wanted}  # type: ignore[misc]

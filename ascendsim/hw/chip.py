@@ -1,0 +1,468 @@
+"""The `Chip` record: every hardware figure the lowering and the simulator read, with its source.
+
+Note on the model
+-----------------
+A chip is a set of identical AI Cores sharing an L2 and an off-chip memory (HBM on 910/910B,
+LPDDR4X on 310), plus AI CPU cores and a host that launches tasks.
+
+- *Coupled* chips (910, 310): one AI Core holds cube, vector and scalar units, L0A/L0B/L0C, L1
+  and UB. L0C -> UB is a PIPE_V move, results leave through UB -> GM (MTE3).
+- *Split* chips (910B): an AIC (cube core: L0A/L0B/L0C/L1, pipes S M MTE1 MTE2 FIX) is paired with
+  `aiv_cores // ai_cores` AIVs (vector cores: UB, pipes S V MTE2 MTE3). They exchange data only
+  through GM/L2; L0C -> GM is the FixPipe (PIPE_FIX). `ub_bytes` is then the UB of one AIV.
+
+Timing figures the simulator is expected to use:
+
+- cube: one fractal step (`cube_mkn[dtype]`, M x K x N) per cycle per core; an mmad of
+  (M, K, N) costs about ceil(M/m0)*ceil(K/k0)*ceil(N/n0) + `cube_mmad_overhead_cycles`.
+- vector: an instruction on `b` bytes costs max(`vector_min_cycles`, b / rate), where rate is
+  `vector_rate(op_class, dtype)` (bytes/cycle, msKPP measurements on a 910B1 AIV).
+- data moves: `transfer_cycles(src, dst, nbytes)` = fixed latency + nbytes / bandwidth, per core
+  (fitted to msKPP single-core curves that assume L2 hits). GM traffic is further capped by the
+  chip-wide `l2_bandwidth_bytes_per_s` / `hbm_bandwidth_bytes_per_s`, shared by all cores; an
+  L2 miss divides the per-core GM bandwidth by `l2_miss_slowdown` (msKPP's model).
+- tasks: `host_launch_us` per op launched from the host, `sink_launch_us` per op when the graph
+  is sunk on the device; AI CPU ops cost `ai_cpu_task_launch_us` + elements /
+  (`ai_cpu_elements_per_cycle` * `ai_cpu_clock_hz`).
+
+What is an estimate: every figure's source string starts with the confidence tag of
+`reference/ascend-hardware.md` (S stated, D derived, F CANN ini/fixture, M measured, G guessed;
+U = set by the user or by `replace()`), see `Chip.source(key)` / `Chip.confidence(key)`. The
+weakest figures are all tagged G: every 910 per-path bandwidth and DMA latency (the 910 ini
+section was not found; 310 ini values are reused), the vector table on 910/310 (910B
+measurements reused), the AI CPU figures (count on 910, clocks, launch cost, compute rate), the
+device-side launch cost, the scalar issue rate and the 910/310 mmad overhead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from types import MappingProxyType
+from typing import Any
+
+from ..errors import ConfigError
+
+#: pipes an AI Core may have (FIX only on split, 910B-style chips)
+PIPES = ("S", "V", "M", "MTE1", "MTE2", "MTE3", "FIX")
+#: core organisations
+ARCHS = ("coupled", "split")
+#: memory locations that name a data path ("gm" stands for L2/HBM/DDR as seen by a core)
+LOCATIONS = ("gm", "l1", "l0a", "l0b", "l0c", "ub")
+#: vector instruction classes accepted by `Chip.vector_rate`
+VECTOR_CLASSES = ("unary", "binary", "exp", "sqrt", "div", "ternary", "reduce", "gather", "sort")
+#: confidence tags (reference/ascend-hardware.md), plus U for user-set figures
+TAGS = ("S", "D", "F", "M", "G", "U")
+
+_SOURCE_RE = re.compile(r"^[SDFMGU](/[SDFMGU])*:")
+_DTYPE_ALIASES = {"fp16": "float16", "half": "float16", "float16": "float16",
+                  "bf16": "bfloat16", "bfloat16": "bfloat16", "int8": "int8", "int4": "int4"}
+_LOC_ALIASES = {"ddr": "gm", "hbm": "gm", "l2": "gm"}
+
+
+def _spec(kind: str, unit: str = "", *, gt: float | None = None, ge: float | None = None,
+          choices: tuple[str, ...] = (), optional: bool = False, group: type | None = None,
+          doc: str = "") -> Any:
+    """A dataclass field carrying its validation rule and unit as metadata."""
+    meta = {"kind": kind, "unit": unit, "gt": gt, "ge": ge, "choices": choices,
+            "group": group, "doc": doc}
+    if optional:
+        return field(default=None, metadata=meta)
+    return field(metadata=meta)
+
+
+def check_source(key: str, source: object) -> str:
+    """Check that a source string starts with a confidence tag ("F: ..."); return it."""
+    if not isinstance(source, str) or not _SOURCE_RE.match(source):
+        raise ConfigError(f"source of {key} must be a string starting with a confidence tag "
+                          f"{'/'.join(TAGS)} and ':' (e.g. \"F: ini ub_size\"), got {source!r}")
+    return source
+
+
+def _check(key: str, value: Any, meta: Mapping[str, Any]) -> Any:
+    """Validate one figure against its field spec; return it normalised (list->tuple, int->float)."""
+    kind = meta["kind"]
+    if kind == "int":
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{key} must be an integer, got {type(value).__name__} {value!r}")
+    elif kind == "float":
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{key} must be a number, got {type(value).__name__} {value!r}")
+        value = float(value)
+        if not math.isfinite(value):
+            raise ConfigError(f"{key} must be finite, got {value!r}")
+    elif kind == "str":
+        if not isinstance(value, str):
+            raise ConfigError(f"{key} must be a string, got {type(value).__name__} {value!r}")
+        if meta["choices"] and value not in meta["choices"]:
+            raise ConfigError(f"{key} must be one of {', '.join(meta['choices'])}, got {value!r}")
+    elif kind == "mkn":
+        if (not isinstance(value, (list, tuple)) or len(value) != 3
+                or any(isinstance(v, bool) or not isinstance(v, int) or v <= 0 for v in value)):
+            raise ConfigError(f"{key} must be 3 positive integers [M, K, N], got {value!r}")
+        value = tuple(value)
+    elif kind == "pipes":
+        if not isinstance(value, (list, tuple)) or not all(isinstance(p, str) for p in value):
+            raise ConfigError(f"{key} must be a list of pipe names, got {value!r}")
+        bad = [p for p in value if p not in PIPES]
+        if bad:
+            raise ConfigError(f"{key}: unknown pipe {bad[0]!r}; pipes are {', '.join(PIPES)}")
+        if len(set(value)) != len(value):
+            raise ConfigError(f"{key} lists a pipe twice: {list(value)}")
+        value = tuple(value)
+    if meta["gt"] is not None and not value > meta["gt"]:
+        raise ConfigError(f"{key} must be > {meta['gt']:g}, got {value!r}")
+    if meta["ge"] is not None and not value >= meta["ge"]:
+        raise ConfigError(f"{key} must be >= {meta['ge']:g}, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class CubeShapes:
+    """Cube fractal per input dtype, (M, K, N): one such mmad step per cycle per core."""
+
+    float16: tuple[int, int, int] = _spec("mkn")
+    int8: tuple[int, int, int] = _spec("mkn")
+    bfloat16: tuple[int, int, int] | None = _spec("mkn", optional=True)
+    int4: tuple[int, int, int] | None = _spec("mkn", optional=True)
+
+
+@dataclass(frozen=True)
+class VectorRates:
+    """Steady vector throughput per instruction class, bytes/cycle (unary: `vector_bytes_per_cycle`).
+
+    `_fp16` figures apply to 1- and 2-byte dtypes, `_fp32` to 4-byte ones.
+    """
+
+    binary: float = _spec("float", gt=0, doc="vadd/vsub/vmul/vmax/vmin/vand/vsel/vcmp")
+    exp_fp16: float = _spec("float", gt=0, doc="vexp/vln, 2-byte dtypes")
+    exp_fp32: float = _spec("float", gt=0, doc="vexp/vln, 4-byte dtypes")
+    sqrt_fp16: float = _spec("float", gt=0, doc="vsqrt, 2-byte dtypes")
+    sqrt_fp32: float = _spec("float", gt=0, doc="vsqrt, 4-byte dtypes")
+    div: float = _spec("float", gt=0, doc="vdiv")
+    ternary: float = _spec("float", gt=0, doc="vmla/vmadd/vmaddrelu (3 operands)")
+    reduce_fp16: float = _spec("float", gt=0, doc="vcadd/vcmax/vcmin, 2-byte dtypes")
+    reduce_fp32: float = _spec("float", gt=0, doc="vcadd, 4-byte dtypes")
+    gather: float = _spec("float", gt=0, doc="vgather")
+    sort: float = _spec("float", gt=0, doc="vmrgsort")
+
+
+@dataclass(frozen=True)
+class PathTable:
+    """One number per data path `<src>_<dst>` (bandwidth or fixed latency); None = no such path.
+
+    Per core: GM -> UB and UB -> GM are per AIV on split chips, the L1/L0 paths per AIC.
+    """
+
+    gm_l1: float | None = _spec("float", gt=0, optional=True, doc="MTE2")
+    gm_ub: float | None = _spec("float", gt=0, optional=True, doc="MTE2")
+    gm_l0a: float | None = _spec("float", gt=0, optional=True, doc="MTE2")
+    gm_l0b: float | None = _spec("float", gt=0, optional=True, doc="MTE2")
+    l1_l0a: float | None = _spec("float", gt=0, optional=True, doc="MTE1")
+    l1_l0b: float | None = _spec("float", gt=0, optional=True, doc="MTE1")
+    l1_ub: float | None = _spec("float", gt=0, optional=True, doc="MTE1, coupled chips")
+    ub_l1: float | None = _spec("float", gt=0, optional=True, doc="MTE3, coupled chips")
+    ub_gm: float | None = _spec("float", gt=0, optional=True, doc="MTE3")
+    l0c_ub: float | None = _spec("float", gt=0, optional=True, doc="V, coupled chips")
+    l0c_gm: float | None = _spec("float", gt=0, optional=True, doc="FIX, split chips")
+    l0c_l1: float | None = _spec("float", gt=0, optional=True, doc="FIX, split chips")
+
+    def get(self, src: str, dst: str) -> float | None:
+        """The figure for src -> dst, or None if the chip has no such path."""
+        return getattr(self, f"{_loc(src)}_{_loc(dst)}", None)
+
+    def paths(self) -> tuple[str, ...]:
+        """Names of the paths present on the chip."""
+        return tuple(f.name for f in fields(self) if getattr(self, f.name) is not None)
+
+
+#: pipe that carries each data path (msKPP GetPipeByIO; UB -> L1 on coupled chips is MTE3)
+PATH_PIPE = {"gm_l1": "MTE2", "gm_ub": "MTE2", "gm_l0a": "MTE2", "gm_l0b": "MTE2",
+             "l1_l0a": "MTE1", "l1_l0b": "MTE1", "l1_ub": "MTE1", "ub_l1": "MTE3",
+             "ub_gm": "MTE3", "l0c_ub": "V", "l0c_gm": "FIX", "l0c_l1": "FIX"}
+
+
+def _loc(name: str) -> str:
+    loc = _LOC_ALIASES.get(name.lower(), name.lower())
+    if loc not in LOCATIONS:
+        raise ConfigError(f"unknown memory location {name!r}; expected one of "
+                          f"{', '.join(LOCATIONS)} (or ddr/hbm/l2 for gm)")
+    return loc
+
+
+@dataclass(frozen=True)
+class Chip:
+    """One Ascend chip: core counts, clocks, units, buffers, data paths and task overheads.
+
+    Build it with `load_chip` / `get_chip` (from a TOML chip file, keeping each figure's
+    source); make what-ifs with `replace(...)`. All sizes are per core unless the name says
+    chip-wide (`l2_*`, `hbm_*`).
+    """
+
+    name: str = _spec("str")
+    description: str = _spec("str")
+    # organisation and clocks
+    arch: str = _spec("str", choices=ARCHS, doc="coupled (910, 310) or split AIC/AIV (910B)")
+    ai_cores: int = _spec("int", "cores", gt=0, doc="AI Cores (AIC on split chips)")
+    aiv_cores: int = _spec("int", "cores", ge=0, doc="AI Vector cores; 0 on coupled chips")
+    clock_hz: float = _spec("float", "Hz", gt=0, doc="AI Core clock")
+    pipes: tuple[str, ...] = _spec("pipes", doc="instruction queues present")
+    # compute units
+    cube_mkn: CubeShapes = _spec("group", "elements", group=CubeShapes)
+    cube_mmad_overhead_cycles: float = _spec("float", "cycles", ge=0, doc="c0 per mmad")
+    vector_bytes_per_cycle: float = _spec("float", "bytes/cycle", gt=0, doc="unary ops")
+    vector_min_cycles: float = _spec("float", "cycles", ge=0, doc="shortest vector instr")
+    vector_op_bytes_per_cycle: VectorRates = _spec("group", "bytes/cycle", group=VectorRates)
+    scalar_ops_per_cycle: float = _spec("float", "instr/cycle", gt=0)
+    # buffers, per core (UB: per AIV on split chips), usable capacity
+    l0a_bytes: int = _spec("int", "bytes", gt=0)
+    l0b_bytes: int = _spec("int", "bytes", gt=0)
+    l0c_bytes: int = _spec("int", "bytes", gt=0)
+    l1_bytes: int = _spec("int", "bytes", gt=0)
+    ub_bytes: int = _spec("int", "bytes", gt=0)
+    bt_bytes: int = _spec("int", "bytes", ge=0, doc="BiasTable; 0 if absent")
+    fb_bytes: int = _spec("int", "bytes", ge=0, doc="FixPipe buffers; 0 if absent")
+    l0a_align_bytes: int = _spec("int", "bytes", gt=0)
+    l0b_align_bytes: int = _spec("int", "bytes", gt=0)
+    l0c_align_bytes: int = _spec("int", "bytes", gt=0)
+    l1_align_bytes: int = _spec("int", "bytes", gt=0)
+    ub_align_bytes: int = _spec("int", "bytes", gt=0)
+    # data paths, per core
+    path_bytes_per_cycle: PathTable = _spec("group", "bytes/cycle", group=PathTable)
+    path_latency_cycles: PathTable = _spec("group", "cycles", group=PathTable)
+    # chip-wide memory
+    l2_bytes: int = _spec("int", "bytes", gt=0)
+    l2_bandwidth_bytes_per_s: float = _spec("float", "bytes/s", gt=0, doc="chip-wide, read")
+    l2_miss_slowdown: float = _spec("float", "x", ge=1, doc="GM bandwidth divisor on L2 miss")
+    hbm_bytes: int = _spec("int", "bytes", gt=0, doc="device memory size")
+    hbm_bandwidth_bytes_per_s: float = _spec("float", "bytes/s", gt=0, doc="chip-wide")
+    # task overheads
+    host_launch_us: float = _spec("float", "us", ge=0, doc="host launch per op")
+    sink_launch_us: float = _spec("float", "us", ge=0, doc="device-side launch per op (sink)")
+    ai_cpus: int = _spec("int", "cores", gt=0)
+    ai_cpu_clock_hz: float = _spec("float", "Hz", gt=0)
+    ai_cpu_task_launch_us: float = _spec("float", "us", ge=0)
+    ai_cpu_elements_per_cycle: float = _spec("float", "elements/cycle", gt=0, doc="per AI CPU")
+    # provenance: dotted key -> "TAG: source"; not part of equality
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False,
+                                       metadata={"kind": "sources"})
+
+    # -- validation ----------------------------------------------------------------------
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            meta = f.metadata
+            value = getattr(self, f.name)
+            if meta["kind"] == "sources":
+                if not isinstance(value, Mapping):
+                    raise ConfigError(f"sources must be a mapping, got {value!r}")
+                object.__setattr__(self, "sources", MappingProxyType(dict(value)))
+            elif meta["kind"] == "group":
+                object.__setattr__(self, f.name, _check_group(f.name, value, meta["group"]))
+            else:
+                object.__setattr__(self, f.name, _check(f.name, value, meta))
+        self._check_consistency()
+
+    def _check_consistency(self) -> None:
+        for buf in ("l0a", "l0b", "l0c", "l1", "ub"):
+            align = getattr(self, f"{buf}_align_bytes")
+            size = getattr(self, f"{buf}_bytes")
+            if align & (align - 1):
+                raise ConfigError(f"{buf}_align_bytes must be a power of two, got {align}")
+            if size % align:
+                raise ConfigError(f"{buf}_bytes ({size}) must be a multiple of "
+                                  f"{buf}_align_bytes ({align})")
+        missing = [p for p in ("S", "V", "M", "MTE1", "MTE2", "MTE3") if p not in self.pipes]
+        if missing:
+            raise ConfigError(f"pipes must include {', '.join(missing)}")
+        split = self.arch == "split"
+        if split != (self.aiv_cores > 0):
+            raise ConfigError(f"aiv_cores must be > 0 exactly when arch = 'split' "
+                              f"(arch = {self.arch!r}, aiv_cores = {self.aiv_cores})")
+        if split != ("FIX" in self.pipes):
+            raise ConfigError(f"pipes must contain FIX exactly when arch = 'split' "
+                              f"(arch = {self.arch!r}, pipes = {list(self.pipes)})")
+        bw, lat = self.path_bytes_per_cycle, self.path_latency_cycles
+        if bw.paths() != lat.paths():
+            odd = sorted(set(bw.paths()) ^ set(lat.paths()))
+            raise ConfigError(f"path_bytes_per_cycle and path_latency_cycles must list the same "
+                              f"paths; they differ in {', '.join(odd)}")
+        for path in bw.paths():
+            if PATH_PIPE[path] not in self.pipes:
+                raise ConfigError(f"path_bytes_per_cycle.{path} needs pipe {PATH_PIPE[path]}, "
+                                  f"which is not in pipes")
+        for required in ("gm_l1", "gm_ub", "l1_l0a", "l1_l0b", "ub_gm"):
+            if bw.get(*required.split("_")) is None:
+                raise ConfigError(f"path_bytes_per_cycle.{required} is required")
+        if not (bw.l0c_ub or bw.l0c_gm):
+            raise ConfigError("path_bytes_per_cycle needs l0c_ub or l0c_gm (a way out of L0C)")
+
+    # -- what-ifs and provenance -----------------------------------------------------------
+    def replace(self, **changes: Any) -> Chip:
+        """A copy with some figures changed, re-validated; the changed figures get source "U".
+
+        Group fields take a dict of the entries to change:
+        `chip.replace(ub_bytes=512 * 1024, path_bytes_per_cycle={"gm_ub": 256})`.
+        """
+        specs = {f.name: f for f in fields(self)}
+        sources = dict(self.sources)
+        for key, value in list(changes.items()):
+            if key not in specs or key == "sources":
+                raise ConfigError(f"replace(): unknown field {key!r}; fields are "
+                                  f"{', '.join(n for n in specs if n != 'sources')}")
+            group = specs[key].metadata["group"]
+            if group is not None:
+                old = getattr(self, key)
+                if isinstance(value, Mapping):
+                    names = {f.name for f in fields(group)}
+                    for sub in value:
+                        if sub not in names:
+                            raise ConfigError(f"replace(): unknown key {key}.{sub}; keys are "
+                                              f"{', '.join(sorted(names))}")
+                    value = changes[key] = dataclasses.replace(old, **value)
+                elif not isinstance(value, group):
+                    raise ConfigError(f"replace(): {key} must be a {group.__name__} or a dict, "
+                                      f"got {type(value).__name__}")
+                for sub in fields(group):
+                    new = getattr(value, sub.name)
+                    if new != getattr(old, sub.name):
+                        sources[f"{key}.{sub.name}"] = "U: set by replace()"
+                    if new is None:
+                        sources.pop(f"{key}.{sub.name}", None)
+            elif key not in ("name", "description"):
+                sources[key] = "U: set by replace()"
+        return dataclasses.replace(self, sources=sources, **changes)
+
+    def source(self, key: str) -> str:
+        """Where a figure comes from, e.g. `source("ub_bytes")`, `source("cube_mkn.int8")`."""
+        if key not in self.figure_keys(all_keys=True):
+            raise ConfigError(f"{self.name}: no figure {key!r}")
+        return self.sources.get(key, "U: no source recorded")
+
+    def confidence(self, key: str) -> str:
+        """The confidence tag(s) of a figure: "S", "D", "F", "M", "G", "U" or e.g. "F/D"."""
+        return self.source(key).split(":", 1)[0]
+
+    def figure_keys(self, all_keys: bool = False) -> tuple[str, ...]:
+        """Dotted keys of every figure (group entries as `group.entry`; absent ones skipped)."""
+        keys: list[str] = []
+        for f in fields(self):
+            if f.name in ("name", "description", "sources"):
+                continue
+            group = f.metadata["group"]
+            if group is None:
+                keys.append(f.name)
+                continue
+            sub = getattr(self, f.name)
+            keys += [f"{f.name}.{g.name}" for g in fields(group)
+                     if all_keys or getattr(sub, g.name) is not None]
+        return tuple(keys)
+
+    def figure(self, key: str) -> Any:
+        """The value of a dotted figure key."""
+        head, _, tail = key.partition(".")
+        value = getattr(self, head)
+        return getattr(value, tail) if tail else value
+
+    def table(self) -> list[tuple[str, Any, str, str]]:
+        """Rows (key, value, unit, source) of every figure, for printing a chip sheet."""
+        units = {f.name: f.metadata.get("unit", "") for f in fields(self)}
+        return [(k, self.figure(k), units[k.split(".")[0]], self.source(k))
+                for k in self.figure_keys()]
+
+    # -- derived figures ---------------------------------------------------------------------
+    @property
+    def coupled(self) -> bool:
+        """True when cube and vector share one core (910, 310)."""
+        return self.arch == "coupled"
+
+    @property
+    def vector_cores(self) -> int:
+        """Cores that run vector work: the AIVs on split chips, else every AI Core."""
+        return self.aiv_cores if self.aiv_cores else self.ai_cores
+
+    def cycles(self, seconds: float) -> int:
+        """AI Core cycles covering a time span (rounded up)."""
+        return math.ceil(seconds * self.clock_hz - 1e-6)
+
+    def seconds(self, cycles: float) -> float:
+        """Seconds taken by a number of AI Core cycles."""
+        return cycles / self.clock_hz
+
+    def us(self, cycles: float) -> float:
+        """Microseconds taken by a number of AI Core cycles."""
+        return cycles * 1e6 / self.clock_hz
+
+    def cube_shape(self, dtype: object = "float16") -> tuple[int, int, int]:
+        """The cube fractal (M, K, N) for an input dtype ("float16", "fp16", "int8", ...)."""
+        name = _DTYPE_ALIASES.get(str(dtype).lower())
+        shape = getattr(self.cube_mkn, name) if name else None
+        if shape is None:
+            have = [f.name for f in fields(CubeShapes) if getattr(self.cube_mkn, f.name)]
+            raise ConfigError(f"{self.name}: the cube has no mode for dtype {dtype!r}; "
+                              f"it takes {', '.join(have)}")
+        return shape
+
+    def flops_per_cycle(self, dtype: object = "float16") -> int:
+        """Cube ops (2 per MAC) per cycle of one core."""
+        m, k, n = self.cube_shape(dtype)
+        return 2 * m * k * n
+
+    def peak_flops(self, dtype: object = "float16") -> float:
+        """Chip-wide cube peak in ops/s (FLOPS, or OPS for integer dtypes)."""
+        return self.ai_cores * self.clock_hz * self.flops_per_cycle(dtype)
+
+    def vector_rate(self, op_class: str, dtype: object = "float16") -> float:
+        """Vector throughput in bytes/cycle for an instruction class (see VECTOR_CLASSES)."""
+        rates = self.vector_op_bytes_per_cycle
+        wide = str(dtype).lower() in ("float32", "fp32", "int32", "uint32", "float64", "int64")
+        if op_class == "unary":
+            return self.vector_bytes_per_cycle
+        if op_class in ("exp", "sqrt", "reduce"):
+            return getattr(rates, f"{op_class}_{'fp32' if wide else 'fp16'}")
+        if op_class in VECTOR_CLASSES:
+            return getattr(rates, op_class)
+        raise ConfigError(f"unknown vector class {op_class!r}; expected one of "
+                          f"{', '.join(VECTOR_CLASSES)}")
+
+    def has_path(self, src: str, dst: str) -> bool:
+        """Whether data can move directly from src to dst on this chip."""
+        return self.path_bytes_per_cycle.get(src, dst) is not None
+
+    def pipe_for(self, src: str, dst: str) -> str:
+        """The pipe that moves data from src to dst (e.g. gm -> ub: "MTE2")."""
+        self._path(src, dst)
+        return PATH_PIPE[f"{_loc(src)}_{_loc(dst)}"]
+
+    def transfer_cycles(self, src: str, dst: str, nbytes: float) -> float:
+        """Cycles for one DMA of nbytes on one core: fixed latency + nbytes / bandwidth."""
+        bw, lat = self._path(src, dst)
+        return lat + nbytes / bw
+
+    def _path(self, src: str, dst: str) -> tuple[float, float]:
+        bw = self.path_bytes_per_cycle.get(src, dst)
+        lat = self.path_latency_cycles.get(src, dst)
+        if bw is None or lat is None:
+            raise ConfigError(f"{self.name} has no data path {src} -> {dst}; it has "
+                              f"{', '.join(self.path_bytes_per_cycle.paths())}")
+        return bw, lat
+
+
+def _check_group(key: str, value: Any, group: type) -> Any:
+    if not isinstance(value, group):
+        raise ConfigError(f"{key} must be a {group.__name__}, got {type(value).__name__}")
+    changes = {}
+    for f in fields(group):
+        sub = getattr(value, f.name)
+        if sub is None:
+            if f.default is dataclasses.MISSING:
+                raise ConfigError(f"{key}.{f.name} is required")
+            continue
+        new = _check(f"{key}.{f.name}", sub, f.metadata)
+        if new is not sub:
+            changes[f.name] = new
+    return dataclasses.replace(value, **changes) if changes else value

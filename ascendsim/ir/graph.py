@@ -1,0 +1,410 @@
+"""The graph IR: `Graph` (a DAG of `Node`s joined by `Value`s) and its builder methods.
+
+A graph is C = {N, E, I, O} (seed 004): nodes, value edges, graph inputs and outputs, plus
+constants (initializers). Two nodes may be joined by several edges (``g.mul(x, x)``).
+
+`Node` and `Value` are immutable; the `Graph` is the mutable container a builder or a pass
+edits. Builder methods are generated from the op registry: ``g.relu(x)`` adds a Relu node,
+infers its output shape and returns its output `Value` (a tuple for multi-output ops).
+
+Control-flow subgraphs are *closed*: an If or Loop body sees only its own inputs; values it
+uses from the enclosing graph are passed in explicitly (the ONNX importer does that), so every
+graph can be executed, printed and simulated on its own.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict, deque
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from ..errors import GraphError
+from .registry import OpDef, get_op, op_by_builder
+from .tensor import ConstData, LazyTensor, Shape, Value, dtype_name, materialize
+
+
+@dataclass(frozen=True, eq=False)
+class Node:
+    """One operator. `inputs`/`outputs` are value names ("" marks an absent optional input)."""
+
+    name: str
+    op_type: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    attrs: dict[str, Any] = field(default_factory=dict)
+    subgraph: "Graph | None" = None   # a fused node keeps the original ops it replaced
+
+    @property
+    def opdef(self) -> OpDef:
+        return get_op(self.op_type, self.name)
+
+    def __repr__(self) -> str:
+        return f"Node({self.name}: {self.op_type}({', '.join(self.inputs)}) -> {', '.join(self.outputs)})"
+
+
+class Graph:
+    """A directed acyclic graph of operators with named inputs, outputs and constants."""
+
+    def __init__(self, name: str = "graph") -> None:
+        self.name = name
+        self.values: dict[str, Value] = {}
+        self.nodes: list[Node] = []
+        self.inputs: list[str] = []
+        self.outputs: list[str] = []
+        self.constants: dict[str, ConstData] = {}
+        self.opset: int | None = None
+        self._counter = itertools.count()
+
+    # ----------------------------------------------------------------- construction
+    def _fresh(self, base: str, taken: Iterable[str]) -> str:
+        taken = set(taken)
+        while True:
+            name = f"{base}_{next(self._counter)}"
+            if name not in taken:
+                return name
+
+    def fresh_node_name(self, base: str) -> str:
+        return self._fresh(base, (n.name for n in self.nodes))
+
+    def fresh_value_name(self, base: str) -> str:
+        return self._fresh(base, self.values)
+
+    def _add_value(self, value: Value) -> Value:
+        if value.name in self.values:
+            raise GraphError(f"duplicate value name '{value.name}' in graph '{self.name}'")
+        self.values[value.name] = value
+        return value
+
+    def input(self, name: str, shape: Sequence[int | str], dtype: Any = "float32",
+              layout: str = "ND") -> Value:
+        """Declare a graph input; symbolic dims are strings ("batch")."""
+        value = self._add_value(Value(name, tuple(shape), dtype_name(dtype), layout))
+        self.inputs.append(name)
+        return value
+
+    def const(self, data: Any, name: str | None = None, dtype: Any = None) -> Value:
+        """Add a constant (initializer); `data` is an array, scalar or LazyTensor."""
+        if isinstance(data, LazyTensor):
+            shape, dt = data.shape, data.dtype
+        else:
+            data = np.asarray(data, dtype=dtype) if dtype is not None else np.asarray(data)
+            if data.dtype == np.float64 and dtype is None:
+                data = data.astype(np.float32)
+            shape, dt = data.shape, dtype_name(data.dtype)
+        name = name or self.fresh_value_name("const")
+        value = self._add_value(Value(name, tuple(shape), dt))
+        self.constants[name] = data
+        return value
+
+    def weight(self, name: str, shape: Sequence[int], dtype: Any = "float32", seed: int = 0,
+               scale: float | None = None) -> Value:
+        """A lazily built random weight (He-style scale by default): free until values are needed."""
+        shape = tuple(int(d) for d in shape)
+        if scale is None:
+            fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else max(shape[0], 1)
+            scale = float(np.sqrt(2.0 / max(fan_in, 1)))
+        return self.const(LazyTensor.random(shape, dtype_name(dtype), seed, scale), name)
+
+    def output(self, *values: Value | str) -> None:
+        """Mark values as graph outputs (in order)."""
+        for v in values:
+            name = v if isinstance(v, str) else v.name
+            if name not in self.values:
+                raise GraphError(f"output '{name}' is not a value of graph '{self.name}'")
+            if name not in self.outputs:
+                self.outputs.append(name)
+
+    def _as_input(self, arg: Any, like_dtype: str | None, op_type: str) -> str:
+        if arg is None:
+            return ""
+        if isinstance(arg, Value):
+            if self.values.get(arg.name) is not arg and self.values.get(arg.name) != arg:
+                raise GraphError(f"{op_type}: value '{arg.name}' does not belong to graph "
+                                 f"'{self.name}'")
+            return arg.name
+        if isinstance(arg, str):
+            if arg not in self.values:
+                raise GraphError(f"{op_type}: no value named '{arg}' in graph '{self.name}'")
+            return arg
+        if isinstance(arg, (bool, int, float, np.ndarray, np.generic, list, tuple)):
+            arr = np.asarray(arg)
+            if like_dtype is not None and arr.dtype.kind in "biuf" and np.ndim(arg) == 0:
+                arr = arr.astype(like_dtype)
+            return self.const(arr).name
+        raise GraphError(f"{op_type}: cannot use {type(arg).__name__} as an input")
+
+    def add_node(self, op_type: str, inputs: Sequence[Any], attrs: dict | None = None,
+                 name: str | None = None, outputs: Sequence[str] | None = None,
+                 subgraph: "Graph | None" = None) -> list[Value]:
+        """Append a node, infer its outputs, and return the output Values."""
+        opdef = get_op(op_type, name)
+        name = name or self.fresh_node_name(op_type)
+        if any(n.name == name for n in self.nodes):
+            raise GraphError(f"duplicate node name '{name}' in graph '{self.name}'")
+        like = next((a.dtype for a in inputs if isinstance(a, Value)), None)
+        in_names = tuple(self._as_input(a, like, f"{op_type} '{name}'") for a in inputs)
+        full_attrs = self._check_attrs(opdef, attrs or {}, name)
+        in_vals = [self.values[n] if n else None for n in in_names]
+        out_specs = self._infer(opdef, name, in_vals, in_names, full_attrs)
+        if outputs is None:
+            outputs = ([name] if len(out_specs) == 1
+                       else [f"{name}:{i}" for i in range(len(out_specs))])
+        if len(outputs) != len(out_specs):
+            raise GraphError(f"node '{name}' ({op_type}) makes {len(out_specs)} outputs, "
+                             f"{len(outputs)} names were given")
+        outs = [self._add_value(Value(o, tuple(s), dtype_name(d))) for o, (s, d) in
+                zip(outputs, out_specs)]
+        self.nodes.append(Node(name, op_type, in_names, tuple(outputs), full_attrs, subgraph))
+        return outs
+
+    @staticmethod
+    def _check_attrs(opdef: OpDef, attrs: dict, node: str) -> dict:
+        unknown = sorted(set(attrs) - set(opdef.attrs))
+        if unknown:
+            valid = ", ".join(sorted(opdef.attrs)) or "none"
+            raise GraphError(f"node '{node}' ({opdef.op_type}): unknown attribute(s) "
+                             f"{', '.join(unknown)}; valid: {valid}")
+        return {**opdef.attrs, **attrs}
+
+    def _infer(self, opdef: OpDef, name: str, in_vals: list, in_names: Sequence[str],
+               attrs: dict) -> list:
+        consts = [self.const_value(n) if (i in opdef.needs_const_inputs and n) else None
+                  for i, n in enumerate(in_names)]
+        try:
+            return opdef.infer(in_vals, attrs, consts)
+        except GraphError as exc:
+            msg = str(exc)
+            if f"'{name}'" in msg:
+                raise
+            raise GraphError(f"node '{name}' ({opdef.op_type}): {msg}") from None
+        except (ValueError, IndexError, TypeError, KeyError) as exc:
+            raise GraphError(f"node '{name}' ({opdef.op_type}): cannot infer output shape "
+                             f"from inputs {[v for v in in_vals]}: {exc}") from None
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("_"):
+            raise AttributeError(attr)
+        opdef = op_by_builder(attr)
+        if opdef is None:
+            raise AttributeError(f"Graph has no builder '{attr}' (no registered op of that name)")
+        return lambda *args, **kwargs: self._build(opdef, args, kwargs)
+
+    def __dir__(self) -> list[str]:
+        from .registry import _BUILDERS, _load_families
+
+        _load_families()
+        return sorted(set(super().__dir__()) | set(_BUILDERS))
+
+    def _build(self, opdef: OpDef, args: tuple, kwargs: dict) -> Any:
+        name = kwargs.pop("name", None)
+        spec = opdef.inputs
+        inputs: list[Any] = []
+        args = list(args)
+        for i, slot in enumerate(spec):
+            key = slot.strip("*?")
+            if slot.startswith("*"):
+                inputs.extend(args[i:])
+                args = args[:i]
+                if key in kwargs:
+                    inputs.extend(kwargs.pop(key))
+                break
+            if i < len(args):
+                inputs.append(args[i])
+            elif key in kwargs:
+                inputs.append(kwargs.pop(key))
+            elif slot.endswith("?"):
+                inputs.append(None)
+            else:
+                raise GraphError(f"{opdef.builder_name}(): missing input '{key}'")
+        else:
+            if len(args) > len(spec):
+                raise GraphError(f"{opdef.builder_name}() takes {len(spec)} inputs "
+                                 f"({', '.join(spec)}), got {len(args)}")
+        while inputs and inputs[-1] is None:
+            inputs.pop()
+        outs = self.add_node(opdef.op_type, inputs, kwargs, name=name)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    # ----------------------------------------------------------------- queries
+    def value(self, name: str) -> Value:
+        try:
+            return self.values[name]
+        except KeyError:
+            raise GraphError(f"no value named '{name}' in graph '{self.name}'") from None
+
+    def node(self, name: str) -> Node:
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise GraphError(f"no node named '{name}' in graph '{self.name}'")
+
+    def is_const(self, name: str) -> bool:
+        return name in self.constants
+
+    def const_value(self, name: str) -> np.ndarray | None:
+        """The data of a constant value (materialised if lazy), or None if not a constant."""
+        data = self.constants.get(name)
+        return None if data is None else materialize(data)
+
+    def producers(self) -> dict[str, Node]:
+        return {o: n for n in self.nodes for o in n.outputs}
+
+    def producer(self, value: str) -> Node | None:
+        return self.producers().get(value)
+
+    def consumers(self) -> dict[str, list[Node]]:
+        uses: dict[str, list[Node]] = defaultdict(list)
+        for n in self.nodes:
+            for i in dict.fromkeys(n.inputs):
+                if i:
+                    uses[i].append(n)
+        return uses
+
+    # ----------------------------------------------------------------- structure
+    def toposort(self) -> None:
+        """Order nodes so that producers come before consumers; GraphError names a cycle."""
+        produced = {o: n.name for n in self.nodes for o in n.outputs}
+        by_name = {n.name: n for n in self.nodes}
+        deps = {n.name: {produced[i] for i in n.inputs if i in produced} for n in self.nodes}
+        users: dict[str, list[str]] = defaultdict(list)
+        for n, ds in deps.items():
+            for d in ds:
+                users[d].append(n)
+        pending = {n: len(ds) for n, ds in deps.items()}
+        order_index = {n.name: i for i, n in enumerate(self.nodes)}
+        ready = deque(n.name for n in self.nodes if pending[n.name] == 0)
+        out: list[Node] = []
+        while ready:
+            cur = ready.popleft()
+            out.append(by_name[cur])
+            for u in sorted(users[cur], key=order_index.__getitem__):
+                pending[u] -= 1
+                if pending[u] == 0:
+                    ready.append(u)
+        if len(out) != len(self.nodes):
+            stuck = [n.name for n in self.nodes if pending[n.name] > 0]
+            raise GraphError(f"graph '{self.name}' has a cycle through node(s) "
+                             f"{', '.join(stuck[:8])}")
+        self.nodes = out
+
+    def validate(self) -> None:
+        """Check names, edges, acyclicity and shapes; raise GraphError naming the culprit."""
+        seen_nodes: set[str] = set()
+        produced: dict[str, str] = {}
+        for n in self.nodes:
+            if n.name in seen_nodes:
+                raise GraphError(f"duplicate node name '{n.name}' in graph '{self.name}'")
+            seen_nodes.add(n.name)
+            for o in n.outputs:
+                if o in produced:
+                    raise GraphError(f"value '{o}' is produced by both node '{produced[o]}' "
+                                     f"and node '{n.name}'")
+                if o in self.inputs or o in self.constants:
+                    raise GraphError(f"node '{n.name}' writes '{o}', which is a graph input "
+                                     f"or constant")
+                produced[o] = n.name
+        for n in self.nodes:
+            get_op(n.op_type, n.name)
+            for i in n.inputs:
+                if i and i not in produced and i not in self.inputs and i not in self.constants:
+                    raise GraphError(f"node '{n.name}' ({n.op_type}) reads '{i}', which no node "
+                                     f"produces and is neither an input nor a constant")
+            for o in n.outputs:
+                if o not in self.values:
+                    raise GraphError(f"node '{n.name}' output '{o}' has no Value")
+        for o in self.outputs:
+            if o not in produced and o not in self.inputs and o not in self.constants:
+                raise GraphError(f"graph output '{o}' is not produced by any node")
+        self.toposort()
+
+    def infer_shapes(self) -> None:
+        """Re-run shape inference over every node (after inputs changed shape)."""
+        for n in self.nodes:
+            opdef = get_op(n.op_type, n.name)
+            ins = [self.values[i] if i else None for i in n.inputs]
+            specs = self._infer(opdef, n.name, ins, n.inputs, n.attrs)
+            for o, (s, d) in zip(n.outputs, specs):
+                old = self.values[o]
+                self.values[o] = Value(o, tuple(s), dtype_name(d), old.layout)
+
+    def bind(self, **dims: int) -> "Graph":
+        """A copy with symbolic input dims bound (e.g. ``g.bind(batch=8)``), shapes re-inferred."""
+        g = self.copy()
+        for name in g.inputs:
+            v = g.values[name]
+            g.values[name] = Value(name, tuple(dims.get(d, d) if isinstance(d, str) else d
+                                               for d in v.shape), v.dtype, v.layout)
+        g.infer_shapes()
+        return g
+
+    def copy(self, name: str | None = None) -> "Graph":
+        """A shallow copy: nodes and values are immutable and shared, the containers are new."""
+        g = Graph(name or self.name)
+        g.values = dict(self.values)
+        g.nodes = list(self.nodes)
+        g.inputs = list(self.inputs)
+        g.outputs = list(self.outputs)
+        g.constants = dict(self.constants)
+        g.opset = self.opset
+        g._counter = itertools.count(next(self._counter))
+        return g
+
+    def replace_uses(self, old: str, new: str) -> None:
+        """Make every reader of value `old` (nodes and graph outputs) read `new` instead."""
+        self.nodes = [n if old not in n.inputs else
+                      Node(n.name, n.op_type, tuple(new if i == old else i for i in n.inputs),
+                           n.outputs, n.attrs, n.subgraph) for n in self.nodes]
+        self.outputs = [new if o == old else o for o in self.outputs]
+
+    def remove_unused(self) -> int:
+        """Drop nodes, values and constants that no graph output depends on; return the count
+        of nodes removed."""
+        producers = self.producers()
+        live: set[str] = set()
+        stack = list(self.outputs)
+        keep: set[str] = set()
+        while stack:
+            v = stack.pop()
+            if v in live:
+                continue
+            live.add(v)
+            node = producers.get(v)
+            if node is not None and node.name not in keep:
+                keep.add(node.name)
+                stack.extend(i for i in node.inputs if i)
+        before = len(self.nodes)
+        self.nodes = [n for n in self.nodes if n.name in keep]
+        used = live | set(self.inputs) | {o for n in self.nodes for o in n.outputs}
+        self.values = {k: v for k, v in self.values.items() if k in used}
+        self.constants = {k: c for k, c in self.constants.items() if k in used}
+        return before - len(self.nodes)
+
+    def __repr__(self) -> str:
+        return (f"Graph({self.name!r}: {len(self.nodes)} nodes, inputs={self.inputs}, "
+                f"outputs={self.outputs})")
+
+    def summary(self) -> str:
+        """A readable listing: one line per node with shapes."""
+        lines = [f"graph {self.name}"]
+        for i in self.inputs:
+            lines.append(f"  input  {self.values[i]!r}")
+        for n in self.nodes:
+            ins = ", ".join(repr(self.values[i]) if i else "-" for i in n.inputs)
+            outs = ", ".join(repr(self.values[o]) for o in n.outputs)
+            lines.append(f"  {n.name}: {n.op_type}({ins}) -> {outs}")
+        lines.append(f"  outputs {', '.join(self.outputs)}")
+        return "\n".join(lines)
+
+
+def static_shape(value: Value, what: str = "") -> tuple[int, ...]:
+    """The shape as ints, or GraphError naming the value when a dim is symbolic."""
+    if not all(isinstance(d, int) for d in value.shape):
+        raise GraphError(f"{what or 'value'} '{value.name}' has symbolic shape {value.shape}; "
+                         f"bind it (Graph.bind) first")
+    return tuple(value.shape)  # type: ignore[return-value]
+
+
+__all__ = ["Graph", "Node", "Value", "Shape", "static_shape"]

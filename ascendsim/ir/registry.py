@@ -1,0 +1,178 @@
+"""The op registry: one `OpDef` per op type, registered once, in one place.
+
+Everything the rest of the simulator needs to know about an op is data here: how to infer its
+output shapes and dtypes, its fusion category (an ordered rank, as in TVM's TOpPattern), the
+unit that runs it, how many flops and bytes it costs, and the kernel that computes its values.
+No other module compares op-type strings; they ask the registry (`get_op(t).category`, ...).
+
+Families of ops register themselves from `ascendsim/ir/ops/<family>.py`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from enum import Enum, IntEnum
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+import numpy as np
+
+from ..errors import UnsupportedOpError
+
+if TYPE_CHECKING:
+    from .graph import Node
+    from .tensor import Shape, Value
+
+
+class Category(IntEnum):
+    """Fusion category, ordered: rules compare ranks ("every op on the path <= INJECTIVE")."""
+
+    ELEMWISE = 0    # out[i] = f(in[i]) for same-shaped operands
+    BROADCAST = 1   # element-wise with broadcasting of some operand
+    INJECTIVE = 2   # each output element reads one input element (reshape, transpose, slice)
+    REDUCE = 3      # reduces one or more axes (ReduceSum, Softmax's inner reductions)
+    SEGMENT = 4     # reduces segments / windows (pooling, LRN, segment-sum)
+    CUBE = 5        # runs on the cube: MatMul, Conv; may fuse element-wise epilogues
+    OPAQUE = 6      # nothing fuses across it (control flow, AI CPU ops, shape queries)
+
+
+class Unit(str, Enum):
+    """The hardware unit that runs an op."""
+
+    CUBE = "cube"
+    VECTOR = "vector"
+    SCALAR = "scalar"
+    AICPU = "aicpu"
+    NONE = "none"    # a view or a compile-time op: no task at run time
+
+
+class VecClass(str, Enum):
+    """Vector instruction class, which sets the vector pipe's bytes/cycle (chip table)."""
+
+    UNARY = "unary"
+    BINARY = "binary"
+    TERNARY = "ternary"
+    EXP = "exp"        # exp, ln, sigmoid, tanh, erf (transcendental)
+    SQRT = "sqrt"
+    DIV = "div"
+    REDUCE = "reduce"
+    MOVE = "move"      # copies, transposes, gathers done by the vector unit
+
+
+# (args: list of arrays, attrs) -> list of arrays
+Kernel = Callable[[list, dict], list]
+# (inputs: Values, attrs, constant data of the inputs or None) -> [(shape, dtype), ...]
+Infer = Callable[[Sequence["Value"], dict, Sequence["np.ndarray | None"]], list]
+
+
+def _elem_flops(ins: Sequence["Value"], outs: Sequence["Value"], attrs: dict) -> int:
+    return sum(o.numel for o in outs)
+
+
+@dataclass(frozen=True)
+class OpDef:
+    """Everything the simulator knows about one op type."""
+
+    op_type: str                      # ONNX-style name, e.g. "MatMul"
+    infer: Infer
+    kernel: Kernel
+    category: Category
+    unit: Unit | Callable[["Node", dict], Unit] = Unit.VECTOR
+    inputs: tuple[str, ...] = ("x",)  # builder argument names; "name?" optional, "*name" variadic
+    attrs: dict[str, Any] = field(default_factory=dict)   # attribute defaults
+    num_outputs: int | str = 1        # or the attr name that gives the count
+    flops: Callable[[Sequence["Value"], Sequence["Value"], dict], int] = _elem_flops
+    vec_class: VecClass = VecClass.UNARY
+    # numba scalar function (elemwise ops): the ufunc kernel and fused composite kernels use it
+    scalar: Callable | None = None
+    builder: str = ""                 # snake_case builder name; default from op_type
+    doc: str = ""
+    commutative: bool = False
+    # True when the op's output needs the input *values* to know its shape (Reshape's shape).
+    needs_const_inputs: tuple[int, ...] = ()
+
+    def unit_for(self, node: "Node", consts: dict) -> Unit:
+        """The unit that runs this node (some ops pick it from attrs or constant inputs)."""
+        return self.unit(node, consts) if callable(self.unit) else self.unit
+
+    @property
+    def builder_name(self) -> str:
+        return self.builder or snake_case(self.op_type)
+
+
+_REGISTRY: dict[str, OpDef] = {}
+_BUILDERS: dict[str, OpDef] = {}
+
+
+def snake_case(name: str) -> str:
+    s = re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name)
+    return s.lower()
+
+
+def register(opdef: OpDef) -> OpDef:
+    """Add an op to the registry; registering the same op type twice is a programming error."""
+    if opdef.op_type in _REGISTRY:
+        raise ValueError(f"op {opdef.op_type!r} registered twice")
+    if opdef.builder_name in _BUILDERS:
+        raise ValueError(f"builder name {opdef.builder_name!r} used by two ops")
+    _REGISTRY[opdef.op_type] = opdef
+    _BUILDERS[opdef.builder_name] = opdef
+    return opdef
+
+
+def _load_families() -> None:
+    from . import ops  # noqa: F401  (registers every family on import)
+
+
+def get_op(op_type: str, node: str | None = None) -> OpDef:
+    """The OpDef of an op type, or UnsupportedOpError naming the node."""
+    _load_families()
+    try:
+        return _REGISTRY[op_type]
+    except KeyError:
+        raise UnsupportedOpError(op_type, node) from None
+
+
+def has_op(op_type: str) -> bool:
+    _load_families()
+    return op_type in _REGISTRY
+
+
+def op_by_builder(name: str) -> OpDef | None:
+    _load_families()
+    return _BUILDERS.get(name)
+
+
+def registered_ops() -> list[str]:
+    """Every registered op type, sorted."""
+    _load_families()
+    return sorted(_REGISTRY)
+
+
+def ops_in(category: Category) -> frozenset[str]:
+    """Op types of one fusion category (a group set, as tinygrad's GroupOp)."""
+    _load_families()
+    return frozenset(t for t, d in _REGISTRY.items() if d.category == category)
+
+
+def broadcast_shapes(*shapes: "Shape", node: str = "") -> "Shape":
+    """NumPy/ONNX multidirectional broadcasting of (possibly symbolic) shapes."""
+    from ..errors import GraphError
+
+    rank = max((len(s) for s in shapes), default=0)
+    out: list = []
+    for i in range(rank):
+        dims = [s[len(s) - rank + i] for s in shapes if len(s) - rank + i >= 0]
+        known = {d for d in dims if d != 1}
+        if not known:
+            out.append(1)
+        elif len(known) == 1:
+            out.append(known.pop())
+        else:
+            ints = {d for d in known if isinstance(d, int)}
+            if len(ints) > 1:
+                where = f" in node '{node}'" if node else ""
+                raise GraphError(f"shapes {', '.join(str(tuple(s)) for s in shapes)} do not "
+                                 f"broadcast{where}")
+            out.append(ints.pop() if ints else sorted(map(str, known))[0])
+    return tuple(out)

@@ -1,0 +1,129 @@
+"""Values (tensor edges) and constants that are materialised only when their data is needed.
+
+A `Value` is what flows along an edge: a name, a shape (ints, or strings for symbolic
+dimensions such as "batch"), a dtype name and a layout tag. Values are immutable; a pass that
+changes one makes a new one with `dataclasses.replace`.
+
+A `LazyTensor` stands for a constant whose data is described, not stored (random weights of
+a seed, a fill value, the result of a fold). Shape-only simulation of a full-size model never
+touches the data, so a ResNet-50 at batch 256 costs no weight memory until values are asked for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from ..errors import GraphError
+
+Dim = int | str
+Shape = tuple[Dim, ...]
+
+#: dtype names the IR accepts (numpy names); anything else is a GraphError.
+DTYPES = ("float16", "float32", "float64", "bfloat16", "int8", "uint8", "int16", "uint16",
+          "int32", "uint32", "int64", "uint64", "bool")
+
+
+def dtype_name(dtype: object) -> str:
+    """Normalise a numpy dtype, type or name to one of DTYPES."""
+    if isinstance(dtype, str) and dtype == "bfloat16":
+        return dtype
+    try:
+        name = np.dtype(dtype).name  # type: ignore[arg-type]
+    except TypeError as exc:
+        raise GraphError(f"unknown dtype {dtype!r}; expected one of {', '.join(DTYPES)}") from exc
+    if name not in DTYPES:
+        raise GraphError(f"unsupported dtype {name!r}; expected one of {', '.join(DTYPES)}")
+    return name
+
+
+def itemsize(dtype: str) -> int:
+    """Bytes per element of a dtype name."""
+    return 2 if dtype == "bfloat16" else np.dtype(dtype).itemsize
+
+
+def is_static(shape: Shape) -> bool:
+    return all(isinstance(d, int) for d in shape)
+
+
+def numel(shape: Shape) -> int:
+    """Number of elements of a static shape (GraphError on a symbolic one)."""
+    n = 1
+    for d in shape:
+        if not isinstance(d, int):
+            raise GraphError(f"shape {shape} has symbolic dimension {d!r}; bind it first")
+        n *= d
+    return n
+
+
+@dataclass(frozen=True)
+class Value:
+    """A tensor edge of the graph."""
+
+    name: str
+    shape: Shape
+    dtype: str = "float32"
+    layout: str = "ND"
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def numel(self) -> int:
+        return numel(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * itemsize(self.dtype)
+
+    def __repr__(self) -> str:
+        dims = ",".join(str(d) for d in self.shape)
+        return f"Value({self.name}: {self.dtype}[{dims}])"
+
+
+@dataclass(frozen=True, eq=False)
+class LazyTensor:
+    """A constant described by shape, dtype and a maker; `materialize()` builds (and caches) it."""
+
+    shape: tuple[int, ...]
+    dtype: str
+    make: Callable[[], np.ndarray] = field(repr=False)
+    describe: str = ""
+    _cache: list = field(default_factory=list, repr=False, compare=False)
+
+    def materialize(self) -> np.ndarray:
+        if not self._cache:
+            arr = np.asarray(self.make())
+            if tuple(arr.shape) != tuple(self.shape):
+                raise GraphError(f"lazy constant {self.describe!r} made shape {arr.shape}, "
+                                 f"declared {self.shape}")
+            self._cache.append(arr.astype(self.dtype, copy=False))
+        return self._cache[0]
+
+    @property
+    def nbytes(self) -> int:
+        return numel(self.shape) * itemsize(self.dtype)
+
+    @staticmethod
+    def random(shape: tuple[int, ...], dtype: str, seed: int, scale: float = 1.0) -> "LazyTensor":
+        """Seeded normal values times `scale` (deterministic for the same seed)."""
+        def make() -> np.ndarray:
+            rng = np.random.default_rng(seed)
+            return (rng.standard_normal(shape) * scale).astype(dtype)
+        return LazyTensor(tuple(shape), dtype, make, f"random(seed={seed}, scale={scale})")
+
+    @staticmethod
+    def full(shape: tuple[int, ...], dtype: str, fill: float) -> "LazyTensor":
+        return LazyTensor(tuple(shape), dtype, lambda: np.full(shape, fill, dtype=dtype),
+                          f"full({fill})")
+
+
+ConstData = np.ndarray | LazyTensor
+
+
+def materialize(data: ConstData) -> np.ndarray:
+    """The array behind a constant, built now if it is lazy."""
+    return data.materialize() if isinstance(data, LazyTensor) else data

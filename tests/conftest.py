@@ -1,0 +1,9 @@
+"""Shared fixtures: seeded random generators (every test is deterministic)."""
+
+import numpy as np
+import pytest
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng(1234)
