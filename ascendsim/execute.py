@@ -42,6 +42,13 @@ def _check_inputs(graph: Graph, feeds: Mapping[str, np.ndarray]) -> dict[str, np
     return env
 
 
+def _run_fused(node, args: list) -> list:
+    """Values of a fused node, from the ops it keeps in its subgraph."""
+    sub = node.subgraph
+    outs = execute(sub, dict(zip(sub.inputs, args)))
+    return [outs[o] for o in sub.outputs]
+
+
 def execute(graph: Graph, inputs: Mapping[str, np.ndarray],
             outputs: list[str] | None = None) -> dict[str, np.ndarray]:
     """Run `graph` on `inputs` and return its outputs (or the named values) as arrays."""
@@ -63,7 +70,10 @@ def execute(graph: Graph, inputs: Mapping[str, np.ndarray],
         opdef = get_op(node.op_type, node.name)
         args = [fetch(i) for i in node.inputs]
         try:
-            results = opdef.kernel(args, node.attrs)
+            if node.subgraph is not None:
+                results = _run_fused(node, args)
+            else:
+                results = opdef.kernel(args, node.attrs)
         except AscendSimError:
             raise
         except Exception as exc:  # a kernel failure must name the node, not numba internals

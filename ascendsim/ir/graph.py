@@ -320,12 +320,37 @@ class Graph:
                 raise GraphError(f"graph output '{o}' is not produced by any node")
         self.toposort()
 
+    def add_fused(self, subgraph: "Graph", attrs: dict, name: str | None = None) -> Node:
+        """Add a FusedOp node standing for `subgraph` (inputs and outputs are value names of
+        this graph); the caller removes the nodes it replaces."""
+        name = name or self.fresh_node_name(attrs.get("display_type") or "Fused")
+        for i in subgraph.inputs:
+            if i not in self.values:
+                raise GraphError(f"fused node '{name}' reads '{i}', not a value of "
+                                 f"graph '{self.name}'")
+        node = Node(name, "FusedOp", tuple(subgraph.inputs), tuple(subgraph.outputs),
+                    {**get_op("FusedOp").attrs, **attrs}, subgraph)
+        self.nodes.append(node)
+        for o in subgraph.outputs:
+            self.values[o] = subgraph.values[o]
+        return node
+
+    def _node_specs(self, n: Node) -> list:
+        if n.subgraph is not None and n.op_type == "FusedOp":
+            sub = n.subgraph.copy()
+            for outer, inner in zip(n.inputs, sub.inputs):
+                sub.values[inner] = Value(inner, self.values[outer].shape,
+                                          self.values[outer].dtype, self.values[outer].layout)
+            sub.infer_shapes()
+            return [(sub.values[o].shape, sub.values[o].dtype) for o in sub.outputs]
+        opdef = get_op(n.op_type, n.name)
+        ins = [self.values[i] if i else None for i in n.inputs]
+        return self._infer(opdef, n.name, ins, n.inputs, n.attrs)
+
     def infer_shapes(self) -> None:
         """Re-run shape inference over every node (after inputs changed shape)."""
         for n in self.nodes:
-            opdef = get_op(n.op_type, n.name)
-            ins = [self.values[i] if i else None for i in n.inputs]
-            specs = self._infer(opdef, n.name, ins, n.inputs, n.attrs)
+            specs = self._node_specs(n)
             for o, (s, d) in zip(n.outputs, specs):
                 old = self.values[o]
                 self.values[o] = Value(o, tuple(s), dtype_name(d), old.layout)

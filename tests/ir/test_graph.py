@@ -109,3 +109,26 @@ def test_symbolic_dims_bind():
     gb = g.bind(batch=4)
     assert gb.values[y.name].shape == (4, 8)
     assert g.values[y.name].shape == ("batch", 8)
+
+
+def test_fused_node_keeps_subgraph_and_computes_values():
+    g = asim.Graph("fuse")
+    x = g.input("x", shape=("n", 4))
+    m = g.mul(x, 2.0)
+    y = g.relu(g.add(m, 1.0))
+    g.output(y)
+    ref = asim.execute(g.bind(n=3), {"x": np.full((3, 4), -0.25, np.float32)})[y.name]
+
+    sub = asim.Graph("sub")
+    sub.values = {k: v for k, v in g.values.items()}
+    sub.constants = dict(g.constants)
+    sub.nodes = list(g.nodes)
+    sub.inputs, sub.outputs = ["x"], [y.name]
+    fused = g.copy()
+    fused.nodes = []
+    node = fused.add_fused(sub, {"fusion": "UB", "pattern": "test", "display_type": "MulAddRelu"})
+    assert node.subgraph is sub and node.op_type == "FusedOp"
+    fused.validate()
+    out = asim.execute(fused.bind(n=3), {"x": np.full((3, 4), -0.25, np.float32)})[y.name]
+    np.testing.assert_array_equal(out, ref)
+    assert fused.bind(n=5).values[y.name].shape == (5, 4)
