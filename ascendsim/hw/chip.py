@@ -83,7 +83,7 @@ def check_source(key: str, source: object) -> str:
 
 
 def _check(key: str, value: Any, meta: Mapping[str, Any]) -> Any:
-    """Validate one figure against its field spec; return it normalised (list->tuple, int->float)."""
+    """Validate one figure against its field spec; return it normalised (list->tuple etc.)."""
     kind = meta["kind"]
     if kind == "int":
         if isinstance(value, float) and value.is_integer():
@@ -134,7 +134,9 @@ class CubeShapes:
 
 @dataclass(frozen=True)
 class VectorRates:
-    """Steady vector throughput per instruction class, bytes/cycle (unary: `vector_bytes_per_cycle`).
+    """Steady vector throughput per instruction class, bytes/cycle.
+
+    Unary ops run at `Chip.vector_bytes_per_cycle`.
 
     `_fp16` figures apply to 1- and 2-byte dtypes, `_fp32` to 4-byte ones.
     """
@@ -341,6 +343,8 @@ class Chip:
         """Where a figure comes from, e.g. `source("ub_bytes")`, `source("cube_mkn.int8")`."""
         if key not in self.figure_keys(all_keys=True):
             raise ConfigError(f"{self.name}: no figure {key!r}")
+        if self.figure(key) is None:
+            raise ConfigError(f"{self.name}: figure {key!r} is absent on this chip")
         return self.sources.get(key, "U: no source recorded")
 
     def confidence(self, key: str) -> str:
