@@ -8,7 +8,7 @@ for its live tensors only.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 

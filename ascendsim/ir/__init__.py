@@ -1,8 +1,18 @@
 """The graph IR: Graph, Node, Value, and the op registry."""
 
 from .graph import Graph, Node, static_shape
-from .registry import (Category, OpDef, Unit, VecClass, broadcast_shapes, get_op, has_op,
-                       ops_in, register, registered_ops)
+from .registry import (
+                       Category,
+                       OpDef,
+                       Unit,
+                       VecClass,
+                       broadcast_shapes,
+                       get_op,
+                       has_op,
+                       ops_in,
+                       register,
+                       registered_ops,
+)
 from .tensor import DTYPES, LazyTensor, Value, dtype_name, itemsize, numel
 
 __all__ = ["Graph", "Node", "Value", "LazyTensor", "OpDef", "Category", "Unit", "VecClass",

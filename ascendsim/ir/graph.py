@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import itertools
 from collections import defaultdict, deque
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -35,14 +36,15 @@ class Node:
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     attrs: dict[str, Any] = field(default_factory=dict)
-    subgraph: "Graph | None" = None   # a fused node keeps the original ops it replaced
+    subgraph: Graph | None = None   # a fused node keeps the original ops it replaced
 
     @property
     def opdef(self) -> OpDef:
         return get_op(self.op_type, self.name)
 
     def __repr__(self) -> str:
-        return f"Node({self.name}: {self.op_type}({', '.join(self.inputs)}) -> {', '.join(self.outputs)})"
+        ins, outs = ", ".join(self.inputs), ", ".join(self.outputs)
+        return f"Node({self.name}: {self.op_type}({ins}) -> {outs})"
 
 
 class Graph:
@@ -101,7 +103,8 @@ class Graph:
 
     def weight(self, name: str, shape: Sequence[int], dtype: Any = "float32", seed: int = 0,
                scale: float | None = None) -> Value:
-        """A lazily built random weight (He-style scale by default): free until values are needed."""
+        """A lazily built random weight (He-style scale by default): free until its values
+        are needed."""
         shape = tuple(int(d) for d in shape)
         if scale is None:
             fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else max(shape[0], 1)
@@ -138,7 +141,7 @@ class Graph:
 
     def add_node(self, op_type: str, inputs: Sequence[Any], attrs: dict | None = None,
                  name: str | None = None, outputs: Sequence[str] | None = None,
-                 subgraph: "Graph | None" = None) -> list[Value]:
+                 subgraph: Graph | None = None) -> list[Value]:
         """Append a node, infer its outputs, and return the output Values."""
         opdef = get_op(op_type, name)
         name = name or self.fresh_node_name(op_type)
@@ -320,7 +323,7 @@ class Graph:
                 raise GraphError(f"graph output '{o}' is not produced by any node")
         self.toposort()
 
-    def add_fused(self, subgraph: "Graph", attrs: dict, name: str | None = None) -> Node:
+    def add_fused(self, subgraph: Graph, attrs: dict, name: str | None = None) -> Node:
         """Add a FusedOp node standing for `subgraph` (inputs and outputs are value names of
         this graph); the caller removes the nodes it replaces."""
         name = name or self.fresh_node_name(attrs.get("display_type") or "Fused")
@@ -355,7 +358,7 @@ class Graph:
                 old = self.values[o]
                 self.values[o] = Value(o, tuple(s), dtype_name(d), old.layout)
 
-    def bind(self, **dims: int) -> "Graph":
+    def bind(self, **dims: int) -> Graph:
         """A copy with symbolic input dims bound (e.g. ``g.bind(batch=8)``), shapes re-inferred."""
         g = self.copy()
         for name in g.inputs:
@@ -365,7 +368,7 @@ class Graph:
         g.infer_shapes()
         return g
 
-    def copy(self, name: str | None = None) -> "Graph":
+    def copy(self, name: str | None = None) -> Graph:
         """A shallow copy: nodes and values are immutable and shared, the containers are new."""
         g = Graph(name or self.name)
         g.values = dict(self.values)

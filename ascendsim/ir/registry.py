@@ -11,9 +11,10 @@ Families of ops register themselves from `ascendsim/ir/ops/<family>.py`.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum, IntEnum
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -65,7 +66,7 @@ Kernel = Callable[[list, dict], list]
 Infer = Callable[[Sequence["Value"], dict, Sequence["np.ndarray | None"]], list]
 
 
-def _elem_flops(ins: Sequence["Value"], outs: Sequence["Value"], attrs: dict) -> int:
+def _elem_flops(ins: Sequence[Value], outs: Sequence[Value], attrs: dict) -> int:
     return sum(o.numel for o in outs)
 
 
@@ -77,11 +78,11 @@ class OpDef:
     infer: Infer
     kernel: Kernel
     category: Category
-    unit: Unit | Callable[["Node", dict], Unit] = Unit.VECTOR
+    unit: Unit | Callable[[Node, dict], Unit] = Unit.VECTOR
     inputs: tuple[str, ...] = ("x",)  # builder argument names; "name?" optional, "*name" variadic
     attrs: dict[str, Any] = field(default_factory=dict)   # attribute defaults
     num_outputs: int | str = 1        # or the attr name that gives the count
-    flops: Callable[[Sequence["Value"], Sequence["Value"], dict], int] = _elem_flops
+    flops: Callable[[Sequence[Value], Sequence[Value], dict], int] = _elem_flops
     vec_class: VecClass = VecClass.UNARY
     # numba scalar function (elemwise ops): the ufunc kernel and fused composite kernels use it
     scalar: Callable | None = None
@@ -91,7 +92,7 @@ class OpDef:
     # True when the op's output needs the input *values* to know its shape (Reshape's shape).
     needs_const_inputs: tuple[int, ...] = ()
 
-    def unit_for(self, node: "Node", consts: dict) -> Unit:
+    def unit_for(self, node: Node, consts: dict) -> Unit:
         """The unit that runs this node (some ops pick it from attrs or constant inputs)."""
         return self.unit(node, consts) if callable(self.unit) else self.unit
 
@@ -155,7 +156,7 @@ def ops_in(category: Category) -> frozenset[str]:
     return frozenset(t for t, d in _REGISTRY.items() if d.category == category)
 
 
-def broadcast_shapes(*shapes: "Shape", node: str = "") -> "Shape":
+def broadcast_shapes(*shapes: Shape, node: str = "") -> Shape:
     """NumPy/ONNX multidirectional broadcasting of (possibly symbolic) shapes."""
     from ..errors import GraphError
 

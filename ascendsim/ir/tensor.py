@@ -11,8 +11,8 @@ touches the data, so a ResNet-50 at batch 256 costs no weight memory until value
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
@@ -108,7 +108,7 @@ class LazyTensor:
         return numel(self.shape) * itemsize(self.dtype)
 
     @staticmethod
-    def random(shape: tuple[int, ...], dtype: str, seed: int, scale: float = 1.0) -> "LazyTensor":
+    def random(shape: tuple[int, ...], dtype: str, seed: int, scale: float = 1.0) -> LazyTensor:
         """Seeded normal values times `scale` (deterministic for the same seed)."""
         def make() -> np.ndarray:
             rng = np.random.default_rng(seed)
@@ -116,7 +116,7 @@ class LazyTensor:
         return LazyTensor(tuple(shape), dtype, make, f"random(seed={seed}, scale={scale})")
 
     @staticmethod
-    def full(shape: tuple[int, ...], dtype: str, fill: float) -> "LazyTensor":
+    def full(shape: tuple[int, ...], dtype: str, fill: float) -> LazyTensor:
         return LazyTensor(tuple(shape), dtype, lambda: np.full(shape, fill, dtype=dtype),
                           f"full({fill})")
 

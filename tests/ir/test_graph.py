@@ -68,7 +68,7 @@ def test_dangling_input_and_duplicate_names():
 def test_unknown_builder_and_op():
     g = asim.Graph()
     with pytest.raises(AttributeError, match="no builder 'frobnicate'"):
-        g.frobnicate
+        getattr(g, "frobnicate")
     with pytest.raises(UnsupportedOpError, match="unsupported op 'Frobnicate'"):
         g.add_node("Frobnicate", [])
 
