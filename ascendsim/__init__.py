@@ -22,6 +22,7 @@ _LAZY = {
     "simulate": "ascendsim.sim",
     "compare": "ascendsim.sim",
     "Result": "ascendsim.sim",
+    "Comparison": "ascendsim.report",
     "Chip": "ascendsim.hw",
     "chips": "ascendsim.hw",
     "get_chip": "ascendsim.hw",

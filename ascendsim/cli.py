@@ -1,0 +1,370 @@
+"""The `ascendsim` command line: run a model or an ONNX file, compare fused vs unfused, list things.
+
+    ascendsim run MODEL_OR_ONNX [--chip ascend910] [--fusion-switch FILE] [--no-fusion]
+                  [--graph-kernel] [--detail block|tile] [--mode sink|host]
+                  [--timeline PNG] [--trace JSON] [--summary CSV] [--batch N] [--top N]
+    ascendsim compare MODEL_OR_ONNX [--chip ...] [--plot PNG] [--batch N] [--mode ...]
+    ascendsim models
+    ascendsim chips
+
+Bad input (unknown model or chip, missing file, bad fusion switch, unsupported op) prints one
+line `ascendsim: error: ...` on stderr and exits with 2; nothing prints a traceback unless
+`--traceback` is given. A progress bar (tqdm, when installed) shows on long work when stderr
+is a terminal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import inspect
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from .errors import AscendSimError
+
+EXIT_OK, EXIT_INTERNAL, EXIT_BAD_INPUT = 0, 1, 2
+
+
+class BadInput(AscendSimError):
+    """A command-line argument that names nothing usable (file, model, option value)."""
+
+
+# -- progress -------------------------------------------------------------------------------
+class Progress:
+    """Stage progress on stderr: a tqdm bar when stderr is a terminal and tqdm is installed.
+
+    The simulator reports no progress of its own, so the bar names the stage and a background
+    thread refreshes its elapsed time while a long stage runs.
+    """
+
+    def __init__(self, stages: Sequence[str], enabled: bool | None = None) -> None:
+        if enabled is None:
+            enabled = sys.stderr.isatty()
+        self._bar: Any = None
+        self._stop = threading.Event()
+        if enabled:
+            try:
+                from tqdm import tqdm
+            except ImportError:  # tqdm is optional
+                tqdm = None
+            if tqdm is not None:
+                self._bar = tqdm(total=len(stages), file=sys.stderr, leave=False,
+                                 bar_format="{desc:<28} {bar} {n_fmt}/{total_fmt} [{elapsed}]")
+                threading.Thread(target=self._tick, daemon=True).start()
+
+    def _tick(self) -> None:
+        while not self._stop.wait(0.5):
+            bar = self._bar
+            if bar is not None:
+                bar.refresh()
+
+    @contextlib.contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        if self._bar is not None:
+            self._bar.set_description_str(name)
+        yield
+        if self._bar is not None:
+            self._bar.update(1)
+
+    def sim_callback(self) -> Callable[[int, int], None] | None:
+        """A (done, total) callback for a simulator that reports progress, or None."""
+        if self._bar is None:
+            return None
+        bar, desc = self._bar, "simulating"
+
+        def update(done: int, total: int) -> None:
+            if total:
+                bar.set_description_str(f"{desc} {100 * done // total:3d}%")
+        return update
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._bar is not None:
+            bar, self._bar = self._bar, None
+            bar.close()
+
+
+# -- inputs ---------------------------------------------------------------------------------
+def model_names() -> list[str]:
+    """Names of the built-in models."""
+    from . import models
+
+    names = getattr(models, "names", None)
+    if names is None:
+        raise BadInput("the built-in model list is not available in this build "
+                       "(ascendsim.models.names() is missing)")
+    return list(names())
+
+
+def _looks_like_file(spec: str) -> bool:
+    return spec.lower().endswith(".onnx") or os.sep in spec or os.path.exists(spec)
+
+
+def load_model(spec: str, batch: int | None = None) -> Any:
+    """A Graph from a built-in model name or an .onnx path (errors name what was wrong)."""
+    import ascendsim as asim
+
+    if _looks_like_file(spec):
+        if not os.path.exists(spec):
+            raise BadInput(f"file not found: '{spec}'")
+        if os.path.isdir(spec):
+            raise BadInput(f"'{spec}' is a directory, not an .onnx file")
+        if batch is not None:
+            raise BadInput("--batch applies to built-in models only; an ONNX file keeps "
+                           "its own input shapes")
+        return asim.load_onnx(spec)
+    names = model_names()
+    if spec not in names:
+        raise BadInput(f"unknown model '{spec}'; built-in models: {', '.join(names)} "
+                       f"(or give the path of an .onnx file)")
+    builder = getattr(asim.models, spec)
+    if batch is None:
+        return builder()
+    if batch <= 0:
+        raise BadInput(f"--batch must be a positive integer, got {batch}")
+    if "batch" not in inspect.signature(builder).parameters:
+        raise BadInput(f"model '{spec}' has no batch size; --batch applies to "
+                       f"{', '.join(n for n in names if _has_batch(asim.models, n))}")
+    return builder(batch=batch)
+
+
+def _has_batch(models: Any, name: str) -> bool:
+    fn = getattr(models, name, None)
+    return fn is not None and "batch" in inspect.signature(fn).parameters
+
+
+def get_chip(name: str) -> Any:
+    import ascendsim as asim
+
+    if name.lower().endswith(".toml"):
+        if not os.path.exists(name):
+            raise BadInput(f"chip file not found: '{name}'")
+        return asim.load_chip(name)
+    return asim.get_chip(name)
+
+
+def _optimize_kwargs(args: argparse.Namespace) -> dict[str, Any] | None:
+    if getattr(args, "no_fusion", False):
+        if args.fusion_switch:
+            raise BadInput("--no-fusion and --fusion-switch exclude each other")
+        return None
+    kw: dict[str, Any] = {"graph_kernel": True} if args.graph_kernel else {}
+    if args.fusion_switch:
+        if not os.path.exists(args.fusion_switch):
+            raise BadInput(f"fusion switch file not found: '{args.fusion_switch}'")
+        kw["fusion_switch"] = args.fusion_switch
+    return kw
+
+
+def _check_out(path: str | None, flag: str) -> None:
+    """Fail before a long simulation if an output file cannot be written."""
+    if path is None:
+        return
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise BadInput(f"{flag}: folder '{folder}' does not exist")
+
+
+def _simulate(graph: Any, chip: Any, optimize: dict[str, Any] | None, detail: str,
+              progress: Progress, mode: str = "sink") -> Any:
+    import ascendsim as asim
+
+    kwargs: dict[str, Any] = {"chip": chip, "optimize": optimize, "detail": detail,
+                              "mode": mode}
+    cb = progress.sim_callback()
+    if cb is not None and "progress" in inspect.signature(asim.simulate).parameters:
+        kwargs["progress"] = cb
+    return asim.simulate(graph, **kwargs)
+
+
+# -- commands -------------------------------------------------------------------------------
+def cmd_run(args: argparse.Namespace) -> int:
+    from .report.summary import render_totals, statistic_table, summary_table
+
+    for path, flag in ((args.timeline, "--timeline"), (args.trace, "--trace"),
+                       (args.summary, "--summary")):
+        _check_out(path, flag)
+    chip = get_chip(args.chip)
+    optimize = _optimize_kwargs(args)
+    progress = Progress(["load", "simulate", "report"], enabled=None if args.progress else False)
+    try:
+        t0 = time.perf_counter()
+        with progress.stage("loading model"):
+            graph = load_model(args.model, args.batch)
+        with progress.stage("optimising + simulating" if optimize is not None else "simulating"):
+            res = _simulate(graph, chip, optimize, args.detail, progress, args.mode)
+        with progress.stage("writing reports"):
+            if args.timeline:
+                res.plot_timeline(args.timeline)
+            if args.trace:
+                res.write_chrome_trace(args.trace)
+            if args.summary:
+                res.write_summary_csv(args.summary)
+        wall = time.perf_counter() - t0
+    finally:
+        progress.close()
+    trace = res.trace
+    fused = "as given" if optimize is None else "optimised and fused"
+    print(f"{graph.name} on {chip.name} ({fused}, {args.mode} mode, detail={args.detail}): "
+          f"{res.time_us:,.2f} us, {res.cycles:,} cycles, {len(trace.tasks)} tasks "
+          f"[simulated in {wall:.2f} s]")
+    print()
+    print(summary_table(trace, top=args.top))
+    print()
+    stat = statistic_table(trace)
+    if len(stat.rows) > args.top:
+        stat.rows = stat.rows[: args.top]
+        stat.title = f"op statistic (top {args.top} op types)"
+    print(stat)
+    print()
+    print(render_totals(trace))
+    for path, what in ((args.timeline, "timeline"), (args.trace, "Perfetto trace"),
+                       (args.summary, "op summary CSV")):
+        if path:
+            print(f"wrote {what}: {path}")
+    return EXIT_OK
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    import ascendsim as asim
+
+    _check_out(args.plot, "--plot")
+    chip = get_chip(args.chip)
+    progress = Progress(["load", "compare", "plot"], enabled=None if args.progress else False)
+    try:
+        with progress.stage("loading model"):
+            graph = load_model(args.model, args.batch)
+        with progress.stage("simulating unfused + fused"):
+            optimize = _optimize_kwargs(args)
+            if optimize:  # a switch file or graph kernels: the fused run takes them
+                from .report.compare import Comparison
+
+                cmp = Comparison(
+                    _simulate(graph, chip, None, args.detail, progress, args.mode),
+                    _simulate(graph, chip, optimize, args.detail, progress, args.mode))
+            else:
+                cmp = asim.compare(graph, chip=chip, detail=args.detail, mode=args.mode)
+        with progress.stage("plotting"):
+            if args.plot:
+                cmp.plot(args.plot)
+    finally:
+        progress.close()
+    print(cmp.table())
+    if args.plot:
+        print(f"wrote comparison plot: {args.plot}")
+    return EXIT_OK
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    import ascendsim as asim
+
+    for name in model_names():
+        doc = (getattr(asim.models, name).__doc__ or "").strip().splitlines()
+        print(f"{name:<28} {doc[0] if doc else ''}")
+    return EXIT_OK
+
+
+def cmd_chips(args: argparse.Namespace) -> int:
+    import ascendsim as asim
+
+    for name in asim.chips():
+        c = asim.get_chip(name)
+        print(f"{name:<12} {c.ai_cores} AI Cores"
+              + (f" + {c.aiv_cores} AIV" if c.aiv_cores else "")
+              + f" @ {c.clock_hz / 1e9:.2f} GHz, cube {c.peak_flops('float16') / 1e12:.0f} "
+              f"TFLOPS fp16, HBM {c.hbm_bandwidth_bytes_per_s / 1e9:.0f} GB/s, "
+              f"UB {c.ub_bytes // 1024} KiB - {c.description}")
+    return EXIT_OK
+
+
+# -- parser ---------------------------------------------------------------------------------
+class _Parser(argparse.ArgumentParser):
+    """argparse, but usage errors are one line plus a hint (still exit code 2)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="ascendsim", description="Simulate neural networks on Huawei Ascend "
+                "AI Cores: op summary, timelines, Perfetto traces, fused vs unfused.")
+    p.add_argument("--traceback", action="store_true", help="show Python tracebacks on errors")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    def common(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("model", metavar="MODEL_OR_ONNX",
+                        help="a built-in model (see `ascendsim models`) or an .onnx file")
+        sp.add_argument("--chip", default="ascend910",
+                        help="built-in chip name or a chip .toml file (default ascend910)")
+        sp.add_argument("--batch", type=int, default=None, help="batch size of a built-in model")
+        sp.add_argument("--fusion-switch", metavar="FILE", default=None,
+                        help="CANN fusion switch JSON file")
+        sp.add_argument("--graph-kernel", action="store_true",
+                        help="also run graph-kernel fusion (MindSpore enable_graph_kernel)")
+        sp.add_argument("--detail", choices=("block", "tile"), default="block",
+                        help="block: coalesced tiles (fast); tile: every tile instruction")
+        sp.add_argument("--mode", choices=("sink", "host"), default="sink",
+                        help="sink: graph sunk on the device (default); host: op-by-op "
+                             "launches from the host")
+        sp.add_argument("--no-progress", dest="progress", action="store_false",
+                        help="no progress bar")
+
+    run = sub.add_parser("run", help="simulate a model and print its op summary")
+    common(run)
+    run.add_argument("--no-fusion", action="store_true", help="simulate the graph as given")
+    run.add_argument("--timeline", metavar="PNG", help="write a timeline figure")
+    run.add_argument("--trace", metavar="JSON", help="write a Perfetto / chrome://tracing trace")
+    run.add_argument("--summary", metavar="CSV", help="write the msprof-style op summary CSV")
+    run.add_argument("--top", type=int, default=15, help="rows of the printed tables")
+    run.set_defaults(func=cmd_run)
+
+    cmp = sub.add_parser("compare", help="simulate unfused and fused, side by side")
+    common(cmp)
+    cmp.add_argument("--plot", metavar="PNG", help="write both timelines on one time axis")
+    cmp.set_defaults(func=cmd_compare)
+
+    sub.add_parser("models", help="list the built-in models").set_defaults(func=cmd_models)
+    sub.add_parser("chips", help="list the built-in chips").set_defaults(func=cmd_chips)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `ascendsim` console script; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help(sys.stderr)
+        return EXIT_BAD_INPUT
+    if getattr(args, "top", 1) <= 0:
+        parser.error(f"--top must be a positive integer, got {args.top}")
+    try:
+        return int(args.func(args))
+    except AscendSimError as e:
+        if args.traceback:
+            raise
+        print(f"ascendsim: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except OSError as e:  # an output file that cannot be written, an unreadable input
+        if args.traceback:
+            raise
+        where = f" '{e.filename}'" if e.filename else ""
+        print(f"ascendsim: error: {e.strerror or e}{where}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("ascendsim: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # a bug, not bad input: say so, in one line
+        if args.traceback:
+            raise
+        print(f"ascendsim: internal error: {type(e).__name__}: {e} "
+              f"(rerun with --traceback and report it)", file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

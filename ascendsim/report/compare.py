@@ -1,0 +1,142 @@
+"""Unfused vs fused: what a fusion (or any graph change) bought, side by side.
+
+`Comparison` holds two `Result`s of the same model and derives the figures users ask first:
+speedup, launches saved, DDR/L2 traffic saved, time per op type, and whether the outputs agree.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .table import Table
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from .result import Result
+    from .trace import Trace
+
+#: Output tolerances per dtype kind: fused kernels may round differently (fp16 accumulates in fp32).
+_RTOL = {"float16": 2e-3, "bfloat16": 1e-2, "float32": 1e-5, "float64": 1e-9}
+_ATOL = {"float16": 2e-3, "bfloat16": 1e-2, "float32": 1e-6, "float64": 1e-12}
+
+
+def traffic_bytes(trace: Trace, level: str, direction: str | None = None) -> int:
+    """Bytes a whole trace moved at one memory level (read, write, or both when None)."""
+    total = 0
+    for t in trace.tasks:
+        for (lvl, d), b in t.traffic.items():
+            if lvl == level and (direction is None or d == direction):
+                total += b
+    return total
+
+
+def time_by_op_type(trace: Trace) -> dict[str, float]:
+    """Sum of task durations per op type, in microseconds."""
+    out: dict[str, float] = defaultdict(float)
+    for t in trace.tasks:
+        out[t.op_type] += trace.us(t.duration)
+    return dict(out)
+
+
+def outputs_close(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> tuple[bool, float]:
+    """Whether two output dicts agree within dtype tolerance, and the largest abs difference."""
+    if set(a) != set(b):
+        return False, float("inf")
+    ok, worst = True, 0.0
+    for k in a:
+        x, y = np.asarray(a[k]), np.asarray(b[k])
+        if x.shape != y.shape:
+            return False, float("inf")
+        if x.size == 0:
+            continue
+        if x.dtype.kind in "fc":
+            xf, yf = x.astype(np.float64), y.astype(np.float64)
+            diff = np.abs(xf - yf)
+            finite = np.isfinite(xf) & np.isfinite(yf)
+            same_nonfinite = np.all((xf == yf) | finite | (np.isnan(xf) & np.isnan(yf)))
+            worst = max(worst, float(diff[finite].max()) if finite.any() else 0.0)
+            name = x.dtype.name
+            ok &= bool(same_nonfinite) and bool(np.allclose(
+                xf[finite], yf[finite], rtol=_RTOL.get(name, 1e-5), atol=_ATOL.get(name, 1e-6)))
+        else:
+            eq = np.array_equal(x, y)
+            ok &= bool(eq)
+            if not eq:
+                worst = max(worst, float(np.abs(x.astype(np.float64) - y.astype(np.float64)).max()))
+    return ok, worst
+
+
+@dataclass
+class Comparison:
+    """Two simulations of one model: before (`unfused`) and after (`fused`) optimisation."""
+
+    unfused: Result
+    fused: Result
+
+    @property
+    def speedup(self) -> float:
+        """unfused time / fused time (> 1 when fusion helped)."""
+        return self.unfused.cycles / max(self.fused.cycles, 1)
+
+    @property
+    def outputs_equal(self) -> bool | None:
+        """True/False when both runs computed values, None when they ran on shapes only."""
+        if self.unfused.outputs is None or self.fused.outputs is None:
+            return None
+        return outputs_close(self.unfused.outputs, self.fused.outputs)[0]
+
+    @property
+    def max_abs_diff(self) -> float | None:
+        if self.unfused.outputs is None or self.fused.outputs is None:
+            return None
+        return outputs_close(self.unfused.outputs, self.fused.outputs)[1]
+
+    def table(self) -> Table:
+        """Rows: launches, DDR/L2 bytes, time, time per op type, outputs equal (when computed)."""
+        a, b = self.unfused.trace, self.fused.trace
+        rows: list[list[Any]] = []
+
+        def add(metric: str, x: float, y: float) -> None:
+            rows.append([metric, x, y, (x / y) if x and y else None])
+
+        add("time (us)", self.unfused.time_us, self.fused.time_us)
+        add("cycles", self.unfused.cycles, self.fused.cycles)
+        add("launches", len(a.tasks), len(b.tasks))
+        add("AI Core tasks", sum(t.task_type == "AI_CORE" for t in a.tasks),
+            sum(t.task_type == "AI_CORE" for t in b.tasks))
+        add("AI CPU tasks", sum(t.task_type == "AI_CPU" for t in a.tasks),
+            sum(t.task_type == "AI_CPU" for t in b.tasks))
+        moved = {(lvl, d): (traffic_bytes(a, lvl, d), traffic_bytes(b, lvl, d))
+                 for lvl in ("DDR", "L2") for d in ("read", "write")}
+        big = max((max(v) for v in moved.values()), default=0) >= 1e6
+        unit, div = ("MB", 1e6) if big else ("KB", 1e3)
+        for (lvl, d), (x, y) in moved.items():
+            add(f"{lvl} {d} ({unit})", x / div, y / div)
+        ta, tb = time_by_op_type(a), time_by_op_type(b)
+        for op_type in sorted(set(ta) | set(tb), key=lambda k: -(ta.get(k, 0) + tb.get(k, 0))):
+            add(f"  {op_type} (us)", ta.get(op_type, 0.0), tb.get(op_type, 0.0))
+        eq = self.outputs_equal
+        if eq is not None:
+            rows.append(["outputs equal", eq, eq, f"max |diff| {self.max_abs_diff:.3g}"])
+        title = (f"{self.unfused.graph.name} on {self.unfused.chip.name}: "
+                 f"fused is {self.speedup:.2f}x faster")
+        return Table(["metric", "unfused", "fused", "unfused/fused"], rows, title=title)
+
+    def plot(self, path: str | None = None, **kwargs: Any) -> Figure:
+        """Both timelines on one time axis, with a per-op-type time bar chart; saved if `path`."""
+        from .timeline import plot_comparison
+
+        return plot_comparison(self.unfused.trace, self.fused.trace, path,
+                               labels=("unfused", "fused"), **kwargs)
+
+    def __str__(self) -> str:
+        return str(self.table())
+
+    def __repr__(self) -> str:
+        return (f"Comparison({self.unfused.graph.name!r}: unfused {self.unfused.time_us:.2f} us, "
+                f"fused {self.fused.time_us:.2f} us, speedup {self.speedup:.2f}x)")

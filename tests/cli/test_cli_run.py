@@ -1,0 +1,98 @@
+"""`ascendsim run` / `compare` end to end (needs ascendsim.sim)."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+from ascendsim.cli import main
+from ascendsim.report import COLUMNS
+
+
+def test_run_writes_everything(capsys, tmp_path) -> None:
+    png, js, sv = (str(tmp_path / n) for n in ("t.png", "t.json", "s.csv"))
+    code = main(["run", "conv_bn_relu", "--timeline", png, "--trace", js, "--summary", sv,
+                 "--no-progress"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    first = out.splitlines()[0]
+    assert first.startswith("ConvBnRelu on ascend910 (optimised and fused, sink mode, "
+                            "detail=block):")
+    assert "op summary:" in out and "op statistic" in out and "total time (us)" in out
+    assert f"wrote timeline: {png}" in out
+    assert open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+    assert json.load(open(js))["traceEvents"]
+    with open(sv, newline="") as f:
+        assert next(csv.reader(f)) == list(COLUMNS)
+
+
+def test_run_no_fusion_has_more_tasks(capsys) -> None:
+    assert main(["run", "net_basic_fuse", "--no-fusion", "--no-progress"]) == 0
+    unfused = capsys.readouterr().out
+    assert "as given" in unfused.splitlines()[0]
+    n_unfused = int(unfused.splitlines()[0].split(" tasks")[0].rsplit(" ", 1)[1])
+    assert n_unfused >= 2
+
+
+def test_host_mode_waits_for_launches(capsys) -> None:
+    assert main(["run", "net_basic_fuse", "--no-fusion", "--mode", "host", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "host mode" in out.splitlines()[0]
+    assert "launch-bound tasks (us)" in out          # tiny ops wait longer than they run
+
+
+def test_compare(capsys, tmp_path) -> None:
+    plot = str(tmp_path / "cmp.png")
+    code = main(["compare", "net_basic_fuse", "--plot", plot, "--no-progress"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "fused is" in out.splitlines()[0] and "launches" in out
+    assert open(plot, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def _tiny_onnx(path) -> None:
+    import onnx
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 64])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 64])
+    node = helper.make_node("Relu", ["x"], ["y"], name="relu0")
+    model = helper.make_model(helper.make_graph([node], "tiny", [x], [y]),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(model, str(path))
+
+
+def test_run_onnx_file(capsys, tmp_path) -> None:
+    path = tmp_path / "tiny.onnx"
+    _tiny_onnx(path)
+    code = main(["run", str(path), "--no-progress", "--top", "3"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "relu0" in out and "Relu" in out
+    code = main(["run", str(path), "--batch", "2"])
+    assert code == 2 and "--batch applies to built-in models only" in capsys.readouterr().err
+
+
+def test_run_on_other_chip(capsys) -> None:
+    assert main(["run", "net_basic_fuse", "--chip", "ascend910b", "--no-progress"]) == 0
+    assert "on ascend910b" in capsys.readouterr().out.splitlines()[0]
+
+
+def test_progress_bar_on_a_terminal_and_without_tqdm(monkeypatch, capsys) -> None:
+    import sys
+
+    from ascendsim.cli import Progress
+
+    bar = Progress(["a", "b"], enabled=True)
+    with bar.stage("loading"):
+        pass
+    assert bar.sim_callback() is not None
+    bar.close()
+    assert "loading" in capsys.readouterr().err
+    monkeypatch.setitem(sys.modules, "tqdm", None)     # tqdm not installed: no bar, no error
+    quiet = Progress(["a"], enabled=True)
+    with quiet.stage("x"):
+        pass
+    assert quiet.sim_callback() is None
+    quiet.close()
+    assert Progress(["a"]).sim_callback() is None      # stderr is not a terminal under pytest
