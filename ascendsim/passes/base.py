@@ -1,0 +1,230 @@
+"""The pass framework: `Pass`, its per-pattern counters (`PassResult`) and refusals (`Decision`).
+
+A pass has a name (CANN's where one exists), a switch group (`GraphFusion`, `UBFusion`, or
+`GE` for the always-on graph-engine optimisations), one or more named patterns, and reports
+per pattern how often it was *matched* (the pattern was found) and *effected* (the rewrite was
+applied). They differ when a check refuses; every refusal carries its reason, so
+`PassLog.explain()` can say why a candidate did not fuse (XLA's FusionDecision idea).
+
+Most rewrites follow one skeleton, `RewritePass`: find a candidate anchored at a node (as CANN's
+`MatchFromOutput` anchors at the pattern's output op), `check` it into a `Decision`, and
+`rewrite` it when the decision is yes. A subclass writes `match`, `check` and `rewrite` only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from ..ir.graph import Graph, Node
+
+#: switch groups; GE passes are always on (not switchable from a fusion switch file)
+GE = "GE"
+GRAPH_FUSION = "GraphFusion"
+UB_FUSION = "UBFusion"
+GRAPH_KERNEL = "GraphKernel"
+L2_FUSION = "L2Fusion"
+SWITCH_GROUPS = (GRAPH_FUSION, UB_FUSION)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Either "yes" or "no, because <why>"; combine with `and_`/`or_` keeping the reasons."""
+
+    ok: bool
+    why: str = ""
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    def and_(self, other: Decision | Callable[[], Decision]) -> Decision:
+        """Both must hold; `other` may be a thunk so later checks run only when needed."""
+        if not self.ok:
+            return self
+        return other() if callable(other) else other
+
+    def or_(self, other: Decision | Callable[[], Decision]) -> Decision:
+        """Either may hold; a double refusal keeps both reasons."""
+        if self.ok:
+            return self
+        res = other() if callable(other) else other
+        return res if res.ok else Decision(False, f"{self.why}; and {res.why}")
+
+
+YES = Decision(True)
+
+
+def no(why: str) -> Decision:
+    return Decision(False, why)
+
+
+def require(cond: bool, why: str) -> Decision:
+    """YES when `cond`, else a refusal saying `why` (phrase it as what went wrong)."""
+    return YES if cond else Decision(False, why)
+
+
+@dataclass
+class PatternStats:
+    """Counters of one pattern of one pass run."""
+
+    pattern: str
+    matched: int = 0
+    effected: int = 0
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A candidate that matched but was not rewritten, and why."""
+
+    pass_name: str
+    pattern: str
+    node: str
+    why: str
+
+
+@dataclass
+class PassResult:
+    """What one run of a pass did: counters per pattern, refusals, notes (bytes saved...)."""
+
+    pass_name: str
+    group: str
+    patterns: dict[str, PatternStats] = field(default_factory=dict)
+    refusals: list[Refusal] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    bytes_saved: int = 0
+
+    def stats(self, pattern: str) -> PatternStats:
+        if pattern not in self.patterns:
+            self.patterns[pattern] = PatternStats(pattern)
+        return self.patterns[pattern]
+
+    def matched(self, pattern: str) -> None:
+        self.stats(pattern).matched += 1
+
+    def effected(self, pattern: str) -> None:
+        self.stats(pattern).effected += 1
+
+    def refuse(self, pattern: str, node: str, why: str) -> None:
+        self.refusals.append(Refusal(self.pass_name, pattern, node, why))
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
+    @property
+    def changed(self) -> bool:
+        return any(s.effected for s in self.patterns.values())
+
+    def merge(self, other: PassResult) -> None:
+        """Add another run's counts. A pass re-run inside a fixpoint loop logs once: a
+        candidate it refused in an earlier round and refuses again is not counted again."""
+        seen = {(f.pattern, f.node, f.why) for f in self.refusals}
+        repeats: dict[str, int] = {}
+        for f in other.refusals:
+            if (f.pattern, f.node, f.why) in seen:
+                repeats[f.pattern] = repeats.get(f.pattern, 0) + 1
+            else:
+                self.refusals.append(f)
+        for name, s in other.patterns.items():
+            mine = self.stats(name)
+            mine.matched += s.matched - repeats.get(name, 0)
+            mine.effected += s.effected
+        self.notes.extend(n for n in other.notes if n not in self.notes)
+        self.bytes_saved += other.bytes_saved
+
+
+@dataclass(frozen=True)
+class PassContext:
+    """Options every pass may read (set once by `optimize`)."""
+
+    fold_limit_bytes: int = 64 * 2**20
+    outputs: tuple[str, ...] | None = None
+    graph_id: int = 0
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+class Pass:
+    """One optimisation. Subclasses set the class attributes and implement `run`."""
+
+    name: ClassVar[str] = ""
+    group: ClassVar[str] = GE
+    patterns: ClassVar[tuple[str, ...]] = ()
+    default_on: ClassVar[bool] = True      # CANN has default-off passes (SoftmaxSmallOp...)
+    disableable: ClassVar[bool] = True     # AABiasaddConvFusion cannot be switched off
+
+    def run(self, graph: Graph, ctx: PassContext) -> PassResult:   # pragma: no cover
+        raise NotImplementedError
+
+    def new_result(self) -> PassResult:
+        res = PassResult(self.name, self.group)
+        for p in self.patterns:
+            res.stats(p)
+        return res
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name}, group={self.group})"
+
+
+@dataclass
+class Match:
+    """A found candidate: the anchor node, the other nodes it covers, and named parts."""
+
+    anchor: Node
+    nodes: list[Node]
+    parts: dict[str, Any] = field(default_factory=dict)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.parts[key]
+
+
+class RewritePass(Pass):
+    """Skeleton of a pattern rewrite: match at each node, check, rewrite; counts everything.
+
+    After every rewrite the graph is re-read (the rewrite changed it) and the search restarts
+    from the top, skipping anchors already decided, so a pass sees the graph as it is.
+    """
+
+    pattern: ClassVar[str] = ""
+
+    def match(self, graph: Graph, node: Node, view: GraphView) -> Match | None:
+        raise NotImplementedError
+
+    def check(self, graph: Graph, m: Match, view: GraphView, ctx: PassContext) -> Decision:
+        return YES
+
+    def rewrite(self, graph: Graph, m: Match, view: GraphView, ctx: PassContext) -> None:
+        raise NotImplementedError
+
+    def run(self, graph: Graph, ctx: PassContext) -> PassResult:
+        from .rewrite import GraphView
+
+        res = self.new_result()
+        default = self.pattern or self.patterns[0]
+        decided: set[str] = set()
+        while True:
+            view = GraphView(graph)
+            for node in list(graph.nodes):
+                if node.name in decided:
+                    continue
+                m = self.match(graph, node, view)
+                if m is None:
+                    continue
+                decided.add(node.name)
+                pattern = m.parts.get("pattern") or default
+                res.matched(pattern)
+                dec = self.check(graph, m, view, ctx)
+                if not dec.ok:
+                    res.refuse(pattern, node.name, dec.why)
+                    continue
+                self.rewrite(graph, m, view, ctx)
+                res.effected(pattern)
+                break
+            else:
+                return res
+
+
+from .rewrite import GraphView  # noqa: E402  (type used in signatures above)
+
+__all__ = ["Decision", "YES", "no", "require", "Pass", "PassResult", "PatternStats", "Refusal",
+           "PassContext", "Match", "RewritePass", "GraphView", "GE", "GRAPH_FUSION", "UB_FUSION",
+           "GRAPH_KERNEL", "L2_FUSION", "SWITCH_GROUPS"]

@@ -1,0 +1,270 @@
+"""The pass manager: a readable list of stages, each a fixed list of passes, run in order.
+
+Order (graph-optimizers.md §8): GE standard optimisations (constant folding with shape
+inference to a fixpoint, If with a constant condition, Loop shapes, CSE, constant dedup,
+pruning; repeated until nothing changes), then FE graph fusion, then UB fusion, graph-kernel
+fusion (MindSpore basic then composite, only with `graph_kernel=True`) and L2 fusion. Each
+stage is logged and, with `dump_dir`, dumped to `.dot`; the verifier runs after every pass.
+
+Later stages are filled by `register_pass(cls, stage)` (UB / graph-kernel / L2 fusion passes
+live in their own files and register themselves); a stage without passes says so in the log.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from os import PathLike
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError, GraphError
+from ..ir.graph import Graph
+from .base import GE, Pass, PassContext, PassResult
+from .dot import write_dot
+from .log import PassLog, PassRecord
+from .switch import FusionSwitch, PassInfo, load_fusion_switch
+from .verify import verify_graph
+
+#: GE stage repeats while any pass changes the graph, at most this many rounds (GE re-pass guard)
+GE_MAX_ROUNDS = 10
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A named step of the pipeline: its passes, whether it iterates, what enables it."""
+
+    name: str
+    title: str                          # used in dumps: "after GE optimisations"
+    passes: tuple[type[Pass], ...]
+    fixpoint: bool = False              # repeat the whole list until nothing changes
+    option: str | None = None           # the optimize() flag that enables the stage
+
+
+def _ge_passes() -> tuple[type[Pass], ...]:
+    from .common_subexpression_elimination import CommonSubexpressionEliminationPass
+    from .cond_remove import CondRemovePass
+    from .constant_folding import ConstantFoldingPass
+    from .constant_fuse_same import ConstantFuseSamePass
+    from .loop_shape_inference import LoopShapeInferencePass
+    from .prune import PrunePass
+
+    return (PrunePass, ConstantFoldingPass, CondRemovePass, LoopShapeInferencePass,
+            CommonSubexpressionEliminationPass, ConstantFuseSamePass)
+
+
+def _graph_fusion_passes() -> tuple[type[Pass], ...]:
+    from .aa_biasadd_conv_fusion import AABiasaddConvFusion
+    from .channel_align import ChannelAlignFusionPass
+    from .conv_batchnorm_fusion import ConvBatchnormFusionPass
+    from .gelu_fusion import GeluFusionPass
+    from .layer_norm_fusion import LayerNormFusionPass
+    from .matmul_biasadd_fusion import MatMulBiasAddFusionPass
+    from .pow_to_mul_fusion import PowToMulFusionPass
+    from .softmax_small_op_fusion import SoftmaxSmallOpFusionPass
+    from .split_concat_elemwise_fusion import SplitConcatElemwiseFusionPass
+
+    return (AABiasaddConvFusion, ConvBatchnormFusionPass, MatMulBiasAddFusionPass,
+            SoftmaxSmallOpFusionPass, LayerNormFusionPass, GeluFusionPass, PowToMulFusionPass,
+            ChannelAlignFusionPass, SplitConcatElemwiseFusionPass)
+
+
+#: passes added by other modules (UB, graph-kernel, L2 fusion): stage name -> classes
+_REGISTERED: dict[str, list[type[Pass]]] = {}
+STAGE_NAMES = ("ge", "graph_fusion", "ub_fusion", "graph_kernel_basic",
+               "graph_kernel_composite", "l2_fusion")
+
+
+def register_pass(cls: type[Pass], stage: str) -> type[Pass]:
+    """Append a pass to a stage of the default pipeline (usable as a class decorator)."""
+    if stage not in STAGE_NAMES:
+        raise ValueError(f"unknown stage '{stage}'; stages: {', '.join(STAGE_NAMES)}")
+    if cls not in _REGISTERED.setdefault(stage, []):
+        _REGISTERED[stage].append(cls)
+    return cls
+
+
+#: modules that register later-stage passes on import (absent ones are skipped)
+STAGE_MODULES = ("ub_fusion", "graph_kernel", "l2_fusion")
+
+
+def _load_stage_modules() -> None:
+    for mod in STAGE_MODULES:
+        try:
+            importlib.import_module(f"{__package__}.{mod}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__package__}.{mod}":
+                raise
+
+
+def default_stages() -> list[Stage]:
+    """The pipeline, in order (GE passes first, then the fusion stages)."""
+    _load_stage_modules()
+    extra = {s: tuple(_REGISTERED.get(s, ())) for s in STAGE_NAMES}
+    return [
+        Stage("ge", "after GE optimisations", _ge_passes() + extra["ge"], fixpoint=True),
+        Stage("graph_fusion", "after graph fusion", _graph_fusion_passes()
+              + extra["graph_fusion"]),
+        Stage("ub_fusion", "after UB fusion", extra["ub_fusion"]),
+        Stage("graph_kernel_basic", "after graph-kernel basic fusion",
+              extra["graph_kernel_basic"], option="graph_kernel"),
+        Stage("graph_kernel_composite", "after graph-kernel composite fusion",
+              extra["graph_kernel_composite"], option="graph_kernel"),
+        Stage("l2_fusion", "after L2 fusion", extra["l2_fusion"], option="l2_fusion"),
+    ]
+
+
+@dataclass
+class OptimizeResult:
+    """The optimised graph and what happened to it."""
+
+    graph: Graph
+    log: PassLog
+    gears: Any = None                  # a GearSet when optimize() was given gears
+    node_counts: dict[str, int] = field(default_factory=dict)   # stage -> nodes after it
+
+
+class PassManager:
+    """Runs the stages over a copy of a graph, honouring the switch, verifying, dumping."""
+
+    def __init__(self, stages: Sequence[Stage] | None = None,
+                 switch: FusionSwitch | None = None, verify: bool = True,
+                 dump_dir: str | PathLike | None = None, ctx: PassContext | None = None,
+                 enabled_options: Mapping[str, bool] | None = None) -> None:
+        self.stages = list(stages) if stages is not None else default_stages()
+        self.switch = switch or FusionSwitch()
+        self.verify = verify
+        self.dump_dir = Path(dump_dir) if dump_dir is not None else None
+        self.ctx = ctx or PassContext()
+        self.enabled_options = dict(enabled_options or {})
+
+    @classmethod
+    def default(cls) -> PassManager:
+        return cls()
+
+    def pass_infos(self) -> dict[str, PassInfo]:
+        """name -> PassInfo of every pass of every stage (for switch validation)."""
+        return {p.name: PassInfo(p.name, p.group, p.default_on, p.disableable)
+                for st in self.stages for p in st.passes}
+
+    def _dump(self, graph: Graph, index: int, name: str, title: str, log: PassLog) -> None:
+        if self.dump_dir is None:
+            return
+        path = write_dot(graph, self.dump_dir / f"{index:02d}_{name}.dot", title)
+        log.dumps.append(str(path))
+
+    def _run_pass(self, p: Pass, graph: Graph) -> PassResult:
+        res = p.run(graph, self.ctx)
+        if self.verify:
+            verify_graph(graph, p.name)
+        return res
+
+    def run(self, graph: Graph) -> OptimizeResult:
+        """Optimise a copy of `graph`; the input graph is not changed."""
+        if self.verify:
+            verify_graph(graph, where=f"input graph '{graph.name}': ")
+        g = graph.copy()
+        log = PassLog(graph_id=self.ctx.graph_id)
+        if self.switch.source != "defaults":
+            log.note(f"fusion switch: {self.switch.source}")
+        for name in self.switch.unmodelled:
+            log.note(f"fusion switch names CANN pass '{name}', which ascendsim does not model; "
+                     f"ignored")
+        counts = {"initial": len(g.nodes)}
+        self._dump(g, 0, "initial", "initial", log)
+        dump_index = 1
+        for stage in self.stages:
+            if stage.option is not None and not self.enabled_options.get(stage.option, False):
+                continue
+            if not stage.passes:
+                log.note(f"stage '{stage.name}' has no passes registered; graph unchanged")
+                continue
+            self._run_stage(stage, g, log)
+            counts[stage.name] = len(g.nodes)
+            self._dump(g, dump_index, f"after_{stage.name}", stage.title, log)
+            dump_index += 1
+        return OptimizeResult(g, log, node_counts=counts)
+
+    def _run_stage(self, stage: Stage, g: Graph, log: PassLog) -> None:
+        plan: list[tuple[Pass, bool, str]] = []
+        for cls in stage.passes:
+            p = cls()
+            runs, why = self.switch.decide(PassInfo(p.name, p.group, p.default_on,
+                                                    p.disableable))
+            plan.append((p, runs, why))
+            if runs and why:
+                log.note(why)
+        results = {p.name: p.new_result() for p, runs, _ in plan if runs}
+        rounds = GE_MAX_ROUNDS if stage.fixpoint else 1
+        changed = False
+        for _ in range(rounds):
+            changed = False
+            for p, runs, _ in plan:
+                if runs:
+                    res = self._run_pass(p, g)
+                    results[p.name].merge(res)
+                    changed |= res.changed
+            if not changed:
+                break
+        if stage.fixpoint and changed:
+            log.note(f"stage '{stage.name}' still changing after {rounds} rounds; stopped")
+        for p, runs, why in plan:
+            log.add(PassRecord(stage.name, results[p.name] if runs else p.new_result(),
+                               ran=runs, note=why))
+
+
+def optimize(graph: Graph, fusion_switch: str | PathLike | Mapping | None = None,
+             graph_kernel: bool = False, dump_dir: str | PathLike | None = None,
+             outputs: Sequence[str] | None = None, gears: Sequence[int] | None = None,
+             fold_limit_bytes: int = 64 * 2**20, l2_fusion: bool = True, verify: bool = True,
+             gear_dim: str | None = None, graph_id: int = 0, **options: Any) -> OptimizeResult:
+    """Optimise and fuse `graph` as GE/FE do; returns the new graph and the pass log.
+
+    `fusion_switch`: a CANN switch file (JSON or `Pass:off` lines), a dict, or None for the
+    defaults. `outputs`: prune to these values. `gears`: sizes of the dynamic dimension
+    `gear_dim` (found automatically when the inputs have one symbolic dim); every gear is
+    optimised as a static graph, `result.graph` is the gear-selecting graph (If chain over the
+    gears), `result.gears` picks one (`graph_for(n)`, `execute`), `result.log` is the log of
+    the largest gear (each gear's log: `result.gears.results[g].log`). `fold_limit_bytes`:
+    a constant fold that would materialise more is refused (and logged). Other keyword
+    options reach every pass as `ctx.options` (e.g. `chip=`, `ub_rules=` for UB fusion).
+    """
+    if not isinstance(graph, Graph):
+        raise GraphError(f"optimize() needs a Graph, got {type(graph).__name__}")
+    if fold_limit_bytes < 0:
+        raise ConfigError(f"fold_limit_bytes must be >= 0, got {fold_limit_bytes}")
+    if gears is not None:
+        from .gears import build_gears
+
+        gs = build_gears(graph, dim=gear_dim, gears=gears)
+        kwargs = dict(fusion_switch=fusion_switch, graph_kernel=graph_kernel, outputs=outputs,
+                      fold_limit_bytes=fold_limit_bytes, l2_fusion=l2_fusion, verify=verify,
+                      **options)
+        opt = gs.map(lambda i, n, g: optimize(
+            g, dump_dir=None if dump_dir is None else Path(dump_dir) / f"gear_{n}",
+            graph_id=i, **kwargs))  # type: ignore[arg-type]
+        last = opt.results[opt.gears[-1]]
+        selecting = opt.selecting_graph()
+        if verify:
+            verify_graph(selecting, where=f"gear-selecting graph '{selecting.name}': ")
+        return OptimizeResult(selecting, last.log, gears=opt, node_counts=last.node_counts)
+    stages = default_stages()
+    known = {p.name: PassInfo(p.name, p.group, p.default_on, p.disableable)
+             for st in stages for p in st.passes}
+    switch = load_fusion_switch(fusion_switch, known)
+    if outputs is not None:
+        missing = [o for o in outputs if o not in graph.values]
+        if missing:
+            raise GraphError(f"optimize(outputs=...): no value(s) {', '.join(missing)} in graph "
+                             f"'{graph.name}'")
+    ctx = PassContext(fold_limit_bytes=fold_limit_bytes,
+                      outputs=tuple(outputs) if outputs is not None else None, graph_id=graph_id,
+                      options=dict(options))
+    mgr = PassManager(stages, switch, verify, dump_dir, ctx,
+                      {"graph_kernel": graph_kernel, "l2_fusion": l2_fusion})
+    return mgr.run(graph)
+
+
+__all__ = ["optimize", "OptimizeResult", "PassManager", "Stage", "register_pass",
+           "default_stages", "STAGE_NAMES", "GE"]

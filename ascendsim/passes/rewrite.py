@@ -1,0 +1,147 @@
+"""Graph reading and editing helpers shared by the passes.
+
+`GraphView` is the analysis side (producers, consumers, constness, external uses), built once
+per rewrite round; the edit helpers are the mutation side. A rewrite keeps the names of the
+values it replaces, so graph outputs and downstream readers never need re-wiring.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..ir.graph import Graph, Node
+from ..ir.registry import get_op
+from ..ir.tensor import LazyTensor, Value, is_static
+
+
+class GraphView:
+    """Read-only indexes of a graph: who makes and who reads each value."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self.producers: dict[str, Node] = graph.producers()
+        self.consumers: dict[str, list[Node]] = graph.consumers()
+        self.outputs = set(graph.outputs)
+
+    def producer(self, value: str, op_types: Iterable[str] | None = None) -> Node | None:
+        """The node making `value`, if any (and if its op type is one of `op_types`)."""
+        node = self.producers.get(value)
+        if node is None or (op_types is not None and node.op_type not in set(op_types)):
+            return None
+        return node
+
+    def users(self, value: str) -> list[Node]:
+        return self.consumers.get(value, [])
+
+    def uses(self, value: str) -> int:
+        """How many times `value` is read: by node inputs (each slot) and as a graph output."""
+        n = sum(node.inputs.count(value) for node in self.users(value))
+        return n + (1 if value in self.outputs else 0)
+
+    def only_user(self, value: str) -> Node | None:
+        """The single node reading `value` when nothing else (not a graph output) reads it."""
+        users = self.users(value)
+        if len(users) != 1 or value in self.outputs or users[0].inputs.count(value) != 1:
+            return None
+        return users[0]
+
+    def is_const(self, value: str) -> bool:
+        return bool(value) and value in self.graph.constants
+
+    def const(self, value: str) -> np.ndarray | None:
+        """The constant's data (materialised), or None when `value` is not a constant."""
+        return self.graph.const_value(value) if self.is_const(value) else None
+
+    def scalar(self, value: str) -> float | None:
+        """The value of a constant with one element, else None."""
+        if not self.is_const(value):
+            return None
+        v = self.graph.values[value]
+        if not is_static(v.shape) or int(np.prod(v.shape)) != 1:
+            return None
+        return float(np.asarray(self.graph.const_value(value)).reshape(()))
+
+    def value(self, name: str) -> Value:
+        return self.graph.values[name]
+
+
+def other_input(node: Node, value: str) -> str:
+    """The input of a two-input node that is not `value`."""
+    a, b = node.inputs[0], node.inputs[1]
+    return b if a == value else a
+
+
+def replace_nodes(graph: Graph, remove: Sequence[Node], op_type: str, inputs: Sequence[Any],
+                  attrs: dict | None, name: str, outputs: Sequence[str],
+                  subgraph: Graph | None = None) -> Node:
+    """Remove `remove`, add one `op_type` node named `name` writing `outputs` (names kept)."""
+    gone = {n.name for n in remove}
+    last = max(i for i, n in enumerate(graph.nodes) if n.name in gone)
+    pos = last - (len(gone) - 1)          # where the last removed node was, once they are gone
+    graph.nodes = [n for n in graph.nodes if n.name not in gone]
+    for n in remove:
+        for o in n.outputs:
+            graph.values.pop(o, None)
+    graph.add_node(op_type, list(inputs), attrs, name=name, outputs=list(outputs),
+                   subgraph=subgraph)
+    node = graph.nodes.pop()
+    graph.nodes.insert(pos, node)
+    if not in_order(graph):               # helper nodes appended by the caller: re-sort
+        graph.toposort()
+    drop_dead_constants(graph)
+    return node
+
+
+def in_order(graph: Graph) -> bool:
+    """Whether every node reads only values defined before it (the executor's requirement)."""
+    defined = set(graph.inputs) | set(graph.constants)
+    for n in graph.nodes:
+        for i in n.inputs:
+            if i and i not in defined:
+                return False
+        defined.update(n.outputs)
+    return True
+
+
+def remove_nodes(graph: Graph, remove: Iterable[Node]) -> None:
+    """Drop nodes and the values they wrote (callers re-wire readers first)."""
+    remove = list(remove)
+    gone = {n.name for n in remove}
+    graph.nodes = [n for n in graph.nodes if n.name not in gone]
+    for n in remove:
+        for o in n.outputs:
+            if o not in graph.outputs:
+                graph.values.pop(o, None)
+
+
+def add_node(graph: Graph, op_type: str, inputs: Sequence[Any], attrs: dict | None = None,
+             base: str | None = None, outputs: Sequence[str] | None = None) -> list[Value]:
+    """Append a new node with a fresh name (call `graph.toposort()` after the edit)."""
+    name = graph.fresh_node_name(base or op_type)
+    return graph.add_node(op_type, list(inputs), attrs, name=name,
+                          outputs=list(outputs) if outputs is not None else None)
+
+
+def add_const(graph: Graph, data: np.ndarray | LazyTensor, base: str) -> Value:
+    return graph.const(data, name=graph.fresh_value_name(base))
+
+
+def drop_dead_constants(graph: Graph) -> int:
+    """Remove constants nothing reads (after a rewrite replaced their reader); return count."""
+    read = {i for n in graph.nodes for i in n.inputs} | set(graph.outputs)
+    dead = [c for c in graph.constants if c not in read]
+    for c in dead:
+        del graph.constants[c]
+        graph.values.pop(c, None)
+    return len(dead)
+
+
+def category(node: Node) -> Any:
+    return get_op(node.op_type, node.name).category
+
+
+__all__ = ["GraphView", "other_input", "replace_nodes", "remove_nodes", "add_node", "add_const",
+           "drop_dead_constants", "category"]

@@ -1,0 +1,194 @@
+"""CANN fusion switch files, both formats, and the on/off decision for each pass.
+
+Format A (JSON, current CANN)::
+
+    {"Switch": {"GraphFusion": {"ALL": "off", "SoftmaxSmallOpFusionPass": "on"},
+                "UBFusion": {"ALL": "on"}}}
+
+`ALL` sets the group default, a named pass overrides it. Format B (legacy ATC/AOE): one
+`PassName:off` (or `:on`) per line; `#` starts a comment. Semantics follow CANN: "off where
+allowed" (a non-disableable pass such as AABiasaddConvFusion keeps running, and the log says
+so); default-off passes (SoftmaxSmallOpFusionPass) stay off unless named "on"; `ALL: on`
+restores the defaults. Names CANN knows but ascendsim does not model are accepted and noted,
+so a real CANN switch file loads; any other name, or a value other than on/off, is a
+ConfigError naming the key and listing the valid names.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from os import PathLike
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+from .base import SWITCH_GROUPS
+
+#: CANN pass names (graphubfusionref) that ascendsim accepts in a switch file but does not model
+CANN_UNMODELLED = frozenset({
+    "SoftmaxFusionPass", "ConvToFullyConnectionFusionPass", "SoftmaxGradFusionPass",
+    "ZConfusionSoftmaxGradFusionPass", "Conv2DSqueezeBiasaddFusionPass",
+    "Conv2DbpInputBiasAddFusionPass", "ConvConcatFusionPass", "PoolingFusionPass",
+    "ZConcatv2dFusionPass", "TfMergeSubFusionPass", "RequantFusionPass",
+    "TfTagNoConstFoldingFusionPass", "TfMergeWeightQuantFusionPass",
+    "Conv2DQuantProcessFusionPass", "V200NotRequantFusionPass", "ZConcatExt2FusionPass",
+    "ZSplitVDFusionPassV2", "ZSplitVDFusionPass", "SplitConvConcatFusionPass",
+    "FixPipeAbilityProcessPass", "FusionVirtualOpSetSwitch",
+    "TbeConvDequantVaddReluQuantFusionPass",
+    "TbeEltwiseFusionPass", "TbeReduceElemwiseFusionPass", "TbeDynamicElemwiseReduceFusionPass",
+    "TbeMultiOutputFusionPass", "AutomaticUbFusion", "TbeConv3dElemwisePass",
+    "TbeConv2DBackpropElemwiseFusionPass", "TbeDxElemwisePass", "ATbeMatMulElemwiseFusionPass",
+    "TbeFullyconnectionElemwiseDequantFusionPass", "TbeDepthwiseConvElemwiseFusionPass",
+    "TbeElemwiseQuantFusionPass", "TbeConvBnreduceFusionPass", "TbeConv2DReluv2Pass",
+    "TbeConvDoubleInFusionPass", "TbeAippConvReluMaxpoolingFusion",
+    "MatmulConfusiontransposeUbFusion", "TbeEltwiseCastFusionPass",
+    "TbeReadSelectEltwiseFusionPass", "TbeEltwiseWriteSelectFusionPass",
+})
+
+_VALUES = {"on": True, "off": False}
+
+
+@dataclass(frozen=True)
+class PassInfo:
+    """What the switch logic needs to know about a registered pass."""
+
+    name: str
+    group: str
+    default_on: bool
+    disableable: bool
+
+
+@dataclass
+class FusionSwitch:
+    """Parsed switch settings: per group an `ALL` value and per-pass overrides."""
+
+    all: dict[str, bool | None] = field(default_factory=dict)      # group -> ALL (None: unset)
+    overrides: dict[str, bool] = field(default_factory=dict)      # pass name -> on/off
+    unmodelled: list[str] = field(default_factory=list)           # CANN names we accept/ignore
+    source: str = "defaults"
+
+    def decide(self, info: PassInfo) -> tuple[bool, str]:
+        """(runs?, note) for a pass; the note explains anything a user might not expect."""
+        if info.group not in SWITCH_GROUPS:
+            return True, ""
+        if info.name in self.overrides:
+            want, why = self.overrides[info.name], f"'{info.name}' is set "
+            why += "on" if want else "off"
+        elif self.all.get(info.group) is False:
+            want, why = False, f"{info.group} ALL is off"
+        else:
+            want, why = info.default_on, ""
+            if not info.default_on:
+                return False, f"{info.name} is off by default; switch it on by name"
+        if not want and not info.disableable:
+            return True, (f"{info.name} cannot be switched off; it runs although {why} "
+                          f"(as in CANN)")
+        return want, "" if want else f"{info.name} skipped: {why}"
+
+
+def _value(raw: Any, key: str) -> bool:
+    if not isinstance(raw, str) or raw.strip().lower() not in _VALUES:
+        raise ConfigError(f"fusion switch key '{key}' has value {raw!r}; expected \"on\" or "
+                          f"\"off\"")
+    return _VALUES[raw.strip().lower()]
+
+
+def _check_name(name: str, key: str, group: str | None, known: Mapping[str, PassInfo],
+                sw: FusionSwitch) -> bool:
+    """True when `name` is a modelled pass; False for an accepted unmodelled CANN name."""
+    info = known.get(name)
+    if info is not None:
+        if group is not None and info.group != group:
+            raise ConfigError(f"fusion switch key '{key}': pass '{name}' belongs to group "
+                              f"'{info.group}', not '{group}'")
+        return True
+    if name in CANN_UNMODELLED:
+        sw.unmodelled.append(name)
+        return False
+    valid = sorted(n for n, i in known.items() if group is None or i.group == group)
+    raise ConfigError(f"fusion switch key '{key}': unknown pass '{name}'"
+                      + (f" in group '{group}'" if group else "")
+                      + f"; valid names: ALL, {', '.join(valid)}")
+
+
+def _parse_json(doc: Any, known: Mapping[str, PassInfo], sw: FusionSwitch) -> None:
+    if not isinstance(doc, Mapping):
+        raise ConfigError("fusion switch: the JSON document must be an object with key 'Switch'")
+    groups = doc.get("Switch", doc) if "Switch" in doc else doc
+    if "Switch" in doc and len(doc) != 1:
+        extra = sorted(k for k in doc if k != "Switch")
+        raise ConfigError(f"fusion switch: unknown top-level key(s) {', '.join(extra)}; "
+                          f"expected only 'Switch'")
+    if not isinstance(groups, Mapping):
+        raise ConfigError("fusion switch key 'Switch' must be an object of groups")
+    for group, entries in groups.items():
+        key = f"Switch.{group}"
+        if group not in SWITCH_GROUPS:
+            raise ConfigError(f"fusion switch key '{key}': unknown group '{group}'; valid "
+                              f"groups: {', '.join(SWITCH_GROUPS)}")
+        if not isinstance(entries, Mapping):
+            raise ConfigError(f"fusion switch key '{key}' must be an object of pass: on/off")
+        for name, raw in entries.items():
+            k = f"{key}.{name}"
+            val = _value(raw, k)
+            if name == "ALL":
+                sw.all[group] = val
+            elif _check_name(name, k, group, known, sw):
+                sw.overrides[name] = val
+
+
+def _parse_lines(text: str, known: Mapping[str, PassInfo], sw: FusionSwitch) -> None:
+    for lineno, line in enumerate(text.splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        if ":" not in line:
+            raise ConfigError(f"fusion switch line {lineno}: '{line}' is not 'PassName:on|off'")
+        name, raw = (s.strip() for s in line.split(":", 1))
+        key = f"line {lineno} ({name})"
+        val = _value(raw, key)
+        if _check_name(name, key, None, known, sw):
+            sw.overrides[name] = val
+
+
+def load_fusion_switch(source: str | PathLike | Mapping | None,
+                       known: Mapping[str, PassInfo] | None = None) -> FusionSwitch:
+    """Parse a switch file (path; JSON or `Pass:on|off` lines), a dict (the JSON document, or a
+    flat {pass: "on"|"off"}), or None (defaults). `known` maps pass names to PassInfo."""
+    if known is None:
+        from .manager import PassManager
+
+        known = PassManager.default().pass_infos()
+    sw = FusionSwitch()
+    if source is None:
+        return sw
+    if isinstance(source, Mapping):
+        sw.source = "dict"
+        if "Switch" in source or any(k in SWITCH_GROUPS for k in source):
+            _parse_json(source, known, sw)
+        else:
+            for name, raw in source.items():
+                val = _value(raw, str(name))
+                if _check_name(str(name), str(name), None, known, sw):
+                    sw.overrides[str(name)] = val
+        return sw
+    path = Path(source)
+    if not path.is_file():
+        raise ConfigError(f"fusion switch file '{path}' does not exist")
+    text = path.read_text(encoding="utf-8")
+    sw.source = str(path)
+    if text.lstrip().startswith("{"):
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"fusion switch file '{path}': invalid JSON at line {exc.lineno}"
+                              f" column {exc.colno}: {exc.msg}") from None
+        _parse_json(doc, known, sw)
+    else:
+        _parse_lines(text, known, sw)
+    return sw
+
+
+__all__ = ["FusionSwitch", "PassInfo", "load_fusion_switch", "CANN_UNMODELLED"]

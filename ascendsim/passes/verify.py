@@ -1,0 +1,91 @@
+"""The graph verifier the pass manager runs after every pass (when `verify=True`).
+
+It checks what a rewrite can break: unique names, every read value defined before use (nodes
+in topological order, hence acyclic), graph outputs produced, each node's output shapes and
+dtypes equal to a fresh shape inference, and fused nodes intact (their subgraph's inputs and
+outputs are the node's, with the same shapes, and the subgraph itself verifies). A failure is a
+GraphError that names the pass that broke the graph and the node at fault.
+"""
+
+from __future__ import annotations
+
+from ..errors import AscendSimError, GraphError
+from ..ir.graph import Graph, Node
+from ..ir.registry import get_op
+from ..ir.tensor import dtype_name
+from .shapes import accepts, infer_node
+
+
+def _fail(where: str, msg: str) -> GraphError:
+    return GraphError(f"{where}{msg}")
+
+
+def _check_fused(graph: Graph, node: Node, where: str) -> None:
+    sub = node.subgraph
+    if sub is None:
+        raise _fail(where, f"fused node '{node.name}' has no subgraph")
+    ins = [i for i in node.inputs if i]
+    if sorted(sub.inputs) != sorted(dict.fromkeys(ins)):
+        raise _fail(where, f"fused node '{node.name}' reads {ins} but its subgraph's inputs "
+                           f"are {sub.inputs}")
+    if list(sub.outputs) != list(node.outputs):
+        raise _fail(where, f"fused node '{node.name}' writes {list(node.outputs)} but its "
+                           f"subgraph's outputs are {sub.outputs}")
+    for name in [*sub.inputs, *sub.outputs]:
+        inner, outer = sub.values.get(name), graph.values.get(name)
+        if inner is None or outer is None or (inner.shape, inner.dtype) != (outer.shape,
+                                                                            outer.dtype):
+            raise _fail(where, f"fused node '{node.name}': boundary value '{name}' is "
+                               f"{inner} inside and {outer} outside")
+    verify_graph(sub, where=f"{where}subgraph of '{node.name}': ")
+
+
+def verify_graph(graph: Graph, pass_name: str | None = None, where: str = "") -> None:
+    """Raise GraphError when `graph` is malformed; `pass_name` is named as the culprit."""
+    if pass_name:
+        where = f"pass '{pass_name}' broke graph '{graph.name}': "
+    defined = set(graph.inputs) | set(graph.constants)
+    for c in graph.constants:
+        if c not in graph.values:
+            raise _fail(where, f"constant '{c}' has no Value")
+    seen: set[str] = set()
+    for node in graph.nodes:
+        if node.name in seen:
+            raise _fail(where, f"duplicate node name '{node.name}'")
+        seen.add(node.name)
+        for i in node.inputs:
+            if i and i not in defined:
+                raise _fail(where, f"node '{node.name}' ({node.op_type}) reads '{i}', which is "
+                                   f"not defined before it (dangling edge or cycle)")
+        for o in node.outputs:
+            if not o:
+                continue
+            if o in defined:
+                raise _fail(where, f"value '{o}' is written twice (node '{node.name}')")
+            if o not in graph.values:
+                raise _fail(where, f"node '{node.name}' output '{o}' has no Value")
+            defined.add(o)
+        get_op(node.op_type, node.name)
+        if node.subgraph is not None:
+            _check_fused(graph, node, where)
+            continue
+        try:
+            specs = infer_node(graph, node)
+            recorded = [(tuple(graph.values[o].shape), graph.values[o].dtype)
+                        for o in node.outputs if o]
+            if accepts(graph, node, recorded, specs):
+                continue
+        except AscendSimError as exc:
+            raise _fail(where, str(exc)) from None
+        for o, (shape, dtype) in zip(node.outputs, specs):
+            v = graph.values[o]
+            if tuple(shape) != tuple(v.shape) or dtype_name(dtype) != v.dtype:
+                raise _fail(where, f"node '{node.name}' ({node.op_type}) output '{o}' is "
+                                   f"recorded as {v.dtype}{list(v.shape)} but infers to "
+                                   f"{dtype}{list(shape)}")
+    for o in graph.outputs:
+        if o not in defined:
+            raise _fail(where, f"graph output '{o}' is not produced")
+
+
+__all__ = ["verify_graph"]
