@@ -10,13 +10,13 @@ import importlib
 from typing import Any
 
 from .errors import AscendSimError, ConfigError, GraphError, SimulationError, UnsupportedOpError
+from .execute import execute  # bound eagerly: the submodule of the same name must not shadow it
 from .ir import Graph, Node, Value
 
 __version__ = "0.1.0"
 
 # public name -> module that defines it
 _LAZY = {
-    "execute": "ascendsim.execute",
     "load_onnx": "ascendsim.frontend.onnx",
     "optimize": "ascendsim.passes",
     "simulate": "ascendsim.sim",
@@ -31,7 +31,7 @@ _LAZY = {
 _SUBMODULES = ("models", "ir", "passes", "hw", "lower", "sim", "report", "frontend", "kernels")
 
 __all__ = ["AscendSimError", "ConfigError", "GraphError", "SimulationError",
-           "UnsupportedOpError", "Graph", "Node", "Value", *_LAZY, *_SUBMODULES]
+           "UnsupportedOpError", "Graph", "Node", "Value", "execute", *_LAZY, *_SUBMODULES]
 
 
 def __getattr__(name: str) -> Any:

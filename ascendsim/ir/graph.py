@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 from collections import defaultdict, deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Container, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,17 +59,27 @@ class Graph:
         self.constants: dict[str, ConstData] = {}
         self.opset: int | None = None
         self._counter = itertools.count()
+        self._names: set[str] = set()
+        self._names_key: tuple[int, int] = (0, -1)
 
     # ----------------------------------------------------------------- construction
-    def _fresh(self, base: str, taken: Iterable[str]) -> str:
-        taken = set(taken)
+    def _node_names(self) -> set[str]:
+        """The set of node names, rebuilt only when `nodes` was replaced or resized (passes
+        assign `g.nodes = [...]`); keeps building a 10k-node graph linear, not quadratic."""
+        key = (id(self.nodes), len(self.nodes))
+        if self._names_key != key:
+            self._names = {n.name for n in self.nodes}
+            self._names_key = key
+        return self._names
+
+    def _fresh(self, base: str, taken: Container[str]) -> str:
         while True:
             name = f"{base}_{next(self._counter)}"
             if name not in taken:
                 return name
 
     def fresh_node_name(self, base: str) -> str:
-        return self._fresh(base, (n.name for n in self.nodes))
+        return self._fresh(base, self._node_names())
 
     def fresh_value_name(self, base: str) -> str:
         return self._fresh(base, self.values)
@@ -93,8 +103,6 @@ class Graph:
             shape, dt = data.shape, data.dtype
         else:
             data = np.asarray(data, dtype=dtype) if dtype is not None else np.asarray(data)
-            if data.dtype == np.float64 and dtype is None:
-                data = data.astype(np.float32)
             shape, dt = data.shape, dtype_name(data.dtype)
         name = name or self.fresh_value_name("const")
         value = self._add_value(Value(name, tuple(shape), dt))
@@ -134,8 +142,12 @@ class Graph:
             return arg
         if isinstance(arg, (bool, int, float, np.ndarray, np.generic, list, tuple)):
             arr = np.asarray(arg)
-            if like_dtype is not None and arr.dtype.kind in "biuf" and np.ndim(arg) == 0:
-                arr = arr.astype(like_dtype)
+            if (np.ndim(arg) == 0 and like_dtype is not None and arr.dtype.kind in "iuf"
+                    and not isinstance(arg, (bool, np.bool_))):
+                arr = arr.astype(like_dtype)       # g.mul(x, 2.0): the scalar takes x's dtype
+            elif not isinstance(arg, np.ndarray) and arr.dtype == np.float64:
+                arr = arr.astype(like_dtype if like_dtype and like_dtype.startswith("float")
+                                 else np.float32)  # Python float lists: float32 by default
             return self.const(arr).name
         raise GraphError(f"{op_type}: cannot use {type(arg).__name__} as an input")
 
@@ -145,9 +157,12 @@ class Graph:
         """Append a node, infer its outputs, and return the output Values."""
         opdef = get_op(op_type, name)
         name = name or self.fresh_node_name(op_type)
-        if any(n.name == name for n in self.nodes):
+        if name in self._node_names():
             raise GraphError(f"duplicate node name '{name}' in graph '{self.name}'")
-        like = next((a.dtype for a in inputs if isinstance(a, Value)), None)
+        # a Python scalar input takes the dtype of the first non-bool Value (g.where(c, 1.0, x))
+        values = [a for a in inputs if isinstance(a, Value)]
+        like = next((v.dtype for v in values if v.dtype != "bool"),
+                    values[0].dtype if values else None)
         in_names = tuple(self._as_input(a, like, f"{op_type} '{name}'") for a in inputs)
         full_attrs = self._check_attrs(opdef, attrs or {}, name)
         in_vals = [self.values[n] if n else None for n in in_names]
@@ -160,7 +175,10 @@ class Graph:
                              f"{len(outputs)} names were given")
         outs = [self._add_value(Value(o, tuple(s), dtype_name(d))) for o, (s, d) in
                 zip(outputs, out_specs)]
+        names = self._node_names()
         self.nodes.append(Node(name, op_type, in_names, tuple(outputs), full_attrs, subgraph))
+        names.add(name)
+        self._names_key = (id(self.nodes), len(self.nodes))
         return outs
 
     @staticmethod
