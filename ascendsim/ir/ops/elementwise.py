@@ -1,34 +1,371 @@
-"""Element-wise ops (unary and broadcasting binary), all on the vector unit."""
+"""Element-wise ops (ONNX opset-21 signatures): arithmetic (Add Sub Mul Div Pow), unary math,
+activations (Relu LeakyRelu PRelu Sigmoid Tanh Erf Gelu Elu Selu HardSigmoid HardSwish Softplus),
+rounding/sign/trigonometry, Where, Clip, Cast, comparisons and logic, the n-ary Sum/Max/Min,
+IsNaN/IsInf and Dropout.
+
+Everything an op costs is in the `OPS` table below: its vector instruction class and its flops
+per output element (a transcendental counts as the few vector instructions the chip issues
+for it: exp/log/tanh/erf ~ 2-4, sigmoid = exp + add + reciprocal ~ 4, gelu ~ 8). The simulator
+times an op from these numbers; nothing else about an op is hard-coded elsewhere.
+
+Units: every op runs on the vector unit except
+- `Pow`, on the AI CPU. CANN places a general Pow (tensor or non-integer exponent, int types)
+  on the AI CPU; the seed's example is exactly Pow(x, 2) being slow until the PowToMul graph
+  pass rewrites it to Mul(x, x) on the AI Core. So Pow is AI CPU whatever its exponent, and the
+  speed-up of that rewrite is visible. Pow stays category BROADCAST: it is element-wise, and
+  graph-kernel fusion (which compiles it into an AI Core composite) may fuse it; UB fusion must
+  ask `unit` and refuse AI CPU ops.
+- inference `Dropout`, a view (Unit.NONE, no task). (Identity is registered with the views,
+  in ops/tensor.py.)
+
+Fused kernels call `OpDef.scalar` with the op's inputs followed by `scalar_args(op, attrs)`
+(LeakyRelu's alpha, Gelu's approximate flag); see kernels/elementwise.py.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ...errors import GraphError
 from ...kernels import elementwise as ew
-from ..registry import Category, OpDef, VecClass, broadcast_shapes, register
+from ..registry import Category, OpDef, Unit, VecClass, broadcast_shapes, register
+from ..tensor import dtype_name
+
+FLOATS = frozenset({"float16", "float32", "float64", "bfloat16"})
+SIGNED = frozenset({"int8", "int16", "int32", "int64"})
+INTS = SIGNED | {"uint8", "uint16", "uint32", "uint64"}
+NUMERIC = FLOATS | INTS
+SIGNED_NUMERIC = FLOATS | SIGNED
+BOOL = frozenset({"bool"})
+ANY = NUMERIC | BOOL
+
+#: ONNX TensorProto.DataType codes -> dtype names (Cast's `to`).
+ONNX_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32",
+               7: "int64", 9: "bool", 10: "float16", 11: "float64", 12: "uint32", 13: "uint64",
+               16: "bfloat16"}
 
 
-def _same(ins, attrs, consts):
-    return [(ins[0].shape, ins[0].dtype)]
+# ----------------------------------------------------------------------------- checks
+def check_dtype(value: Any, allowed: frozenset, what: str = "input") -> None:
+    """GraphError unless `value.dtype` is one of `allowed`."""
+    if value.dtype not in allowed:
+        raise GraphError(f"{what} '{value.name}' has dtype {value.dtype}; expected one of "
+                         f"{', '.join(sorted(allowed))}")
 
 
-def _bcast(ins, attrs, consts):
-    from ...errors import GraphError
-
-    dtypes = {v.dtype for v in ins}
+def same_dtype(values: Sequence[Any]) -> str:
+    """The common dtype of `values`, or GraphError naming the mismatch."""
+    dtypes = {v.dtype for v in values}
     if len(dtypes) > 1:
-        raise GraphError(f"inputs have different dtypes {sorted(dtypes)}")
-    return [(broadcast_shapes(*(v.shape for v in ins)), ins[0].dtype)]
+        desc = ", ".join(f"'{v.name}': {v.dtype}" for v in values)
+        raise GraphError(f"inputs have different dtypes ({desc})")
+    return values[0].dtype
 
 
-def _binary(op_type: str, ufunc, scalar, vec_class=VecClass.BINARY, commutative=False):
-    register(OpDef(op_type, _bcast, ew.binary(ufunc), Category.BROADCAST, inputs=("a", "b"),
-                   vec_class=vec_class, scalar=scalar, commutative=commutative))
+def _present(ins: Sequence[Any]) -> list:
+    return [v for v in ins if v is not None]
 
 
-def _unary(op_type: str, ufunc, scalar, vec_class=VecClass.UNARY, **kw):
-    register(OpDef(op_type, _same, ew.unary(ufunc), Category.ELEMWISE, vec_class=vec_class,
-                   scalar=scalar, **kw))
+def unary_infer(allowed: frozenset, out_dtype: str | None = None) -> Callable:
+    def infer(ins, attrs, consts):
+        check_dtype(ins[0], allowed)
+        return [(ins[0].shape, out_dtype or ins[0].dtype)]
+    return infer
 
 
-_binary("Add", ew.add_ufunc, ew._add, commutative=True)
-_binary("Mul", ew.mul_ufunc, ew._mul, commutative=True)
-_unary("Relu", ew.relu_ufunc, ew._relu)
+def bcast_infer(allowed: frozenset, out_dtype: str | None = None) -> Callable:
+    """Multidirectional broadcasting of every input, one dtype; output `out_dtype` or it."""
+    def infer(ins, attrs, consts):
+        ins = _present(ins)
+        if not ins:
+            raise GraphError("needs at least one input")
+        dtype = same_dtype(ins)
+        check_dtype(ins[0], allowed)
+        return [(broadcast_shapes(*(v.shape for v in ins)), out_dtype or dtype)]
+    return infer
+
+
+def _pow_infer(ins, attrs, consts):
+    check_dtype(ins[0], NUMERIC - {"uint8", "uint16", "int8", "int16"}, "base")
+    check_dtype(ins[1], NUMERIC, "exponent")
+    return [(broadcast_shapes(ins[0].shape, ins[1].shape), ins[0].dtype)]
+
+
+def _prelu_infer(ins, attrs, consts):
+    """PRelu: `slope` broadcasts to X (unidirectionally); the output has X's shape."""
+    x, slope = ins
+    same_dtype([x, slope])
+    check_dtype(x, SIGNED_NUMERIC)
+    try:
+        ok = broadcast_shapes(x.shape, slope.shape) == tuple(x.shape)
+    except GraphError:
+        ok = False
+    if not ok:
+        raise GraphError(f"slope '{slope.name}' of shape {tuple(slope.shape)} does not "
+                         f"broadcast to X '{x.name}' {tuple(x.shape)}")
+    return [(x.shape, x.dtype)]
+
+
+def _clip_infer(ins, attrs, consts):
+    x = ins[0]
+    check_dtype(x, NUMERIC)
+    for bound in ins[1:]:
+        if bound is None:
+            continue
+        if bound.dtype != x.dtype:
+            raise GraphError(f"min/max '{bound.name}' has dtype {bound.dtype}, input "
+                             f"'{x.name}' has {x.dtype}")
+        if bound.shape not in ((), (1,)):
+            raise GraphError(f"min/max '{bound.name}' must be a scalar, has shape {bound.shape}")
+    return [(x.shape, x.dtype)]
+
+
+def _where_infer(ins, attrs, consts):
+    cond, a, b = ins
+    check_dtype(cond, BOOL, "condition")
+    dtype = same_dtype([a, b])
+    return [(broadcast_shapes(cond.shape, a.shape, b.shape), dtype)]
+
+
+def cast_target(to: Any) -> str:
+    """Cast's `to` as a dtype name: an ONNX TensorProto code (int) or a numpy dtype name."""
+    if to is None:
+        raise GraphError("attribute 'to' is required")
+    if isinstance(to, (int, np.integer)) and not isinstance(to, bool):
+        if int(to) not in ONNX_DTYPES:
+            raise GraphError(f"Cast to ONNX data type {int(to)} is not supported; supported "
+                             f"codes: {sorted(ONNX_DTYPES)}")
+        return ONNX_DTYPES[int(to)]
+    return dtype_name(to)
+
+
+def _cast_infer(ins, attrs, consts):
+    check_dtype(ins[0], ANY)
+    attrs["to"] = cast_target(attrs["to"])   # the node stores the dtype name
+    return [(ins[0].shape, attrs["to"])]
+
+
+def _cast_kernel(args: list, attrs: dict) -> list:
+    return ew.cast_kernel(args, attrs, cast_target(attrs["to"]))
+
+
+def _gelu_flag(attrs: dict) -> float:
+    approx = attrs["approximate"]
+    if approx not in ("none", "tanh"):
+        raise GraphError(f"approximate must be 'none' or 'tanh', got {approx!r}")
+    return 0.0 if approx == "none" else 1.0
+
+
+def _gelu_infer(ins, attrs, consts):
+    _gelu_flag(attrs)
+    return unary_infer(FLOATS)(ins, attrs, consts)
+
+
+# ----------------------------------------------------------------------------- Dropout
+def _num_outputs(attrs: dict, allowed: Sequence[int]) -> int:
+    n = attrs["num_outputs"]
+    if n not in allowed:
+        raise GraphError(f"num_outputs must be one of {list(allowed)}, got {n!r}")
+    return int(n)
+
+
+def _dropout_infer(ins, attrs, consts):
+    x = ins[0]
+    check_dtype(x, FLOATS)
+    if len(ins) > 1 and ins[1] is not None:
+        check_dtype(ins[1], FLOATS, "ratio")
+    if len(ins) > 2 and ins[2] is not None:
+        check_dtype(ins[2], BOOL, "training_mode")
+    outs = [(x.shape, x.dtype), (x.shape, "bool")]
+    return outs[:_num_outputs(attrs, (1, 2))]
+
+
+def _scalar(arr: Any, default: Any) -> Any:
+    """The single value of a scalar or 1-element tensor input, or `default` when absent."""
+    return default if arr is None else np.asarray(arr).reshape(-1)[0].item()
+
+
+def _dropout_kernel(args: list, attrs: dict) -> list:
+    """Inference: identity (mask all True). training_mode=True: a seeded Bernoulli mask, kept
+    values scaled by 1/(1-ratio) (ONNX Dropout-13)."""
+    x = np.asarray(args[0])
+    ratio = _scalar(args[1], 0.5) if len(args) > 1 else 0.5
+    training = bool(_scalar(args[2], False)) if len(args) > 2 else False
+    if not training or ratio == 0.0:
+        mask = np.ones(x.shape, dtype=np.bool_)
+        y = x
+    else:
+        seed = attrs.get("seed")
+        rng = np.random.default_rng(0 if seed is None else int(seed))
+        mask = rng.random(x.shape) >= ratio
+        scale = 1.0 / (1.0 - ratio) if ratio < 1.0 else 0.0
+        y = (x.astype(np.float32) * mask * scale).astype(x.dtype)
+    return [y, mask][:int(attrs["num_outputs"])]
+
+
+def _dropout_unit(node: Any, consts: dict) -> Unit:
+    """A view at inference; a vector task when training_mode is (or may be) true."""
+    if len(node.inputs) > 2 and node.inputs[2]:
+        mode = consts.get(node.inputs[2])
+        if mode is None or bool(_scalar(mode, True)):
+            return Unit.VECTOR
+    return Unit.NONE
+
+
+# ----------------------------------------------------------------------------- the table
+def _flops(per_element: int) -> Callable:
+    return lambda ins, outs, attrs: per_element * sum(o.numel for o in outs[:1])
+
+
+def _nary_flops(ins, outs, attrs) -> int:
+    return max(len([v for v in ins if v is not None]) - 1, 0) * outs[0].numel
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One row of the element-wise table (see module doc for what vec/flops mean)."""
+
+    op: str
+    infer: Callable
+    kernel: Callable
+    scalar: Callable | None
+    vec: VecClass
+    flops: int                        # per output element; -1: (inputs - 1) per element (n-ary)
+    inputs: tuple[str, ...] = ("x",)
+    attrs: dict | None = None
+    category: Category = Category.ELEMWISE
+    unit: Any = Unit.VECTOR
+    commutative: bool = False
+    builder: str = ""
+    num_outputs: int | str = 1
+
+
+_B, _BC, _E = VecClass.BINARY, Category.BROADCAST, VecClass.EXP
+_AB = ("a", "b")
+
+#: Trailing scalar arguments of `OpDef.scalar` taken from attributes, per op type.
+SCALAR_ATTRS: dict[str, Callable[[dict], tuple]] = {
+    "LeakyRelu": lambda attrs: (float(attrs["alpha"]),),
+    "Gelu": lambda attrs: (_gelu_flag(attrs),),
+    "Elu": lambda attrs: (float(attrs["alpha"]),),
+    "Selu": lambda attrs: (float(attrs["alpha"]), float(attrs["gamma"])),
+    "HardSigmoid": lambda attrs: (float(attrs["alpha"]), float(attrs["beta"])),
+    "IsInf": lambda attrs: (float(attrs["detect_negative"]), float(attrs["detect_positive"])),
+}
+
+
+OPS: tuple[Spec, ...] = (
+    # --- broadcasting binary arithmetic
+    Spec("Add", bcast_infer(NUMERIC), ew.binary(ew.add_ufunc), ew._add, _B, 1, _AB,
+         category=_BC, commutative=True),
+    Spec("Sub", bcast_infer(NUMERIC), ew.binary(ew.sub_ufunc), ew._sub, _B, 1, _AB,
+         category=_BC),
+    Spec("Mul", bcast_infer(NUMERIC), ew.binary(ew.mul_ufunc), ew._mul, _B, 1, _AB,
+         category=_BC, commutative=True),
+    Spec("Div", bcast_infer(NUMERIC), ew.binary(ew.div_ufunc), ew._div, VecClass.DIV, 1, _AB,
+         category=_BC),
+    Spec("Pow", _pow_infer, ew.pow_kernel, ew._pow, _E, 3, ("x", "y"), category=_BC,
+         unit=Unit.AICPU),
+    # --- unary math
+    Spec("Sqrt", unary_infer(FLOATS), ew.unary(ew.sqrt_ufunc), ew._sqrt, VecClass.SQRT, 1),
+    Spec("Rsqrt", unary_infer(FLOATS), ew.unary(ew.rsqrt_ufunc), ew._rsqrt, VecClass.SQRT, 2),
+    Spec("Exp", unary_infer(FLOATS), ew.unary(ew.exp_ufunc), ew._exp, _E, 2),
+    Spec("Log", unary_infer(FLOATS), ew.unary(ew.log_ufunc), ew._log, _E, 2),
+    Spec("Neg", unary_infer(SIGNED_NUMERIC), ew.unary(ew.neg_ufunc), ew._neg,
+         VecClass.UNARY, 1),
+    Spec("Abs", unary_infer(NUMERIC), ew.unary(ew.abs_ufunc), ew._abs, VecClass.UNARY, 1),
+    Spec("Reciprocal", unary_infer(FLOATS), ew.unary(ew.reciprocal_ufunc), ew._reciprocal,
+         VecClass.DIV, 1),
+    # --- activations
+    Spec("Relu", unary_infer(SIGNED_NUMERIC), ew.unary(ew.relu_ufunc), ew._relu,
+         VecClass.UNARY, 1),
+    Spec("LeakyRelu", unary_infer(FLOATS),
+         ew.with_scalars(ew.leaky_relu_ufunc, SCALAR_ATTRS["LeakyRelu"]), ew._leaky_relu,
+         VecClass.UNARY, 2, attrs={"alpha": 0.01}),
+    Spec("Sigmoid", unary_infer(FLOATS), ew.unary(ew.sigmoid_ufunc), ew._sigmoid, _E, 4),
+    Spec("Tanh", unary_infer(FLOATS), ew.unary(ew.tanh_ufunc), ew._tanh, _E, 4),
+    Spec("Erf", unary_infer(FLOATS), ew.unary(ew.erf_ufunc), ew._erf, _E, 4),
+    Spec("Gelu", _gelu_infer, ew.with_scalars(ew.gelu_ufunc, SCALAR_ATTRS["Gelu"]),
+         ew._gelu, _E, 8, attrs={"approximate": "none"}),
+    Spec("Elu", unary_infer(FLOATS), ew.with_scalars(ew.elu_ufunc, SCALAR_ATTRS["Elu"]),
+         ew._elu, _E, 3, attrs={"alpha": 1.0}),
+    Spec("Selu", unary_infer(FLOATS), ew.with_scalars(ew.selu_ufunc, SCALAR_ATTRS["Selu"]),
+         ew._selu, _E, 4, attrs={"alpha": 1.67326319217681884765625,
+                                 "gamma": 1.05070102214813232421875}),
+    Spec("HardSigmoid", unary_infer(FLOATS),
+         ew.with_scalars(ew.hard_sigmoid_ufunc, SCALAR_ATTRS["HardSigmoid"]),
+         ew._hard_sigmoid, VecClass.BINARY, 3, attrs={"alpha": 0.2, "beta": 0.5}),
+    Spec("HardSwish", unary_infer(FLOATS), ew.unary(ew.hard_swish_ufunc), ew._hard_swish,
+         VecClass.BINARY, 4),
+    Spec("Softplus", unary_infer(FLOATS), ew.unary(ew.softplus_ufunc), ew._softplus, _E, 4),
+    Spec("PRelu", _prelu_infer, ew.binary(ew.prelu_ufunc), ew._prelu, _B, 2, ("x", "slope"),
+         category=_BC, builder="prelu"),
+    # --- rounding, sign, trigonometry, classification
+    Spec("Floor", unary_infer(FLOATS), ew.unary(ew.floor_ufunc), ew._floor, VecClass.UNARY, 1),
+    Spec("Ceil", unary_infer(FLOATS), ew.unary(ew.ceil_ufunc), ew._ceil, VecClass.UNARY, 1),
+    Spec("Round", unary_infer(FLOATS), ew.unary(ew.round_ufunc), ew._round, VecClass.UNARY, 1),
+    Spec("Sign", unary_infer(NUMERIC), ew.unary(ew.sign_ufunc), ew._sign, VecClass.UNARY, 1),
+    Spec("Sin", unary_infer(FLOATS), ew.unary(ew.sin_ufunc), ew._sin, _E, 4),
+    Spec("Cos", unary_infer(FLOATS), ew.unary(ew.cos_ufunc), ew._cos, _E, 4),
+    Spec("IsNaN", unary_infer(FLOATS, "bool"), ew.compare(ew.is_nan_ufunc), ew._is_nan,
+         VecClass.UNARY, 1, builder="is_nan"),
+    Spec("IsInf", unary_infer(FLOATS, "bool"),
+         ew.with_scalars(ew.is_inf_ufunc, SCALAR_ATTRS["IsInf"], np.bool_), ew._is_inf,
+         VecClass.UNARY, 2, attrs={"detect_negative": 1, "detect_positive": 1},
+         builder="is_inf"),
+    # --- selection and conversion
+    Spec("Clip", _clip_infer, ew.clip_kernel, ew._clip, VecClass.BINARY, 2,
+         ("input", "min?", "max?")),
+    Spec("Where", _where_infer, ew.where_kernel, ew._where, VecClass.TERNARY, 1,
+         ("condition", "x", "y"), category=_BC),
+    Spec("Cast", _cast_infer, _cast_kernel, ew._identity, VecClass.UNARY, 1,
+         ("input",), attrs={"to": None, "saturate": 1}),
+    Spec("Dropout", _dropout_infer, _dropout_kernel, ew._identity, VecClass.BINARY, 2,
+         ("data", "ratio?", "training_mode?"), attrs={"seed": None, "num_outputs": 1},
+         unit=_dropout_unit, num_outputs="num_outputs"),
+    # --- comparisons and logic (bool outputs)
+    Spec("Equal", bcast_infer(ANY, "bool"), ew.compare(ew.equal_ufunc), ew._equal, _B, 1, _AB,
+         category=_BC, commutative=True),
+    Spec("Less", bcast_infer(NUMERIC, "bool"), ew.compare(ew.less_ufunc), ew._less, _B, 1,
+         _AB, category=_BC),
+    Spec("LessOrEqual", bcast_infer(NUMERIC, "bool"), ew.compare(ew.less_equal_ufunc),
+         ew._less_equal, _B, 1, _AB, category=_BC),
+    Spec("Greater", bcast_infer(NUMERIC, "bool"), ew.compare(ew.greater_ufunc), ew._greater,
+         _B, 1, _AB, category=_BC),
+    Spec("GreaterOrEqual", bcast_infer(NUMERIC, "bool"), ew.compare(ew.greater_equal_ufunc),
+         ew._greater_equal, _B, 1, _AB, category=_BC),
+    Spec("Not", unary_infer(BOOL), ew.compare(ew.not_ufunc), ew._not, VecClass.UNARY, 1,
+         builder="not_"),
+    Spec("And", bcast_infer(BOOL), ew.compare(ew.and_ufunc), ew._and, _B, 1, _AB,
+         category=_BC, commutative=True, builder="and_"),
+    Spec("Or", bcast_infer(BOOL), ew.compare(ew.or_ufunc), ew._or, _B, 1, _AB,
+         category=_BC, commutative=True, builder="or_"),
+    Spec("Xor", bcast_infer(BOOL), ew.compare(ew.xor_ufunc), ew._xor, _B, 1, _AB,
+         category=_BC, commutative=True),
+    # --- n-ary (variadic, broadcasting)
+    Spec("Max", bcast_infer(NUMERIC), ew.variadic(ew.max_ufunc), ew._max, _B, -1,
+         ("*inputs",), category=_BC, commutative=True),
+    Spec("Min", bcast_infer(NUMERIC), ew.variadic(ew.min_ufunc), ew._min, _B, -1,
+         ("*inputs",), category=_BC, commutative=True),
+    Spec("Sum", bcast_infer(NUMERIC), ew.variadic(ew.add_ufunc), ew._add, _B, -1,
+         ("*inputs",), category=_BC, commutative=True),
+)
+
+def scalar_args(op_type: str, attrs: dict) -> tuple:
+    """Extra scalar arguments a fused kernel passes to `get_op(op_type).scalar` after the
+    op's input elements (empty for ops without attributes)."""
+    fn = SCALAR_ATTRS.get(op_type)
+    return fn(attrs) if fn else ()
+
+
+for _s in OPS:
+    register(OpDef(
+        _s.op, _s.infer, _s.kernel, _s.category, unit=_s.unit, inputs=_s.inputs,
+        attrs=dict(_s.attrs or {}), num_outputs=_s.num_outputs,
+        flops=_nary_flops if _s.flops < 0 else _flops(_s.flops), vec_class=_s.vec,
+        scalar=_s.scalar, builder=_s.builder, commutative=_s.commutative,
+        doc=f"ONNX {_s.op} (element-wise, {_s.vec.value}, {max(_s.flops, 1)} flop/elem)"))

@@ -1,0 +1,126 @@
+"""Reductions (ONNX opset 18+ signatures): ReduceSum, ReduceMean, ReduceMax, ReduceMin,
+ReduceProd, ReduceSumSquare, ReduceL1, ReduceL2, ReduceLogSum, ReduceLogSumExp, and
+ArgMax/ArgMin.
+
+`axes` is an optional input (a constant: the output shape depends on it); absent or empty
+means every axis, unless `noop_with_empty_axes=1`, which makes the op an identity. All run on
+the vector unit (category REDUCE, VecClass.REDUCE); flops count the combining operations per
+input element (SumSquare/L2/LogSumExp do more than one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ...errors import GraphError
+from ...kernels import reduce as kr
+from ..registry import Category, OpDef, VecClass, register
+from .elementwise import BOOL, FLOATS, NUMERIC, check_dtype
+
+_REDUCE_ATTRS = {"keepdims": 1, "noop_with_empty_axes": 0}
+
+
+def reduced_shape(shape: Sequence[int], axes: Sequence[int], keepdims: bool) -> tuple:
+    """The output shape of reducing `shape` over normalised `axes`."""
+    if keepdims:
+        return tuple(1 if i in axes else d for i, d in enumerate(shape))
+    return tuple(d for i, d in enumerate(shape) if i not in axes)
+
+
+def reduce_axes(data: Any, axes_value: Any, axes: Any, attrs: dict) -> list[int] | None:
+    """The normalised axes to reduce, or None for a no-op (empty axes with the noop flag).
+
+    `axes_value` is the axes input Value (or None when absent), `axes` its constant data.
+    """
+    rank = len(data.shape)
+    if axes_value is not None and axes is None:
+        raise GraphError(f"axes '{axes_value.name}' must be a constant (the output shape "
+                         f"depends on it)")
+    raw = np.asarray([] if axes is None else axes).reshape(-1)
+    if raw.size and not np.all(np.mod(raw, 1) == 0):
+        raise GraphError(f"axes '{axes_value.name}' must hold integers, got {raw.tolist()}")
+    flat = [int(a) for a in raw]
+    if not flat:
+        return None if attrs["noop_with_empty_axes"] else list(range(rank))
+    try:
+        return kr.normalize_axes(flat, rank)
+    except ValueError as exc:
+        raise GraphError(f"{exc} of input '{data.name}' {tuple(data.shape)}") from None
+
+
+def _reduce_infer(allowed: frozenset) -> Callable:
+    def infer(ins, attrs, consts):
+        data = ins[0]
+        check_dtype(data, allowed)
+        axes = reduce_axes(data, ins[1] if len(ins) > 1 else None,
+                           consts[1] if len(consts) > 1 else None, attrs)
+        if axes is None:
+            return [(data.shape, data.dtype)]
+        return [(reduced_shape(data.shape, axes, attrs["keepdims"]), data.dtype)]
+    return infer
+
+
+def _reduce_kernel(mode: str) -> Callable:
+    def kernel(args: list, attrs: dict) -> list:
+        x = np.asarray(args[0])
+        axes = args[1] if len(args) > 1 else None
+        flat = [] if axes is None else [int(a) for a in np.asarray(axes).reshape(-1)]
+        if not flat:
+            if attrs["noop_with_empty_axes"]:
+                return [x]
+            flat = list(range(x.ndim))
+        return [kr.reduce(mode, x, flat, bool(attrs["keepdims"]))]
+    return kernel
+
+
+def _per_input(k: int) -> Callable:
+    return lambda ins, outs, attrs: k * ins[0].numel
+
+
+def _arg_infer(ins, attrs, consts):
+    data = ins[0]
+    check_dtype(data, NUMERIC)
+    rank = len(data.shape)
+    try:
+        (axis,) = kr.normalize_axes([attrs["axis"]], rank)
+    except ValueError as exc:
+        raise GraphError(f"{exc} of input '{data.name}' {tuple(data.shape)}") from None
+    return [(reduced_shape(data.shape, [axis], attrs["keepdims"]), "int64")]
+
+
+def _arg_kernel(is_max: bool) -> Callable:
+    def kernel(args: list, attrs: dict) -> list:
+        return [kr.arg_reduce(args[0], attrs["axis"], bool(attrs["keepdims"]), is_max,
+                              bool(attrs["select_last_index"]))]
+    return kernel
+
+
+#: op type -> (kernel mode, allowed dtypes, flops per input element)
+REDUCE_OPS: dict[str, tuple[str, frozenset, int]] = {
+    "ReduceSum": ("sum", NUMERIC, 1),
+    "ReduceMean": ("mean", NUMERIC, 1),
+    "ReduceMax": ("max", NUMERIC | BOOL, 1),
+    "ReduceMin": ("min", NUMERIC | BOOL, 1),
+    "ReduceProd": ("prod", NUMERIC, 1),
+    "ReduceSumSquare": ("sum_square", NUMERIC, 2),
+    "ReduceL1": ("l1", NUMERIC, 2),
+    "ReduceL2": ("l2", NUMERIC, 2),
+    "ReduceLogSum": ("log_sum", FLOATS, 1),
+    "ReduceLogSumExp": ("log_sum_exp", FLOATS, 4),
+}
+
+for _op, (_mode, _allowed, _k) in REDUCE_OPS.items():
+    register(OpDef(_op, _reduce_infer(_allowed), _reduce_kernel(_mode), Category.REDUCE,
+                   inputs=("data", "axes?"), attrs=dict(_REDUCE_ATTRS), flops=_per_input(_k),
+                   vec_class=VecClass.REDUCE, needs_const_inputs=(1,),
+                   doc=f"ONNX {_op}: reduce over the constant `axes` input"))
+
+for _op, _is_max in (("ArgMax", True), ("ArgMin", False)):
+    register(OpDef(_op, _arg_infer, _arg_kernel(_is_max), Category.REDUCE, inputs=("data",),
+                   attrs={"axis": 0, "keepdims": 1, "select_last_index": 0},
+                   flops=_per_input(1), vec_class=VecClass.REDUCE,
+                   doc=f"ONNX {_op}: int64 index along `axis`"))
+
