@@ -1,1 +1,28 @@
-"""ascendsim.lower"""
+"""ascendsim.lower: graphs -> task streams (`lower`), tilings and the instruction model.
+
+`lower(graph, chip, detail)` returns a `Program`: tasks in launch order, each on an engine
+(AI Core, AI CPU), split over cores (`CoreGroup`), tiled into chains of pipe `Stage`s whose
+`Instr`s carry cycles, bytes and memory levels; `expand_flags` derives the set_flag /
+wait_flag and buffer-slot events of the double-buffered chain. Notes on the model: see
+`lowering` (engines, formats, L2, streams), `tiling` (cube and vector tilings) and
+`program` (the instruction model).
+"""
+
+from .lowering import L2State, lower, padded_bytes, padded_numel
+from .program import (
+                      ENGINE_AICORE,
+                      ENGINE_AICPU,
+                      CoreGroup,
+                      Instr,
+                      Phase,
+                      Program,
+                      Segment,
+                      Stage,
+                      Task,
+                      expand_flags,
+)
+from .tiling import GemmSpec, VecSpec, gemm_tiling
+
+__all__ = ["lower", "Program", "Task", "Phase", "CoreGroup", "Segment", "Stage", "Instr",
+           "expand_flags", "ENGINE_AICORE", "ENGINE_AICPU", "GemmSpec", "VecSpec",
+           "gemm_tiling", "L2State", "padded_bytes", "padded_numel"]

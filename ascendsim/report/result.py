@@ -18,8 +18,8 @@ if TYPE_CHECKING:
 class Result:
     """One simulated run of a graph on a chip."""
 
-    graph: "Graph"
-    chip: "Chip"
+    graph: Graph
+    chip: Chip
     trace: Trace
     outputs: dict[str, np.ndarray] | None = None
     pass_log: Any = None              # PassLog when the graph was optimised, else None

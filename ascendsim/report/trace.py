@@ -8,7 +8,7 @@ AI Core clock; `Trace.us(cycles)` converts.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from ..hw import Chip
@@ -23,9 +23,12 @@ ENGINE_AICPU = "aicpu"
 ENGINE_HOST = "host"
 
 
-@dataclass(frozen=True, slots=True)
-class Interval:
-    """One busy interval of one pipe on one core: an instruction, or a coalesced run of them."""
+class Interval(NamedTuple):
+    """One busy interval of one pipe on one core: an instruction, or a coalesced run of them.
+
+    An immutable record (a NamedTuple: a big model's trace holds 10^5..10^6 of them and a
+    tuple is built ~7x faster than a frozen dataclass); build it positionally or by keyword.
+    """
 
     engine: str          # "aicore", "aicpu" or "host"
     core: int            # core index within the engine
@@ -84,7 +87,7 @@ class TaskRecord:
 class Trace:
     """All intervals and task records of one simulation."""
 
-    chip: "Chip"
+    chip: Chip
     tasks: list[TaskRecord] = field(default_factory=list)
     intervals: list[Interval] = field(default_factory=list)
     total_cycles: int = 0

@@ -1,0 +1,704 @@
+"""`lower(graph, chip)`: every node of a graph becomes a task on an engine, in launch order.
+
+Note on the model
+-----------------
+Engines. The registry says which unit runs an op (`get_op(t).unit_for(node, consts)`):
+cube ops (MatMul, Gemm, Conv...) and vector ops become AI Core tasks, AI CPU ops (Pow) an
+AI CPU task, `Unit.NONE` ops (reshape-like views) no task at all (their output aliases their
+input). A fused node (op_type "FusedOp", `node.subgraph`) is ONE task: with fusion "UB" or
+"GraphKernel" its intermediates stay in UB, it reads only its external inputs from GM and
+writes only its outputs; its vector work is the sum of its parts; a cube op at its head keeps
+its cube tiling and the rest runs on V per output tile (on split chips, as a second phase on
+the AIV cores, reading the cube result back through L2). With fusion "L2" the inner ops stay
+separate tasks whose intermediates (`attrs["l2_values"]`) are kept in L2; with
+`attrs["batch_split"] = k` the chain is lowered k times on `chunk_batch` samples (tasks named
+`<op>#<chunk>`, each chunk converting its own slice of the chain's inputs).
+
+Formats. Activations feeding the cube live in NC1HWC0 (conv, C0 = the K fractal: 16, int8 32)
+or FRACTAL_NZ (matmul, 16x16 blocks); element-wise, broadcast, reduce and segment ops keep the
+5-D/NZ format of their input, so a chain conv -> bn -> relu -> conv converts nothing. Where a
+value's format must change (an ND graph input feeding a conv; a 5-D value feeding a reshape,
+a transpose, an AI CPU op or a graph output) one TransData task is inserted per (value,
+format), not per consumer. Constants (weights) are assumed converted offline. Padded formats
+cost their padded bytes.
+
+L2 (simple, documented, static). L2 holds whole tensors in an LRU of `l2_bytes`, updated in
+launch order: a task's output that fits in half of L2 is written to L2 only (write-back) and
+stays resident; a larger one is written through to HBM. An input that is resident is read
+from L2 (miss fraction 0); otherwise its first read of each byte misses, and repeated reads
+of it within the task (a GEMM operand re-read by every tile column) hit L2 when the task's
+operands fit in half of L2, else only reads shared by the cores of one wave (a gm x gn grid
+of concurrently running tiles) hit. The miss fraction of each GM move drives both the HBM
+traffic and the msKPP per-core de-rate.
+
+Streams. With `streams=1` every task is on stream 0 in graph order. With more, a task
+continues its first producer's stream when that producer is the stream's last task, else it
+opens the least-used stream; a task waits for every producer (cross-stream events).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConfigError, GraphError, SimulationError
+from ..ir.registry import Category, Unit, VecClass, get_op
+from ..ir.tensor import Value, itemsize
+from .program import ENGINE_AICORE, ENGINE_AICPU, GM, CoreGroup, Phase, Program, Task
+from .tiling import (
+    GemmSpec,
+    VecPart,
+    VecSpec,
+    _a_tile_bytes,
+    cdiv,
+    ceil_to,
+    gemm_tiling,
+    gemm_work,
+    vector_work,
+)
+
+ND, NC1HWC0, NZ = "ND", "NC1HWC0", "FRACTAL_NZ"
+
+#: registry vector class -> chip vector instruction class (MOVE: vcopy/vnchwconv, unary rate)
+VEC_CLASS = {VecClass.UNARY: "unary", VecClass.BINARY: "binary", VecClass.TERNARY: "ternary",
+             VecClass.EXP: "exp", VecClass.SQRT: "sqrt", VecClass.DIV: "div",
+             VecClass.REDUCE: "reduce", VecClass.MOVE: "unary"}
+FUSION_L2 = "L2"
+DETAILS = ("block", "tile")
+
+
+# ----------------------------------------------------------------------------- formats
+def c0_of(dtype: str) -> int:
+    """NC1HWC0's C0: 32 for 1-byte dtypes (the int8 K fractal), else 16."""
+    return 32 if itemsize(dtype) == 1 else 16
+
+
+def padded_numel(v: Value, fmt: str) -> int:
+    """Elements a value occupies in a format (NC1HWC0 pads C to C0, NZ pads the last 2 dims)."""
+    shape = [int(d) for d in v.shape]
+    if fmt == NC1HWC0 and len(shape) >= 3:
+        shape[1] = ceil_to(shape[1], c0_of(v.dtype))
+    elif fmt == NZ and len(shape) >= 2:
+        shape[-1] = ceil_to(shape[-1], 16)
+        shape[-2] = ceil_to(shape[-2], 16)
+    return math.prod(shape)
+
+
+def padded_bytes(v: Value, fmt: str) -> int:
+    return padded_numel(v, fmt) * itemsize(v.dtype)
+
+
+def _is_conv(opdef) -> bool:
+    """Conv-like cube ops carry a `group` attribute (Conv, ConvTranspose)."""
+    return "group" in opdef.attrs
+
+
+def _is_transposed(opdef) -> bool:
+    """Transposed convolutions carry `output_padding` (W is Cin x Cout/group x k...)."""
+    return "output_padding" in opdef.attrs
+
+
+# ----------------------------------------------------------------------------- L2 state
+class L2State:
+    """Whole tensors resident in L2, least recently used first (launch order)."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.lru: OrderedDict[str, int] = OrderedDict()
+        self.used = 0
+
+    def fits(self, nbytes: int) -> bool:
+        return nbytes <= self.capacity // 2
+
+    def resident(self, name: str) -> bool:
+        return name in self.lru
+
+    def touch(self, name: str, nbytes: int) -> None:
+        if not self.fits(nbytes):
+            return
+        if name in self.lru:
+            self.lru.move_to_end(name)
+            return
+        self.lru[name] = nbytes
+        self.used += nbytes
+        while self.used > self.capacity:
+            _, old = self.lru.popitem(last=False)
+            self.used -= old
+
+
+def miss_fraction(resident: bool, unique: float, reads: float, fits: bool,
+                  share: int = 1) -> float:
+    """L2 miss fraction of a task's reads of one tensor (see the module note)."""
+    if resident:
+        return 0.0
+    if reads <= 0:
+        return 1.0
+    compulsory = min(1.0, unique / reads)
+    if fits:
+        return compulsory
+    return min(1.0, max(compulsory, 1.0 / max(share, 1)))
+
+
+# ----------------------------------------------------------------------------- lowering
+class _Lowering:
+    def __init__(self, graph, chip, streams: int) -> None:
+        self.g = graph
+        self.chip = chip
+        self.tasks: list[Task] = []
+        self.fmt: dict[str, str] = {}
+        self.alias: dict[str, str] = {}
+        self.producer: dict[str, int] = {}
+        self.converted: dict[tuple[str, str], str] = {}
+        self.l2 = L2State(chip.l2_bytes)
+        self.keep_l2: set[str] = set()
+        self.nstreams = streams
+        self.stream_last: dict[int, int] = {}
+        self.stream_count = [0] * streams
+        self.small_consts = {k: v for k, v in graph.constants.items()
+                             if isinstance(v, np.ndarray)}
+        self.values: dict[str, Value] = dict(graph.values)
+
+    # -- helpers ---------------------------------------------------------------------------
+    def root(self, name: str) -> str:
+        while name in self.alias:
+            name = self.alias[name]
+        return name
+
+    def is_const(self, name: str) -> bool:
+        return self.root(name) in self.g.constants
+
+    def value(self, name: str) -> Value:
+        v = self.values.get(name)
+        if v is None:
+            raise GraphError(f"lowering: no value '{name}' in graph '{self.g.name}'")
+        if not all(isinstance(d, int) for d in v.shape):
+            raise GraphError(f"value '{name}' has symbolic shape {v.shape}; bind it "
+                             f"(Graph.bind) before simulating")
+        return v
+
+    def format_of(self, name: str) -> str:
+        if self.is_const(name):
+            return "const"
+        return self.fmt.get(self.root(name), self.fmt.get(name, ND))
+
+    def miss(self, name: str, reads: float, fits: bool = True, share: int = 1,
+             fmt: str | None = None) -> float:
+        v = self.value(name)
+        unique = padded_bytes(v, fmt or self.format_of(name))
+        root = self.root(name)
+        fits = fits and self.l2.fits(unique)
+        m = miss_fraction(self.l2.resident(root) or root in self.keep_l2, unique, reads,
+                          fits, share)
+        return m
+
+    def through(self, name: str, fmt: str) -> float:
+        """Fraction of an output written through to HBM (0 when it stays in L2)."""
+        if name in self.keep_l2:
+            return 0.0
+        return 0.0 if self.l2.fits(padded_bytes(self.value(name), fmt)) else 1.0
+
+    def pick_stream(self, inputs: list[str]) -> int:
+        if self.nstreams == 1:
+            return 0
+        for i in inputs:
+            tid = self.producer.get(self.root(i))
+            if tid is None:
+                continue
+            sid = self.tasks[tid].stream_id
+            if self.stream_last.get(sid) == tid:
+                return sid
+            break
+        return min(range(self.nstreams), key=lambda s: (self.stream_count[s], s))
+
+    def add_task(self, name: str, op_type: str, task_type: str, phases: list[Phase],
+                 ins: list[str], outs: list[str], in_fmts: list[str], out_fmts: list[str],
+                 flops: int, notes: list[str], fused: tuple[str, ...] = ()) -> Task:
+        tid = len(self.tasks)
+        sid = self.pick_stream(ins)
+        deps = sorted({self.producer[self.root(i)] for i in ins
+                       if i and self.root(i) in self.producer})
+        traffic = phase_traffic(phases)
+        task = Task(tid, sid, name, op_type, task_type, tuple(phases), tuple(deps),
+                    tuple(self.value(i) for i in ins), tuple(self.value(o) for o in outs),
+                    tuple(in_fmts), tuple(out_fmts), int(flops), traffic,
+                    roofline(self.chip, phases, flops if task_type != "AI_CPU" else 0,
+                             traffic, cube=any(p for p in phases if p.engine == ENGINE_AICORE
+                                               and _has_pipe(p, "M"))),
+                    tuple(notes), fused)
+        self.tasks.append(task)
+        self.stream_last[sid] = tid
+        self.stream_count[sid] += 1
+        for i in ins:
+            if i:
+                self.l2.touch(self.root(i), padded_bytes(self.value(i), self.format_of(i)))
+        for o, f in zip(outs, out_fmts):
+            self.producer[o] = tid
+            self.fmt[o] = f
+            self.l2.touch(o, padded_bytes(self.value(o), f))
+        return task
+
+    # -- format conversion -----------------------------------------------------------------
+    def ensure(self, name: str, fmt: str) -> str:
+        """The name of `name` in format `fmt`, inserting one TransData task if needed."""
+        have = self.format_of(name)
+        if have == "const" or have == fmt or not name:
+            return name
+        key = (self.root(name), fmt)
+        v = self.value(name)
+        if key in self.converted:
+            new = self.converted[key]
+            # the converted value follows the shape seen now (an L2 chain's batch chunk)
+            self.values[new] = Value(new, v.shape, v.dtype, fmt)
+            return new
+        new = f"{v.name}@{fmt}"
+        self.values[new] = Value(new, v.shape, v.dtype, fmt)
+        src_b, dst_b = padded_bytes(v, have), padded_bytes(v, fmt)
+        n = max(padded_numel(v, have), padded_numel(v, fmt))
+        spec = VecSpec(n, ((src_b / n, self.miss(name, src_b)),), dst_b / n,
+                       self.through(new, fmt),
+                       (VecPart("unary", v.dtype, max(src_b, dst_b) / n, "vec_transdata"),))
+        groups, notes = vector_work(self.chip, spec, f"TransData {name}", self._vcores())
+        self.add_task(f"trans_data_{name}_{have}_to_{fmt}", "TransData", self._vtype(),
+                      [self._vphase(groups)], [name], [new], [have], [fmt], 0,
+                      notes + [f"format conversion {have} -> {fmt}: {src_b} B -> {dst_b} B"])
+        self.converted[key] = new
+        return new
+
+    def _vcores(self) -> int:
+        return self.chip.vector_cores
+
+    def _vtype(self) -> str:
+        return "AI_CORE" if self.chip.coupled else "AI_VECTOR_CORE"
+
+    def _vphase(self, groups: list[CoreGroup]) -> Phase:
+        return Phase(ENGINE_AICORE, tuple(groups), vector_cores=not self.chip.coupled)
+
+    # -- nodes -----------------------------------------------------------------------------
+    def unit(self, node) -> Unit:
+        return get_op(node.op_type, node.name).unit_for(node, self.small_consts)
+
+    def run(self) -> None:
+        for node in self.g.nodes:
+            self.node(node)
+        for o in self.g.outputs:
+            if self.format_of(o) not in (ND, "const"):
+                self.ensure(o, ND)
+
+    def node(self, node) -> None:
+        if node.subgraph is not None and node.op_type == "FusedOp":
+            self.fused(node)
+            return
+        opdef = get_op(node.op_type, node.name)
+        unit = self.unit(node)
+        if unit == Unit.NONE:
+            self.view(node)
+        elif unit == Unit.CUBE:
+            self.cube(node, node, [])
+        elif unit == Unit.AICPU:
+            self.aicpu(node)
+        else:
+            self.vector(node, [node], opdef.category)
+
+    def view(self, node) -> None:
+        src = next((i for i in node.inputs if i), None)
+        if src is None:
+            return
+        if self.format_of(src) not in (ND, "const"):
+            src = self.ensure(src, ND)
+        for o in node.outputs:
+            self.alias[o] = src
+            self.fmt[o] = ND
+
+    def aicpu(self, node) -> None:
+        chip = self.chip
+        ins = [self.ensure(i, ND) if i else i for i in node.inputs]
+        ins = [i for i in ins if i]
+        outs = list(node.outputs)
+        in_vals = [self.value(i) for i in ins]
+        out_vals = [self.value(o) for o in outs]
+        opdef = get_op(node.op_type, node.name)
+        flops = int(opdef.flops(in_vals, out_vals, node.attrs))
+        elems = max([v.numel for v in in_vals + out_vals] + [flops])
+        secs = chip.ai_cpu_task_launch_us * 1e-6 + elems / (chip.ai_cpu_elements_per_cycle
+                                                           * chip.ai_cpu_clock_hz)
+        cycles = chip.cycles(secs)
+        phase = Phase(ENGINE_AICPU, aicpu_cycles=cycles, aicpu_cores=1)
+        task = self.add_task(node.name, node.op_type, "AI_CPU", [phase], ins, outs,
+                             [ND] * len(ins), [ND] * len(outs), flops,
+                             [f"AI CPU: {chip.ai_cpu_task_launch_us} us launch + {elems} "
+                              f"elements at {chip.ai_cpu_elements_per_cycle} element/cycle x "
+                              f"{chip.ai_cpu_clock_hz / 1e9:g} GHz on one AI CPU"])
+        rd = sum(v.nbytes for v in in_vals)
+        wr = sum(v.nbytes for v in out_vals)
+        task.traffic.update({("DDR", "read"): rd, ("DDR", "write"): wr})
+
+    # -- vector ----------------------------------------------------------------------------
+    def vector(self, node, parts: list, category: Category, fused: tuple[str, ...] = (),
+               name: str | None = None, op_type: str | None = None,
+               notes: list[str] | None = None) -> None:
+        ext_in = [i for i in node.inputs if i]
+        outs = list(node.outputs)
+        keeps = category <= Category.SEGMENT
+        # the special format of the main input survives element-wise/reduce work
+        main = next((i for i in ext_in if not self.is_const(i)), None)
+        fmt = ND
+        if keeps and main is not None and self.format_of(main) in (NC1HWC0, NZ):
+            fmt = self.format_of(main)
+            rank = self.value(main).rank
+            if any(self.value(o).rank != rank for o in outs):
+                fmt = ND
+        ins = []
+        for i in ext_in:
+            v = self.value(i)
+            small = v.numel * 8 <= max(self.value(o).numel for o in outs) or v.rank < 2
+            if fmt == ND or small or self.is_const(i):
+                ins.append(self.ensure(i, ND) if not self.is_const(i) and not small else i)
+            else:
+                ins.append(self.ensure(i, fmt))
+        in_vals = [self.value(i) for i in ins]
+        out_vals = [self.value(o) for o in outs]
+        in_b = [padded_bytes(v, fmt if self.format_of(i) == fmt else ND)
+                for i, v in zip(ins, in_vals)]
+        out_b = [padded_bytes(v, fmt) for v in out_vals]
+        n = max(in_b[k] // itemsize(in_vals[k].dtype) for k in range(len(in_vals))) \
+            if in_vals else 1
+        n = max([n] + [b // itemsize(v.dtype) for b, v in zip(out_b, out_vals)])
+        n = max(n, 1)
+        vparts, temp, flops = self.vec_parts(parts, n, outs)
+        inputs = tuple((b / n, self.miss(i, b)) for i, b in zip(ins, in_b))
+        through = max((self.through(o, fmt) for o in outs), default=1.0)
+        spec = VecSpec(n, inputs, sum(out_b) / n, through, tuple(vparts), temp)
+        groups, vnotes = vector_work(self.chip, spec, node.name, self._vcores())
+        self.add_task(name or node.name, op_type or node.op_type, self._vtype(),
+                      [self._vphase(groups)], ins, outs,
+                      [self.format_of(i) for i in ins], [fmt] * len(outs), flops,
+                      (notes or []) + vnotes, fused)
+
+    def vec_parts(self, nodes: list, n: int, ext_outs: list[str],
+                  scale: float = 1.0) -> tuple[list[VecPart], float, int]:
+        """Vector instructions per element for nodes; UB bytes/element of intermediates."""
+        parts: list[VecPart] = []
+        temp = 0.0
+        total_flops = 0
+        for nd in nodes:
+            opdef = get_op(nd.op_type, nd.name)
+            ins = [self.sub_value(nd, i) for i in nd.inputs if i]
+            outs = [self.sub_value(nd, o) for o in nd.outputs]
+            flops = int(opdef.flops(ins, outs, nd.attrs))
+            total_flops += flops
+            big = max([v.numel for v in ins + outs] + [1])
+            width = max([itemsize(v.dtype) for v in ins + outs] + [1])
+            passes = max(1, round(flops / big)) if flops else 1
+            per_elem = passes * width * big / max(n, 1) * scale
+            parts.append(VecPart(VEC_CLASS.get(opdef.vec_class, "unary"),
+                                 max(ins + outs, key=lambda v: itemsize(v.dtype)).dtype,
+                                 per_elem, f"vec_{VEC_CLASS.get(opdef.vec_class, 'unary')}"))
+            for o in outs:
+                if o.name not in ext_outs:
+                    temp += o.numel * itemsize(o.dtype) / max(n, 1) * scale
+        return parts, temp, total_flops
+
+    def sub_value(self, node, name: str) -> Value:
+        sub = getattr(self, "_sub", None)
+        if sub is not None and name in sub.values:
+            v = sub.values[name]
+            if all(isinstance(d, int) for d in v.shape):
+                return v
+        return self.value(name)
+
+    # -- cube ------------------------------------------------------------------------------
+    def cube(self, node, head, tail: list, fused: tuple[str, ...] = (),
+             name: str | None = None, op_type: str | None = None) -> None:
+        chip = self.chip
+        opdef = get_op(head.op_type, head.name)
+        conv = _is_conv(opdef)
+        x_name, w_name = head.inputs[0], head.inputs[1]
+        extra = [i for i in head.inputs[2:] if i]
+        need = NC1HWC0 if conv else NZ
+        x_name = self.ensure(x_name, need)
+        if not self.is_const(w_name):
+            w_name = self.ensure(w_name, NC1HWC0 if conv else NZ)
+        xv, wv = self.sub_value(head, x_name), self.sub_value(head, w_name)
+        out_v = self.sub_value(head, head.outputs[0])
+        if xv.dtype in ("int8", "uint8"):
+            cdt = "int8"
+        elif xv.dtype == "bfloat16" and chip.cube_mkn.bfloat16 is not None:
+            cdt = "bfloat16"
+        else:
+            cdt = "float16"
+        m0, k0, n0 = chip.cube_shape(cdt)
+        in_b = itemsize(xv.dtype)
+        notes: list[str] = []
+        if xv.dtype in ("float32", "float64"):
+            notes.append(f"{xv.dtype} operands run in the cube's float16 mode (CANN "
+                         f"allow_fp32_to_fp16 precision mode); GM bytes stay {xv.dtype}")
+        conv_rows = None
+        bias = False
+        if conv:
+            group = int(head.attrs.get("group", 1) or 1)
+            n_, cin = int(out_v.shape[0]), int(xv.shape[1])
+            cout = int(out_v.shape[1])
+            ks = [int(d) for d in wv.shape[2:]]
+            kh, kw = ks[0], int(np.prod(ks[1:])) if len(ks) > 1 else 1
+            spatial_out = [int(d) for d in out_v.shape[2:]]
+            m = n_ * int(np.prod(spatial_out))
+            transposed = _is_transposed(opdef)
+            k = ceil_to(cin // group, k0) * kh * kw
+            strides = head.attrs.get("strides") or [1] * len(ks)
+            if transposed:
+                k = ceil_to(max(k // int(np.prod(strides)), k0), k0)
+            else:
+                pads = head.attrs.get("pads") or [0] * (2 * len(ks))
+                win = int(xv.shape[-1]) + (int(pads[len(ks) - 1]) + int(pads[-1])
+                                           if len(pads) >= 2 else 0)
+                wo = spatial_out[-1] if len(spatial_out) > 1 else 1
+                if len(ks) == 1:
+                    kh, kw, win = 1, ks[0], win
+                conv_rows = (wo, win, int(strides[0]), kh, kw)
+            batch, n = group, cout // group
+            bias = bool(extra)
+            notes.append(f"implicit GEMM: M = N*Ho*Wo = {m}, K = ceil{k0}(Cin/group = "
+                         f"{cin // group})*kh*kw = {k}, N = Cout/group = {n}, group {group}")
+        else:
+            ta = int(head.attrs.get("transA", 0) or 0)
+            os_ = [int(d) for d in out_v.shape]
+            m = os_[-2] if len(os_) >= 2 and xv.rank >= 2 else 1
+            n = os_[-1] if wv.rank >= 2 else 1
+            xs = [int(d) for d in xv.shape]
+            k = (xs[-2] if ta else xs[-1]) if xv.rank >= 2 else xs[0]
+            batch = int(np.prod(os_[:-2])) if len(os_) > 2 else 1
+            k = ceil_to(k, k0)
+            if extra:
+                ev = self.value(extra[0])
+                bias = ev.rank <= 1
+            notes.append(f"GEMM: batch {batch}, M {m}, K {k}, N {n}")
+        # the fused tail: element-wise ops per output element, extra inputs from GM
+        out_names = list(node.outputs)
+        out_fmt = NC1HWC0 if conv else NZ
+        out_vals = [self.value(o) for o in out_names]
+        n_out = max(padded_numel(v, out_fmt) for v in out_vals)
+        tail_in = [i for i in node.inputs if i and i not in head.inputs]
+        if not bias:
+            tail_in += extra
+        tail_in = [self.ensure(i, out_fmt) if (not self.is_const(i) and
+                   self.value(i).numel * 8 > n_out) else i for i in tail_in]
+        # output bytes per output element of the head's output
+        head_out = self.sub_value(head, head.outputs[0])
+        per_out = padded_numel(head_out, out_fmt)
+        out_bytes = sum(padded_bytes(v, out_fmt) for v in out_vals) / per_out
+        acc = 4
+        # first tiling, to know the tile grid for the L2 sharing model
+        tiles_probe_conv = GemmSpec(batch, m, k, n, cdt, in_b, max(1, round(out_bytes)), acc,
+                                    conv_rows=conv_rows)
+        t0 = gemm_tiling(chip, tiles_probe_conv, node.name)
+        tm, tn = cdiv(ceil_to(m, m0), t0.m_t), cdiv(ceil_to(n, n0), t0.n_t)
+        gn = min(tn, max(1, math.isqrt(t0.block)))
+        gm = max(1, min(tm * batch, cdiv(t0.block, gn)))
+        a_unique = padded_bytes(xv, self.format_of(x_name) if self.format_of(x_name) !=
+                                "const" else ND)
+        w_unique = wv.numel * itemsize(wv.dtype)
+        fits = self.l2.fits(a_unique + w_unique)
+        a_reads = max(t0.tiles * _a_tile_bytes(tiles_probe_conv, t0.m_t), a_unique)
+        b_reads = tm * w_unique
+        miss_a = self.miss(x_name, a_reads, fits, gn)
+        miss_b = self.miss(w_name, b_reads, fits, gm)
+        through = max(self.through(o, out_fmt) for o in out_names)
+        epi_parts: list[VecPart] = []
+        epi_inputs: tuple = ()
+        if tail:
+            epi_parts, _, _ = self.vec_parts(tail, per_out, out_names)
+            epi_inputs = tuple((padded_bytes(self.value(i), out_fmt if
+                                             self.value(i).numel * 8 > n_out else ND) / per_out,
+                                self.miss(i, padded_bytes(self.value(i), ND)))
+                               for i in tail_in)
+        phases: list[Phase] = []
+        split_tail = tail and not chip.coupled
+        spec = GemmSpec(batch, m, k, n, cdt, in_b, max(1, round(out_bytes)) if not split_tail
+                        else itemsize(head_out.dtype), acc, miss_a, miss_b,
+                        0.0 if split_tail else through, bias, conv_rows,
+                        () if split_tail else tuple(epi_parts),
+                        () if split_tail else epi_inputs, shared_a=gn > 1 and t0.block > 1,
+                        shared_b=gm > 1 and t0.block > 1)
+        groups, cnotes, t = gemm_work(chip, spec, node.name)
+        notes += cnotes
+        notes.append(f"L2: A miss {miss_a:.2f}, B miss {miss_b:.2f} (operands "
+                     f"{'fit' if fits else 'do not fit'} in half of L2, wave {gm}x{gn}); "
+                     f"output {'written through to HBM' if through else 'kept in L2'}")
+        if bias:
+            notes.append("bias accumulated in L0C (no extra pass over the output)")
+        phases.append(Phase(ENGINE_AICORE, tuple(groups)))
+        task_type = "AI_CORE"
+        if split_tail:
+            vspec = VecSpec(per_out, ((itemsize(head_out.dtype), 0.0),) + epi_inputs,
+                            out_bytes, through, tuple(epi_parts))
+            vgroups, vnotes = vector_work(chip, vspec, node.name, chip.vector_cores)
+            phases.append(self._vphase(vgroups))
+            notes += ["mix kernel: the cube result goes through L2 to the AIV cores"] + vnotes
+            task_type = "MIX_AIC"
+        ins = [x_name, w_name] + ([extra[0]] if bias else []) + tail_in
+        ins = list(dict.fromkeys(ins))
+        flops = int(get_op(head.op_type).flops(
+            [self.sub_value(head, i) for i in head.inputs if i],
+            [head_out], head.attrs))
+        if tail:
+            flops += self.vec_parts(tail, per_out, out_names)[2]
+        self.add_task(name or node.name, op_type or node.op_type, task_type, phases, ins,
+                      out_names, [self.format_of(i) for i in ins], [out_fmt] * len(out_names),
+                      flops, notes, fused)
+
+    # -- fused -----------------------------------------------------------------------------
+    def l2_fused(self, node) -> None:
+        """L2 fusion: the inner ops stay separate tasks; their intermediates (`l2_values`, or
+        every inner value) are kept in L2; with `batch_split = k` the chain runs k times on
+        `chunk_batch` samples (tasks named `<op>#<chunk>`)."""
+        sub = node.subgraph
+        inner = [v for v in sub.values if v not in sub.inputs and v not in sub.outputs]
+        self.keep_l2.update(node.attrs.get("l2_values") or inner)
+        k = int(node.attrs.get("batch_split") or 1)
+        saved = self.values
+        for c in range(k):
+            chunk = _chunk_values(node, k) if k > 1 else dict(sub.values)
+            self.values = {**saved, **chunk}
+            if k > 1:
+                # each chunk converts its own slice of the chain's inputs
+                for key in [key for key in self.converted if key[0] in sub.inputs]:
+                    del self.converted[key]
+            start = len(self.tasks)
+            for n in sub.nodes:
+                self.node(n)
+            if k > 1:
+                for t in self.tasks[start:]:
+                    t.op_name = f"{t.op_name}#{c}"
+                    t.notes = t.notes + (f"L2 fusion: batch chunk {c + 1} of {k} "
+                                         f"({node.attrs.get('chunk_batch')} samples)",)
+        # consumers outside the chain see the full-size outputs
+        self.values = saved | {k2: v for k2, v in sub.values.items()
+                               if k2 not in saved or k2 in sub.outputs}
+
+    def fused(self, node) -> None:
+        sub = _current_subgraph(node, self.values)
+        kind = node.attrs.get("fusion", "")
+        display = node.attrs.get("display_type") or node.op_type
+        inner = tuple(n.name for n in sub.nodes)
+        if kind == FUSION_L2:
+            self.l2_fused(node)
+            return
+        self._sub = sub
+        try:
+            units = [self.unit(n) for n in sub.nodes]
+            if Unit.CUBE in units:
+                head = sub.nodes[units.index(Unit.CUBE)]
+                tail = [n for n in sub.nodes if n is not head and self.unit(n) != Unit.NONE]
+                self.cube(node, head, tail, inner, node.name, display)
+            else:
+                nodes = [n for n in sub.nodes if self.unit(n) != Unit.NONE]
+                cat = max((get_op(n.op_type).category for n in nodes), default=Category.ELEMWISE)
+                self.vector(node, nodes, cat, inner, node.name, display,
+                            [f"{kind or 'UB'} fusion of {len(nodes)} ops: intermediates stay "
+                             f"in UB"])
+        finally:
+            self._sub = None
+
+
+def _chunk_values(node, k: int) -> dict[str, Value]:
+    """Values of a batch-split L2 chain for one chunk: every subgraph input whose leading
+    dim is the full batch gets `chunk_batch`, shapes re-inferred through the chain."""
+    sub = node.subgraph.copy()
+    chunk = int(node.attrs.get("chunk_batch") or 0)
+    full = chunk * k
+    for name in sub.inputs:
+        v = sub.values[name]
+        if v.shape and v.shape[0] == full:
+            sub.values[name] = Value(name, (chunk,) + tuple(v.shape[1:]), v.dtype, v.layout)
+    sub.infer_shapes()
+    return dict(sub.values)
+
+
+def _current_subgraph(node, values: dict[str, Value]):
+    """A fused node's subgraph with its inputs at the shapes seen now (an L2 chain's batch
+    chunk may be smaller than the graph's), shapes re-inferred; the stored one otherwise."""
+    sub = node.subgraph
+    if all(values.get(o, sub.values[i]).shape == sub.values[i].shape
+           for o, i in zip(node.inputs, sub.inputs)):
+        return sub
+    sub = sub.copy()
+    for outer, inner in zip(node.inputs, sub.inputs):
+        if outer in values:
+            v = values[outer]
+            sub.values[inner] = Value(inner, v.shape, v.dtype, sub.values[inner].layout)
+    sub.infer_shapes()
+    return sub
+
+
+def _has_pipe(phase: Phase, pipe: str) -> bool:
+    return any(pipe in g.pipes for g in phase.groups)
+
+
+def phase_traffic(phases) -> dict[tuple[str, str], int]:
+    """Bytes per (level, read|write) over all cores, from the instructions (exact)."""
+    acc: dict[tuple[str, str], float] = {}
+
+    def add(key, b):
+        acc[key] = acc.get(key, 0.0) + b
+
+    for ph in phases:
+        for g in ph.groups:
+            mult = len(g.cores)
+            for seg in g.segments:
+                for st in seg.stages:
+                    for ins, times in ((i, st.units) for i in st.instrs):
+                        _account(add, ins, mult * seg.count * times)
+                    for ins in st.head:
+                        _account(add, ins, mult * seg.count)
+    return {k: int(round(v)) for k, v in acc.items()}
+
+
+def _account(add, ins, times: int) -> None:
+    if not ins.nbytes:
+        return
+    b = ins.nbytes * times
+    if ins.src == GM:
+        add(("DDR", "read"), b * ins.hbm)
+        add(("L2", "read"), b * (1 - ins.hbm))
+    elif ins.src:
+        add((ins.src, "read"), b)
+    if ins.dst == GM:
+        add(("L2", "write"), b)
+        if ins.hbm:
+            add(("DDR", "write"), b * ins.hbm)
+    elif ins.dst:
+        add((ins.dst, "write"), b)
+
+
+def roofline(chip, phases, flops: int, traffic: dict, cube: bool) -> int:
+    """max(flops / chip peak, DDR bytes / HBM bandwidth, GM bytes / L2 bandwidth), cycles."""
+    peak = chip.ai_cores * chip.flops_per_cycle("float16") if cube else 0
+    compute = flops / peak if peak else 0.0
+    ddr = traffic.get(("DDR", "read"), 0) + traffic.get(("DDR", "write"), 0)
+    gm = ddr + traffic.get(("L2", "read"), 0) + traffic.get(("L2", "write"), 0) \
+        - traffic.get(("DDR", "write"), 0)
+    hbm_bw = chip.hbm_bandwidth_bytes_per_s / chip.clock_hz
+    l2_bw = chip.l2_bandwidth_bytes_per_s / chip.clock_hz
+    return int(math.floor(max(compute, ddr / hbm_bw, gm / l2_bw)))
+
+
+def lower(graph, chip: Any = "ascend910", detail: str = "block", streams: int = 1) -> Program:
+    """Lower a graph to a Program of tasks (see the module note); deterministic."""
+    from ..hw import get_chip
+
+    chip = get_chip(chip)
+    if detail not in DETAILS:
+        raise ConfigError(f"detail must be one of {', '.join(DETAILS)}, got {detail!r}")
+    if not isinstance(streams, int) or streams < 1:
+        raise ConfigError(f"streams must be a positive integer, got {streams!r}")
+    low = _Lowering(graph, chip, streams)
+    low._sub = None
+    try:
+        low.run()
+    except (ZeroDivisionError, IndexError, ValueError, TypeError) as exc:  # pragma: no cover
+        raise SimulationError(f"lowering graph '{graph.name}' failed: {exc}") from exc
+    used = sorted({t.stream_id for t in low.tasks}) or [0]
+    return Program(graph.name, chip, low.tasks, max(used) + 1, detail)

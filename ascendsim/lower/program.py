@@ -1,0 +1,239 @@
+"""What lowering produces and the simulator runs: `Program` -> streams of `Task`s -> tiles.
+
+Note on the model
+-----------------
+A `Task` is one launched kernel (one graph node, a fused node, or an inserted TransData). It
+runs on one engine: the AI Cores (`ENGINE_AICORE`; on split chips the vector work runs on the
+AIV cores, which the simulator numbers after the AICs), the AI CPU (`ENGINE_AICPU`), in one or
+more `Phase`s executed one after the other (a split-chip mix kernel: cube phase, then vector
+phase).
+
+A phase splits its work over cores (the block dim) as `CoreGroup`s: cores that run the same
+program. A program is a chain of `Stage`s (one per pipe, in data-flow order, e.g.
+S -> MTE2 -> MTE1 -> M -> V -> MTE3) repeated for a number of tiles; each stage executes its
+`Instr`s once per *unit* (a tile may hold several units on a stage, e.g. the k-steps of a
+GEMM on MTE1/M) and hands data to the next stage through a double-buffered slot of an on-chip
+buffer. The flags (set_flag/wait_flag with ping-pong event ids 0/1) and buffer allocations
+are derived from this chain in one place, `expand_flags`, exactly as an Ascend C TQue with two
+buffers compiles: stage j waits for the data flag of stage j-1 and for the slot-free flag of
+stage j+1 from two handoffs earlier.
+
+`Instr` is a single instruction on one pipe: fixed `cycles` (compute, or the on-chip part of
+a move), or a move of `nbytes` from `src` to `dst` at `bw` bytes/cycle after `cycles` of fixed
+latency. Moves that touch global memory (src or dst "GM") pass through the chip's shared L2
+and HBM bandwidth in the simulator; `hbm` is the fraction of their bytes that also go to HBM
+(an L2 miss on a read, a write-through on a write).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Any
+
+ENGINE_AICORE = "aicore"
+ENGINE_AICPU = "aicpu"
+
+#: the memory level names used in instructions; "GM" resolves to L2/DDR in the trace
+GM = "GM"
+
+
+@dataclass(frozen=True, slots=True)
+class Instr:
+    """One instruction on one pipe (flags are attached when the tile chain is expanded)."""
+
+    pipe: str
+    kind: str                 # "copy", "img2col", "mmad", "vec_binary", "scalar", ...
+    cycles: int               # fixed cycles: compute, or the latency of a move
+    nbytes: int = 0           # bytes moved (0 for compute)
+    src: str = ""             # "GM", "L1", "L0A", "L0B", "L0C", "UB"
+    dst: str = ""
+    bw: float = 0.0           # bytes/cycle of the move's path on one core (0: not a move)
+    hbm: float = 0.0          # fraction of the bytes that also cross HBM/DDR (GM moves)
+
+    @property
+    def shared(self) -> bool:
+        """True when the move crosses L2/HBM (shared by all cores) and is simulated as a flow."""
+        return self.bw > 0 and (self.src == GM or self.dst == GM)
+
+    def busy(self) -> float:
+        """Uncontended cycles: fixed part plus bytes at the path bandwidth."""
+        return self.cycles + (self.nbytes / self.bw if self.bw > 0 else 0.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Stage:
+    """One pipe's part of a tile: `units` repetitions of `instrs` (+ `head` once per tile).
+
+    `out_bufs` are the on-chip buffers this stage writes for the next stage, bytes per handoff
+    slot (two slots: double buffering); the next stage frees them when it has consumed them.
+    """
+
+    pipe: str
+    instrs: tuple[Instr, ...]
+    units: int = 1
+    head: tuple[Instr, ...] = ()
+    out_bufs: tuple[tuple[str, int], ...] = ()
+
+    def tile_cycles(self) -> float:
+        """Uncontended busy cycles of this stage for one tile."""
+        return (sum(i.busy() for i in self.head)
+                + self.units * sum(i.busy() for i in self.instrs))
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """`count` consecutive tiles with the same stages."""
+
+    stages: tuple[Stage, ...]
+    count: int
+
+
+@dataclass(frozen=True)
+class CoreGroup:
+    """Cores (indices within the phase's engine) that run the same program of segments."""
+
+    cores: tuple[int, ...]
+    segments: tuple[Segment, ...]
+
+    @property
+    def tiles(self) -> int:
+        return sum(s.count for s in self.segments)
+
+    @property
+    def pipes(self) -> tuple[str, ...]:
+        return tuple(st.pipe for st in self.segments[0].stages)
+
+
+@dataclass(frozen=True)
+class Phase:
+    """Work on one engine: AI Core groups, or AI CPU `aicpu_cycles` on `block_dim` AI CPUs."""
+
+    engine: str
+    groups: tuple[CoreGroup, ...] = ()
+    aicpu_cycles: int = 0        # AI Core clock cycles of AI CPU work (per AI CPU)
+    aicpu_cores: int = 0
+    vector_cores: bool = False   # split chips: runs on the AIV cores
+
+    @property
+    def block_dim(self) -> int:
+        if self.engine == ENGINE_AICPU:
+            return self.aicpu_cores
+        return sum(len(g.cores) for g in self.groups)
+
+
+@dataclass
+class Task:
+    """One launched kernel."""
+
+    task_id: int
+    stream_id: int
+    op_name: str
+    op_type: str
+    task_type: str                       # "AI_CORE", "AI_VECTOR_CORE", "MIX_AIC", "AI_CPU"
+    phases: tuple[Phase, ...]
+    deps: tuple[int, ...] = ()           # task ids this task waits for (any stream)
+    inputs: tuple[Any, ...] = ()         # Values read (with formats in `input_formats`)
+    outputs: tuple[Any, ...] = ()
+    input_formats: tuple[str, ...] = ()
+    output_formats: tuple[str, ...] = ()
+    flops: int = 0
+    traffic: dict[tuple[str, str], int] = field(default_factory=dict)
+    roofline_cycles: int = 0
+    notes: tuple[str, ...] = ()
+    fused_ops: tuple[str, ...] = ()
+
+    @property
+    def block_dim(self) -> int:
+        return max((p.block_dim for p in self.phases), default=0)
+
+    @property
+    def engine(self) -> str:
+        return self.phases[0].engine if self.phases else ENGINE_AICORE
+
+
+@dataclass
+class Program:
+    """The tasks of a graph in launch order; each names its stream and its cross-stream deps."""
+
+    graph_name: str
+    chip: Any
+    tasks: list[Task]
+    streams: int = 1
+    detail: str = "block"
+
+    def stream(self, sid: int) -> list[Task]:
+        return [t for t in self.tasks if t.stream_id == sid]
+
+
+# --------------------------------------------------------------------------- flag expansion
+
+#: a queue entry of one pipe: (instr, waits, sets, allocs, frees, tile index)
+#: waits/sets: tuples of (src_pipe, dst_pipe, event_id); allocs/frees: ((buffer, bytes), ...)
+QueueEntry = tuple
+
+
+def _handoffs(u_prod: int, u_cons: int) -> tuple[int, int, int]:
+    """Handoffs per tile between two stages and the units per handoff on each side."""
+    h = min(u_prod, u_cons)
+    if u_prod % h or u_cons % h:
+        h = 1
+    return h, u_prod // h, u_cons // h
+
+
+@functools.lru_cache(maxsize=1024)
+def expand_flags(segments: tuple[Segment, ...]) -> dict[str, list[QueueEntry]]:
+    """Per-pipe instruction queues with their set_flag/wait_flag and buffer slot events.
+
+    Stage j, unit u of a tile: before the first unit of a handoff group it waits the data flag
+    (pipe[j-1] -> pipe[j], event h % 2) and, from the third handoff on, the slot-free flag
+    (pipe[j+1] -> pipe[j]) of the slot it is about to overwrite, then allocates that slot;
+    after the last unit of a group it sets its data flag / frees the slot it read and sets
+    the slot-free flag back to its producer. Two slots per link: double buffering.
+    Cached (the same tiles recur in every layer of a model): treat the queues as read-only.
+    """
+    stages0 = segments[0].stages
+    n = len(stages0)
+    pipes = [s.pipe for s in stages0]
+    queues: dict[str, list[QueueEntry]] = {p: [] for p in pipes}
+    h_out = [0] * n     # handoffs produced by stage j so far
+    h_in = [0] * n      # handoffs consumed by stage j so far
+    tile = 0
+    for seg in segments:
+        st = seg.stages
+        links = [_handoffs(st[j].units, st[j + 1].units) for j in range(n - 1)]
+        for _ in range(seg.count):
+            for j in range(n):
+                q = queues[pipes[j]]
+                stage = st[j]
+                units = stage.units
+                for u in range(units):
+                    waits: list = []
+                    sets: list = []
+                    allocs: tuple = ()
+                    frees: tuple = ()
+                    if j > 0:
+                        _, _, gc = links[j - 1]
+                        if u % gc == 0:
+                            waits.append((pipes[j - 1], pipes[j], h_in[j] % 2))
+                    if j < n - 1:
+                        _, gp, _ = links[j]
+                        if u % gp == 0:
+                            if h_out[j] >= 2:
+                                waits.append((pipes[j + 1], pipes[j], h_out[j] % 2))
+                            allocs = stage.out_bufs
+                    instrs = (stage.head + stage.instrs) if u == 0 else stage.instrs
+                    if j < n - 1 and (u + 1) % links[j][1] == 0:
+                        sets.append((pipes[j], pipes[j + 1], h_out[j] % 2))
+                        h_out[j] += 1
+                    if j > 0 and (u + 1) % links[j - 1][2] == 0:
+                        sets.append((pipes[j], pipes[j - 1], h_in[j] % 2))
+                        frees = st[j - 1].out_bufs
+                        h_in[j] += 1
+                    last = len(instrs) - 1
+                    for k, ins in enumerate(instrs):
+                        q.append((ins, tuple(waits) if k == 0 else (),
+                                  tuple(sets) if k == last else (),
+                                  allocs if k == 0 else (), frees if k == last else (), tile))
+            tile += 1
+    return queues

@@ -1,0 +1,595 @@
+"""The SimPy chip model that runs a lowered `Program` and records a `Trace`.
+
+Note on the model
+-----------------
+Time is integer cycles of the AI Core clock; SimPy orders same-time events by priority and
+then by a global sequence number, so a run repeats bit for bit.
+
+Pipes. Every AI Core pipe (S, V, M, MTE1, MTE2, MTE3, FIX) of a running core is one SimPy
+process that executes its instruction queue strictly in order. Cross-pipe ordering uses
+set_flag/wait_flag: a flag is a counter per (src pipe, dst pipe, event id) of one core; a
+wait blocks the pipe until the counter is positive and decrements it (the hardware bit is
+0/1; with the ping-pong event ids a counter never exceeds 1 here). Buffers (L0A, L0B, L0C,
+L1, UB) are capacity-checked levels per core: an allocation over capacity raises
+SimulationError naming the buffer, the core and the op, and the peak level of each buffer is
+kept for the invariant checks.
+
+Shared bandwidth (`Fabric`). A move that touches GM is a fluid flow: all its bytes cross L2
+and its miss/write-through fraction also crosses HBM/DDR. Whenever a flow starts or ends,
+the rates of all flows in flight are recomputed by max-min fair sharing (progressive
+filling) of L2 and HBM bandwidth, each flow also capped by its per-core path bandwidth; so 32
+cores streaming at once share HBM instead of each getting the full figure. A move's fixed
+DMA latency is folded into its flow as a lower rate cap, bytes / (latency + bytes / path
+bandwidth): uncontended it takes exactly latency + bytes/bw; under contention the bandwidth
+it leaves idle while "in latency" goes to the other flows (requests overlap in the memory
+system), so a memory-bound op reaches the shared bandwidth.
+
+Symmetric cores. Cores of one `CoreGroup` run the same program from the same instant and get
+the same share of bandwidth, so one set of pipe processes stands for the whole group: its
+flows weigh `len(cores)` in the sharing, and its intervals are replicated for every core of
+the group in the trace. `symmetric=False` runs one set of processes per core instead (the
+literal model; same cycles, slower).
+
+Detail levels over the one model. detail="tile": every tile instruction is an event, and
+back-to-back instructions of one kind on a pipe form one trace interval. detail="block": a
+core group whose program has at least `COALESCE_MIN` tiles runs its first `PREFIX_TILES` tiles
+exactly as in tile detail (flags, buffers, flows), which measures the pipeline's contended
+pace: the largest, over its pipes, of busy cycles per tile and of the spacing of tile
+completions. The remaining identical tiles then run as ONE interval per pipe that spans
+(remaining tiles x pace): fixed cycles as such, and each pipe's GM bytes as one flow capped to
+spread over that window, through the same Fabric, so that contention with everything else in
+flight still stretches it. A group with fewer tiles runs in tile detail (its trace shows one
+interval per pipe per tile). The prefix of each pipe is shown as one interval of its busy
+cycles, starting at its first instruction.
+
+Scheduler. Streams run their tasks in order; a task also waits for its producers on other
+streams (events). mode="sink": the graph is sunk on the device and each task pays
+`sink_launch_us` before it starts; mode="host": a HOST lane launches the tasks one by one,
+`host_launch_us` each (the E of E/R/C/W), and a task cannot start before its launch is done.
+A task takes `block_dim` cores from its engine's pool (AI Cores, the AIVs of split chips, AI
+CPUs) and gives them back when it ends.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+from typing import Any
+
+import simpy
+from simpy.core import EmptySchedule
+
+from ..errors import ConfigError, SimulationError
+from ..lower.program import ENGINE_AICPU, GM, CoreGroup, Program, Segment, expand_flags
+from ..report.trace import ENGINE_AICORE, ENGINE_HOST, Interval, TaskRecord, Trace
+
+#: block detail coalesces a core group's program when it has at least this many tiles
+COALESCE_MIN = 8
+#: tiles of a coalesced group run in tile detail first, to measure the contended pace
+PREFIX_TILES = 4
+MODES = ("sink", "host")
+_EPS = 1e-9
+
+
+# ----------------------------------------------------------------------------- fabric
+class _Flow:
+    __slots__ = ("remaining", "cap", "hbm", "weight", "rate", "event", "size")
+
+    def __init__(self, nbytes: float, cap: float, hbm: float, weight: int, event) -> None:
+        self.remaining = float(nbytes)
+        self.size = float(nbytes)
+        self.cap = cap
+        self.hbm = hbm
+        self.weight = weight
+        self.rate = 0.0
+        self.event = event
+
+
+class Fabric:
+    """L2 and HBM bandwidth shared by every GM flow in flight (max-min fair, fluid)."""
+
+    def __init__(self, env: simpy.Environment, l2_bw: float, hbm_bw: float) -> None:
+        self.env = env
+        self.l2_bw = l2_bw
+        self.hbm_bw = hbm_bw
+        self.flows: list[_Flow] = []
+        self.last = 0
+        self.token = 0
+        self.peak_l2 = 0.0
+        self.peak_hbm = 0.0
+
+    def transfer(self, nbytes: float, cap: float, hbm: float, weight: int = 1):
+        """An event that fires when `nbytes` have moved (per core; `weight` identical cores)."""
+        ev = self.env.event()
+        if nbytes <= 0:
+            ev.succeed()
+            return ev
+        self._advance()
+        self.flows.append(_Flow(nbytes, cap, hbm, weight, ev))
+        self._reschedule()
+        return ev
+
+    def _advance(self) -> None:
+        dt = self.env.now - self.last
+        if dt:
+            for f in self.flows:
+                f.remaining -= f.rate * dt
+        self.last = self.env.now
+
+    def _rates(self) -> None:
+        """Progressive filling: raise every unfrozen rate together until a cap or a resource
+        binds, freeze what is bound, repeat."""
+        active = list(self.flows)
+        for f in active:
+            f.rate = 0.0
+        res_l2, res_hbm = self.l2_bw, self.hbm_bw
+        while active:
+            s_l2 = sum(f.weight for f in active)
+            s_hbm = sum(f.weight * f.hbm for f in active)
+            d = min(f.cap - f.rate for f in active)
+            if s_l2 > 0:
+                d = min(d, res_l2 / s_l2)
+            if s_hbm > 0:
+                d = min(d, res_hbm / s_hbm)
+            d = max(d, 0.0)
+            for f in active:
+                f.rate += d
+            res_l2 -= d * s_l2
+            res_hbm -= d * s_hbm
+            sat_l2 = res_l2 <= _EPS * self.l2_bw
+            sat_hbm = res_hbm <= _EPS * self.hbm_bw
+            if sat_l2:
+                break
+            active = [f for f in active if f.cap - f.rate > _EPS * f.cap
+                      and not (sat_hbm and f.hbm > 0)]
+        use_l2 = sum(f.weight * f.rate for f in self.flows)
+        use_hbm = sum(f.weight * f.rate * f.hbm for f in self.flows)
+        self.peak_l2 = max(self.peak_l2, use_l2)
+        self.peak_hbm = max(self.peak_hbm, use_hbm)
+
+    def _reschedule(self) -> None:
+        self._rates()
+        self.token += 1
+        if not self.flows:
+            return
+        delay = min(math.ceil(max(f.remaining, 0.0) / f.rate - _EPS) if f.rate > 0 else 1
+                    for f in self.flows)
+        tok = self.token
+        self.env.timeout(max(delay, 0)).callbacks.append(lambda _ev: self._wake(tok))
+
+    def _wake(self, tok: int) -> None:
+        if tok != self.token:
+            return
+        self._advance()
+        done = [f for f in self.flows if f.remaining <= _EPS * max(f.size, 1.0)
+                or f.remaining <= f.rate * 1e-6]
+        if not done and self.flows:
+            # the earliest flow ends within this cycle (integer rounding): finish it
+            first = min(self.flows, key=lambda f: f.remaining / f.rate if f.rate else math.inf)
+            done = [first]
+        for f in done:
+            self.flows.remove(f)
+            f.event.succeed()
+        self._reschedule()
+
+
+# ----------------------------------------------------------------------------- core state
+class _Core:
+    """Flags and buffer levels of one core (or of a symmetric group of cores)."""
+
+    __slots__ = ("flags", "waiters", "levels", "caps", "label", "op", "peaks")
+
+    def __init__(self, caps: dict[str, int], label: str, op: str, peaks: dict) -> None:
+        self.flags: dict[tuple, int] = {}
+        self.waiters: dict[tuple, Any] = {}
+        self.levels = dict.fromkeys(caps, 0)
+        self.caps = caps
+        self.label = label
+        self.op = op
+        self.peaks = peaks
+
+    def alloc(self, buf: str, nbytes: int) -> None:
+        level = self.levels[buf] + nbytes
+        if level > self.caps[buf]:
+            raise SimulationError(f"buffer {buf} of {self.label} over capacity in op "
+                                  f"'{self.op}': {level} B > {self.caps[buf]} B")
+        self.levels[buf] = level
+        if level > self.peaks.get(buf, 0):
+            self.peaks[buf] = level
+
+    def free(self, buf: str, nbytes: int) -> None:
+        self.levels[buf] -= nbytes
+
+
+class _Pool:
+    """Cores of one engine: a SimPy Container counts free ones; the lowest ids are used."""
+
+    def __init__(self, env: simpy.Environment, name: str, n: int, offset: int = 0) -> None:
+        self.name = name
+        self.n = n
+        self.container = simpy.Container(env, capacity=n, init=n)
+        self.free = list(range(offset, offset + n))
+
+    def take(self, k: int) -> list[int]:
+        ids, self.free = self.free[:k], self.free[k:]
+        return ids
+
+    def give(self, ids: list[int]) -> None:
+        self.free = sorted(self.free + ids)
+
+
+# ----------------------------------------------------------------------------- engine
+class Engine:
+    """Runs one Program on its chip; `run()` returns the Trace."""
+
+    def __init__(self, program: Program, mode: str = "sink", symmetric: bool = True) -> None:
+        if mode not in MODES:
+            raise ConfigError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        self.p = program
+        self.chip = chip = program.chip
+        self.detail = program.detail
+        self.mode = mode
+        self.symmetric = symmetric
+        self.env = simpy.Environment()
+        self.fabric = Fabric(self.env, chip.l2_bandwidth_bytes_per_s / chip.clock_hz,
+                             chip.hbm_bandwidth_bytes_per_s / chip.clock_hz)
+        self.caps_cube = {"L0A": chip.l0a_bytes, "L0B": chip.l0b_bytes, "L0C": chip.l0c_bytes,
+                          "L1": chip.l1_bytes, "UB": chip.ub_bytes}
+        self.pools = {"aicore": _Pool(self.env, "AI Core", chip.ai_cores),
+                      ENGINE_AICPU: _Pool(self.env, "AI CPU", chip.ai_cpus)}
+        if not chip.coupled:
+            self.pools["aiv"] = _Pool(self.env, "AIV", chip.aiv_cores, chip.ai_cores)
+        self.rows: list[tuple] = []          # raw intervals
+        self.records: list[TaskRecord] = []
+        self.peaks: dict[str, int] = {}
+        self.pipe_busy: dict[int, dict[str, int]] = {}
+        self.events = 0
+        self.started: dict[int, int] = {}     # task id -> when its first phase got cores
+
+    # -- running -------------------------------------------------------------------------
+    def run(self) -> Trace:
+        env = self.env
+        tasks = self.p.tasks
+        self.done = {t.task_id: env.event() for t in tasks}
+        self.launched = {t.task_id: env.event() for t in tasks}
+        if self.mode == "host":
+            env.process(self._host(tasks))
+        for sid in range(self.p.streams):
+            mine = [t for t in tasks if t.stream_id == sid]
+            if mine:
+                env.process(self._stream(mine))
+        n = 0
+        # the run allocates 10^5..10^6 small objects that live to the end: pausing the
+        # cyclic GC (not needed: nothing here forms cycles that must die early) halves it
+        gc_was = gc.isenabled()
+        gc.disable()
+        try:
+            while True:
+                env.step()
+                n += 1
+        except EmptySchedule:
+            pass
+        finally:
+            if gc_was:
+                gc.enable()
+        self.events = n
+        missing = [t.op_name for t in tasks if not self.done[t.task_id].processed]
+        if missing:
+            raise SimulationError(f"deadlock: task(s) {', '.join(missing[:5])} never finished")
+        trace = Trace(self.chip, detail=self.detail)
+        trace.tasks = sorted(self.records, key=lambda r: r.task_id)
+        gc.disable()
+        try:
+            trace.intervals = self._intervals()
+        finally:
+            if gc_was:
+                gc.enable()
+        trace.total_cycles = max([r.end for r in trace.tasks] + [iv.end for iv in
+                                                                 trace.intervals] + [0])
+        return trace
+
+    def _host(self, tasks):
+        cyc = self.chip.cycles(self.chip.host_launch_us * 1e-6)
+        for t in tasks:
+            start = self.env.now
+            yield self.env.timeout(cyc)
+            self.rows.append((ENGINE_HOST, (0,), "HOST", t.task_id, t.op_name, start,
+                              self.env.now, "launch", 0, "", "", 1, 0))
+            self.launched[t.task_id].succeed(start)
+
+    def _stream(self, tasks):
+        env = self.env
+        prev_end = 0
+        sink = self.chip.cycles(self.chip.sink_launch_us * 1e-6)
+        for t in tasks:
+            launch_start = env.now
+            if self.mode == "host":
+                launch_start = yield self.launched[t.task_id]
+            for d in t.deps:
+                yield self.done[d]
+            if self.mode == "sink":
+                launch_start = env.now
+                if sink:
+                    yield env.timeout(sink)
+            self.pipe_busy[t.task_id] = {}
+            self.started.pop(t.task_id, None)
+            for ph in t.phases:
+                yield from self._phase(t, ph)
+            end = env.now
+            start = self.started.get(t.task_id, end)
+            self.records.append(self._record(t, start, end, launch_start,
+                                             max(0, start - prev_end)))
+            prev_end = end
+            self.done[t.task_id].succeed()
+
+    def _phase(self, task, ph):
+        env = self.env
+        if ph.engine == ENGINE_AICPU:
+            pool = self.pools[ENGINE_AICPU]
+            k = min(ph.aicpu_cores, pool.n)
+            yield pool.container.get(k)
+            ids = pool.take(k)
+            start = env.now
+            self.started.setdefault(task.task_id, start)
+            yield env.timeout(ph.aicpu_cycles)
+            self.rows.append((ENGINE_AICPU, tuple(ids), "AICPU", task.task_id, task.op_name,
+                              start, env.now, "compute", 0, "", "", 1, 0))
+            self._note_busy(task.task_id, ids[0], "AICPU", env.now - start)
+            pool.give(ids)
+            yield pool.container.put(k)
+            return
+        pool = self.pools["aiv" if ph.vector_cores else "aicore"]
+        need = ph.block_dim
+        if need > pool.n:
+            raise SimulationError(f"op '{task.op_name}' needs {need} cores, the chip has "
+                                  f"{pool.n} ({pool.name})")
+        yield pool.container.get(need)
+        ids = pool.take(need)
+        self.started.setdefault(task.task_id, env.now)
+        procs = []
+        base = 0
+        for g in ph.groups:
+            cores = tuple(ids[base + i] for i in range(len(g.cores)))
+            base += len(g.cores)
+            procs.append(env.process(self._group(task, g, cores)))
+        yield env.all_of(procs)
+        pool.give(ids)
+        yield pool.container.put(need)
+
+    def _group(self, task, g: CoreGroup, cores: tuple[int, ...]):
+        if self.symmetric:
+            sets = [cores]
+        else:
+            sets = [(c,) for c in cores]
+        procs = []
+        for cs in sets:
+            label = f"core {cs[0]}" if len(cs) == 1 else f"cores {cs[0]}-{cs[-1]}"
+            core = _Core(self.caps_cube, label, task.op_name, self.peaks)
+            if self.detail == "block" and g.tiles >= COALESCE_MIN:
+                procs.extend(self._block(task, g, core, cs))
+            else:
+                queues = expand_flags(g.segments)
+                merge = "tile" if self.detail == "block" else "contig"
+                for pipe, q in queues.items():
+                    procs.append(self.env.process(self._pipe(task, core, cs, pipe, q,
+                                                             merge=merge)))
+        yield self.env.all_of(procs)
+
+    def _note_busy(self, task_id: int, core: int, pipe: str, cycles: int) -> None:
+        busy = self.pipe_busy[task_id].setdefault(core, {})
+        busy[pipe] = busy.get(pipe, 0) + cycles
+
+    # -- tile detail -----------------------------------------------------------------------
+    def _pipe(self, task, core: _Core, cores: tuple[int, ...], pipe: str, queue: list,
+              note: bool = True, merge: str = "contig"):
+        """Execute one pipe's instruction queue in order; returns its busy cycles and the
+        end time of each tile.
+
+        Intervals: merge="contig" records back-to-back instructions of one kind as one
+        interval (tile detail); "tile" one interval per tile and "all" one for the whole
+        queue (block detail), starting with the first instruction and lasting the busy
+        cycles (the waits in between are left out, so no interval overlaps the next).
+        """
+        env = self.env
+        flags, waiters = core.flags, core.waiters
+        weight = len(cores)
+        busy = 0
+        tile_ends = []              # when each tile's last instruction on this pipe ended
+        last_tile = -1
+        rows = self.rows
+        run: list | None = None     # the open interval
+        run_busy = 0
+        for ins, waits, sets, allocs, frees, tile in queue:
+            if tile != last_tile:
+                if last_tile >= 0:
+                    tile_ends.append(env.now)
+                last_tile = tile
+            for key in waits:
+                c = flags.get(key, 0)
+                if c > 0:
+                    flags[key] = c - 1
+                else:
+                    ev = env.event()
+                    waiters[key] = ev
+                    yield ev
+            for buf, nb in allocs:
+                core.alloc(buf, nb)
+            start = env.now
+            if ins.shared and ins.nbytes:
+                # latency folded into the flow: uncontended it takes cycles + bytes/bw, under
+                # contention the other flows use the bandwidth while this one waits
+                cap = ins.nbytes / (ins.cycles + ins.nbytes / ins.bw)
+                yield self.fabric.transfer(ins.nbytes, cap, ins.hbm, weight)
+            else:
+                yield env.timeout(ins.cycles)
+            end = env.now
+            if end > start:
+                stall = max(0, int(end - start - math.ceil(ins.busy())))
+                src, dst = _lvl(ins.src, ins.hbm), _lvl(ins.dst, ins.hbm)
+                if run is not None and (
+                        (merge == "contig" and run[6] == start and run[7] == ins.kind
+                         and run[9] == src and run[10] == dst)
+                        or (merge == "tile" and run[13] == tile) or merge == "all"):
+                    run_busy += end - start
+                    run[6] = run[5] + run_busy
+                    run[8] += ins.nbytes
+                    run[11] += 1
+                    run[12] += stall
+                else:
+                    if run is not None:
+                        rows.append(tuple(run[:13]))
+                    run = [ENGINE_AICORE, cores, pipe, task.task_id, task.op_name, start, end,
+                           ins.kind, ins.nbytes, src, dst, 1, stall, tile]
+                    run_busy = end - start
+                busy += end - start
+            for buf, nb in frees:
+                core.free(buf, nb)
+            for key in sets:
+                w = waiters.pop(key, None)
+                if w is not None:
+                    w.succeed()
+                else:
+                    flags[key] = flags.get(key, 0) + 1
+        if run is not None:
+            rows.append(tuple(run[:13]))
+        tile_ends.append(env.now)
+        if note:
+            self._note_busy(task.task_id, cores[0], pipe, busy)
+        return busy, tile_ends
+
+    # -- block detail ----------------------------------------------------------------------
+    def _block(self, task, g: CoreGroup, core: _Core, cores: tuple[int, ...]) -> list:
+        """Processes for one coalesced core group: PREFIX_TILES tiles in tile detail, then the
+        remaining tiles as one interval per pipe at the measured pace (see the module note)."""
+        env = self.env
+        prefix, rest = split_segments(g.segments, PREFIX_TILES)
+        queues = expand_flags(prefix)
+        stages0 = g.segments[0].stages
+        tot = _stage_totals(rest, len(stages0))
+        n_rest = sum(sg.count for sg in rest)
+        barrier = {"left": len(stages0), "busy": [], "event": env.event()}
+        return [env.process(self._coalesced_pipe(task, core, cores, st.pipe,
+                                                 queues[st.pipe], n_rest, tot[j], barrier))
+                for j, st in enumerate(stages0)]
+
+    def _coalesced_pipe(self, task, core, cores, pipe, queue, n_rest, tot, barrier):
+        env = self.env
+        busy, tile_ends = yield from self._pipe(task, core, cores, pipe, queue, note=False,
+                                                merge="all")
+        # this pipe's pace on the prefix: busy cycles per tile, and the spacing of its tile
+        # completions after the first (which includes the pipeline's own stalls)
+        pace = busy / PREFIX_TILES
+        if len(tile_ends) >= 2:
+            pace = max(pace, (tile_ends[-1] - tile_ends[0]) / (len(tile_ends) - 1))
+        barrier["busy"].append(pace)
+        barrier["left"] -= 1
+        if barrier["left"] == 0:
+            # steady-state period: the slowest pace of any pipe
+            barrier["event"].succeed(max(barrier["busy"]))
+        period = yield barrier["event"]
+        fixed, at_cap, sbytes, hbytes, nbytes, count, kind, src, dst = tot
+        window = max(n_rest * period, fixed + at_cap, 1.0)
+        start = env.now
+        hbm = hbytes / sbytes if sbytes else 0.0
+        stall = 0
+        if sbytes:
+            # every pipe's remaining tiles span the same window (the pipeline's pace); the
+            # bytes still cross the shared L2/HBM and stretch under more contention
+            yield self.fabric.transfer(sbytes, sbytes / window, hbm, len(cores))
+            elapsed = env.now - start
+            # busy: the pipe's own contended work at its prefix rate (not the idle part of the
+            # window), plus any stretch beyond the window
+            own = max(fixed + at_cap, n_rest * busy / PREFIX_TILES)
+            work = min(elapsed, own + max(0.0, elapsed - window))
+            end = start + int(math.ceil(work))
+            stall = max(0, int(math.ceil(work - fixed - at_cap)))
+        else:
+            end = start + int(round(fixed))
+        if end > start:
+            self.rows.append((ENGINE_AICORE, cores, pipe, task.task_id, task.op_name, start,
+                              end, kind, nbytes, _lvl(src, hbm), _lvl(dst, hbm), count, stall))
+        self._note_busy(task.task_id, cores[0], pipe, busy + end - start)
+        if env.now < start + window:
+            yield env.timeout(int(math.ceil(start + window - env.now)))
+
+    # -- results ---------------------------------------------------------------------------
+    def _record(self, t, start, end, launch_start, wait) -> TaskRecord:
+        per_core = self.pipe_busy.get(t.task_id, {})
+        busiest = max(per_core.values(), key=lambda d: (sum(d.values()), sorted(d.items())),
+                      default={})
+        return TaskRecord(
+            task_id=t.task_id, stream_id=t.stream_id, op_name=t.op_name, op_type=t.op_type,
+            task_type=t.task_type, start=start, end=end, launch_start=launch_start, wait=wait,
+            block_dim=t.block_dim,
+            input_shapes=tuple(_shape(v) for v in t.inputs),
+            input_dtypes=tuple(v.dtype for v in t.inputs),
+            input_formats=t.input_formats,
+            output_shapes=tuple(_shape(v) for v in t.outputs),
+            output_dtypes=tuple(v.dtype for v in t.outputs),
+            output_formats=t.output_formats, flops=t.flops, traffic=dict(t.traffic),
+            pipe_cycles=dict(busiest), fused_ops=t.fused_ops,
+            roofline_cycles=t.roofline_cycles, notes=t.notes)
+
+    def _intervals(self) -> list[Interval]:
+        """Intervals per core, in start order (rows of a core group expanded per core)."""
+        out = []
+        rows = sorted(self.rows, key=lambda r: (r[5], r[0], r[1][0], r[2]))
+        for (engine, cores, pipe, tid, op, start, end, kind, nb, s, d, cnt, stall) in rows:
+            start, end, stall = int(start), int(end), int(stall)
+            for c in cores:
+                out.append(Interval(engine, c, pipe, tid, op, start, end, kind, nb, s, d, cnt,
+                                    stall))
+        return out
+
+
+def split_segments(segments, k: int) -> tuple[tuple[Segment, ...], tuple[Segment, ...]]:
+    """The first `k` tiles of a segment list, and the rest."""
+    head: list[Segment] = []
+    tail: list[Segment] = []
+    left = k
+    for sg in segments:
+        if left >= sg.count:
+            head.append(sg)
+            left -= sg.count
+        elif left > 0:
+            head.append(Segment(sg.stages, left))
+            tail.append(Segment(sg.stages, sg.count - left))
+            left = 0
+        else:
+            tail.append(sg)
+    return tuple(head), tuple(tail)
+
+
+def _stage_totals(segments, n: int) -> list[tuple]:
+    """Per stage over all tiles of `segments`: fixed cycles, cycles of GM bytes at path
+    bandwidth, GM bytes, HBM bytes, all bytes, instruction count, kind, src, dst."""
+    out = []
+    for j in range(n):
+        fixed = at_cap = sbytes = hbytes = 0.0
+        nbytes = count = 0
+        kind = src = dst = ""
+        for sg in segments:
+            st = sg.stages[j]
+            for ins, times in [(i, st.units) for i in st.instrs] + [(i, 1) for i in st.head]:
+                k = times * sg.count
+                count += k
+                nbytes += ins.nbytes * k
+                if not kind:
+                    kind, src, dst = ins.kind, ins.src, ins.dst
+                fixed += ins.cycles * k
+                if ins.shared and ins.nbytes:
+                    at_cap += ins.nbytes / ins.bw * k
+                    sbytes += ins.nbytes * k
+                    hbytes += ins.nbytes * ins.hbm * k
+        out.append((fixed, at_cap, sbytes, hbytes, nbytes, count, kind, src, dst))
+    return out
+
+
+def _lvl(level: str, hbm: float) -> str:
+    if level != GM:
+        return level
+    return "DDR" if hbm > 0 else "L2"
+
+
+def _shape(v) -> str:
+    return ",".join(str(d) for d in v.shape)

@@ -1,0 +1,152 @@
+"""Simulator speed: wall time and simulated events per second, and block vs tile agreement.
+
+    python bench/sim_speed.py            # the full table
+    python bench/sim_speed.py --quick    # smaller models, no 4096^3 / 64M tile runs
+
+Rows:
+- ResNet-50 forward, batch 32, block detail (target < 5 s)
+- BERT-large forward (24 layers, seq 512, batch 32), block detail (target < 10 s)
+- one ResNet-50 layer (layer1.0.conv2, batch 32) in tile detail
+- the 53 ResNet-50 v1.5 conv layers of reference/scalesim (batch 1) run by ascendsim, next to
+  SCALE-Sim 3.0.0's measured wall time on the same layer list (reference/scalesim/README.md;
+  running scalesim itself needs numpy < 2.4 in another environment, so its figures are read
+  from the README, marked "measured elsewhere"); target >= 20x faster
+- block vs tile on the full test set: GEMMs 128^3..4096^3, the distinct ResNet-50 conv layers
+  (batch 32), Add and ReduceSum of 1K..64M elements (target: within 5%)
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import time
+from pathlib import Path
+
+import ascendsim as asim
+from ascendsim.sim import simulate
+
+REF = Path("/work/shared/reference/scalesim")
+#: SCALE-Sim 3.0.0 wall time on all 53 layers, seconds (reference/scalesim/README.md)
+SCALESIM_S = {"16x16": 1890.0, "32x32": 837.0, "64x64": 419.0, "128x128": 272.0}
+
+
+def _timed(fn):
+    t = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t
+
+
+def _row(name, res, wall, note=""):
+    eps = res.events / wall if wall > 0 else 0.0
+    return (name, f"{wall:8.2f}", f"{res.events:9d}", f"{eps:10.0f}", f"{res.cycles:12d}",
+            f"{res.time_us:11.1f}", note)
+
+
+def _layers():
+    with (REF / "resnet50_v1.5_conv.csv").open() as f:
+        rows = list(csv.reader(f))[1:]
+    out = []
+    for r in rows:
+        name, *dims = [c.strip() for c in r[:8]]
+        out.append((name, *(int(d) for d in dims)))
+    return out
+
+
+def _conv_graph(layers, batch: int) -> asim.Graph:
+    """The conv layers as independent convs of one graph (SCALE-Sim's padding is already
+    folded into the IFMAP sizes)."""
+    g = asim.Graph("resnet50_conv_layers")
+    for i, (name, h, w, kh, kw, c, k, s) in enumerate(layers):
+        x = g.input(f"x{i}", (batch, c, h, w), "float16")
+        y = g.conv(x, g.weight(f"w{i}", (k, c, kh, kw), "float16"), strides=[s, s],
+                   name=name)
+        g.output(y)
+    return g
+
+
+def _one_conv(layer, batch: int) -> asim.Graph:
+    return _conv_graph([layer], batch)
+
+
+def speed_table(quick: bool) -> list[tuple]:
+    rows = []
+    batch = 8 if quick else 32
+    g = asim.models.resnet50(batch=batch)
+    res, wall = _timed(lambda: simulate(g, detail="block"))
+    rows.append(_row(f"ResNet-50 fwd b{batch} block", res, wall, "target < 5 s (b32)"))
+    layers = 4 if quick else 24
+    g = asim.models.bert_large(batch=batch, seq_len=512) if not quick else \
+        asim.models.bert(batch=batch, seq_len=512, layers=layers, hidden=1024, heads=16,
+                         ffn=4096)
+    res, wall = _timed(lambda: simulate(g, detail="block"))
+    rows.append(_row(f"BERT-large fwd L{layers} b{batch} s512 block", res, wall,
+                     "target < 10 s (L24 b32)"))
+    layer = next(r for r in _layers() if r[0] == "layer1.0.conv2")
+    g = _one_conv(layer, 32)
+    res, wall = _timed(lambda: simulate(g, detail="tile"))
+    rows.append(_row("ResNet-50 layer1.0.conv2 b32 tile", res, wall))
+    g = _conv_graph(_layers(), 1)
+    res, wall = _timed(lambda: simulate(g, detail="block"))
+    ratio = SCALESIM_S["128x128"] / wall
+    rows.append(_row("53 ResNet-50 conv layers b1 block", res, wall,
+                     f"SCALE-Sim 128x128: {SCALESIM_S['128x128']:.0f} s (measured elsewhere) "
+                     f"-> {ratio:.0f}x"))
+    res, wall = _timed(lambda: simulate(g, detail="tile"))
+    ratio = SCALESIM_S["128x128"] / wall
+    rows.append(_row("53 ResNet-50 conv layers b1 tile", res, wall, f"-> {ratio:.0f}x"))
+    return rows
+
+
+def agreement_table(quick: bool) -> list[tuple]:
+    cases = []
+    for n in ([128, 512, 2048] if quick else [128, 256, 512, 1024, 2048, 4096]):
+        g = asim.Graph(f"gemm{n}")
+        g.output(g.matmul(g.input("a", (n, n), "float16"), g.input("b", (n, n), "float16")))
+        cases.append((f"GEMM {n}^3", g))
+    seen = set()
+    for layer in _layers():
+        if layer[1:] in seen:
+            continue
+        seen.add(layer[1:])
+        cases.append((f"conv {layer[0]} b32", _one_conv(layer, 32)))
+        if quick and len(seen) >= 4:
+            break
+    for e in ([1024, 1 << 20] if quick else [1024, 1 << 16, 1 << 20, 1 << 22, 1 << 26]):
+        g = asim.Graph("add")
+        g.output(g.add(g.input("a", (e,), "float16"), g.input("b", (e,), "float16")))
+        cases.append((f"Add {e}", g))
+        g = asim.Graph("reduce")
+        g.output(g.reduce_sum(g.input("a", (e // 1024, 1024), "float16"), axes=[1]))
+        cases.append((f"ReduceSum {e}", g))
+    rows = []
+    for name, g in cases:
+        b, wb = _timed(lambda g=g: simulate(g, detail="block"))
+        t, wt = _timed(lambda g=g: simulate(g, detail="tile"))
+        err = abs(b.cycles - t.cycles) / t.cycles
+        rows.append((name, f"{b.cycles:10d}", f"{t.cycles:10d}", f"{100 * err:6.2f}%",
+                     f"{wb:6.2f}", f"{wt:6.2f}", "ok" if err <= 0.05 else "OVER 5%"))
+    return rows
+
+
+def _print(header, rows):
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+    line = "  ".join(f"{h:<{w}}" for h, w in zip(header, widths))
+    print(line)
+    print("-" * len(line))
+    for r in rows:
+        print("  ".join(f"{str(x):<{w}}" for x, w in zip(r, widths)))
+    print()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="smaller models and test set")
+    args = ap.parse_args()
+    _print(("case", "wall s", "events", "events/s", "cycles", "sim us", "note"),
+           speed_table(args.quick))
+    _print(("block vs tile", "block cyc", "tile cyc", "error", "wall b", "wall t", ""),
+           agreement_table(args.quick))
+
+
+if __name__ == "__main__":
+    main()

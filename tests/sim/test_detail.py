@@ -1,0 +1,92 @@
+"""Two levels of detail over one model: block (coalesced steady state) vs tile (every
+instruction an event) agree within 5% on total time.
+
+The test set keeps tile detail under a few seconds: GEMMs 128^3..2048^3, the distinct
+ResNet-50 v1.5 conv layers at batch 32, element-wise and reduce ops of 1K..4M elements.
+The full set (4096^3, 64M elements) is in bench/sim_speed.py.
+"""
+
+import csv
+from pathlib import Path
+
+import pytest
+
+import ascendsim as asim
+from ascendsim.sim import COALESCE_MIN, simulate
+
+TOL = 0.05
+LAYERS = Path("/work/shared/reference/scalesim/resnet50_v1.5_conv.csv")
+
+
+def _agree(g):
+    block = simulate(g, detail="block")
+    tile = simulate(g, detail="tile")
+    err = abs(block.cycles - tile.cycles) / tile.cycles
+    assert err <= TOL, f"block {block.cycles} vs tile {tile.cycles}: {100 * err:.2f}%"
+    return block, tile
+
+
+@pytest.mark.parametrize("n", [128, 256, 512, 1024, 2048])
+def test_gemm(n):
+    g = asim.Graph(f"gemm{n}")
+    g.output(g.matmul(g.input("a", (n, n), "float16"), g.input("b", (n, n), "float16")))
+    block, tile = _agree(g)
+    assert tile.events >= block.events
+
+
+def _resnet_layers():
+    """(name, H, W, kh, kw, C, K, stride) of the distinct ResNet-50 v1.5 conv layers; the
+    SCALE-Sim topology has padding folded into H and W."""
+    if not LAYERS.exists():  # pragma: no cover - the reference folder is part of the setup
+        return [("layer1.0.conv2", 58, 58, 3, 3, 64, 64, 1)]
+    seen, out = set(), []
+    with LAYERS.open() as f:
+        rows = list(csv.reader(f))[1:]
+    for row in rows:
+        name, *dims = [c.strip() for c in row[:8]]
+        key = tuple(int(d) for d in dims)
+        if key not in seen:
+            seen.add(key)
+            out.append((name, *key))
+    return out
+
+
+@pytest.mark.parametrize("layer", _resnet_layers(), ids=lambda r: r[0])
+def test_resnet50_conv_layer_batch32(layer):
+    _, h, w, kh, kw, c, k, s = layer
+    g = asim.Graph("conv")
+    x = g.input("x", (32, c, h, w), "float16")
+    g.output(g.conv(x, g.weight("w", (k, c, kh, kw), "float16"), strides=[s, s]))
+    _agree(g)
+
+
+@pytest.mark.parametrize("n", [1024, 65536, 1024 * 1024, 4 * 1024 * 1024])
+@pytest.mark.parametrize("op", ["add", "reduce_sum"])
+def test_elementwise_and_reduce(op, n):
+    g = asim.Graph(op)
+    if op == "add":
+        g.output(g.add(g.input("a", (n,), "float16"), g.input("b", (n,), "float16")))
+    else:
+        g.output(g.reduce_sum(g.input("a", (n // 1024, 1024), "float16"), axes=[1]))
+    _agree(g)
+
+
+def test_block_detail_coalesces_long_programs():
+    """A 4096x1024x4096 GEMM has >= COALESCE_MIN tiles per core: block detail shows at most two
+    intervals per pipe per core for it (the measured prefix and the coalesced rest), standing
+    for many instructions, with far fewer events than tile detail."""
+    g = asim.Graph("gemm")
+    g.output(g.matmul(g.input("a", (4096, 1024), "float16"),
+                      g.input("b", (1024, 4096), "float16"), name="mm"))
+    block = simulate(g, detail="block")
+    tile = simulate(g, detail="tile")
+    task = block.trace.task("mm")
+    ivs = [iv for iv in block.trace.intervals_of(task.task_id) if iv.core == 0]
+    pipes = {iv.pipe for iv in ivs}
+    assert len(ivs) <= 2 * len(pipes)
+    assert max(iv.count for iv in ivs if iv.pipe == "M") >= COALESCE_MIN
+    t_task = tile.trace.task("mm")
+    assert sum(iv.count for iv in ivs if iv.pipe == "M") == sum(
+        iv.count for iv in tile.trace.intervals_of(t_task.task_id)
+        if iv.core == 0 and iv.pipe == "M")
+    assert block.events < tile.events
