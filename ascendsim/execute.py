@@ -43,10 +43,13 @@ def _check_inputs(graph: Graph, feeds: Mapping[str, np.ndarray]) -> dict[str, np
 
 
 def _run_fused(node, args: list) -> list:
-    """Values of a fused node, from the ops it keeps in its subgraph."""
-    sub = node.subgraph
-    outs = execute(sub, dict(zip(sub.inputs, args)))
-    return [outs[o] for o in sub.outputs]
+    """Values of a fused node: each run of element-wise ops in its subgraph is one generated
+    composite numba loop (kernels/composite.py); ops the generator cannot compile (a cube
+    head, a reduce, a reshape) run their own kernels in between, as executing the subgraph
+    would."""
+    from .kernels.composite import run_subgraph
+
+    return run_subgraph(node.subgraph, args)
 
 
 def execute(graph: Graph, inputs: Mapping[str, np.ndarray],

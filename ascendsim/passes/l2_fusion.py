@@ -1,0 +1,238 @@
+"""L2 fusion (stage "l2_fusion", CANN's `--buffer_optimize=l2_optimize`): ops stay separate
+tasks, but intermediates are handed over through L2 instead of DDR; a batch too large for L2
+is split (batch 8 run as 4 x batch 2) when that is faster.
+
+What the lowering already does, and what this pass adds
+-------------------------------------------------------
+`ascendsim.lower` keeps any task output that fits in half of L2 resident and reads it from
+there (its L2 model), so a small intermediate needs no pass to stay in L2. What it cannot do
+alone is make a large one fit. `L2BatchSplitFusionPass` finds *chains* of AI Core ops that
+are batch-separable (every data input and output has the batch N as its leading dimension:
+element-wise, broadcast, segment (pooling) and cube ops, and UB-fused nodes made of them)
+and whose intermediates do not fit, and replaces each with one FusedOp, fusion "L2":
+
+- `node.subgraph` is the original chain (so values are unchanged: the ops are batch-separable);
+- `attrs["batch_split"] = k`: the chain runs as k chunks of `attrs["chunk_batch"] = N / k`
+  samples, each op a separate task per chunk (k times the launches);
+- `attrs["l2_values"]`: the intermediates, which stay in L2 (a chunk's intermediate fits).
+
+k is the smallest divisor of N for which the largest intermediate of a chunk fits in half of
+L2 (the lowering's residency threshold). The split is made only when it is faster, decided in
+two steps. A quick static screen: unsplit, every intermediate that does not fit is written to
+and read back from HBM (2 x bytes / `hbm_bandwidth_bytes_per_s`); split, it moves through L2
+(2 x bytes / `l2_bandwidth_bytes_per_s`) but every op of the chain pays (k - 1) more launches
+(`sink_launch_us`: GE runs graphs sunk on the device); a chain the screen rejects is refused.
+Then the decision: the chain alone, as a graph, is lowered and simulated on the chip both ways
+(`ascendsim.sim.simulate`, block detail) for k and for the next divisor of N; smaller chunks
+also make cube and vector tiles less efficient, which only the simulation sees. The faster
+split is kept when its simulated time is below the unsplit chain's.
+Refusals carry the figures (screen estimate or simulated times) in the log.
+
+Lowering contract: a FusedOp with fusion "L2" lowers its inner nodes as separate tasks with
+`l2_values` resident in L2; with `batch_split = k > 1`, each inner node is lowered k times on
+`chunk_batch`-sized shapes (see the report of issue 5 for the lines the lowering needs).
+"""
+
+from __future__ import annotations
+
+from ..ir.graph import Graph, Node
+from ..ir.registry import Category, Unit
+from ..ir.tensor import is_static
+from .base import L2_FUSION, Pass, PassContext, PassResult
+from .partition import FusionGraph, data_inputs, opdef, unit_of
+from .ub_fusion import chip_of, display_type, fuse_nodes
+
+#: categories whose ops compute each batch sample independently
+_SEPARABLE = (Category.ELEMWISE, Category.BROADCAST, Category.SEGMENT, Category.CUBE)
+
+
+def batch_separable(graph: Graph, node: Node, batch: int | None = None,
+                    consts: frozenset[str] = frozenset()) -> int | None:
+    """The batch size N if `node` computes each of N leading-dim samples independently
+    (every data input and output that is not a constant leads with N), else None. `consts`:
+    names that are constants of an enclosing graph (a fused node's weights are inputs of its
+    subgraph)."""
+    consts = consts | frozenset(graph.constants)
+    if node.subgraph is not None:
+        if node.attrs.get("fusion") != "UB":
+            return None
+        inner = [batch_separable(node.subgraph, n, batch, consts)
+                 for n in node.subgraph.nodes]
+        if not inner or any(b is None for b in inner) or len(set(inner)) != 1:
+            return None
+        return inner[0]
+    if opdef(node).category not in _SEPARABLE or \
+            unit_of(graph, node) not in (Unit.CUBE, Unit.VECTOR):
+        return None
+    # weights and other constants are shared by every chunk; activations lead with N
+    vals = [graph.values[v] for v in (*data_inputs(graph, node), *node.outputs)
+            if v and v not in consts]
+    if not vals or any(not is_static(v.shape) or v.rank < 2 for v in vals):
+        return None
+    leads = {v.shape[0] for v in vals}
+    n = batch if batch is not None else next(iter(leads))
+    return n if leads == {n} and n > 1 else None
+
+
+def chain_graph(graph: Graph, chain: list[Node]) -> Graph:
+    """The chain alone as a graph: its outside inputs become graph inputs (constants stay
+    constants, lazily), the values it hands on become graph outputs."""
+    fg = FusionGraph(graph)
+    members = fg.members(chain)
+    g = Graph(f"{graph.name}:{chain[0].name}")
+    produced = {o for n in chain for o in n.outputs if o}
+    for n in chain:
+        for v in n.inputs:
+            if not v or v in produced or v in g.values:
+                continue
+            g.values[v] = graph.values[v]
+            if v in graph.constants:
+                g.constants[v] = graph.constants[v]
+            else:
+                g.inputs.append(v)
+        for o in n.outputs:
+            if o:
+                g.values[o] = graph.values[o]
+    g.nodes = list(chain)
+    g.outputs = fg.outputs_of(members)
+    return g
+
+
+def _signature(graph: Graph, nodes: list[Node]) -> tuple:
+    """What the simulated time of a chain depends on: op types, attributes, shapes, dtypes,
+    constness of inputs, the links between the ops, fused subgraphs (value names aside)."""
+    local: dict[str, int] = {}
+    sig = []
+    for n in nodes:
+        ins = []
+        for v in n.inputs:
+            val = graph.values.get(v) if v else None
+            ins.append((local.get(v, -1), v in graph.constants,
+                        None if val is None else (val.shape, val.dtype)))
+        for o in n.outputs:
+            local.setdefault(o, len(local))
+        inner = _signature(n.subgraph, list(n.subgraph.nodes)) if n.subgraph is not None \
+            else ()
+        sig.append((n.op_type, repr(sorted((k, repr(a)) for k, a in n.attrs.items())),
+                    tuple(ins), inner))
+    return tuple(sig)
+
+
+def simulated_us(graph: Graph, chain: list[Node], attrs: dict, chip,
+                 memo: dict | None = None) -> tuple[float, float]:
+    """Simulated time of `chain` as it is and as one L2 FusedOp with `attrs` (block detail);
+    `memo` reuses the times of an identical chain (a model's repeated layers)."""
+    from ..sim import simulate
+
+    key = (_signature(graph, chain), attrs["batch_split"], chip)
+    if memo is not None and key in memo:
+        return memo[key]
+    alone = chain_graph(graph, chain)
+    split = alone.copy()
+    fuse_nodes(split, list(split.nodes), attrs)
+    times = (simulate(alone, chip).time_us, simulate(split, chip).time_us)
+    if memo is not None:
+        memo[key] = times
+    return times
+
+
+class L2BatchSplitFusionPass(Pass):
+    """Chains whose intermediates do not fit in L2 run as batch chunks that do."""
+
+    name = "L2BatchSplitFusionPass"
+    group = L2_FUSION
+    patterns = ("L2BatchSplitFusion",)
+    pattern = "L2BatchSplitFusion"
+
+    def chains(self, fg: FusionGraph) -> list[list[Node]]:
+        g = fg.graph
+        taken: set[str] = set()
+        out: list[list[Node]] = []
+        for node in fg.nodes:
+            if node.name in taken:
+                continue
+            n = batch_separable(g, node)
+            if n is None:
+                continue
+            chain = [node]
+            while True:
+                outs = [o for o in chain[-1].outputs if o]
+                if len(outs) != 1 or outs[0] in fg.graph_outputs:
+                    break
+                readers = fg.users(outs[0])
+                if len(readers) != 1 or readers[0].name in taken or \
+                        batch_separable(g, readers[0], n) is None:
+                    break
+                chain.append(readers[0])
+            if len(chain) > 1:
+                taken.update(c.name for c in chain)
+                out.append(chain)
+        return out
+
+    def run(self, graph: Graph, ctx: PassContext) -> PassResult:
+        res = self.new_result()
+        chip = chip_of(ctx)
+        budget = chip.l2_bytes // 2
+        memo: dict = {}
+        fg = FusionGraph(graph)
+        for chain in self.chains(fg):
+            inter = [o for n in chain[:-1] for o in n.outputs if o]
+            sizes = {v: graph.values[v].nbytes for v in inter}
+            big = {v: b for v, b in sizes.items() if b > budget}
+            if not big:
+                continue      # the lowering keeps these in L2 already
+            res.matched(self.pattern)
+            n = int(graph.values[inter[0]].shape[0])
+            worst = max(sizes.values())
+            k = next((d for d in range(1, n + 1) if n % d == 0 and worst / d <= budget), None)
+            if k is None:
+                res.refuse(self.pattern, chain[0].name,
+                           f"one sample's intermediate ({worst // n} B) exceeds half of L2 "
+                           f"({budget} B)")
+                continue
+            tasks = len(chain)
+            unsplit_us = sum(2 * b for b in big.values()) / chip.hbm_bandwidth_bytes_per_s * 1e6
+            split_us = (sum(2 * b for b in big.values()) / chip.l2_bandwidth_bytes_per_s * 1e6
+                        + (k - 1) * tasks * chip.sink_launch_us)
+            if split_us >= unsplit_us:
+                res.refuse(self.pattern, chain[0].name,
+                           f"not faster: batch {n} as {k} x {n // k} costs an estimated "
+                           f"{split_us:.1f} us (L2 traffic + {(k - 1) * tasks} more launches) "
+                           f"vs {unsplit_us:.1f} us of HBM round trips")
+                continue
+            base = {"fusion": "L2", "pattern": self.pattern,
+                    "display_type": "L2_" + display_type(chain, "_"), "l2_values": tuple(inter)}
+
+            def attrs_for(d: int, base: dict = base, n: int = n) -> dict:
+                return {**base, "batch_split": d, "chunk_batch": n // d}
+
+            # the smallest fitting split and the next one (smaller chunks leave more of L2
+            # free; the simulation tells which pays)
+            tries = [k] + [d for d in range(k + 1, n + 1) if n % d == 0][:1]
+            before_us, after_us, k = min(
+                ((*simulated_us(graph, chain, attrs_for(d), chip, memo), d) for d in tries),
+                key=lambda t: t[1])
+            attrs = attrs_for(k)
+            if after_us >= before_us:
+                res.refuse(self.pattern, chain[0].name,
+                           f"not faster when simulated: batch {n} as {k} x {n // k} takes "
+                           f"{after_us:.1f} us vs {before_us:.1f} us unsplit")
+                continue
+            fuse_nodes(graph, chain, attrs)
+            res.effected(self.pattern)
+            res.note(f"batch {n} split {k} x {n // k}: {len(inter)} intermediates "
+                     f"({sum(sizes.values())} B) through L2; simulated {before_us:.1f} us -> "
+                     f"{after_us:.1f} us")
+            res.bytes_saved += 2 * sum(big.values())
+        return res
+
+
+def _register() -> None:
+    from .manager import register_pass
+
+    register_pass(L2BatchSplitFusionPass, "l2_fusion")
+
+
+_register()
+
+__all__ = ["L2BatchSplitFusionPass", "batch_separable"]

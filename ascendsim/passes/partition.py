@@ -1,0 +1,445 @@
+"""The grouping analysis of the fusion passes: which ops may share one fused kernel.
+
+Note on the algorithm
+---------------------
+This module only *decides* groups; the fusion passes (`ub_fusion`, `graph_kernel`, `l2_fusion`)
+*commit* them with `ub_fusion.fuse_nodes`. The split follows TVM's GraphPartitioner /
+FuseMutator: analysis first, on an indexed forward graph (`FusionGraph`: nodes in topological
+order, producers, readers, graph outputs), then one rewrite per accepted group.
+
+Two shapes of group are found here:
+
+* **chains** (`chain_forward`, `chain_backward`), for CANN's UB-fusion patterns, which are
+  linear: a head op (a cube op, a reduce, a segment op, or any element-wise op) is extended
+  along the value it writes, op by op, while the next op qualifies (element-wise, one data
+  input: the chain's value) and the rule set's count limit is not reached. An op that would
+  exceed the limit starts the next group, so a 6-op element-wise chain under a limit of 5
+  splits 5 + 1. A chain follows the first qualifying reader even when the value has other
+  readers: that *is* the pattern (CANN matches by op types), and the pass then refuses it
+  because the intermediate escapes; it then retries the chain cut at the escaping value (a
+  match of its own, whose output that value becomes). Matched and effected therefore differ,
+  as in CANN's log.
+* **connected groups** (`connected_groups`), for AutomaticUbFusion and MindSpore's graph
+  kernels: union-find over candidate ops; every producer -> consumer edge between candidates,
+  visited in topological order, merges the two groups unless the merge exceeds the size limit
+  or contracting the union would create a cycle (a path that leaves the group and comes back,
+  P -> X -> C with X outside; reference section 5 rule 1). Refused merges are reported with
+  their reason.
+
+Checks every group must pass before it is committed, each a `Decision` with a reason:
+
+* `escapes`: an intermediate read outside the group (or a graph output) is kept by a UB
+  group only as its last value; graph kernels instead make it an extra output.
+* `creates_cycle`: the reachability check above, pruned by topological index (a node after
+  the group's last member cannot reach back into it).
+* `ub_working_set`: the group's working set at its *smallest legal tile* must fit the chip's
+  UB with double buffering. A tile is one vector repeat (`chip.vector_bytes_per_cycle` bytes
+  of the widest dtype), at least one cube output fractal (M0 x N0 from `chip.cube_mkn`) after a
+  cube head, and at least one whole reduced row (the reduced extent; for a normalisation that
+  keeps the shape, the trailing block from its `axis` attribute) for every value before a
+  reduce or segment op, since a one-pass reduction holds its row in UB. Each buffer is aligned
+  to `chip.ub_align_bytes`; the live buffers are counted op by op in order (an input is freed
+  after its last reader in the group, the group's outputs stay until written out) and the peak
+  is doubled (ping-pong buffers so MTE2/MTE3 overlap the vector unit).
+
+Op properties come from the registry only: `Category` (ordered), the unit (`unit_for`), the
+scalar function (what a composite kernel can compute) and `needs_const_inputs` (inputs that are
+compile-time parameters, e.g. a reduce's axes, not data).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+
+from ..ir.graph import Graph, Node
+from ..ir.registry import Category, OpDef, Unit, get_op
+from ..ir.tensor import is_static, itemsize, numel
+from .base import YES, Decision, no
+
+FUSED = "FusedOp"  # the registry's fused-node op type (Graph.add_fused)
+
+
+# ----------------------------------------------------------------------------- op properties
+class _LazyConsts(Mapping):
+    """Constant inputs of a graph, materialised only when a unit function asks for one."""
+
+    def __init__(self, graph: Graph) -> None:
+        self._g = graph
+
+    def __getitem__(self, key: str):
+        data = self._g.const_value(key)
+        if data is None:
+            raise KeyError(key)
+        return data
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._g.constants)
+
+    def __len__(self) -> int:
+        return len(self._g.constants)
+
+
+def opdef(node: Node) -> OpDef:
+    return get_op(node.op_type, node.name)
+
+
+def unit_of(graph: Graph, node: Node) -> Unit:
+    """The unit that runs `node` (some ops choose it from constant inputs)."""
+    return opdef(node).unit_for(node, _LazyConsts(graph))
+
+
+def is_scalar_const(graph: Graph, value: str) -> bool:
+    """A constant of one element: an immediate operand of a vector instruction (vadds, vmuls)."""
+    if value not in graph.constants:
+        return False
+    shape = graph.values[value].shape
+    return is_static(shape) and numel(shape) == 1
+
+
+def data_inputs(graph: Graph, node: Node) -> list[str]:
+    """Inputs that are tensors the op streams through: not absent, not compile-time parameters
+    (`needs_const_inputs`, e.g. axes), not scalar constants. A broadcast operand counts."""
+    params = set(opdef(node).needs_const_inputs)
+    return [v for i, v in enumerate(node.inputs)
+            if v and i not in params and not is_scalar_const(graph, v)]
+
+
+def is_elementwise(graph: Graph, node: Node) -> bool:
+    """UB element-wise: category ELEMWISE or BROADCAST, one output, on the AI Core's vector
+    unit (an AI CPU op such as Pow cannot keep its data in the UB)."""
+    d = opdef(node)
+    return (node.subgraph is None and d.category <= Category.BROADCAST
+            and len(node.outputs) == 1 and unit_of(graph, node) == Unit.VECTOR)
+
+
+def is_basic(graph: Graph, node: Node) -> bool:
+    """A graph-kernel *basic* op: element-wise, broadcast, injective (reshape-like) or reduce,
+    on the AI Core vector unit or a view. AI CPU and cube ops are not basic."""
+    d = opdef(node)
+    return (node.subgraph is None and d.category <= Category.REDUCE
+            and unit_of(graph, node) in (Unit.VECTOR, Unit.NONE))
+
+
+def is_absorbable(graph: Graph, node: Node) -> bool:
+    """An op a composite kernel can take in: a basic op, or an element-wise op whose arithmetic
+    the registry gives as a numba scalar function (the composite then computes it on the
+    vector unit, e.g. Pow, which alone runs on the AI CPU)."""
+    if node.subgraph is not None:
+        return False
+    d = opdef(node)
+    if is_basic(graph, node):
+        return True
+    return d.category <= Category.BROADCAST and d.scalar is not None and len(node.outputs) == 1
+
+
+def is_composite(node: Node, fusion: str = "GraphKernel") -> bool:
+    return node.op_type == FUSED and node.subgraph is not None and \
+        node.attrs.get("fusion") == fusion
+
+
+def op_count(node: Node) -> int:
+    """Original ops a node stands for (a fused node counts its subgraph)."""
+    if node.subgraph is not None and node.op_type == FUSED:
+        return sum(op_count(n) for n in node.subgraph.nodes)
+    return 1
+
+
+# ----------------------------------------------------------------------------- the indexed graph
+def in_topological_order(graph: Graph) -> bool:
+    """Whether every node reads only values defined before it (cheaper than a toposort)."""
+    produced = {o for n in graph.nodes for o in n.outputs if o}
+    seen: set[str] = set()
+    for n in graph.nodes:
+        if any(v in produced and v not in seen for v in n.inputs if v):
+            return False
+        seen.update(o for o in n.outputs if o)
+    return True
+
+
+class FusionGraph:
+    """Indexed forward graph: nodes in topological order, producers and readers of values."""
+
+    def __init__(self, graph: Graph) -> None:
+        if not in_topological_order(graph):
+            graph.toposort()
+        self.graph = graph
+        self.nodes: list[Node] = list(graph.nodes)
+        self.index: dict[str, int] = {n.name: i for i, n in enumerate(self.nodes)}
+        self.producer: dict[str, int] = {o: i for i, n in enumerate(self.nodes)
+                                         for o in n.outputs if o}
+        readers: dict[str, list[int]] = {}
+        for i, n in enumerate(self.nodes):
+            for v in dict.fromkeys(n.inputs):
+                if v:
+                    readers.setdefault(v, []).append(i)
+        self.readers = readers
+        self.graph_outputs = set(graph.outputs)
+        self.succ: list[list[int]] = [sorted({r for o in n.outputs if o
+                                              for r in readers.get(o, [])})
+                                      for n in self.nodes]
+
+    def users(self, value: str) -> list[Node]:
+        return [self.nodes[i] for i in self.readers.get(value, [])]
+
+    def producer_of(self, value: str) -> Node | None:
+        i = self.producer.get(value)
+        return None if i is None else self.nodes[i]
+
+    def members(self, nodes: Iterable[Node]) -> set[int]:
+        return {self.index[n.name] for n in nodes}
+
+    # -------------------------------------------------------------- checks on a group
+    def escapes(self, group: set[int], allowed: Iterable[str] = ()) -> list[tuple[str, str]]:
+        """(value, reader) pairs: values made inside `group` and read outside it (reader is a
+        node name, or "graph output"), except the `allowed` ones."""
+        allowed = set(allowed)
+        out: list[tuple[str, str]] = []
+        for i in sorted(group):
+            for o in self.nodes[i].outputs:
+                if not o or o in allowed:
+                    continue
+                outside = [r for r in self.readers.get(o, []) if r not in group]
+                if outside:
+                    out.append((o, self.nodes[outside[0]].name))
+                elif o in self.graph_outputs:
+                    out.append((o, "graph output"))
+        return out
+
+    def outputs_of(self, group: set[int]) -> list[str]:
+        """Values a group must produce: read outside it or graph outputs, in node order."""
+        return [o for i in sorted(group) for o in self.nodes[i].outputs if o and (
+            o in self.graph_outputs or any(r not in group for r in self.readers.get(o, [])))]
+
+    def creates_cycle(self, group: set[int]) -> str | None:
+        """Why contracting `group` into one node would create a cycle (a path that leaves the
+        group and re-enters it), or None. Nodes after the group's last member cannot reach
+        back, so the search is pruned there."""
+        last = max(group)
+        stack = [(s, i) for i in group for s in self.succ[i] if s not in group]
+        seen: set[int] = set()
+        while stack:
+            cur, origin = stack.pop()
+            if cur in seen or cur > last:
+                continue
+            seen.add(cur)
+            for s in self.succ[cur]:
+                if s in group:
+                    return (f"fusing would create a cycle: '{self.nodes[origin].name}' -> "
+                            f"'{self.nodes[cur].name}' (outside the group) -> "
+                            f"'{self.nodes[s].name}'")
+                stack.append((s, origin))
+        return None
+
+
+# ----------------------------------------------------------------------------- chains
+def next_in_chain(fg: FusionGraph, tail: Node,
+                  qualifies: Callable[[Node, str], bool]) -> Node | None:
+    """The first reader (topological order) of `tail`'s single output that qualifies as the
+    chain's next op."""
+    outs = [o for o in tail.outputs if o]
+    if len(outs) != 1:
+        return None
+    for reader in fg.users(outs[0]):
+        if qualifies(reader, outs[0]):
+            return reader
+    return None
+
+
+def chain_forward(fg: FusionGraph, head: Node, qualifies: Callable[[Node, str], bool],
+                  limit: int) -> list[Node]:
+    """Up to `limit` ops following `head`, each reading the previous one's output."""
+    chain: list[Node] = []
+    tail = head
+    while len(chain) < limit:
+        nxt = next_in_chain(fg, tail, qualifies)
+        if nxt is None:
+            break
+        chain.append(nxt)
+        tail = nxt
+    return chain
+
+
+def chain_backward(fg: FusionGraph, anchor: Node, value: str,
+                   qualifies: Callable[[Node, bool], bool], limit: int) -> list[Node]:
+    """Up to `limit` producers feeding `value` into `anchor`, nearest last in the result.
+    `qualifies(node, is_first)`: is_first is False while the walk may go on beyond the node."""
+    chain: list[Node] = []
+    while len(chain) < limit and value:
+        prod = fg.producer_of(value)
+        if prod is None or not qualifies(prod, False):
+            # a producer with several data inputs may still open the chain (be its first op)
+            if prod is not None and qualifies(prod, True):
+                chain.append(prod)
+            break
+        chain.append(prod)
+        ins = data_inputs(fg.graph, prod)
+        value = ins[0] if len(ins) == 1 else ""
+    chain.reverse()
+    return chain
+
+
+# ----------------------------------------------------------------------------- UB working set
+def _align(nbytes: int, align: int) -> int:
+    return -(-nbytes // align) * align
+
+
+def _row_extent(src, dst, attrs: dict) -> int:
+    """Elements of one reduced row: input / output size for a reduction; for a normalisation
+    that keeps the shape (Softmax, LayerNorm: output size = input size), the trailing block
+    from its ONNX `axis` attribute (default the last dimension)."""
+    if dst.numel < src.numel:
+        return max(1, src.numel // max(1, dst.numel))
+    axis = attrs.get("axis", -1)
+    axis = axis if isinstance(axis, int) else -1
+    shape = src.shape
+    start = axis + len(shape) if axis < 0 else axis
+    return max(1, numel(shape[min(max(start, 0), len(shape)):]) or 1)
+
+
+@dataclass
+class WorkingSet:
+    """Peak UB bytes of a group at its smallest legal tile, with double buffering."""
+
+    bytes: int
+    peak_buffers: int
+    tile_elems: int
+
+    def describe(self) -> str:
+        return (f"{self.bytes} B ({self.peak_buffers} live tile buffers of >= {self.tile_elems} "
+                f"elements at peak, double-buffered)")
+
+
+def ub_working_set(graph: Graph, nodes: list[Node], chip,
+                   fg: FusionGraph | None = None) -> WorkingSet:
+    """The tiled working set of a UB group (see the module note)."""
+    fg = fg if fg is not None and fg.graph is graph else FusionGraph(graph)
+    members = fg.members(nodes)
+    produced = {o for n in nodes for o in n.outputs if o}
+    values = {v for n in nodes for v in data_inputs(graph, n)} | produced
+    widest = max((itemsize(graph.values[v].dtype) for v in values), default=4)
+    tile = max(1, int(chip.vector_bytes_per_cycle) // widest)
+    if any(opdef(n).category == Category.CUBE for n in nodes):
+        m0, _k0, n0 = chip.cube_mkn.float16
+        tile = max(tile, m0 * n0)
+    # values upstream of a reduce/segment op need whole reduced rows in UB
+    row: dict[str, int] = {}
+    for n in nodes:
+        if opdef(n).category in (Category.REDUCE, Category.SEGMENT):
+            ins = data_inputs(graph, n)
+            if ins and n.outputs[0] and is_static(graph.values[ins[0]].shape) \
+                    and is_static(graph.values[n.outputs[0]].shape):
+                extent = _row_extent(graph.values[ins[0]], graph.values[n.outputs[0]],
+                                     n.attrs)
+                stack = [ins[0]]
+                while stack:
+                    v = stack.pop()
+                    row[v] = max(row.get(v, 1), extent)
+                    prod = next((p for p in nodes if v in p.outputs), None)
+                    if prod is not None:
+                        stack.extend(data_inputs(graph, prod))
+
+    def buf(v: str) -> int:
+        val = graph.values[v]
+        n = max(tile, row.get(v, 1)) if not is_static(val.shape) else \
+            min(val.numel, max(tile, row.get(v, 1)))
+        return _align(max(1, n) * itemsize(val.dtype), chip.ub_align_bytes)
+
+    last_use: dict[str, int] = {}
+    for i, n in enumerate(nodes):
+        for v in data_inputs(graph, n):
+            last_use[v] = i
+    outputs = {o for o in produced if o not in last_use or o in fg.graph_outputs
+               or any(r not in members for r in fg.readers.get(o, []))}
+    live: dict[str, int] = {}
+    for v in dict.fromkeys(v for n in nodes for v in data_inputs(graph, n)):
+        if v not in produced:
+            live[v] = buf(v)
+    peak, peak_n = sum(live.values()), len(live)
+    for i, n in enumerate(nodes):
+        for o in n.outputs:
+            if o:
+                live[o] = buf(o)
+        if sum(live.values()) > peak:
+            peak, peak_n = sum(live.values()), len(live)
+        for v in data_inputs(graph, n):
+            if last_use.get(v) == i and v not in outputs:
+                live.pop(v, None)
+    return WorkingSet(2 * peak, peak_n, tile)
+
+
+def check_ub(graph: Graph, nodes: list[Node], chip, fg: FusionGraph | None = None) -> Decision:
+    """Refuse a UB group whose tiled working set does not fit `chip.ub_bytes`."""
+    ws = ub_working_set(graph, nodes, chip, fg)
+    if ws.bytes > chip.ub_bytes:
+        return no(f"UB over capacity: working set {ws.describe()} > ub_bytes "
+                  f"{chip.ub_bytes} B of {chip.name}")
+    return YES
+
+
+# ----------------------------------------------------------------------------- connected groups
+@dataclass
+class Partition:
+    """Result of `connected_groups`: groups (node lists in topological order) and refused
+    merges as (node name, reason)."""
+
+    groups: list[list[Node]] = field(default_factory=list)
+    refused: list[tuple[str, str]] = field(default_factory=list)
+
+
+def connected_groups(fg: FusionGraph, candidate: Callable[[Node], bool], max_ops: int,
+                     may_merge: Callable[[list[Node], list[Node]], bool] | None = None,
+                     size: Callable[[Node], int] = op_count) -> Partition:
+    """Union-find over candidate nodes, merging along producer -> consumer edges in
+    topological order; a merge is refused when the union has more than `max_ops` ops, when
+    `may_merge` says no, or when contracting the union would create a cycle."""
+    parent: dict[int, int] = {}
+    members: dict[int, set[int]] = {}
+    ops: dict[int, int] = {}
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for i, n in enumerate(fg.nodes):
+        if candidate(n):
+            parent[i], members[i], ops[i] = i, {i}, size(n)
+    part = Partition()
+    for c in sorted(parent):
+        node = fg.nodes[c]
+        for v in dict.fromkeys(node.inputs):
+            p = fg.producer.get(v) if v else None
+            if p is None or p not in parent:
+                continue
+            rp, rc = find(p), find(c)
+            if rp == rc:
+                continue
+            if ops[rp] + ops[rc] > max_ops:
+                part.refused.append((node.name, f"size limit: {ops[rp]} + {ops[rc]} ops > "
+                                                f"{max_ops}"))
+                continue
+            gp = [fg.nodes[i] for i in sorted(members[rp])]
+            gc = [fg.nodes[i] for i in sorted(members[rc])]
+            if may_merge is not None and not may_merge(gp, gc):
+                continue
+            union = members[rp] | members[rc]
+            why = fg.creates_cycle(union)
+            if why:
+                part.refused.append((node.name, why))
+                continue
+            parent[rc] = rp
+            members[rp] = union
+            ops[rp] += ops.pop(rc)
+            del members[rc]
+    for root in sorted(members):
+        if len(members[root]) > 1:
+            part.groups.append([fg.nodes[i] for i in sorted(members[root])])
+    return part
+
+
+__all__ = ["FusionGraph", "Partition", "WorkingSet", "chain_forward", "chain_backward",
+           "next_in_chain", "connected_groups", "ub_working_set", "check_ub", "data_inputs",
+           "is_elementwise", "is_basic", "is_absorbable", "is_composite", "is_scalar_const",
+           "op_count", "unit_of", "opdef"]

@@ -1,0 +1,116 @@
+"""L2 fusion: batch split of chains whose intermediates do not fit in L2, when it pays."""
+
+from __future__ import annotations
+
+from fusion_helpers import assert_same_values, fused, inner_types
+
+from ascendsim.hw import get_chip
+from ascendsim.ir.graph import Graph
+from ascendsim.passes.base import PassContext
+from ascendsim.passes.l2_fusion import L2BatchSplitFusionPass, batch_separable
+from ascendsim.passes.manager import PassManager, Stage
+from ascendsim.passes.ub_fusion import fuse_nodes
+
+
+def _convs(batch: int = 8, c: int = 4, hw: int = 8, dtype: str = "float32") -> Graph:
+    g = Graph("convs")
+    v = g.input("x", (batch, c, hw, hw), dtype)
+    for i in range(2):
+        w = g.weight(f"w{i}", (c, c, 3, 3), dtype, seed=i, scale=0.3)
+        v = g.relu(g.conv(v, w, pads=[1, 1, 1, 1]))
+    g.output(v)
+    return g
+
+
+def _l2(g: Graph, chip):
+    ctx = PassContext(options={"chip": chip})
+    return PassManager([Stage("l2_fusion", "after L2 fusion", (L2BatchSplitFusionPass,))],
+                       ctx=ctx).run(g)
+
+
+def test_batch_split_when_intermediates_overflow_l2_and_it_pays():
+    """Shape only: batch 64 x 48 x 56 x 56 fp16 (18 MiB per intermediate) through half of a
+    32 MiB L2: the simulated chain is faster in batch chunks."""
+    g = _convs(batch=64, c=48, hw=56, dtype="float16")
+    opt = _l2(g, get_chip("ascend910"))
+    (node,) = fused(opt.graph)
+    assert node.attrs["fusion"] == "L2"
+    assert inner_types(node) == ["Conv", "Relu", "Conv", "Relu"]
+    k = node.attrs["batch_split"]
+    assert k in (2, 4) and node.attrs["chunk_batch"] == 64 // k
+    assert len(node.attrs["l2_values"]) == 3
+    assert opt.log.counts()["L2BatchSplitFusionPass"] == (1, 1)
+    why = opt.log.explain()
+    assert f"batch 64 split {k} x {64 // k}" in why and "simulated" in why
+
+
+def test_no_split_when_the_simulation_says_it_is_slower():
+    """Tiny tensors: the screen passes with free launches, but per-task fixed costs make the
+    chunks slower when simulated."""
+    g = _convs()
+    opt = _l2(g, get_chip("ascend910").replace(l2_bytes=8192, sink_launch_us=0.0))
+    assert not fused(opt.graph)
+    assert opt.log.counts()["L2BatchSplitFusionPass"] == (1, 0)
+    assert "not faster when simulated: batch 8 as" in opt.log.explain()
+
+
+def test_split_chain_values_are_unchanged():
+    g = _convs()
+    opt = g.copy()
+    fuse_nodes(opt, list(opt.nodes), {"fusion": "L2", "pattern": "L2BatchSplitFusion",
+                                      "display_type": "L2_chain", "batch_split": 2,
+                                      "chunk_batch": 4, "l2_values": ("Conv_1",)})
+    assert_same_values(g, opt)
+
+
+def test_no_split_when_launches_cost_more_than_the_traffic_saved():
+    g = _convs()
+    chip = get_chip("ascend910").replace(l2_bytes=8192)   # 2 us per launch vs ns of traffic
+    opt = _l2(g, chip)
+    assert not fused(opt.graph)
+    assert opt.log.counts()["L2BatchSplitFusionPass"] == (1, 0)
+    assert "not faster: batch 8 as 2 x 4" in opt.log.explain()
+
+
+def test_no_split_when_one_sample_does_not_fit():
+    g = _convs(batch=2, hw=32)                # 16 KiB per sample > half of a 16 KiB L2
+    opt = _l2(g, get_chip("ascend910").replace(l2_bytes=16384, sink_launch_us=0.0))
+    assert not fused(opt.graph)
+    assert "one sample's intermediate" in opt.log.explain()
+
+
+def test_nothing_to_do_when_intermediates_fit():
+    g = _convs()
+    opt = _l2(g, get_chip("ascend910"))
+    assert not fused(opt.graph) and opt.log.counts()["L2BatchSplitFusionPass"] == (0, 0)
+
+
+def test_large_batch_on_the_real_chip_is_split():
+    """Shape only: batch 32 x 256 x 56 x 56 fp16 (51 MiB) through a 32 MiB L2."""
+    g = _convs(batch=32, c=256, hw=56, dtype="float16")
+    opt = _l2(g, get_chip("ascend910"))
+    (node,) = fused(opt.graph)
+    assert node.attrs["batch_split"] == 4 and node.attrs["chunk_batch"] == 8
+
+
+def test_batch_separability():
+    g = Graph("sep")
+    x = g.input("x", (4, 8))
+    s = g.reduce_sum(x, axes=[0], keepdims=1)         # mixes samples
+    r = g.relu(x)
+    t = g.transpose(r, perm=[1, 0])
+    g.output(s, t)
+    sep = {n.op_type: batch_separable(g, n) for n in g.nodes}
+    assert sep == {"ReduceSum": None, "Relu": 4, "Transpose": None}
+
+
+def test_l2_group_of_ub_fused_nodes():
+    from ascendsim.passes.ub_fusion import UB_PASSES
+
+    g = _convs(batch=64, c=48, hw=56, dtype="float16")
+    stages = [Stage("ub_fusion", "after UB fusion", UB_PASSES),
+              Stage("l2_fusion", "after L2 fusion", (L2BatchSplitFusionPass,))]
+    opt = PassManager(stages).run(g)
+    (node,) = opt.graph.nodes
+    assert node.attrs["fusion"] == "L2" and node.attrs["batch_split"] > 1
+    assert [n.attrs["display_type"] for n in node.subgraph.nodes] == ["ConvRelu", "ConvRelu"]
