@@ -21,9 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from ascendsim.kernels.matmul import gemm_numba
 
 from ascendsim.ir.registry import get_op
+from ascendsim.kernels.matmul import gemm_numba
 
 
 @dataclass(frozen=True)
@@ -75,12 +75,15 @@ def elementwise_cases(quick: bool) -> list[Case]:
 
 
 def fused_cases(quick: bool) -> list[Case]:
-    """Hook: the fused composite kernel of the same chain vs the unfused numpy chain.
+    """The composite kernel of a fused 6-op chain vs the unfused numpy chain (bench/fusion.py)."""
+    import os
+    import sys
 
-    The graph-kernel engineer returns here a Case whose kernel runs the composite kernel
-    built for the chain of `elementwise_cases` and whose reference is its numpy expression.
-    """
-    return []
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from fusion import cases
+
+    return [Case(f"fused composite: {name}", composite, chain, "numpy chain", rtol)
+            for name, composite, chain, _unfused, rtol in cases(quick)]
 
 
 def _matmul_case(m: int, k: int, n: int, dtype: str) -> Case:

@@ -356,22 +356,27 @@ class Graph:
             self.values[o] = subgraph.values[o]
         return node
 
-    def _node_specs(self, n: Node) -> list:
-        if n.subgraph is not None and n.op_type == "FusedOp":
-            sub = n.subgraph.copy()
-            for outer, inner in zip(n.inputs, sub.inputs):
-                sub.values[inner] = Value(inner, self.values[outer].shape,
-                                          self.values[outer].dtype, self.values[outer].layout)
-            sub.infer_shapes()
-            return [(sub.values[o].shape, sub.values[o].dtype) for o in sub.outputs]
-        opdef = get_op(n.op_type, n.name)
-        ins = [self.values[i] if i else None for i in n.inputs]
-        return self._infer(opdef, n.name, ins, n.inputs, n.attrs)
+    def _rebound_subgraph(self, n: Node) -> Graph:
+        """A fused node's subgraph with its inputs at this graph's current shapes."""
+        sub = n.subgraph.copy()
+        for outer, inner in zip(n.inputs, sub.inputs):
+            v = self.values[outer]
+            sub.values[inner] = Value(inner, v.shape, v.dtype, sub.values[inner].layout)
+        sub.infer_shapes()
+        return sub
 
     def infer_shapes(self) -> None:
-        """Re-run shape inference over every node (after inputs changed shape)."""
-        for n in self.nodes:
-            specs = self._node_specs(n)
+        """Re-run shape inference over every node (after inputs changed shape); a fused
+        node's subgraph is re-inferred too, so its boundary stays consistent."""
+        for k, n in enumerate(self.nodes):
+            if n.subgraph is not None and n.op_type == "FusedOp":
+                sub = self._rebound_subgraph(n)
+                self.nodes[k] = Node(n.name, n.op_type, n.inputs, n.outputs, n.attrs, sub)
+                specs = [(sub.values[o].shape, sub.values[o].dtype) for o in sub.outputs]
+            else:
+                opdef = get_op(n.op_type, n.name)
+                ins = [self.values[i] if i else None for i in n.inputs]
+                specs = self._infer(opdef, n.name, ins, n.inputs, n.attrs)
             for o, (s, d) in zip(n.outputs, specs):
                 old = self.values[o]
                 self.values[o] = Value(o, tuple(s), dtype_name(d), old.layout)

@@ -560,7 +560,8 @@ class _Lowering:
         k = int(node.attrs.get("batch_split") or 1)
         saved = self.values
         for c in range(k):
-            chunk = _chunk_values(node, k) if k > 1 else dict(sub.values)
+            chunk = (_chunk_values(node, k, self.g.constants) if k > 1
+                     else dict(sub.values))
             self.values = {**saved, **chunk}
             if k > 1:
                 # each chunk converts its own slice of the chain's inputs
@@ -603,15 +604,16 @@ class _Lowering:
             self._sub = None
 
 
-def _chunk_values(node, k: int) -> dict[str, Value]:
-    """Values of a batch-split L2 chain for one chunk: every subgraph input whose leading
-    dim is the full batch gets `chunk_batch`, shapes re-inferred through the chain."""
+def _chunk_values(node, k: int, outer_constants) -> dict[str, Value]:
+    """Values of a batch-split L2 chain for one chunk: every activation input (not a weight
+    or other constant of the outer graph) whose leading dim is the full batch gets
+    `chunk_batch`, shapes re-inferred through the chain."""
     sub = node.subgraph.copy()
     chunk = int(node.attrs.get("chunk_batch") or 0)
     full = chunk * k
     for name in sub.inputs:
         v = sub.values[name]
-        if v.shape and v.shape[0] == full:
+        if v.shape and v.shape[0] == full and name not in outer_constants:
             sub.values[name] = Value(name, (chunk,) + tuple(v.shape[1:]), v.dtype, v.layout)
     sub.infer_shapes()
     return dict(sub.values)

@@ -72,8 +72,8 @@ def _graph_fusion_passes() -> tuple[type[Pass], ...]:
 
 #: passes added by other modules (UB, graph-kernel, L2 fusion): stage name -> classes
 _REGISTERED: dict[str, list[type[Pass]]] = {}
-STAGE_NAMES = ("ge", "graph_fusion", "ub_fusion", "graph_kernel_basic",
-               "graph_kernel_composite", "l2_fusion")
+STAGE_NAMES = ("ge", "graph_fusion", "graph_kernel_basic", "graph_kernel_composite",
+               "ub_fusion", "l2_fusion")
 
 
 def register_pass(cls: type[Pass], stage: str) -> type[Pass]:
@@ -106,11 +106,13 @@ def default_stages() -> list[Stage]:
         Stage("ge", "after GE optimisations", _ge_passes() + extra["ge"], fixpoint=True),
         Stage("graph_fusion", "after graph fusion", _graph_fusion_passes()
               + extra["graph_fusion"]),
-        Stage("ub_fusion", "after UB fusion", extra["ub_fusion"]),
+        # MindSpore runs graph-kernel fusion before the backend's buffer (UB) fusion, so the
+        # element-wise chains become composites first when graph_kernel=True.
         Stage("graph_kernel_basic", "after graph-kernel basic fusion",
               extra["graph_kernel_basic"], option="graph_kernel"),
         Stage("graph_kernel_composite", "after graph-kernel composite fusion",
               extra["graph_kernel_composite"], option="graph_kernel"),
+        Stage("ub_fusion", "after UB fusion", extra["ub_fusion"]),
         Stage("l2_fusion", "after L2 fusion", extra["l2_fusion"], option="l2_fusion"),
     ]
 

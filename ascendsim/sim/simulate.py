@@ -43,7 +43,8 @@ def simulate(graph, chip: str | Chip = "ascend910", optimize: dict | None = None
                               f"{type(optimize).__name__}")
         from ..passes import optimize as run_passes
 
-        opt = run_passes(graph, **optimize)
+        # UB fusion sizes its groups against the UB of the chip being simulated
+        opt = run_passes(graph, **{"chip": chip, **optimize})
         graph, pass_log = opt.graph, opt.log
     t0 = time.perf_counter()
     program = lower(graph, chip, detail=detail, streams=streams)
