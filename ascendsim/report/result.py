@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -46,15 +47,32 @@ class Result:
 
         write_op_summary_csv(self.trace, path)
 
-    def write_chrome_trace(self, path: str) -> None:
+    def statistic(self):
+        """Per-op-type rows (count, total/min/avg/max time, ratio): msprof's op_statistic."""
+        from .summary import op_statistic
+
+        return op_statistic(self.trace)
+
+    def write_statistic_csv(self, path: str) -> None:
+        from .summary import write_op_statistic_csv
+
+        write_op_statistic_csv(self.trace, path)
+
+    def write_chrome_trace(self, path: str, cores: Iterable[int] | None = None) -> None:
+        """Perfetto / chrome://tracing JSON; `cores` keeps only those AI Cores (smaller file)."""
         from .chrome import write_chrome_trace
 
-        write_chrome_trace(self.trace, path)
+        write_chrome_trace(self.trace, path, cores=cores)
 
     def plot_timeline(self, path: str | None = None, **kwargs: Any):
         from .timeline import plot_timeline
 
         return plot_timeline(self.trace, path, **kwargs)
+
+    def plot_roofline(self, path: str | None = None, **kwargs: Any):
+        from .roofline import plot_roofline
+
+        return plot_roofline(self.trace, path, **kwargs)
 
     def explain(self, op_name: str) -> str:
         from .explain import explain
