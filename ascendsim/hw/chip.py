@@ -19,8 +19,14 @@ Timing figures the simulator is expected to use:
   `vector_rate(op_class, dtype)` (bytes/cycle, msKPP measurements on a 910B1 AIV).
 - data moves: `transfer_cycles(src, dst, nbytes)` = fixed latency + nbytes / bandwidth, per core
   (fitted to msKPP single-core curves that assume L2 hits). GM traffic is further capped by the
-  chip-wide `l2_bandwidth_bytes_per_s` / `hbm_bandwidth_bytes_per_s`, shared by all cores; an
-  L2 miss divides the per-core GM bandwidth by `l2_miss_slowdown` (msKPP's model).
+  chip-wide `l2_bandwidth_bytes_per_s` / `hbm_bandwidth_bytes_per_s`, shared by all cores
+  (writes into GM also by the lower `l2_write_bandwidth_bytes_per_s`); an
+  L2 miss divides the per-core GM bandwidth by `l2_miss_slowdown` (msKPP's model), and cube
+  operand reads that several cores make of the same addresses at once divide it by
+  `gm_same_address_slowdown`. Vector ops are not split so finely that a core moves less than
+  `gm_min_efficient_transfer_bytes`.
+- scalar: each issued instruction costs `scalar_ops_per_instr` scalar ops at
+  `scalar_ops_per_cycle`.
 - tasks: `host_launch_us` per op launched from the host, `sink_launch_us` per op when the graph
   is sunk on the device; AI CPU ops cost `ai_cpu_task_launch_us` + elements /
   (`ai_cpu_elements_per_cycle` * `ai_cpu_clock_hz`).
@@ -31,7 +37,9 @@ U = set by the user or by `replace()`), see `Chip.source(key)` / `Chip.confidenc
 weakest figures are all tagged G: every 910 per-path bandwidth and DMA latency (the 910 ini
 section was not found; 310 ini values are reused), the vector table on 910/310 (910B
 measurements reused), the AI CPU figures (count on 910, clocks, launch cost, compute rate), the
-device-side launch cost, the scalar issue rate and the 910/310 mmad overhead.
+device-side launch cost, the scalar issue rate and work per instruction, the 910/310 mmad
+overhead and the 910 L2 write bandwidth. The 910B fp32 cube mode (`cube_mkn.float32`) is D:
+its rate is a quarter of fp16, read off one measured fp32 GEMM, written as a K fractal of 4.
 """
 
 from __future__ import annotations
@@ -59,6 +67,7 @@ TAGS = ("S", "D", "F", "M", "G", "U")
 
 _SOURCE_RE = re.compile(r"^[SDFMGU](/[SDFMGU])*:")
 _DTYPE_ALIASES = {"fp16": "float16", "half": "float16", "float16": "float16",
+                  "fp32": "float32", "float32": "float32",
                   "bf16": "bfloat16", "bfloat16": "bfloat16", "int8": "int8", "int4": "int4"}
 _LOC_ALIASES = {"ddr": "gm", "hbm": "gm", "l2": "gm"}
 
@@ -124,11 +133,16 @@ def _check(key: str, value: Any, meta: Mapping[str, Any]) -> Any:
 
 @dataclass(frozen=True)
 class CubeShapes:
-    """Cube fractal per input dtype, (M, K, N): one such mmad step per cycle per core."""
+    """Cube fractal per input dtype, (M, K, N): one such mmad step per cycle per core.
+
+    An absent entry means the cube has no mode for that dtype; the lowering then runs float32
+    operands in the float16 mode (CANN's allow_fp32_to_fp16 precision mode).
+    """
 
     float16: tuple[int, int, int] = _spec("mkn")
     int8: tuple[int, int, int] = _spec("mkn")
     bfloat16: tuple[int, int, int] | None = _spec("mkn", optional=True)
+    float32: tuple[int, int, int] | None = _spec("mkn", optional=True)
     int4: tuple[int, int, int] | None = _spec("mkn", optional=True)
 
 
@@ -221,6 +235,8 @@ class Chip:
     vector_min_cycles: float = _spec("float", "cycles", ge=0, doc="shortest vector instr")
     vector_op_bytes_per_cycle: VectorRates = _spec("group", "bytes/cycle", group=VectorRates)
     scalar_ops_per_cycle: float = _spec("float", "instr/cycle", gt=0)
+    scalar_ops_per_instr: float = _spec("float", "ops/instr", gt=0,
+                                        doc="scalar work (loop, address, issue) per issued instr")
     # buffers, per core (UB: per AIV on split chips), usable capacity
     l0a_bytes: int = _spec("int", "bytes", gt=0)
     l0b_bytes: int = _spec("int", "bytes", gt=0)
@@ -237,9 +253,16 @@ class Chip:
     # data paths, per core
     path_bytes_per_cycle: PathTable = _spec("group", "bytes/cycle", group=PathTable)
     path_latency_cycles: PathTable = _spec("group", "cycles", group=PathTable)
+    gm_min_efficient_transfer_bytes: int = _spec(
+        "int", "bytes", gt=0, doc="per-core GM traffic from which moves reach full bandwidth")
+    gm_same_address_slowdown: float = _spec(
+        "float", "x", ge=1, doc="GM bandwidth divisor when cores read the same addresses at once")
     # chip-wide memory
     l2_bytes: int = _spec("int", "bytes", gt=0)
-    l2_bandwidth_bytes_per_s: float = _spec("float", "bytes/s", gt=0, doc="chip-wide, read")
+    l2_bandwidth_bytes_per_s: float = _spec("float", "bytes/s", gt=0,
+                                            doc="chip-wide, reads and writes together")
+    l2_write_bandwidth_bytes_per_s: float = _spec("float", "bytes/s", gt=0,
+                                                  doc="chip-wide, writes into GM")
     l2_miss_slowdown: float = _spec("float", "x", ge=1, doc="GM bandwidth divisor on L2 miss")
     hbm_bytes: int = _spec("int", "bytes", gt=0, doc="device memory size")
     hbm_bandwidth_bytes_per_s: float = _spec("float", "bytes/s", gt=0, doc="chip-wide")

@@ -22,6 +22,11 @@ a transpose, an AI CPU op or a graph output) one TransData task is inserted per 
 format), not per consumer. Constants (weights) are assumed converted offline. Padded formats
 cost their padded bytes.
 
+Cube dtype. The cube runs int8 in its int8 mode, bfloat16 and float32 in the chip's own modes
+when `chip.cube_mkn` has them (910B: fp32 at a quarter of the fp16 rate), and everything
+else (float32 on 910/310, CANN's allow_fp32_to_fp16) in its float16 mode; GM and buffer
+bytes stay those of the operand dtype.
+
 L2 (simple, documented, static). L2 holds whole tensors in an LRU of `l2_bytes`, updated in
 launch order: a task's output that fits in half of L2 is written to L2 only (write-back) and
 stays resident; a larger one is written through to HBM. An input that is resident is read
@@ -215,7 +220,8 @@ class _Lowering:
 
     def add_task(self, name: str, op_type: str, task_type: str, phases: list[Phase],
                  ins: list[str], outs: list[str], in_fmts: list[str], out_fmts: list[str],
-                 flops: int, notes: list[str], fused: tuple[str, ...] = ()) -> Task:
+                 flops: int, notes: list[str], fused: tuple[str, ...] = (),
+                 cube_dtype: str = "float16") -> Task:
         tid = len(self.tasks)
         sid = self.pick_stream(ins)
         deps = sorted({self.producer[self.root(i)] for i in ins
@@ -226,7 +232,7 @@ class _Lowering:
                     tuple(in_fmts), tuple(out_fmts), int(flops), traffic,
                     roofline(self.chip, phases, flops if task_type != "AI_CPU" else 0,
                              traffic, cube=any(p for p in phases if p.engine == ENGINE_AICORE
-                                               and _has_pipe(p, "M"))),
+                                               and _has_pipe(p, "M")), cube_dtype=cube_dtype),
                     tuple(notes), fused)
         self.tasks.append(task)
         self.stream_last[sid] = tid
@@ -427,12 +433,14 @@ class _Lowering:
             cdt = "int8"
         elif xv.dtype == "bfloat16" and chip.cube_mkn.bfloat16 is not None:
             cdt = "bfloat16"
+        elif xv.dtype == "float32" and chip.cube_mkn.float32 is not None:
+            cdt = "float32"  # the chip's own fp32 cube mode and rate
         else:
             cdt = "float16"
         m0, k0, n0 = chip.cube_shape(cdt)
         in_b = itemsize(xv.dtype)
         notes: list[str] = []
-        if xv.dtype in ("float32", "float64"):
+        if xv.dtype in ("float32", "float64") and cdt == "float16":
             notes.append(f"{xv.dtype} operands run in the cube's float16 mode (CANN "
                          f"allow_fp32_to_fp16 precision mode); GM bytes stay {xv.dtype}")
         conv_rows = None
@@ -547,7 +555,7 @@ class _Lowering:
             flops += self.vec_parts(tail, per_out, out_names)[2]
         self.add_task(name or node.name, op_type or node.op_type, task_type, phases, ins,
                       out_names, [self.format_of(i) for i in ins], [out_fmt] * len(out_names),
-                      flops, notes, fused)
+                      flops, notes, fused, cube_dtype=cdt)
 
     # -- fused -----------------------------------------------------------------------------
     def l2_fused(self, node) -> None:
@@ -675,16 +683,20 @@ def _account(add, ins, times: int) -> None:
         add((ins.dst, "write"), b)
 
 
-def roofline(chip, phases, flops: int, traffic: dict, cube: bool) -> int:
-    """max(flops / chip peak, DDR bytes / HBM bandwidth, GM bytes / L2 bandwidth), cycles."""
-    peak = chip.ai_cores * chip.flops_per_cycle("float16") if cube else 0
+def roofline(chip, phases, flops: int, traffic: dict, cube: bool,
+             cube_dtype: str = "float16") -> int:
+    """max(flops / chip peak, DDR bytes / HBM bandwidth, GM bytes / L2 bandwidth,
+    GM writes / L2 write bandwidth), cycles; the peak is the cube's in `cube_dtype` mode."""
+    peak = chip.ai_cores * chip.flops_per_cycle(cube_dtype) if cube else 0
     compute = flops / peak if peak else 0.0
     ddr = traffic.get(("DDR", "read"), 0) + traffic.get(("DDR", "write"), 0)
     gm = ddr + traffic.get(("L2", "read"), 0) + traffic.get(("L2", "write"), 0) \
         - traffic.get(("DDR", "write"), 0)
     hbm_bw = chip.hbm_bandwidth_bytes_per_s / chip.clock_hz
     l2_bw = chip.l2_bandwidth_bytes_per_s / chip.clock_hz
-    return int(math.floor(max(compute, ddr / hbm_bw, gm / l2_bw)))
+    l2_wr = chip.l2_write_bandwidth_bytes_per_s / chip.clock_hz
+    writes = traffic.get(("L2", "write"), 0)
+    return int(math.floor(max(compute, ddr / hbm_bw, gm / l2_bw, writes / l2_wr)))
 
 
 def lower(graph, chip: Any = "ascend910", detail: str = "block", streams: int = 1) -> Program:

@@ -20,19 +20,20 @@ with GM traffic capped at the core's share of L2/HBM bandwidth); ties go to the 
 candidate, so the same node always lowers the same way.
 
 Vector (`vector_work`). The op's elements are split over the vector cores (at least
-`MIN_CORE_BYTES` of traffic per core, the size at which GM moves reach full bandwidth
-[S: HIA-HW-CONSTRAINTS]) and cut into tiles as large as the UB allows with double buffering:
+`chip.gm_min_efficient_transfer_bytes` of traffic per core, the size at which GM moves reach
+full bandwidth) and cut into tiles as large as the UB allows with double buffering:
 2 x (input + output + intermediate bytes per element) x tile elements <= UB. One tile is
   S -> MTE2 (GM->UB, one move per input) -> V (one instruction per vector op) -> MTE3 (UB->GM).
 A vector instruction on b bytes costs max(vector_min_cycles, b / rate(class, dtype)).
 
-Scalar: every tile costs `SCALAR_OPS_PER_INSTR` scalar operations (loop, address and issue
-work, G: no figure found) per instruction it issues, at `scalar_ops_per_cycle`.
+Scalar: every tile costs `chip.scalar_ops_per_instr` scalar operations (loop, address and
+issue work) per instruction it issues, at `chip.scalar_ops_per_cycle`.
 
 GM moves get their per-core bandwidth from the chip's path table, de-rated on an L2 miss as
-msKPP does: bw_eff = hit*bw + miss*bw/l2_miss_slowdown, and by SAME_ADDRESS_SLOWDOWN when
-several cores read the same operand strip at once (the cube's wave sharing); the simulator
-further shares L2 and HBM bandwidth among all concurrent moves.
+msKPP does: bw_eff = hit*bw + miss*bw/l2_miss_slowdown, and by `chip.gm_same_address_slowdown`
+when several cores read the same operand strip at once (the cube's wave sharing); the
+simulator further shares L2 and HBM bandwidth among all concurrent moves. Every hardware
+figure comes from the chip (with its source); the constants below are search parameters.
 """
 
 from __future__ import annotations
@@ -44,14 +45,6 @@ from dataclasses import dataclass
 from ..errors import SimulationError
 from .program import GM, CoreGroup, Instr, Segment, Stage
 
-#: scalar ops spent per issued instruction (loop counters, address arithmetic, issue); G
-SCALAR_OPS_PER_INSTR = 4
-#: GM reads of the same addresses by several cores at once are serialised by the hardware:
-#: "about 10-20% slowdown" [S: HIA-HW-CONSTRAINTS]; the midpoint, applied to the per-core path
-#: bandwidth of cube operand reads that the L2 model shares among the cores of a wave
-SAME_ADDRESS_SLOWDOWN = 1.15
-#: per-core traffic below which an op is not split further [S: HIA-HW-CONSTRAINTS, >16 KB]
-MIN_CORE_BYTES = 16 * 1024
 #: candidate tile edges for M and N (multiples of the 16-row fractal)
 _MN_EDGES = (16, 32, 64, 128, 256, 512)
 #: candidate multiples of the K fractal for one k step
@@ -72,12 +65,13 @@ def cdiv(a: int, b: int) -> int:
 def gm_read(chip, pipe: str, dst: str, nbytes: int, miss: float, kind: str = "copy",
             same_address: bool = False) -> Instr:
     """A GM -> dst move of `nbytes` with L2 miss fraction `miss` (msKPP de-rate); reads that
-    several cores make of the same addresses at once are slowed by SAME_ADDRESS_SLOWDOWN."""
+    several cores make of the same addresses at once are slowed by the chip's
+    `gm_same_address_slowdown`."""
     bw = chip.path_bytes_per_cycle.get("gm", dst.lower())
     lat = chip.path_latency_cycles.get("gm", dst.lower())
     eff = bw * (1.0 - miss) + miss * bw / chip.l2_miss_slowdown
     if same_address:
-        eff /= SAME_ADDRESS_SLOWDOWN
+        eff /= chip.gm_same_address_slowdown
     return Instr(pipe, kind, int(round(lat)), int(nbytes), GM, dst, eff, miss)
 
 
@@ -102,7 +96,7 @@ def vec_instr(chip, vclass: str, dtype: str, nbytes: float, kind: str = "") -> I
 
 
 def scalar_stage(chip, n_instr: int) -> Stage:
-    cyc = math.ceil(n_instr * SCALAR_OPS_PER_INSTR / chip.scalar_ops_per_cycle)
+    cyc = math.ceil(n_instr * chip.scalar_ops_per_instr / chip.scalar_ops_per_cycle)
     return Stage("S", (Instr("S", "scalar", max(cyc, 1)),))
 
 
@@ -153,7 +147,8 @@ def vector_work(chip, spec: VecSpec, op: str, cores: int) -> tuple[list[CoreGrou
             f"op '{op}': UB of core 0 ({chip.ub_bytes} B) cannot hold the minimum tile: "
             f"2 slots x {spec.align} elements x {per_elem:g} B/element = {need:g} B")
     traffic = spec.elems * (sum(b for b, _ in spec.inputs) + spec.out_bytes)
-    block = max(1, min(cores, int(traffic // MIN_CORE_BYTES), cdiv(spec.elems, spec.align)))
+    block = max(1, min(cores, int(traffic // chip.gm_min_efficient_transfer_bytes),
+                       cdiv(spec.elems, spec.align)))
     groups: list[CoreGroup] = []
     core = 0
     for per_core, ncores in split_even(spec.elems, block):

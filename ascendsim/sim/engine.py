@@ -15,14 +15,15 @@ SimulationError naming the buffer, the core and the op, and the peak level of ea
 kept for the invariant checks.
 
 Shared bandwidth (`Fabric`). A move that touches GM is a fluid flow: all its bytes cross L2
-and its miss/write-through fraction also crosses HBM/DDR. Whenever a flow starts or ends,
+and its miss/write-through fraction also crosses HBM/DDR; moves into GM (writes) also share
+the chip's L2 write bandwidth, lower than its read bandwidth. Whenever a flow starts or ends,
 the rates of all flows in flight are recomputed by max-min fair sharing (progressive
-filling) of L2 and HBM bandwidth, each flow also capped by its per-core path bandwidth; so 32
-cores streaming at once share HBM instead of each getting the full figure. A move's fixed
-DMA latency is folded into its flow as a lower rate cap, bytes / (latency + bytes / path
-bandwidth): uncontended it takes exactly latency + bytes/bw; under contention the bandwidth
-it leaves idle while "in latency" goes to the other flows (requests overlap in the memory
-system), so a memory-bound op reaches the shared bandwidth.
+filling) of L2, L2-write and HBM bandwidth, each flow also capped by its per-core path
+bandwidth; so 32 cores streaming at once share HBM instead of each getting the full figure.
+A move's fixed DMA latency is folded into its flow as a lower rate cap, bytes / (latency +
+bytes / path bandwidth): uncontended it takes exactly latency + bytes/bw; under contention
+the bandwidth it leaves idle while "in latency" goes to the other flows (requests overlap in
+the memory system), so a memory-bound op reaches the shared bandwidth.
 
 Symmetric cores. Cores of one `CoreGroup` run the same program from the same instant and get
 the same share of bandwidth, so one set of pipe processes stands for the whole group: its
@@ -73,39 +74,49 @@ _EPS = 1e-9
 
 # ----------------------------------------------------------------------------- fabric
 class _Flow:
-    __slots__ = ("remaining", "cap", "hbm", "weight", "rate", "event", "size")
+    __slots__ = ("remaining", "cap", "hbm", "weight", "rate", "event", "size", "write")
 
-    def __init__(self, nbytes: float, cap: float, hbm: float, weight: int, event) -> None:
+    def __init__(self, nbytes: float, cap: float, hbm: float, weight: int, event,
+                 write: bool = False) -> None:
         self.remaining = float(nbytes)
         self.size = float(nbytes)
         self.cap = cap
         self.hbm = hbm
         self.weight = weight
+        self.write = write
         self.rate = 0.0
         self.event = event
 
 
 class Fabric:
-    """L2 and HBM bandwidth shared by every GM flow in flight (max-min fair, fluid)."""
+    """L2, L2-write and HBM bandwidth shared by every GM flow in flight (max-min fair, fluid).
 
-    def __init__(self, env: simpy.Environment, l2_bw: float, hbm_bw: float) -> None:
+    Bandwidths are bytes/cycle; `l2_write_bw` (default: no separate limit) caps the flows
+    that write GM, which also count against `l2_bw`.
+    """
+
+    def __init__(self, env: simpy.Environment, l2_bw: float, hbm_bw: float,
+                 l2_write_bw: float | None = None) -> None:
         self.env = env
         self.l2_bw = l2_bw
         self.hbm_bw = hbm_bw
+        self.l2_write_bw = l2_write_bw if l2_write_bw is not None else math.inf
         self.flows: list[_Flow] = []
         self.last = 0
         self.token = 0
         self.peak_l2 = 0.0
         self.peak_hbm = 0.0
 
-    def transfer(self, nbytes: float, cap: float, hbm: float, weight: int = 1):
-        """An event that fires when `nbytes` have moved (per core; `weight` identical cores)."""
+    def transfer(self, nbytes: float, cap: float, hbm: float, weight: int = 1,
+                 write: bool = False):
+        """An event that fires when `nbytes` have moved (per core; `weight` identical cores);
+        `write` marks a move into GM (shares the L2 write bandwidth)."""
         ev = self.env.event()
         if nbytes <= 0:
             ev.succeed()
             return ev
         self._advance()
-        self.flows.append(_Flow(nbytes, cap, hbm, weight, ev))
+        self.flows.append(_Flow(nbytes, cap, hbm, weight, ev, write))
         self._reschedule()
         return ev
 
@@ -122,26 +133,31 @@ class Fabric:
         active = list(self.flows)
         for f in active:
             f.rate = 0.0
-        res_l2, res_hbm = self.l2_bw, self.hbm_bw
+        res_l2, res_hbm, res_wr = self.l2_bw, self.hbm_bw, self.l2_write_bw
         while active:
             s_l2 = sum(f.weight for f in active)
             s_hbm = sum(f.weight * f.hbm for f in active)
+            s_wr = sum(f.weight for f in active if f.write)
             d = min(f.cap - f.rate for f in active)
             if s_l2 > 0:
                 d = min(d, res_l2 / s_l2)
             if s_hbm > 0:
                 d = min(d, res_hbm / s_hbm)
+            if s_wr > 0:
+                d = min(d, res_wr / s_wr)
             d = max(d, 0.0)
             for f in active:
                 f.rate += d
             res_l2 -= d * s_l2
             res_hbm -= d * s_hbm
+            res_wr -= d * s_wr
             sat_l2 = res_l2 <= _EPS * self.l2_bw
             sat_hbm = res_hbm <= _EPS * self.hbm_bw
+            sat_wr = math.isfinite(res_wr) and res_wr <= _EPS * self.l2_write_bw
             if sat_l2:
                 break
             active = [f for f in active if f.cap - f.rate > _EPS * f.cap
-                      and not (sat_hbm and f.hbm > 0)]
+                      and not (sat_hbm and f.hbm > 0) and not (sat_wr and f.write)]
         use_l2 = sum(f.weight * f.rate for f in self.flows)
         use_hbm = sum(f.weight * f.rate * f.hbm for f in self.flows)
         self.peak_l2 = max(self.peak_l2, use_l2)
@@ -232,7 +248,8 @@ class Engine:
         self.symmetric = symmetric
         self.env = simpy.Environment()
         self.fabric = Fabric(self.env, chip.l2_bandwidth_bytes_per_s / chip.clock_hz,
-                             chip.hbm_bandwidth_bytes_per_s / chip.clock_hz)
+                             chip.hbm_bandwidth_bytes_per_s / chip.clock_hz,
+                             chip.l2_write_bandwidth_bytes_per_s / chip.clock_hz)
         self.caps_cube = {"L0A": chip.l0a_bytes, "L0B": chip.l0b_bytes, "L0C": chip.l0c_bytes,
                           "L1": chip.l1_bytes, "UB": chip.ub_bytes}
         self.pools = {"aicore": _Pool(self.env, "AI Core", chip.ai_cores),
@@ -419,7 +436,8 @@ class Engine:
                 # latency folded into the flow: uncontended it takes cycles + bytes/bw, under
                 # contention the other flows use the bandwidth while this one waits
                 cap = ins.nbytes / (ins.cycles + ins.nbytes / ins.bw)
-                yield self.fabric.transfer(ins.nbytes, cap, ins.hbm, weight)
+                yield self.fabric.transfer(ins.nbytes, cap, ins.hbm, weight,
+                                           write=ins.dst == GM)
             else:
                 yield env.timeout(ins.cycles)
             end = env.now
@@ -487,7 +505,7 @@ class Engine:
             # steady-state period: the slowest pace of any pipe
             barrier["event"].succeed(max(barrier["busy"]))
         period = yield barrier["event"]
-        fixed, at_cap, sbytes, hbytes, nbytes, count, kind, src, dst = tot
+        fixed, at_cap, sbytes, hbytes, nbytes, count, kind, src, dst, writes = tot
         window = max(n_rest * period, fixed + at_cap, 1.0)
         start = env.now
         hbm = hbytes / sbytes if sbytes else 0.0
@@ -495,7 +513,8 @@ class Engine:
         if sbytes:
             # every pipe's remaining tiles span the same window (the pipeline's pace); the
             # bytes still cross the shared L2/HBM and stretch under more contention
-            yield self.fabric.transfer(sbytes, sbytes / window, hbm, len(cores))
+            yield self.fabric.transfer(sbytes, sbytes / window, hbm, len(cores),
+                                       write=writes)
             elapsed = env.now - start
             # busy: the pipe's own contended work at its prefix rate (not the idle part of the
             # window), plus any stretch beyond the window
@@ -562,10 +581,11 @@ def split_segments(segments, k: int) -> tuple[tuple[Segment, ...], tuple[Segment
 
 def _stage_totals(segments, n: int) -> list[tuple]:
     """Per stage over all tiles of `segments`: fixed cycles, cycles of GM bytes at path
-    bandwidth, GM bytes, HBM bytes, all bytes, instruction count, kind, src, dst."""
+    bandwidth, GM bytes, HBM bytes, all bytes, instruction count, kind, src, dst, and
+    whether the GM bytes are mostly writes."""
     out = []
     for j in range(n):
-        fixed = at_cap = sbytes = hbytes = 0.0
+        fixed = at_cap = sbytes = hbytes = wbytes = 0.0
         nbytes = count = 0
         kind = src = dst = ""
         for sg in segments:
@@ -581,7 +601,9 @@ def _stage_totals(segments, n: int) -> list[tuple]:
                     at_cap += ins.nbytes / ins.bw * k
                     sbytes += ins.nbytes * k
                     hbytes += ins.nbytes * ins.hbm * k
-        out.append((fixed, at_cap, sbytes, hbytes, nbytes, count, kind, src, dst))
+                    wbytes += ins.nbytes * k if ins.dst == GM else 0.0
+        out.append((fixed, at_cap, sbytes, hbytes, nbytes, count, kind, src, dst,
+                    wbytes > sbytes / 2))
     return out
 
 
