@@ -229,8 +229,8 @@ def max_pool_with_indices(x: np.ndarray, attrs: dict) -> tuple[np.ndarray, np.nd
 
 
 def max_pool(args: list, attrs: dict) -> list[np.ndarray]:
-    """Registry kernel of MaxPool (the Y output)."""
-    return [max_pool_with_indices(args[0], attrs)[0]]
+    """Registry kernel of MaxPool: Y, and Indices when num_outputs is 2."""
+    return list(max_pool_with_indices(args[0], attrs))[:int(attrs.get("num_outputs", 1))]
 
 
 def average_pool(args: list, attrs: dict) -> list[np.ndarray]:

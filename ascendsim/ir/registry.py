@@ -156,6 +156,12 @@ def ops_in(category: Category) -> frozenset[str]:
     return frozenset(t for t, d in _REGISTRY.items() if d.category == category)
 
 
+def symbolic_base(ins: Sequence, op: str) -> str:
+    """A deterministic base name for the symbolic dims of an output whose shape depends on a
+    non-constant input (named after the op and its first input: "Reshape_x_d0", ...)."""
+    return f"{op}_{ins[0].name}" if ins and ins[0] is not None else op
+
+
 def broadcast_shapes(*shapes: Shape, node: str = "") -> Shape:
     """NumPy/ONNX multidirectional broadcasting of (possibly symbolic) shapes."""
     from ..errors import GraphError

@@ -42,11 +42,15 @@ def _window_infer(ins, attrs, allowed):
 
 
 def _max_pool_infer(ins, attrs, consts):
-    # The optional second output (Indices, int64) is not declared: a node's output count comes
-    # from this function, which cannot see how many outputs the caller asked for.
+    # The optional Indices output (int64) is asked for with num_outputs=2, as LayerNorm's
+    # optional outputs are (the ONNX importer sets it from the node's output list).
     if attrs["storage_order"] not in (0, 1):
         raise GraphError(f"storage_order must be 0 or 1, got {attrs['storage_order']}")
-    return [(_window_infer(ins, attrs, MAXPOOL_DTYPES), ins[0].dtype)]
+    if attrs["num_outputs"] not in (1, 2):
+        raise GraphError(f"num_outputs must be 1 (Y) or 2 (Y, Indices), got "
+                         f"{attrs['num_outputs']!r}")
+    y = _window_infer(ins, attrs, MAXPOOL_DTYPES)
+    return [(y, ins[0].dtype), (y, "int64")][:attrs["num_outputs"]]
 
 
 def _avg_pool_infer(ins, attrs, consts):
@@ -69,8 +73,9 @@ def _global_flops(ins, outs, attrs) -> int:
 
 register(OpDef(
     "MaxPool", _max_pool_infer, kpool.max_pool, Category.SEGMENT, unit=Unit.VECTOR,
-    attrs={**_WINDOW_ATTRS, "storage_order": 0}, flops=_window_flops, vec_class=VecClass.REDUCE,
-    doc="ONNX MaxPool, Y output (Indices: kernels.pool.max_pool_with_indices)"))
+    attrs={**_WINDOW_ATTRS, "storage_order": 0, "num_outputs": 1}, num_outputs="num_outputs",
+    flops=_window_flops, vec_class=VecClass.REDUCE,
+    doc="ONNX MaxPool; num_outputs=2 (non-ONNX attribute) adds the Indices output"))
 register(OpDef(
     "AveragePool", _avg_pool_infer, kpool.average_pool, Category.SEGMENT, unit=Unit.VECTOR,
     attrs={**_WINDOW_ATTRS, "count_include_pad": 0}, flops=_window_flops,

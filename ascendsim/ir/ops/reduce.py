@@ -17,7 +17,7 @@ import numpy as np
 
 from ...errors import GraphError
 from ...kernels import reduce as kr
-from ..registry import Category, OpDef, VecClass, register
+from ..registry import Category, OpDef, VecClass, register, symbolic_base
 from .elementwise import BOOL, FLOATS, NUMERIC, check_dtype
 
 _REDUCE_ATTRS = {"keepdims": 1, "noop_with_empty_axes": 0}
@@ -36,9 +36,6 @@ def reduce_axes(data: Any, axes_value: Any, axes: Any, attrs: dict) -> list[int]
     `axes_value` is the axes input Value (or None when absent), `axes` its constant data.
     """
     rank = len(data.shape)
-    if axes_value is not None and axes is None:
-        raise GraphError(f"axes '{axes_value.name}' must be a constant (the output shape "
-                         f"depends on it)")
     raw = np.asarray([] if axes is None else axes).reshape(-1)
     if raw.size and not np.all(np.mod(raw, 1) == 0):
         raise GraphError(f"axes '{axes_value.name}' must hold integers, got {raw.tolist()}")
@@ -51,10 +48,28 @@ def reduce_axes(data: Any, axes_value: Any, axes: Any, attrs: dict) -> list[int]
         raise GraphError(f"{exc} of input '{data.name}' {tuple(data.shape)}") from None
 
 
+def _unknown_axes_shape(data: Any, axes_value: Any, attrs: dict) -> tuple:
+    """The output shape when `axes` is computed at run time: the rank is known (from the
+    length of `axes` when keepdims=0), the dims become symbolic."""
+    base = symbolic_base([data], "Reduce")
+    if attrs["keepdims"]:
+        rank = len(data.shape)
+    else:
+        n = axes_value.shape[0] if axes_value.shape else 1
+        if not isinstance(n, int):
+            raise GraphError(f"axes '{axes_value.name}' has unknown length and keepdims=0: the "
+                             f"output rank cannot be inferred")
+        rank = len(data.shape) - (n or len(data.shape))
+    return tuple(f"{base}_d{i}" for i in range(rank))
+
+
 def _reduce_infer(allowed: frozenset) -> Callable:
     def infer(ins, attrs, consts):
         data = ins[0]
         check_dtype(data, allowed)
+        axes_value = ins[1] if len(ins) > 1 else None
+        if axes_value is not None and (consts[1] if len(consts) > 1 else None) is None:
+            return [(_unknown_axes_shape(data, axes_value, attrs), data.dtype)]
         axes = reduce_axes(data, ins[1] if len(ins) > 1 else None,
                            consts[1] if len(consts) > 1 else None, attrs)
         if axes is None:

@@ -15,16 +15,14 @@ import numpy as np
 
 from ...errors import GraphError
 from ...kernels import tensor as kt
-from ..registry import Category, OpDef, Unit, VecClass, broadcast_shapes, register
+from ..registry import Category, OpDef, Unit, VecClass, broadcast_shapes, register, symbolic_base
 
 
 def _zero_flops(ins, outs, attrs) -> int:
     return 0
 
 
-def _fresh(ins, op: str) -> str:
-    """A deterministic base for symbolic dims: named after the op and its first input."""
-    return f"{op}_{ins[0].name}" if ins and ins[0] is not None else op
+_fresh = symbolic_base
 
 
 def _move(op_type: str, infer, kernel, inputs=("x",), attrs=None, needs=(), **kw) -> None:
