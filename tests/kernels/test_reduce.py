@@ -110,9 +110,13 @@ def test_builder_shapes_and_errors():
         g.reduce_sum(x, axes=[3], name="r")
     with pytest.raises(GraphError, match="repeat an axis"):
         g.reduce_sum(x, axes=[1, -2])
-    ax = g.input("ax", (1,), "int64")
-    with pytest.raises(GraphError, match="axes 'ax' must be a constant"):
-        g.reduce_sum(x, ax)
+    ax = g.input("ax", (1,), "int64")          # axes known only at run time: symbolic dims
+    kept = g.reduce_sum(x, ax)
+    assert len(kept.shape) == 3 and all(isinstance(d, str) for d in kept.shape)
+    assert len(g.reduce_sum(x, ax, keepdims=0).shape) == 2
+    nlen = g.input("nlen", ("n",), "int64")
+    with pytest.raises(GraphError, match="unknown length and keepdims=0"):
+        g.reduce_sum(x, nlen, keepdims=0)
     with pytest.raises(GraphError, match=r"\(ArgMin\): axis -4 is out of range"):
         g.arg_min(x, axis=-4)
     b = g.input("b", (2,), "bool")
