@@ -91,6 +91,10 @@ class OpDef:
     commutative: bool = False
     # True when the op's output needs the input *values* to know its shape (Reshape's shape).
     needs_const_inputs: tuple[int, ...] = ()
+    # inputs whose *shape* alone decides the output (Shape, Size): foldable when it is static
+    shape_only_inputs: tuple[int, ...] = ()
+    # False for ops with random outputs: never folded, never merged by CSE
+    deterministic: bool = True
 
     def unit_for(self, node: Node, consts: dict) -> Unit:
         """The unit that runs this node (some ops pick it from attrs or constant inputs)."""

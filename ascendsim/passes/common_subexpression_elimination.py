@@ -16,7 +16,6 @@ import numpy as np
 from ..ir.graph import Graph, Node
 from ..ir.registry import get_op
 from .base import GE, Pass, PassContext, PassResult
-from .optable import NONDETERMINISTIC
 from .rewrite import remove_nodes
 
 
@@ -33,7 +32,7 @@ def _freeze(v: Any) -> Any:
 
 
 def _key(node: Node) -> tuple | None:
-    if node.op_type in NONDETERMINISTIC or node.subgraph is not None:
+    if not get_op(node.op_type, node.name).deterministic or node.subgraph is not None:
         return None
     if any(isinstance(v, Graph) for v in node.attrs.values()):
         return None

@@ -1,7 +1,7 @@
 """ConstantFoldingPass (GE): fold constant subexpressions, interleaved with shape inference.
 
 Note on the algorithm. A node folds when every input is a constant, or when it only needs the
-*shape* of its inputs and that shape is static (`Shape`, `Size`: table in optable.py). The
+*shape* of its inputs and that shape is static (`Shape`, `Size`: `OpDef.shape_only_inputs`). The
 folded value becomes a `LazyTensor` constant under the node's output name: its maker runs the
 op's kernel on the (materialised) inputs only when somebody needs the values, so folding a
 `ConstantOfShape`/`Expand` of a constant shape, or a chain of weight transforms, costs no memory
@@ -36,7 +36,6 @@ from ..ir.graph import Graph, Node
 from ..ir.registry import get_op
 from ..ir.tensor import LazyTensor, is_static, itemsize, materialize, numel
 from .base import GE, Pass, PassContext, PassResult
-from .optable import NONDETERMINISTIC, SHAPE_ONLY_INPUTS
 from .shapes import reinfer
 
 #: results up to this size are computed at fold time (shape chains, small tables)
@@ -77,10 +76,11 @@ class ConstantFoldingPass(Pass):
 
     def _kind(self, graph: Graph, node: Node) -> str | None:
         """'ShapeFolding', 'ConstantFolding' or None (cannot fold)."""
-        if node.op_type in NONDETERMINISTIC or _has_graph_attr(node):
+        opdef = get_op(node.op_type, node.name)
+        if not opdef.deterministic or _has_graph_attr(node):
             return None
-        shape_only = SHAPE_ONLY_INPUTS.get(node.op_type)
-        if shape_only is not None:
+        shape_only = opdef.shape_only_inputs
+        if shape_only:
             ok = all(is_static(graph.values[node.inputs[i]].shape) for i in shape_only
                      if i < len(node.inputs) and node.inputs[i])
             return "ShapeFolding" if ok else None
@@ -131,7 +131,7 @@ class ConstantFoldingPass(Pass):
     def _lazy_outputs(graph: Graph, node: Node, kind: str) -> list[LazyTensor]:
         """One LazyTensor per output, sharing a single kernel call made on first use."""
         opdef = get_op(node.op_type, node.name)
-        shape_only = set(SHAPE_ONLY_INPUTS.get(node.op_type, ()))
+        shape_only = set(opdef.shape_only_inputs)
         args_src: list[Any] = []
         for k, i in enumerate(node.inputs):
             if not i:

@@ -315,9 +315,9 @@ def _range(ins, attrs, consts):
 
 # Shape/Size: known at compile time for static shapes, so they run no task
 register(OpDef("Shape", _shape, kt.shape, Category.OPAQUE, unit=Unit.NONE, inputs=("data",),
-               attrs={"start": 0, "end": None}, flops=_zero_flops))
+               attrs={"start": 0, "end": None}, flops=_zero_flops, shape_only_inputs=(0,)))
 register(OpDef("Size", _size, kt.size, Category.OPAQUE, unit=Unit.NONE, inputs=("data",),
-               flops=_zero_flops))
+               flops=_zero_flops, shape_only_inputs=(0,)))
 register(OpDef("Constant", _constant, kt.constant, Category.OPAQUE, unit=Unit.NONE, inputs=(),
                attrs={k: None for k in kt.CONSTANT_ATTRS}, flops=_zero_flops))
 _move("ConstantOfShape", _constant_of_shape, kt.constant_of_shape, inputs=("input",),
