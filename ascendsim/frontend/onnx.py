@@ -38,7 +38,7 @@ import numpy as np
 from ..errors import AscendSimError, GraphError, UnsupportedOpError
 from ..ir.graph import Graph
 from ..ir.ops.control import BODY_INPUT_HINTS
-from ..ir.ops.elementwise import ONNX_DTYPES  # the IR's one code -> dtype table (Cast's `to`)
+from ..ir.tensor import ONNX_DTYPES  # the IR's one code -> dtype table (Cast's `to`)
 from ..ir.registry import Category, OpDef, Unit, get_op, has_op
 from ..ir.tensor import LazyTensor, Value, materialize, numel
 

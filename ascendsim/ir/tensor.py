@@ -25,6 +25,11 @@ Shape = tuple[Dim, ...]
 DTYPES = ("float16", "float32", "float64", "bfloat16", "int8", "uint8", "int16", "uint16",
           "int32", "uint32", "int64", "uint64", "bool")
 
+#: ONNX TensorProto data type codes -> dtype names (Cast's `to`, the importer): one table.
+ONNX_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32",
+               7: "int64", 9: "bool", 10: "float16", 11: "float64", 12: "uint32", 13: "uint64",
+               16: "bfloat16"}
+
 
 def dtype_name(dtype: object) -> str:
     """Normalise a numpy dtype, type or name to one of DTYPES."""

@@ -33,7 +33,7 @@ import numpy as np
 from ...errors import GraphError
 from ...kernels import elementwise as ew
 from ..registry import Category, OpDef, Unit, VecClass, broadcast_shapes, register
-from ..tensor import dtype_name
+from ..tensor import ONNX_DTYPES, dtype_name  # noqa: F401  (ONNX_DTYPES: re-exported)
 
 FLOATS = frozenset({"float16", "float32", "float64", "bfloat16"})
 SIGNED = frozenset({"int8", "int16", "int32", "int64"})
@@ -42,11 +42,6 @@ NUMERIC = FLOATS | INTS
 SIGNED_NUMERIC = FLOATS | SIGNED
 BOOL = frozenset({"bool"})
 ANY = NUMERIC | BOOL
-
-#: ONNX TensorProto.DataType codes -> dtype names (Cast's `to`).
-ONNX_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32",
-               7: "int64", 9: "bool", 10: "float16", 11: "float64", 12: "uint32", 13: "uint64",
-               16: "bfloat16"}
 
 
 # ----------------------------------------------------------------------------- checks
