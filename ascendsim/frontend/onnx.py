@@ -38,9 +38,14 @@ import numpy as np
 from ..errors import AscendSimError, GraphError, UnsupportedOpError
 from ..ir.graph import Graph
 from ..ir.ops.control import BODY_INPUT_HINTS
-from ..ir.tensor import ONNX_DTYPES  # the IR's one code -> dtype table (Cast's `to`)
 from ..ir.registry import Category, OpDef, Unit, get_op, has_op
-from ..ir.tensor import LazyTensor, Value, materialize, numel
+from ..ir.tensor import (
+    ONNX_DTYPES,  # the IR's one code -> dtype table (Cast's `to`)
+    LazyTensor,
+    Value,
+    materialize,
+    numel,
+)
 
 #: ONNX dtype codes by name, for the codes ascendsim does not support (error messages).
 _ONNX_DTYPE_NAMES = {8: "string", 14: "complex64", 15: "complex128", 16: "bfloat16",
