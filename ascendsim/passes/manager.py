@@ -72,7 +72,7 @@ def _graph_fusion_passes() -> tuple[type[Pass], ...]:
 
 #: passes added by other modules (UB, graph-kernel, L2 fusion): stage name -> classes
 _REGISTERED: dict[str, list[type[Pass]]] = {}
-STAGE_NAMES = ("ge", "graph_fusion", "graph_kernel_basic", "graph_kernel_composite",
+STAGE_NAMES = ("ge", "graph_kernel_basic", "graph_kernel_composite", "graph_fusion",
                "ub_fusion", "l2_fusion")
 
 
@@ -104,14 +104,15 @@ def default_stages() -> list[Stage]:
     extra = {s: tuple(_REGISTERED.get(s, ())) for s in STAGE_NAMES}
     return [
         Stage("ge", "after GE optimisations", _ge_passes() + extra["ge"], fixpoint=True),
-        Stage("graph_fusion", "after graph fusion", _graph_fusion_passes()
-              + extra["graph_fusion"]),
-        # MindSpore runs graph-kernel fusion before the backend's buffer (UB) fusion, so the
-        # element-wise chains become composites first when graph_kernel=True.
+        # With graph_kernel=True, MindSpore's graph-kernel fusion runs in the front end, before
+        # the ops it leaves reach CANN's FE graph fusion and UB fusion; so a composite keeps
+        # the ops it absorbed (e.g. Pow, per seed 000) instead of seeing them rewritten first.
         Stage("graph_kernel_basic", "after graph-kernel basic fusion",
               extra["graph_kernel_basic"], option="graph_kernel"),
         Stage("graph_kernel_composite", "after graph-kernel composite fusion",
               extra["graph_kernel_composite"], option="graph_kernel"),
+        Stage("graph_fusion", "after graph fusion", _graph_fusion_passes()
+              + extra["graph_fusion"]),
         Stage("ub_fusion", "after UB fusion", extra["ub_fusion"]),
         Stage("l2_fusion", "after L2 fusion", extra["l2_fusion"], option="l2_fusion"),
     ]

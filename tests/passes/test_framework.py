@@ -179,7 +179,7 @@ def test_graph_kernel_flag_enables_its_stages(tmp_path):
     on = optimize(_mm_bias_graph(1), graph_kernel=True, dump_dir=tmp_path)
     stages = {r.stage for r in on.log.records}
     assert {"graph_kernel_basic", "graph_kernel_composite"} <= stages
-    assert (tmp_path / "03_after_graph_kernel_basic.dot").exists()  # right after graph fusion
+    assert (tmp_path / "02_after_graph_kernel_basic.dot").exists()  # right after GE
 
 
 def test_stage_without_passes_is_logged_not_faked(tmp_path):
