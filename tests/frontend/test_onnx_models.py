@@ -11,6 +11,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 from onnx import numpy_helper
+from onnx_light import light_feeds
 
 import ascendsim as asim
 from ascendsim.execute import execute  # asim.execute can be shadowed by the submodule
@@ -22,21 +23,6 @@ LIGHT = sorted(glob.glob(os.path.join(DATA, "light", "light_*.onnx")))
 
 def _ops(graph) -> set[str]:
     return {n.op_type for n in graph.node}
-
-
-def light_feeds(model) -> dict[str, np.ndarray]:
-    """Inputs as onnx's backend runner builds them for light models: arange(n)/n, float32,
-    unknown dims set to 1 (`Runner.generate_dummy_data(random=False)`)."""
-    inits = {i.name for i in model.graph.initializer}
-    feeds = {}
-    for vi in model.graph.input:
-        if vi.name in inits:
-            continue
-        shape = tuple(d.dim_value if d.HasField("dim_value") else 1
-                      for d in vi.type.tensor_type.shape.dim)
-        n = int(np.prod(shape))
-        feeds[vi.name] = (np.arange(n).reshape(shape) / n).astype(np.float32)
-    return feeds
 
 
 def _close(got: np.ndarray, want: np.ndarray, rtol: float = 1e-3) -> None:

@@ -3,7 +3,6 @@ fp32 accumulate, one rounding; int8 -> int32), shape inference and errors."""
 
 import numpy as np
 import pytest
-from ascendsim.kernels.matmul import gemm_numba
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -11,6 +10,7 @@ from ascendsim.errors import GraphError
 from ascendsim.execute import execute
 from ascendsim.ir.graph import Graph
 from ascendsim.ir.registry import get_op
+from ascendsim.kernels.matmul import gemm_numba
 
 
 def run_op(builder: str, arrays: list, **attrs) -> np.ndarray:

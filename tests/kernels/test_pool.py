@@ -3,12 +3,12 @@ Runtime and numpy, shape inference, flops and errors."""
 
 import numpy as np
 import pytest
-from ascendsim.kernels.pool import max_pool_with_indices
 
 from ascendsim.errors import GraphError
 from ascendsim.execute import execute
 from ascendsim.ir.graph import Graph
 from ascendsim.ir.registry import Category, Unit, get_op
+from ascendsim.kernels.pool import max_pool_with_indices
 
 
 def ort_run(op_type: str, inputs: list, attrs: dict, out_dtypes: tuple = ()) -> list:

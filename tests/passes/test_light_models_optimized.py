@@ -17,6 +17,7 @@ import numpy as np
 import onnx
 import pytest
 from onnx import numpy_helper
+from onnx_light import light_feeds
 
 import ascendsim as asim
 from ascendsim.passes import optimize
@@ -26,19 +27,6 @@ DATA = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "
 LIGHT = sorted(glob.glob(os.path.join(DATA, "light_*.onnx")))
 LINE = re.compile(r"^(GraphId\[0\], )?GraphFusionPass\[(\w+)\]: pattern=(\w+), "
                   r"matched_times=(\d+), effected_times=(\d+)\.$")
-
-
-def _feeds(model) -> dict[str, np.ndarray]:
-    inits = {i.name for i in model.graph.initializer}
-    feeds = {}
-    for vi in model.graph.input:
-        if vi.name in inits:
-            continue
-        shape = tuple(d.dim_value if d.HasField("dim_value") else 1
-                      for d in vi.type.tensor_type.shape.dim)
-        n = int(np.prod(shape))
-        feeds[vi.name] = (np.arange(n).reshape(shape) / n).astype(np.float32)
-    return feeds
 
 
 def _count(graph: asim.Graph, op: str) -> int:
@@ -91,7 +79,7 @@ def test_light_model_optimized(path: str) -> None:
 
     # values still match the reference
     want = numpy_helper.to_array(onnx.load_tensor(path[:-5] + "_output_0.pb"))
-    got = asim.execute(opt, _feeds(model))[opt.outputs[0]]
+    got = asim.execute(opt, light_feeds(model))[opt.outputs[0]]
     scale = float(np.abs(want).max()) or 1.0
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3 * scale)
