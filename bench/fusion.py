@@ -16,27 +16,16 @@ over numpy at 16M float32). Timings on a shared machine are noisy: rerun before 
 from __future__ import annotations
 
 import argparse
-import time
 from collections.abc import Callable
 
 import numpy as np
+from timing import best_of
 
 from ascendsim.execute import execute
 from ascendsim.ir.graph import Graph
 from ascendsim.kernels.composite import run_subgraph
 from ascendsim.passes.base import PassContext
 from ascendsim.passes.graph_kernel import BasicOpsFusion
-
-
-def best_of(fn: Callable[[], object], repeat: int = 3) -> float:
-    """Best wall time of `repeat` calls, after one warm-up call."""
-    fn()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def chain_graph(n: int, dtype: str) -> Graph:

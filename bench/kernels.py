@@ -16,11 +16,11 @@ Adding a row: write a function `(quick: bool) -> list[Case]` and list it in GROU
 from __future__ import annotations
 
 import argparse
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from timing import best_of
 
 from ascendsim.ir.registry import get_op
 from ascendsim.kernels.matmul import gemm_numba
@@ -35,17 +35,6 @@ class Case:
     reference: Callable[[], np.ndarray]
     ref_name: str
     rtol: float = 1e-4
-
-
-def best_of(fn: Callable[[], object], repeat: int = 3) -> float:
-    """Best wall time of `repeat` calls, after one warm-up call."""
-    fn()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def _kernel(op_type: str) -> Callable[..., np.ndarray]:
