@@ -70,9 +70,19 @@ def _elem_flops(ins: Sequence[Value], outs: Sequence[Value], attrs: dict) -> int
     return sum(o.numel for o in outs)
 
 
+#: vector instructions per element, as a function of (inputs, outputs, attrs)
+VecInstrs = Callable[[Sequence["Value"], Sequence["Value"], dict], float]
+
+
 @dataclass(frozen=True)
 class OpDef:
-    """Everything the simulator knows about one op type."""
+    """Everything the simulator knows about one op type.
+
+    Two cost fields, kept apart on purpose: `flops` is the arithmetic work (the roofline's
+    compute term, the reports' flops); `vec_instrs` is how many vector instructions of class
+    `vec_class` one element costs (what the lowering times on the V pipe). They differ for
+    transcendentals: Exp is a few flops but ONE vexp instruction.
+    """
 
     op_type: str                      # ONNX-style name, e.g. "MatMul"
     infer: Infer
@@ -84,6 +94,10 @@ class OpDef:
     num_outputs: int | str = 1        # or the attr name that gives the count
     flops: Callable[[Sequence[Value], Sequence[Value], dict], int] = _elem_flops
     vec_class: VecClass = VecClass.UNARY
+    # Vector instructions of `vec_class` per element of the op's largest operand: a number or
+    # (ins, outs, attrs) -> number. None: the op's flops per element (rounded, at least 1),
+    # for families whose every flop is one instruction (pooling windows, ...).
+    vec_instrs: float | VecInstrs | None = None
     # numba scalar function (elemwise ops): the ufunc kernel and fused composite kernels use it
     scalar: Callable | None = None
     builder: str = ""                 # snake_case builder name; default from op_type
@@ -99,6 +113,20 @@ class OpDef:
     def unit_for(self, node: Node, consts: dict) -> Unit:
         """The unit that runs this node (some ops pick it from attrs or constant inputs)."""
         return self.unit(node, consts) if callable(self.unit) else self.unit
+
+    def vec_passes(self, ins: Sequence[Value], outs: Sequence[Value], attrs: dict) -> float:
+        """Vector instructions of `vec_class` per element of the largest operand (>= 1).
+
+        From `vec_instrs` when the registry gives it, else flops per element: the number
+        of times the op's data passes through the vector unit."""
+        n = self.vec_instrs
+        if callable(n):
+            n = n(ins, outs, attrs)
+        if n is None:
+            big = max([v.numel for v in [*ins, *outs] if v is not None] + [1])
+            flops = int(self.flops(ins, outs, attrs))
+            n = round(flops / big) if flops else 1
+        return max(1.0, float(n))
 
     @property
     def builder_name(self) -> str:

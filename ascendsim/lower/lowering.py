@@ -22,6 +22,15 @@ a transpose, an AI CPU op or a graph output) one TransData task is inserted per 
 format), not per consumer. Constants (weights) are assumed converted offline. Padded formats
 cost their padded bytes.
 
+Vector cost. An op's vector work is `OpDef.vec_passes` instructions (the registry's
+`vec_instrs`: Exp is one vexp, Sigmoid four instructions; not its flops, which only feed the
+roofline) per element of its largest operand, each at the chip's bytes/cycle for the op's
+`VecClass` (`chip.vector_rate`), at least `vector_min_cycles` per instruction. One rule on
+top (`vec_class_of`, decided from the op's input Values): a BINARY-class op whose operands
+other than its largest have ONE element (x + 2.0, Mul by a broadcast scalar, Clip by scalar
+bounds, Max(x, 0)) runs the scalar-operand instructions vadds/vmuls/vmaxs, which the
+hardware issues at the one-operand (unary) rate (msKPP 910B1: 256 B/cycle vs 128 for vadd).
+
 Cube dtype. The cube runs int8 in its int8 mode, bfloat16 and float32 in the chip's own modes
 when `chip.cube_mkn` has them (910B: fp32 at a quarter of the fp16 rate), and everything
 else (float32 on 910/310, CANN's allow_fp32_to_fp16) in its float16 mode; GM and buffer
@@ -73,6 +82,18 @@ VEC_CLASS = {VecClass.UNARY: "unary", VecClass.BINARY: "binary", VecClass.TERNAR
              VecClass.REDUCE: "reduce", VecClass.MOVE: "unary"}
 FUSION_L2 = "L2"
 DETAILS = ("block", "tile")
+
+
+def vec_class_of(opdef: Any, ins: list[Value]) -> str:
+    """The chip vector class an op's instructions run at (module note, "Vector cost"): the
+    registry class, except a BINARY op whose other operands have one element runs at the
+    unary rate (vadds/vmuls/vmaxs take a scalar register operand)."""
+    vclass = VEC_CLASS.get(opdef.vec_class, "unary")
+    if opdef.vec_class == VecClass.BINARY and len(ins) >= 2:
+        sizes = sorted(v.numel for v in ins)
+        if all(k == 1 for k in sizes[:-1]):
+            return "unary"
+    return vclass
 
 
 # ----------------------------------------------------------------------------- formats
@@ -385,7 +406,8 @@ class _Lowering:
 
     def vec_parts(self, nodes: list, n: int, ext_outs: list[str],
                   scale: float = 1.0) -> tuple[list[VecPart], float, int]:
-        """Vector instructions per element for nodes; UB bytes/element of intermediates."""
+        """Vector instructions per element for nodes (registry `vec_passes` at
+        `vec_class_of`'s rate); UB bytes/element of intermediates; total flops."""
         parts: list[VecPart] = []
         temp = 0.0
         total_flops = 0
@@ -397,11 +419,11 @@ class _Lowering:
             total_flops += flops
             big = max([v.numel for v in ins + outs] + [1])
             width = max([itemsize(v.dtype) for v in ins + outs] + [1])
-            passes = max(1, round(flops / big)) if flops else 1
+            passes = opdef.vec_passes(ins, outs, nd.attrs)
             per_elem = passes * width * big / max(n, 1) * scale
-            parts.append(VecPart(VEC_CLASS.get(opdef.vec_class, "unary"),
-                                 max(ins + outs, key=lambda v: itemsize(v.dtype)).dtype,
-                                 per_elem, f"vec_{VEC_CLASS.get(opdef.vec_class, 'unary')}"))
+            vclass = vec_class_of(opdef, ins)
+            parts.append(VecPart(vclass, max(ins + outs, key=lambda v: itemsize(v.dtype)).dtype,
+                                 per_elem, f"vec_{vclass}"))
             for o in outs:
                 if o.name not in ext_outs:
                     temp += o.numel * itemsize(o.dtype) / max(n, 1) * scale

@@ -3,10 +3,15 @@ activations (Relu LeakyRelu PRelu Sigmoid Tanh Erf Gelu Elu Selu HardSigmoid Har
 rounding/sign/trigonometry, Where, Clip, Cast, comparisons and logic, the n-ary Sum/Max/Min,
 IsNaN/IsInf and Dropout.
 
-Everything an op costs is in the `OPS` table below: its vector instruction class and its flops
-per output element (a transcendental counts as the few vector instructions the chip issues
-for it: exp/log/tanh/erf ~ 2-4, sigmoid = exp + add + reciprocal ~ 4, gelu ~ 8). The simulator
-times an op from these numbers; nothing else about an op is hard-coded elsewhere.
+Everything an op costs is in the `OPS` table below: its vector instruction class, its flops
+per output element (arithmetic work: the roofline and the reports) and its vector instructions
+per element (`instrs`: what the lowering times, each instruction at the chip's rate for the
+op's class). The two differ: Exp is ONE vexp instruction (msKPP: 64 B/cycle fp16) but counts
+2 flops. Each row's comment lists the instruction sequence its count stands for (CANN's
+decomposition); helper instructions of a cheaper class (a vadds inside Sigmoid) are timed at
+the op's class, a slight over-estimate. The lowering runs a BINARY op whose other operands
+are one-element (x + 2.0: vadds, vmuls, vmaxs) at the unary rate (see lower/lowering.py).
+Nothing else about an op's cost is hard-coded elsewhere.
 
 Units: every op runs on the vector unit except
 - `Pow`, on the AI CPU. CANN places a general Pow (tensor or non-integer exponent, int types)
@@ -220,9 +225,13 @@ def _nary_flops(ins, outs, attrs) -> int:
     return max(len([v for v in ins if v is not None]) - 1, 0) * outs[0].numel
 
 
+def _nary_instrs(ins, outs, attrs) -> int:
+    return max(len([v for v in ins if v is not None]) - 1, 1)
+
+
 @dataclass(frozen=True)
 class Spec:
-    """One row of the element-wise table (see module doc for what vec/flops mean)."""
+    """One row of the element-wise table (see module doc for what vec/flops/instrs mean)."""
 
     op: str
     infer: Callable
@@ -230,6 +239,7 @@ class Spec:
     scalar: Callable | None
     vec: VecClass
     flops: int                        # per output element; -1: (inputs - 1) per element (n-ary)
+    instrs: int                       # vector instructions per element; -1: inputs - 1 (n-ary)
     inputs: tuple[str, ...] = ("x",)
     attrs: dict | None = None
     category: Category = Category.ELEMWISE
@@ -255,98 +265,146 @@ SCALAR_ATTRS: dict[str, Callable[[dict], tuple]] = {
 
 OPS: tuple[Spec, ...] = (
     # --- broadcasting binary arithmetic
-    Spec("Add", bcast_infer(NUMERIC), ew.binary(ew.add_ufunc), ew._add, _B, 1, _AB,
+    # Add: vadd
+    Spec("Add", bcast_infer(NUMERIC), ew.binary(ew.add_ufunc), ew._add, _B, 1, 1, _AB,
          category=_BC, commutative=True),
-    Spec("Sub", bcast_infer(NUMERIC), ew.binary(ew.sub_ufunc), ew._sub, _B, 1, _AB,
+    # Sub: vsub
+    Spec("Sub", bcast_infer(NUMERIC), ew.binary(ew.sub_ufunc), ew._sub, _B, 1, 1, _AB,
          category=_BC),
-    Spec("Mul", bcast_infer(NUMERIC), ew.binary(ew.mul_ufunc), ew._mul, _B, 1, _AB,
+    # Mul: vmul
+    Spec("Mul", bcast_infer(NUMERIC), ew.binary(ew.mul_ufunc), ew._mul, _B, 1, 1, _AB,
          category=_BC, commutative=True),
-    Spec("Div", bcast_infer(NUMERIC), ew.binary(ew.div_ufunc), ew._div, VecClass.DIV, 1, _AB,
+    # Div: vdiv
+    Spec("Div", bcast_infer(NUMERIC), ew.binary(ew.div_ufunc), ew._div, VecClass.DIV, 1, 1, _AB,
          category=_BC),
-    Spec("Pow", _pow_infer, ew.pow_kernel, ew._pow, _E, 3, ("x", "y"), category=_BC,
+    # Pow: vln, vmul, vexp
+    Spec("Pow", _pow_infer, ew.pow_kernel, ew._pow, _E, 3, 3, ("x", "y"), category=_BC,
          unit=Unit.AICPU),
     # --- unary math
-    Spec("Sqrt", unary_infer(FLOATS), ew.unary(ew.sqrt_ufunc), ew._sqrt, VecClass.SQRT, 1),
-    Spec("Rsqrt", unary_infer(FLOATS), ew.unary(ew.rsqrt_ufunc), ew._rsqrt, VecClass.SQRT, 2),
-    Spec("Exp", unary_infer(FLOATS), ew.unary(ew.exp_ufunc), ew._exp, _E, 2),
-    Spec("Log", unary_infer(FLOATS), ew.unary(ew.log_ufunc), ew._log, _E, 2),
+    # Sqrt: vsqrt
+    Spec("Sqrt", unary_infer(FLOATS), ew.unary(ew.sqrt_ufunc), ew._sqrt, VecClass.SQRT, 1, 1),
+    # Rsqrt: vsqrt, vrec
+    Spec("Rsqrt", unary_infer(FLOATS), ew.unary(ew.rsqrt_ufunc), ew._rsqrt, VecClass.SQRT, 2, 2),
+    # Exp: vexp
+    Spec("Exp", unary_infer(FLOATS), ew.unary(ew.exp_ufunc), ew._exp, _E, 2, 1),
+    # Log: vln
+    Spec("Log", unary_infer(FLOATS), ew.unary(ew.log_ufunc), ew._log, _E, 2, 1),
+    # Neg: vmuls -1
     Spec("Neg", unary_infer(SIGNED_NUMERIC), ew.unary(ew.neg_ufunc), ew._neg,
-         VecClass.UNARY, 1),
-    Spec("Abs", unary_infer(NUMERIC), ew.unary(ew.abs_ufunc), ew._abs, VecClass.UNARY, 1),
+         VecClass.UNARY, 1, 1),
+    # Abs: vabs
+    Spec("Abs", unary_infer(NUMERIC), ew.unary(ew.abs_ufunc), ew._abs, VecClass.UNARY, 1, 1),
+    # Reciprocal: vrec
     Spec("Reciprocal", unary_infer(FLOATS), ew.unary(ew.reciprocal_ufunc), ew._reciprocal,
-         VecClass.DIV, 1),
+         VecClass.DIV, 1, 1),
     # --- activations
+    # Relu: vrelu
     Spec("Relu", unary_infer(SIGNED_NUMERIC), ew.unary(ew.relu_ufunc), ew._relu,
-         VecClass.UNARY, 1),
+         VecClass.UNARY, 1, 1),
+    # LeakyRelu: vmuls, vmax
     Spec("LeakyRelu", unary_infer(FLOATS),
          ew.with_scalars(ew.leaky_relu_ufunc, SCALAR_ATTRS["LeakyRelu"]), ew._leaky_relu,
-         VecClass.UNARY, 2, attrs={"alpha": 0.01}),
-    Spec("Sigmoid", unary_infer(FLOATS), ew.unary(ew.sigmoid_ufunc), ew._sigmoid, _E, 4),
-    Spec("Tanh", unary_infer(FLOATS), ew.unary(ew.tanh_ufunc), ew._tanh, _E, 4),
-    Spec("Erf", unary_infer(FLOATS), ew.unary(ew.erf_ufunc), ew._erf, _E, 4),
+         VecClass.UNARY, 2, 2, attrs={"alpha": 0.01}),
+    # Sigmoid: vmuls -1, vexp, vadds 1, vrec
+    Spec("Sigmoid", unary_infer(FLOATS), ew.unary(ew.sigmoid_ufunc), ew._sigmoid, _E, 4, 4),
+    # Tanh: vmuls 2, vexp, vadds -1, vadds 1, vdiv
+    Spec("Tanh", unary_infer(FLOATS), ew.unary(ew.tanh_ufunc), ew._tanh, _E, 4, 5),
+    # Erf: rational approximation, ~4 at the exp rate
+    Spec("Erf", unary_infer(FLOATS), ew.unary(ew.erf_ufunc), ew._erf, _E, 4, 4),
+    # Gelu: x*sigmoid(k(x + c x^3)): 2 vmul, vmuls, vadd, vmuls, vexp, vadds, vdiv
     Spec("Gelu", _gelu_infer, ew.with_scalars(ew.gelu_ufunc, SCALAR_ATTRS["Gelu"]),
-         ew._gelu, _E, 8, attrs={"approximate": "none"}),
+         ew._gelu, _E, 8, 8, attrs={"approximate": "none"}),
+    # Elu: vexp, vadds -1, vmuls alpha, vsel
     Spec("Elu", unary_infer(FLOATS), ew.with_scalars(ew.elu_ufunc, SCALAR_ATTRS["Elu"]),
-         ew._elu, _E, 3, attrs={"alpha": 1.0}),
+         ew._elu, _E, 3, 4, attrs={"alpha": 1.0}),
+    # Selu: vexp, vadds -1, vmuls alpha, vsel, vmuls gamma
     Spec("Selu", unary_infer(FLOATS), ew.with_scalars(ew.selu_ufunc, SCALAR_ATTRS["Selu"]),
-         ew._selu, _E, 4, attrs={"alpha": 1.67326319217681884765625,
+         ew._selu, _E, 4, 5, attrs={"alpha": 1.67326319217681884765625,
                                  "gamma": 1.05070102214813232421875}),
+    # HardSigmoid: vmuls, vadds, vmins, vmaxs
     Spec("HardSigmoid", unary_infer(FLOATS),
          ew.with_scalars(ew.hard_sigmoid_ufunc, SCALAR_ATTRS["HardSigmoid"]),
-         ew._hard_sigmoid, VecClass.BINARY, 3, attrs={"alpha": 0.2, "beta": 0.5}),
+         ew._hard_sigmoid, VecClass.BINARY, 3, 4, attrs={"alpha": 0.2, "beta": 0.5}),
+    # HardSwish: HardSigmoid's 4, vmul
     Spec("HardSwish", unary_infer(FLOATS), ew.unary(ew.hard_swish_ufunc), ew._hard_swish,
-         VecClass.BINARY, 4),
-    Spec("Softplus", unary_infer(FLOATS), ew.unary(ew.softplus_ufunc), ew._softplus, _E, 4),
-    Spec("PRelu", _prelu_infer, ew.binary(ew.prelu_ufunc), ew._prelu, _B, 2, ("x", "slope"),
+         VecClass.BINARY, 4, 5),
+    # Softplus: vexp, vadds 1, vln
+    Spec("Softplus", unary_infer(FLOATS), ew.unary(ew.softplus_ufunc), ew._softplus, _E, 4, 3),
+    # PRelu: vmul, vsel
+    Spec("PRelu", _prelu_infer, ew.binary(ew.prelu_ufunc), ew._prelu, _B, 2, 2, ("x", "slope"),
          category=_BC, builder="prelu"),
     # --- rounding, sign, trigonometry, classification
-    Spec("Floor", unary_infer(FLOATS), ew.unary(ew.floor_ufunc), ew._floor, VecClass.UNARY, 1),
-    Spec("Ceil", unary_infer(FLOATS), ew.unary(ew.ceil_ufunc), ew._ceil, VecClass.UNARY, 1),
-    Spec("Round", unary_infer(FLOATS), ew.unary(ew.round_ufunc), ew._round, VecClass.UNARY, 1),
-    Spec("Sign", unary_infer(NUMERIC), ew.unary(ew.sign_ufunc), ew._sign, VecClass.UNARY, 1),
-    Spec("Sin", unary_infer(FLOATS), ew.unary(ew.sin_ufunc), ew._sin, _E, 4),
-    Spec("Cos", unary_infer(FLOATS), ew.unary(ew.cos_ufunc), ew._cos, _E, 4),
+    # Floor: vconv
+    Spec("Floor", unary_infer(FLOATS), ew.unary(ew.floor_ufunc), ew._floor, VecClass.UNARY, 1, 1),
+    # Ceil: vconv
+    Spec("Ceil", unary_infer(FLOATS), ew.unary(ew.ceil_ufunc), ew._ceil, VecClass.UNARY, 1, 1),
+    # Round: vconv
+    Spec("Round", unary_infer(FLOATS), ew.unary(ew.round_ufunc), ew._round, VecClass.UNARY, 1, 1),
+    # Sign: vcmp/vsel
+    Spec("Sign", unary_infer(NUMERIC), ew.unary(ew.sign_ufunc), ew._sign, VecClass.UNARY, 1, 1),
+    # Sin: range reduction + polynomial, ~4 at the exp rate
+    Spec("Sin", unary_infer(FLOATS), ew.unary(ew.sin_ufunc), ew._sin, _E, 4, 4),
+    # Cos: as Sin
+    Spec("Cos", unary_infer(FLOATS), ew.unary(ew.cos_ufunc), ew._cos, _E, 4, 4),
+    # IsNaN: vcmp
     Spec("IsNaN", unary_infer(FLOATS, "bool"), ew.compare(ew.is_nan_ufunc), ew._is_nan,
-         VecClass.UNARY, 1, builder="is_nan"),
+         VecClass.UNARY, 1, 1, builder="is_nan"),
+    # IsInf: vabs, vcmp
     Spec("IsInf", unary_infer(FLOATS, "bool"),
          ew.with_scalars(ew.is_inf_ufunc, SCALAR_ATTRS["IsInf"], np.bool_), ew._is_inf,
-         VecClass.UNARY, 2, attrs={"detect_negative": 1, "detect_positive": 1},
+         VecClass.UNARY, 2, 2, attrs={"detect_negative": 1, "detect_positive": 1},
          builder="is_inf"),
     # --- selection and conversion
-    Spec("Clip", _clip_infer, ew.clip_kernel, ew._clip, VecClass.BINARY, 2,
+    # Clip: vmaxs, vmins
+    Spec("Clip", _clip_infer, ew.clip_kernel, ew._clip, VecClass.BINARY, 2, 2,
          ("input", "min?", "max?")),
-    Spec("Where", _where_infer, ew.where_kernel, ew._where, VecClass.TERNARY, 1,
+    # Where: vsel
+    Spec("Where", _where_infer, ew.where_kernel, ew._where, VecClass.TERNARY, 1, 1,
          ("condition", "x", "y"), category=_BC),
-    Spec("Cast", _cast_infer, _cast_kernel, ew._identity, VecClass.UNARY, 1,
+    # Cast: vconv
+    Spec("Cast", _cast_infer, _cast_kernel, ew._identity, VecClass.UNARY, 1, 1,
          ("input",), attrs={"to": None, "saturate": 1}),
-    Spec("Dropout", _dropout_infer, _dropout_kernel, ew._identity, VecClass.BINARY, 2,
+    # Dropout: vmul mask, vmuls scale
+    Spec("Dropout", _dropout_infer, _dropout_kernel, ew._identity, VecClass.BINARY, 2, 2,
          ("data", "ratio?", "training_mode?"), attrs={"seed": None, "num_outputs": 1},
          unit=_dropout_unit, num_outputs="num_outputs"),
     # --- comparisons and logic (bool outputs)
-    Spec("Equal", bcast_infer(ANY, "bool"), ew.compare(ew.equal_ufunc), ew._equal, _B, 1, _AB,
+    # Equal: vcmp
+    Spec("Equal", bcast_infer(ANY, "bool"), ew.compare(ew.equal_ufunc), ew._equal, _B, 1, 1, _AB,
          category=_BC, commutative=True),
-    Spec("Less", bcast_infer(NUMERIC, "bool"), ew.compare(ew.less_ufunc), ew._less, _B, 1,
+    # Less: vcmp
+    Spec("Less", bcast_infer(NUMERIC, "bool"), ew.compare(ew.less_ufunc), ew._less, _B, 1, 1,
          _AB, category=_BC),
+    # LessOrEqual: vcmp
     Spec("LessOrEqual", bcast_infer(NUMERIC, "bool"), ew.compare(ew.less_equal_ufunc),
-         ew._less_equal, _B, 1, _AB, category=_BC),
+         ew._less_equal, _B, 1, 1, _AB, category=_BC),
+    # Greater: vcmp
     Spec("Greater", bcast_infer(NUMERIC, "bool"), ew.compare(ew.greater_ufunc), ew._greater,
-         _B, 1, _AB, category=_BC),
+         _B, 1, 1, _AB, category=_BC),
+    # GreaterOrEqual: vcmp
     Spec("GreaterOrEqual", bcast_infer(NUMERIC, "bool"), ew.compare(ew.greater_equal_ufunc),
-         ew._greater_equal, _B, 1, _AB, category=_BC),
-    Spec("Not", unary_infer(BOOL), ew.compare(ew.not_ufunc), ew._not, VecClass.UNARY, 1,
+         ew._greater_equal, _B, 1, 1, _AB, category=_BC),
+    # Not: vnot
+    Spec("Not", unary_infer(BOOL), ew.compare(ew.not_ufunc), ew._not, VecClass.UNARY, 1, 1,
          builder="not_"),
-    Spec("And", bcast_infer(BOOL), ew.compare(ew.and_ufunc), ew._and, _B, 1, _AB,
+    # And: vand
+    Spec("And", bcast_infer(BOOL), ew.compare(ew.and_ufunc), ew._and, _B, 1, 1, _AB,
          category=_BC, commutative=True, builder="and_"),
-    Spec("Or", bcast_infer(BOOL), ew.compare(ew.or_ufunc), ew._or, _B, 1, _AB,
+    # Or: vor
+    Spec("Or", bcast_infer(BOOL), ew.compare(ew.or_ufunc), ew._or, _B, 1, 1, _AB,
          category=_BC, commutative=True, builder="or_"),
-    Spec("Xor", bcast_infer(BOOL), ew.compare(ew.xor_ufunc), ew._xor, _B, 1, _AB,
+    # Xor: vxor
+    Spec("Xor", bcast_infer(BOOL), ew.compare(ew.xor_ufunc), ew._xor, _B, 1, 1, _AB,
          category=_BC, commutative=True),
     # --- n-ary (variadic, broadcasting)
-    Spec("Max", bcast_infer(NUMERIC), ew.variadic(ew.max_ufunc), ew._max, _B, -1,
+    # Max: inputs - 1 vmax
+    Spec("Max", bcast_infer(NUMERIC), ew.variadic(ew.max_ufunc), ew._max, _B, -1, -1,
          ("*inputs",), category=_BC, commutative=True),
-    Spec("Min", bcast_infer(NUMERIC), ew.variadic(ew.min_ufunc), ew._min, _B, -1,
+    # Min: inputs - 1 vmin
+    Spec("Min", bcast_infer(NUMERIC), ew.variadic(ew.min_ufunc), ew._min, _B, -1, -1,
          ("*inputs",), category=_BC, commutative=True),
-    Spec("Sum", bcast_infer(NUMERIC), ew.variadic(ew.add_ufunc), ew._add, _B, -1,
+    # Sum: inputs - 1 vadd
+    Spec("Sum", bcast_infer(NUMERIC), ew.variadic(ew.add_ufunc), ew._add, _B, -1, -1,
          ("*inputs",), category=_BC, commutative=True),
 )
 
@@ -362,5 +420,7 @@ for _s in OPS:
         _s.op, _s.infer, _s.kernel, _s.category, unit=_s.unit, inputs=_s.inputs,
         attrs=dict(_s.attrs or {}), num_outputs=_s.num_outputs,
         flops=_nary_flops if _s.flops < 0 else _flops(_s.flops), vec_class=_s.vec,
+        vec_instrs=_nary_instrs if _s.instrs < 0 else _s.instrs,
         scalar=_s.scalar, builder=_s.builder, commutative=_s.commutative,
-        doc=f"ONNX {_s.op} (element-wise, {_s.vec.value}, {max(_s.flops, 1)} flop/elem)"))
+        doc=f"ONNX {_s.op} (element-wise, {_s.vec.value}, {max(_s.flops, 1)} flop/elem, "
+            f"{max(_s.instrs, 1)} vector instr/elem)"))
