@@ -63,12 +63,14 @@ class ConstantFoldingPass(Pass):
         res = self.new_result()
         refused: set[str] = set()
         for _ in range(MAX_ROUNDS):
-            folded = 0
+            folded: set[str] = set()
             for node in list(graph.nodes):
                 if node.name not in refused and self._fold(graph, node, ctx, res, refused):
-                    folded += 1
+                    folded.add(node.name)
             if not folded:
                 break
+            # folded nodes leave the graph once per round, not one list rebuild per fold
+            graph.nodes = [n for n in graph.nodes if n.name not in folded]
             reinfer(graph)
         else:
             res.note(f"stopped after {MAX_ROUNDS} fold/infer rounds")
@@ -90,6 +92,7 @@ class ConstantFoldingPass(Pass):
 
     def _fold(self, graph: Graph, node: Node, ctx: PassContext, res: PassResult,
               refused: set[str]) -> bool:
+        """Fold `node` into constants; the caller then drops it from `graph.nodes`."""
         kind = self._kind(graph, node)
         if kind is None:
             return False
@@ -114,7 +117,6 @@ class ConstantFoldingPass(Pass):
                 refused.add(node.name)
                 res.refuse(kind, node.name, f"kernel failed at fold time: {exc}")
                 return False
-        graph.nodes = [n for n in graph.nodes if n.name != node.name]
         for o, lz in zip([o for o in node.outputs if o], lazies):
             graph.constants[o] = lz
         res.effected(kind)

@@ -14,7 +14,7 @@ import hashlib
 
 import numpy as np
 
-from ..ir.graph import Graph
+from ..ir.graph import Graph, Node
 from ..ir.tensor import LazyTensor, materialize
 from .base import GE, Pass, PassContext, PassResult
 
@@ -47,6 +47,7 @@ class ConstantFuseSamePass(Pass):
         first: dict[tuple, str] = {}
         outputs = set(graph.outputs)
         merged = 0
+        renamed: dict[str, str] = {}
         for name in list(graph.constants):
             key = self._key(graph, name)
             if key is None:
@@ -63,10 +64,14 @@ class ConstantFuseSamePass(Pass):
                 continue
             data = graph.constants.pop(name)
             graph.values.pop(name)
-            graph.replace_uses(name, keep)
+            renamed[name] = keep
             res.bytes_saved += data.nbytes
             merged += 1
             res.effected("ConstantFuseSame")
+        if renamed:       # one rewrite of the readers for all merged constants
+            graph.nodes = [n if not any(i in renamed for i in n.inputs) else
+                           Node(n.name, n.op_type, tuple(renamed.get(i, i) for i in n.inputs),
+                                n.outputs, n.attrs, n.subgraph) for n in graph.nodes]
         if merged:
             res.note(f"merged {merged} duplicate constant(s) into shared ones; "
                      f"{_kib(res.bytes_saved)} ({res.bytes_saved} bytes) of weight memory saved")

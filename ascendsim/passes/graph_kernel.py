@@ -88,15 +88,15 @@ class _GraphKernelPass(Pass):
             res.refuse(self.pattern, node_name, why)
         for group in part.groups:
             res.matched(self.pattern)
-            fresh = FusionGraph(graph)
-            members = fresh.members(group)
-            why = self.keep(graph, group) or fresh.creates_cycle(members)
+            # check on the current graph (a group committed before may add paths between
+            # others); every commit keeps `fg` up to date
+            why = self.keep(graph, group) or fg.creates_cycle(fg.members(group))
             if why:
                 res.refuse(self.pattern, group[0].name, why)
                 continue
             attrs = {"fusion": "GraphKernel", "pattern": self.pattern,
                      "display_type": "Fused_" + display_type(group, "_")}
-            fuse_nodes(graph, group, attrs, flatten=is_composite)
+            fuse_nodes(graph, group, attrs, flatten=is_composite, fg=fg)
             res.effected(self.pattern)
         return res
 

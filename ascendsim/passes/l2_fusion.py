@@ -74,10 +74,12 @@ def batch_separable(graph: Graph, node: Node, batch: int | None = None,
     return n if leads == {n} and n > 1 else None
 
 
-def chain_graph(graph: Graph, chain: list[Node]) -> Graph:
+def chain_graph(graph: Graph, chain: list[Node], fg: FusionGraph | None = None) -> Graph:
     """The chain alone as a graph: its outside inputs become graph inputs (constants stay
-    constants, lazily), the values it hands on become graph outputs."""
-    fg = FusionGraph(graph)
+    constants, lazily), the values it hands on become graph outputs. `fg`: the caller's
+    current analysis of `graph` (built here when not given)."""
+    if fg is None or fg.graph is not graph:
+        fg = FusionGraph(graph)
     members = fg.members(chain)
     g = Graph(f"{graph.name}:{chain[0].name}")
     produced = {o for n in chain for o in n.outputs if o}
@@ -119,15 +121,17 @@ def _signature(graph: Graph, nodes: list[Node]) -> tuple:
 
 
 def simulated_us(graph: Graph, chain: list[Node], attrs: dict, chip,
-                 memo: dict | None = None) -> tuple[float, float]:
+                 memo: dict | None = None,
+                 fg: FusionGraph | None = None) -> tuple[float, float]:
     """Simulated time of `chain` as it is and as one L2 FusedOp with `attrs` (block detail);
-    `memo` reuses the times of an identical chain (a model's repeated layers)."""
+    `memo` reuses the times of an identical chain (a model's repeated layers); `fg` is the
+    caller's analysis of `graph`."""
     from ..sim import simulate
 
     key = (_signature(graph, chain), attrs["batch_split"], chip)
     if memo is not None and key in memo:
         return memo[key]
-    alone = chain_graph(graph, chain)
+    alone = chain_graph(graph, chain, fg)
     split = alone.copy()
     fuse_nodes(split, list(split.nodes), attrs)
     times = (simulate(alone, chip).time_us, simulate(split, chip).time_us)
@@ -210,7 +214,8 @@ class L2BatchSplitFusionPass(Pass):
             # free; the simulation tells which pays)
             tries = [k] + [d for d in range(k + 1, n + 1) if n % d == 0][:1]
             before_us, after_us, k = min(
-                ((*simulated_us(graph, chain, attrs_for(d), chip, memo), d) for d in tries),
+                ((*simulated_us(graph, chain, attrs_for(d), chip, memo, fg), d)
+                 for d in tries),
                 key=lambda t: t[1])
             attrs = attrs_for(k)
             if after_us >= before_us:
@@ -218,7 +223,7 @@ class L2BatchSplitFusionPass(Pass):
                            f"not faster when simulated: batch {n} as {k} x {n // k} takes "
                            f"{after_us:.1f} us vs {before_us:.1f} us unsplit")
                 continue
-            fuse_nodes(graph, chain, attrs)
+            fuse_nodes(graph, chain, attrs, fg=fg)     # keeps `fg` up to date
             res.effected(self.pattern)
             res.note(f"batch {n} split {k} x {n // k}: {len(inter)} intermediates "
                      f"({sum(sizes.values())} B) through L2; simulated {before_us:.1f} us -> "

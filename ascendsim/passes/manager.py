@@ -25,7 +25,7 @@ from .base import GE, Pass, PassContext, PassResult
 from .dot import write_dot
 from .log import PassLog, PassRecord
 from .switch import FusionSwitch, PassInfo, load_fusion_switch
-from .verify import verify_graph
+from .verify import Verifier, verify_graph
 
 #: GE stage repeats while any pass changes the graph, at most this many rounds (GE re-pass guard)
 GE_MAX_ROUNDS = 10
@@ -141,6 +141,7 @@ class PassManager:
         self.dump_dir = Path(dump_dir) if dump_dir is not None else None
         self.ctx = ctx or PassContext()
         self.enabled_options = dict(enabled_options or {})
+        self._verify = Verifier()
 
     @classmethod
     def default(cls) -> PassManager:
@@ -160,13 +161,14 @@ class PassManager:
     def _run_pass(self, p: Pass, graph: Graph) -> PassResult:
         res = p.run(graph, self.ctx)
         if self.verify:
-            verify_graph(graph, p.name)
+            self._verify(graph, p.name)
         return res
 
     def run(self, graph: Graph) -> OptimizeResult:
         """Optimise a copy of `graph`; the input graph is not changed."""
+        self._verify = Verifier()        # nodes checked in this run (the graph is copied)
         if self.verify:
-            verify_graph(graph, where=f"input graph '{graph.name}': ")
+            self._verify(graph, where=f"input graph '{graph.name}': ")
         g = graph.copy()
         log = PassLog(graph_id=self.ctx.graph_id)
         if self.switch.source != "defaults":

@@ -5,7 +5,11 @@ Note on the algorithm
 This module only *decides* groups; the fusion passes (`ub_fusion`, `graph_kernel`, `l2_fusion`)
 *commit* them with `ub_fusion.fuse_nodes`. The split follows TVM's GraphPartitioner /
 FuseMutator: analysis first, on an indexed forward graph (`FusionGraph`: nodes in topological
-order, producers, readers, graph outputs), then one rewrite per accepted group.
+order, producers, readers, graph outputs), then one rewrite per accepted group. Each rewrite
+updates that analysis in place (`FusionGraph.commit`: the members become holes, the fused node
+takes the last member's index), so a pass that commits k groups over n nodes costs about
+n + k * (group size), not k * n; only a commit that breaks the topological order (a value of
+the group read between its members) re-sorts the graph, exactly as `Graph.toposort` would.
 
 Two shapes of group are found here:
 
@@ -49,6 +53,8 @@ compile-time parameters, e.g. a reduce's axes, not data).
 
 from __future__ import annotations
 
+from bisect import insort
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
@@ -158,13 +164,24 @@ def in_topological_order(graph: Graph) -> bool:
 
 
 class FusionGraph:
-    """Indexed forward graph: nodes in topological order, producers and readers of values."""
+    """Indexed forward graph: nodes in topological order, producers and readers of values.
+
+    A fusion pass commits groups into the same analysis (`commit`): the group's members become
+    holes (None) and the fused node takes the last member's index, so indices stay topological
+    positions and a commit costs the size of the group and its neighbourhood, not the graph.
+    """
 
     def __init__(self, graph: Graph) -> None:
         if not in_topological_order(graph):
             graph.toposort()
         self.graph = graph
-        self.nodes: list[Node] = list(graph.nodes)
+        #: how many times `resort` re-ordered the graph (a scan over `nodes` restarts then)
+        self.resorts = 0
+        self._build()
+
+    def _build(self) -> None:
+        graph = self.graph
+        self.nodes: list[Node | None] = list(graph.nodes)
         self.index: dict[str, int] = {n.name: i for i, n in enumerate(self.nodes)}
         self.producer: dict[str, int] = {o: i for i, n in enumerate(self.nodes)
                                          for o in n.outputs if o}
@@ -175,9 +192,86 @@ class FusionGraph:
                     readers.setdefault(v, []).append(i)
         self.readers = readers
         self.graph_outputs = set(graph.outputs)
-        self.succ: list[list[int]] = [sorted({r for o in n.outputs if o
-                                              for r in readers.get(o, [])})
-                                      for n in self.nodes]
+        self.succ: list[list[int]] = [self._succ_of(n) for n in self.nodes]
+        #: constants nothing reads (removed by the next commit, as a full sweep would)
+        self.dead_consts: list[str] = [c for c in graph.constants
+                                       if c not in readers and c not in self.graph_outputs]
+
+    def _succ_of(self, n: Node) -> list[int]:
+        readers = self.readers
+        if len(n.outputs) == 1:      # a readers list is already sorted and duplicate-free
+            return list(readers.get(n.outputs[0], ())) if n.outputs[0] else []
+        return sorted({r for o in n.outputs if o for r in readers.get(o, ())})
+
+    def resort(self) -> None:
+        """Re-order the graph exactly as `Graph.toposort` does (Kahn's algorithm, ready nodes
+        first-in first-out, a node's readers in current order), from the index instead of
+        re-reading every value name, then re-index."""
+        live = [i for i, n in enumerate(self.nodes) if n is not None]
+        if any(not o for i in live for o in self.nodes[i].outputs):
+            # an empty output name is a value to Graph.toposort: let it decide
+            self.graph.nodes = [self.nodes[i] for i in live]
+            self.graph.toposort()
+        else:
+            producer = self.producer
+            pending = {i: len({producer[v] for v in self.nodes[i].inputs if v in producer})
+                       for i in live}
+            ready = deque(i for i in live if pending[i] == 0)
+            out: list[int] = []
+            while ready:
+                cur = ready.popleft()
+                out.append(cur)
+                for u in self.succ[cur]:
+                    pending[u] -= 1
+                    if pending[u] == 0:
+                        ready.append(u)
+            self.graph.nodes = [self.nodes[i] for i in live]
+            if len(out) != len(live):
+                self.graph.toposort()       # raises the GraphError naming the cycle
+            self.graph.nodes = [self.nodes[i] for i in out]
+        self.resorts += 1
+        self._build()
+
+    def live_nodes(self) -> list[Node]:
+        """The nodes in order, without the holes left by commits."""
+        return [n for n in self.nodes if n is not None]
+
+    def commit(self, group: set[int], fused: Node) -> bool:
+        """Record that `group` was replaced by `fused` at the index of its last member.
+        Returns whether the order is still topological (a reader of a fused output between
+        the group's members would now come before it); when not, the caller re-sorts."""
+        pos = max(group)
+        old = [self.nodes[i] for i in sorted(group)]
+        touched: set[str] = set()
+        for i, n in zip(sorted(group), old):
+            del self.index[n.name]
+            self.nodes[i] = None
+            self.succ[i] = []
+            for o in n.outputs:
+                if o and self.producer.get(o) == i:
+                    del self.producer[o]
+            for v in dict.fromkeys(n.inputs):
+                if v:
+                    rs = self.readers[v]
+                    rs.remove(i)
+                    touched.add(v)
+        self.nodes[pos] = fused
+        self.index[fused.name] = pos
+        for o in fused.outputs:
+            if o:
+                self.producer[o] = pos
+        for v in dict.fromkeys(fused.inputs):
+            if v:
+                insort(self.readers.setdefault(v, []), pos)
+                touched.add(v)
+        for v in touched:
+            if not self.readers.get(v):
+                self.readers.pop(v, None)
+        # successor lists of the producers whose readers changed, and of the fused node
+        for p in {self.producer[v] for v in touched if v in self.producer}:
+            self.succ[p] = self._succ_of(self.nodes[p])
+        self.succ[pos] = self._succ_of(fused)
+        return all(r > pos for o in fused.outputs if o for r in self.readers.get(o, ()))
 
     def users(self, value: str) -> list[Node]:
         return [self.nodes[i] for i in self.readers.get(value, [])]
@@ -404,7 +498,7 @@ def connected_groups(fg: FusionGraph, candidate: Callable[[Node], bool], max_ops
         return i
 
     for i, n in enumerate(fg.nodes):
-        if candidate(n):
+        if n is not None and candidate(n):
             parent[i], members[i], ops[i] = i, {i}, size(n)
     part = Partition()
     for c in sorted(parent):

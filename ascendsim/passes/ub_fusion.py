@@ -29,7 +29,7 @@ static-only); AI CPU ops (e.g. Pow) and views never join a UB group.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 
 from ..ir.graph import Graph, Node
 from ..ir.registry import Category, Unit
@@ -42,7 +42,6 @@ from .partition import (
     check_ub,
     connected_groups,
     data_inputs,
-    in_topological_order,
     is_elementwise,
     is_scalar_const,
     opdef,
@@ -84,8 +83,19 @@ def _flat(node: Node) -> list[Node]:
     return [m for n in node.subgraph.nodes for m in _flat(n)]
 
 
+class _Taken(Container[str]):
+    """Node names a fresh name must avoid, as a membership test (no set of the whole graph)."""
+
+    def __init__(self, test: Callable[[str], bool]) -> None:
+        self._test = test
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self._test(key)
+
+
 def fuse_nodes(graph: Graph, nodes: Sequence[Node], attrs: dict, name: str | None = None,
-               flatten: Callable[[Node], bool] = lambda n: False) -> Node:
+               flatten: Callable[[Node], bool] = lambda n: False,
+               fg: FusionGraph | None = None) -> Node:
     """Replace `nodes` by one FusedOp node (the FuseMutator side of the partition).
 
     The subgraph holds the original nodes (the subgraph of a node for which `flatten` is true
@@ -94,8 +104,13 @@ def fuse_nodes(graph: Graph, nodes: Sequence[Node], attrs: dict, name: str | Non
     compile-time parameters (`needs_const_inputs`): those move inside. Its outputs are the
     values read outside the group or graph outputs. Value names are kept; the fused node takes
     the place of the group's last member in the node order.
+
+    `fg`: the pass's current analysis of `graph`; it is updated in place (`FusionGraph.commit`)
+    so a pass committing many groups does not re-index the whole graph per group. When the
+    commit broke the topological order the graph is re-sorted (`FusionGraph.resort`).
     """
-    fg = FusionGraph(graph)
+    if fg is None or fg.graph is not graph:
+        fg = FusionGraph(graph)
     group = fg.members(nodes)
     order = [fg.nodes[i] for i in sorted(group)]
     outputs = fg.outputs_of(group)
@@ -135,20 +150,27 @@ def fuse_nodes(graph: Graph, nodes: Sequence[Node], attrs: dict, name: str | Non
     sub.nodes = list(inner)
     sub.toposort()
     gone = {n.name for n in order}
-    last = max(i for i, n in enumerate(graph.nodes) if n.name in gone)
-    after = [n for n in graph.nodes[last + 1:]]
-    graph.nodes = [n for n in graph.nodes[:last] if n.name not in gone]
     for n in order:
         for o in n.outputs:
             if o and o not in outputs:
                 graph.values.pop(o, None)
-    fused = graph.add_fused(sub, attrs, name=name or graph.fresh_node_name(
-        attrs.get("display_type") or "Fused"))
-    graph.nodes.extend(after)          # the fused node sits where its last member was
-    if not in_topological_order(graph):
-        graph.toposort()
-    read = {i for n in graph.nodes for i in n.inputs} | set(graph.outputs)
-    for c in [c for c in graph.constants if c not in read]:
+    if name is None:
+        index = fg.index
+        name = graph._fresh(attrs.get("display_type") or "Fused",
+                            _Taken(lambda k: k in index and k not in gone))
+    fused = graph.add_fused(sub, attrs, name=name)
+    # the fused node sits where its last member was; the order can only break there (a
+    # reader of one of its outputs placed between the members); constants can only die
+    # where the members read them
+    in_order = fg.commit(group, fused)
+    graph.nodes = fg.live_nodes()
+    if not in_order:
+        fg.resort()
+    dead = [*fg.dead_consts, *(v for n in order for v in n.inputs
+                               if v in graph.constants and v not in fg.readers
+                               and v not in fg.graph_outputs)]
+    fg.dead_consts = []
+    for c in dict.fromkeys(dead):
         del graph.constants[c]
         graph.values.pop(c, None)
     return fused
@@ -189,10 +211,15 @@ class UbFusionPass(Pass):
         # anchors tried, and nodes that matched nothing (fusing never makes a match possible:
         # a fused node is opaque to every UB pattern)
         skip: set[str] = set()
+        fg = FusionGraph(graph)
+        # After a commit the scan goes on from the anchor: every node before it was tried
+        # already, and the fused node takes an index after it (see FusionGraph.commit). Only
+        # when the commit re-sorted the graph does the scan restart from the top.
+        start = 0
         while True:
-            fg = FusionGraph(graph)
-            for node in fg.nodes:
-                if node.name in skip:
+            for pos in range(start, len(fg.nodes)):
+                node = fg.nodes[pos]
+                if node is None or node.name in skip:
                     continue
                 skip.add(node.name)
                 group = self.match(fg, node, rules)
@@ -210,8 +237,10 @@ class UbFusionPass(Pass):
                     if not dec:
                         res.refuse(self.pattern, node.name, dec.why)
                         continue
-                fuse_nodes(graph, group, self.attrs(group))
+                resorts = fg.resorts
+                fused = fuse_nodes(graph, group, self.attrs(group), fg=fg)
                 res.effected(self.pattern)
+                start = 0 if fg.resorts != resorts else min(pos, fg.index[fused.name])
                 break
             else:
                 return res
@@ -353,13 +382,13 @@ class AutomaticUbFusion(UbFusionPass):
             res.refuse(self.pattern, node_name, why)
         for group in part.groups:
             res.matched(self.pattern)
-            # re-read the graph: a group committed before may add paths between others
-            fresh = FusionGraph(graph)
-            dec = self.check(fresh, [fresh.nodes[fresh.index[n.name]] for n in group], chip)
+            # check on the current graph: a group committed before may add paths between
+            # others (`fg` is kept up to date by every commit)
+            dec = self.check(fg, [fg.nodes[fg.index[n.name]] for n in group], chip)
             if not dec:
                 res.refuse(self.pattern, group[0].name, dec.why)
                 continue
-            fuse_nodes(graph, group, self.attrs(group))
+            fuse_nodes(graph, group, self.attrs(group), fg=fg)
             res.effected(self.pattern)
         return res
 

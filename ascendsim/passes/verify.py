@@ -5,6 +5,12 @@ in topological order, hence acyclic), graph outputs produced, each node's output
 dtypes equal to a fresh shape inference, and fused nodes intact (their subgraph's inputs and
 outputs are the node's, with the same shapes, and the subgraph itself verifies). A failure is a
 GraphError that names the pass that broke the graph and the node at fault.
+
+Run after every pass of a 10k-node graph, full shape inference each time would dominate
+`optimize`; a `Verifier` therefore remembers the nodes it has checked: a node that is the
+same object, reading and writing the same Value objects and the same constant data as when it
+last passed, infers the same (inference is a pure function of those), so only nodes a pass
+created or re-wired are re-inferred. The structural checks stay whole-graph (they are linear).
 """
 
 from __future__ import annotations
@@ -13,14 +19,17 @@ from ..errors import AscendSimError, GraphError
 from ..ir.graph import Graph, Node
 from ..ir.registry import get_op
 from ..ir.tensor import dtype_name
-from .shapes import accepts, infer_node
+from .shapes import LOOP_OPS, accepts, infer_node
+
+#: id(node) -> the objects its last successful inference check depended on
+_Memo = dict[int, tuple]
 
 
 def _fail(where: str, msg: str) -> GraphError:
     return GraphError(f"{where}{msg}")
 
 
-def _check_fused(graph: Graph, node: Node, where: str) -> None:
+def _check_fused(graph: Graph, node: Node, where: str, memo: _Memo | None = None) -> None:
     sub = node.subgraph
     if sub is None:
         raise _fail(where, f"fused node '{node.name}' has no subgraph")
@@ -37,11 +46,44 @@ def _check_fused(graph: Graph, node: Node, where: str) -> None:
                                                                             outer.dtype):
             raise _fail(where, f"fused node '{node.name}': boundary value '{name}' is "
                                f"{inner} inside and {outer} outside")
-    verify_graph(sub, where=f"{where}subgraph of '{node.name}': ")
+    _verify(sub, f"{where}subgraph of '{node.name}': ", memo)
+
+
+def _signature(graph: Graph, node: Node) -> tuple:
+    """What the inference of `node` depends on, as objects compared by identity."""
+    return (node, node.attrs, *(graph.values.get(i) if i else None for i in node.inputs),
+            *(graph.constants.get(i) if i else None for i in node.inputs),
+            *(graph.values[o] for o in node.outputs if o))
+
+
+def _unchanged(memo: _Memo | None, graph: Graph, node: Node) -> bool:
+    """Whether `node` passed the inference check before with the same inputs and outputs."""
+    if memo is None or node.op_type in LOOP_OPS:
+        return False
+    old = memo.get(id(node))
+    if old is None:
+        return False
+    sig = _signature(graph, node)
+    return len(old) == len(sig) and all(a is b for a, b in zip(old, sig))
 
 
 def verify_graph(graph: Graph, pass_name: str | None = None, where: str = "") -> None:
     """Raise GraphError when `graph` is malformed; `pass_name` is named as the culprit."""
+    _verify(graph, where, None, pass_name)
+
+
+class Verifier:
+    """`verify_graph` with a memory of the nodes already checked (see the module note); one
+    per optimisation run, called after every pass."""
+
+    def __init__(self) -> None:
+        self._memo: _Memo = {}
+
+    def __call__(self, graph: Graph, pass_name: str | None = None, where: str = "") -> None:
+        _verify(graph, where, self._memo, pass_name)
+
+
+def _verify(graph: Graph, where: str, memo: _Memo | None, pass_name: str | None = None) -> None:
     if pass_name:
         where = f"pass '{pass_name}' broke graph '{graph.name}': "
     defined = set(graph.inputs) | set(graph.constants)
@@ -67,13 +109,17 @@ def verify_graph(graph: Graph, pass_name: str | None = None, where: str = "") ->
             defined.add(o)
         get_op(node.op_type, node.name)
         if node.subgraph is not None:
-            _check_fused(graph, node, where)
+            _check_fused(graph, node, where, memo)
+            continue
+        if _unchanged(memo, graph, node):
             continue
         try:
             specs = infer_node(graph, node)
             recorded = [(tuple(graph.values[o].shape), graph.values[o].dtype)
                         for o in node.outputs if o]
             if accepts(graph, node, recorded, specs):
+                if memo is not None and node.op_type not in LOOP_OPS:
+                    memo[id(node)] = _signature(graph, node)
                 continue
         except AscendSimError as exc:
             raise _fail(where, str(exc)) from None
@@ -88,4 +134,4 @@ def verify_graph(graph: Graph, pass_name: str | None = None, where: str = "") ->
             raise _fail(where, f"graph output '{o}' is not produced")
 
 
-__all__ = ["verify_graph"]
+__all__ = ["verify_graph", "Verifier"]
