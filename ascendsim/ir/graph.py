@@ -78,8 +78,10 @@ class Graph:
             if name not in taken:
                 return name
 
-    def fresh_node_name(self, base: str) -> str:
-        return self._fresh(base, self._node_names())
+    def fresh_node_name(self, base: str, taken: Container[str] | None = None) -> str:
+        """`base_<n>` not yet used; `taken` replaces the node-name set when the caller keeps
+        its own index of names (a pass rewriting a large graph)."""
+        return self._fresh(base, self._node_names() if taken is None else taken)
 
     def fresh_value_name(self, base: str) -> str:
         return self._fresh(base, self.values)

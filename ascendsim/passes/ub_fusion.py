@@ -156,8 +156,8 @@ def fuse_nodes(graph: Graph, nodes: Sequence[Node], attrs: dict, name: str | Non
                 graph.values.pop(o, None)
     if name is None:
         index = fg.index
-        name = graph._fresh(attrs.get("display_type") or "Fused",
-                            _Taken(lambda k: k in index and k not in gone))
+        name = graph.fresh_node_name(attrs.get("display_type") or "Fused",
+                                     _Taken(lambda k: k in index and k not in gone))
     fused = graph.add_fused(sub, attrs, name=name)
     # the fused node sits where its last member was; the order can only break there (a
     # reader of one of its outputs placed between the members); constants can only die
