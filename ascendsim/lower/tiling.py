@@ -244,7 +244,7 @@ def gemm_tiling(chip, spec: GemmSpec, op: str) -> GemmTiling:
 
 
 class _NoFit(Exception):
-    pass
+    """No tile shape fits the buffers (turned into a SimulationError naming them)."""
 
 
 @functools.lru_cache(maxsize=4096)

@@ -13,6 +13,7 @@ Most rewrites follow one skeleton, `RewritePass`: find a candidate anchored at a
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -143,7 +144,7 @@ class PassContext:
     options: dict[str, Any] = field(default_factory=dict)
 
 
-class Pass:
+class Pass(ABC):
     """One optimisation. Subclasses set the class attributes and implement `run`."""
 
     name: ClassVar[str] = ""
@@ -152,8 +153,9 @@ class Pass:
     default_on: ClassVar[bool] = True      # CANN has default-off passes (SoftmaxSmallOp...)
     disableable: ClassVar[bool] = True     # AABiasaddConvFusion cannot be switched off
 
-    def run(self, graph: Graph, ctx: PassContext) -> PassResult:   # pragma: no cover
-        raise NotImplementedError
+    @abstractmethod
+    def run(self, graph: Graph, ctx: PassContext) -> PassResult:
+        """Rewrite `graph` in place and report what matched and what took effect."""
 
     def new_result(self) -> PassResult:
         res = PassResult(self.name, self.group)
@@ -186,14 +188,16 @@ class RewritePass(Pass):
 
     pattern: ClassVar[str] = ""
 
+    @abstractmethod
     def match(self, graph: Graph, node: Node, view: GraphView) -> Match | None:
-        raise NotImplementedError
+        """The pattern rooted at `node`, or None."""
 
     def check(self, graph: Graph, m: Match, view: GraphView, ctx: PassContext) -> Decision:
         return YES
 
+    @abstractmethod
     def rewrite(self, graph: Graph, m: Match, view: GraphView, ctx: PassContext) -> None:
-        raise NotImplementedError
+        """Apply the rewrite of an accepted match."""
 
     def run(self, graph: Graph, ctx: PassContext) -> PassResult:
         from .rewrite import GraphView

@@ -27,6 +27,8 @@ Merged composites are flattened, so a composite's subgraph holds original ops on
 
 from __future__ import annotations
 
+from abc import abstractmethod
+
 from ..ir.graph import Graph, Node
 from ..ir.registry import Unit
 from .base import GRAPH_KERNEL, Pass, PassContext, PassResult
@@ -68,8 +70,9 @@ class _GraphKernelPass(Pass):
     group = GRAPH_KERNEL
     pattern = ""
 
+    @abstractmethod
     def candidate(self, graph: Graph, node: Node) -> bool:
-        raise NotImplementedError
+        """Whether `node` may join a composite in this stage."""
 
     def may_merge(self, a: list[Node], b: list[Node]) -> bool:
         return True

@@ -29,6 +29,7 @@ static-only); AI CPU ops (e.g. Pow) and views never join a UB group.
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Callable, Container, Sequence
 
 from ..ir.graph import Graph, Node
@@ -184,7 +185,9 @@ class UbFusionPass(Pass):
     pattern: str = ""
 
     def match(self, fg: FusionGraph, node: Node, rules: UbRules) -> list[Node] | None:
-        raise NotImplementedError
+        """The group anchored at `node` under `rules`, or None. The per-anchor scan of `run`
+        calls it; a pass with its own `run` (AutomaticUbFusion) leaves it matching nothing."""
+        return None
 
     def last_values(self, group: list[Node]) -> set[str]:
         """Values the group may hand outside (the chain's last value)."""
@@ -293,8 +296,9 @@ class _AnchoredPass(UbFusionPass):
 
     anchor: Category = Category.REDUCE
 
+    @abstractmethod
     def limits(self, rules: UbRules) -> tuple[int, int, int]:
-        raise NotImplementedError
+        """(ops before the anchor, ops after it, total) allowed by `rules`."""
 
     def match(self, fg: FusionGraph, node: Node, rules: UbRules) -> list[Node] | None:
         pre_max, post_max, total = self.limits(rules)
