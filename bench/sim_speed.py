@@ -18,14 +18,13 @@ Rows:
 from __future__ import annotations
 
 import argparse
-import csv
 import time
-from pathlib import Path
+
+from scalesim_layers import ConvLayer, conv_graph, resnet50_conv_layers
 
 import ascendsim as asim
 from ascendsim.sim import simulate
 
-REF = Path("/work/shared/reference/scalesim")
 #: SCALE-Sim 3.0.0 wall time on all 53 layers, seconds (reference/scalesim/README.md)
 SCALESIM_S = {"16x16": 1890.0, "32x32": 837.0, "64x64": 419.0, "128x128": 272.0}
 
@@ -42,30 +41,12 @@ def _row(name, res, wall, note=""):
             f"{res.time_us:11.1f}", note)
 
 
-def _layers():
-    with (REF / "resnet50_v1.5_conv.csv").open() as f:
-        rows = list(csv.reader(f))[1:]
-    out = []
-    for r in rows:
-        name, *dims = [c.strip() for c in r[:8]]
-        out.append((name, *(int(d) for d in dims)))
-    return out
+def _layers() -> list[ConvLayer]:
+    return resnet50_conv_layers()
 
 
-def _conv_graph(layers, batch: int) -> asim.Graph:
-    """The conv layers as independent convs of one graph (SCALE-Sim's padding is already
-    folded into the IFMAP sizes)."""
-    g = asim.Graph("resnet50_conv_layers")
-    for i, (name, h, w, kh, kw, c, k, s) in enumerate(layers):
-        x = g.input(f"x{i}", (batch, c, h, w), "float16")
-        y = g.conv(x, g.weight(f"w{i}", (k, c, kh, kw), "float16"), strides=[s, s],
-                   name=name)
-        g.output(y)
-    return g
-
-
-def _one_conv(layer, batch: int) -> asim.Graph:
-    return _conv_graph([layer], batch)
+def _one_conv(layer: ConvLayer, batch: int) -> asim.Graph:
+    return conv_graph([layer], batch)
 
 
 def speed_table(quick: bool) -> list[tuple]:
@@ -81,11 +62,11 @@ def speed_table(quick: bool) -> list[tuple]:
     res, wall = _timed(lambda: simulate(g, detail="block"))
     rows.append(_row(f"BERT-large fwd L{layers} b{batch} s512 block", res, wall,
                      "target < 10 s (L24 b32)"))
-    layer = next(r for r in _layers() if r[0] == "layer1.0.conv2")
+    layer = next(r for r in _layers() if r.name == "layer1.0.conv2")
     g = _one_conv(layer, 32)
     res, wall = _timed(lambda: simulate(g, detail="tile"))
     rows.append(_row("ResNet-50 layer1.0.conv2 b32 tile", res, wall))
-    g = _conv_graph(_layers(), 1)
+    g = conv_graph(_layers(), 1)
     res, wall = _timed(lambda: simulate(g, detail="block"))
     ratio = SCALESIM_S["128x128"] / wall
     rows.append(_row("53 ResNet-50 conv layers b1 block", res, wall,
@@ -108,7 +89,7 @@ def agreement_table(quick: bool) -> list[tuple]:
         if layer[1:] in seen:
             continue
         seen.add(layer[1:])
-        cases.append((f"conv {layer[0]} b32", _one_conv(layer, 32)))
+        cases.append((f"conv {layer.name} b32", _one_conv(layer, 32)))
         if quick and len(seen) >= 4:
             break
     for e in ([1024, 1 << 20] if quick else [1024, 1 << 16, 1 << 20, 1 << 22, 1 << 26]):
