@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 from collections import defaultdict, deque
-from collections.abc import Container, Sequence
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -358,21 +358,12 @@ class Graph:
             self.values[o] = subgraph.values[o]
         return node
 
-    def _rebound_subgraph(self, n: Node) -> Graph:
-        """A fused node's subgraph with its inputs at this graph's current shapes."""
-        sub = n.subgraph.copy()
-        for outer, inner in zip(n.inputs, sub.inputs):
-            v = self.values[outer]
-            sub.values[inner] = Value(inner, v.shape, v.dtype, sub.values[inner].layout)
-        sub.infer_shapes()
-        return sub
-
     def infer_shapes(self) -> None:
         """Re-run shape inference over every node (after inputs changed shape); a fused
         node's subgraph is re-inferred too, so its boundary stays consistent."""
         for k, n in enumerate(self.nodes):
             if n.subgraph is not None and n.op_type == "FusedOp":
-                sub = self._rebound_subgraph(n)
+                sub = rebound_subgraph(n, self.values)
                 self.nodes[k] = Node(n.name, n.op_type, n.inputs, n.outputs, n.attrs, sub)
                 specs = [(sub.values[o].shape, sub.values[o].dtype) for o in sub.outputs]
             else:
@@ -452,6 +443,25 @@ class Graph:
         return "\n".join(lines)
 
 
+def rebound_subgraph(node: Node, values: Mapping[str, Value]) -> Graph:
+    """A fused node's subgraph with its inputs at the shapes `values` gives the node's input
+    names (shapes re-inferred inside); the stored subgraph itself when nothing changed."""
+    sub = node.subgraph
+    def same(outer: str, inner: str) -> bool:
+        v, w = values.get(outer, sub.values[inner]), sub.values[inner]
+        return (v.shape, v.dtype) == (w.shape, w.dtype)
+
+    if all(same(o, i) for o, i in zip(node.inputs, sub.inputs)):
+        return sub
+    sub = sub.copy()
+    for outer, inner in zip(node.inputs, sub.inputs):
+        if outer in values:
+            v = values[outer]
+            sub.values[inner] = Value(inner, v.shape, v.dtype, sub.values[inner].layout)
+    sub.infer_shapes()
+    return sub
+
+
 def static_shape(value: Value, what: str = "") -> tuple[int, ...]:
     """The shape as ints, or GraphError naming the value when a dim is symbolic."""
     if not all(isinstance(d, int) for d in value.shape):
@@ -460,4 +470,4 @@ def static_shape(value: Value, what: str = "") -> tuple[int, ...]:
     return tuple(value.shape)  # type: ignore[return-value]
 
 
-__all__ = ["Graph", "Node", "Value", "Shape", "static_shape"]
+__all__ = ["Graph", "Node", "Value", "Shape", "rebound_subgraph", "static_shape"]

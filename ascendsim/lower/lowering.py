@@ -59,6 +59,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError, GraphError, SimulationError
+from ..ir.graph import rebound_subgraph
 from ..ir.registry import Category, Unit, VecClass, get_op
 from ..ir.tensor import Value, itemsize
 from .program import ENGINE_AICORE, ENGINE_AICPU, GM, CoreGroup, Phase, Program, Task
@@ -610,7 +611,7 @@ class _Lowering:
                                if k2 not in saved or k2 in sub.outputs}
 
     def fused(self, node) -> None:
-        sub = _current_subgraph(node, self.values)
+        sub = rebound_subgraph(node, self.values)
         kind = node.attrs.get("fusion", "")
         display = node.attrs.get("display_type") or node.op_type
         inner = tuple(n.name for n in sub.nodes)
@@ -647,22 +648,6 @@ def _chunk_values(node, k: int, outer_constants) -> dict[str, Value]:
             sub.values[name] = Value(name, (chunk,) + tuple(v.shape[1:]), v.dtype, v.layout)
     sub.infer_shapes()
     return dict(sub.values)
-
-
-def _current_subgraph(node, values: dict[str, Value]):
-    """A fused node's subgraph with its inputs at the shapes seen now (an L2 chain's batch
-    chunk may be smaller than the graph's), shapes re-inferred; the stored one otherwise."""
-    sub = node.subgraph
-    if all(values.get(o, sub.values[i]).shape == sub.values[i].shape
-           for o, i in zip(node.inputs, sub.inputs)):
-        return sub
-    sub = sub.copy()
-    for outer, inner in zip(node.inputs, sub.inputs):
-        if outer in values:
-            v = values[outer]
-            sub.values[inner] = Value(inner, v.shape, v.dtype, sub.values[inner].layout)
-    sub.infer_shapes()
-    return sub
 
 
 def _has_pipe(phase: Phase, pipe: str) -> bool:
