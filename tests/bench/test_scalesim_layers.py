@@ -13,7 +13,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 import scalesim_layers as sl  # noqa: E402
 
-REF_CSV = Path("/work/shared/reference/scalesim/resnet50_v1.5_conv.csv")
+# the shared reference folder sits beside the repository (as in CI); a user clone may lack it
+REF_CSV = (Path(__file__).resolve().parents[3] / "shared" / "reference" / "scalesim"
+           / "resnet50_v1.5_conv.csv")
 HEADER = ("Layer name, IFMAP Height, IFMAP Width, Filter Height, Filter Width, Channels, "
           "Num Filter, Strides,\n")
 

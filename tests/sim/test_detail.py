@@ -6,8 +6,6 @@ ResNet-50 v1.5 conv layers at batch 32, element-wise and reduce ops of 1K..4M el
 The full set (4096^3, 64M elements) is in bench/sim_speed.py.
 """
 
-import csv
-from pathlib import Path
 
 import pytest
 
@@ -15,7 +13,6 @@ import ascendsim as asim
 from ascendsim.sim import COALESCE_MIN, simulate
 
 TOL = 0.05
-LAYERS = Path("/work/shared/reference/scalesim/resnet50_v1.5_conv.csv")
 
 
 def _agree(g):
@@ -35,28 +32,27 @@ def test_gemm(n):
 
 
 def _resnet_layers():
-    """(name, H, W, kh, kw, C, K, stride) of the distinct ResNet-50 v1.5 conv layers; the
-    SCALE-Sim topology has padding folded into H and W."""
-    if not LAYERS.exists():  # pragma: no cover - the reference folder is part of the setup
-        return [("layer1.0.conv2", 58, 58, 3, 3, 64, 64, 1)]
+    """(name, input shape, weight shape, conv attrs) of the distinct conv layers of the
+    built-in ResNet-50 v1.5 at batch 32."""
+    g = asim.models.resnet50(batch=32)
     seen, out = set(), []
-    with LAYERS.open() as f:
-        rows = list(csv.reader(f))[1:]
-    for row in rows:
-        name, *dims = [c.strip() for c in row[:8]]
-        key = tuple(int(d) for d in dims)
+    for n in g.nodes:
+        if n.op_type != "Conv":
+            continue
+        x, w = g.value(n.inputs[0]).shape, g.value(n.inputs[1]).shape
+        key = (x, w, tuple(n.attrs["strides"]), tuple(n.attrs["pads"]))
         if key not in seen:
             seen.add(key)
-            out.append((name, *key))
+            out.append((n.name, x, w, {"strides": n.attrs["strides"], "pads": n.attrs["pads"]}))
     return out
 
 
 @pytest.mark.parametrize("layer", _resnet_layers(), ids=lambda r: r[0])
 def test_resnet50_conv_layer_batch32(layer):
-    _, h, w, kh, kw, c, k, s = layer
+    _, xshape, wshape, attrs = layer
     g = asim.Graph("conv")
-    x = g.input("x", (32, c, h, w), "float16")
-    g.output(g.conv(x, g.weight("w", (k, c, kh, kw), "float16"), strides=[s, s]))
+    x = g.input("x", xshape, "float16")
+    g.output(g.conv(x, g.weight("w", wshape, "float16"), **attrs))
     _agree(g)
 
 
