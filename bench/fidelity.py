@@ -4,7 +4,7 @@
     python bench/fidelity.py --quick    # smaller sizes, a few seconds
     python bench/fidelity.py --group dma --group mmad   # some groups only
 
-Every row names the figure, its source key in /work/shared/reference/ascend-hardware.md, the
+Every row names the figure, its source key in shared/reference/ascend-hardware.md (beside the repository), the
 published value, the simulated value, their ratio (simulated / published) and a one-line
 comment. Nothing here is tuned to a published number: chip files and model constants are used
 as they are, and a figure that is off is reported with the reason we believe it is off.
