@@ -53,6 +53,7 @@ CPUs) and gives them back when it ends.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import math
 from typing import Any
@@ -281,11 +282,10 @@ class Engine:
         gc_was = gc.isenabled()
         gc.disable()
         try:
-            while True:
-                env.step()
-                n += 1
-        except EmptySchedule:
-            pass
+            with contextlib.suppress(EmptySchedule):   # SimPy's "no events left": done
+                while True:
+                    env.step()
+                    n += 1
         finally:
             if gc_was:
                 gc.enable()
