@@ -32,13 +32,49 @@ def _close(got: np.ndarray, want: np.ndarray, rtol: float = 1e-3) -> None:
     np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * scale)
 
 
+def _softmax_logits(model) -> str | None:
+    """The input of the model's final Softmax, if its only output comes from one."""
+    out = model.graph.output[0].name
+    last = [n for n in model.graph.node if out in n.output]
+    return last[0].input[0] if last and last[0].op_type == "Softmax" else None
+
+
+def _ort_run(model, feeds: dict, names: list[str]) -> list[np.ndarray]:
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    have = {o.name for o in m.graph.output}
+    m.graph.output.extend(onnx.ValueInfoProto(name=n) for n in names if n not in have)
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    sess = ort.InferenceSession(m.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    return sess.run(names, feeds)
+
+
+def _check_output(model, feeds: dict, want: np.ndarray) -> None:
+    """Compare what is well conditioned. A softmax over logits so large that their float32
+    rounding (spacing x sqrt(terms) of the convolution sums, whose order differs between BLAS
+    builds and CPUs) moves the softmax by more than 1% says nothing about the kernels; there the
+    logits are compared, relatively, with onnxruntime's on the same weights and inputs."""
+    g = asim.load_onnx(model)
+    logits = _softmax_logits(model)
+    if logits is not None:
+        g.output(logits)
+    got = execute(g, feeds)
+    if logits is not None:
+        z = got[logits].astype(np.float64)
+        ulp = float(np.spacing(np.float32(np.abs(z).max())))
+        if ulp * np.sqrt(z.shape[-1]) > 0.01:     # exp(error) - 1 > 1%: ill-conditioned
+            (ref,) = _ort_run(model, feeds, [logits])
+            _close(got[logits], ref, rtol=1e-4)
+            return
+    _close(got[g.outputs[0]], want)
+
+
 @pytest.mark.parametrize("path", LIGHT, ids=[os.path.basename(p)[6:-5] for p in LIGHT])
 def test_light_model_matches_shipped_output(path: str) -> None:
     model = onnx.load(path)
     want = numpy_helper.to_array(onnx.load_tensor(path[:-5] + "_output_0.pb"))
-    g = asim.load_onnx(model)
-    got = execute(g, light_feeds(model))[g.outputs[0]]
-    _close(got, want)
+    _check_output(model, light_feeds(model), want)
 
 
 def randomize_weights(model, seed: int = 0):
@@ -94,11 +130,9 @@ def test_light_model_random_weights_match_onnxruntime(path: str) -> None:
     sess = ort.InferenceSession(model.SerializeToString(), opts,
                                 providers=["CPUExecutionProvider"])
     want = sess.run(None, feeds)[0]
-    g = asim.load_onnx(model)
-    got = execute(g, feeds)[g.outputs[0]]
     # the comparison must be informative: outputs are not a constant vector
     assert float(np.std(want)) > 1e-6 * float(np.abs(want).max())
-    _close(got, want)
+    _check_output(model, feeds, want)
 
 
 def _torch_cases() -> list[str]:
