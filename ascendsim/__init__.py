@@ -1,6 +1,6 @@
 """ascendsim: a cycle-approximate simulator of the Huawei Ascend AI Core.
 
-The public surface (see API.md) is listed once in `__all__`; names are imported on first use,
+The public surface (see docs/api.md) is listed once in `__all__`; names are imported on first use,
 so ``import ascendsim`` stays fast and does not compile kernels.
 """
 
@@ -18,17 +18,18 @@ __version__ = "0.1.0"
 # public name -> module that defines it
 _LAZY = {
     "load_onnx": "ascendsim.frontend.onnx",
-    "optimize": "ascendsim.passes",
-    "simulate": "ascendsim.sim",
-    "compare": "ascendsim.sim",
-    "Result": "ascendsim.sim",
+    "optimize": "ascendsim.api",
+    "simulate": "ascendsim.api",
+    "compare": "ascendsim.api",
+    "Result": "ascendsim.api",
     "Comparison": "ascendsim.report",
     "Chip": "ascendsim.hw",
     "chips": "ascendsim.hw",
     "get_chip": "ascendsim.hw",
     "load_chip": "ascendsim.hw",
 }
-_SUBMODULES = ("models", "ir", "passes", "hw", "lower", "sim", "report", "frontend", "kernels")
+_SUBMODULES = ("models", "ir", "passes", "hw", "lower", "sim", "report", "frontend", "kernels",
+               "api")
 
 __all__ = ["AscendSimError", "ConfigError", "GraphError", "SimulationError",
            "UnsupportedOpError", "Graph", "Node", "Value", "execute", *_LAZY, *_SUBMODULES]

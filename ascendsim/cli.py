@@ -25,7 +25,9 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from .api import DEFAULT_CHIP, DEFAULT_DETAIL, DEFAULT_MODE
 from .errors import AscendSimError
+from .hw.names import DETAILS, MODES
 
 EXIT_OK, EXIT_INTERNAL, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -148,17 +150,18 @@ def get_chip(name: str) -> Any:
     return asim.get_chip(name)
 
 
-def _optimize_kwargs(args: argparse.Namespace) -> dict[str, Any] | None:
+def _fusion(args: argparse.Namespace) -> Any:
+    """The `fusion=` value of `asim.simulate` for the command's flags."""
     if getattr(args, "no_fusion", False):
-        if args.fusion_switch:
-            raise BadInput("--no-fusion and --fusion-switch exclude each other")
-        return None
+        if args.fusion_switch or args.graph_kernel:
+            raise BadInput("--no-fusion excludes --fusion-switch and --graph-kernel")
+        return False
     kw: dict[str, Any] = {"graph_kernel": True} if args.graph_kernel else {}
     if args.fusion_switch:
         if not os.path.exists(args.fusion_switch):
             raise BadInput(f"fusion switch file not found: '{args.fusion_switch}'")
         kw["fusion_switch"] = args.fusion_switch
-    return kw
+    return kw or True
 
 
 def _check_out(path: str | None, flag: str) -> None:
@@ -170,16 +173,12 @@ def _check_out(path: str | None, flag: str) -> None:
         raise BadInput(f"{flag}: folder '{folder}' does not exist")
 
 
-def _simulate(graph: Any, chip: Any, optimize: dict[str, Any] | None, detail: str,
-              progress: Progress, mode: str = "sink") -> Any:
+def _simulate(graph: Any, chip: Any, fusion: Any, detail: str, progress: Progress,
+              mode: str) -> Any:
     import ascendsim as asim
 
-    kwargs: dict[str, Any] = {"chip": chip, "optimize": optimize, "detail": detail,
-                              "mode": mode}
-    cb = progress.sim_callback()
-    if cb is not None and "progress" in inspect.signature(asim.simulate).parameters:
-        kwargs["progress"] = cb
-    return asim.simulate(graph, **kwargs)
+    return asim.simulate(graph, chip=chip, fusion=fusion, detail=detail, mode=mode,
+                         progress=progress.sim_callback())
 
 
 # -- commands -------------------------------------------------------------------------------
@@ -190,14 +189,14 @@ def cmd_run(args: argparse.Namespace) -> int:
                        (args.summary, "--summary")):
         _check_out(path, flag)
     chip = get_chip(args.chip)
-    optimize = _optimize_kwargs(args)
+    fusion = _fusion(args)
     progress = Progress(["load", "simulate", "report"], enabled=None if args.progress else False)
     try:
         t0 = time.perf_counter()
         with progress.stage("loading model"):
             graph = load_model(args.model, args.batch)
-        with progress.stage("optimising + simulating" if optimize is not None else "simulating"):
-            res = _simulate(graph, chip, optimize, args.detail, progress, args.mode)
+        with progress.stage("optimising + simulating" if fusion is not False else "simulating"):
+            res = _simulate(graph, chip, fusion, args.detail, progress, args.mode)
         with progress.stage("writing reports"):
             if args.timeline:
                 res.plot_timeline(args.timeline)
@@ -209,8 +208,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     finally:
         progress.close()
     trace = res.trace
-    fused = "as given" if optimize is None else "optimised and fused"
-    print(f"{graph.name} on {chip.name} ({fused}, {args.mode} mode, detail={args.detail}): "
+    print(f"{graph.name} on {chip.name} ({res.fusion}, {args.mode} mode, detail={args.detail}): "
           f"{res.time_us:,.2f} us, {res.cycles:,} cycles, {len(trace.tasks)} tasks "
           f"[simulated in {wall:.2f} s]")
     print()
@@ -240,15 +238,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         with progress.stage("loading model"):
             graph = load_model(args.model, args.batch)
         with progress.stage("simulating unfused + fused"):
-            optimize = _optimize_kwargs(args)
-            if optimize:  # a switch file or graph kernels: the fused run takes them
-                from .report.compare import Comparison
-
-                cmp = Comparison(
-                    _simulate(graph, chip, None, args.detail, progress, args.mode),
-                    _simulate(graph, chip, optimize, args.detail, progress, args.mode))
-            else:
-                cmp = asim.compare(graph, chip=chip, detail=args.detail, mode=args.mode)
+            cmp = asim.compare(graph, chip=chip, fusion=_fusion(args), detail=args.detail,
+                               mode=args.mode)
         with progress.stage("plotting"):
             if args.plot:
                 cmp.plot(args.plot)
@@ -299,16 +290,16 @@ def build_parser() -> argparse.ArgumentParser:
     def common(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("model", metavar="MODEL_OR_ONNX",
                         help="a built-in model (see `ascendsim models`) or an .onnx file")
-        sp.add_argument("--chip", default="ascend910",
-                        help="built-in chip name or a chip .toml file (default ascend910)")
+        sp.add_argument("--chip", default=DEFAULT_CHIP,
+                        help=f"built-in chip name or a chip .toml file (default {DEFAULT_CHIP})")
         sp.add_argument("--batch", type=int, default=None, help="batch size of a built-in model")
         sp.add_argument("--fusion-switch", metavar="FILE", default=None,
                         help="CANN fusion switch JSON file")
         sp.add_argument("--graph-kernel", action="store_true",
                         help="also run graph-kernel fusion (MindSpore enable_graph_kernel)")
-        sp.add_argument("--detail", choices=("block", "tile"), default="block",
+        sp.add_argument("--detail", choices=DETAILS, default=DEFAULT_DETAIL,
                         help="block: coalesced tiles (fast); tile: every tile instruction")
-        sp.add_argument("--mode", choices=("sink", "host"), default="sink",
+        sp.add_argument("--mode", choices=MODES, default=DEFAULT_MODE,
                         help="sink: graph sunk on the device (default); host: op-by-op "
                              "launches from the host")
         sp.add_argument("--no-progress", dest="progress", action="store_false",

@@ -4,8 +4,9 @@
     python bench/fidelity.py --quick    # smaller sizes, a few seconds
     python bench/fidelity.py --group dma --group mmad   # some groups only
 
-Every row names the figure, its source key in shared/reference/ascend-hardware.md (beside the repository), the
-published value, the simulated value, their ratio (simulated / published) and a one-line
+Every row names the figure, its source key in shared/reference/ascend-hardware.md (beside the
+repository), the published value, the simulated value, their ratio (simulated / published) and a
+one-line
 comment. Nothing here is tuned to a published number: chip files and model constants are used
 as they are, and a figure that is off is reported with the reason we believe it is off.
 
@@ -40,6 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import ascendsim as asim
+from ascendsim.api import simulate
 from ascendsim.hw import Chip, get_chip
 from ascendsim.lower.program import (
     ENGINE_AICORE,
@@ -52,7 +54,6 @@ from ascendsim.lower.program import (
     Task,
 )
 from ascendsim.lower.tiling import gm_read, gm_write, local_move
-from ascendsim.sim import simulate
 from ascendsim.sim.engine import Engine
 
 #: the GEMM sizes of TORCHPERF-910B2 (fp16 TFLOPS, torch.matmul of two n x n matrices)
@@ -160,8 +161,8 @@ def gemm_rows(quick: bool) -> list[Row]:
     rows = []
     for n in ((2048, 4096) if quick else tuple(TORCHPERF_FP16)):
         flop = 2 * n ** 3
-        one = simulate(_matmul_chain(n, 1), chip, mode="host")
-        many = simulate(_matmul_chain(n, 1 + GEMM_CHAIN), chip, mode="host")
+        one = simulate(_matmul_chain(n, 1), chip, mode="host", fusion=False)
+        many = simulate(_matmul_chain(n, 1 + GEMM_CHAIN), chip, mode="host", fusion=False)
         per_op = (many.cycles - one.cycles) / GEMM_CHAIN
         tflops = flop / chip.seconds(per_op) / 1e12
         kernel = many.trace.task(f"mm{GEMM_CHAIN}")
@@ -200,7 +201,7 @@ def hbm_rows(quick: bool) -> list[Row]:
 
     def build(g):
         g.output(g.relu(g.input("x", (n,), "float16"), name="copy"))
-    res = simulate(_graph("hbm_probe", build), chip)
+    res = simulate(_graph("hbm_probe", build), chip, fusion=False)
     t = res.trace.task("copy")
     ddr = t.traffic.get(("DDR", "read"), 0) + t.traffic.get(("DDR", "write"), 0)
     gbs = ddr / chip.seconds(t.duration) / 1e9
@@ -310,7 +311,7 @@ def mmad_rows(quick: bool) -> list[Row]:
             a = g.input("a", (m, k), "float16")
             b = g.input("b", (k, n), "float16")
             g.output(g.matmul(a, b, name="mm"))
-        res = simulate(_graph("mmad", build), chip, detail="tile")
+        res = simulate(_graph("mmad", build), chip, detail="tile", fusion=False)
         busy = pipe_busy(res, "mm", "M")
         count = sum(iv.count for iv in res.trace.intervals
                     if iv.pipe == "M" and iv.op == "mm" and iv.core == 0)
@@ -369,7 +370,7 @@ def vector_rows(quick: bool) -> list[Row]:
     nbytes = 16 * 1024
     for label, op, dtype, pub, why in MSKPP_VECTOR:
         n = nbytes // (2 if dtype == "float16" else 4)
-        res = simulate(_vector_op(op, dtype, n), chip, detail="tile")
+        res = simulate(_vector_op(op, dtype, n), chip, detail="tile", fusion=False)
         sim = nbytes / pipe_busy(res, "op", "V")
         c = ("calibration: the chip's vector rate for this class is this figure"
              if abs(sim / pub - 1) < 0.05 or not why else why)
@@ -377,7 +378,7 @@ def vector_rows(quick: bool) -> list[Row]:
                         pub, sim, "B/cycle", c))
     for repeats, pub in ((1, 3.04), (16, 16.04)):
         n = repeats * 64           # one repeat = 256 B = 64 fp32
-        res = simulate(_vector_op("add_scalar", "float32", n), chip, detail="tile")
+        res = simulate(_vector_op("add_scalar", "float32", n), chip, detail="tile", fusion=False)
         sim = float(pipe_busy(res, "op", "V"))
         c = (f"calibration: vector_min_cycles = {chip.vector_min_cycles:g} from this table"
              if repeats == 1 else "calibration: the unary rate (vadds runs at it), 256 B a "
@@ -398,7 +399,7 @@ def host_rows(quick: bool) -> list[Row]:
         for i in range(count):
             x = g.add(x, x, name=f"add{i}")
         g.output(x)
-    res = simulate(_graph("host_launch", build), chip, mode="host")
+    res = simulate(_graph("host_launch", build), chip, mode="host", fusion=False)
     launches = [iv for iv in res.trace.intervals if iv.pipe == "HOST"]
     per = sum(iv.duration for iv in launches) / len(launches)
     return [Row("host", "910 aclnn element-wise add, host enqueue per op", "POCKETLLM",
@@ -421,12 +422,12 @@ def seed003_rows(quick: bool) -> list[Row]:
     Pow moved from the AI CPU to the AI Core as Mul is far faster."""
     chip = get_chip("ascend310")
     rows = []
-    base = simulate(_conv(64), chip).trace.task("conv")
+    base = simulate(_conv(64), chip, fusion=False).trace.task("conv")
     thr64 = base.flops / base.duration
     cs = (60,) if quick else tuple(range(49, 64))
     gains = []
     for c in cs:
-        t = simulate(_conv(c), chip).trace.task("conv")
+        t = simulate(_conv(c), chip, fusion=False).trace.task("conv")
         gains.append(thr64 / (t.flops / t.duration))
     gain = sum(gains) / len(gains)
     span = f"C={cs[0]}" if len(cs) == 1 else f"mean over C={cs[0]}..{cs[-1]}"
@@ -443,8 +444,8 @@ def seed003_rows(quick: bool) -> list[Row]:
     def ml(g):
         x = g.input("x", (n,), "float16")
         g.output(g.mul(x, x, name="op"))
-    p = simulate(_graph("pow", pw), chip).trace.task("op")
-    m = simulate(_graph("mul", ml), chip).trace.task("op")
+    p = simulate(_graph("pow", pw), chip, fusion=False).trace.task("op")
+    m = simulate(_graph("mul", ml), chip, fusion=False).trace.task("op")
     rows.append(Row("seed003", "310 Pow(x,2) on AI CPU vs Mul(x,x) on AI Core, 1M fp16",
                     "seed 003", "'far faster'", None, p.duration / m.duration, "x",
                     f"no number published; AI CPU figures are all G (launch "
@@ -470,9 +471,9 @@ def graph_kernel_rows(quick: bool) -> list[Row]:
     layers, batch, seq = (1, 2, 128) if quick else (8, 32, 512)
     g = asim.models.bert_training_step(batch=batch, seq_len=seq, layers=layers)
     chip = "ascend910"
-    unfused = simulate(g, chip)
-    default = simulate(g, chip, optimize={})
-    gk = simulate(g, chip, optimize={"graph_kernel": True})
+    unfused = simulate(g, chip, fusion=False)
+    default = simulate(g, chip, fusion=True)
+    gk = simulate(g, chip, fusion={"graph_kernel": True})
     gain = 100 * (1 - gk.cycles / default.cycles)
     size = f"{layers} layer(s), batch {batch}, seq {seq}"
     fewer = len(default.trace.tasks) - len(gk.trace.tasks)

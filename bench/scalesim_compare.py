@@ -16,8 +16,9 @@ interpreter with scalesim is found, or for the 53-layer set on a loaded machine,
 SCALE-Sim's figures measured earlier on a 2-core machine, labelled "reference measurement, not run".
 
 ascendsim simulates the same layers as one graph of independent fp16 convs on a 32-core Ascend
-910 (`simulate(graph, chip="ascend910", detail=...)`), in block and tile detail, in this
-process (after a one-layer warm-up; graph build included) and once as a whole fresh process.
+910 (`simulate(graph, chip="ascend910", detail=..., fusion=False)`), in block and tile
+detail, in this process (after a one-layer warm-up; graph build included) and once as a
+whole fresh process.
 
 The two simulators model different machines (SCALE-Sim: one systolic array with its SRAMs and
 a DRAM interface; ascendsim: 32 AI Cores with a 16x16x16 cube each, L2/HBM, format
@@ -51,9 +52,9 @@ from scalesim_layers import (
     write_topology,
 )
 
+from ascendsim.api import simulate
 from ascendsim.errors import ConfigError
 from ascendsim.hw import get_chip
-from ascendsim.sim import simulate
 
 CHIP = "ascend910"
 SETS = ("first5", "all")
@@ -243,7 +244,7 @@ class AscendRun:
 def run_ascendsim(layers: list[ConvLayer], detail: str, chip=CHIP) -> AscendRun:
     t0, c0 = time.perf_counter(), time.process_time()
     g = conv_graph(layers)
-    res = simulate(g, chip=chip, detail=detail)
+    res = simulate(g, chip=chip, detail=detail, fusion=False)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     names = {layer.name for layer in layers}
     conv = sum(t.duration for t in res.trace.tasks if t.op_name in names)
@@ -270,7 +271,7 @@ def one_core_cube(layers: list[ConvLayer]) -> tuple[int, int, int]:
     the ideal once every GEMM dimension is padded to the cube's fractal (C0 = 16: conv1's 3
     input channels cost like 16)."""
     chip = get_chip(CHIP).replace(ai_cores=1)
-    res = simulate(conv_graph(layers), chip=chip, detail="block")
+    res = simulate(conv_graph(layers), chip=chip, detail="block", fusion=False)
     names = {layer.name for layer in layers}
     m = sum(t.pipe_cycles.get("M", 0) for t in res.trace.tasks if t.op_name in names)
     macs_per_cycle = chip.flops_per_cycle("float16") // 2
@@ -302,7 +303,7 @@ def _load() -> str:
 
 def _child(topology: str, detail: str) -> None:
     layers = read_topology(topology)
-    res = simulate(conv_graph(layers), chip=CHIP, detail=detail)
+    res = simulate(conv_graph(layers), chip=CHIP, detail=detail, fusion=False)
     print(json.dumps({"cycles": res.cycles, "events": res.events}))
 
 

@@ -23,7 +23,7 @@ import time
 from scalesim_layers import ConvLayer, conv_graph, resnet50_conv_layers
 
 import ascendsim as asim
-from ascendsim.sim import simulate
+from ascendsim.api import simulate
 
 #: SCALE-Sim 3.0.0 wall time on all 53 layers, seconds (reference/scalesim/README.md)
 SCALESIM_S = {"16x16": 1890.0, "32x32": 837.0, "64x64": 419.0, "128x128": 272.0}
@@ -53,26 +53,26 @@ def speed_table(quick: bool) -> list[tuple]:
     rows = []
     batch = 8 if quick else 32
     g = asim.models.resnet50(batch=batch)
-    res, wall = _timed(lambda: simulate(g, detail="block"))
+    res, wall = _timed(lambda: simulate(g, detail="block", fusion=False))
     rows.append(_row(f"ResNet-50 fwd b{batch} block", res, wall, "target < 5 s (b32)"))
     layers = 4 if quick else 24
     g = asim.models.bert_large(batch=batch, seq_len=512) if not quick else \
         asim.models.bert(batch=batch, seq_len=512, layers=layers, hidden=1024, heads=16,
                          ffn=4096)
-    res, wall = _timed(lambda: simulate(g, detail="block"))
+    res, wall = _timed(lambda: simulate(g, detail="block", fusion=False))
     rows.append(_row(f"BERT-large fwd L{layers} b{batch} s512 block", res, wall,
                      "target < 10 s (L24 b32)"))
     layer = next(r for r in _layers() if r.name == "layer1.0.conv2")
     g = _one_conv(layer, 32)
-    res, wall = _timed(lambda: simulate(g, detail="tile"))
+    res, wall = _timed(lambda: simulate(g, detail="tile", fusion=False))
     rows.append(_row("ResNet-50 layer1.0.conv2 b32 tile", res, wall))
     g = conv_graph(_layers(), 1)
-    res, wall = _timed(lambda: simulate(g, detail="block"))
+    res, wall = _timed(lambda: simulate(g, detail="block", fusion=False))
     ratio = SCALESIM_S["128x128"] / wall
     rows.append(_row("53 ResNet-50 conv layers b1 block", res, wall,
                      f"SCALE-Sim 128x128: {SCALESIM_S['128x128']:.0f} s (measured elsewhere) "
                      f"-> {ratio:.0f}x"))
-    res, wall = _timed(lambda: simulate(g, detail="tile"))
+    res, wall = _timed(lambda: simulate(g, detail="tile", fusion=False))
     ratio = SCALESIM_S["128x128"] / wall
     rows.append(_row("53 ResNet-50 conv layers b1 tile", res, wall, f"-> {ratio:.0f}x"))
     return rows
@@ -101,8 +101,8 @@ def agreement_table(quick: bool) -> list[tuple]:
         cases.append((f"ReduceSum {e}", g))
     rows = []
     for name, g in cases:
-        b, wb = _timed(lambda g=g: simulate(g, detail="block"))
-        t, wt = _timed(lambda g=g: simulate(g, detail="tile"))
+        b, wb = _timed(lambda g=g: simulate(g, detail="block", fusion=False))
+        t, wt = _timed(lambda g=g: simulate(g, detail="tile", fusion=False))
         err = abs(b.cycles - t.cycles) / t.cycles
         rows.append((name, f"{b.cycles:10d}", f"{t.cycles:10d}", f"{100 * err:6.2f}%",
                      f"{wb:6.2f}", f"{wt:6.2f}", "ok" if err <= 0.05 else "OVER 5%"))

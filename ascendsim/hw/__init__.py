@@ -18,7 +18,6 @@ from .chip import (
     ARCHS,
     LOCATIONS,
     PATH_PIPE,
-    PIPES,
     VECTOR_CLASSES,
     Chip,
     CubeShapes,
@@ -28,7 +27,7 @@ from .chip import (
 from .loader import chips, get_chip, load_chip
 
 __all__ = [
-    "ARCHS", "LOCATIONS", "PATH_PIPE", "PIPES", "VECTOR_CLASSES",
+    "ARCHS", "LOCATIONS", "PATH_PIPE", "VECTOR_CLASSES",
     "Chip", "CubeShapes", "PathTable", "VectorRates",
     "chips", "get_chip", "load_chip",
     "Ascend910", "Ascend910B", "Ascend310",

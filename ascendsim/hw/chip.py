@@ -53,9 +53,9 @@ from types import MappingProxyType
 from typing import Any
 
 from ..errors import ConfigError
+from .names import CORE_PIPES
 
 #: pipes an AI Core may have (FIX only on split, 910B-style chips)
-PIPES = ("S", "V", "M", "MTE1", "MTE2", "MTE3", "FIX")
 #: core organisations
 ARCHS = ("coupled", "split")
 #: memory locations that name a data path ("gm" stands for L2/HBM/DDR as seen by a core)
@@ -118,9 +118,9 @@ def _check(key: str, value: Any, meta: Mapping[str, Any]) -> Any:
     elif kind == "pipes":
         if not isinstance(value, (list, tuple)) or not all(isinstance(p, str) for p in value):
             raise ConfigError(f"{key} must be a list of pipe names, got {value!r}")
-        bad = [p for p in value if p not in PIPES]
+        bad = [p for p in value if p not in CORE_PIPES]
         if bad:
-            raise ConfigError(f"{key}: unknown pipe {bad[0]!r}; pipes are {', '.join(PIPES)}")
+            raise ConfigError(f"{key}: unknown pipe {bad[0]!r}; pipes are {', '.join(CORE_PIPES)}")
         if len(set(value)) != len(value):
             raise ConfigError(f"{key} lists a pipe twice: {list(value)}")
         value = tuple(value)

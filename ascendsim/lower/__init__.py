@@ -10,8 +10,6 @@ wait_flag and buffer-slot events of the double-buffered chain. Notes on the mode
 
 from .lowering import L2State, lower, padded_bytes, padded_numel
 from .program import (
-                      ENGINE_AICORE,
-                      ENGINE_AICPU,
                       CoreGroup,
                       Instr,
                       Phase,
@@ -24,5 +22,5 @@ from .program import (
 from .tiling import GemmSpec, VecSpec, gemm_tiling
 
 __all__ = ["lower", "Program", "Task", "Phase", "CoreGroup", "Segment", "Stage", "Instr",
-           "expand_flags", "ENGINE_AICORE", "ENGINE_AICPU", "GemmSpec", "VecSpec",
+           "expand_flags", "GemmSpec", "VecSpec",
            "gemm_tiling", "L2State", "padded_bytes", "padded_numel"]

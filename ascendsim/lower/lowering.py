@@ -59,10 +59,20 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError, GraphError, SimulationError
+from ..hw.names import (
+    DETAILS,
+    ENGINE_AICORE,
+    ENGINE_AICPU,
+    GM,
+    TASK_AI_CORE,
+    TASK_AI_CPU,
+    TASK_AI_VECTOR_CORE,
+    TASK_MIX_AIC,
+)
 from ..ir.graph import rebound_subgraph
 from ..ir.registry import Category, Unit, VecClass, get_op
 from ..ir.tensor import Value, itemsize
-from .program import ENGINE_AICORE, ENGINE_AICPU, GM, CoreGroup, Phase, Program, Task
+from .program import CoreGroup, Phase, Program, Task
 from .tiling import (
     GemmSpec,
     VecPart,
@@ -82,7 +92,6 @@ VEC_CLASS = {VecClass.UNARY: "unary", VecClass.BINARY: "binary", VecClass.TERNAR
              VecClass.EXP: "exp", VecClass.SQRT: "sqrt", VecClass.DIV: "div",
              VecClass.REDUCE: "reduce", VecClass.MOVE: "unary"}
 FUSION_L2 = "L2"
-DETAILS = ("block", "tile")
 
 
 def vec_class_of(opdef: Any, ins: list[Value]) -> str:
@@ -252,7 +261,7 @@ class _Lowering:
         task = Task(tid, sid, name, op_type, task_type, tuple(phases), tuple(deps),
                     tuple(self.value(i) for i in ins), tuple(self.value(o) for o in outs),
                     tuple(in_fmts), tuple(out_fmts), int(flops), traffic,
-                    roofline(self.chip, phases, flops if task_type != "AI_CPU" else 0,
+                    roofline(self.chip, phases, flops if task_type != TASK_AI_CPU else 0,
                              traffic, cube=any(p for p in phases if p.engine == ENGINE_AICORE
                                                and _has_pipe(p, "M")), cube_dtype=cube_dtype),
                     tuple(notes), fused)
@@ -299,7 +308,7 @@ class _Lowering:
         return self.chip.vector_cores
 
     def _vtype(self) -> str:
-        return "AI_CORE" if self.chip.coupled else "AI_VECTOR_CORE"
+        return TASK_AI_CORE if self.chip.coupled else TASK_AI_VECTOR_CORE
 
     def _vphase(self, groups: list[CoreGroup]) -> Phase:
         return Phase(ENGINE_AICORE, tuple(groups), vector_cores=not self.chip.coupled)
@@ -354,7 +363,7 @@ class _Lowering:
                                                            * chip.ai_cpu_clock_hz)
         cycles = chip.cycles(secs)
         phase = Phase(ENGINE_AICPU, aicpu_cycles=cycles, aicpu_cores=1)
-        task = self.add_task(node.name, node.op_type, "AI_CPU", [phase], ins, outs,
+        task = self.add_task(node.name, node.op_type, TASK_AI_CPU, [phase], ins, outs,
                              [ND] * len(ins), [ND] * len(outs), flops,
                              [f"AI CPU: {chip.ai_cpu_task_launch_us} us launch + {elems} "
                               f"elements at {chip.ai_cpu_elements_per_cycle} element/cycle x "
@@ -561,14 +570,14 @@ class _Lowering:
         if bias:
             notes.append("bias accumulated in L0C (no extra pass over the output)")
         phases.append(Phase(ENGINE_AICORE, tuple(groups)))
-        task_type = "AI_CORE"
+        task_type = TASK_AI_CORE
         if split_tail:
             vspec = VecSpec(per_out, ((itemsize(head_out.dtype), 0.0),) + epi_inputs,
                             out_bytes, through, tuple(epi_parts))
             vgroups, vnotes = vector_work(chip, vspec, node.name, chip.vector_cores)
             phases.append(self._vphase(vgroups))
             notes += ["mix kernel: the cube result goes through L2 to the AIV cores"] + vnotes
-            task_type = "MIX_AIC"
+            task_type = TASK_MIX_AIC
         ins = [x_name, w_name] + ([extra[0]] if bias else []) + tail_in
         ins = list(dict.fromkeys(ins))
         flops = int(get_op(head.op_type).flops(

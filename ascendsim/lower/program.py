@@ -31,11 +31,7 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any
 
-ENGINE_AICORE = "aicore"
-ENGINE_AICPU = "aicpu"
-
-#: the memory level names used in instructions; "GM" resolves to L2/DDR in the trace
-GM = "GM"
+from ..hw.names import ENGINE_AICORE, ENGINE_AICPU, GM
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from ..hw import Chip
 from ..ir.graph import Graph, Node
 
 #: switch groups; GE passes are always on (not switchable from a fusion switch file)
@@ -134,10 +135,18 @@ class PassResult:
         self.bytes_saved += other.bytes_saved
 
 
+#: A pass's cost model: the simulated time (us) of a graph as given (built by the API layer with
+#: the user's chip, detail, launch mode and streams; passes never import the simulator).
+CostModel = Callable[[Graph], float]
+
+
 @dataclass(frozen=True)
 class PassContext:
-    """Options every pass may read (set once by `optimize`)."""
+    """What every pass may read (set once by `optimize`): the chip the graph is fused for (UB
+    and L2 sizes), the cost model for decisions that need a simulated time, and options."""
 
+    chip: Chip
+    cost_model: CostModel | None = None
     fold_limit_bytes: int = 64 * 2**20
     outputs: tuple[str, ...] | None = None
     graph_id: int = 0

@@ -23,9 +23,10 @@ and read back from HBM (2 x bytes / `hbm_bandwidth_bytes_per_s`); split, it move
 (2 x bytes / `l2_bandwidth_bytes_per_s`) but every op of the chain pays (k - 1) more launches
 (`sink_launch_us`: GE runs graphs sunk on the device); a chain the screen rejects is refused.
 Then the decision: the chain alone, as a graph, is lowered and simulated on the chip both ways
-(`ascendsim.sim.simulate`, block detail) for k and for the next divisor of N; smaller chunks
-also make cube and vector tiles less efficient, which only the simulation sees. The faster
-split is kept when its simulated time is below the unsplit chain's.
+(the context's `cost_model`: lowering + engine with the caller's detail, mode and streams)
+for k and for the next divisor of N; smaller chunks also make cube and vector tiles less
+efficient, which only the simulation sees. The faster split is kept when its simulated time is
+below the unsplit chain's.
 Refusals carry the figures (screen estimate or simulated times) in the log.
 
 Lowering contract: a FusedOp with fusion "L2" lowers its inner nodes as separate tasks with
@@ -38,9 +39,9 @@ from __future__ import annotations
 from ..ir.graph import Graph, Node
 from ..ir.registry import Category, Unit
 from ..ir.tensor import is_static
-from .base import L2_FUSION, Pass, PassContext, PassResult
+from .base import L2_FUSION, CostModel, Pass, PassContext, PassResult
 from .partition import FusionGraph, data_inputs, opdef, unit_of
-from .ub_fusion import chip_of, display_type, fuse_nodes
+from .ub_fusion import display_type, fuse_nodes
 
 #: categories whose ops compute each batch sample independently
 _SEPARABLE = (Category.ELEMWISE, Category.BROADCAST, Category.SEGMENT, Category.CUBE)
@@ -120,21 +121,19 @@ def _signature(graph: Graph, nodes: list[Node]) -> tuple:
     return tuple(sig)
 
 
-def simulated_us(graph: Graph, chain: list[Node], attrs: dict, chip,
+def simulated_us(graph: Graph, chain: list[Node], attrs: dict, cost: CostModel,
                  memo: dict | None = None,
                  fg: FusionGraph | None = None) -> tuple[float, float]:
-    """Simulated time of `chain` as it is and as one L2 FusedOp with `attrs` (block detail);
-    `memo` reuses the times of an identical chain (a model's repeated layers); `fg` is the
-    caller's analysis of `graph`."""
-    from ..sim import simulate
-
-    key = (_signature(graph, chain), attrs["batch_split"], chip)
+    """Simulated time of `chain` as it is and as one L2 FusedOp with `attrs` (the pass's
+    cost model); `memo` reuses the times of an identical chain (a model's repeated layers);
+    `fg` is the caller's analysis of `graph`."""
+    key = (_signature(graph, chain), attrs["batch_split"])
     if memo is not None and key in memo:
         return memo[key]
     alone = chain_graph(graph, chain, fg)
     split = alone.copy()
     fuse_nodes(split, list(split.nodes), attrs)
-    times = (simulate(alone, chip).time_us, simulate(split, chip).time_us)
+    times = (cost(alone), cost(split))
     if memo is not None:
         memo[key] = times
     return times
@@ -175,7 +174,7 @@ class L2BatchSplitFusionPass(Pass):
 
     def run(self, graph: Graph, ctx: PassContext) -> PassResult:
         res = self.new_result()
-        chip = chip_of(ctx)
+        chip = ctx.chip
         budget = chip.l2_bytes // 2
         memo: dict = {}
         fg = FusionGraph(graph)
@@ -193,6 +192,11 @@ class L2BatchSplitFusionPass(Pass):
                 res.refuse(self.pattern, chain[0].name,
                            f"one sample's intermediate ({worst // n} B) exceeds half of L2 "
                            f"({budget} B)")
+                continue
+            if ctx.cost_model is None:
+                res.refuse(self.pattern, chain[0].name,
+                           "no cost model to decide the split (optimize through the API layer, "
+                           "ascendsim.optimize, which simulates candidates)")
                 continue
             tasks = len(chain)
             unsplit_us = sum(2 * b for b in big.values()) / chip.hbm_bandwidth_bytes_per_s * 1e6
@@ -214,7 +218,7 @@ class L2BatchSplitFusionPass(Pass):
             # free; the simulation tells which pays)
             tries = [k] + [d for d in range(k + 1, n + 1) if n % d == 0][:1]
             before_us, after_us, k = min(
-                ((*simulated_us(graph, chain, attrs_for(d), chip, memo, fg), d)
+                ((*simulated_us(graph, chain, attrs_for(d), ctx.cost_model, memo, fg), d)
                  for d in tries),
                 key=lambda t: t[1])
             attrs = attrs_for(k)

@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, GraphError
+from ..hw import Chip
 from ..ir.graph import Graph
-from .base import GE, Pass, PassContext, PassResult
+from .base import GE, CostModel, Pass, PassContext, PassResult
 from .dot import write_dot
 from .log import PassLog, PassRecord
 from .switch import FusionSwitch, PassInfo, load_fusion_switch
@@ -132,25 +133,20 @@ class PassManager:
     """Runs the stages over a copy of a graph, honouring the switch, verifying, dumping."""
 
     def __init__(self, stages: Sequence[Stage] | None = None,
-                 switch: FusionSwitch | None = None, verify: bool = True,
-                 dump_dir: str | PathLike | None = None, ctx: PassContext | None = None,
+                 switch: FusionSwitch | None = None, verify: bool = True, *,
+                 dump_dir: str | PathLike | None = None, ctx: PassContext,
                  enabled_options: Mapping[str, bool] | None = None) -> None:
         self.stages = list(stages) if stages is not None else default_stages()
         self.switch = switch or FusionSwitch()
         self.verify = verify
         self.dump_dir = Path(dump_dir) if dump_dir is not None else None
-        self.ctx = ctx or PassContext()
+        self.ctx = ctx
         self.enabled_options = dict(enabled_options or {})
         self._verify = Verifier()
 
-    @classmethod
-    def default(cls) -> PassManager:
-        return cls()
-
     def pass_infos(self) -> dict[str, PassInfo]:
         """name -> PassInfo of every pass of every stage (for switch validation)."""
-        return {p.name: PassInfo(p.name, p.group, p.default_on, p.disableable)
-                for st in self.stages for p in st.passes}
+        return known_passes(self.stages)
 
     def _dump(self, graph: Graph, index: int, name: str, title: str, log: PassLog) -> None:
         if self.dump_dir is None:
@@ -219,7 +215,14 @@ class PassManager:
                                ran=runs, note=why))
 
 
-def optimize(graph: Graph, fusion_switch: str | PathLike | Mapping | None = None,
+def known_passes(stages: Sequence[Stage] | None = None) -> dict[str, PassInfo]:
+    """Name -> PassInfo of every pass of `stages` (default: the default pipeline)."""
+    return {p.name: PassInfo(p.name, p.group, p.default_on, p.disableable)
+            for st in (default_stages() if stages is None else stages) for p in st.passes}
+
+
+def optimize(graph: Graph, chip: Chip, cost_model: CostModel | None = None,
+             fusion_switch: str | PathLike | Mapping | None = None,
              graph_kernel: bool = False, dump_dir: str | PathLike | None = None,
              outputs: Sequence[str] | None = None, gears: Sequence[int] | None = None,
              fold_limit_bytes: int = 64 * 2**20, l2_fusion: bool = True, verify: bool = True,
@@ -232,9 +235,17 @@ def optimize(graph: Graph, fusion_switch: str | PathLike | Mapping | None = None
     optimised as a static graph, `result.graph` is the gear-selecting graph (If chain over the
     gears), `result.gears` picks one (`graph_for(n)`, `execute`), `result.log` is the log of
     the largest gear (each gear's log: `result.gears.results[g].log`). `fold_limit_bytes`:
-    a constant fold that would materialise more is refused (and logged). Other keyword
-    options reach every pass as `ctx.options` (e.g. `chip=`, `ub_rules=` for UB fusion).
+    a constant fold that would materialise more is refused (and logged). `chip`: the chip
+    the groups are sized for (UB, L2); `cost_model`: simulated time of a graph, for the L2
+    batch split (None: that pass refuses the splits it cannot price, saying so in the log;
+    the public `ascendsim.optimize` always gives one). Other keyword options reach every pass as
+    `ctx.options` (e.g. `ub_rules=` for UB fusion, `graph_kernel_max_ops=`).
     """
+    if not isinstance(chip, Chip):
+        raise ConfigError(f"optimize() needs a Chip, got {type(chip).__name__} (the API layer, "
+                          f"ascendsim.optimize, resolves chip names)")
+    if "chip" in options:
+        raise ConfigError("pass the chip once, as optimize(graph, chip), not as an option")
     if not isinstance(graph, Graph):
         raise GraphError(f"optimize() needs a Graph, got {type(graph).__name__}")
     if fold_limit_bytes < 0:
@@ -243,7 +254,8 @@ def optimize(graph: Graph, fusion_switch: str | PathLike | Mapping | None = None
         from .gears import build_gears
 
         gs = build_gears(graph, dim=gear_dim, gears=gears)
-        kwargs = dict(fusion_switch=fusion_switch, graph_kernel=graph_kernel, outputs=outputs,
+        kwargs = dict(chip=chip, cost_model=cost_model, fusion_switch=fusion_switch,
+                      graph_kernel=graph_kernel, outputs=outputs,
                       fold_limit_bytes=fold_limit_bytes, l2_fusion=l2_fusion, verify=verify,
                       **options)
         opt = gs.map(lambda i, n, g: optimize(
@@ -255,19 +267,17 @@ def optimize(graph: Graph, fusion_switch: str | PathLike | Mapping | None = None
             verify_graph(selecting, where=f"gear-selecting graph '{selecting.name}': ")
         return OptimizeResult(selecting, last.log, gears=opt, node_counts=last.node_counts)
     stages = default_stages()
-    known = {p.name: PassInfo(p.name, p.group, p.default_on, p.disableable)
-             for st in stages for p in st.passes}
-    switch = load_fusion_switch(fusion_switch, known)
+    switch = load_fusion_switch(fusion_switch, known_passes(stages))
     if outputs is not None:
         missing = [o for o in outputs if o not in graph.values]
         if missing:
             raise GraphError(f"optimize(outputs=...): no value(s) {', '.join(missing)} in graph "
                              f"'{graph.name}'")
-    ctx = PassContext(fold_limit_bytes=fold_limit_bytes,
+    ctx = PassContext(chip=chip, cost_model=cost_model, fold_limit_bytes=fold_limit_bytes,
                       outputs=tuple(outputs) if outputs is not None else None, graph_id=graph_id,
                       options=dict(options))
-    mgr = PassManager(stages, switch, verify, dump_dir, ctx,
-                      {"graph_kernel": graph_kernel, "l2_fusion": l2_fusion})
+    mgr = PassManager(stages, switch, verify, dump_dir=dump_dir, ctx=ctx,
+                      enabled_options={"graph_kernel": graph_kernel, "l2_fusion": l2_fusion})
     return mgr.run(graph)
 
 

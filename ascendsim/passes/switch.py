@@ -158,9 +158,9 @@ def load_fusion_switch(source: str | PathLike | Mapping | None,
     """Parse a switch file (path; JSON or `Pass:on|off` lines), a dict (the JSON document, or a
     flat {pass: "on"|"off"}), or None (defaults). `known` maps pass names to PassInfo."""
     if known is None:
-        from .manager import PassManager
+        from .manager import known_passes
 
-        known = PassManager.default().pass_infos()
+        known = known_passes()
     sw = FusionSwitch()
     if source is None:
         return sw

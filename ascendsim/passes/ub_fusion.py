@@ -15,13 +15,12 @@ named patterns before the automatic fallback):
    not taken before.
 
 The limits come from `fusion_rules` (rule set from `ctx.options["ub_rules"]`, default "seed");
-the chip (for the UB capacity) from `ctx.options["chip"]` (a Chip or a name, default
-"ascend910"). Element-wise = registry category ELEMWISE or BROADCAST on the vector unit; a
-broadcast operand counts as an input, a scalar constant does not (it is an immediate of the
-vector instruction). A matched group is refused, and the log's explain view says why, when
-contracting it would create a cycle, when an intermediate is read outside the group (or is a
-graph output), or when its tiled working set does not fit the UB (see `partition`). Refused
-ops stay available: a later anchor may start a smaller group with them.
+the chip (for the UB capacity) from `ctx.chip`. Element-wise = registry category ELEMWISE or
+BROADCAST on the vector unit; a broadcast operand counts as an input, a scalar constant does
+not (it is an immediate of the vector instruction). A matched group is refused, and the log's
+explain view says why, when contracting it would create a cycle, when an intermediate is read
+outside the group (or is a graph output), or when its tiled working set does not fit the UB (see
+`partition`). Refused ops stay available: a later anchor may start a smaller group with them.
 
 What this does not do: dynamic shapes are fused like static ones (CANN's UB passes are mostly
 static-only); AI CPU ops (e.g. Pow) and views never join a UB group.
@@ -51,16 +50,6 @@ from .partition import (
 
 
 # ----------------------------------------------------------------------------- options
-def chip_of(ctx: PassContext):
-    """The chip the passes size against: ctx.options["chip"] (Chip or name), else ascend910."""
-    from ..hw import get_chip
-
-    chip = ctx.options.get("chip") if ctx.options else None
-    if chip is None:
-        return get_chip("ascend910")
-    return get_chip(chip) if isinstance(chip, str) else chip
-
-
 def rules_of(ctx: PassContext) -> UbRules:
     """The UB rule set: ctx.options["ub_rules"] ("seed", "cann8" or a UbRules), else "seed"."""
     return get_rules(ctx.options.get("ub_rules") if ctx.options else None)
@@ -210,7 +199,7 @@ class UbFusionPass(Pass):
 
     def run(self, graph: Graph, ctx: PassContext) -> PassResult:
         res = self.new_result()
-        rules, chip = rules_of(ctx), chip_of(ctx)
+        rules, chip = rules_of(ctx), ctx.chip
         # anchors tried, and nodes that matched nothing (fusing never makes a match possible:
         # a fused node is opaque to every UB pattern)
         skip: set[str] = set()
@@ -375,7 +364,7 @@ class AutomaticUbFusion(UbFusionPass):
 
     def run(self, graph: Graph, ctx: PassContext) -> PassResult:
         res = self.new_result()
-        rules, chip = rules_of(ctx), chip_of(ctx)
+        rules, chip = rules_of(ctx), ctx.chip
         if rules.automatic_max < 2:
             res.note(f"rule set '{rules.name}' has no automatic UB fusion")
             return res
@@ -414,4 +403,4 @@ _register()
 
 __all__ = ["UB_PASSES", "UbFusionPass", "TbeConvElemwiseFusionPass", "TbeEltwiseFusionPass",
            "TbeReduceElemwiseFusionPass", "TbeSegmentElemwiseFusionPass", "AutomaticUbFusion",
-           "fuse_nodes", "display_type", "chip_of", "rules_of", "YES"]
+           "fuse_nodes", "display_type", "rules_of", "YES"]

@@ -1,6 +1,8 @@
 """ascendsim.report: the trace a simulation leaves, and every view derived from it.
 
-- `Trace`, `Interval`, `TaskRecord` (trace.py) and `Result` (result.py): the records.
+The records it reads (`Trace`, `Interval`, `TaskRecord`) belong to the model
+(`ascendsim.sim.trace`); `Result` is the API layer's (`ascendsim.api`). This package only
+derives views from them:
 - `op_summary` / `op_statistic` and their CSV writers: msprof's op_summary / op_statistic columns.
 - `plot_timeline`, `plot_comparison`, `plot_roofline`: matplotlib figures (no window opens).
 - `write_chrome_trace` / `chrome_trace_dict`: JSON for Perfetto and chrome://tracing.
@@ -17,7 +19,6 @@ from typing import Any
 from .chrome import chrome_trace_dict, write_chrome_trace
 from .compare import Comparison
 from .explain import explain
-from .result import Result
 from .summary import (
     COLUMNS,
     STAT_COLUMNS,
@@ -33,15 +34,13 @@ from .summary import (
     write_op_summary_csv,
 )
 from .table import Table
-from .trace import LEVELS, PIPES, Interval, TaskRecord, Trace
 
 _LAZY = {"plot_timeline": ".timeline", "plot_comparison": ".timeline",
          "plot_roofline": ".roofline"}
 
 __all__ = [
-    "COLUMNS", "STAT_COLUMNS", "LEVELS", "PIPES",
-    "Comparison", "Interval", "OpStatisticRow", "OpSummaryRow", "Result", "Table", "TaskRecord",
-    "Trace", "chrome_trace_dict", "explain", "op_statistic", "op_summary", "statistic_table",
+    "COLUMNS", "STAT_COLUMNS", "Comparison", "OpStatisticRow", "OpSummaryRow", "Table",
+    "chrome_trace_dict", "explain", "op_statistic", "op_summary", "statistic_table",
     "summary_table", "to_pandas", "totals", "write_chrome_trace", "write_op_statistic_csv",
     "write_op_summary_csv", *_LAZY,
 ]

@@ -16,8 +16,9 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from ..hw.names import ENGINE_AICORE, ENGINE_AICPU, ENGINE_HOST, PIPES
+from ..sim.trace import Trace
 from .summary import core_kind, limiting_pipe, task_bound
-from .trace import ENGINE_AICORE, ENGINE_AICPU, ENGINE_HOST, PIPES, Trace
 
 #: process ids: the scheduler, host and AI CPU first, then AI Core i at _CORE_PID + i
 _SCHED_PID, _HOST_PID, _AICPU_PID, _CORE_PID = 1, 2, 3, 100

@@ -12,13 +12,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..hw.names import AICORE_TASK_TYPES, TASK_AI_CPU
 from .table import Table
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from .result import Result
-    from .trace import Trace
+    from ..api import Result
+    from ..sim.trace import Trace
 
 #: Output tolerances per dtype kind: fused kernels may round differently (fp16 accumulates in fp32).
 _RTOL = {"float16": 2e-3, "bfloat16": 1e-2, "float32": 1e-5, "float64": 1e-9}
@@ -107,10 +108,10 @@ class Comparison:
         add("time (us)", self.unfused.time_us, self.fused.time_us)
         add("cycles", self.unfused.cycles, self.fused.cycles)
         add("launches", len(a.tasks), len(b.tasks))
-        add("AI Core tasks", sum(t.task_type == "AI_CORE" for t in a.tasks),
-            sum(t.task_type == "AI_CORE" for t in b.tasks))
-        add("AI CPU tasks", sum(t.task_type == "AI_CPU" for t in a.tasks),
-            sum(t.task_type == "AI_CPU" for t in b.tasks))
+        add("AI Core tasks", sum(t.task_type in AICORE_TASK_TYPES for t in a.tasks),
+            sum(t.task_type in AICORE_TASK_TYPES for t in b.tasks))
+        add("AI CPU tasks", sum(t.task_type == TASK_AI_CPU for t in a.tasks),
+            sum(t.task_type == TASK_AI_CPU for t in b.tasks))
         moved = {(lvl, d): (traffic_bytes(a, lvl, d), traffic_bytes(b, lvl, d))
                  for lvl in ("DDR", "L2") for d in ("read", "write")}
         big = max((max(v) for v in moved.values()), default=0) >= 1e6
@@ -123,6 +124,9 @@ class Comparison:
         eq = self.outputs_equal
         if eq is not None:
             rows.append(["outputs equal", eq, eq, f"max |diff| {self.max_abs_diff:.3g}"])
+        else:
+            rows.append(["outputs equal", "not checked", "not checked",
+                         "shapes only: pass inputs= (arrays) to compare() to check values"])
         title = (f"{self.unfused.graph.name} on {self.unfused.chip.name}: "
                  f"fused is {self.speedup:.2f}x faster")
         return Table(["metric", "unfused", "fused", "unfused/fused"], rows, title=title)

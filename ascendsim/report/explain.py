@@ -12,8 +12,9 @@ is a table keyed by the bound, not a special case per op.
 
 from __future__ import annotations
 
+from ..hw.names import AICORE_TASK_TYPES
+from ..sim.trace import TaskRecord, Trace
 from .summary import (
-    AICORE_TASK_TYPES,
     PIPE_BOUND,
     PIPE_RATIO_COLUMNS,
     PIPE_WORDS,
@@ -22,7 +23,6 @@ from .summary import (
     limiting_pipe,
     task_bound,
 )
-from .trace import TaskRecord, Trace
 
 #: what usually helps, per bound
 ADVICE = {

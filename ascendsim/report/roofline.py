@@ -15,8 +15,9 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-from .summary import AICORE_TASK_TYPES, gm_bytes, task_bound
-from .trace import Trace
+from ..hw.names import AICORE_TASK_TYPES
+from ..sim.trace import Trace
+from .summary import gm_bytes, task_bound
 
 BOUND_COLORS = {"cube": "tab:red", "vector": "tab:blue", "memory": "tab:green",
                 "scalar": "tab:purple", "launch": "tab:gray", "aicpu": "tab:brown"}

@@ -19,8 +19,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import astuple, dataclass, fields
 from typing import Any
 
+from ..hw.names import AICORE_TASK_TYPES, LEVELS, TASK_AI_CPU
+from ..sim.trace import TaskRecord, Trace
 from .table import Table, csv_cell, render_table, require_pandas
-from .trace import LEVELS, TaskRecord, Trace
 
 #: msprof ratio column for each pipe (cube-side pipes are "aic_", vector-side "aiv_")
 PIPE_RATIO_COLUMNS = (
@@ -41,7 +42,6 @@ PIPE_WORDS = {"M": "cube (M)", "V": "vector (V)", "S": "scalar (S)",
               "MTE3": "MTE3 (UB -> GM)", "FIX": "FixPipe (L0C -> GM/L1)",
               "AICPU": "AI CPU", "HOST": "host launch"}
 #: task types that run on the AI Core (msprof's Task Type values)
-AICORE_TASK_TYPES = ("AI_CORE", "AI_VECTOR_CORE", "MIX_AIC", "MIX_AIV")
 
 
 def _traffic_fields() -> list[tuple[str, str, str]]:
@@ -315,7 +315,7 @@ def totals(trace: Trace) -> dict[str, Any]:
         "total cycles": trace.total_cycles,
         "tasks": len(trace.tasks),
         "AI Core tasks": sum(t.task_type in AICORE_TASK_TYPES for t in trace.tasks),
-        "AI CPU tasks": sum(t.task_type == "AI_CPU" for t in trace.tasks),
+        "AI CPU tasks": sum(t.task_type == TASK_AI_CPU for t in trace.tasks),
         "flops": sum(t.flops for t in trace.tasks),
     }
     for lvl in ("DDR", "L2"):

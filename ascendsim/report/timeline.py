@@ -26,8 +26,9 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from ..errors import AscendSimError
-from .summary import AICORE_TASK_TYPES, core_kind, core_name
-from .trace import ENGINE_AICORE, ENGINE_AICPU, ENGINE_HOST, PIPES, Interval, Trace
+from ..hw.names import AICORE_TASK_TYPES, ENGINE_AICORE, ENGINE_AICPU, ENGINE_HOST, PIPES  # noqa: E501
+from ..sim.trace import Interval, Trace
+from .summary import core_kind, core_name
 
 _LANE_HEIGHT = 0.8
 _MAX_LEGEND = 16

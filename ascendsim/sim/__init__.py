@@ -1,11 +1,12 @@
-"""ascendsim.sim: the SimPy model of the chip (`simulate`, `compare`, `Result`).
+"""ascendsim.sim: the SimPy model of the chip (`Engine`, `Fabric`) and the trace it leaves.
 
 See `ascendsim.sim.engine` for the note on the model (pipes, flags, buffers, shared
-bandwidth, scheduler, detail levels) and `ascendsim.lower` for how graphs become tasks.
+bandwidth, scheduler, detail levels), `ascendsim.sim.trace` for the records (`Trace`,
+`Interval`, `TaskRecord`), and `ascendsim.lower` for how graphs become tasks. The public
+`simulate` / `compare` live in the API layer (`ascendsim.api`).
 """
 
-from ..report.result import Result
 from .engine import COALESCE_MIN, Engine, Fabric
-from .simulate import compare, simulate
+from .trace import Interval, TaskRecord, Trace
 
-__all__ = ["simulate", "compare", "Result", "Engine", "Fabric", "COALESCE_MIN"]
+__all__ = ["Engine", "Fabric", "COALESCE_MIN", "Trace", "Interval", "TaskRecord"]

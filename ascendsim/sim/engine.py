@@ -56,20 +56,21 @@ from __future__ import annotations
 import contextlib
 import gc
 import math
+from collections.abc import Callable
 from typing import Any
 
 import simpy
 from simpy.core import EmptySchedule
 
 from ..errors import ConfigError, SimulationError
-from ..lower.program import ENGINE_AICPU, GM, CoreGroup, Program, Segment, expand_flags
-from ..report.trace import ENGINE_AICORE, ENGINE_HOST, Interval, TaskRecord, Trace
+from ..hw.names import ENGINE_AICORE, ENGINE_AICPU, ENGINE_HOST, GM, MODES
+from ..lower.program import CoreGroup, Program, Segment, expand_flags
+from .trace import Interval, TaskRecord, Trace
 
 #: block detail coalesces a core group's program when it has at least this many tiles
 COALESCE_MIN = 8
 #: tiles of a coalesced group run in tile detail first, to measure the contended pace
 PREFIX_TILES = 4
-MODES = ("sink", "host")
 _EPS = 1e-9
 
 
@@ -239,7 +240,8 @@ class _Pool:
 class Engine:
     """Runs one Program on its chip; `run()` returns the Trace."""
 
-    def __init__(self, program: Program, mode: str = "sink", symmetric: bool = True) -> None:
+    def __init__(self, program: Program, mode: str = "sink", symmetric: bool = True,
+                 progress: Callable[[int, int], None] | None = None) -> None:
         if mode not in MODES:
             raise ConfigError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
         self.p = program
@@ -263,6 +265,7 @@ class Engine:
         self.pipe_busy: dict[int, dict[str, int]] = {}
         self.events = 0
         self.started: dict[int, int] = {}     # task id -> when its first phase got cores
+        self.progress = progress              # progress(tasks done, tasks in all), optional
 
     # -- running -------------------------------------------------------------------------
     def run(self) -> Trace:
@@ -338,6 +341,8 @@ class Engine:
                                              max(0, start - prev_end)))
             prev_end = end
             self.done[t.task_id].succeed()
+            if self.progress is not None:
+                self.progress(len(self.records), len(self.p.tasks))
 
     def _phase(self, task, ph):
         env = self.env

@@ -77,7 +77,7 @@ def test_bad_options(capsys, tmp_path) -> None:
     sw = tmp_path / "sw.json"
     sw.write_text("{}")
     code, _, err = run(capsys, "run", "net_basic_fuse", "--no-fusion", "--fusion-switch", str(sw))
-    assert code == 2 and "exclude each other" in err
+    assert code == 2 and "--no-fusion excludes --fusion-switch" in err
     code, _, err = run(capsys, "run", "net_basic_fuse", "--timeline",
                        str(tmp_path / "no" / "such" / "t.png"))
     assert code == 2 and "--timeline: folder" in err and "does not exist" in err

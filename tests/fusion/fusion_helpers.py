@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ascendsim.api import DEFAULT_CHIP, cost_model
 from ascendsim.execute import execute
+from ascendsim.hw import get_chip
 from ascendsim.ir.graph import Graph
 from ascendsim.passes.base import PassContext
 from ascendsim.passes.graph_kernel import BasicOpsFusion, CompositeOpsFusion
@@ -15,9 +17,16 @@ RTOL = {"float32": 1e-5, "float64": 1e-12, "float16": 2e-3}
 ATOL = {"float32": 1e-6, "float64": 1e-12, "float16": 2e-3}
 
 
+def context(chip=None, **options) -> PassContext:
+    """A pass context as the API layer builds it: the chip (default ascend910), its cost model
+    (lowering + engine, block detail, sink), and pass options."""
+    resolved = get_chip(chip or DEFAULT_CHIP)
+    return PassContext(chip=resolved, cost_model=cost_model(resolved), options=options)
+
+
 def ub_stage(g: Graph, rules: str = "seed", chip=None, passes=UB_PASSES) -> OptimizeResult:
     """UB fusion only (verifier on after every pass)."""
-    ctx = PassContext(options={"ub_rules": rules, "chip": chip})
+    ctx = context(chip, ub_rules=rules)
     return PassManager([Stage("ub_fusion", "after UB fusion", tuple(passes))], ctx=ctx).run(g)
 
 
@@ -26,7 +35,7 @@ def gk_stages(g: Graph, dump_dir=None, **options) -> OptimizeResult:
     stages = [Stage("graph_kernel_basic", "after graph-kernel basic fusion", (BasicOpsFusion,)),
               Stage("graph_kernel_composite", "after graph-kernel composite fusion",
                     (CompositeOpsFusion,))]
-    return PassManager(stages, ctx=PassContext(options=options), dump_dir=dump_dir).run(g)
+    return PassManager(stages, ctx=context(**options), dump_dir=dump_dir).run(g)
 
 
 def fused(g: Graph) -> list:

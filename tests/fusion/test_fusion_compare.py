@@ -6,15 +6,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from fusion_helpers import context
 
 import ascendsim.passes.graph_kernel  # noqa: F401  (registers the graph-kernel stages)
 import ascendsim.passes.l2_fusion  # noqa: F401  (registers the L2 stage)
 import ascendsim.passes.ub_fusion  # noqa: F401  (registers the UB stage)
 from ascendsim import models
+from ascendsim.api import compare, simulate
 from ascendsim.ir.graph import Graph
 from ascendsim.passes.manager import PassManager, default_stages
 from ascendsim.report.compare import Comparison, traffic_bytes
-from ascendsim.sim import compare, simulate
 
 #: MindSpore runs graph-kernel fusion before buffer (UB) fusion
 ORDER = ("ge", "graph_fusion", "graph_kernel_basic", "graph_kernel_composite", "ub_fusion",
@@ -37,7 +38,7 @@ def fuse(g, graph_kernel: bool, l2_fusion: bool = False):
     """The default pipeline in MindSpore's order. L2 fusion is off unless asked: its batch
     split trades launches for DDR traffic (see test_l2_batch_split_on_top)."""
     stages = sorted(default_stages(), key=lambda s: ORDER.index(s.name))
-    return PassManager(stages, enabled_options={"graph_kernel": graph_kernel,
+    return PassManager(stages, ctx=context(), enabled_options={"graph_kernel": graph_kernel,
                                                 "l2_fusion": l2_fusion}).run(g)
 
 
@@ -57,7 +58,7 @@ def _inputs(g, seed: int = 0) -> dict:
 def test_fused_run_is_faster_with_less_ddr_traffic_and_fewer_launches(name, big, small, gk):
     g = models.get(name, **big)
     opt = fuse(g, gk)
-    cmp = Comparison(simulate(g), simulate(opt.graph))
+    cmp = Comparison(simulate(g, fusion=False), simulate(opt.graph, fusion=False))
     print()
     print(cmp.table())
     a, b = cmp.unfused.trace, cmp.fused.trace
@@ -72,7 +73,8 @@ def test_fused_outputs_equal_unfused(name, big, small, gk):
     opt = fuse(g, gk)
     assert any(n.op_type == "FusedOp" for n in opt.graph.nodes)
     x = _inputs(g)
-    cmp = Comparison(simulate(g, inputs=x), simulate(opt.graph, inputs=x))
+    cmp = Comparison(simulate(g, inputs=x, fusion=False),
+                     simulate(opt.graph, inputs=x, fusion=False))
     print()
     print(cmp.table())
     assert cmp.outputs_equal, cmp.max_abs_diff
@@ -94,10 +96,10 @@ def test_l2_batch_split_on_top_of_ub_fusion():
     the chain has more launches but less DDR traffic and takes less time than with UB fusion
     alone."""
     g = _conv_chain()
-    base = simulate(fuse(g, False).graph)
+    base = simulate(fuse(g, False).graph, fusion=False)
     opt = fuse(g, False, l2_fusion=True)
     assert [n.attrs.get("fusion") for n in opt.graph.nodes] == ["L2"]
-    cmp = Comparison(base, simulate(opt.graph))
+    cmp = Comparison(base, simulate(opt.graph, fusion=False))
     print()
     print("UB fusion (unfused column) vs UB + L2 batch split (fused column)")
     print(cmp.table())
@@ -120,7 +122,7 @@ def test_seed_composite_counts_through_the_pipeline():
     g = models.net_composite_fuse()
     stages = [s for s in sorted(default_stages(), key=lambda s: ORDER.index(s.name))
               if s.name in ("graph_kernel_basic", "graph_kernel_composite")]
-    opt = PassManager(stages, enabled_options={"graph_kernel": True}).run(g)
+    opt = PassManager(stages, ctx=context(), enabled_options={"graph_kernel": True}).run(g)
     assert opt.node_counts == {"initial": 3, "graph_kernel_basic": 2,
                                "graph_kernel_composite": 1}
 

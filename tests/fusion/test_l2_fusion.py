@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from fusion_helpers import assert_same_values, fused, inner_types
+from fusion_helpers import assert_same_values, context, fused, inner_types
 
 from ascendsim.hw import get_chip
 from ascendsim.ir.graph import Graph
-from ascendsim.passes.base import PassContext
 from ascendsim.passes.l2_fusion import L2BatchSplitFusionPass, batch_separable
 from ascendsim.passes.manager import PassManager, Stage
 from ascendsim.passes.ub_fusion import fuse_nodes
@@ -23,9 +22,8 @@ def _convs(batch: int = 8, c: int = 4, hw: int = 8, dtype: str = "float32") -> G
 
 
 def _l2(g: Graph, chip):
-    ctx = PassContext(options={"chip": chip})
     return PassManager([Stage("l2_fusion", "after L2 fusion", (L2BatchSplitFusionPass,))],
-                       ctx=ctx).run(g)
+                       ctx=context(chip)).run(g)
 
 
 def test_batch_split_when_intermediates_overflow_l2_and_it_pays():
@@ -110,7 +108,7 @@ def test_l2_group_of_ub_fused_nodes():
     g = _convs(batch=64, c=48, hw=56, dtype="float16")
     stages = [Stage("ub_fusion", "after UB fusion", UB_PASSES),
               Stage("l2_fusion", "after L2 fusion", (L2BatchSplitFusionPass,))]
-    opt = PassManager(stages).run(g)
+    opt = PassManager(stages, ctx=context()).run(g)
     (node,) = opt.graph.nodes
     assert node.attrs["fusion"] == "L2" and node.attrs["batch_split"] > 1
     assert [n.attrs["display_type"] for n in node.subgraph.nodes] == ["ConvRelu", "ConvRelu"]

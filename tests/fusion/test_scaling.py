@@ -14,10 +14,10 @@ from fusion_helpers import assert_same_values, fused
 
 import ascendsim.passes.graph_kernel  # noqa: F401  (registers the graph-kernel stages)
 import ascendsim.passes.ub_fusion  # noqa: F401  (registers the UB stage)
+from ascendsim.api import optimize
 from ascendsim.errors import GraphError
 from ascendsim.ir.graph import Graph
 from ascendsim.ir.tensor import Value
-from ascendsim.passes import optimize
 from ascendsim.passes.fusion_rules import get_rules
 from ascendsim.passes.graph_kernel import DEFAULT_MAX_OPS
 from ascendsim.passes.partition import FusionGraph, op_count

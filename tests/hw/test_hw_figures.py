@@ -9,10 +9,11 @@ import pytest
 import simpy
 
 import ascendsim as asim
+from ascendsim.api import simulate
 from ascendsim.errors import ConfigError
 from ascendsim.hw import get_chip, load_chip
 from ascendsim.lower.tiling import gm_read, scalar_stage
-from ascendsim.sim import Fabric, simulate
+from ascendsim.sim import Fabric
 
 NEW = ("gm_same_address_slowdown", "gm_min_efficient_transfer_bytes", "scalar_ops_per_instr",
        "l2_write_bandwidth_bytes_per_s")
@@ -112,7 +113,7 @@ def _add(n: int, chip, **kw):
     a = g.input("a", (n,), "float16")
     b = g.input("b", (n,), "float16")
     g.output(g.add(a, b, name="add"))
-    return simulate(g, chip, **kw).trace.task("add")
+    return simulate(g, chip, **kw, fusion=False).trace.task("add")
 
 
 def test_vector_split_reads_the_min_efficient_transfer():
@@ -176,7 +177,7 @@ def _mm(n: int, dtype: str, chip):
     a = g.input("a", (n, n), dtype)
     b = g.input("b", (n, n), dtype)
     g.output(g.matmul(a, b, name="mm"))
-    return simulate(g, chip).trace.task("mm")
+    return simulate(g, chip, fusion=False).trace.task("mm")
 
 
 def test_fp32_matmul_uses_the_chip_fp32_cube_rate():

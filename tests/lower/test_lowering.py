@@ -6,8 +6,9 @@ import pytest
 
 import ascendsim as asim
 from ascendsim.hw import get_chip
+from ascendsim.hw.names import ENGINE_AICPU
 from ascendsim.ir.tensor import Value
-from ascendsim.lower import ENGINE_AICPU, Program, expand_flags, lower, padded_bytes, padded_numel
+from ascendsim.lower import Program, expand_flags, lower, padded_bytes, padded_numel
 from ascendsim.lower.lowering import NC1HWC0, ND, NZ
 
 CHIP = get_chip("ascend910")
@@ -141,11 +142,11 @@ def test_streams_and_cross_stream_deps():
     by = {t.op_name: t for t in prog.tasks}
     assert by["a"].stream_id != by["b"].stream_id
     assert set(by["join"].deps) == {by["a"].task_id, by["b"].task_id}
-    res = asim.simulate(g, CHIP, streams=2)
+    res = asim.simulate(g, CHIP, streams=2, fusion=False)
     ta, tb = res.trace.task("a"), res.trace.task("b")
     assert ta.block_dim + tb.block_dim <= CHIP.ai_cores
     assert tb.start < ta.end        # the branches overlap on the two streams
-    one = asim.simulate(g, CHIP, streams=1)
+    one = asim.simulate(g, CHIP, streams=1, fusion=False)
     assert one.trace.task("b").start >= one.trace.task("a").end
     assert res.cycles < one.cycles
     assert res.trace.task("join").start >= max(ta.end, tb.end)

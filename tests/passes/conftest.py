@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import ascendsim as asim
-from ascendsim.passes import optimize
+from ascendsim.api import optimize
 
 
 def feeds_for(graph: asim.Graph, rng: np.random.Generator) -> dict[str, np.ndarray]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 import ascendsim as asim
+from ascendsim.api import optimize
 from ascendsim.ir.tensor import LazyTensor
-from ascendsim.passes import optimize
 
 
 def op_types(graph: asim.Graph) -> list[str]:

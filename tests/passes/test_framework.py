@@ -8,13 +8,17 @@ import numpy as np
 import pytest
 
 import ascendsim as asim
+from ascendsim.api import optimize
 from ascendsim.errors import GraphError
+from ascendsim.hw import get_chip
 from ascendsim.ir.graph import Node
-from ascendsim.passes import Decision, Pass, PassLog, PassManager, optimize
+from ascendsim.passes import Decision, Pass, PassLog, PassManager
 from ascendsim.passes.base import GE, PassContext, PassResult, no, require
 from ascendsim.passes.log import PassRecord, pattern_line, ub_line
 from ascendsim.passes.manager import Stage
 from ascendsim.passes.verify import verify_graph
+
+_CTX = PassContext(chip=get_chip("ascend910"))
 
 
 def _mm_bias_graph(n: int = 2) -> asim.Graph:
@@ -113,7 +117,7 @@ class _ShapeLiar(Pass):
 @pytest.mark.parametrize("bad, text", [(_BreakingPass, "reads 'nowhere'"),
                                        (_ShapeLiar, r"infers to float32\[4, 8\]")])
 def test_verifier_names_the_pass_that_broke_the_graph(bad, text):
-    mgr = PassManager([Stage("ge", "after GE", (bad,))])
+    mgr = PassManager([Stage("ge", "after GE", (bad,))], ctx=_CTX)
     with pytest.raises(GraphError, match=f"pass '{bad.name}' broke graph 'mm'.*{text}"):
         mgr.run(_mm_bias_graph(1))
 
@@ -184,7 +188,7 @@ def test_graph_kernel_flag_enables_its_stages(tmp_path):
 
 def test_stage_without_passes_is_logged_not_faked(tmp_path):
     mgr = PassManager([Stage("ge", "after GE", ()), Stage("x", "after X", (), option="gk")],
-                      dump_dir=tmp_path, enabled_options={"gk": True})
+                      ctx=_CTX, dump_dir=tmp_path, enabled_options={"gk": True})
     res = mgr.run(_mm_bias_graph(1))
     assert "stage 'x' has no passes registered; graph unchanged" in res.log.notes
     assert [p.name for p in tmp_path.iterdir()] == ["00_initial.dot"]
@@ -217,7 +221,8 @@ class _FakeUbPass(Pass):
 
 
 def test_ub_pass_logs_cann_buffer_fusion_line():
-    res = PassManager([Stage("ub_fusion", "after UB", (_FakeUbPass,))]).run(_mm_bias_graph(1))
+    res = PassManager([Stage("ub_fusion", "after UB", (_FakeUbPass,))],
+                      ctx=_CTX).run(_mm_bias_graph(1))
     assert str(res.log) == "Run buffer fusion pass successfully, pass name:TbeFakeFusionPass."
     doc = res.log.fusion_result()[0]
     assert doc["ub_fusion"] == {"TbeFakeFusionPass": {"effect_times": "0", "match_times": "1"}}

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import ascendsim as asim
+from ascendsim.api import optimize
 from ascendsim.errors import ConfigError, GraphError
-from ascendsim.passes import optimize
 from ascendsim.passes.gears import build_gears
 
 

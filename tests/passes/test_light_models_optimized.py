@@ -20,7 +20,7 @@ from onnx import numpy_helper
 from onnx_light import light_feeds
 
 import ascendsim as asim
-from ascendsim.passes import optimize
+from ascendsim.api import optimize
 from ascendsim.passes.manager import default_stages
 
 DATA = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 import ascendsim as asim
+from ascendsim.api import optimize
 from ascendsim.errors import GraphError
-from ascendsim.passes import optimize
 
 
 def op_types(graph: asim.Graph) -> list[str]:

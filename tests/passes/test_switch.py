@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 import ascendsim as asim
+from ascendsim.api import optimize
 from ascendsim.errors import ConfigError
-from ascendsim.passes import load_fusion_switch, optimize
+from ascendsim.passes import load_fusion_switch
 
 GRAPH_FUSION_PASSES = {"AABiasaddConvFusion", "ConvBatchnormFusionPass",
                        "MatMulBiasAddFusionPass", "SoftmaxSmallOpFusionPass",

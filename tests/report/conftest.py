@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from ascendsim.hw import get_chip
-from ascendsim.report.trace import Interval, TaskRecord, Trace
+from ascendsim.sim.trace import Interval, TaskRecord, Trace
 
 KiB = 1024
 

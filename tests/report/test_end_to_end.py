@@ -18,7 +18,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 @pytest.fixture(scope="module")
 def conv_res():
     g = asim.models.conv_bn_relu(batch=1, cin=16, cout=16, h=16, w=16)
-    return asim.simulate(g, chip="ascend910")
+    return asim.simulate(g, chip="ascend910", fusion=False)
 
 
 def test_rows_match_tasks(conv_res) -> None:
@@ -83,7 +83,7 @@ def test_explain_real_op(conv_res) -> None:
 def test_explain_launch_bound_in_host_mode() -> None:
     """Launched op by op from the host, a small op waits longer for its launch than it runs."""
     g = asim.models.net_basic_fuse()
-    res = asim.simulate(g, chip="ascend910", mode="host")
+    res = asim.simulate(g, chip="ascend910", mode="host", fusion=False)
     row = op_summary(res.trace)[0]
     assert row.bound == "launch" and row.task_wait_us > row.task_duration_us
     text = res.explain(row.op_name)
@@ -94,8 +94,8 @@ def test_explain_launch_bound_in_host_mode() -> None:
 def test_compare_fused_vs_unfused(tmp_path) -> None:
     g = asim.models.net_basic_fuse()
     x = np.random.default_rng(0).standard_normal((4, 4)).astype(np.float32)
-    unfused = asim.simulate(g, chip="ascend910", inputs={"x": x})
-    fused = asim.simulate(g, chip="ascend910", optimize={"graph_kernel": True}, inputs={"x": x})
+    unfused = asim.simulate(g, chip="ascend910", inputs={"x": x}, fusion=False)
+    fused = asim.simulate(g, chip="ascend910", fusion={"graph_kernel": True}, inputs={"x": x})
     cmp = asim.report.Comparison(unfused, fused)
     assert cmp.outputs_equal is True
     tab = cmp.table()
@@ -108,7 +108,7 @@ def test_compare_fused_vs_unfused(tmp_path) -> None:
 def test_split_chip_lanes(tmp_path) -> None:
     """On a 910B the cube cores (AIC) and vector cores (AIV) get their own pipe lanes."""
     res = asim.simulate(asim.models.conv_bn_relu(batch=1, cin=16, cout=16, h=16, w=16),
-                        chip="ascend910b", optimize={})
+                        chip="ascend910b", fusion=True)
     fig = res.plot_timeline(str(tmp_path / "b.png"), cores=[0])
     labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
     assert "AIC 0 FIX" in labels and "AIC 0 M" in labels and "AIC 0 V" not in labels

@@ -8,7 +8,7 @@ from matplotlib.figure import Figure
 from ascendsim.errors import AscendSimError
 from ascendsim.report.roofline import plot_roofline, roofline_points, roofs
 from ascendsim.report.timeline import plot_comparison, plot_timeline, timeline_lanes
-from ascendsim.report.trace import Trace
+from ascendsim.sim.trace import Trace
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 CORE_PIPES = ["S", "V", "M", "MTE1", "MTE2", "MTE3"]   # ascend910 is coupled: no FIX

@@ -19,7 +19,7 @@ from ascendsim.report import (
     write_op_summary_csv,
 )
 from ascendsim.report.summary import render_totals
-from ascendsim.report.trace import Trace
+from ascendsim.sim.trace import Trace
 
 #: the msprof names issue 6 asks for, in msprof's order
 MSPROF = ["Op Name", "OP Type", "Task Type", "Stream ID", "Task ID", "Task Start Time(us)",

@@ -5,17 +5,18 @@ import pytest
 import simpy
 
 import ascendsim as asim
+from ascendsim.api import Result, compare, simulate
 from ascendsim.errors import ConfigError
 from ascendsim.execute import execute
 from ascendsim.ir.tensor import LazyTensor
-from ascendsim.sim import Fabric, Result, compare, simulate
+from ascendsim.sim import Fabric
 
 
 def test_simulate_with_inputs_computes_values_and_records_tasks(rng):
     g = asim.models.get("matmul_bias_relu")
     feeds = {n: rng.standard_normal([int(d) for d in g.values[n].shape]).astype(
         g.values[n].dtype) for n in g.inputs}
-    res = simulate(g, "ascend910", inputs=feeds)
+    res = simulate(g, "ascend910", inputs=feeds, fusion=False)
     assert isinstance(res, Result)
     want = execute(g, feeds)
     for k, v in want.items():
@@ -33,21 +34,23 @@ def test_shape_only_simulation_never_materialises_lazy_weights():
     g = asim.models.get("resnet50", batch=1)
     lazy = [c for c in g.constants.values() if isinstance(c, LazyTensor)]
     assert lazy
-    simulate(g)
+    simulate(g, fusion=False)
     assert not any(c._cache for c in lazy)
 
 
 def test_optimize_dict_and_compare():
     g = asim.models.get("conv_bn_relu")
-    fused = simulate(g, optimize={})
+    fused = simulate(g, fusion=True)
     assert fused.pass_log is not None
     assert any(t.fused_ops for t in fused.trace.tasks)
     cmp = compare(g)
-    assert cmp.unfused.cycles == simulate(g).cycles
+    assert cmp.unfused.cycles == simulate(g, fusion=False).cycles
     assert cmp.fused.cycles == fused.cycles
     assert cmp.speedup > 1.0
-    with pytest.raises(ConfigError, match="optimize must be None or a dict"):
-        simulate(g, optimize="all")
+    with pytest.raises(ConfigError, match="fusion switch file 'all' does not exist"):
+        simulate(g, fusion="all")
+    with pytest.raises(ConfigError, match=r"fusion=3: expected True, False"):
+        simulate(g, fusion=3)
 
 
 def _fabric_run(flows, l2=4096.0, hbm=1148.0):
@@ -87,7 +90,7 @@ def test_ai_cpu_tasks_use_the_ai_cpu_lane():
     g = asim.Graph("p")
     x = g.input("x", (4096,), "float32")
     g.output(g.pow(x, 3.0, name="p"))
-    res = simulate(g)
+    res = simulate(g, fusion=False)
     ivs = [iv for iv in res.trace.intervals if iv.op == "p"]
     assert ivs and all(iv.engine == "aicpu" and iv.pipe == "AICPU" for iv in ivs)
     assert res.trace.task("p").pipe_cycles["AICPU"] == ivs[0].duration

@@ -10,14 +10,15 @@ The full set (4096^3, 64M elements) is in bench/sim_speed.py.
 import pytest
 
 import ascendsim as asim
-from ascendsim.sim import COALESCE_MIN, simulate
+from ascendsim.api import simulate
+from ascendsim.sim import COALESCE_MIN
 
 TOL = 0.05
 
 
 def _agree(g):
-    block = simulate(g, detail="block")
-    tile = simulate(g, detail="tile")
+    block = simulate(g, detail="block", fusion=False)
+    tile = simulate(g, detail="tile", fusion=False)
     err = abs(block.cycles - tile.cycles) / tile.cycles
     assert err <= TOL, f"block {block.cycles} vs tile {tile.cycles}: {100 * err:.2f}%"
     return block, tile
@@ -74,8 +75,8 @@ def test_block_detail_coalesces_long_programs():
     g = asim.Graph("gemm")
     g.output(g.matmul(g.input("a", (4096, 1024), "float16"),
                       g.input("b", (1024, 4096), "float16"), name="mm"))
-    block = simulate(g, detail="block")
-    tile = simulate(g, detail="tile")
+    block = simulate(g, detail="block", fusion=False)
+    tile = simulate(g, detail="tile", fusion=False)
     task = block.trace.task("mm")
     ivs = [iv for iv in block.trace.intervals_of(task.task_id) if iv.core == 0]
     pipes = {iv.pipe for iv in ivs}

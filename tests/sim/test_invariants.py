@@ -3,7 +3,7 @@
 import pytest
 
 import ascendsim as asim
-from ascendsim.sim import simulate
+from ascendsim.api import simulate
 
 MODELS = [
     ("net_basic_fuse", {}),
@@ -29,7 +29,7 @@ def _graph(name, kw):
 def test_invariants_block(name, kw, fused, invariants):
     """Every built-in model, unfused and fused, keeps the invariants in block detail."""
     g = _graph(name, kw)
-    res = simulate(g, "ascend910", optimize={} if fused else None)
+    res = simulate(g, "ascend910", fusion=True if fused else None)
     assert res.cycles > 0 and res.trace.tasks
     invariants(res)
 
@@ -38,7 +38,7 @@ def test_invariants_block(name, kw, fused, invariants):
 @pytest.mark.parametrize("chip", ["ascend910", "ascend910b", "ascend310"])
 def test_invariants_tile_all_chips(name, kw, chip, invariants):
     """Tile detail (every instruction an event) keeps them too, on every built-in chip."""
-    res = simulate(_graph(name, kw), chip, detail="tile", optimize={})
+    res = simulate(_graph(name, kw), chip, detail="tile", fusion=True)
     invariants(res)
 
 
@@ -46,8 +46,8 @@ def test_invariants_tile_all_chips(name, kw, chip, invariants):
 def test_same_input_same_cycles_bit_for_bit(detail):
     """Two runs of the same graph give identical cycles, task records and intervals."""
     g = _graph("bert", MODELS[-1][1]) if detail == "block" else _graph("conv_bn_relu", {})
-    a = simulate(g, detail=detail)
-    b = simulate(g, detail=detail)
+    a = simulate(g, detail=detail, fusion=False)
+    b = simulate(g, detail=detail, fusion=False)
     assert a.cycles == b.cycles
     assert a.trace.tasks == b.trace.tasks
     assert a.trace.intervals == b.trace.intervals
@@ -56,8 +56,8 @@ def test_same_input_same_cycles_bit_for_bit(detail):
 def test_symmetric_groups_equal_per_core_processes(invariants):
     """One process set per group of identical cores gives the same cycles as one per core."""
     g = _graph("conv_bn_relu", {})
-    a = simulate(g, detail="tile", symmetric=True)
-    b = simulate(g, detail="tile", symmetric=False)
+    a = simulate(g, detail="tile", symmetric=True, fusion=False)
+    b = simulate(g, detail="tile", symmetric=False, fusion=False)
     assert a.cycles == b.cycles
     assert len(a.trace.intervals) == len(b.trace.intervals)
     invariants(b)
@@ -68,9 +68,9 @@ def test_l2_batch_split_chains_keep_the_invariants(invariants):
     batch chunks (tasks `<op>#<chunk>`); the invariants hold and the split run is faster
     than the same optimisation without L2 fusion."""
     g = asim.models.get("resnet50", batch=16)
-    res = simulate(g, optimize={})
+    res = simulate(g, fusion=True)
     chunks = [t for t in res.trace.tasks if "#" in t.op_name]
     assert chunks and all(t.input_shapes[0].startswith("8,") for t in chunks
                           if t.op_type != "TransData")
     invariants(res)
-    assert res.cycles < simulate(g, optimize={"l2_fusion": False}).cycles
+    assert res.cycles < simulate(g, fusion={"l2_fusion": False}).cycles

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 import ascendsim as asim
+from ascendsim.api import simulate
 from ascendsim.hw import get_chip
 from ascendsim.ir.registry import get_op
 from ascendsim.ir.tensor import Value
 from ascendsim.lower.lowering import vec_class_of
-from ascendsim.sim import simulate
 
 NBYTES = 16 * 1024
 
@@ -24,7 +24,7 @@ def _one_core(name: str):
 def _run(build, chip):
     g = asim.Graph("t")
     build(g)
-    return simulate(g, chip, detail="tile")
+    return simulate(g, chip, detail="tile", fusion=False)
 
 
 def _v_busy(res, op: str) -> tuple[int, int]:

@@ -10,17 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
+from ..hw.names import on_ai_core
+
 if TYPE_CHECKING:
     from ..hw import Chip
 
-#: Pipe names, in lane order for plots. HOST and AICPU are lanes of the host and AI CPU engines.
-PIPES = ("S", "V", "M", "MTE1", "MTE2", "MTE3", "FIX", "AICPU", "HOST")
-#: Memory levels, nearest the cube first.
-LEVELS = ("L0A", "L0B", "L0C", "UB", "L1", "L2", "DDR")
-
-ENGINE_AICORE = "aicore"
-ENGINE_AICPU = "aicpu"
-ENGINE_HOST = "host"
 
 
 class Interval(NamedTuple):
@@ -57,7 +51,7 @@ class TaskRecord:
     stream_id: int
     op_name: str
     op_type: str                       # a fused node's type, e.g. "FusedConvRelu"
-    task_type: str                     # "AI_CORE", "AI_CPU" (msprof names)
+    task_type: str                     # one of the TASK_* names (msprof's)
     start: int                         # first instruction of the task, cycles
     end: int                           # last instruction ends, cycles
     launch_start: int = 0              # when the scheduler began launching it (E stage)
@@ -81,6 +75,10 @@ class TaskRecord:
     @property
     def duration(self) -> int:
         return self.end - self.start
+
+    @property
+    def on_ai_core(self) -> bool:
+        return on_ai_core(self.task_type)
 
 
 @dataclass
