@@ -217,6 +217,8 @@ def simulate(graph: Graph, chip: str | Chip = DEFAULT_CHIP, fusion: FusionOption
     _check_choice("mode", mode, MODES)
     options = fusion_options(fusion)
     chip = _resolve_chip(chip, options)
+    if options is not None:
+        options.pop("chip", None)          # the same chip (checked): passed once, below
     pass_log = None
     if options is not None:
         opt = optimize(graph, chip, detail=detail, mode=mode, streams=streams, **options)

@@ -403,6 +403,13 @@ class Chip:
 
     # -- derived figures ---------------------------------------------------------------------
     @property
+    def l2_resident_bytes(self) -> int:
+        """The largest tensor data the model keeps resident in L2: half of it. A rule of this
+        model, not a chip figure (the other half is left to the streaming working sets); the
+        lowering's L2 residency and the L2 batch-split pass both size against it."""
+        return self.l2_bytes // 2
+
+    @property
     def coupled(self) -> bool:
         """True when cube and vector share one core (910, 310)."""
         return self.arch == "coupled"

@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -70,7 +71,7 @@ from ..hw.names import (
     TASK_MIX_AIC,
 )
 from ..ir.graph import rebound_subgraph
-from ..ir.registry import Category, Unit, VecClass, get_op
+from ..ir.registry import FUSED_OP, Category, Unit, VecClass, get_op
 from ..ir.tensor import Value, itemsize
 from .program import CoreGroup, Phase, Program, Task
 from .tiling import (
@@ -86,6 +87,23 @@ from .tiling import (
 )
 
 ND, NC1HWC0, NZ = "ND", "NC1HWC0", "FRACTAL_NZ"
+
+# Layout and model constants (not chip data: CANN's formats are the same on every chip, and the
+# rest are rules of this model, named here once):
+#: the fractal edge of FRACTAL_NZ (16 x 16 blocks) and NC1HWC0's C0 for 2- and 4-byte dtypes
+FRACTAL = 16
+#: NC1HWC0's C0 for 1-byte dtypes (the int8 K fractal is 32 wide)
+FRACTAL_INT8 = 32
+#: bytes of one L0C accumulator element: mmad accumulates fp16/bf16 in fp32 and int8 in int32
+ACC_BYTES = 4
+#: an operand with 1/8 or fewer of the output's elements (a bias, a per-channel scale) is
+#: broadcast from ND, never converted to the output's 5-D or fractal format
+SMALL_OPERAND_RATIO = 8
+
+
+def is_small_operand(numel: int, out_numel: int) -> bool:
+    """Whether an operand is small enough to stay ND beside a larger output (see above)."""
+    return numel * SMALL_OPERAND_RATIO <= out_numel
 
 #: registry vector class -> chip vector instruction class (MOVE: vcopy/vnchwconv, unary rate)
 VEC_CLASS = {VecClass.UNARY: "unary", VecClass.BINARY: "binary", VecClass.TERNARY: "ternary",
@@ -109,7 +127,7 @@ def vec_class_of(opdef: Any, ins: list[Value]) -> str:
 # ----------------------------------------------------------------------------- formats
 def c0_of(dtype: str) -> int:
     """NC1HWC0's C0: 32 for 1-byte dtypes (the int8 K fractal), else 16."""
-    return 32 if itemsize(dtype) == 1 else 16
+    return FRACTAL_INT8 if itemsize(dtype) == 1 else FRACTAL
 
 
 def padded_numel(v: Value, fmt: str) -> int:
@@ -118,8 +136,8 @@ def padded_numel(v: Value, fmt: str) -> int:
     if fmt == NC1HWC0 and len(shape) >= 3:
         shape[1] = ceil_to(shape[1], c0_of(v.dtype))
     elif fmt == NZ and len(shape) >= 2:
-        shape[-1] = ceil_to(shape[-1], 16)
-        shape[-2] = ceil_to(shape[-2], 16)
+        shape[-1] = ceil_to(shape[-1], FRACTAL)
+        shape[-2] = ceil_to(shape[-2], FRACTAL)
     return math.prod(shape)
 
 
@@ -127,27 +145,37 @@ def padded_bytes(v: Value, fmt: str) -> int:
     return padded_numel(v, fmt) * itemsize(v.dtype)
 
 
-def _is_conv(opdef) -> bool:
-    """Conv-like cube ops carry a `group` attribute (Conv, ConvTranspose)."""
-    return "group" in opdef.attrs
+@dataclass
+class TaskSpec:
+    """What a lowering step hands `add_task`: the task's identity, phases, operands (value
+    names and their formats), flops, and the facts worth explaining."""
 
-
-def _is_transposed(opdef) -> bool:
-    """Transposed convolutions carry `output_padding` (W is Cin x Cout/group x k...)."""
-    return "output_padding" in opdef.attrs
+    name: str
+    op_type: str
+    task_type: str
+    phases: list[Phase]
+    ins: list[str]
+    outs: list[str]
+    in_fmts: list[str]
+    out_fmts: list[str]
+    flops: int = 0
+    notes: list[str] = field(default_factory=list)
+    fused: tuple[str, ...] = ()
+    cube_dtype: str = "float16"
 
 
 # ----------------------------------------------------------------------------- L2 state
 class L2State:
     """Whole tensors resident in L2, least recently used first (launch order)."""
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, resident_limit: int) -> None:
         self.capacity = capacity
+        self.resident_limit = resident_limit   # a tensor above this never stays (chip rule)
         self.lru: OrderedDict[str, int] = OrderedDict()
         self.used = 0
 
     def fits(self, nbytes: int) -> bool:
-        return nbytes <= self.capacity // 2
+        return nbytes <= self.resident_limit
 
     def resident(self, name: str) -> bool:
         return name in self.lru
@@ -188,7 +216,7 @@ class _Lowering:
         self.alias: dict[str, str] = {}
         self.producer: dict[str, int] = {}
         self.converted: dict[tuple[str, str], str] = {}
-        self.l2 = L2State(chip.l2_bytes)
+        self.l2 = L2State(chip.l2_bytes, chip.l2_resident_bytes)
         self.keep_l2: set[str] = set()
         self.nstreams = streams
         self.stream_last: dict[int, int] = {}
@@ -249,10 +277,10 @@ class _Lowering:
             break
         return min(range(self.nstreams), key=lambda s: (self.stream_count[s], s))
 
-    def add_task(self, name: str, op_type: str, task_type: str, phases: list[Phase],
-                 ins: list[str], outs: list[str], in_fmts: list[str], out_fmts: list[str],
-                 flops: int, notes: list[str], fused: tuple[str, ...] = (),
-                 cube_dtype: str = "float16") -> Task:
+    def add_task(self, spec: TaskSpec) -> Task:
+        """Append a task (streams, dependencies, traffic, roofline) and update formats and L2."""
+        name, op_type, task_type, phases = spec.name, spec.op_type, spec.task_type, spec.phases
+        ins, outs, out_fmts, flops = spec.ins, spec.outs, spec.out_fmts, spec.flops
         tid = len(self.tasks)
         sid = self.pick_stream(ins)
         deps = sorted({self.producer[self.root(i)] for i in ins
@@ -260,11 +288,12 @@ class _Lowering:
         traffic = phase_traffic(phases)
         task = Task(tid, sid, name, op_type, task_type, tuple(phases), tuple(deps),
                     tuple(self.value(i) for i in ins), tuple(self.value(o) for o in outs),
-                    tuple(in_fmts), tuple(out_fmts), int(flops), traffic,
+                    tuple(spec.in_fmts), tuple(out_fmts), int(flops), traffic,
                     roofline(self.chip, phases, flops if task_type != TASK_AI_CPU else 0,
                              traffic, cube=any(p for p in phases if p.engine == ENGINE_AICORE
-                                               and _has_pipe(p, "M")), cube_dtype=cube_dtype),
-                    tuple(notes), fused)
+                                               and _has_pipe(p, "M")),
+                             cube_dtype=spec.cube_dtype),
+                    tuple(spec.notes), spec.fused)
         self.tasks.append(task)
         self.stream_last[sid] = tid
         self.stream_count[sid] += 1
@@ -298,9 +327,10 @@ class _Lowering:
                        self.through(new, fmt),
                        (VecPart("unary", v.dtype, max(src_b, dst_b) / n, "vec_transdata"),))
         groups, notes = vector_work(self.chip, spec, f"TransData {name}", self._vcores())
-        self.add_task(f"trans_data_{name}_{have}_to_{fmt}", "TransData", self._vtype(),
-                      [self._vphase(groups)], [name], [new], [have], [fmt], 0,
-                      notes + [f"format conversion {have} -> {fmt}: {src_b} B -> {dst_b} B"])
+        self.add_task(TaskSpec(
+            f"trans_data_{name}_{have}_to_{fmt}", "TransData", self._vtype(),
+            [self._vphase(groups)], [name], [new], [have], [fmt], 0,
+            notes + [f"format conversion {have} -> {fmt}: {src_b} B -> {dst_b} B"]))
         self.converted[key] = new
         return new
 
@@ -325,7 +355,7 @@ class _Lowering:
                 self.ensure(o, ND)
 
     def node(self, node) -> None:
-        if node.subgraph is not None and node.op_type == "FusedOp":
+        if node.subgraph is not None and node.op_type == FUSED_OP:
             self.fused(node)
             return
         opdef = get_op(node.op_type, node.name)
@@ -363,11 +393,12 @@ class _Lowering:
                                                            * chip.ai_cpu_clock_hz)
         cycles = chip.cycles(secs)
         phase = Phase(ENGINE_AICPU, aicpu_cycles=cycles, aicpu_cores=1)
-        task = self.add_task(node.name, node.op_type, TASK_AI_CPU, [phase], ins, outs,
-                             [ND] * len(ins), [ND] * len(outs), flops,
-                             [f"AI CPU: {chip.ai_cpu_task_launch_us} us launch + {elems} "
-                              f"elements at {chip.ai_cpu_elements_per_cycle} element/cycle x "
-                              f"{chip.ai_cpu_clock_hz / 1e9:g} GHz on one AI CPU"])
+        task = self.add_task(TaskSpec(
+            node.name, node.op_type, TASK_AI_CPU, [phase], ins, outs, [ND] * len(ins),
+            [ND] * len(outs), flops,
+            [f"AI CPU: {chip.ai_cpu_task_launch_us} us launch + {elems} elements at "
+             f"{chip.ai_cpu_elements_per_cycle} element/cycle x "
+             f"{chip.ai_cpu_clock_hz / 1e9:g} GHz on one AI CPU"]))
         rd = sum(v.nbytes for v in in_vals)
         wr = sum(v.nbytes for v in out_vals)
         task.traffic.update({("DDR", "read"): rd, ("DDR", "write"): wr})
@@ -390,7 +421,8 @@ class _Lowering:
         ins = []
         for i in ext_in:
             v = self.value(i)
-            small = v.numel * 8 <= max(self.value(o).numel for o in outs) or v.rank < 2
+            small = is_small_operand(v.numel, max(self.value(o).numel for o in outs)) or \
+                v.rank < 2
             if fmt == ND or small or self.is_const(i):
                 ins.append(self.ensure(i, ND) if not self.is_const(i) and not small else i)
             else:
@@ -409,10 +441,10 @@ class _Lowering:
         through = max((self.through(o, fmt) for o in outs), default=1.0)
         spec = VecSpec(n, inputs, sum(out_b) / n, through, tuple(vparts), temp)
         groups, vnotes = vector_work(self.chip, spec, node.name, self._vcores())
-        self.add_task(name or node.name, op_type or node.op_type, self._vtype(),
-                      [self._vphase(groups)], ins, outs,
-                      [self.format_of(i) for i in ins], [fmt] * len(outs), flops,
-                      (notes or []) + vnotes, fused)
+        self.add_task(TaskSpec(name or node.name, op_type or node.op_type, self._vtype(),
+                               [self._vphase(groups)], ins, outs,
+                               [self.format_of(i) for i in ins], [fmt] * len(outs), flops,
+                               (notes or []) + vnotes, fused))
 
     def vec_parts(self, nodes: list, n: int, ext_outs: list[str],
                   scale: float = 1.0) -> tuple[list[VecPart], float, int]:
@@ -452,7 +484,7 @@ class _Lowering:
              name: str | None = None, op_type: str | None = None) -> None:
         chip = self.chip
         opdef = get_op(head.op_type, head.name)
-        conv = _is_conv(opdef)
+        conv = opdef.conv
         x_name, w_name = head.inputs[0], head.inputs[1]
         extra = [i for i in head.inputs[2:] if i]
         need = NC1HWC0 if conv else NZ
@@ -485,7 +517,7 @@ class _Lowering:
             kh, kw = ks[0], int(np.prod(ks[1:])) if len(ks) > 1 else 1
             spatial_out = [int(d) for d in out_v.shape[2:]]
             m = n_ * int(np.prod(spatial_out))
-            transposed = _is_transposed(opdef)
+            transposed = opdef.transposed
             k = ceil_to(cin // group, k0) * kh * kw
             strides = head.attrs.get("strides") or [1] * len(ks)
             if transposed:
@@ -523,13 +555,13 @@ class _Lowering:
         tail_in = [i for i in node.inputs if i and i not in head.inputs]
         if not bias:
             tail_in += extra
-        tail_in = [self.ensure(i, out_fmt) if (not self.is_const(i) and
-                   self.value(i).numel * 8 > n_out) else i for i in tail_in]
+        tail_in = [self.ensure(i, out_fmt) if (not self.is_const(i) and not
+                   is_small_operand(self.value(i).numel, n_out)) else i for i in tail_in]
         # output bytes per output element of the head's output
         head_out = self.sub_value(head, head.outputs[0])
         per_out = padded_numel(head_out, out_fmt)
         out_bytes = sum(padded_bytes(v, out_fmt) for v in out_vals) / per_out
-        acc = 4
+        acc = ACC_BYTES
         # first tiling, to know the tile grid for the L2 sharing model
         tiles_probe_conv = GemmSpec(batch, m, k, n, cdt, in_b, max(1, round(out_bytes)), acc,
                                     conv_rows=conv_rows)
@@ -550,8 +582,8 @@ class _Lowering:
         epi_inputs: tuple = ()
         if tail:
             epi_parts, _, _ = self.vec_parts(tail, per_out, out_names)
-            epi_inputs = tuple((padded_bytes(self.value(i), out_fmt if
-                                             self.value(i).numel * 8 > n_out else ND) / per_out,
+            epi_inputs = tuple((padded_bytes(self.value(i), ND if is_small_operand(
+                                             self.value(i).numel, n_out) else out_fmt) / per_out,
                                 self.miss(i, padded_bytes(self.value(i), ND)))
                                for i in tail_in)
         phases: list[Phase] = []
@@ -585,9 +617,9 @@ class _Lowering:
             [head_out], head.attrs))
         if tail:
             flops += self.vec_parts(tail, per_out, out_names)[2]
-        self.add_task(name or node.name, op_type or node.op_type, task_type, phases, ins,
-                      out_names, [self.format_of(i) for i in ins], [out_fmt] * len(out_names),
-                      flops, notes, fused, cube_dtype=cdt)
+        self.add_task(TaskSpec(name or node.name, op_type or node.op_type, task_type, phases,
+                               ins, out_names, [self.format_of(i) for i in ins],
+                               [out_fmt] * len(out_names), flops, notes, fused, cube_dtype=cdt))
 
     # -- fused -----------------------------------------------------------------------------
     def l2_fused(self, node) -> None:
