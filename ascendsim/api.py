@@ -230,7 +230,9 @@ def simulate(graph: Graph, chip: str | Chip = DEFAULT_CHIP, fusion: FusionOption
     fusion: see the module docstring (True: the Ascend stack's default passes, as the CLI).
     detail: "block" (coalesced steady state, fast) or "tile" (every tile instruction).
     inputs: arrays to also compute the output values (numba kernels); None = shapes only.
-    mode: "sink" (graph sunk on the device) or "host" (op-by-op launches from the host).
+    mode: "sink" (graph sunk on the device), "host" (op-by-op launches from the host, running
+    ahead of the device) or "eager" (synchronised single-op calls, as a framework's eager
+    mode timed call by call); sink <= host <= eager for any graph.
     streams: how many streams independent branches may use (1 = one in-order stream).
     symmetric: one process set per group of identical cores (False: one per core).
     progress: called as progress(tasks_done, tasks_total) while the engine runs.

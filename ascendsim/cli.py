@@ -1,7 +1,7 @@
 """The `ascendsim` command line: run a model or an ONNX file, compare fused vs unfused, list things.
 
     ascendsim run MODEL_OR_ONNX [--chip ascend910] [--fusion-switch FILE] [--no-fusion]
-                  [--graph-kernel] [--detail block|tile] [--mode sink|host]
+                  [--graph-kernel] [--detail block|tile] [--mode sink|host|eager]
                   [--timeline PNG] [--trace JSON] [--summary CSV] [--batch N] [--top N]
     ascendsim compare MODEL_OR_ONNX [--chip ...] [--plot PNG] [--batch N] [--mode ...]
     ascendsim models
@@ -310,7 +310,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="block: coalesced tiles (fast); tile: every tile instruction")
         sp.add_argument("--mode", choices=MODES, default=DEFAULT_MODE,
                         help="sink: graph sunk on the device (default); host: op-by-op "
-                             "launches from the host")
+                             "launches from the host; eager: synchronised single-op calls")
         sp.add_argument("--no-progress", dest="progress", action="store_false",
                         help="no progress bar")
 

@@ -268,7 +268,10 @@ class Chip:
     hbm_bandwidth_bytes_per_s: float = _spec("float", "bytes/s", gt=0, doc="chip-wide")
     # task overheads
     host_launch_us: float = _spec("float", "us", ge=0, doc="host launch per op")
-    sink_launch_us: float = _spec("float", "us", ge=0, doc="device-side launch per op (sink)")
+    host_sync_us: float = _spec("float", "us", ge=0,
+                                doc="host synchronisation after an eager call")
+    sink_launch_us: float = _spec("float", "us", ge=0,
+                                  doc="device-side dispatch per task (every launch mode)")
     ai_cpus: int = _spec("int", "cores", gt=0)
     ai_cpu_clock_hz: float = _spec("float", "Hz", gt=0)
     ai_cpu_task_launch_us: float = _spec("float", "us", ge=0)

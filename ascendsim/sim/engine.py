@@ -44,9 +44,14 @@ interval per pipe per tile). The prefix of each pipe is shown as one interval of
 cycles, starting at its first instruction.
 
 Scheduler. Streams run their tasks in order; a task also waits for its producers on other
-streams (events). mode="sink": the graph is sunk on the device and each task pays
-`sink_launch_us` before it starts; mode="host": a HOST lane launches the tasks one by one,
-`host_launch_us` each (the E of E/R/C/W), and a task cannot start before its launch is done.
+streams (events). Every task, in every mode, pays the device-side dispatch `sink_launch_us`
+(the task scheduler handing the task to the cores) once its producers are done. The launch
+modes differ in what comes before: mode="sink": nothing (the graph is sunk on the device);
+mode="host": a HOST lane launches the tasks one by one, `host_launch_us` each (the E of
+E/R/C/W), running ahead of the device, and a task cannot start before its launch is done;
+mode="eager": synchronised single-op calls (a framework's eager mode timed call by call): the
+host launches a task only after the previous one finished and the host synchronised
+(`host_sync_us`), so nothing overlaps. Hence sink <= host <= eager for any graph.
 A task takes `block_dim` cores from its engine's pool (AI Cores, the AIVs of split chips, AI
 CPUs) and gives them back when it ends.
 """
@@ -333,7 +338,7 @@ class Engine:
         tasks = self.p.tasks
         self.done = {t.task_id: env.event() for t in tasks}
         self.launched = {t.task_id: env.event() for t in tasks}
-        if self.mode == "host":
+        if self.mode in ("host", "eager"):
             env.process(self._host(tasks))
         for sid in range(self.p.streams):
             mine = [t for t in tasks if t.stream_id == sid]
@@ -370,12 +375,28 @@ class Engine:
 
     def _host(self, tasks):
         cyc = self.chip.cycles(self.chip.host_launch_us * 1e-6)
+        sync = self.chip.cycles(self.chip.host_sync_us * 1e-6)
+        prev = None
         for t in tasks:
+            if self.mode == "eager" and prev is not None:
+                yield from self._sync(prev, sync)
+            prev = t.task_id
             start = self.env.now
             yield self.env.timeout(cyc)
             self.rows.append(_Run(ENGINE_HOST, (0,), "HOST", t.task_id, t.op_name, start,
                                   self.env.now, "launch"))
             self.launched[t.task_id].succeed(start)
+        if self.mode == "eager" and prev is not None:
+            yield from self._sync(prev, sync)
+
+    def _sync(self, task_id: int, cycles: int):
+        """The host waits for a task, then synchronises (eager calls are timed to here)."""
+        yield self.done[task_id]
+        start = self.env.now
+        if cycles:
+            yield self.env.timeout(cycles)
+            self.rows.append(_Run(ENGINE_HOST, (0,), "HOST", task_id, "synchronize", start,
+                                  self.env.now, "sync"))
 
     def _stream(self, tasks):
         env = self.env
@@ -383,14 +404,14 @@ class Engine:
         sink = self.chip.cycles(self.chip.sink_launch_us * 1e-6)
         for t in tasks:
             launch_start = env.now
-            if self.mode == "host":
+            if self.mode != "sink":
                 launch_start = yield self.launched[t.task_id]
             for d in t.deps:
                 yield self.done[d]
             if self.mode == "sink":
                 launch_start = env.now
-                if sink:
-                    yield env.timeout(sink)
+            if sink:                      # device-side dispatch, in every mode
+                yield env.timeout(sink)
             self.pipe_busy[t.task_id] = {}
             self.started.pop(t.task_id, None)
             for ph in t.phases:
