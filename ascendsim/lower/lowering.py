@@ -164,6 +164,77 @@ class TaskSpec:
     cube_dtype: str = "float16"
 
 
+# ----------------------------------------------------------------------------- cube ops
+def cube_dtype(chip: Any, dtype: str) -> str:
+    """The cube mode an operand dtype runs in: int8, the chip's bf16 or fp32 mode where it has
+    one, else fp16 (CANN's allow_fp32_to_fp16 for fp32 on chips without an fp32 mode)."""
+    if dtype in ("int8", "uint8"):
+        return "int8"
+    if dtype == "bfloat16" and chip.cube_mkn.bfloat16 is not None:
+        return "bfloat16"
+    if dtype == "float32" and chip.cube_mkn.float32 is not None:
+        return "float32"
+    return "float16"
+
+
+@dataclass(frozen=True)
+class CubeGeometry:
+    """A cube op as a batched GEMM (batch x M x K x N), with a conv's row geometry for the
+    img2col reads, whether a bias is accumulated in L0C, and the note `explain` shows."""
+
+    batch: int
+    m: int
+    k: int
+    n: int
+    conv_rows: tuple[int, int, int, int, int] | None
+    bias: bool
+    note: str
+
+
+def conv_geometry(attrs: dict, transposed: bool, xv: Value, wv: Value, out_v: Value, k0: int,
+                  has_bias: bool) -> CubeGeometry:
+    """A convolution as an implicit GEMM: M = N*Ho*Wo, K = ceil(Cin/group)*kh*kw, N = Cout/group,
+    one GEMM per group (a transposed conv's K is divided by the stride product)."""
+    group = int(attrs.get("group", 1) or 1)
+    n_, cin = int(out_v.shape[0]), int(xv.shape[1])
+    cout = int(out_v.shape[1])
+    ks = [int(d) for d in wv.shape[2:]]
+    kh, kw = ks[0], int(np.prod(ks[1:])) if len(ks) > 1 else 1
+    spatial_out = [int(d) for d in out_v.shape[2:]]
+    m = n_ * int(np.prod(spatial_out))
+    k = ceil_to(cin // group, k0) * kh * kw
+    strides = attrs.get("strides") or [1] * len(ks)
+    conv_rows = None
+    if transposed:
+        k = ceil_to(max(k // int(np.prod(strides)), k0), k0)
+    else:
+        pads = attrs.get("pads") or [0] * (2 * len(ks))
+        win = int(xv.shape[-1]) + (int(pads[len(ks) - 1]) + int(pads[-1])
+                                   if len(pads) >= 2 else 0)
+        wo = spatial_out[-1] if len(spatial_out) > 1 else 1
+        if len(ks) == 1:
+            kh, kw = 1, ks[0]
+        conv_rows = (wo, win, int(strides[0]), kh, kw)
+    n = cout // group
+    note = (f"implicit GEMM: M = N*Ho*Wo = {m}, K = ceil{k0}(Cin/group = {cin // group})"
+            f"*kh*kw = {k}, N = Cout/group = {n}, group {group}")
+    return CubeGeometry(group, m, k, n, conv_rows, has_bias, note)
+
+
+def gemm_geometry(attrs: dict, xv: Value, wv: Value, out_v: Value, k0: int,
+                  extra: Value | None) -> CubeGeometry:
+    """A MatMul/Gemm as a batched GEMM; an extra rank <= 1 operand is a bias (L0C)."""
+    ta = int(attrs.get("transA", 0) or 0)
+    os_ = [int(d) for d in out_v.shape]
+    m = os_[-2] if len(os_) >= 2 and xv.rank >= 2 else 1
+    n = os_[-1] if wv.rank >= 2 else 1
+    xs = [int(d) for d in xv.shape]
+    k = ceil_to((xs[-2] if ta else xs[-1]) if xv.rank >= 2 else xs[0], k0)
+    batch = int(np.prod(os_[:-2])) if len(os_) > 2 else 1
+    bias = extra is not None and extra.rank <= 1
+    return CubeGeometry(batch, m, k, n, None, bias, f"GEMM: batch {batch}, M {m}, K {k}, N {n}")
+
+
 # ----------------------------------------------------------------------------- L2 state
 class L2State:
     """Whole tensors resident in L2, least recently used first (launch order)."""
@@ -493,60 +564,20 @@ class _Lowering:
             w_name = self.ensure(w_name, NC1HWC0 if conv else NZ)
         xv, wv = self.sub_value(head, x_name), self.sub_value(head, w_name)
         out_v = self.sub_value(head, head.outputs[0])
-        if xv.dtype in ("int8", "uint8"):
-            cdt = "int8"
-        elif xv.dtype == "bfloat16" and chip.cube_mkn.bfloat16 is not None:
-            cdt = "bfloat16"
-        elif xv.dtype == "float32" and chip.cube_mkn.float32 is not None:
-            cdt = "float32"  # the chip's own fp32 cube mode and rate
-        else:
-            cdt = "float16"
+        cdt = cube_dtype(chip, xv.dtype)
         m0, k0, n0 = chip.cube_shape(cdt)
         in_b = itemsize(xv.dtype)
         notes: list[str] = []
         if xv.dtype in ("float32", "float64") and cdt == "float16":
             notes.append(f"{xv.dtype} operands run in the cube's float16 mode (CANN "
                          f"allow_fp32_to_fp16 precision mode); GM bytes stay {xv.dtype}")
-        conv_rows = None
-        bias = False
         if conv:
-            group = int(head.attrs.get("group", 1) or 1)
-            n_, cin = int(out_v.shape[0]), int(xv.shape[1])
-            cout = int(out_v.shape[1])
-            ks = [int(d) for d in wv.shape[2:]]
-            kh, kw = ks[0], int(np.prod(ks[1:])) if len(ks) > 1 else 1
-            spatial_out = [int(d) for d in out_v.shape[2:]]
-            m = n_ * int(np.prod(spatial_out))
-            transposed = opdef.transposed
-            k = ceil_to(cin // group, k0) * kh * kw
-            strides = head.attrs.get("strides") or [1] * len(ks)
-            if transposed:
-                k = ceil_to(max(k // int(np.prod(strides)), k0), k0)
-            else:
-                pads = head.attrs.get("pads") or [0] * (2 * len(ks))
-                win = int(xv.shape[-1]) + (int(pads[len(ks) - 1]) + int(pads[-1])
-                                           if len(pads) >= 2 else 0)
-                wo = spatial_out[-1] if len(spatial_out) > 1 else 1
-                if len(ks) == 1:
-                    kh, kw, win = 1, ks[0], win
-                conv_rows = (wo, win, int(strides[0]), kh, kw)
-            batch, n = group, cout // group
-            bias = bool(extra)
-            notes.append(f"implicit GEMM: M = N*Ho*Wo = {m}, K = ceil{k0}(Cin/group = "
-                         f"{cin // group})*kh*kw = {k}, N = Cout/group = {n}, group {group}")
+            geo = conv_geometry(head.attrs, opdef.transposed, xv, wv, out_v, k0, bool(extra))
         else:
-            ta = int(head.attrs.get("transA", 0) or 0)
-            os_ = [int(d) for d in out_v.shape]
-            m = os_[-2] if len(os_) >= 2 and xv.rank >= 2 else 1
-            n = os_[-1] if wv.rank >= 2 else 1
-            xs = [int(d) for d in xv.shape]
-            k = (xs[-2] if ta else xs[-1]) if xv.rank >= 2 else xs[0]
-            batch = int(np.prod(os_[:-2])) if len(os_) > 2 else 1
-            k = ceil_to(k, k0)
-            if extra:
-                ev = self.value(extra[0])
-                bias = ev.rank <= 1
-            notes.append(f"GEMM: batch {batch}, M {m}, K {k}, N {n}")
+            geo = gemm_geometry(head.attrs, xv, wv, out_v, k0,
+                                self.value(extra[0]) if extra else None)
+        batch, m, k, n, conv_rows, bias = geo.batch, geo.m, geo.k, geo.n, geo.conv_rows, geo.bias
+        notes.append(geo.note)
         # the fused tail: element-wise ops per output element, extra inputs from GM
         out_names = list(node.outputs)
         out_fmt = NC1HWC0 if conv else NZ
@@ -562,21 +593,10 @@ class _Lowering:
         per_out = padded_numel(head_out, out_fmt)
         out_bytes = sum(padded_bytes(v, out_fmt) for v in out_vals) / per_out
         acc = ACC_BYTES
-        # first tiling, to know the tile grid for the L2 sharing model
-        tiles_probe_conv = GemmSpec(batch, m, k, n, cdt, in_b, max(1, round(out_bytes)), acc,
-                                    conv_rows=conv_rows)
-        t0 = gemm_tiling(chip, tiles_probe_conv, node.name)
-        tm, tn = cdiv(ceil_to(m, m0), t0.m_t), cdiv(ceil_to(n, n0), t0.n_t)
-        gn = min(tn, max(1, math.isqrt(t0.block)))
-        gm = max(1, min(tm * batch, cdiv(t0.block, gn)))
-        a_unique = padded_bytes(xv, self.format_of(x_name) if self.format_of(x_name) !=
-                                "const" else ND)
-        w_unique = wv.numel * itemsize(wv.dtype)
-        fits = self.l2.fits(a_unique + w_unique)
-        a_reads = max(t0.tiles * _a_tile_bytes(tiles_probe_conv, t0.m_t), a_unique)
-        b_reads = tm * w_unique
-        miss_a = self.miss(x_name, a_reads, fits, gn)
-        miss_b = self.miss(w_name, b_reads, fits, gm)
+        probe = GemmSpec(batch, m, k, n, cdt, in_b, max(1, round(out_bytes)), acc,
+                         conv_rows=conv_rows)
+        miss_a, miss_b, fits, gm, gn, block = self._operand_misses(probe, node.name, x_name,
+                                                                   w_name, xv, wv)
         through = max(self.through(o, out_fmt) for o in out_names)
         epi_parts: list[VecPart] = []
         epi_inputs: tuple = ()
@@ -592,8 +612,8 @@ class _Lowering:
                         else itemsize(head_out.dtype), acc, miss_a, miss_b,
                         0.0 if split_tail else through, bias, conv_rows,
                         () if split_tail else tuple(epi_parts),
-                        () if split_tail else epi_inputs, shared_a=gn > 1 and t0.block > 1,
-                        shared_b=gm > 1 and t0.block > 1)
+                        () if split_tail else epi_inputs, shared_a=gn > 1 and block > 1,
+                        shared_b=gm > 1 and block > 1)
         groups, cnotes, t = gemm_work(chip, spec, node.name)
         notes += cnotes
         notes.append(f"L2: A miss {miss_a:.2f}, B miss {miss_b:.2f} (operands "
@@ -620,6 +640,25 @@ class _Lowering:
         self.add_task(TaskSpec(name or node.name, op_type or node.op_type, task_type, phases,
                                ins, out_names, [self.format_of(i) for i in ins],
                                [out_fmt] * len(out_names), flops, notes, fused, cube_dtype=cdt))
+
+    def _operand_misses(self, probe: GemmSpec, op: str, x_name: str, w_name: str, xv: Value,
+                        wv: Value) -> tuple[float, float, bool, int, int, int]:
+        """L2 miss fractions of a cube op's A and B reads: a first tiling gives the tile grid
+        and the wave of cores (gm x gn) that share each strip; returns (miss A, miss B,
+        whether the operands fit the L2 residency limit, gm, gn, block dim)."""
+        m0, _, n0 = self.chip.cube_shape(probe.in_dtype)
+        t0 = gemm_tiling(self.chip, probe, op)
+        tm, tn = cdiv(ceil_to(probe.m, m0), t0.m_t), cdiv(ceil_to(probe.n, n0), t0.n_t)
+        gn = min(tn, max(1, math.isqrt(t0.block)))
+        gm = max(1, min(tm * probe.batch, cdiv(t0.block, gn)))
+        a_unique = padded_bytes(xv, self.format_of(x_name) if self.format_of(x_name) !=
+                                "const" else ND)
+        w_unique = wv.numel * itemsize(wv.dtype)
+        fits = self.l2.fits(a_unique + w_unique)
+        a_reads = max(t0.tiles * _a_tile_bytes(probe, t0.m_t), a_unique)
+        miss_a = self.miss(x_name, a_reads, fits, gn)
+        miss_b = self.miss(w_name, tm * w_unique, fits, gm)
+        return miss_a, miss_b, fits, gm, gn, t0.block
 
     # -- fused -----------------------------------------------------------------------------
     def l2_fused(self, node) -> None:
