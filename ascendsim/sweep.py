@@ -61,7 +61,7 @@ RESULT_COLUMNS = ("time_us", "cycles", "tasks", "nodes", "ddr_bytes", "l2_bytes"
                   "ddr_read_bytes", "ddr_write_bytes", "l2_read_bytes", "l2_write_bytes")
 _INT_RESULTS = frozenset(RESULT_COLUMNS) - {"time_us"}
 #: optimised graphs a worker process keeps for reuse (a few models x fusion options)
-WORKER_CACHE_SIZE = 8
+WORKER_CACHE_SIZE = 4
 #: the CSV a sweep appends to unless told otherwise
 DEFAULT_OUT = "sweep.csv"
 
@@ -317,7 +317,8 @@ class SweepResult:
             if len(xs) * len(ys) <= 144:
                 for (i, j), v in np.ndenumerate(grid):
                     if np.isfinite(v):
-                        ax.text(j, i, f"{v:.4g}", ha="center", va="center", fontsize=6,
+                        text = f"{v:.0f}" if abs(v) >= 100 else f"{v:.3g}"
+                        ax.text(j, i, text, ha="center", va="center", fontsize=6,
                                 color="white" if v < (lo + hi) / 2 else "black")
             ax.set_title(", ".join(f"{c}={k}" for c, k in zip(others, key)) or value,
                          fontsize="medium")
@@ -548,15 +549,18 @@ def _run(batches: list[_Batch], executor: Executor | None, workers: int,
                         writer.writerow([row[c] if c in RESULT_COLUMNS else _value_text(row[c])
                                          for c in columns])
                         fh.flush()
-    except BaseException:
+    except BaseException:          # Ctrl-C or a failure: rows so far are in `out` already
         for f in futures:
             f.cancel()
+        if own:
+            executor.shutdown(wait=False, cancel_futures=True)
+            own = False
         raise
     finally:
         if fh is not None:
             fh.close()
         if own:
-            executor.shutdown(wait=True, cancel_futures=True)
+            executor.shutdown(wait=True)
     return reused
 
 
