@@ -171,3 +171,21 @@ def test_dask_cluster_matches_the_default_executor(small_resnet, tmp_path):
                         progress=False)
     assert len(local) == 4 and not local.errors and not on_dask.errors
     assert on_dask.rows == local.rows
+
+
+def test_several_graphs_and_fusion_options(tmp_path):
+    graphs = {"mbr": asim.models.matmul_bias_relu(), "cbr": asim.models.conv_bn_relu()}
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        res = sweep(graphs, "ascend910b", grid={"sink_launch_us": [1.0, 3.0]},
+                    fusion=[False, {"graph_kernel": True}], executor=pool,
+                    out=tmp_path / "g.csv", progress=False)
+    assert [(r["graph"], r["sink_launch_us"], r["fusion"]) for r in res.rows][:4] == [
+        ("mbr", 1.0, False), ("mbr", 1.0, {"graph_kernel": True}),
+        ("mbr", 3.0, False), ("mbr", 3.0, {"graph_kernel": True})]
+    assert len(res) == 8 and len({r["point"] for r in res.rows}) == 8
+    slow = {(r["graph"], str(r["fusion"])): r["time_us"] for r in res.rows
+            if r["sink_launch_us"] == 3.0}
+    fast = {(r["graph"], str(r["fusion"])): r["time_us"] for r in res.rows
+            if r["sink_launch_us"] == 1.0}
+    assert all(slow[k] > fast[k] for k in fast)       # launches cost more: every graph slower
+    assert '{""graph_kernel"": true}' in (tmp_path / "g.csv").read_text()
