@@ -288,7 +288,8 @@ def _subgraph(graph: Graph, nodes: list[Node], name: str, extra_outputs: Iterabl
 
 
 def split_at_gradients(graph: Graph, grads: list[Gradient]) -> tuple[Graph, Graph]:
-    """(forward + backward, optimizer): the optimizer is every node the gradients feed."""
+    """(forward + backward, optimizer): the optimizer is every node the gradients feed (no
+    node at all for a graph of gradients only, e.g. `asim.grad`'s)."""
     gvals = {v for gr in grads for v in gr.values}
     tainted = set(gvals)
     opt_nodes, fb_nodes = [], []
@@ -298,9 +299,6 @@ def split_at_gradients(graph: Graph, grads: list[Gradient]) -> tuple[Graph, Grap
             tainted.update(o for o in n.outputs if o)
         else:
             fb_nodes.append(n)
-    if not opt_nodes:
-        raise GraphError(f"graph '{graph.name}': nothing reads the gradients (no optimizer "
-                         f"update to wait for the all-reduce)")
     read_by_opt = {v for n in opt_nodes for v in n.inputs if v}
     fb = _subgraph(graph, fb_nodes, f"{graph.name}:forward_backward",
                    [*sorted(gvals), *sorted(read_by_opt)])
@@ -445,7 +443,8 @@ def single_chip_step(step_graph: Graph, chip: Chip, fusion: Any = True, detail: 
         grads = find_gradients(step_graph)
         fb_graph, opt_graph = split_at_gradients(step_graph, grads)
         fb = simulate(fb_graph, chip, fusion=fusion, detail=detail, mode=mode)
-        opt = simulate(opt_graph, chip, fusion=fusion, detail=detail, mode=mode)
+        opt = (simulate(opt_graph, chip, fusion=fusion, detail=detail, mode=mode)
+               if opt_graph.nodes else None)
         while len(_SINGLE) >= _SINGLE_KEEP:
             del _SINGLE[next(iter(_SINGLE))]
         _SINGLE[key] = (grads, fb, opt)
@@ -474,7 +473,7 @@ def simulate_data_parallel(step_graph: Graph, world_size: int = 8,
     ic = get_interconnect(interconnect, chip)
     allreduce_phases(1.0, world_size, ic, algorithm)            # checks world size, algorithm
     grads, fb, opt = single_chip_step(step_graph, chip, fusion, detail, mode)
-    fb_us, opt_us = fb.time_us, opt.time_us
+    fb_us, opt_us = fb.time_us, (opt.time_us if opt is not None else 0.0)
 
     # when each gradient is ready: the end of the task of the (fused) node that makes it
     made_by = {o: n.name for n in fb.graph.nodes for o in n.outputs if o}
@@ -503,7 +502,7 @@ def simulate_data_parallel(step_graph: Graph, world_size: int = 8,
 
     # the optimizer: its tasks in order, each after the buckets of the gradients it reads
     needs: dict[str, set[int]] = {}
-    for n in opt.graph.nodes:
+    for n in (opt.graph.nodes if opt is not None else []):
         dep: set[int] = set()
         for v in n.inputs:
             if v in bucket_of:
@@ -518,7 +517,7 @@ def simulate_data_parallel(step_graph: Graph, world_size: int = 8,
                      for t in fb.trace.tasks]
     # in-order stream: a task that must wait for a bucket delays every later task as much
     delay = 0.0
-    for task in sorted(opt.trace.tasks, key=lambda x: (x.start, x.end)):
+    for task in sorted(opt.trace.tasks if opt is not None else [], key=lambda x: x.start):
         start = fb_us + opt.trace.us(task.start)
         dep = needs.get(task.op_name.split("#", 1)[0], every)
         delay = max([delay, *(buckets[b].done_us - start for b in dep)])

@@ -108,6 +108,12 @@ def test_autodiff_naming_is_understood():
     g.output(g.sub(w, g.mul(w_grad, 0.1), name="w_new"))
     grads = find_gradients(g)
     assert [(gr.param, gr.values, gr.nbytes) for gr in grads] == [("w", ("w_grad",), 256)]
+    fb, opt = split_at_gradients(g, grads)
+    assert [n.op_type for n in opt.nodes] == ["Mul", "Sub"] and "w_grad" in fb.outputs
+    g.outputs = ["w_grad"]                # gradients only (asim.grad): nothing waits for them
+    g.remove_unused()
+    r = simulate_data_parallel(g, 8, "ascend910b")
+    assert r.optimizer is None and r.step_us == max(r.compute_us, r.buckets[0].done_us)
 
 
 def test_a_graph_without_gradients_is_refused():
