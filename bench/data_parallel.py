@@ -38,12 +38,17 @@ def main() -> None:
         t0 = time.perf_counter()
         graph = build()
         for n in WORLDS:
-            r = simulate_data_parallel(graph, n, args.chip)
+            try:
+                r = simulate_data_parallel(graph, n, args.chip)
+            except asim.AscendSimError as e:          # report it, go on with the next model
+                print(f"{name:<18}{n:>6}  failed: {type(e).__name__}: {e}")
+                break
             print(f"{name:<18}{n:>6}{r.step_us / 1e3:>10.2f}{r.compute_us / 1e3:>12.2f}"
                   f"{r.comm_us / 1e3:>10.2f}{r.exposed_comm_us / 1e3:>12.2f}"
                   f"{100 * r.comm_share:>11.1f}%{100 * r.scaling_efficiency:>11.1f}%"
                   f"{r.gradient_bytes / 2 ** 20:>10.1f}")
-        print(f"  ({name}: {len(r.buckets)} buckets, wall {time.perf_counter() - t0:.0f} s)")
+        else:
+            print(f"  ({name}: {len(r.buckets)} buckets, wall {time.perf_counter() - t0:.0f} s)")
 
 
 if __name__ == "__main__":
