@@ -439,17 +439,17 @@ def sweep(graphs: Graph | Mapping[str, Graph], chip: str | Chip = "ascend910",
 
     keys = list(grid)
     columns = ["point", "graph", *keys, "fusion", *RESULT_COLUMNS]
-    chips: dict[tuple, Chip] = {}
+    chips: list[tuple[tuple, Chip]] = []      # grid values may be dicts (group fields)
     for combo in itertools.product(*grid.values()):
         changes = dict(zip(keys, combo))
         try:
-            chips[combo] = base.replace(**changes) if changes else base
+            chips.append((combo, base.replace(**changes) if changes else base))
         except ConfigError as e:
             raise ConfigError(f"sweep grid point {changes}: {e}") from None
     hashes = {name: graph_key(g) for name, g in graphs.items()}
     points: list[tuple[dict[str, Any], str, _Job]] = []      # (row, graph name, job)
     for name in graphs:
-        for combo, c in chips.items():
+        for combo, c in chips:
             for f in fusion:
                 pid = point_id(hashes[name], c, f, detail, mode)
                 row = {"point": pid, "graph": name, **dict(zip(keys, combo)), "fusion": f}

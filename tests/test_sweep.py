@@ -189,3 +189,20 @@ def test_several_graphs_and_fusion_options(tmp_path):
             if r["sink_launch_us"] == 1.0}
     assert all(slow[k] > fast[k] for k in fast)       # launches cost more: every graph slower
     assert '{""graph_kernel"": true}' in (tmp_path / "g.csv").read_text()
+
+
+def test_group_fields_take_dicts_and_resume(tmp_path):
+    """A grid over a group field (a dict per value) runs, is written as JSON and resumes."""
+    g = asim.models.matmul_bias_relu()
+    grid = {"path_bytes_per_cycle": [{"gm_ub": 64}, {"gm_ub": 256}]}
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        res = sweep(g, "ascend910", grid=grid, fusion=[True], executor=pool,
+                    out=tmp_path / "p.csv", progress=False)
+    chip = asim.get_chip("ascend910")
+    for row in res.rows:
+        fresh = asim.simulate(g, chip.replace(path_bytes_per_cycle=row["path_bytes_per_cycle"]))
+        assert row["cycles"] == fresh.cycles
+    assert '"{""gm_ub"": 64}"' in (tmp_path / "p.csv").read_text()
+    again = sweep(g, "ascend910", grid=grid, fusion=[True], out=tmp_path / "p.csv",
+                  progress=False)
+    assert again.resumed == 2 and again.rows == res.rows
