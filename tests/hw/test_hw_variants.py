@@ -80,7 +80,8 @@ def test_910b_variants_share_the_a2_core_and_scale_the_chip_wide_rates():
         assert (c.ai_cores, c.aiv_cores, c.clock_hz, c.arch) == (cores, 2 * cores, clock, "split")
         # same A2 core: buffers, cube fractals and vector rates are the 910B2's
         assert (c.ub_bytes, c.l1_bytes, c.l0c_bytes) == (b2.ub_bytes, b2.l1_bytes, b2.l0c_bytes)
-        assert c.cube_mkn == b2.cube_mkn and c.vector_op_bytes_per_cycle == b2.vector_op_bytes_per_cycle
+        assert c.cube_mkn == b2.cube_mkn
+        assert c.vector_op_bytes_per_cycle == b2.vector_op_bytes_per_cycle
         # chip-wide rates are the per-core ini rates times cores times clock
         per_core_cycle = cores * clock
         assert c.l2_bandwidth_bytes_per_s / per_core_cycle == pytest.approx(110)
