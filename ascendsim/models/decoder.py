@@ -24,9 +24,11 @@ FlashAttentionFusionPass):
 
 Inputs: `input_ids` (batch, seq_len) int64 and, per layer l, `past_key.l` / `past_value.l`
 (batch, kv_heads, context_len + seq_len, head_dim): the cache buffer sized for this step, its
-first context_len positions filled. Outputs: `logits` (batch, seq_len or 1, vocab) and the
-updated caches `present_key.l` / `present_value.l`. In prefill only the last token's logits
-are computed unless `all_logits=True` (serving needs the last one only).
+first context_len positions filled. The residual stream is kept as (batch * seq_len, hidden),
+so that every projection is one GEMM that reads its weight once. Outputs: `logits`
+(batch, seq_len or 1, vocab) and the updated caches `present_key.l` / `present_value.l`. In
+prefill only the last token's logits are computed unless `all_logits=True` (serving needs
+the last one only).
 """
 
 from __future__ import annotations
@@ -243,7 +245,7 @@ class _Decoder:
             scores = g.add(scores, self.mask)
         ctx = g.matmul(g.softmax(scores, axis=-1), self.repeat_kv(vc))
         ctx = g.reshape(g.transpose(ctx, perm=[0, 2, 1, 3]),
-                        mb.ints([self.b, self.s, cfg.heads * d]))
+                        mb.ints([self.b * self.s, cfg.heads * d]))
         return self.linear(ctx, f"{name}.o_proj", cfg.hidden)
 
     def swiglu(self, gate_up: Value) -> Value:
@@ -262,7 +264,7 @@ class _Decoder:
         cfg, g, mb = self.cfg, self.g, self.mb
         name = f"layers.{layer}.mlp"
         h, e, ffn = cfg.hidden, cfg.experts, cfg.expert_ffn
-        x2 = g.reshape(x, mb.ints([self.b * self.s, h]))
+        x2 = x
         logits = self.linear(x2, f"{name}.gate", e)
         scales, idx, _ = g.moe_gating_top_k_softmax(logits, k=cfg.top_k, name=f"{name}.router")
         ex, pos, groups = g.moe_init_routing(x2, idx, num_experts=e, name=f"{name}.dispatch")
@@ -276,7 +278,7 @@ class _Decoder:
             shared = self.mlp(x2, f"{name}.shared_expert", cfg.shared_ffn)
             gate = g.sigmoid(self.linear(x2, f"{name}.shared_expert_gate", 1))
             y = g.add(y, g.mul(shared, gate))
-        return g.reshape(y, mb.ints([self.b, self.s, h]))
+        return y
 
     def layer(self, x: Value, layer: int) -> Value:
         name = f"layers.{layer}"
@@ -318,13 +320,20 @@ def decoder(preset: str | DecoderConfig | None = None, *, batch: int = 1,
     ids = g.input("input_ids", (batch, seq_len), "int64")
     table = mb.weight("embed_tokens.weight", (cfg.vocab, cfg.hidden), scale=0.02)
     x = g.gather(table, ids, axis=0, name="embed_tokens")
+    # the residual stream is (tokens, hidden), as the fused kernels see it: the projections
+    # are then single GEMMs of M = batch * seq_len rows that read each weight once
+    x = g.reshape(x, mb.ints([batch * seq_len, cfg.hidden]))
     for layer in range(cfg.layers):
         x = dec.layer(x, layer)
     x = dec.rms_norm(x, "norm")
-    if seq_len > 1 and not all_logits:
+    rows = seq_len if all_logits else 1
+    x = g.reshape(x, mb.ints([batch, seq_len, cfg.hidden]))
+    if rows != seq_len:
         x = g.slice(x, mb.ints([seq_len - 1]), mb.ints([seq_len]), mb.ints([1]))
+    x = g.reshape(x, mb.ints([batch * rows, cfg.hidden]))
     w = mb.weight("lm_head.weight", (cfg.hidden, cfg.vocab), scale=float(1 / np.sqrt(cfg.hidden)))
-    logits = g.matmul(x, w, name="logits")
+    logits = g.reshape(g.matmul(x, w, name="lm_head"), mb.ints([batch, rows, cfg.vocab]),
+                       name="logits")
     g.outputs.insert(0, logits.name)
     g.validate()
     return g
