@@ -60,6 +60,9 @@ ND = "ND"
 _KV_BLOCKS = (512, 256, 128, 64, 32, 16)
 _MAX_Q_BLOCK = 128
 ACC = 4     # fp32 accumulator / softmax bytes
+#: simulation granularity: at most this many units per tile, a unit then standing for several
+#: consecutive key blocks (their moves and instructions summed; buffers stay one block's size)
+MAX_UNITS = 4
 
 
 def _visible_blocks(s: int, t: int, sq: int, tk: int, causal: bool, rows_are_heads: bool
@@ -119,7 +122,9 @@ def lower_attention(low, node: Node) -> None:
     per_head = _visible_blocks(rows if stacked else s, t, sq, tk, causal, stacked)
     heads_per_tile = hkv if stacked else h
     tiles = b * heads_per_tile * len(per_head)
-    units = max(1, round(sum(per_head) / len(per_head)))
+    blocks_per_tile = max(1, round(sum(per_head) / len(per_head)))
+    units = min(blocks_per_tile, MAX_UNITS)
+    per_unit = blocks_per_tile / units          # key blocks one simulated unit stands for
     block = min(chip.ai_cores, tiles)
     # L2: K/V are read once per query block (per head in prefill); the first read misses
     kv_reads = b * heads_per_tile * sum(per_head) * tk * d * in_b * 2
@@ -128,22 +133,22 @@ def lower_attention(low, node: Node) -> None:
     through = low.through(node.outputs[0], ND)
     # ---- one unit (a key block) and the per-tile head/tail
     kv_blk = tk * d * in_b
-    mte2 = (gm_read(chip, "MTE2", "L1", kv_blk, miss_kv),
-            gm_read(chip, "MTE2", "L1", kv_blk, miss_kv))
+    mte2 = (gm_read(chip, "MTE2", "L1", round(kv_blk * per_unit), miss_kv),
+            gm_read(chip, "MTE2", "L1", round(kv_blk * per_unit), miss_kv))
     head = (gm_read(chip, "MTE2", "L1", sq * d * in_b, miss_q, kind="copy_q"),)
     if mask is not None:
-        mte2 += (gm_read(chip, "MTE2", "L1", sq * tk * itemsize(mask.dtype),
+        mte2 += (gm_read(chip, "MTE2", "L1", round(sq * tk * itemsize(mask.dtype) * per_unit),
                          low.miss(ins[3], padded_bytes(mask, ND)), kind="copy_mask"),)
-    mte1 = (local_move(chip, "MTE1", "L1", "L0A", sq * d * in_b),
-            local_move(chip, "MTE1", "L1", "L0B", kv_blk),
-            local_move(chip, "MTE1", "L1", "L0A", sq * tk * in_b),
-            local_move(chip, "MTE1", "L1", "L0B", kv_blk))
+    mte1 = tuple(local_move(chip, "MTE1", "L1", dst, round(nbytes * per_unit))
+                 for dst, nbytes in (("L0A", sq * d * in_b), ("L0B", kv_blk),
+                                     ("L0A", sq * tk * in_b), ("L0B", kv_blk)))
     over = chip.cube_mmad_overhead_cycles
     qk = cdiv(sq, m0) * cdiv(d, k0) * cdiv(tk, n0) + over
     pv = cdiv(sq, m0) * cdiv(tk, k0) * cdiv(d, n0) + over
-    mm = (Instr("M", "mmad", int(qk)), Instr("M", "mmad", int(pv)))
-    score_b = sq * tk * ACC / vec_share      # per vector core
-    acc_b = sq * d * ACC / vec_share
+    mm = (Instr("M", "mmad", math.ceil(qk * per_unit)),
+          Instr("M", "mmad", math.ceil(pv * per_unit)))
+    score_b = sq * tk * ACC / vec_share * per_unit      # per vector core
+    acc_b = sq * d * ACC / vec_share * per_unit
     vec = (vec_instr(chip, "reduce", "float32", score_b, "vec_rowmax"),
            vec_instr(chip, "binary", "float32", score_b, "vec_sub"),
            vec_instr(chip, "exp", "float32", score_b, "vec_exp"),
@@ -159,11 +164,12 @@ def lower_attention(low, node: Node) -> None:
               Stage("M", mm, units=units, out_bufs=(("L0C", sq * (tk + d) * ACC),))]
     if split:
         # scores and the partial O to the AIVs through the L2 workspace (hbm fraction 0)
-        stages.append(Stage("FIX", (gm_write(chip, "FIX", "L0C", sq * (tk + d) * ACC, 0.0),),
+        stages.append(Stage("FIX", (gm_write(chip, "FIX", "L0C",
+                                             round(sq * (tk + d) * ACC * per_unit), 0.0),),
                             units=units))
         vmove: tuple[Instr, ...] = ()
     else:
-        vmove = (local_move(chip, "V", "L0C", "UB", sq * (tk + d) * ACC),)
+        vmove = (local_move(chip, "V", "L0C", "UB", round(sq * (tk + d) * ACC * per_unit)),)
     stages.append(Stage("V", vmove + vec, units=units,
                         out_bufs=(("UB", math.ceil(sq * d * in_b / vec_share)),)))
     stages.append(Stage("MTE3", (gm_write(chip, "MTE3", "UB", sq * d * in_b, through),)))
@@ -179,7 +185,8 @@ def lower_attention(low, node: Node) -> None:
              f"T {t}, D {d}{', causal' if causal else ''}"
              f"{', additive mask' if mask is not None else ''}",
              f"attention tiling: query block {sq} rows ({layout}), key block {tk}; {tiles} "
-             f"tiles x ~{units} key blocks over block dim {block}",
+             f"tiles x ~{blocks_per_tile} key blocks over block dim {block} (simulated as {units} "
+             f"unit(s) of {per_unit:.3g} block(s))",
              f"scores and probabilities stay in L0C/UB"
              f"{' and the L2 workspace (AIC -> AIV)' if split else ''}, never in HBM; "
              f"K/V L2 miss {miss_kv:.2f}",

@@ -25,7 +25,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.graph import Graph, Node
-from .base import GRAPH_FUSION, Decision, Match, PassContext, RewritePass, no, require
+from .base import GRAPH_FUSION, Decision, Match, PassContext, no, require
+from .batch_rewrite import BatchRewritePass
 from .rewrite import GraphView, other_input, replace_nodes
 
 MATMUL, MUL, DIV, ADD, SOFTMAX, TRANSPOSE, RESHAPE, EXPAND = (
@@ -65,7 +66,7 @@ def is_causal_mask(mask: np.ndarray, s: int, t: int) -> bool:
     return bool(np.all(m[visible] == 0.0) and np.all(m[~visible] <= HIDDEN))
 
 
-class FlashAttentionFusionPass(RewritePass):
+class FlashAttentionFusionPass(BatchRewritePass):
     name = "FlashAttentionFusionPass"
     group = GRAPH_FUSION
     patterns = ("FlashAttentionScoreFusion", "IncreFlashAttentionFusion")

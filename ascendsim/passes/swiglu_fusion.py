@@ -12,7 +12,8 @@ axis of one tensor, steps other than 1, an intermediate with another use.
 from __future__ import annotations
 
 from ..ir.graph import Graph, Node
-from .base import GRAPH_FUSION, Decision, Match, PassContext, RewritePass, require
+from .base import GRAPH_FUSION, Decision, Match, PassContext, require
+from .batch_rewrite import BatchRewritePass
 from .rewrite import GraphView, replace_nodes
 
 MUL, SIGMOID, SLICE, SWIGLU = "Mul", "Sigmoid", "Slice", "SwiGlu"
@@ -41,7 +42,7 @@ def slice_range(view: GraphView, node: Node | None) -> tuple[str, int, int, int]
     return data, max(0, min(start, dim)), max(0, min(end, dim)), axis
 
 
-class SwiGluFusionPass(RewritePass):
+class SwiGluFusionPass(BatchRewritePass):
     name = "SwiGluFusionPass"
     group = GRAPH_FUSION
     patterns = ("SwiGluFusion",)
