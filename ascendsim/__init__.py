@@ -27,9 +27,10 @@ _LAZY = {
     "chips": "ascendsim.hw",
     "get_chip": "ascendsim.hw",
     "load_chip": "ascendsim.hw",
+    "CapacityError": "ascendsim.errors",
 }
 _SUBMODULES = ("models", "ir", "passes", "hw", "lower", "sim", "report", "frontend", "kernels",
-               "api")
+               "api", "llm")
 
 __all__ = ["AscendSimError", "ConfigError", "GraphError", "SimulationError",
            "UnsupportedOpError", "Graph", "Node", "Value", "execute", *_LAZY, *_SUBMODULES]
