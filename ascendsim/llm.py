@@ -13,8 +13,9 @@ Metrics (all sequences of the batch advance together, static batching):
 - tpot_ms: mean time of the decode steps (one token per sequence each);
 - tokens_per_s: batch * new_tokens / (prefill + all decode steps);
 - hbm_peak_bytes: weights + KV cache at the final context + the peak of live activations
-  (liveness over one layer's prefill graph, the largest step: layers are identical and each
-  layer's intermediates die before the next starts, plus the embedding and logits).
+  (liveness over one layer's prefill graph as the passes leave it, the largest step: layers
+  are identical and each layer's intermediates die before the next starts; with fused
+  attention no score matrix is live).
 
 Capacity: before simulating, weights + KV cache + activations are compared with the chip's
 HBM; a model that does not fit raises `CapacityError` naming the sizes, the excess and the
@@ -31,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from .api import DEFAULT_DETAIL, Result, simulate
+from .api import DEFAULT_DETAIL, Result, fusion_options, optimize, simulate
 from .errors import CapacityError, ConfigError
 from .hw import Chip, get_chip
 from .ir.graph import Graph
@@ -158,18 +159,24 @@ def _cache_bytes(graph: Graph, tokens: int) -> int:
     return total
 
 
-def memory_plan(model: DecoderConfig | Builder, batch: int, prompt_len: int, new_tokens: int,
-                dtype: str) -> MemoryPlan:
-    """Weights + KV cache at the final context + peak live activations (module note)."""
+def memory_plan(model: DecoderConfig | Builder, chip: Chip, batch: int, prompt_len: int,
+                new_tokens: int, dtype: str, fusion: Any = True) -> MemoryPlan:
+    """Weights + KV cache at the final context + peak live activations (module note), the
+    activations of the graph as `fusion` prepares it (fused attention keeps no scores)."""
     tokens = prompt_len + new_tokens
+    options = fusion_options(fusion)
+
+    def prepared(g: Graph) -> Graph:
+        return g if options is None else optimize(g, chip, **options).graph
     if isinstance(model, DecoderConfig):
         from .ir.tensor import itemsize
 
         one_layer = decoder(model, batch=batch, seq_len=prompt_len, dtype=dtype, layers=1)
         return MemoryPlan(model.params() * itemsize(dtype),
-                          model.kv_cache_bytes(batch, tokens, dtype), activation_peak(one_layer))
+                          model.kv_cache_bytes(batch, tokens, dtype),
+                          activation_peak(prepared(one_layer)))
     g = model(batch=batch, seq_len=prompt_len, phase="prefill", context_len=0, dtype=dtype)
-    return MemoryPlan(_const_bytes(g), _cache_bytes(g, tokens), activation_peak(g))
+    return MemoryPlan(_const_bytes(g), _cache_bytes(g, tokens), activation_peak(prepared(g)))
 
 
 def check_capacity(name: str, plan: MemoryPlan, chip: Chip, batch: int, tokens: int) -> None:
@@ -232,7 +239,8 @@ def generate(model: str | DecoderConfig | Builder, chip: str | Chip = "ascend910
 
         def build(**kw: Any) -> Graph:
             return decoder(cfg, **kw)
-    plan = memory_plan(build if is_builder else cfg, batch, prompt_len, new_tokens, dtype)
+    plan = memory_plan(build if is_builder else cfg, resolved, batch, prompt_len, new_tokens,
+                       dtype, fusion)
     if capacity_check:
         check_capacity(name, plan, resolved, batch, prompt_len + new_tokens)
     prefill = simulate(build(batch=batch, seq_len=prompt_len, phase="prefill", context_len=0,

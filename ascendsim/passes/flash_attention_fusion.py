@@ -74,8 +74,9 @@ class FlashAttentionFusionPass(BatchRewritePass):
     def match(self, graph: Graph, node: Node, view: GraphView) -> Match | None:
         if node.op_type != SOFTMAX:
             return None
-        pv = view.only_user(node.outputs[0])
-        if pv is None or pv.op_type != MATMUL or pv.inputs[0] != node.outputs[0]:
+        pv = next((u for u in view.users(node.outputs[0])
+                   if u.op_type == MATMUL and u.inputs[0] == node.outputs[0]), None)
+        if pv is None:
             return None
         nodes = [node, pv]
         cur, mask = node.inputs[0], None
