@@ -70,11 +70,13 @@ def _graph_fusion_passes() -> tuple[type[Pass], ...]:
     from .split_concat_elemwise_fusion import SplitConcatElemwiseFusionPass
     from .swiglu_fusion import SwiGluFusionPass
 
-    # LLM fusions first: their patterns hold MatMuls and Adds the generic passes would take
-    return (FlashAttentionFusionPass, RmsNormFusionPass, RotaryMulFusionPass, SwiGluFusionPass,
-            AABiasaddConvFusion, ConvBatchnormFusionPass, MatMulBiasAddFusionPass,
-            SoftmaxSmallOpFusionPass, LayerNormFusionPass, GeluFusionPass, PowToMulFusionPass,
-            ChannelAlignFusionPass, SplitConcatElemwiseFusionPass)
+    # FlashAttention first (its chain holds MatMuls and Adds the generic passes would take);
+    # RmsNorm after LayerNorm (a LayerNorm's tail is an RMSNorm of the centred input)
+    return (FlashAttentionFusionPass, AABiasaddConvFusion, ConvBatchnormFusionPass,
+            MatMulBiasAddFusionPass, SoftmaxSmallOpFusionPass, LayerNormFusionPass,
+            GeluFusionPass, PowToMulFusionPass, ChannelAlignFusionPass,
+            SplitConcatElemwiseFusionPass, RmsNormFusionPass, RotaryMulFusionPass,
+            SwiGluFusionPass)
 
 
 #: passes added by other modules (UB, graph-kernel, L2 fusion): stage name -> classes
