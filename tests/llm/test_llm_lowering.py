@@ -61,3 +61,12 @@ def test_grouped_matmul_reads_every_expert_once():
     reads = gmm[0].traffic.get(("DDR", "read"), 0) + gmm[0].traffic.get(("L2", "read"), 0)
     assert reads >= w_gate_up
     assert any("spread evenly" in n for n in gmm[0].notes)
+
+
+@pytest.mark.parametrize("b,h,hkv,s,t", [(16, 32, 32, 1, 1024), (1, 32, 8, 1024, 1024)])
+def test_fused_attention_block_detail_agrees_with_tile(b, h, hkv, s, t):
+    """Block detail coalesces the identical query-block tiles; within 5% of tile detail."""
+    g = attention_graph(b, h, hkv, s, t, 128, "float16", "causal" if s > 1 else None)
+    block = asim.simulate(g, "ascend910b", detail="block")
+    tile = asim.simulate(g, "ascend910b", detail="tile")
+    assert block.cycles == pytest.approx(tile.cycles, rel=0.05)
