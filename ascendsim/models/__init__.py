@@ -70,6 +70,8 @@ def get(name: str, **kwargs: Any) -> Graph:
     except KeyError:
         raise ConfigError(f"unknown model {name!r}; valid: {', '.join(BUILDERS)}") from None
     valid = inspect.signature(builder).parameters
+    if any(p.kind == p.VAR_KEYWORD for p in valid.values()):
+        return builder(**kwargs)         # the builder checks its own **overrides (decoder)
     unknown = sorted(set(kwargs) - set(valid))
     if unknown:
         raise ConfigError(f"model {name!r}: unknown argument(s) {', '.join(unknown)}; "

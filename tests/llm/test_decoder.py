@@ -103,3 +103,10 @@ def test_bad_arguments_name_the_key(kw, msg):
 def test_unknown_preset():
     with pytest.raises(asim.ConfigError, match="unknown decoder preset 'gpt5'"):
         decoder_config("gpt5")
+
+
+def test_models_get_passes_config_overrides():
+    g = asim.models.get("decoder", preset="llama2-7b", seq_len=8, layers=2)
+    assert "present_key.1" in g.outputs and "present_key.2" not in g.values
+    with pytest.raises(asim.ConfigError, match="unknown argument.*bogus"):
+        asim.models.get("decoder", seq_len=2, bogus=1)
