@@ -100,7 +100,7 @@ def _blocks(chip, rows: int, d: int, in_b: int, m0: int, vec_share: int) -> tupl
 
 def lower_attention(low, node: Node) -> None:
     """One task for FlashAttentionScore / IncreFlashAttention (see the module note)."""
-    from .lowering import padded_bytes
+    from .lowering import TaskSpec, padded_bytes
 
     chip = low.chip
     ins = [low.ensure(i, ND) for i in node.inputs if i]
@@ -194,14 +194,16 @@ def lower_attention(low, node: Node) -> None:
     if split:
         notes.append(f"mix kernel: the vector stages stand for the AIC's {vec_share} AIV "
                      f"core(s), folded into its pipeline")
-    low.add_task(node.name, node.op_type, TASK_MIX_AIC if split else TASK_AI_CORE,
-                 [Phase(ENGINE_AICORE, tuple(groups))], ins, list(node.outputs),
-                 [low.format_of(i) for i in ins], [ND] * len(node.outputs), flops, notes,
-                 cube_dtype=cdt)
+    low.add_task(TaskSpec(node.name, node.op_type, TASK_MIX_AIC if split else TASK_AI_CORE,
+                          [Phase(ENGINE_AICORE, tuple(groups))], ins, list(node.outputs),
+                          [low.format_of(i) for i in ins], [ND] * len(node.outputs), flops,
+                          notes, cube_dtype=cdt))
 
 
 def lower_cache_append(low, node: Node) -> None:
     """KvCacheAppend in place: only the new tokens' bytes are read and written."""
+    from .lowering import TaskSpec
+
     chip = low.chip
     cache, upd = node.inputs[0], low.ensure(node.inputs[1], ND)
     uv = low.value(upd)
@@ -210,10 +212,10 @@ def lower_cache_append(low, node: Node) -> None:
     spec = VecSpec(n, ((w, low.miss(upd, uv.numel * w)),), w, 1.0,
                    (VecPart("unary", uv.dtype, w, "vec_copy"),))
     groups, notes = vector_work(chip, spec, node.name, low._vcores())
-    low.add_task(node.name, node.op_type, low._vtype(), [low._vphase(groups)], [cache, upd],
-                 list(node.outputs), [ND, ND], [ND], 0,
-                 notes + [f"in place: {uv.numel * w} B of new keys/values written at position "
-                          f"{node.attrs.get('position', 0)} of the cache"])
+    low.add_task(TaskSpec(node.name, node.op_type, low._vtype(), [low._vphase(groups)],
+                          [cache, upd], list(node.outputs), [ND, ND], [ND], 0,
+                          notes + [f"in place: {uv.numel * w} B of new keys/values written at "
+                                   f"position {node.attrs.get('position', 0)} of the cache"]))
 
 
 def lower_grouped_matmul(low, node: Node) -> None:
