@@ -9,7 +9,14 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from .errors import AscendSimError, ConfigError, GraphError, SimulationError, UnsupportedOpError
+from .errors import (
+    AscendSimError,
+    CapacityError,
+    ConfigError,
+    GraphError,
+    SimulationError,
+    UnsupportedOpError,
+)
 from .execute import execute  # bound eagerly: the submodule of the same name must not shadow it
 from .ir import Graph, Node, Value
 
@@ -31,9 +38,9 @@ _LAZY = {
     "simulate_data_parallel": "ascendsim.multichip",
 }
 _SUBMODULES = ("models", "ir", "passes", "hw", "lower", "sim", "report", "frontend", "kernels",
-               "api")
+               "api", "llm")
 
-__all__ = ["AscendSimError", "ConfigError", "GraphError", "SimulationError",
+__all__ = ["AscendSimError", "CapacityError", "ConfigError", "GraphError", "SimulationError",
            "UnsupportedOpError", "Graph", "Node", "Value", "execute", *_LAZY, *_SUBMODULES]
 
 

@@ -33,3 +33,8 @@ class ConfigError(AscendSimError):
 
 class SimulationError(AscendSimError):
     """A simulator invariant broke; the message names the op, core, pipe or buffer."""
+
+
+class CapacityError(AscendSimError):
+    """A workload whose device memory (weights, caches, live activations) exceeds the chip's
+    HBM; the message names the sizes and what it would need."""

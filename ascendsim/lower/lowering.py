@@ -73,6 +73,7 @@ from ..hw.names import (
 from ..ir.graph import rebound_subgraph
 from ..ir.registry import FUSED_OP, Category, Unit, VecClass, get_op
 from ..ir.tensor import Value, itemsize
+from .attention import SPECIAL_LOWERINGS
 from .program import CoreGroup, Phase, Program, Task
 from .tiling import (
     GemmSpec,
@@ -428,6 +429,9 @@ class _Lowering:
     def node(self, node) -> None:
         if node.subgraph is not None and node.op_type == FUSED_OP:
             self.fused(node)
+            return
+        if node.op_type in SPECIAL_LOWERINGS:      # fused attention, KV cache, grouped matmul
+            SPECIAL_LOWERINGS[node.op_type](self, node)
             return
         opdef = get_op(node.op_type, node.name)
         unit = self.unit(node)

@@ -236,7 +236,7 @@ def test_checker_accepts_a_good_row():
     ({"workload": {"kind": "op", "op": "MatMul", "inputs": []}}, "non-empty list"),
     ({"workload": {"kind": "op", "inputs": [{"shape": [4]}]}}, "workload.op missing"),
     ({"workload": {"kind": "graph", "op": "MatMul"}}, "workload.kind 'graph'"),
-    ({"workload": {"kind": "op", "op": "FlashAttentionScore",
+    ({"workload": {"kind": "op", "op": "FusedInferAttentionScore",
                    "inputs": [{"shape": [1, 8, 128, 64]}]}}, "not a registry op"),
     ({"workload": {"kind": "model", "model": "resnet50", "batch": 0}}, "positive integer"),
     ({"workload": {"kind": "model", "model": "bert_base", "batch": 8, "phase": "decode"}},
