@@ -45,6 +45,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .api import DEFAULT_CHIP, DEFAULT_DETAIL, DEFAULT_MODE
 from .errors import ConfigError, GraphError
 from .hw import Chip, get_chip
 from .hw.interconnect import Interconnect, get_interconnect
@@ -430,8 +431,8 @@ _SINGLE: dict[tuple, tuple] = {}
 _SINGLE_KEEP = 4
 
 
-def single_chip_step(step_graph: Graph, chip: Chip, fusion: Any = True, detail: str = "block",
-                     mode: str = "sink") -> tuple[list[Gradient], Any, Any]:
+def single_chip_step(step_graph: Graph, chip: Chip, fusion: Any = True,
+                     detail: str = DEFAULT_DETAIL, mode: str = DEFAULT_MODE) -> tuple[list[Gradient], Any, Any]:
     """(gradients, forward+backward Result, optimizer Result) of one chip's step. The last few
     are kept (keyed by the graph's structure and every chip figure), so a scaling study over
     world sizes simulates the chip once."""
@@ -452,11 +453,12 @@ def single_chip_step(step_graph: Graph, chip: Chip, fusion: Any = True, detail: 
 
 
 def simulate_data_parallel(step_graph: Graph, world_size: int = 8,
-                           chip: str | Chip = "ascend910",
+                           chip: str | Chip = DEFAULT_CHIP,
                            interconnect: str | Interconnect | None = None,
                            bucket_bytes: int = DEFAULT_BUCKET_BYTES,
                            algorithm: str | None = None, fusion: Any = True,
-                           detail: str = "block", mode: str = "sink") -> DataParallelResult:
+                           detail: str = DEFAULT_DETAIL,
+                           mode: str = DEFAULT_MODE) -> DataParallelResult:
     """One data-parallel training step on `world_size` chips (see the module's Note).
 
     step_graph: a training step (gradients named `<param>_grad`, or the built-in models'

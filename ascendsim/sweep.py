@@ -50,6 +50,7 @@ from typing import Any
 
 import numpy as np
 
+from .api import DEFAULT_CHIP, DEFAULT_DETAIL, DEFAULT_MODE
 from .errors import AscendSimError, ConfigError, GraphError
 from .hw import Chip, get_chip
 from .ir import Graph
@@ -404,11 +405,11 @@ def _read_done(out: Path, columns: list[str]) -> dict[str, dict[str, str]]:
         return {row[0]: dict(zip(columns, row)) for row in reader if len(row) == len(columns)}
 
 
-def sweep(graphs: Graph | Mapping[str, Graph], chip: str | Chip = "ascend910",
+def sweep(graphs: Graph | Mapping[str, Graph], chip: str | Chip = DEFAULT_CHIP,
           grid: Mapping[str, Sequence[Any]] | None = None,
           fusion: Sequence[Any] = (True, False), executor: Executor | None = None,
-          out: str | os.PathLike | None = DEFAULT_OUT, detail: str = "block",
-          mode: str = "sink", progress: bool = True) -> SweepResult:
+          out: str | os.PathLike | None = DEFAULT_OUT, detail: str = DEFAULT_DETAIL,
+          mode: str = DEFAULT_MODE, progress: bool = True) -> SweepResult:
     """Simulate every point of `grid` (exact `Chip` field names -> values) x `fusion` options
     x `graphs` (one Graph, or a dict name -> Graph) on `chip`.
 
@@ -418,7 +419,7 @@ def sweep(graphs: Graph | Mapping[str, Graph], chip: str | Chip = "ascend910",
     `simulate(fusion=...)` takes them. Raises ConfigError on an unknown grid field or a value
     the chip rejects, naming it; a point that fails with an AscendSimError is reported in
     `SweepResult.errors` (and not written, so it reruns next time)."""
-    from .api import DEFAULT_DETAIL, fusion_options
+    from .api import fusion_options
     from .hw.names import DETAILS, MODES
 
     graphs = _check_graphs(graphs)
