@@ -432,7 +432,8 @@ _SINGLE_KEEP = 4
 
 
 def single_chip_step(step_graph: Graph, chip: Chip, fusion: Any = True,
-                     detail: str = DEFAULT_DETAIL, mode: str = DEFAULT_MODE) -> tuple[list[Gradient], Any, Any]:
+                     detail: str = DEFAULT_DETAIL,
+                     mode: str = DEFAULT_MODE) -> tuple[list[Gradient], Any, Any]:
     """(gradients, forward+backward Result, optimizer Result) of one chip's step. The last few
     are kept (keyed by the graph's structure and every chip figure), so a scaling study over
     world sizes simulates the chip once."""
