@@ -15,10 +15,13 @@ created or re-wired are re-inferred. The structural checks stay whole-graph (the
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..errors import AscendSimError, GraphError
 from ..ir.graph import Graph, Node
-from ..ir.registry import get_op
-from ..ir.tensor import dtype_name
+from ..ir.registry import Category, get_op
+from ..ir.tensor import Value, dtype_name
+from ..kernels.composite import plan
 from .shapes import LOOP_OPS, accepts, infer_node
 
 #: id(node) -> the objects its last successful inference check depended on
@@ -46,12 +49,65 @@ def _check_fused(graph: Graph, node: Node, where: str, memo: _Memo | None = None
                                                                             outer.dtype):
             raise _fail(where, f"fused node '{node.name}': boundary value '{name}' is "
                                f"{inner} inside and {outer} outside")
+    for inner in sub.nodes:
+        d = get_op(inner.op_type, inner.name)
+        if d.category <= Category.BROADCAST:
+            continue
+        for k, v in enumerate(inner.inputs):
+            if v in sub.constants and k not in d.needs_const_inputs:
+                raise _fail(where, f"fused node '{node.name}': its {inner.op_type} "
+                                   f"'{inner.name}' reads constant '{v}' as a data operand from "
+                                   f"inside the subgraph (only element-wise ops take "
+                                   f"immediates); it must be an input of the fused node")
     _verify(sub, f"{where}subgraph of '{node.name}': ", memo)
+    _check_outputs_infer(graph, node, where)
+    _check_plan(node, where)
+
+
+def _check_outputs_infer(graph: Graph, node: Node, where: str) -> None:
+    """The subgraph, re-inferred from the fused node's input Values, gives every output the
+    shape and dtype the node declares (catches a stale or hand-edited inner Value)."""
+    sub = node.subgraph.copy()
+    for name in sub.inputs:
+        outer = graph.values[name]
+        sub.values[name] = Value(name, outer.shape, outer.dtype, sub.values[name].layout)
+    try:
+        sub.infer_shapes()
+    except AscendSimError as exc:
+        raise _fail(where, f"fused node '{node.name}': its subgraph does not infer: {exc}"
+                    ) from None
+    for o in node.outputs:
+        got, declared = sub.values[o], graph.values[o]
+        if (tuple(got.shape), got.dtype) != (tuple(declared.shape), declared.dtype):
+            raise _fail(where, f"fused node '{node.name}' declares output '{o}' as "
+                               f"{declared.dtype}{list(declared.shape)} but its subgraph "
+                               f"infers {got.dtype}{list(got.shape)}")
+
+
+def _check_plan(node: Node, where: str) -> None:
+    """The composite kernel can compute the subgraph: every loop it plans writes shapes that
+    broadcast to one loop shape (a fused node whose ops share no loop failed in execute)."""
+    try:
+        p = plan(node.subgraph)
+    except ValueError as exc:
+        raise _fail(where, f"fused node '{node.name}': no composite loop plan: {exc}") from None
+    for run in p.runs:
+        for n in run.nodes:
+            shape = tuple(node.subgraph.values[n.outputs[0]].shape)
+            try:
+                ok = np.broadcast_shapes(shape, run.shape) == tuple(run.shape)
+            except ValueError:
+                ok = False
+            if not ok:
+                raise _fail(where, f"fused node '{node.name}': op '{n.name}' writes {list(shape)}"
+                                   f", which does not broadcast to its loop's shape "
+                                   f"{list(run.shape)}")
 
 
 def _signature(graph: Graph, node: Node) -> tuple:
     """What the inference of `node` depends on, as objects compared by identity."""
-    return (node, node.attrs, *(graph.values.get(i) if i else None for i in node.inputs),
+    return (node, node.attrs, node.subgraph,
+            *(graph.values.get(i) if i else None for i in node.inputs),
             *(graph.constants.get(i) if i else None for i in node.inputs),
             *(graph.values[o] for o in node.outputs if o))
 
@@ -109,7 +165,10 @@ def _verify(graph: Graph, where: str, memo: _Memo | None, pass_name: str | None 
             defined.add(o)
         get_op(node.op_type, node.name)
         if node.subgraph is not None:
-            _check_fused(graph, node, where, memo)
+            if not _unchanged(memo, graph, node):
+                _check_fused(graph, node, where, memo)
+                if memo is not None:
+                    memo[id(node)] = _signature(graph, node)
             continue
         if _unchanged(memo, graph, node):
             continue
