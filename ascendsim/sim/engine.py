@@ -306,7 +306,24 @@ class Engine:
                 gc.enable()
         trace.total_cycles = max([r.end for r in trace.tasks] + [iv.end for iv in
                                                                  trace.intervals] + [0])
+        self._check_finite(trace)
         return trace
+
+    def _check_finite(self, trace: Trace) -> None:
+        """SimulationError when a time is not finite (a figure such as clock_hz = 1e-300 or a
+        vanishing bandwidth makes it so): a result must never read "inf us"."""
+        bad = next((r for r in trace.tasks
+                    if not (math.isfinite(r.start) and math.isfinite(r.end))), None)
+        if bad is not None:
+            raise SimulationError(f"task '{bad.op_name}' ({bad.op_type}) has a non-finite time "
+                                  f"[{bad.start}, {bad.end}] cycles; check the chip's rates and "
+                                  f"sizes ({self.chip.name})")
+        total = trace.total_cycles
+        us = trace.us(total) if math.isfinite(total) else math.inf
+        if not (math.isfinite(total) and math.isfinite(us)):
+            raise SimulationError(f"the run's time is not finite ({total} cycles at clock_hz = "
+                                  f"{self.chip.clock_hz:g} Hz = {us} us) on chip "
+                                  f"'{self.chip.name}'")
 
     def _host(self, tasks):
         cyc = self.chip.cycles(self.chip.host_launch_us * 1e-6)
