@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import AscendSimError, GraphError, UnsupportedOpError
-from ..ir.graph import Graph
+from ..ir.graph import Graph, check_attr
 from ..ir.ops.control import BODY_INPUT_HINTS
 from ..ir.registry import Category, OpDef, Unit, get_op, has_op
 from ..ir.tensor import (
@@ -144,9 +144,38 @@ def _parse(src: Any) -> tuple[Any, str]:
 def _opset(model: Any) -> int:
     versions = [o.version for o in model.opset_import if o.domain in ("", "ai.onnx")]
     opset = max(versions) if versions else 1
+    if opset < 1:
+        raise GraphError(f"model imports opset {opset} of the default domain; opsets start at "
+                         f"1 (ascendsim reads 1 to {MAX_OPSET})")
     if opset > MAX_OPSET:
         raise GraphError(f"model uses opset {opset}; ascendsim reads opsets up to {MAX_OPSET}")
     return opset
+
+
+def _initializer_array(init: Any, numpy_helper: Any) -> np.ndarray:
+    """An initializer's data; GraphError naming it when its dtype is unsupported or its data
+    does not hold the elements its dims declare (raw_data too short or too long)."""
+    what = f"initializer '{init.name}'"
+    dtype = onnx_dtype(init.data_type, what)
+    dims = [int(d) for d in init.dims]
+    if any(d < 0 for d in dims):
+        raise GraphError(f"{what} has negative dimension in {dims}")
+    count = int(np.prod(dims, dtype=np.int64)) if dims else 1
+    if init.HasField("raw_data"):
+        want = count * (2 if dtype == "bfloat16" else np.dtype(dtype).itemsize)
+        if dtype == "bool":
+            want = count
+        if len(init.raw_data) != want:
+            raise GraphError(f"{what} declares dims {dims} ({dtype}: {want} bytes) but its "
+                             f"raw_data holds {len(init.raw_data)} bytes")
+    try:
+        arr = numpy_helper.to_array(init)
+    except Exception as exc:   # onnx's ValueError / TypeError on inconsistent fields
+        raise GraphError(f"{what} cannot be read: {type(exc).__name__}: {exc}") from None
+    if arr.size != count:
+        raise GraphError(f"{what} declares dims {dims} ({count} elements) but holds "
+                         f"{arr.size}")
+    return arr
 
 
 class _Scope:
@@ -160,6 +189,7 @@ class _Scope:
         self.g.opset = opset
         self.captured: list[str] = []
         self.node_names: set[str] = set()
+        self.proto_names: set[str] = set()     # the model's own node names (must be unique)
         self.used: set[str] = set()
 
     # ------------------------------------------------------------ values
@@ -225,9 +255,10 @@ class _Scope:
         from onnx import numpy_helper
 
         gp = self.proto
+        if self.parent is None and not gp.output:
+            raise GraphError(f"ONNX graph '{gp.name}' declares no outputs: nothing to compute")
         for init in gp.initializer:
-            onnx_dtype(init.data_type, f"initializer '{init.name}'")
-            arr = numpy_helper.to_array(init)
+            arr = _initializer_array(init, numpy_helper)
             self.g.const(arr, init.name, dtype=arr.dtype)
         for i, vi in enumerate(gp.input):
             if vi.name in self.g.constants:
@@ -298,6 +329,11 @@ class _Scope:
         return [nodes[i] for i in order]
 
     def _node_name(self, node: Any, index: int) -> str:
+        if node.name:
+            if node.name in self.proto_names:
+                raise GraphError(f"ONNX graph '{self.proto.name}' has two nodes named "
+                                 f"'{node.name}' (node names must be unique)")
+            self.proto_names.add(node.name)
         name = node.name or f"{node.op_type}_{index}"
         base, i = name, 0
         while name in self.node_names:
@@ -309,6 +345,9 @@ class _Scope:
     def _node(self, node: Any, onnx: Any) -> None:
         name = self._node_name(node, len(self.node_names))
         op = node.op_type
+        if not node.output or not node.output[0]:
+            raise GraphError(f"node '{name}' ({op}) has an empty output name (its first "
+                             f"output is required)")
         if node.domain not in ("", "ai.onnx"):
             raise UnsupportedOpError(f"{node.domain}.{op}", name, self.opset,
                                      detail=f"domain '{node.domain}' is not supported")
@@ -334,6 +373,7 @@ class _Scope:
             raise UnsupportedOpError(op, name, self.opset, detail=_UNSUPPORTED_BEFORE[op][1])
         opdef = get_op(op, name)
         attrs, inputs, captured = self._convert(opdef, name, attrs, inputs, node)
+        attrs = {k: check_attr(opdef, k, v, name) for k, v in attrs.items()}
         # Constant nodes are constants
         if _is_constant_like(opdef):
             data = opdef.kernel([], {**opdef.attrs, **attrs})[0]
