@@ -213,6 +213,9 @@ def simulate(graph: Graph, chip: str | Chip = DEFAULT_CHIP, fusion: FusionOption
 
     if not isinstance(graph, Graph):
         raise GraphError(f"simulate() needs a Graph, got {type(graph).__name__}")
+    if not graph.outputs:
+        raise GraphError(f"graph '{graph.name}' has no outputs: nothing to simulate (mark them "
+                         f"with graph.output(...))")
     _check_choice("detail", detail, DETAILS)
     _check_choice("mode", mode, MODES)
     options = fusion_options(fusion)

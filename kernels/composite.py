@@ -5,8 +5,10 @@ Design
 A fused node's subgraph is cut into *runs*: maximal stretches (in topological order) of
 element-wise ops that a loop can compute together: every op has a numba scalar function in the
 registry (`OpDef.scalar`), one output, no absent inputs, and one compute dtype shared by all
-its inputs and outputs (float16 computes in float32, as the vector kernels do), and every op
-of a run writes the same shape (the run's loop shape; operands broadcast into it). Every other
+its inputs and outputs (float16 computes in float32, as the vector kernels do), and the
+shapes its ops write broadcast to one loop shape (operands broadcast into it; an op whose shape
+does not broadcast with the stretch's, such as a sibling of another shape after a Reshape,
+starts a new run). Every other
 op (a cube head, a reduce, a reshape) runs its own registry kernel between runs, so a
 Conv + BN + ReLU node is the conv kernel followed by one composite loop for the epilogue.
 

@@ -117,3 +117,16 @@ def test_verifier_rejects_a_cube_reading_its_bias_from_inside_the_subgraph():
                          node.outputs, node.attrs, node.subgraph)]
     with pytest.raises(GraphError, match=rf"pass 'P'.*fused node '{node.name}'.*'{bias}'"):
         verify_graph(broken, pass_name="P")
+
+
+def test_verifier_names_pass_and_node_when_a_fused_output_is_declared_wrongly():
+    from ascendsim.ir.tensor import Value
+    from ascendsim.passes.verify import verify_graph
+
+    opt = asim.optimize(_view_sibling_graph("reshape"), graph_kernel=True)
+    (node,) = [n for n in opt.graph.nodes if n.op_type == "FusedOp"]
+    out = node.outputs[0]
+    v = opt.graph.values[out]
+    opt.graph.values[out] = Value(out, (64, 2), v.dtype)       # the subgraph infers (128,)
+    with pytest.raises(GraphError, match=rf"pass 'P'.*fused node '{node.name}'.*'{out}'"):
+        verify_graph(opt.graph, pass_name="P")

@@ -94,3 +94,10 @@ def test_negative_dimension_cli_exits_2(tmp_path, capsys):
     assert main(["run", str(path), "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert "negative dimension -3" in err and "'x'" in err
+
+
+def test_a_graph_without_outputs_is_not_simulated_in_zero_cycles():
+    g = asim.Graph("mute")
+    g.relu(g.input("x", (2, 3)))
+    with pytest.raises(GraphError, match="graph 'mute' has no outputs"):
+        asim.simulate(g)
