@@ -182,8 +182,9 @@ class Graph:
         if len(outputs) != len(out_specs):
             raise GraphError(f"node '{name}' ({op_type}) makes {len(out_specs)} outputs, "
                              f"{len(outputs)} names were given")
-        outs = [self._add_value(Value(o, tuple(s), dtype_name(d))) for o, (s, d) in
-                zip(outputs, out_specs)]
+        outs = [self._add_value(check_value(Value(o, tuple(s), dtype_name(d)),
+                                            f"node '{name}' ({op_type})"))
+                for o, (s, d) in zip(outputs, out_specs)]
         names = self._node_names()
         self.nodes.append(Node(name, op_type, in_names, tuple(outputs), full_attrs, subgraph))
         names.add(name)
@@ -211,7 +212,7 @@ class Graph:
             if f"'{name}'" in msg:
                 raise
             raise GraphError(f"node '{name}' ({opdef.op_type}): {msg}") from None
-        except (ValueError, IndexError, TypeError, KeyError) as exc:
+        except (ValueError, IndexError, TypeError, KeyError, ArithmeticError) as exc:
             raise GraphError(f"node '{name}' ({opdef.op_type}): cannot infer output shape "
                              f"from inputs {[v for v in in_vals]}: {exc}") from None
 

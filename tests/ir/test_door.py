@@ -3,6 +3,8 @@ and simulate, with a GraphError naming the node, value or attribute."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -101,3 +103,33 @@ def test_a_graph_without_outputs_is_not_simulated_in_zero_cycles():
     g.relu(g.input("x", (2, 3)))
     with pytest.raises(GraphError, match="graph 'mute' has no outputs"):
         asim.simulate(g)
+
+
+def _nchw():
+    g = asim.Graph("g")
+    return g, g.input("x", (1, 4, 8, 8)), g.const(np.ones((4, 4, 3, 3), np.float32), name="w")
+
+
+@pytest.mark.parametrize("build, named", [
+    (lambda g, x, w: g.conv(x, w, strides=[0, 0], name="n"), r"node 'n' \(Conv\): strides"),
+    (lambda g, x, w: g.conv(x, w, pads=[-1, -1, -1, -1], name="n"), "pads"),
+    (lambda g, x, w: g.conv(x, w, group=0, name="n"), "group"),
+    (lambda g, x, w: g.max_pool(x, kernel_shape=[0, 0], name="n"), "kernel_shape"),
+    (lambda g, x, w: g.lrn(x, size=0, name="n"), "size"),
+    (lambda g, x, w: g.depth_to_space(x, blocksize=0, name="n"), "blocksize"),
+    (lambda g, x, w: g.space_to_depth(x, blocksize=3, name="n"), "not divisible by blocksize"),
+    (lambda g, x, w: g.split(x, axis=1, num_outputs=3, name="n"), "split dim 4 into 3"),
+    (lambda g, x, w: g.concat(x, x, axis=4, name="n"), "axis 4"),
+    (lambda g, x, w: g.tile(x, np.array([1, -1, 1, 1]), name="n"), "negative dimension -4"),
+    (lambda g, x, w: g.pad(x, np.array([0, 0, -5, -5, 0, 0, -5, -5]), name="n"),
+     "negative dimension"),
+    (lambda g, x, w: g.constant_of_shape(np.array([2, -1]), name="n"), "negative dim"),
+    (lambda g, x, w: g.range(np.float32(0), np.float32(1e18), np.float32(1e-3), name="n"),
+     "physical ceiling"),
+    (lambda g, x, w: g.reduce_sum(x, np.array([1.5]), name="n"), "must hold integers"),
+])
+def test_attribute_and_shape_ranges_name_the_node(build, named):
+    g, x, w = _nchw()
+    with pytest.raises(GraphError, match="node 'n'") as err:
+        build(g, x, w)
+    assert re.search(named, str(err.value)), str(err.value)

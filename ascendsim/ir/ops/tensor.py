@@ -257,9 +257,16 @@ _move("Pad", _pad, kt.pad, inputs=("data", "pads", "constant_value?", "axes?"),
       attrs={"mode": "constant"}, needs=(1, 3))
 
 
+def _blocksize(attrs) -> int:
+    b = int(attrs["blocksize"])
+    if b < 1:
+        raise GraphError(f"blocksize must be >= 1, got {b}")
+    return b
+
+
 def _depth_to_space(ins, attrs, consts):
     n, c, h, w = ins[0].shape
-    b = int(attrs["blocksize"])
+    b = _blocksize(attrs)
     if attrs["mode"] not in ("DCR", "CRD"):
         raise GraphError(f"DepthToSpace mode {attrs['mode']!r}; expected DCR or CRD")
     if isinstance(c, int) and c % (b * b):
@@ -271,7 +278,10 @@ def _depth_to_space(ins, attrs, consts):
 
 def _space_to_depth(ins, attrs, consts):
     n, c, h, w = ins[0].shape
-    b = int(attrs["blocksize"])
+    b = _blocksize(attrs)
+    for what, d in (("height", h), ("width", w)):
+        if isinstance(d, int) and d % b:
+            raise GraphError(f"{what} {d} of '{ins[0].name}' is not divisible by blocksize {b}")
     scale = (lambda d, k: d * k if isinstance(d, int) else f"{d}*{k}")
     div = (lambda d, k: d // k if isinstance(d, int) else f"{d}/{k}")
     return [((n, scale(c, b * b), div(h, b), div(w, b)), ins[0].dtype)]
