@@ -152,10 +152,11 @@ def _opset(model: Any) -> int:
     return opset
 
 
-def _initializer_array(init: Any, numpy_helper: Any) -> np.ndarray:
-    """An initializer's data; GraphError naming it when its dtype is unsupported or its data
-    does not hold the elements its dims declare (raw_data too short or too long)."""
-    what = f"initializer '{init.name}'"
+def _initializer_array(init: Any, numpy_helper: Any, what: str = "") -> np.ndarray:
+    """A tensor's data (an initializer, or a tensor attribute: `what` names it); GraphError
+    naming it when its dtype is unsupported or its data does not hold the elements its dims
+    declare (raw_data too short or too long)."""
+    what = what or f"initializer '{init.name}'"
     dtype = onnx_dtype(init.data_type, what)
     dims = [int(d) for d in init.dims]
     if any(d < 0 for d in dims):
@@ -394,7 +395,7 @@ class _Scope:
             if a.t.data_type not in ONNX_DTYPES:
                 raise UnsupportedOpError(op, node, self.opset, detail=f"attribute '{a.name}' has "
                                          f"dtype {_dtype_label(a.t.data_type)}")
-            return numpy_helper.to_array(a.t)
+            return _initializer_array(a.t, numpy_helper, f"attribute '{a.name}' of node '{node}'")
         if a.type == A.INTS:
             return [int(v) for v in a.ints]
         if a.type == A.FLOATS:

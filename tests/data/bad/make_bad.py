@@ -117,6 +117,15 @@ def onnx_cases() -> dict[str, tuple[bytes, str, str]]:
     add("initializer_raw_data_short.onnx", _model(
         [helper.make_node("MatMul", ["x", "W"], ["y"], name="mm")],
         [_vi("x", [2, 3])], [_vi("y", [2, 4])], [short]), "GraphError", "'W'")
+    value = onnx.TensorProto()
+    value.name, value.data_type = "v", F
+    value.dims.extend([4])
+    value.raw_data = b"\x00" * 6                                   # 6 bytes for 16
+    const = helper.make_node("Constant", [], ["c"], name="const")
+    const.attribute.append(helper.make_attribute("value", value))
+    add("constant_raw_data_short.onnx", _model(
+        [const, helper.make_node("Add", ["x", "c"], ["y"], name="add")],
+        [_vi("x", [4])], [_vi("y", [4])]), "GraphError", "const")
     add("empty_output_name.onnx", _model(
         [helper.make_node("Relu", ["x"], [""], name="silent"),
          helper.make_node("Relu", ["x"], ["y"], name="relu")],
