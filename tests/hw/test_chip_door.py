@@ -93,3 +93,17 @@ def test_a_vanishing_clock_raises_instead_of_printing_inf():
     chip = get_chip("ascend910").replace(clock_hz=1e-300)
     with pytest.raises(asim.SimulationError, match="clock_hz"):
         asim.simulate(_tiny(), chip=chip, fusion=False)
+
+
+@pytest.mark.parametrize("changes, named", [
+    ({"hbm_bandwidth_bytes_per_s": 1e-300}, "hbm_bandwidth_bytes_per_s"),   # OverflowError before
+    ({"l2_bandwidth_bytes_per_s": 1e-300}, "l2_bandwidth_bytes_per_s"),
+    ({"vector_bytes_per_cycle": 1e-300}, "vector_bytes_per_cycle"),          # 8e303 cycles before
+    ({"path_latency_cycles": {"gm_ub": 1e300}}, "path_latency_cycles.gm_ub"),
+    ({"cube_mmad_overhead_cycles": 1e300}, "cube_mmad_overhead_cycles"),
+])
+def test_a_vanishing_rate_or_endless_latency_raises_naming_the_figure(changes, named):
+    chip = get_chip("ascend910").replace(**changes)
+    for detail in ("block", "tile"):
+        with pytest.raises(asim.SimulationError, match=named.replace(".", r"\.")):
+            asim.simulate(_tiny(), chip=chip, detail=detail)
