@@ -23,11 +23,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import AscendSimError, GraphError
+from ..execute.composite import plan
 from ..ir.graph import Graph, Node
 from ..ir.registry import Category, get_op
 from ..ir.tensor import dtype_name
-from ..kernels.composite import plan
-from .shapes import LOOP_OPS, accepts, infer_node
+from .shapes import accepts, infer_node, is_loop
 
 #: id(node) -> the objects its last successful inference check depended on
 _Memo = dict[int, tuple]
@@ -79,13 +79,13 @@ def _check_plan(node: Node, where: str) -> None:
         for n in run.nodes:
             shape = tuple(node.subgraph.values[n.outputs[0]].shape)
             try:
-                ok = np.broadcast_shapes(shape, run.shape) == tuple(run.shape)
+                ok = np.broadcast_shapes(shape, run.loop.shape) == tuple(run.loop.shape)
             except ValueError:
                 ok = False
             if not ok:
                 raise _fail(where, f"fused node '{node.name}': op '{n.name}' writes {list(shape)}"
                                    f", which does not broadcast to its loop's shape "
-                                   f"{list(run.shape)}")
+                                   f"{list(run.loop.shape)}")
 
 
 def _signature(graph: Graph, node: Node) -> tuple:
@@ -98,7 +98,7 @@ def _signature(graph: Graph, node: Node) -> tuple:
 
 def _unchanged(memo: _Memo | None, graph: Graph, node: Node) -> bool:
     """Whether `node` passed the inference check before with the same inputs and outputs."""
-    if memo is None or node.op_type in LOOP_OPS:
+    if memo is None or is_loop(node):
         return False
     old = memo.get(id(node))
     if old is None:
@@ -161,7 +161,7 @@ def _verify(graph: Graph, where: str, memo: _Memo | None, pass_name: str | None 
             recorded = [(tuple(graph.values[o].shape), graph.values[o].dtype)
                         for o in node.outputs if o]
             if accepts(graph, node, recorded, specs):
-                if memo is not None and node.op_type not in LOOP_OPS:
+                if memo is not None and not is_loop(node):
                     memo[id(node)] = _signature(graph, node)
                 continue
         except AscendSimError as exc:

@@ -8,8 +8,7 @@ import pytest
 
 import ascendsim as asim
 from ascendsim.errors import GraphError
-from ascendsim.execute import execute
-from ascendsim.kernels import composite
+from ascendsim.execute import composite, execute
 
 X = np.linspace(-2.0, 2.0, 128, dtype=np.float32).reshape(32, 4)
 
