@@ -65,6 +65,12 @@ VECTOR_CLASSES = ("unary", "binary", "exp", "sqrt", "div", "ternary", "reduce", 
 #: confidence tags (reference/ascend-hardware.md), plus U for user-set figures
 TAGS = ("S", "D", "F", "M", "G", "U")
 
+#: Physical ceilings, per unit: a figure above one is impossible, not a what-if (1 PiB of
+#: memory, a million cores, 1 PB/s, 1 THz); 10x any real figure stays far below them.
+MAX_BYTES = 2**50
+PHYSICAL_CEILING: dict[str, float] = {"bytes": MAX_BYTES, "cores": 2**20, "bytes/s": 1e15,
+                                      "Hz": 1e12}
+
 _SOURCE_RE = re.compile(r"^[SDFMGU](/[SDFMGU])*:")
 _DTYPE_ALIASES = {"fp16": "float16", "half": "float16", "float16": "float16",
                   "fp32": "float32", "float32": "float32",
@@ -95,7 +101,7 @@ def _check(key: str, value: Any, meta: Mapping[str, Any]) -> Any:
     """Validate one figure against its field spec; return it normalised (list->tuple etc.)."""
     kind = meta["kind"]
     if kind == "int":
-        if isinstance(value, float) and value.is_integer():
+        if isinstance(value, float) and math.isfinite(value) and value.is_integer():
             value = int(value)
         if isinstance(value, bool) or not isinstance(value, int):
             raise ConfigError(f"{key} must be an integer, got {type(value).__name__} {value!r}")
@@ -128,6 +134,10 @@ def _check(key: str, value: Any, meta: Mapping[str, Any]) -> Any:
         raise ConfigError(f"{key} must be > {meta['gt']:g}, got {value!r}")
     if meta["ge"] is not None and not value >= meta["ge"]:
         raise ConfigError(f"{key} must be >= {meta['ge']:g}, got {value!r}")
+    ceiling = PHYSICAL_CEILING.get(meta["unit"])
+    if ceiling is not None and value > ceiling:
+        raise ConfigError(f"{key} = {value:.4g} {meta['unit']} is beyond the physical ceiling "
+                          f"of {ceiling:.4g} {meta['unit']}")
     return value
 
 

@@ -132,6 +132,9 @@ class OpDef:
     commutative: bool = False
     # True when the op's output needs the input *values* to know its shape (Reshape's shape).
     needs_const_inputs: tuple[int, ...] = ()
+    # inputs whose constant data, when known, `infer` checks (Gather's indices against the
+    # axis size) without its shape depending on them; None is passed when not a constant
+    checks_const_inputs: tuple[int, ...] = ()
     # inputs whose *shape* alone decides the output (Shape, Size): foldable when it is static
     shape_only_inputs: tuple[int, ...] = ()
     # False for ops with random outputs: never folded, never merged by CSE
@@ -164,6 +167,11 @@ class OpDef:
             flops = int(self.flops(ins, outs, attrs))
             n = round(flops / big) if flops else 1
         return max(1.0, float(n))
+
+    @property
+    def const_inputs(self) -> frozenset[int]:
+        """Inputs whose constant data `infer` receives (needed or checked)."""
+        return frozenset(self.needs_const_inputs) | frozenset(self.checks_const_inputs)
 
     @property
     def builder_name(self) -> str:

@@ -187,6 +187,14 @@ def _gather(ins, attrs, consts):
     axis = kt.norm_axis(attrs["axis"], len(x.shape))
     if idx.dtype not in ("int32", "int64"):
         raise GraphError(f"indices must be int32 or int64, got {idx.dtype}")
+    dim = x.shape[axis]
+    if consts[1] is not None and isinstance(dim, int) and np.size(consts[1]):
+        flat = np.asarray(consts[1]).reshape(-1)
+        bad = flat[(flat < -dim) | (flat >= dim)]
+        if bad.size:
+            raise GraphError(f"constant indices '{idx.name}' hold {int(bad[0])}, out of range "
+                             f"[{-dim}, {dim - 1}] for axis {axis} of '{x.name}' "
+                             f"{tuple(x.shape)}")
     return [(x.shape[:axis] + idx.shape + x.shape[axis + 1:], x.dtype)]
 
 
@@ -239,7 +247,8 @@ _move("Split", _split, kt.split, inputs=("input", "split?"),
       doc="Outputs: len(split) when the split input is given, else the num_outputs attribute.")
 _move("Slice", _slice, kt.slice_, inputs=("data", "starts", "ends", "axes?", "steps?"),
       needs=(1, 2, 3, 4), builder="slice")
-_move("Gather", _gather, kt.gather, inputs=("data", "indices"), attrs={"axis": 0})
+_move("Gather", _gather, kt.gather, inputs=("data", "indices"), attrs={"axis": 0},
+      checks_const_inputs=(1,))
 _move("GatherElements", _gather_elements, kt.gather_elements, inputs=("data", "indices"),
       attrs={"axis": 0})
 _move("Expand", _expand, kt.expand, inputs=("input", "shape"), needs=(1,))
@@ -248,9 +257,16 @@ _move("Pad", _pad, kt.pad, inputs=("data", "pads", "constant_value?", "axes?"),
       attrs={"mode": "constant"}, needs=(1, 3))
 
 
+def _blocksize(attrs) -> int:
+    b = int(attrs["blocksize"])
+    if b < 1:
+        raise GraphError(f"blocksize must be >= 1, got {b}")
+    return b
+
+
 def _depth_to_space(ins, attrs, consts):
     n, c, h, w = ins[0].shape
-    b = int(attrs["blocksize"])
+    b = _blocksize(attrs)
     if attrs["mode"] not in ("DCR", "CRD"):
         raise GraphError(f"DepthToSpace mode {attrs['mode']!r}; expected DCR or CRD")
     if isinstance(c, int) and c % (b * b):
@@ -262,7 +278,10 @@ def _depth_to_space(ins, attrs, consts):
 
 def _space_to_depth(ins, attrs, consts):
     n, c, h, w = ins[0].shape
-    b = int(attrs["blocksize"])
+    b = _blocksize(attrs)
+    for what, d in (("height", h), ("width", w)):
+        if isinstance(d, int) and d % b:
+            raise GraphError(f"{what} {d} of '{ins[0].name}' is not divisible by blocksize {b}")
     scale = (lambda d, k: d * k if isinstance(d, int) else f"{d}*{k}")
     div = (lambda d, k: d // k if isinstance(d, int) else f"{d}/{k}")
     return [((n, scale(c, b * b), div(h, b), div(w, b)), ins[0].dtype)]
