@@ -391,9 +391,11 @@ class _Lowering:
         out_fmts = [ND] * len(outs)
         if keeps and main is not None and self.format_of(main) in (NC1HWC0, NZ):
             fmt = self.format_of(main)
-            out_fmts = [fmt if same else ND for same in self.keeps_format(main, fmt, outs)]
-            if fmt not in out_fmts:
+            keep = self.keeps_format(main, fmt, outs)
+            if keep is None:
                 fmt = ND
+            else:
+                out_fmts = [fmt if same else ND for same in keep]
         ins = []
         for i in ext_in:
             v = self.value(i)
@@ -424,17 +426,17 @@ class _Lowering:
                       [self.format_of(i) for i in ins], out_fmts, flops,
                       (notes or []) + vnotes, fused)
 
-    def keeps_format(self, main: str, fmt: str, outs: list[str]) -> list[bool]:
-        """Per output, whether it stays in the main input's special format `fmt` (its rank);
-        all False unless every output either keeps the rank or, for NC1HWC0, is a per-channel
-        vector (C,) (BNTrainingReduce's sums read the 5-D data in place); a per-channel
-        output itself is ND (C1 x C0 flattened)."""
+    def keeps_format(self, main: str, fmt: str, outs: list[str]) -> list[bool] | None:
+        """Whether the op reads its main input in its special format `fmt` in place (None:
+        convert it to ND) and, per output, whether the output keeps `fmt`. In place when
+        every output keeps the input's rank or, for NC1HWC0, is a per-channel vector (C,)
+        (BNTrainingReduce's sums); a per-channel output is ND (C1 x C0 flattened)."""
         mv = self.value(main)
         same = [self.value(o).rank == mv.rank for o in outs]
         channel = [fmt == NC1HWC0 and mv.rank >= 3 and self.value(o).rank == 1
                    and self.value(o).shape[0] == mv.shape[1] for o in outs]
         if not all(s or c for s, c in zip(same, channel)):
-            return [False] * len(outs)
+            return None
         return same
 
     def vec_parts(self, nodes: list, n: int, ext_outs: list[str],
