@@ -134,13 +134,4 @@ class CompositeOpsFusion(_GraphKernelPass):
         return any(is_composite(n) for n in (*a, *b))
 
 
-def _register() -> None:
-    from .manager import register_pass
-
-    register_pass(BasicOpsFusion, "graph_kernel_basic")
-    register_pass(CompositeOpsFusion, "graph_kernel_composite")
-
-
-_register()
-
 __all__ = ["BasicOpsFusion", "CompositeOpsFusion", "DEFAULT_MAX_OPS", "max_ops_of"]

@@ -236,12 +236,4 @@ class L2BatchSplitFusionPass(Pass):
         return res
 
 
-def _register() -> None:
-    from .manager import register_pass
-
-    register_pass(L2BatchSplitFusionPass, "l2_fusion")
-
-
-_register()
-
 __all__ = ["L2BatchSplitFusionPass", "batch_separable"]
