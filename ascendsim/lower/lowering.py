@@ -614,8 +614,10 @@ class _Lowering:
             [head_out], head.attrs))
         if tail:
             flops += self.vec_parts(tail, per_out, out_names)[2]
+        # per-channel outputs of an epilogue (Conv + BNTrainingReduce's sums) are ND vectors
+        out_fmts = [out_fmt if self.value(o).rank == head_out.rank else ND for o in out_names]
         self.add_task(name or node.name, op_type or node.op_type, task_type, phases, ins,
-                      out_names, [self.format_of(i) for i in ins], [out_fmt] * len(out_names),
+                      out_names, [self.format_of(i) for i in ins], out_fmts,
                       flops, notes, fused, cube_dtype=cdt)
 
     # -- fused -----------------------------------------------------------------------------

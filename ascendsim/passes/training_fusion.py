@@ -1,0 +1,123 @@
+"""UB fusions CANN applies to training graphs (switch group "UBFusion"), with CANN's names:
+
+1. `TbeConvBnreduceFusionPass`: Conv + BNTrainingReduce. The per-channel sum and square sum
+   of the conv output are accumulated in the conv's epilogue, from the output tiles while
+   they are still on chip, so the separate BNTrainingReduce task (a full read of the conv
+   output) disappears; the conv output is still written (BNTrainingUpdate and the backward
+   read it). MindSpore's Ascend backend: `ConvBnReduceFusionPass`
+   (mindspore/ccsrc/plugin/device/ascend/optimizer/buffer_fusion/conv_bnreduce_fusion_pass.h);
+   CANN's switch name TbeConvBnreduceFusionPass (graphubfusionref).
+2. `TbeBnupdateEltwiseEltwiseFusionPass` and `TbeBnupdateEltwiseFusionPass`: BNTrainingUpdate
+   + element-wise ops on its y (ReLU; Add of the residual then ReLU). MindSpore:
+   `BnupdateEltwiseFusionPass`, `BnupdateEltwiseEltwiseFusionPass` (same folder). y stays in
+   the UB; when it is also read outside (the ReLU gradient of an autodiff graph reads the ReLU
+   input; CANN's ReluV2 would write a bit mask instead) it is written as an extra output.
+
+The fused node is a FusedOp (fusion "UB") whose subgraph keeps the original nodes, so its
+values are exactly the unfused ones; its cost is one task (see lower/lowering.py: a cube head
+runs the rest as its epilogue; a vector group keeps intermediates in UB).
+
+Working set: a per-channel reduction in a conv epilogue accumulates partial sums per output
+tile (C0 lanes), so it needs the conv tile and two C-vectors, not whole reduced rows; the UB
+check therefore runs over the cube head alone for pattern 1.
+"""
+
+from __future__ import annotations
+
+from ..ir.graph import Node
+from ..ir.registry import Category, Unit
+from .base import Decision, no
+from .fusion_rules import UbRules
+from .partition import FusionGraph, check_ub, data_inputs, is_elementwise, opdef, unit_of
+from .ub_fusion import UbFusionPass
+
+BN_REDUCE = "BNTrainingReduce"
+BN_UPDATE = "BNTrainingUpdate"
+CONV_OPS = ("Conv",)
+
+
+def _readers(fg: FusionGraph, value: str) -> list[Node]:
+    return list(fg.users(value))
+
+
+class _MultiOutputUbPass(UbFusionPass):
+    """A UB pattern whose members' outputs may all leave the group (written to GM)."""
+
+    def last_values(self, group: list[Node]) -> set[str]:
+        return {o for n in group for o in n.outputs if o}
+
+    def ub_members(self, group: list[Node]) -> list[Node]:
+        return group
+
+    def check(self, fg: FusionGraph, group: list[Node], chip) -> Decision:
+        why = fg.creates_cycle(fg.members(group))
+        if why:
+            return no(why)
+        return check_ub(fg.graph, self.ub_members(group), chip, fg)
+
+
+class TbeConvBnreduceFusionPass(_MultiOutputUbPass):
+    """Conv + BNTrainingReduce of its output: the statistics in the conv's epilogue."""
+
+    name = "TbeConvBnreduceFusionPass"
+    patterns = ("TbeConvBnreduceFusion",)
+    pattern = "TbeConvBnreduceFusion"
+
+    def match(self, fg: FusionGraph, node: Node, rules: UbRules) -> list[Node] | None:
+        if node.subgraph is not None or node.op_type not in CONV_OPS \
+                or unit_of(fg.graph, node) != Unit.CUBE:
+            return None
+        out = [o for o in node.outputs if o]
+        if len(out) != 1:
+            return None
+        reduce = next((r for r in _readers(fg, out[0])
+                       if r is not None and r.op_type == BN_REDUCE and r.subgraph is None),
+                      None)
+        return [node, reduce] if reduce is not None else None
+
+    def ub_members(self, group: list[Node]) -> list[Node]:
+        return group[:1]
+
+
+class TbeBnupdateEltwiseEltwiseFusionPass(_MultiOutputUbPass):
+    """BNTrainingUpdate + two element-wise ops on y (the residual Add, then ReLU)."""
+
+    name = "TbeBnupdateEltwiseEltwiseFusionPass"
+    patterns = ("TbeBnupdateEltwiseEltwiseFusion",)
+    pattern = "TbeBnupdateEltwiseEltwiseFusion"
+    followers = 2
+
+    def match(self, fg: FusionGraph, node: Node, rules: UbRules) -> list[Node] | None:
+        if node.subgraph is not None or node.op_type != BN_UPDATE \
+                or unit_of(fg.graph, node) != Unit.VECTOR:
+            return None
+        group = [node]
+        value = node.outputs[0]
+        for _ in range(self.followers):
+            nxt = next((r for r in _readers(fg, value)
+                        if r is not None and is_elementwise(fg.graph, r)
+                        and value in data_inputs(fg.graph, r)
+                        and opdef(r).category <= Category.BROADCAST), None)
+            if nxt is None:
+                return None
+            group.append(nxt)
+            value = nxt.outputs[0]
+        return group
+
+
+class TbeBnupdateEltwiseFusionPass(TbeBnupdateEltwiseEltwiseFusionPass):
+    """BNTrainingUpdate + one element-wise op on y (ReLU)."""
+
+    name = "TbeBnupdateEltwiseFusionPass"
+    patterns = ("TbeBnupdateEltwiseFusion",)
+    pattern = "TbeBnupdateEltwiseFusion"
+    followers = 1
+
+
+#: the training UB passes, in priority order (they run before the generic UB passes: CANN's
+#: named patterns take their ops first)
+TRAINING_UB_PASSES = (TbeConvBnreduceFusionPass, TbeBnupdateEltwiseEltwiseFusionPass,
+                      TbeBnupdateEltwiseFusionPass)
+
+__all__ = ["TRAINING_UB_PASSES", "TbeConvBnreduceFusionPass",
+           "TbeBnupdateEltwiseEltwiseFusionPass", "TbeBnupdateEltwiseFusionPass"]
