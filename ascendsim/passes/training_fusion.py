@@ -91,18 +91,23 @@ class TbeBnupdateEltwiseEltwiseFusionPass(_MultiOutputUbPass):
         if node.subgraph is not None or node.op_type != BN_UPDATE \
                 or unit_of(fg.graph, node) != Unit.VECTOR:
             return None
-        group = [node]
-        value = node.outputs[0]
-        for _ in range(self.followers):
-            nxt = next((r for r in _readers(fg, value)
-                        if r is not None and is_elementwise(fg.graph, r)
-                        and value in data_inputs(fg.graph, r)
-                        and opdef(r).category <= Category.BROADCAST), None)
-            if nxt is None:
-                return None
-            group.append(nxt)
-            value = nxt.outputs[0]
-        return group
+        chain = self._followers(fg, node.outputs[0], self.followers)
+        return [node, *chain] if chain else None
+
+    def _followers(self, fg: FusionGraph, value: str, k: int) -> list[Node] | None:
+        """The first chain (readers in topological order) of k element-wise ops from `value`,
+        each reading the previous one's output."""
+        if k == 0:
+            return []
+        for r in _readers(fg, value):
+            if r is None or not is_elementwise(fg.graph, r) \
+                    or value not in data_inputs(fg.graph, r) \
+                    or opdef(r).category > Category.BROADCAST:
+                continue
+            rest = self._followers(fg, r.outputs[0], k - 1)
+            if rest is not None:
+                return [r, *rest]
+        return None
 
 
 class TbeBnupdateEltwiseFusionPass(TbeBnupdateEltwiseEltwiseFusionPass):

@@ -127,3 +127,13 @@ def test_float_status_reads_no_tensor_bytes():
     assert len(status.input_shapes) == 2, "the status op keeps its ordering inputs"
     relu = next(t for t in res.trace.tasks if t.op_type == "Relu")
     assert status.start >= relu.end
+
+
+def test_float_status_ops_survive_the_optimiser():
+    """Clear and Get act on the status register: constant folding and CSE keep them."""
+    from ascendsim.api import optimize
+
+    g = asim.Graph("st")
+    _status_graph(g)
+    types = [n.op_type for n in optimize(g, "ascend910").graph.nodes]
+    assert "NPUClearFloatStatus" in types and "NPUGetFloatStatus" in types

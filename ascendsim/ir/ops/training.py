@@ -32,7 +32,9 @@ Dataflow forms (where CANN's kernels update in place):
   NPUGetFloatStatus(*xs) takes the tensors whose computation it checks (usually the
   gradients) as ordering inputs and its value is 1.0 in element 0 when any of them holds
   inf/nan; it costs one 32-byte status read, not a pass over the tensors
-  (`reads_inputs=False`). NPUClearFloatStatus(*xs) returns zeros(8) after its inputs.
+  (`reads_inputs=False`). NPUClearFloatStatus(*xs) returns zeros(8) after its inputs; feed
+  its output to NPUGetFloatStatus to order the two (as MindSpore's Depend does). Both act on
+  the register, so they are never folded or merged (`deterministic=False`).
 - Dropout: DropOutGenMask makes CANN's bit-packed mask, uint8 of ceil(numel/128)*16 bytes
   (one bit per element, 128-element groups), so the graph's bytes are CANN's; its kernel is an
   AI CPU kernel in CANN (MindSpore `_op_impl/aicpu/dropout_genmask.py`, `seed`/`seed2` attrs).
@@ -576,13 +578,13 @@ _OPS = [
               "lr*ratio*update" + _OPT_NOTE),
     OpDef("NPUGetFloatStatus", _status_infer, _get_status_kernel, _O, inputs=("*xs",),
           flops=_status_flops, vec_class=VecClass.MOVE, vec_instrs=1, reads_inputs=False,
-          builder="npu_get_float_status",
+          deterministic=False, builder="npu_get_float_status",
           doc="CANN NPUGetFloatStatus [MS-OPS, NPU npu_get_float_status]: float32[8] status, "
               "element 0 = 1.0 when any input holds inf/nan (the inputs order it and stand "
               "for the computation the status register watched)"),
     OpDef("NPUClearFloatStatus", _status_infer, _clear_status_kernel, _O, inputs=("*xs",),
           flops=_status_flops, vec_class=VecClass.MOVE, vec_instrs=1, reads_inputs=False,
-          builder="npu_clear_float_status",
+          deterministic=False, builder="npu_clear_float_status",
           doc="CANN NPUClearFloatStatus [MS-OPS, NPU npu_clear_float_status]: zeroes the "
               "status (float32[8] zeros), after its (ordering) inputs"),
 ]
