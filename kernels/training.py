@@ -68,14 +68,14 @@ def bn_training_reduce(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 @njit(**JIT)
-def _channel_affine(x, a, b, y):
-    """y[n, c, s] = (x[n, c, s] - b[c]) * a[c] (centre and scale per channel)."""
+def _bn_apply(x, k, m, off, y):
+    """y[n, c, s] = (x[n, c, s] - m[c]) * k[c] + off[c] (k = rstd * scale)."""
     n0, c0, s0 = x.shape
     for n in range(n0):
         for c in range(c0):
-            ac, bc = a[c], b[c]
-            for k in range(s0):
-                y[n, c, k] = (x[n, c, k] - bc) * ac
+            kc, mc, oc = k[c], m[c], off[c]
+            for v in range(s0):
+                y[n, c, v] = (x[n, c, v] - mc) * kc + oc
 
 
 def batch_stats(s: np.ndarray, q: np.ndarray, n: int, work: np.dtype
@@ -98,9 +98,7 @@ def bn_training_update(x, s, q, scale, offset, mean, var, factor: float, eps: fl
     rstd = work.type(1) / np.sqrt(bv + work.type(eps))
     k = rstd * _w(scale, work)
     y3 = np.empty_like(x3)
-    # y = (x - bm) * (rstd * scale) + offset: centre-and-scale, then the shift
-    _channel_affine(x3, k, bm, y3)
-    y3 += _w(offset, work)[None, :, None]
+    _bn_apply(x3, k, bm, _w(offset, work), y3)
     f = work.type(factor)
     unbias = work.type(n / (n - 1)) if n > 1 else work.type(1)
     stat = np.dtype(np.asarray(mean).dtype)
@@ -322,7 +320,7 @@ def unpack_mask(mask: np.ndarray, numel: int) -> np.ndarray:
 @njit(**JIT)
 def _do_mask(x, keep, scale, y):
     for i in range(x.size):
-        y[i] = x[i] * scale if keep[i] else x[i] * 0
+        y[i] = x[i] * scale if keep[i] else 0.0
 
 
 def drop_out_do_mask(x, mask, keep_prob) -> np.ndarray:
