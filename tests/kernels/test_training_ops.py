@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from naive import assert_close
+from hypothesis import given
+from hypothesis import strategies as st
+from naive import HYPOTHESIS, assert_close
 
 import ascendsim as asim
 from ascendsim.errors import GraphError
@@ -74,6 +76,31 @@ def test_bn_training_reduce_and_update_match_numpy(rng, shape):
     outs = run("BNTrainingUpdate", x, s, q, scale, offset, mean, var, factor=0.1, epsilon=1e-5)
     for got, want in zip(outs, ref[2:]):
         assert_close(got, want, "float32", scale=10)
+
+
+@HYPOTHESIS
+@given(shape=st.lists(st.integers(1, 5), min_size=2, max_size=4).filter(
+    lambda s: np.prod(s) // s[1] > 1), seed=st.integers(0, 2**16))
+def test_bn_training_kernels_over_shapes(shape, seed):
+    """Any (N, C, ...) shape with more than one element per channel."""
+    rng = np.random.default_rng(seed)
+    x, (scale, offset, mean, var) = _bn_inputs(rng, tuple(shape))
+    s, q = run("BNTrainingReduce", x)
+    ref = bn_reference(x, scale, offset, mean, var, 0.1, 1e-5)
+    y, mean_out, var_out, bm, bv = run("BNTrainingUpdate", x, s, q, scale, offset, mean, var)
+    # the sums accumulate in float64 from fp32 products: a few ulps
+    np.testing.assert_allclose(s, ref[0], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(q, ref[1], rtol=1e-5, atol=1e-5)
+    # variance = E[x^2] - mean^2 cancels: its error is ~ulps of E[x^2], and y's relative error
+    # is that over (variance + eps)
+    ex2 = ref[1] / (x.size // x.shape[1])
+    np.testing.assert_allclose(bv, ref[6], atol=1e-6 * float(ex2.max()) + 1e-7)
+    np.testing.assert_allclose(var_out, ref[4], rtol=1e-5, atol=1e-6 * float(ex2.max()))
+    np.testing.assert_allclose(bm, ref[5], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(mean_out, ref[3], rtol=1e-5, atol=1e-6)
+    cond = (ex2 / (ref[6] + 1e-5)).reshape((1, -1) + (1,) * (x.ndim - 2))
+    err = np.abs(y - ref[2])
+    assert np.all(err <= 1e-5 * (1 + cond) * (1 + np.abs(ref[2]))), float(err.max())
 
 
 def test_bn_training_update_fp16_rounds_once(rng):

@@ -9,6 +9,7 @@ import pytest
 
 import ascendsim as asim
 from ascendsim.api import simulate
+from ascendsim.hw import get_chip
 
 N, C, H, W = 8, 32, 14, 14
 
@@ -137,3 +138,28 @@ def test_float_status_ops_survive_the_optimiser():
     _status_graph(g)
     types = [n.op_type for n in optimize(g, "ascend910").graph.nodes]
     assert "NPUClearFloatStatus" in types and "NPUGetFloatStatus" in types
+
+
+def test_optimizer_vector_time_counts_its_sqrt_and_div():
+    """16 KB of ApplyAdam on one core: 10 binary instructions + one vsqrt + one vdiv per
+    element (`vec_extra`), each at its class's rate, within one minimum-instruction overhead
+    per instruction; ApplyMomentum is 4 binary instructions."""
+    base = get_chip("ascend910b")
+    chip = base.replace(ai_cores=1, aiv_cores=1)
+    n = 16 * 1024 // 4
+    g = asim.Graph("adam")
+    var, m, v, grad = (g.input(k, (n,)) for k in ("var", "m", "v", "grad"))
+    s = [_scalar(g, f"s{i}") for i in range(6)]
+    g.output(*g.apply_adam(var, m, v, *s, grad, name="adam"))
+    g.output(*g.apply_momentum(var, m, s[0], grad, s[1], name="mom"))
+    res = simulate(g, chip, detail="tile", fusion=False)
+    nbytes = 4 * n
+    want = {"adam": 10 * nbytes / chip.vector_rate("binary", "float32")
+            + nbytes / chip.vector_rate("sqrt", "float32")
+            + nbytes / chip.vector_rate("div", "float32"),
+            "mom": 4 * nbytes / chip.vector_rate("binary", "float32")}
+    for op, expected in want.items():
+        task = res.trace.task(op)
+        ivs = [iv for iv in res.trace.intervals if iv.task_id == task.task_id and iv.pipe == "V"]
+        busy = sum(iv.duration for iv in ivs)
+        assert abs(busy - expected) <= chip.vector_min_cycles * len(ivs), (op, busy, expected)
