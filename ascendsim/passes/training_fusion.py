@@ -13,6 +13,19 @@
    the UB; when it is also read outside (the ReLU gradient of an autodiff graph reads the ReLU
    input; CANN's ReluV2 would write a bit mask instead) it is written as an extra output.
 
+3. `MatmulDropoutDoMaskAddFusionPass`: MatMul + DropOutDoMask of its output + Add (the
+   transformer's dense -> dropout -> residual add), the dropout and the residual add in the
+   matmul's epilogue. MindSpore: `MatmulDropoutDoMaskV3AddFusionPass` (same folder, the
+   DoMaskV3 form of the mask); it skips cube/vector split chips (MS_CHECK_CUBE_VECTOR_SPLIT
+   in plugin/device/ascend/optimizer/platform.h), and so does this pass (910B: refused with
+   the reason in the log).
+
+CANN's own ops source has the BNTrainingUpdate patterns as BnupdateEltwiseFusionPass and
+BnupdateEltwiseEltwiseFusionPass (ops/built-in/fusion_pass/buffer_fusion/ub_fusion/ai_core/
+bnupdate/: head BNTrainingUpdate, y into the element-wise op, every output may also leave the
+group, TBE_OUTPUT_BRANCH_MULTI); the switch names used here follow CANN's "Tbe..." form of
+TbeConvBnreduceFusionPass.
+
 The fused node is a FusedOp (fusion "UB") whose subgraph keeps the original nodes, so its
 values are exactly the unfused ones; its cost is one task (see lower/lowering.py: a cube head
 runs the rest as its epilogue; a vector group keeps intermediates in UB).
@@ -33,6 +46,7 @@ from .ub_fusion import UbFusionPass
 
 BN_REDUCE = "BNTrainingReduce"
 BN_UPDATE = "BNTrainingUpdate"
+DO_MASK = "DropOutDoMask"
 CONV_OPS = ("Conv",)
 
 
@@ -119,10 +133,42 @@ class TbeBnupdateEltwiseFusionPass(TbeBnupdateEltwiseEltwiseFusionPass):
     followers = 1
 
 
+class MatmulDropoutDoMaskAddFusionPass(_MultiOutputUbPass):
+    """MatMul -> DropOutDoMask -> Add: dropout and residual add in the matmul's epilogue."""
+
+    name = "MatmulDropoutDoMaskAddFusionPass"
+    patterns = ("MatmulDropoutDoMaskAddFusion",)
+    pattern = "MatmulDropoutDoMaskAddFusion"
+
+    def match(self, fg: FusionGraph, node: Node, rules: UbRules) -> list[Node] | None:
+        if node.subgraph is not None or node.op_type != "Add":
+            return None
+        for v in node.inputs:
+            mask = fg.producer_of(v) if v else None
+            if mask is None or mask.op_type != DO_MASK or mask.subgraph is not None:
+                continue
+            mm = fg.producer_of(mask.inputs[0])
+            if mm is not None and mm.op_type == "MatMul" and mm.subgraph is not None:
+                continue
+            if mm is not None and mm.op_type == "MatMul" \
+                    and unit_of(fg.graph, mm) == Unit.CUBE:
+                return [mm, mask, node]
+        return None
+
+    def check(self, fg: FusionGraph, group: list[Node], chip) -> Decision:
+        if not chip.coupled:
+            return no(f"{chip.name} splits cube and vector cores (MindSpore skips this pass "
+                      f"there)")
+        return super().check(fg, group, chip)
+
+    def ub_members(self, group: list[Node]) -> list[Node]:
+        return group[:1]
+
+
 #: the training UB passes, in priority order (they run before the generic UB passes: CANN's
 #: named patterns take their ops first)
 TRAINING_UB_PASSES = (TbeConvBnreduceFusionPass, TbeBnupdateEltwiseEltwiseFusionPass,
-                      TbeBnupdateEltwiseFusionPass)
+                      TbeBnupdateEltwiseFusionPass, MatmulDropoutDoMaskAddFusionPass)
 
-__all__ = ["TRAINING_UB_PASSES", "TbeConvBnreduceFusionPass",
+__all__ = ["TRAINING_UB_PASSES", "TbeConvBnreduceFusionPass", "MatmulDropoutDoMaskAddFusionPass",
            "TbeBnupdateEltwiseEltwiseFusionPass", "TbeBnupdateEltwiseFusionPass"]

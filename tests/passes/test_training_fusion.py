@@ -74,3 +74,26 @@ def test_update_output_read_elsewhere_is_written_too():
     node = next(n for n in fused.nodes if n.attrs.get("display_type") == "BNTrainingUpdateRelu")
     assert update.outputs[0] in node.outputs
     assert compare(g, "ascend910").outputs_equal
+
+
+def _dense_dropout_residual() -> asim.Graph:
+    g = asim.Graph("dense_dropout")
+    x = g.input("x", (128, 256), "float16")
+    y = g.matmul(x, g.weight("w", (256, 256), "float16"), name="mm")
+    mask = g.drop_out_gen_mask(shape=[128, 256], keep_prob=0.9, seed=1)
+    d = g.drop_out_do_mask(y, mask, np.float16(0.9), name="domask")
+    g.output(g.add(d, g.input("residual", (128, 256), "float16"), name="add"))
+    return g
+
+
+def test_matmul_dropout_add_fuses_on_coupled_chips_only():
+    g = _dense_dropout_residual()
+    cmp = compare(g, "ascend910")
+    types = [t.op_type for t in cmp.fused.trace.tasks]
+    assert "MatMulDropOutDoMaskAdd" in types and "DropOutDoMask" not in types, types
+    assert cmp.outputs_equal and cmp.max_abs_diff == 0.0
+    res = optimize(g, "ascend910b")
+    assert not any(n.op_type == "FusedOp" for n in res.graph.nodes)
+    why = [f.why for r in res.log.records for f in r.result.refusals
+           if r.name == "MatmulDropoutDoMaskAddFusionPass"]
+    assert why and "splits cube and vector" in why[0]
