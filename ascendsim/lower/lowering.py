@@ -28,8 +28,9 @@ roofline) per element of its largest operand, each at the chip's bytes/cycle for
 `VecClass` (`chip.vector_rate`), at least `vector_min_cycles` per instruction, plus the
 registry's `vec_extra` instructions of other classes (an optimizer's vsqrt/vdiv). An op
 whose `reads_inputs` is False (NPUGetFloatStatus) moves no input bytes; its inputs only
-order it. A multi-output op on NC1HWC0 data keeps the format for its same-rank outputs
-and writes per-channel (C,) outputs in ND (BNTrainingReduce/Update). One rule on
+order it. An op on NC1HWC0 (FRACTAL_NZ) data whose other outputs are per-channel (per-
+column) vectors reads it in place, keeps the format for its same-rank outputs and writes the
+vectors in ND (BNTrainingReduce/Update, LayerNormBetaGammaBackprop). One rule on
 top (`vec_class_of`, decided from the op's input Values): a BINARY-class op whose operands
 other than its largest have ONE element (x + 2.0, Mul by a broadcast scalar, Clip by scalar
 bounds, Max(x, 0)) runs the scalar-operand instructions vadds/vmuls/vmaxs, which the
@@ -397,9 +398,12 @@ class _Lowering:
             else:
                 out_fmts = [fmt if same else ND for same in keep]
         ins = []
+        # an operand 8x smaller than the op's largest value (a per-channel or per-row
+        # vector, a broadcast statistic) is read as it is
+        biggest = max(self.value(v).numel for v in [*ext_in, *outs])
         for i in ext_in:
             v = self.value(i)
-            small = v.numel * 8 <= max(self.value(o).numel for o in outs) or v.rank < 2
+            small = v.numel * 8 <= biggest or v.rank < 2
             if fmt == ND or small or self.is_const(i):
                 ins.append(self.ensure(i, ND) if not self.is_const(i) and not small else i)
             else:
@@ -429,12 +433,16 @@ class _Lowering:
     def keeps_format(self, main: str, fmt: str, outs: list[str]) -> list[bool] | None:
         """Whether the op reads its main input in its special format `fmt` in place (None:
         convert it to ND) and, per output, whether the output keeps `fmt`. In place when
-        every output keeps the input's rank or, for NC1HWC0, is a per-channel vector (C,)
-        (BNTrainingReduce's sums); a per-channel output is ND (C1 x C0 flattened)."""
+        every output keeps the input's rank or is a vector along the format's inner axis:
+        for NC1HWC0 a per-channel vector (C,) (BNTrainingReduce's sums), for FRACTAL_NZ a
+        per-column vector (last dim) (LayerNormBetaGammaBackprop's dgamma/dbeta, a bias
+        gradient); such a vector output is ND."""
         mv = self.value(main)
         same = [self.value(o).rank == mv.rank for o in outs]
-        channel = [fmt == NC1HWC0 and mv.rank >= 3 and self.value(o).rank == 1
-                   and self.value(o).shape[0] == mv.shape[1] for o in outs]
+        axis = 1 if fmt == NC1HWC0 and mv.rank >= 3 else -1 if fmt == NZ and mv.rank >= 2 \
+            else None
+        channel = [axis is not None and self.value(o).rank == 1
+                   and self.value(o).shape[0] == mv.shape[axis] for o in outs]
         if not all(s or c for s, c in zip(same, channel)):
             return None
         return same

@@ -163,3 +163,20 @@ def test_optimizer_vector_time_counts_its_sqrt_and_div():
         ivs = [iv for iv in res.trace.intervals if iv.task_id == task.task_id and iv.pipe == "V"]
         busy = sum(iv.duration for iv in ivs)
         assert abs(busy - expected) <= chip.vector_min_cycles * len(ivs), (op, busy, expected)
+
+
+def test_layer_norm_gamma_beta_grads_read_fractal_nz_in_place():
+    """dy and x in FRACTAL_NZ (matmul outputs) are read in place; the per-row statistics are
+    read as ND vectors and dgamma/dbeta written ND: no TransData at all after the matmuls."""
+    g = asim.Graph("ln_bg")
+    w = g.weight("w", (256, 256), "float16")
+    x = g.matmul(g.input("x", (8, 128, 256), "float16"), w)
+    dy = g.matmul(g.input("dy", (8, 128, 256), "float16"), w)
+    stats = [g.input(k, (8, 128, 1)) for k in ("mean", "rstd")]
+    g.output(*g.layer_norm_beta_gamma_backprop(dy, x, *stats, name="bg"))
+    res = simulate(g, "ascend910", fusion=False)
+    types = [t.op_type for t in res.trace.tasks]
+    assert types.count("TransData") == 2, types      # the two ND inputs of the matmuls
+    bg = res.trace.task("bg")
+    assert bg.input_formats == ("FRACTAL_NZ", "FRACTAL_NZ", "ND", "ND")
+    assert bg.output_formats == ("ND", "ND")
