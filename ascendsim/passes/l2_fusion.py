@@ -175,7 +175,7 @@ class L2BatchSplitFusionPass(Pass):
     def run(self, graph: Graph, ctx: PassContext) -> PassResult:
         res = self.new_result()
         chip = ctx.chip
-        budget = chip.l2_bytes // 2
+        budget = chip.l2_resident_bytes
         memo: dict = {}
         fg = FusionGraph(graph)
         for chain in self.chains(fg):

@@ -42,12 +42,12 @@ from ..ir.registry import Category, Unit
 from .base import Decision, no
 from .fusion_rules import UbRules
 from .partition import FusionGraph, check_ub, data_inputs, is_elementwise, opdef, unit_of
+from .rewrite import forward_conv_ops
 from .ub_fusion import UbFusionPass
 
 BN_REDUCE = "BNTrainingReduce"
 BN_UPDATE = "BNTrainingUpdate"
 DO_MASK = "DropOutDoMask"
-CONV_OPS = ("Conv",)
 
 
 def _readers(fg: FusionGraph, value: str) -> list[Node]:
@@ -78,7 +78,7 @@ class TbeConvBnreduceFusionPass(_MultiOutputUbPass):
     pattern = "TbeConvBnreduceFusion"
 
     def match(self, fg: FusionGraph, node: Node, rules: UbRules) -> list[Node] | None:
-        if node.subgraph is not None or node.op_type not in CONV_OPS \
+        if node.subgraph is not None or node.op_type not in forward_conv_ops() \
                 or unit_of(fg.graph, node) != Unit.CUBE:
             return None
         out = [o for o in node.outputs if o]
