@@ -45,9 +45,12 @@ from .partition import FusionGraph, check_ub, data_inputs, is_elementwise, opdef
 from .rewrite import forward_conv_ops
 from .ub_fusion import UbFusionPass
 
+#: the ops the patterns match (pattern data)
 BN_REDUCE = "BNTrainingReduce"
 BN_UPDATE = "BNTrainingUpdate"
 DO_MASK = "DropOutDoMask"
+MATMUL_OPS = ("MatMul",)
+ADD_OPS = ("Add",)
 
 
 def _readers(fg: FusionGraph, value: str) -> list[Node]:
@@ -141,16 +144,14 @@ class MatmulDropoutDoMaskAddFusionPass(_MultiOutputUbPass):
     pattern = "MatmulDropoutDoMaskAddFusion"
 
     def match(self, fg: FusionGraph, node: Node, rules: UbRules) -> list[Node] | None:
-        if node.subgraph is not None or node.op_type != "Add":
+        if node.subgraph is not None or node.op_type not in ADD_OPS:
             return None
         for v in node.inputs:
             mask = fg.producer_of(v) if v else None
             if mask is None or mask.op_type != DO_MASK or mask.subgraph is not None:
                 continue
             mm = fg.producer_of(mask.inputs[0])
-            if mm is not None and mm.op_type == "MatMul" and mm.subgraph is not None:
-                continue
-            if mm is not None and mm.op_type == "MatMul" \
+            if mm is not None and mm.op_type in MATMUL_OPS and mm.subgraph is None \
                     and unit_of(fg.graph, mm) == Unit.CUBE:
                 return [mm, mask, node]
         return None
