@@ -27,6 +27,8 @@ _LAZY = {
     "chips": "ascendsim.hw",
     "get_chip": "ascendsim.hw",
     "load_chip": "ascendsim.hw",
+    "sweep": "ascendsim.sweep",
+    "simulate_data_parallel": "ascendsim.multichip",
 }
 _SUBMODULES = ("models", "ir", "passes", "hw", "lower", "sim", "report", "frontend", "kernels",
                "api")

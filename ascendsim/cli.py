@@ -274,7 +274,7 @@ def cmd_chips(args: argparse.Namespace) -> int:
 
     for name in asim.chips():
         c = asim.get_chip(name)
-        print(f"{name:<12} {c.ai_cores} AI Cores"
+        print(f"{name:<16} {c.ai_cores} AI Cores"
               + (f" + {c.aiv_cores} AIV" if c.aiv_cores else "")
               + f" @ {c.clock_hz / 1e9:.2f} GHz, cube {c.peak_flops('float16') / 1e12:.0f} "
               f"TFLOPS fp16, HBM {c.hbm_bandwidth_bytes_per_s / 1e9:.0f} GB/s, "

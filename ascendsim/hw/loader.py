@@ -37,7 +37,8 @@ except ImportError:  # pragma: no cover - Python 3.10
         _toml = None  # type: ignore[assignment]
 
 #: built-in aliases -> file names
-ALIASES = {"ascend910a": "ascend910", "ascend910b2": "ascend910b"}
+#: (ascend910b is the 910B2; ascend910b_gen1 is the first-generation SoC CANN calls "Ascend910B")
+ALIASES = {"ascend910a": "ascend910", "ascend910b2": "ascend910b", "ascend310p3": "ascend310p"}
 _META = ("name", "description", "base")
 _FIELDS = {f.name: f for f in fields(Chip) if f.name != "sources"}
 

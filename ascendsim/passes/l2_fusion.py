@@ -72,7 +72,19 @@ def batch_separable(graph: Graph, node: Node, batch: int | None = None,
         return None
     leads = {v.shape[0] for v in vals}
     n = batch if batch is not None else next(iter(leads))
-    return n if leads == {n} and n > 1 else None
+    if leads != {n} or n <= 1:
+        return None
+    # a constant read element by element along the batch (same rank, leading dim N: e.g. the
+    # fp32 master weight of an optimizer update) would have to be split with the chunks; the
+    # chunks share constants whole, so such a node is not batch-separable
+    if opdef(node).category in (Category.ELEMWISE, Category.BROADCAST):
+        out_rank = max(graph.values[o].rank for o in node.outputs if o)
+        for v in data_inputs(graph, node):
+            if v in consts:
+                shape = graph.values[v].shape
+                if len(shape) == out_rank and shape and shape[0] == n:
+                    return None
+    return n
 
 
 def chain_graph(graph: Graph, chain: list[Node], fg: FusionGraph | None = None) -> Graph:

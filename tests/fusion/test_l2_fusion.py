@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fusion_helpers import assert_same_values, context, fused, inner_types
 
+import ascendsim as asim
 from ascendsim.hw import get_chip
 from ascendsim.ir.graph import Graph
 from ascendsim.passes.l2_fusion import L2BatchSplitFusionPass, batch_separable
@@ -112,3 +113,19 @@ def test_l2_group_of_ub_fused_nodes():
     (node,) = opt.graph.nodes
     assert node.attrs["fusion"] == "L2" and node.attrs["batch_split"] > 1
     assert [n.attrs["display_type"] for n in node.subgraph.nodes] == ["ConvRelu", "ConvRelu"]
+
+
+def test_a_constant_read_along_the_batch_is_not_split():
+    """An optimizer-style update: the constant w has the chain's leading dimension, so chunks
+    of the chain would need chunks of w; the pass leaves the chain whole (it used to split it,
+    and the lowering met (N, C) against (N/k, C))."""
+    g = Graph("upd")
+    w = g.weight("w", (512, 256), "float32", seed=0)
+    m = g.weight("m", (512, 256), "float32", seed=1)
+    gr = g.input("grad", (512, 256), "float32")
+    g.output(g.sub(w, g.mul(g.add(g.mul(m, 0.9), g.mul(gr, 0.1)), 1e-3)))
+    chip = get_chip("ascend910b").replace(l2_bytes=256 * 1024)
+    assert batch_separable(g, g.nodes[-1]) is None          # Sub reads w along the batch
+    res = asim.simulate(g, chip)
+    assert res.cycles > 0
+    assert not any(n.attrs.get("fusion") == "L2" for n in res.graph.nodes)

@@ -50,7 +50,7 @@ WORKLOAD_REQUIRED = {"op": {"op", "inputs"}, "model": {"model", "batch"},
                      "transfer": {"src", "dst", "bytes"}}
 PHASES = {"inference", "training"}
 PRECISIONS = {"fp16", "float16", "mixed", "amp", "bf16", "bfloat16", "fp32", "float32", "int8"}
-CHIP_ALIASES = {"ascend910a": "ascend910", "ascend910b2": "ascend910b"}
+CHIP_ALIASES = {"ascend910a": "ascend910", "ascend910b2": "ascend910b", "ascend310p3": "ascend310p"}
 
 
 def _positive_int(x: Any) -> bool:
