@@ -41,7 +41,7 @@ CANN_UNMODELLED = frozenset({
     "TbeMultiOutputFusionPass", "AutomaticUbFusion", "TbeConv3dElemwisePass",
     "TbeConv2DBackpropElemwiseFusionPass", "TbeDxElemwisePass", "ATbeMatMulElemwiseFusionPass",
     "TbeFullyconnectionElemwiseDequantFusionPass", "TbeDepthwiseConvElemwiseFusionPass",
-    "TbeElemwiseQuantFusionPass", "TbeConvBnreduceFusionPass", "TbeConv2DReluv2Pass",
+    "TbeElemwiseQuantFusionPass", "TbeConv2DReluv2Pass",
     "TbeConvDoubleInFusionPass", "TbeAippConvReluMaxpoolingFusion",
     "MatmulConfusiontransposeUbFusion", "TbeEltwiseCastFusionPass",
     "TbeReadSelectEltwiseFusionPass", "TbeEltwiseWriteSelectFusionPass",
