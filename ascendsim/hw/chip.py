@@ -62,10 +62,11 @@ ARCHS = ("coupled", "split")
 LOCATIONS = ("gm", "l1", "l0a", "l0b", "l0c", "ub")
 #: vector instruction classes accepted by `Chip.vector_rate`
 VECTOR_CLASSES = ("unary", "binary", "exp", "sqrt", "div", "ternary", "reduce", "gather", "sort")
-#: confidence tags (reference/ascend-hardware.md), plus U for user-set figures
-TAGS = ("S", "D", "F", "M", "G", "U")
+#: confidence tags (reference/ascend-hardware.md), plus U for user-set figures and C for
+#: figures fitted by `ascendsim.validation.calibrate` ("C: calibrated on rows <ids>")
+TAGS = ("S", "D", "F", "M", "G", "U", "C")
 
-_SOURCE_RE = re.compile(r"^[SDFMGU](/[SDFMGU])*:")
+_SOURCE_RE = re.compile(r"^[SDFMGUC](/[SDFMGUC])*:")
 _DTYPE_ALIASES = {"fp16": "float16", "half": "float16", "float16": "float16",
                   "fp32": "float32", "float32": "float32",
                   "bf16": "bfloat16", "bfloat16": "bfloat16", "int8": "int8", "int4": "int4"}
