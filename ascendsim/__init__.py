@@ -27,6 +27,9 @@ _LAZY = {
     "chips": "ascendsim.hw",
     "get_chip": "ascendsim.hw",
     "load_chip": "ascendsim.hw",
+    "validate": "ascendsim.validation.validate",
+    "load_msprof": "ascendsim.validation.msprof",
+    "calibrate": "ascendsim.validation.calibrate",
 }
 _SUBMODULES = ("models", "ir", "passes", "hw", "lower", "sim", "report", "frontend", "kernels",
                "api")
