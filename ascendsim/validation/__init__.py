@@ -1,5 +1,9 @@
 """ascendsim.validation: the simulator measured against hardware.
 
+`corpus/*.toml` holds one `[[row]]` per published measurement (op kernel times, eager calls,
+GEMM TFLOPS, model throughputs), each with its chip variant, workload, timing method, value,
+unit, role (validation / calibration / pending) and source.
+
 - `load_corpus()`: the measured figures shipped with the package (`corpus/*.toml`);
 - `validate()`: simulate every row the way it was measured; median |error|, bias, by family;
 - `load_msprof()`: read an msprof op_summary CSV and simulate each op beside its measurement;
