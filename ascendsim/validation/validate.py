@@ -239,18 +239,21 @@ class ValidationReport:
             lo, hi = min(xs + ys) / 2, max(xs + ys) * 2
             grid = [lo, hi]
             ax.plot(grid, grid, color="black", lw=1)
-            for band, alpha in ((0.25, 0.08), (0.10, 0.16)):
-                ax.fill_between(grid, [g * (1 - band) for g in grid],
-                                [g * (1 + band) for g in grid], color="tab:green", alpha=alpha,
-                                lw=0, label=f"±{band:.0%}")
-            cmap = plt.get_cmap("tab20")
+            for band, alpha, style in ((0.25, 0.10, "--"), (0.10, 0.22, ":")):
+                lo_b = [g * (1 - band) for g in grid]
+                hi_b = [g * (1 + band) for g in grid]
+                ax.fill_between(grid, lo_b, hi_b, color="tab:green", alpha=alpha, lw=0,
+                                label=f"±{band:.0%}")
+                for edge in (lo_b, hi_b):
+                    ax.plot(grid, edge, color="tab:green", lw=0.8, ls=style)
+            cmap = plt.get_cmap("tab10")
             fams = list(dict.fromkeys(r.family for r in pts))
             for i, fam in enumerate(fams):
                 for role, face in (("validation", True), ("calibration", False)):
                     sel = [r for r in pts if r.family == fam and r.role == role]
                     if not sel:
                         continue
-                    color = cmap(i % 20)
+                    color = cmap(i % 10)
                     ax.scatter([r.value for r in sel], [r.value * r.ratio for r in sel], s=28,
                                facecolors=color if face else "none", edgecolors=color,
                                label=fam if role == "validation" or not any(
