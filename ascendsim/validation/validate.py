@@ -3,7 +3,9 @@
 Definitions (issue 10, used everywhere): a row's **ratio** is simulated / measured for times
 and measured / simulated for throughputs, so > 1 always means "the model is slow"; its
 **error** is ratio - 1; a report's **median |error|** is the median of |ratio - 1| over its
-validation rows (a fraction); its **bias** is the geometric mean of their ratios.
+validation rows (a fraction); its **bias** is the geometric mean of their ratios. Once the
+validation set is frozen (`ascendsim.validation.frozen`), those figures cover the frozen rows
+and validation rows added later are summarised apart as "new".
 
 How each timing is simulated (`simulate_row`):
 
@@ -50,6 +52,7 @@ from ..api import simulate
 from ..errors import AscendSimError, ConfigError
 from ..hw import Chip, get_chip
 from .corpus import UNITS, CorpusRow, load_corpus
+from .frozen import load_frozen
 from .workloads import OP_NODE, build_op_graph, model_plan, workload_key
 
 #: the quick subset: a fixed list of row ids over several families, < 30 s together
@@ -136,10 +139,21 @@ class ValidationReport:
     chip: str | None = None            # the chip every row ran on, or None (each its own)
     wall_s: float = 0.0
     meta: dict[str, Any] = field(default_factory=dict)
+    #: ids of the frozen validation set (`ascendsim.validation.frozen`); None: nothing
+    #: frozen yet, every validation row counts
+    frozen: frozenset[str] | None = None
 
-    def ratios(self, role: str = "validation", family: str | None = None) -> list[float]:
+    def is_new(self, rec: ValidationRecord) -> bool:
+        """A validation row added after the validation set was frozen."""
+        return self.frozen is not None and rec.role == "validation" and rec.id not in self.frozen
+
+    def ratios(self, role: str = "validation", family: str | None = None,
+               new: bool = False) -> list[float]:
+        """Ratios of the rows that simulated, of one role (and family); validation rows are
+        the frozen ones, or with new=True those added after freezing."""
         return [r.ratio for r in self.rows if r.status == "ok" and r.role == role
-                and (family is None or r.family == family) and r.ratio is not None]
+                and (family is None or r.family == family) and r.ratio is not None
+                and self.is_new(r) == new]
 
     @property
     def median_abs_error(self) -> float:
@@ -191,6 +205,10 @@ class ValidationReport:
         allv = summarize(self.ratios())
         body.append(("all validation", allv.n, _pct(allv.median_abs_error),
                      _num(allv.median_ratio), _num(allv.bias)))
+        if self.frozen is not None:
+            new = summarize(self.ratios(new=True))
+            body.append(("(new since frozen)", new.n, _pct(new.median_abs_error),
+                         _num(new.median_ratio), _num(new.bias)))
         cal = self.calibration
         body.append(("(calibration)", cal.n, _pct(cal.median_abs_error), _num(cal.median_ratio),
                       _num(cal.bias)))
@@ -486,8 +504,10 @@ def validate_rows(rows: Iterable[CorpusRow], chip: str | Chip | None = None,
         out.append(rec)
         if progress is not None:
             progress(i + 1, len(rows))
+    frozen = load_frozen()
     return ValidationReport(out, forced.name if forced is not None else None,
-                            time.perf_counter() - t0)
+                            time.perf_counter() - t0,
+                            frozen=frozenset(frozen.ids) if frozen is not None else None)
 
 
 def quick_rows(rows: Sequence[CorpusRow]) -> list[CorpusRow]:
