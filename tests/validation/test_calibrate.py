@@ -174,3 +174,10 @@ def test_the_c_tag_check_catches_a_validation_row(tmp_path):
     problems = c_tag_problems(path, rows)
     assert len(problems) == 2
     assert f"{val} is a validation row" in problems[0] and "unknown row 'nope'" in problems[1]
+
+
+def test_missing_scipy_names_the_extra(monkeypatch, profile):
+    """Without scipy, calibrate() says which extra to install (scipy.optimize unimportable)."""
+    monkeypatch.setitem(sys.modules, "scipy.optimize", None)
+    with pytest.raises(ConfigError, match=r"pip install 'ascendsim\[calibrate\]'"):
+        calibrate(profile, "ascend910", ["hbm_bandwidth_bytes_per_s"])
