@@ -14,14 +14,19 @@ How each timing is simulated (`simulate_row`):
   conversions the lowering inserts (TransData) are their own tasks, as msprof lists them, and
   are not counted. A workload with ``measure = "pipe:P"`` counts the busy cycles of pipe P
   on the first core instead (instruction-level microbenchmarks, msKPP).
-- ``eager_call``: the graph as given, launched op by op from the host (mode="host"), every
-  task the model launches for the call (TransData included). A time (one synchronised call)
-  is the span from the host launch of the call's first task to the end of its last task; a
-  throughput (a loop of calls, e.g. TFLOPS of torch.matmul in a loop) takes the steady state
-  of an asynchronous loop, max(the call's host launches, its kernels back to back). The
-  per-call floor today is one `host_launch_us` (10.5 us on every built-in chip: POCKETLLM's
-  910A aclnn enqueue, reused on 910B/310); each inserted TransData adds its own launch.
-  ``measure = "launch"`` counts the host launch lane only (an enqueue-cost measurement).
+- ``eager_call``: the graph as given, launched op by op from the host, every task the model
+  launches for the call (TransData included). A time (one synchronised call) runs in
+  mode="eager" (each task launched after the previous one finished and the host
+  synchronised) and is the span from the host launch of the call's first task to the end of
+  the host's synchronisation after its last task. A throughput (a loop of calls, e.g. TFLOPS
+  of torch.matmul in a loop) runs in mode="host" (launches run ahead of the device) and takes
+  the loop's steady state, max(the call's host launches, its device-side dispatches and
+  kernels back to back). The per-call floor today, for a one-task call, is `host_launch_us` +
+  `sink_launch_us` + `host_sync_us` = 10.5 + 2.0 + 2.6 = 15.1 us on every built-in chip
+  (POCKETLLM's 910A aclnn enqueue and aclrtSynchronizeDevice, reused on 910B/310; the
+  dispatch is a placeholder) plus the kernel; each inserted TransData adds its own.
+  Model rows timed as eager calls run op by op in mode="host" (one step, not synchronised per
+  op). ``measure = "launch"`` counts the host launch lane only (an enqueue-cost measurement).
 - ``graph_step`` / ``throughput``: the whole step with the default fusions (fusion=True), the
   graph sunk on the device (mode="sink", `sink_launch_us` per task); throughputs are
   batch (samples, images) or batch x seq_len (tokens) per step time, or FLOP / step time.
@@ -351,8 +356,7 @@ class _Runner:
         measure = w.get("measure", "task")
         detail = w.get("detail", "block")
         fused = row.timing in ("graph_step", "throughput")
-        mode = "host" if row.timing == "eager_call" or measure == "launch" else "sink"
-        res = self.run(graph, chip, fused, mode, detail)
+        res = self.run(graph, chip, fused, _op_mode(row, measure), detail)
         trace = res.trace
         mine = [t for t in trace.tasks if t.op_name == OP_NODE or OP_NODE in t.fused_ops]
         if not mine:
@@ -360,10 +364,11 @@ class _Runner:
                                  f"{', '.join(t.op_name for t in trace.tasks)})")
         call = [t for t in trace.tasks if not t.op_name.startswith("warm_")
                 and not any(f.startswith("warm_") for f in t.fused_ops)]
+        call_ids = {t.task_id for t in call}
+        host = [iv for iv in trace.intervals if iv.pipe == "HOST" and iv.task_id in call_ids]
         if measure == "launch":
             ids = {t.task_id for t in mine}
-            cycles = sum(iv.duration for iv in trace.intervals
-                         if iv.pipe == "HOST" and iv.task_id in ids)
+            cycles = sum(iv.duration for iv in host if iv.kind == "launch" and iv.task_id in ids)
         elif measure.startswith("pipe:"):
             pipe = measure[5:]
             ids = {t.task_id for t in mine}
@@ -376,13 +381,13 @@ class _Runner:
             cycles = sum(t.duration for t in mine)
         elif row.timing == "eager_call" and row.metric == "throughput":
             # a loop of calls measured as a rate: launches run ahead of the device, so each
-            # call costs the slower of its host launches and its kernels back to back
-            ids = {t.task_id for t in call}
-            launches = sum(iv.duration for iv in trace.intervals
-                           if iv.pipe == "HOST" and iv.task_id in ids)
-            cycles = max(launches, sum(t.duration for t in call))
-        else:   # one eager call (host) or a graph step (sink): the call's whole span
-            cycles = max(t.end for t in call) - min(t.launch_start for t in call)
+            # call costs the slower of its host launches and its dispatches + kernels
+            launches = sum(iv.duration for iv in host if iv.kind == "launch")
+            dispatch = chip.cycles(chip.sink_launch_us * 1e-6)
+            cycles = max(launches, sum(t.duration + dispatch for t in call))
+        else:   # one synchronised eager call, or a graph step: the call's whole span
+            end = max([t.end for t in call] + [iv.end for iv in host])
+            cycles = end - min(t.launch_start for t in call)
         graph_op = graph.node(OP_NODE)
         counted = (graph_op.inputs[:1] if w.get("count_bytes") == "first_input"
                    else (*graph_op.inputs, *graph_op.outputs))
@@ -393,7 +398,7 @@ class _Runner:
     def _model(self, row: CorpusRow, chip: Chip) -> tuple[float, dict[str, float]]:
         plan = model_plan(row)
         fused = row.timing != "eager_call"
-        mode = "host" if row.timing == "eager_call" else "sink"
+        mode = "host" if row.timing == "eager_call" else "sink"   # a model step, op by op
         points = []
         for layers, graph in plan.graphs:
             res = self.run(graph, chip, fused, mode, "block")
@@ -414,6 +419,13 @@ class _Runner:
         w = row.workload
         cycles = transfer_cycles(chip, w["src"], w["dst"], w["bytes"], w.get("l2_miss", 0.0))
         return chip.seconds(cycles), {"byte": w["bytes"]}
+
+
+def _op_mode(row: CorpusRow, measure: str) -> str:
+    """The launch mode an op row is simulated in (see the module docstring)."""
+    if measure == "launch" or (row.timing == "eager_call" and row.metric == "throughput"):
+        return "host"
+    return "eager" if row.timing == "eager_call" else "sink"
 
 
 _KINDS = {"op": _Runner._op, "model": _Runner._model, "transfer": _Runner._transfer}
