@@ -30,6 +30,8 @@ _LAZY = {
     "validate": "ascendsim.validation.validate",
     "load_msprof": "ascendsim.validation.msprof",
     "calibrate": "ascendsim.validation.calibrate",
+    "sweep": "ascendsim.sweep",
+    "simulate_data_parallel": "ascendsim.multichip",
 }
 _SUBMODULES = ("models", "ir", "passes", "hw", "lower", "sim", "report", "frontend", "kernels",
                "api")

@@ -204,6 +204,11 @@ PATH_PIPE = {"gm_l1": "MTE2", "gm_ub": "MTE2", "gm_l0a": "MTE2", "gm_l0b": "MTE2
              "ub_gm": "MTE3", "l0c_ub": "V", "l0c_gm": "FIX", "l0c_l1": "FIX"}
 
 
+def _rebuild_chip(cls: type, figures: dict[str, Any], sources: dict[str, str]) -> Any:
+    """Unpickle a `Chip` (see `Chip.__reduce__`)."""
+    return cls(**figures, sources=sources)
+
+
 def _loc(name: str) -> str:
     loc = _LOC_ALIASES.get(name.lower(), name.lower())
     if loc not in LOCATIONS:
@@ -329,6 +334,12 @@ class Chip:
                 raise ConfigError(f"path_bytes_per_cycle.{required} is required")
         if not (bw.l0c_ub or bw.l0c_gm):
             raise ConfigError("path_bytes_per_cycle needs l0c_ub or l0c_gm (a way out of L0C)")
+
+    def __reduce__(self) -> tuple:
+        """Pickle through the constructor (the read-only `sources` view does not pickle), so
+        chips travel to process pools and Dask workers and are re-validated there."""
+        figures = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "sources"}
+        return (_rebuild_chip, (type(self), figures, dict(self.sources)))
 
     # -- what-ifs and provenance -----------------------------------------------------------
     def replace(self, **changes: Any) -> Chip:

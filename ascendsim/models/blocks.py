@@ -12,6 +12,7 @@ needed outside the registry). Gradients of a value used twice are summed with Ad
 
 from __future__ import annotations
 
+import functools
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -55,9 +56,14 @@ def check_choice(key: str, value: str, valid: Sequence[str]) -> str:
     return value
 
 
+def _uniform_values(shape: tuple[int, ...], dtype: str, seed: int, lo: float,
+                    hi: float) -> np.ndarray:
+    return np.random.default_rng(seed).uniform(lo, hi, shape).astype(dtype)
+
+
 def _uniform(shape: tuple[int, ...], dtype: str, seed: int, lo: float, hi: float) -> LazyTensor:
-    def make() -> np.ndarray:
-        return np.random.default_rng(seed).uniform(lo, hi, shape).astype(dtype)
+    # a partial of a module-level function, not a closure: graphs pickle (process pools, Dask)
+    make = functools.partial(_uniform_values, shape, dtype, seed, lo, hi)
     return LazyTensor(shape, dtype, make, f"uniform({lo}, {hi}, seed={seed})")
 
 

@@ -37,7 +37,7 @@ def test_a_smaller_value_needed_later_gets_its_own_loop(rng):
     g.output(g.add(x, s), s)
     runs = C.plan(g).runs
     assert [[n.op_type for n in r.nodes] for r in runs] == [["Mul", "Exp"], ["Add"]]
-    assert [r.shape for r in runs] == [(6,), (4, 6)]
+    assert [r.loop.shape for r in runs] == [(6,), (4, 6)]
     X, B = rng.standard_normal((4, 6)).astype(np.float32), rng.standard_normal(6).astype(np.float32)
     outs = C.run_subgraph(g, [X, B], run_graph)
     ref = execute(g, {"x": X, "b": B})
@@ -80,7 +80,7 @@ def test_variadic_and_attribute_operands(rng):
     x, y, z = (g.input(n, (9,)) for n in "xyz")
     g.output(g.gelu(g.sum(x, y, z), approximate="tanh"))
     (run,) = C.plan(g).runs
-    assert run.program[0].variadic and run.program[1].extras == (1.0,)
+    assert run.loop.program[0].variadic and run.loop.program[1].extras == (1.0,)
     feeds = {n: rng.standard_normal(9).astype(np.float32) for n in "xyz"}
     (out,) = C.run_subgraph(g, [feeds[n] for n in "xyz"], run_graph)
     np.testing.assert_allclose(out, execute(g, feeds)[g.outputs[0]], rtol=1e-6, atol=1e-7)
