@@ -34,6 +34,9 @@ _LAZY = {
     "chips": "ascendsim.hw",
     "get_chip": "ascendsim.hw",
     "load_chip": "ascendsim.hw",
+    "validate": "ascendsim.validation.validate",
+    "load_msprof": "ascendsim.validation.msprof",
+    "calibrate": "ascendsim.validation.calibrate",
     "sweep": "ascendsim.sweep",
     "simulate_data_parallel": "ascendsim.multichip",
 }

@@ -62,8 +62,9 @@ ARCHS = ("coupled", "split")
 LOCATIONS = ("gm", "l1", "l0a", "l0b", "l0c", "ub")
 #: vector instruction classes accepted by `Chip.vector_rate`
 VECTOR_CLASSES = ("unary", "binary", "exp", "sqrt", "div", "ternary", "reduce", "gather", "sort")
-#: confidence tags (reference/ascend-hardware.md), plus U for user-set figures
-TAGS = ("S", "D", "F", "M", "G", "U")
+#: confidence tags (reference/ascend-hardware.md), plus U for user-set figures and C for
+#: figures fitted by `ascendsim.validation.calibrate` ("C: calibrated on rows <ids>")
+TAGS = ("S", "D", "F", "M", "G", "U", "C")
 
 #: Physical ceilings, per unit: a figure above one is impossible, not a what-if (1 PiB of
 #: memory, a million cores, 1 PB/s, 1 THz); 10x any real figure stays far below them.
@@ -71,7 +72,7 @@ MAX_BYTES = 2**50
 PHYSICAL_CEILING: dict[str, float] = {"bytes": MAX_BYTES, "cores": 2**20, "bytes/s": 1e15,
                                       "Hz": 1e12}
 
-_SOURCE_RE = re.compile(r"^[SDFMGU](/[SDFMGU])*:")
+_SOURCE_RE = re.compile(r"^[SDFMGUC](/[SDFMGUC])*:")
 _DTYPE_ALIASES = {"fp16": "float16", "half": "float16", "float16": "float16",
                   "fp32": "float32", "float32": "float32",
                   "bf16": "bfloat16", "bfloat16": "bfloat16", "int8": "int8", "int4": "int4"}
