@@ -27,9 +27,11 @@ _LAZY = {
     "chips": "ascendsim.hw",
     "get_chip": "ascendsim.hw",
     "load_chip": "ascendsim.hw",
+    "grad": "ascendsim.autodiff",
+    "training_step": "ascendsim.autodiff",
 }
 _SUBMODULES = ("models", "ir", "passes", "hw", "lower", "sim", "report", "frontend", "kernels",
-               "api")
+               "api", "autodiff")
 
 __all__ = ["AscendSimError", "ConfigError", "GraphError", "SimulationError",
            "UnsupportedOpError", "Graph", "Node", "Value", "execute", *_LAZY, *_SUBMODULES]
