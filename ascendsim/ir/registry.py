@@ -115,6 +115,12 @@ class OpDef:
     shape_only_inputs: tuple[int, ...] = ()
     # False for ops with random outputs: never folded, never merged by CSE
     deterministic: bool = True
+    # Instructions of other classes per element of the largest operand, on top of
+    # `vec_instrs` of `vec_class` (an optimizer's vsqrt and vdiv among its vmul/vadd).
+    vec_extra: tuple[tuple[VecClass, float], ...] = ()
+    # False when the inputs only order the op (NPUGetFloatStatus reads the hardware status
+    # register, not its inputs): the lowering keeps the dependencies but moves no input bytes.
+    reads_inputs: bool = True
     # the vector-Jacobian product (reverse-mode autodiff); None: no gradient rule
     grad: GradRule | None = None
     # inputs that are never trainable parameters even when they are float constants: state

@@ -25,7 +25,11 @@ cost their padded bytes.
 Vector cost. An op's vector work is `OpDef.vec_passes` instructions (the registry's
 `vec_instrs`: Exp is one vexp, Sigmoid four instructions; not its flops, which only feed the
 roofline) per element of its largest operand, each at the chip's bytes/cycle for the op's
-`VecClass` (`chip.vector_rate`), at least `vector_min_cycles` per instruction. One rule on
+`VecClass` (`chip.vector_rate`), at least `vector_min_cycles` per instruction, plus the
+registry's `vec_extra` instructions of other classes (an optimizer's vsqrt/vdiv). An op
+whose `reads_inputs` is False (NPUGetFloatStatus) moves no input bytes; its inputs only
+order it. A multi-output op on NC1HWC0 data keeps the format for its same-rank outputs
+and writes per-channel (C,) outputs in ND (BNTrainingReduce/Update). One rule on
 top (`vec_class_of`, decided from the op's input Values): a BINARY-class op whose operands
 other than its largest have ONE element (x + 2.0, Mul by a broadcast scalar, Clip by scalar
 bounds, Max(x, 0)) runs the scalar-operand instructions vadds/vmuls/vmaxs, which the
@@ -378,14 +382,17 @@ class _Lowering:
                notes: list[str] | None = None) -> None:
         ext_in = [i for i in node.inputs if i]
         outs = list(node.outputs)
+        if len(parts) == 1 and not get_op(parts[0].op_type, parts[0].name).reads_inputs:
+            ext_in = []   # ordering-only inputs (module note, "Vector cost")
         keeps = category <= Category.SEGMENT
         # the special format of the main input survives element-wise/reduce work
         main = next((i for i in ext_in if not self.is_const(i)), None)
         fmt = ND
+        out_fmts = [ND] * len(outs)
         if keeps and main is not None and self.format_of(main) in (NC1HWC0, NZ):
             fmt = self.format_of(main)
-            rank = self.value(main).rank
-            if any(self.value(o).rank != rank for o in outs):
+            out_fmts = [fmt if same else ND for same in self.keeps_format(main, fmt, outs)]
+            if fmt not in out_fmts:
                 fmt = ND
         ins = []
         for i in ext_in:
@@ -399,20 +406,36 @@ class _Lowering:
         out_vals = [self.value(o) for o in outs]
         in_b = [padded_bytes(v, fmt if self.format_of(i) == fmt else ND)
                 for i, v in zip(ins, in_vals)]
-        out_b = [padded_bytes(v, fmt) for v in out_vals]
+        out_b = [padded_bytes(v, f) for v, f in zip(out_vals, out_fmts)]
         n = max(in_b[k] // itemsize(in_vals[k].dtype) for k in range(len(in_vals))) \
             if in_vals else 1
         n = max([n] + [b // itemsize(v.dtype) for b, v in zip(out_b, out_vals)])
         n = max(n, 1)
         vparts, temp, flops = self.vec_parts(parts, n, outs)
         inputs = tuple((b / n, self.miss(i, b)) for i, b in zip(ins, in_b))
-        through = max((self.through(o, fmt) for o in outs), default=1.0)
+        through = max((self.through(o, f) for o, f in zip(outs, out_fmts)), default=1.0)
         spec = VecSpec(n, inputs, sum(out_b) / n, through, tuple(vparts), temp)
         groups, vnotes = vector_work(self.chip, spec, node.name, self._vcores())
+        if not ext_in and node.inputs:
+            ins = [i for i in node.inputs if i]   # dependencies only: no bytes moved
+            vnotes = vnotes + ["inputs order the op only (no input bytes read)"]
         self.add_task(name or node.name, op_type or node.op_type, self._vtype(),
                       [self._vphase(groups)], ins, outs,
-                      [self.format_of(i) for i in ins], [fmt] * len(outs), flops,
+                      [self.format_of(i) for i in ins], out_fmts, flops,
                       (notes or []) + vnotes, fused)
+
+    def keeps_format(self, main: str, fmt: str, outs: list[str]) -> list[bool]:
+        """Per output, whether it stays in the main input's special format `fmt` (its rank);
+        all False unless every output either keeps the rank or, for NC1HWC0, is a per-channel
+        vector (C,) (BNTrainingReduce's sums read the 5-D data in place); a per-channel
+        output itself is ND (C1 x C0 flattened)."""
+        mv = self.value(main)
+        same = [self.value(o).rank == mv.rank for o in outs]
+        channel = [fmt == NC1HWC0 and mv.rank >= 3 and self.value(o).rank == 1
+                   and self.value(o).shape[0] == mv.shape[1] for o in outs]
+        if not all(s or c for s, c in zip(same, channel)):
+            return [False] * len(outs)
+        return same
 
     def vec_parts(self, nodes: list, n: int, ext_outs: list[str],
                   scale: float = 1.0) -> tuple[list[VecPart], float, int]:
@@ -423,7 +446,7 @@ class _Lowering:
         total_flops = 0
         for nd in nodes:
             opdef = get_op(nd.op_type, nd.name)
-            ins = [self.sub_value(nd, i) for i in nd.inputs if i]
+            ins = [self.sub_value(nd, i) for i in nd.inputs if i] if opdef.reads_inputs else []
             outs = [self.sub_value(nd, o) for o in nd.outputs]
             flops = int(opdef.flops(ins, outs, nd.attrs))
             total_flops += flops
@@ -432,8 +455,12 @@ class _Lowering:
             passes = opdef.vec_passes(ins, outs, nd.attrs)
             per_elem = passes * width * big / max(n, 1) * scale
             vclass = vec_class_of(opdef, ins)
-            parts.append(VecPart(vclass, max(ins + outs, key=lambda v: itemsize(v.dtype)).dtype,
-                                 per_elem, f"vec_{vclass}"))
+            dtype = max(ins + outs, key=lambda v: itemsize(v.dtype)).dtype
+            parts.append(VecPart(vclass, dtype, per_elem, f"vec_{vclass}"))
+            for extra_class, count in opdef.vec_extra:
+                xclass = VEC_CLASS.get(extra_class, "unary")
+                parts.append(VecPart(xclass, dtype, count * width * big / max(n, 1) * scale,
+                                     f"vec_{xclass}"))
             for o in outs:
                 if o.name not in ext_outs:
                     temp += o.numel * itemsize(o.dtype) / max(n, 1) * scale
