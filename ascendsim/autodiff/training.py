@@ -66,6 +66,7 @@ class _Step:
     g: Graph
     init: dict[str, ConstData] = field(default_factory=dict)
     outputs: list[str] = field(default_factory=list)
+    state_outputs: list[str] = field(default_factory=list)   # BN running statistics
     _small: dict = field(default_factory=dict)
 
     def scalar(self, v: float, dtype: str = MASTER) -> Value:
@@ -79,17 +80,16 @@ class _Step:
         self.init[name] = init
         return v
 
-    def emit(self, value: Value, name: str) -> None:
+    def emit(self, value: Value, name: str, state: bool = False) -> None:
         """Make `value` a graph output called `name` (a free Identity view)."""
         self.g.add_node("Identity", [value], name=name, outputs=[name])
-        self.outputs.append(name)
+        (self.state_outputs if state else self.outputs).append(name)
 
 
-def _check(loss: Any, optimizer: str, mixed_precision: bool, loss_scale: Any, lr: float
-           ) -> None:
-    if isinstance(loss, str) and loss not in LOSSES:
+def _check(graph: Graph, loss: Any, optimizer: str, loss_scale: Any, lr: float) -> None:
+    if isinstance(loss, str) and loss not in LOSSES and loss not in graph.values:
         raise ConfigError(f"loss={loss!r}: valid values are {', '.join(LOSSES)} or a scalar "
-                          f"Value of the graph")
+                          f"value of graph '{graph.name}' (a Value or its name)")
     if optimizer not in OPTIMIZERS:
         raise ConfigError(f"optimizer={optimizer!r}: valid values are {', '.join(OPTIMIZERS)}")
     if not lr > 0:
@@ -111,23 +111,25 @@ def training_step(graph: Graph, loss: str | Value = "softmax_cross_entropy",
     and how inputs and outputs are named). `loss_scale`: None = "dynamic" under mixed
     precision, else no scaling; a number = a static scale; "dynamic" = dynamic scaling.
     `weight_decay`: L2 added to the gradient (sgd, momentum, adam), decoupled (adamw, lamb)."""
-    _check(loss, optimizer, mixed_precision, loss_scale, lr)
+    _check(graph, loss, optimizer, loss_scale, lr)
     if loss_scale is None:
         loss_scale = "dynamic" if mixed_precision else 1.0
     g = fold_initializers(graph)
     g.name = name or f"{graph.name}TrainingStep"
     step = _Step(g)
     params = parameters(g)
+    # a float32 model computes in float16 under mixed precision; a float16 one already does
+    to_half = mixed_precision and any(g.values[p].dtype == MASTER for p in params)
     _training_forms(step)
     masters = _params_to_inputs(step, params, mixed_precision)
-    if mixed_precision:
+    if to_half:
         _to_half(g, set(step.init))
     g.toposort()
     g.infer_shapes()
     loss_v = _add_loss(step, loss)
     _update(step, loss_v, masters, optimizer, lr, momentum, betas, eps, weight_decay,
             nesterov, loss_scale)
-    g.outputs = ["loss"] + step.outputs
+    g.outputs = ["loss"] + step.outputs + step.state_outputs
     g.remove_unused()
     g.validate()
     g.initial_state = step.init   # type: ignore[attr-defined]
@@ -295,7 +297,7 @@ def _bn_rewrite(step: _Step, n: Node) -> None:
                                      f"{n.name}.batch_mean", f"{n.name}.batch_var"])
     for s, out in zip(state, (f"{n.name}.mean_out", f"{n.name}.var_out")):
         if s.name in step.init:
-            step.emit(_as_dtype(g, g.values[out], s.dtype), f"{s.name}_new")
+            step.emit(_as_dtype(g, g.values[out], s.dtype), f"{s.name}_new", state=True)
 
 
 def _as_dtype(g: Graph, v: Value, dtype: str) -> Value:
