@@ -359,11 +359,10 @@ def _update(step: _Step, loss: Value, params: list[_Param], optimizer: str, lr: 
     def keep(old: Value, new: Value) -> Value:
         return new if overflow is None else g.where(overflow, old, new)
 
-    counter = None
+    counter = old_step = None
     if optimizer in ("adam", "adamw", "lamb"):
         old_step = step.state_input("step", (), MASTER, np.asarray(0.0, np.float32))
         counter = g.add(old_step, step.scalar(1.0))
-        step.emit(keep(old_step, counter), "step_new")
     opt = _OPTIMIZERS[optimizer]
     for p in params:
         d = grads[p.name]
@@ -374,6 +373,8 @@ def _update(step: _Step, loss: Value, params: list[_Param], optimizer: str, lr: 
                                                 nesterov))
         for suffix, (old, new) in news.items():
             step.emit(keep(old, new), f"{p.name}{suffix}_new")
+    if counter is not None:
+        step.emit(keep(old_step, counter), "step_new")
     if dynamic:
         good = step.state_input("good_steps", (), MASTER, np.asarray(0.0, np.float32))
         good1 = g.add(good, step.scalar(1.0))

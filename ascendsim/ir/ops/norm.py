@@ -277,9 +277,13 @@ def _layer_norm_grad(ctx, douts):
         out[0] = g.layer_norm_x_backprop(dy, x, mean, rstd, gamma, axis=axis)
     if ctx.needs(1) or (bias is not None and ctx.needs(2)):
         dgamma, dbeta = g.layer_norm_beta_gamma_backprop(dy, x, mean, rstd, axis=axis)
-        out[1] = ctx.unbroadcast(dgamma, scale) if ctx.needs(1) else None
+
+        def like(d, p):   # float32 sums back to the parameter's dtype
+            d = ctx.unbroadcast(d, p)
+            return d if d.dtype == p.dtype else g.cast(d, to=p.dtype)
+        out[1] = like(dgamma, scale) if ctx.needs(1) else None
         if bias is not None and ctx.needs(2):
-            out[2] = ctx.unbroadcast(dbeta, bias)
+            out[2] = like(dbeta, bias)
     return out
 
 
