@@ -130,6 +130,8 @@ def backward(g: Graph, loss: str, wrt: Sequence[str], seed: Value | None = None
         seed = g.const(np.ones(lv.shape, dtype=lv.dtype), name=g.fresh_value_name(
             f"{loss}{GRAD_SUFFIX}_seed"))
     cot: dict[str, Value] = {loss: seed}
+    forward = g.producers()
+    small: dict = {}
     for node in reversed(nodes):
         douts = [cot.get(o) for o in node.outputs]
         if all(d is None for d in douts):
@@ -140,7 +142,7 @@ def backward(g: Graph, loss: str, wrt: Sequence[str], seed: Value | None = None
                                      detail="no gradient rule (OpDef.grad) for this op")
         ins = [g.values[i] if i else None for i in node.inputs]
         wanted = [bool(i) and i in reach for i in node.inputs]
-        ctx = VJP(g, node, ins, [g.values[o] for o in node.outputs], wanted)
+        ctx = VJP(g, node, ins, [g.values[o] for o in node.outputs], wanted, forward, small)
         dins = opdef.grad(ctx, douts)
         for name, d, want in zip(node.inputs, dins, wanted):
             if d is None or not want:

@@ -45,6 +45,7 @@ import numpy as np
 
 from ..errors import ConfigError, GraphError
 from ..ir.graph import Graph, Node
+from ..ir.registry import Category, Unit, get_op
 from ..ir.tensor import ConstData, LazyTensor, Value, materialize
 from .grad import FLOAT_DTYPES, backward, fold_initializers, parameters
 
@@ -184,19 +185,28 @@ def _params_to_inputs(step: _Step, params: list[str], mixed: bool) -> list[_Para
     precision, Cast to float16 where it is used (BNTrainingUpdate's channel vectors stay
     float32, as CANN's kernel takes them)."""
     g = step.g
-    out = []
+    users: dict[str, list[Node]] = {}
+    for n in g.nodes:
+        for i in dict.fromkeys(n.inputs):
+            users.setdefault(i, []).append(n)
+    out, renamed, casts = [], {}, []
     for p in params:
         v = g.values.pop(p)
         data = g.constants.pop(p)
         dtype = MASTER if mixed else v.dtype
         master = step.state_input(p, v.shape, dtype, _lazy_cast(data, dtype))
-        bn_only = all(n.op_type == "BNTrainingUpdate" for n in g.nodes if p in n.inputs)
+        bn_only = all(n.op_type == "BNTrainingUpdate" for n in users.get(p, ()))
         compute = COMPUTE_HALF if mixed and not bn_only else dtype
         if compute != dtype:
-            used = f"{p}_{compute}"
-            g.replace_uses(p, used)
-            g.add_node("Cast", [master], {"to": compute}, name=f"{p}.cast", outputs=[used])
+            renamed[p] = f"{p}_{compute}"
+            casts.append((master, compute, renamed[p]))
         out.append(_Param(p, master))
+    g.nodes = [n if not any(i in renamed for i in n.inputs) else
+               Node(n.name, n.op_type, tuple(renamed.get(i, i) for i in n.inputs), n.outputs,
+                    n.attrs, n.subgraph) for n in g.nodes]
+    g.outputs = [renamed.get(o, o) for o in g.outputs]
+    for master, compute, used in casts:
+        g.add_node("Cast", [master], {"to": compute}, name=f"{master.name}.cast", outputs=[used])
     return out
 
 
@@ -215,24 +225,38 @@ def _add_loss(step: _Step, loss: str | Value) -> Value:
     out = g.values[g.outputs[0]]
     if loss == "mse":
         y = _to_master(g, out)
-        labels = g.input("labels", y.shape, MASTER)
+        labels = g.input("labels", y.shape, y.dtype)
         d = g.sub(y, labels)
         mean = g.reduce_mean(g.mul(d, d), list(range(y.rank)), keepdims=0)
         g.add_node("Identity", [mean], name="loss", outputs=["loss"])
         return g.values["loss"]
-    producer = g.producer(out.name)
-    logits = out
-    if producer is not None and producer.op_type == "Softmax" and \
-            int(producer.attrs["axis"]) % out.rank == out.rank - 1:
-        logits = g.values[producer.inputs[0]]
+    logits = _logits(g, out)
     if logits.rank != 2:
         logits = g.flatten(logits, axis=1)
     z = _to_master(g, logits)
-    labels = g.input("labels", z.shape, MASTER)
+    labels = g.input("labels", z.shape, z.dtype)
     per_row, _ = g.softmax_cross_entropy_with_logits(z, labels)
     mean = g.reduce_mean(per_row, [0], keepdims=0)
     g.add_node("Identity", [mean], name="loss", outputs=["loss"])
     return g.values["loss"]
+
+
+def _logits(g: Graph, out: Value) -> Value:
+    """The Softmax's input when `out` is a Softmax over the classes (through views such as
+    the Reshapes an opset < 13 Softmax imports with), else `out` itself."""
+    producers = g.producers()
+    v = out
+    while (node := producers.get(v.name)) is not None:
+        opdef = get_op(node.op_type, node.name)
+        if node.op_type == "Softmax":
+            axis = int(node.attrs["axis"]) % v.rank
+            if all(d == 1 for d in v.shape[axis + 1:]):
+                return g.values[node.inputs[0]]
+            return out
+        if opdef.unit != Unit.NONE or opdef.category != Category.INJECTIVE:
+            return out
+        v = g.values[node.inputs[0]]
+    return out
 
 
 def _to_master(g: Graph, v: Value) -> Value:

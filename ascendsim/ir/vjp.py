@@ -30,6 +30,7 @@ class VJP:
     ins: list[Value | None]
     outs: list[Value]
     wanted: Sequence[bool]
+    forward: dict[str, Node] = field(default_factory=dict)   # value -> its forward producer
     _small: dict = field(default_factory=dict)
 
     @property
@@ -39,6 +40,10 @@ class VJP:
     def needs(self, i: int) -> bool:
         """Whether input i's cotangent is asked for (it leads to a value being differentiated)."""
         return i < len(self.wanted) and self.wanted[i]
+
+    def producer(self, value: str) -> Node | None:
+        """The forward node that made `value` (None for inputs and constants)."""
+        return self.forward.get(value) if self.forward else self.g.producer(value)
 
     def shape(self, v: Value) -> tuple[int, ...]:
         return static_shape(v, f"{self.node.op_type} '{self.node.name}' gradient: value")

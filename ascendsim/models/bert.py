@@ -177,7 +177,8 @@ def bert_pretraining(batch: int = 32, seq_len: int = 512, layers: int = 24,
                      seed: int = 0) -> Graph:
     """The masked-LM pre-training forward of a BERT encoder: encoder, the masked positions'
     transform (Linear, GELU, LayerNorm), the decoder tied to the word table, and the loss
-    (SoftmaxCrossEntropyWithLogits in float32, mean over the masked rows) as output "mlm_loss".
+    (SoftmaxCrossEntropyWithLogits, in float32 under float16, mean over the masked rows) as
+    output "mlm_loss".
 
     Inputs as `bert`, plus "masked_positions" and "masked_lm_ids" (batch*masked,) int64 (flat
     positions into batch*seq_len; masked defaults to 76 at seq 512, MLPerf's max predictions,
@@ -200,9 +201,9 @@ def bert_pretraining(batch: int = 32, seq_len: int = 512, layers: int = 24,
     t = _layer_norm(mb, _gelu(mb, t, gelu == "op"), "mlm.ln", decomposed=False)
     bias = mb.weight("mlm.decoder.bias", (vocab,), scale=0.02)
     logits = g.gemm(t, table, bias, transB=1, name="mlm.decoder")       # tied to the word table
-    z = logits if logits.dtype == "float32" else g.cast(logits, to="float32")
-    per_row, _ = g.softmax_cross_entropy_with_logits(z, one_hot(mb, label_ids, vocab,
-                                                                "float32"), name="mlm.loss")
+    z = g.cast(logits, to="float32") if logits.dtype == "float16" else logits
+    per_row, _ = g.softmax_cross_entropy_with_logits(z, one_hot(mb, label_ids, vocab, z.dtype),
+                                                     name="mlm.loss")
     g.add_node("ReduceMean", [per_row, mb.ints([0])], {"keepdims": 0}, name="mlm_loss",
                outputs=["mlm_loss"])
     g.output("mlm_loss")

@@ -20,7 +20,7 @@ def _bn_update_grad(ctx, douts):
     if any(d is not None for d in douts[1:]):
         raise GraphError(f"BNTrainingUpdate '{node.name}' gradient: only through y (the "
                          f"running and batch statistics are state)")
-    reduce = g.producer(node.inputs[1])
+    reduce = ctx.producer(node.inputs[1])
     if reduce is None or reduce.op_type != "BNTrainingReduce" or \
             reduce.inputs[0] != node.inputs[0] or reduce.outputs[1] != node.inputs[2]:
         raise GraphError(f"BNTrainingUpdate '{node.name}' gradient: sum and square_sum must "
