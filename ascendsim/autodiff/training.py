@@ -450,9 +450,9 @@ def _powers(step: _Step, counter: Value, h: _Hyper, dtype: str) -> tuple[Value, 
     key = ("powers", dtype)
     if key not in step._small:
         g = step.g
-        step._small[key] = tuple(
-            _as_dtype(g, g.exp(g.mul(counter, step.scalar(float(np.log(b))))), dtype)
-            for b in h.betas)
+        t = _as_dtype(g, counter, dtype)
+        step._small[key] = tuple(g.exp(g.mul(t, step.scalar(float(np.log(b)), dtype)))
+                                 for b in h.betas)
     return step._small[key]
 
 
