@@ -7,7 +7,7 @@ times of building the step (`training_step(model(...))`), optimising it and simu
 fusion (`{"graph_kernel": True}`). "UB fusion off" is the default fusions with a CANN switch
 `{"UBFusion": {"ALL": "off"}}`; "on" the defaults.
 
-    python bench/training.py            # BERT-large (24 layers, batch 32, seq 512), ResNet-50 batch 256
+    python bench/training.py           # BERT-large (24 layers, batch 32, seq 512); ResNet-50 b256
     python bench/training.py --quick    # 2 BERT-large-wide layers at batch 8, ResNet-50 batch 32
 """
 

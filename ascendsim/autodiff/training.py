@@ -9,8 +9,10 @@ Ascend frameworks (MindSpore, TF/PyTorch adapters) build a training graph for CA
    BNTrainingUpdate (batch statistics; the running mean/variance become state inputs
    `<mean>`/`<var>` and outputs `<mean>_new`/`<var>_new`); MaxPool becomes MaxPoolWithArgmax
    (its argmax routes the gradient exactly); LayerNormalization keeps its Mean/InvStdDev for
-   LayerNormXBackprop/LayerNormBetaGammaBackprop. The rules of these ops build the backward
-   from BNTrainingUpdateGrad + BNTrainingReduceGrad and MaxPoolGradWithArgmax.
+   LayerNormXBackprop/LayerNormBetaGammaBackprop; an exported (inference) Dropout becomes
+   DropOutGenMask + DropOutDoMask (seeded from the node's name). The rules of these ops build
+   the backward from BNTrainingUpdateGrad + BNTrainingReduceGrad, MaxPoolGradWithArgmax and
+   DropOutDoMask by the same mask.
 3. The loss: "softmax_cross_entropy" (SoftmaxCrossEntropyWithLogits on the logits, the Softmax's
    input when the model ends in Softmax, against one-hot float "labels" (N, C); batch mean),
    "mse" (mean squared error against "labels" of the output's shape), or a scalar Value.
@@ -37,6 +39,7 @@ state, then "step_new", "loss_scale_new", "good_steps_new" as the configuration 
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -354,7 +357,39 @@ def _ln_rewrite(step: _Step, n: Node) -> None:
                     name=n.name, outputs=[n.outputs[0], f"{n.name}.mean", f"{n.name}.rstd"])
 
 
+def _dropout_applies(g: Graph, n: Node) -> bool:
+    """An exported (inference) Dropout with a constant ratio > 0 whose mask nobody reads."""
+    if len(n.inputs) > 2 and n.inputs[2]:
+        return False
+    mask = n.outputs[1:]
+    if mask and (mask[0] in g.outputs or any(mask[0] in m.inputs for m in g.nodes)):
+        return False
+    return _dropout_ratio(g, n) > 0.0
+
+
+def _dropout_ratio(g: Graph, n: Node) -> float:
+    if len(n.inputs) < 2 or not n.inputs[1]:
+        return 0.5                                  # ONNX Dropout's default ratio
+    ratio = g.const_value(n.inputs[1])
+    return -1.0 if ratio is None else float(np.asarray(ratio).reshape(-1)[0])
+
+
+def _dropout_rewrite(step: _Step, n: Node) -> None:
+    """DropOutGenMask (AI CPU, seeded from the node's name) + DropOutDoMask: a training step
+    drops activations as the frameworks train."""
+    g = step.g
+    x = g.values[n.inputs[0]]
+    keep = 1.0 - _dropout_ratio(g, n)
+    seed = zlib.crc32(n.name.encode()) & 0x7FFFFFFF
+    mask = g.drop_out_gen_mask(shape=[int(d) for d in x.shape], keep_prob=keep, seed=seed,
+                               seed2=0, name=f"{n.name}.gen_mask")
+    keep_v = g.const(np.asarray(keep, dtype=x.dtype))   # its own: mixed precision recasts it
+    g.add_node("DropOutDoMask", [x, mask, keep_v], name=n.name,
+               outputs=[n.outputs[0]])
+
+
 _FORMS = {"BatchNormalization": _Form(_bn_applies, _bn_rewrite),
+          "Dropout": _Form(_dropout_applies, _dropout_rewrite),
           "MaxPool": _Form(_maxpool_applies, _maxpool_rewrite),
           "LayerNormalization": _Form(_ln_applies, _ln_rewrite)}
 

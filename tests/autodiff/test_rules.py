@@ -44,6 +44,11 @@ def _xent(g, x):
     return g.softmax_cross_entropy_with_logits(x, labels)[0]
 
 
+def _dropout(g, x):
+    mask = g.drop_out_gen_mask(shape=[3, 4], keep_prob=0.7, seed=1, seed2=0)
+    return g.drop_out_do_mask(x, mask, g.const(np.asarray(0.7)))
+
+
 CASES = {
     # element-wise and broadcasting
     "add_sub_mul": (lambda g, a, b: g.mul(g.add(a, b), g.sub(a, b)), [(3, 4), (4,)]),
@@ -64,6 +69,7 @@ CASES = {
     "gelu_tanh": (lambda g, a: g.gelu(a, approximate="tanh"), [(2, 3)]),
     "cast_identity": (lambda g, a: g.identity(g.cast(a, to="float64")), [(2, 3)]),
     "dropout_inference": (lambda g, a: g.dropout(a), [(2, 3)]),
+    "drop_out_do_mask": (_dropout, [(3, 4)]),
     # shapes and data movement
     "reshape_transpose": (lambda g, a: g.transpose(g.reshape(a, [4, 6]), perm=[1, 0]),
                           [(2, 3, 4)]),

@@ -172,6 +172,8 @@ def test_light_models_all_build_a_training_step():
 @pytest.mark.slow
 def test_light_model_step_executes_simulates_and_fusion_keeps_the_update():
     step = _squeezenet_step(48)
+    kinds = {n.op_type for n in step.nodes}
+    assert {"DropOutGenMask", "MaxPoolWithArgmax", "SoftmaxCrossEntropyWithLogits"} <= kinds
     feeds = _he_feeds(step)
     unfused = asim.execute(step, feeds)
     assert np.isfinite(float(unfused["loss"])) and float(unfused["good_steps_new"]) == 1.0
