@@ -170,6 +170,18 @@ def register(opdef: OpDef) -> OpDef:
     return opdef
 
 
+#: builder slot names of weights (Conv's and ConvTranspose's W): shared by every sample of a
+#: batch even when computed (a training step's Cast of a float32 master weight)
+WEIGHT_SLOTS = frozenset({"w"})
+
+
+def weight_inputs(node: Node) -> frozenset[str]:
+    """The value names `node` reads in weight slots (see WEIGHT_SLOTS)."""
+    spec = get_op(node.op_type, node.name).inputs
+    return frozenset(v for slot, v in zip(spec, node.inputs)
+                     if v and slot.strip("*?") in WEIGHT_SLOTS)
+
+
 def register_grads(rules: Mapping[str, GradRule]) -> None:
     """Attach gradient rules to registered ops (a family lists its rules in one table beside
     its ops); giving an op a second rule is a programming error."""

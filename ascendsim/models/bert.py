@@ -224,7 +224,7 @@ def bert_training_step(batch: int = 32, seq_len: int = 512, layers: int = 24,
     check_choice("optimizer", optimizer, OPTIMIZERS)
     g = bert_pretraining(batch, seq_len, layers, hidden, heads, ffn, vocab, max_position,
                          masked, dtype, gelu, "op", attention_mask, seed)
-    return training_step(g, "mlm_loss", optimizer, lr, weight_decay=weight_decay,
+    return training_step(g, "mlm_loss", optimizer, lr, weight_decay=weight_decay, eps=1e-6,
                          mixed_precision=dtype == "float16",
                          name=f"BERT-L{layers}-H{hidden}-TrainingStep")
 
