@@ -549,7 +549,58 @@ def _where_grad(ctx, douts):
             ctx.unbroadcast(g.where(cond, zero, dy), b) if ctx.needs(2) else None]
 
 
+def _clip_grad(ctx, douts):
+    """The cotangent passes where min <= x <= max (bounds get none: hyper-parameters)."""
+    g, x, dy = ctx.g, ctx.ins[0], douts[0]
+    inside = None
+    for bound, compare in ((1, g.greater_or_equal), (2, g.less_or_equal)):
+        if len(ctx.ins) > bound and ctx.ins[bound] is not None:
+            test = compare(x, ctx.ins[bound])
+            inside = test if inside is None else g.and_(inside, test)
+    dx = dy if inside is None else g.where(inside, dy, _c(ctx, 0.0))
+    return [dx] + [None] * (len(ctx.ins) - 1)
+
+
+def _extreme_grad(ctx, douts):
+    """n-ary Max/Min: each operand gets the cotangent where it is the result (ties: each
+    tied operand gets it whole; differentiate away from ties)."""
+    g, y, dy = ctx.g, ctx.outs[0], douts[0]
+    return [ctx.unbroadcast(g.where(g.equal(v, y), dy, _c(ctx, 0.0)), v) if ctx.needs(i)
+            else None for i, v in enumerate(ctx.ins)]
+
+
+def _hard_sigmoid_dx(ctx, g, x, y, dy):
+    alpha, beta = float(ctx.attrs["alpha"]), float(ctx.attrs["beta"])
+    lin = g.mul(x, _c(ctx, alpha))
+    inside = g.and_(g.greater(lin, _c(ctx, -beta)), g.less(lin, _c(ctx, 1.0 - beta)))
+    return g.where(inside, g.mul(dy, _c(ctx, alpha)), _c(ctx, 0.0))
+
+
+def _hard_swish_dx(ctx, g, x, y, dy):
+    """x relu6(x + 3) / 6: 0 below -3, 1 above 3, (2x + 3) / 6 between."""
+    mid = g.mul(g.add(g.mul(x, _c(ctx, 2.0)), _c(ctx, 3.0)), _c(ctx, 1.0 / 6.0))
+    d = g.where(g.less(x, _c(ctx, -3.0)), _c(ctx, 0.0),
+                g.where(g.greater(x, _c(ctx, 3.0)), _c(ctx, 1.0), mid))
+    return g.mul(dy, d)
+
+
+def _elu_dx(ctx, g, x, y, dy):
+    """x > 0: 1; else alpha e^x = y + alpha."""
+    alpha = _c(ctx, float(ctx.attrs["alpha"]))
+    return g.where(g.greater(x, _c(ctx, 0.0)), dy, g.mul(dy, g.add(y, alpha)))
+
+
+def _selu_dx(ctx, g, x, y, dy):
+    """x > 0: gamma; else gamma alpha e^x = y + gamma alpha."""
+    a, gm = float(ctx.attrs["alpha"]), float(ctx.attrs["gamma"])
+    return g.where(g.greater(x, _c(ctx, 0.0)), g.mul(dy, _c(ctx, gm)),
+                   g.mul(dy, g.add(y, _c(ctx, a * gm))))
+
+
 register_grads({
+    "Clip": _clip_grad, "Max": _extreme_grad, "Min": _extreme_grad,
+    "HardSigmoid": _unary(_hard_sigmoid_dx), "HardSwish": _unary(_hard_swish_dx),
+    "Elu": _unary(_elu_dx), "Selu": _unary(_selu_dx),
     "Add": _add_grad, "Sum": _add_grad, "Sub": _sub_grad, "Mul": _mul_grad,
     "Div": _div_grad, "Pow": _pow_grad, "Where": _where_grad, "Cast": _cast_grad,
     "Dropout": _dropout_grad,

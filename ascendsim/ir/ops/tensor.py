@@ -537,6 +537,30 @@ def _gather_grad(ctx, douts):
     return [table, None]
 
 
+def _pad_grad(ctx, douts):
+    """Constant-mode Pad: the cotangent sliced back to the input's region (negative pads
+    crop: the cropped elements get zeros)."""
+    if ctx.attrs["mode"] != "constant":
+        raise GraphError(f"Pad '{ctx.node.name}' gradient: only constant mode, got "
+                         f"{ctx.attrs['mode']!r}")
+    x = ctx.ins[0]
+    shape = ctx.shape(x)
+    pads = ctx.const_input(1)
+    axes = ctx.const_input(3) if len(ctx.ins) > 3 and ctx.ins[3] is not None else None
+    if pads is None or (len(ctx.ins) > 3 and ctx.ins[3] is not None and axes is None):
+        raise GraphError(f"Pad '{ctx.node.name}' gradient: pads and axes must be constants")
+    widths = kt.pad_widths(len(shape), pads, axes)
+    g, dy = ctx.g, douts[0]
+    starts = [max(b, 0) for b, _ in widths]
+    ends = [starts[i] + d + min(b, 0) + min(e, 0) for i, (d, (b, e)) in
+            enumerate(zip(shape, widths))]
+    dx = g.slice(dy, ctx.ints(starts), ctx.ints(ends), ctx.ints(list(range(len(shape)))))
+    if any(b < 0 or e < 0 for b, e in widths):
+        back = [max(-b, 0) for b, _ in widths] + [max(-e, 0) for _, e in widths]
+        dx = g.pad(dx, ctx.ints(back))
+    return [dx] + [None] * (len(ctx.ins) - 1)
+
+
 def _expand_grad(ctx, douts):
     return [ctx.unbroadcast(douts[0], ctx.ins[0]), None]
 
@@ -545,5 +569,5 @@ register_grads({
     "Identity": _reshape_back, "Reshape": _reshape_back, "Flatten": _reshape_back,
     "Squeeze": _reshape_back, "Unsqueeze": _reshape_back,
     "Transpose": _transpose_grad, "Concat": _concat_grad, "Split": _split_grad,
-    "Slice": _slice_grad, "Gather": _gather_grad, "Expand": _expand_grad,
+    "Slice": _slice_grad, "Gather": _gather_grad, "Expand": _expand_grad, "Pad": _pad_grad,
 })
