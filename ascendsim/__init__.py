@@ -39,9 +39,11 @@ _LAZY = {
     "calibrate": "ascendsim.validation.calibrate",
     "sweep": "ascendsim.sweep",
     "simulate_data_parallel": "ascendsim.multichip",
+    "grad": "ascendsim.autodiff",
+    "training_step": "ascendsim.autodiff",
 }
 _SUBMODULES = ("models", "ir", "passes", "hw", "lower", "sim", "report", "frontend", "kernels",
-               "api", "llm")
+               "api", "llm", "autodiff")
 
 __all__ = ["AscendSimError", "CapacityError", "ConfigError", "GraphError", "SimulationError",
            "UnsupportedOpError", "Graph", "Node", "Value", "execute", *_LAZY, *_SUBMODULES]

@@ -76,7 +76,7 @@ from ..hw.names import (
     TASK_MIX_AIC,
 )
 from ..ir.graph import rebound_subgraph
-from ..ir.registry import FUSED_OP, Category, Unit, VecClass, get_op
+from ..ir.registry import FUSED_OP, Category, Unit, VecClass, get_op, weight_inputs
 from ..ir.tensor import Value, itemsize
 from .attention import SPECIAL_LOWERINGS
 from .program import CoreGroup, Phase, Program, Task
@@ -759,15 +759,21 @@ class _Lowering:
 
 
 def _chunk_values(node, k: int, outer_constants) -> dict[str, Value]:
-    """Values of a batch-split L2 chain for one chunk: every activation input (not a weight
-    or other constant of the outer graph) whose leading dim is the full batch gets
+    """Values of a batch-split L2 chain for one chunk: every activation input (not a weight,
+    computed or constant, nor another constant of the outer graph) whose leading dim is the
+    full batch gets
     `chunk_batch`, shapes re-inferred through the chain."""
     sub = node.subgraph.copy()
     chunk = int(node.attrs.get("chunk_batch") or 0)
     full = chunk * k
+    weights = set().union(*(weight_inputs(n) for n in sub.nodes))
+    for n in reversed(sub.nodes):        # a weight's Cast inside the chain: its input too
+        if n.outputs and all(o in weights for o in n.outputs):
+            weights.update(i for i in n.inputs if i)
     for name in sub.inputs:
         v = sub.values[name]
-        if v.shape and v.shape[0] == full and name not in outer_constants:
+        if v.shape and v.shape[0] == full and name not in outer_constants \
+                and name not in weights:
             sub.values[name] = Value(name, (chunk,) + tuple(v.shape[1:]), v.dtype, v.layout)
     sub.infer_shapes()
     return dict(sub.values)

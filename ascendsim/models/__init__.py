@@ -25,6 +25,7 @@ from .bert import (
     bert_encoder_layer,
     bert_large,
     bert_large_training_step,
+    bert_pretraining,
     bert_training_step,
 )
 from .decoder import decoder, decoder_presets
@@ -52,6 +53,7 @@ BUILDERS: dict[str, Callable[..., Graph]] = {
     "bert_base": bert_base,
     "bert_large": bert_large,
     "bert_encoder_layer": bert_encoder_layer,
+    "bert_pretraining": bert_pretraining,
     "bert_training_step": bert_training_step,
     "bert_large_training_step": bert_large_training_step,
     "decoder": decoder,

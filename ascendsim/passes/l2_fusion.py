@@ -37,7 +37,7 @@ Lowering contract: a FusedOp with fusion "L2" lowers its inner nodes as separate
 from __future__ import annotations
 
 from ..ir.graph import Graph, Node
-from ..ir.registry import Category, Unit
+from ..ir.registry import Category, Unit, weight_inputs
 from ..ir.tensor import is_static
 from .base import L2_FUSION, CostModel, Pass, PassContext, PassResult
 from .partition import FusionGraph, data_inputs, opdef, unit_of
@@ -65,9 +65,11 @@ def batch_separable(graph: Graph, node: Node, batch: int | None = None,
     if opdef(node).category not in _SEPARABLE or \
             unit_of(graph, node) not in (Unit.CUBE, Unit.VECTOR):
         return None
-    # weights and other constants are shared by every chunk; activations lead with N
+    # weights (constants, or a cube op's computed W) are shared by every chunk; activations
+    # lead with N
+    shared = consts | weight_inputs(node)
     vals = [graph.values[v] for v in (*data_inputs(graph, node), *node.outputs)
-            if v and v not in consts]
+            if v and v not in shared]
     if not vals or any(not is_static(v.shape) or v.rank < 2 for v in vals):
         return None
     leads = {v.shape[0] for v in vals}

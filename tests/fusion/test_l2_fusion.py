@@ -129,3 +129,27 @@ def test_a_constant_read_along_the_batch_is_not_split():
     res = asim.simulate(g, chip)
     assert res.cycles > 0
     assert not any(n.attrs.get("fusion") == "L2" for n in res.graph.nodes)
+
+
+def test_a_computed_weight_is_shared_by_every_chunk():
+    """A training step's conv weight is a Cast of a float32 master input, not a constant; with
+    its leading dim equal to the batch (8 output channels, batch 8) it must still be shared by
+    the chunks, not split like an activation (ResNet-50's batch-256 step has such weights)."""
+    from ascendsim.api import simulate
+    from ascendsim.lower.lowering import _chunk_values
+
+    g = Graph("cast_weight")
+    x = g.input("x", (8, 4, 6, 6), "float16")
+    master = g.input("w", (8, 4, 3, 3), "float32")
+    y = g.relu(g.conv(x, g.cast(master, to="float16"), pads=[1, 1, 1, 1]))
+    g.output(y)
+    node, _, _ = g.nodes
+    assert batch_separable(g, node) == 8
+    opt = g.copy()
+    fuse_nodes(opt, list(opt.nodes), {"fusion": "L2", "pattern": "L2BatchSplitFusion",
+                                      "display_type": "L2_chain", "batch_split": 2,
+                                      "chunk_batch": 4, "l2_values": ()})
+    (fused_node,) = fused(opt)
+    values = _chunk_values(fused_node, 2, opt.constants)
+    assert values[y.name].shape == (4, 8, 6, 6)      # 4 samples, all 8 output channels
+    assert simulate(opt, fusion=False).cycles > 0
