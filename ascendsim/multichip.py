@@ -6,12 +6,14 @@ adds the all-reduce of the gradients, as the frameworks and HCCL run it.
 
 Note on the model
 -----------------
-*Gradients.* A step graph names its gradients in one of two ways: values `<param>_grad` (the
-autodiff transform's naming, updates `<param>_new`), or, for the hand-written training steps
-of `ascendsim.models`, optimizer outputs `<param>.updated` (and `<param>.<state>.updated`):
-the gradient is then where the optimizer's element-wise, parameter-shaped update chain starts
-(the first value, walking back from the update, made by an op that is not element-wise on
+*Gradients.* Values named `<param>_grad` (`asim.grad`) are the gradients. In a training step
+(`asim.training_step`, and the built-in `*_training_step` models) a parameter is a graph input
+`<param>` with an output `<param>_new` (its optimizer state `<param>_m`, `<param>_v` likewise):
+the gradient is where the optimizer's element-wise, parameter-shaped update chain starts (the
+first value, walking back from the update, made by an op that is not element-wise on
 parameter-shaped operands: the GEMM, transpose or reduction that ends the backward pass).
+Other `_new` outputs (the step counter, the loss scale, BatchNorm's running statistics, whose
+update is not such a chain) are state, not parameters.
 
 *Split at the gradients.* The step is cut in two graphs, as GE cuts a graph at its HCCL ops
 (an AllReduce is a fusion barrier): forward + backward (everything the gradients do not feed;
@@ -50,7 +52,7 @@ from .errors import ConfigError, GraphError
 from .hw import Chip, get_chip
 from .hw.interconnect import Interconnect, get_interconnect
 from .ir import Graph, Node
-from .ir.registry import Category
+from .ir.registry import Category, Unit
 
 #: PyTorch DDP's default bucket size (bucket_cap_mb=25)
 DEFAULT_BUCKET_BYTES = 25 * 2 ** 20
@@ -208,7 +210,9 @@ def _update_region(graph: Graph, param: str, starts: list[str],
             continue                              # a constant (the master copy, state)
         ins = [i for i in node.inputs if i and i not in graph.constants]
         shaped = all(graph.values[i].numel in (numel, 1) for i in ins)
-        if (node.subgraph is None and node.opdef.category in _ELEMENTWISE and shaped
+        passes_through = (node.opdef.category in _ELEMENTWISE
+                          or node.opdef.unit_for(node, {}) == Unit.NONE)   # Identity views
+        if (node.subgraph is None and passes_through and shaped
                 and graph.values[v].numel == numel):
             region.add(node.name)
             stack.extend(ins)
@@ -227,24 +231,27 @@ def find_gradients(graph: Graph) -> list[Gradient]:
     if named:
         found = {v[:-5]: (v,) for v in named}
     else:
-        # `<param>.updated` and its optimizer state `<param>.<state>.updated`
-        stems = {o[: -len(".updated")]: o for o in graph.outputs if o.endswith(".updated")}
-        params = [s for s in stems if s in graph.values
-                  and not any(s.startswith(p + ".") for p in stems if p != s)]
-        updates: dict[str, list[str]] = {p: [] for p in params}
-        for stem, out in stems.items():
-            owner = max((p for p in params if stem == p or stem.startswith(p + ".")),
-                        key=len, default=None)
-            if owner is not None:
-                updates[owner].append(out)
-        for param, outs in updates.items():
-            _, grads = _update_region(graph, param, outs, producers)
-            if grads:
+        # training_step: input `<param>` -> output `<param>_new`, state `<param>_m/_v(_new)`
+        stems = {o[: -len("_new")]: o for o in graph.outputs
+                 if o.endswith("_new") and o[: -len("_new")] in graph.inputs}
+        for param, out in stems.items():
+            if param.endswith(("_m", "_v")) and param[:-2] in stems:
+                continue
+            numel = graph.values[param].numel
+            if numel <= 1:                  # the step counter, the loss scale: state
+                continue
+            outs = [out] + [stems[s] for s in (f"{param}_m", f"{param}_v") if s in stems]
+            region, grads = _update_region(graph, param, outs, producers)
+            grads = [v for v in grads if graph.values[v].numel == numel and v not in outs]
+            # an update reads the old value (var -= lr * ...); BatchNorm's running statistics
+            # are new values computed inside BNTrainingUpdate, which is not such a chain
+            reads_old = any(param in n.inputs for n in graph.nodes if n.name in region)
+            if reads_old and grads:
                 found[param] = tuple(grads)
     if not found:
         raise GraphError(f"graph '{graph.name}' has no gradients to all-reduce: expected "
-                         f"values named <param>_grad (asim.training_step) or optimizer "
-                         f"outputs named <param>.updated (ascendsim.models training steps)")
+                         f"values named <param>_grad (asim.grad) or a training step's "
+                         f"parameter updates <param> -> <param>_new (asim.training_step)")
     # forward order: where each parameter is first read (its cast, for fp16 masters, counts)
     first: dict[str, int] = {}
     for i, n in enumerate(graph.nodes):
@@ -463,7 +470,7 @@ def simulate_data_parallel(step_graph: Graph, world_size: int = 8,
     """One data-parallel training step on `world_size` chips (see the module's Note).
 
     step_graph: a training step (gradients named `<param>_grad`, or the built-in models'
-    `<param>.updated` optimizer outputs). interconnect: a built-in name, a TOML file or an
+    `<param>_new` updates of a training step). interconnect: a built-in name, a TOML file or an
     `Interconnect`; None = the one named like the chip. bucket_bytes: gradient bucket size.
     algorithm: None (HCCL's choice), "ring" or "halving_doubling" (flat over all chips).
     fusion, detail, mode: as `simulate` takes them, for both halves of the step."""
