@@ -274,21 +274,8 @@ def _subgraph(graph: Graph, nodes: list[Node], name: str, extra_outputs: Iterabl
     """`nodes` of `graph` as a graph of their own: values they read from elsewhere become
     inputs (constants stay constants), graph outputs they make plus `extra_outputs` are its
     outputs."""
-    g = Graph(name)
+    g = graph.extract(nodes, name)
     made = {o for n in nodes for o in n.outputs if o}
-    for n in nodes:
-        for v in n.inputs:
-            if not v or v in made or v in g.values:
-                continue
-            g.values[v] = graph.values[v]
-            if v in graph.constants:
-                g.constants[v] = graph.constants[v]
-            else:
-                g.inputs.append(v)
-        for o in n.outputs:
-            if o:
-                g.values[o] = graph.values[o]
-    g.nodes = list(nodes)
     outs = [o for o in graph.outputs if o in made]
     outs += [o for o in extra_outputs if o in made and o not in outs]
     g.outputs = outs

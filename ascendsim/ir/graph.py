@@ -406,6 +406,27 @@ class Graph:
         g._counter = itertools.count(next(self._counter))
         return g
 
+    def extract(self, nodes: Sequence[Node], name: str) -> Graph:
+        """`nodes` (in order) as a graph of their own: the values they read from elsewhere
+        become its inputs (constants stay constants, shared lazily); outputs are the caller's
+        to set."""
+        g = Graph(name)
+        made = {o for n in nodes for o in n.outputs if o}
+        for n in nodes:
+            for v in n.inputs:
+                if not v or v in made or v in g.values:
+                    continue
+                g.values[v] = self.values[v]
+                if v in self.constants:
+                    g.constants[v] = self.constants[v]
+                else:
+                    g.inputs.append(v)
+            for o in n.outputs:
+                if o:
+                    g.values[o] = self.values[o]
+        g.nodes = list(nodes)
+        return g
+
     def replace_uses(self, old: str, new: str) -> None:
         """Make every reader of value `old` (nodes and graph outputs) read `new` instead."""
         self.nodes = [n if old not in n.inputs else

@@ -96,21 +96,7 @@ def chain_graph(graph: Graph, chain: list[Node], fg: FusionGraph | None = None) 
     if fg is None or fg.graph is not graph:
         fg = FusionGraph(graph)
     members = fg.members(chain)
-    g = Graph(f"{graph.name}:{chain[0].name}")
-    produced = {o for n in chain for o in n.outputs if o}
-    for n in chain:
-        for v in n.inputs:
-            if not v or v in produced or v in g.values:
-                continue
-            g.values[v] = graph.values[v]
-            if v in graph.constants:
-                g.constants[v] = graph.constants[v]
-            else:
-                g.inputs.append(v)
-        for o in n.outputs:
-            if o:
-                g.values[o] = graph.values[o]
-    g.nodes = list(chain)
+    g = graph.extract(chain, f"{graph.name}:{chain[0].name}")
     g.outputs = fg.outputs_of(members)
     return g
 
