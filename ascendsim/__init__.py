@@ -27,6 +27,8 @@ _LAZY = {
     "chips": "ascendsim.hw",
     "get_chip": "ascendsim.hw",
     "load_chip": "ascendsim.hw",
+    "MemoryPlan": "ascendsim.lower.memory",
+    "CapacityError": "ascendsim.errors",
 }
 _SUBMODULES = ("models", "ir", "passes", "hw", "lower", "sim", "report", "frontend", "kernels",
                "api")

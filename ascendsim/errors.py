@@ -33,3 +33,8 @@ class ConfigError(AscendSimError):
 
 class SimulationError(AscendSimError):
     """A simulator invariant broke; the message names the op, core, pipe or buffer."""
+
+
+class CapacityError(AscendSimError):
+    """A graph whose peak live device memory exceeds the chip's HBM; the message names the
+    peak, the capacity and the largest tensors live at the peak."""

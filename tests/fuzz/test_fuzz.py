@@ -18,6 +18,7 @@ that test unless the `fuzz` marker is selected).
 from __future__ import annotations
 
 import importlib.util
+import re
 from pathlib import Path
 
 import numpy as np
@@ -87,6 +88,8 @@ def check_example(drawn: Drawn, drawn_chip: DrawnChip, options: dict) -> None:
     again = _simulate(opt, chip, "block")
     assert again.cycles == block.cycles and again.trace.tasks == block.trace.tasks, \
         f"same graph, different cycles: {block.cycles} vs {again.cycles}"
+    mem = block.memory
+    assert mem is not None and 0 < mem.peak_bytes <= mem.no_reuse_bytes, mem
     tile = _simulate(opt, chip, "tile")
     if tile.cycles:
         err = abs(block.cycles - tile.cycles) / tile.cycles
@@ -95,9 +98,23 @@ def check_example(drawn: Drawn, drawn_chip: DrawnChip, options: dict) -> None:
     _simulate(g, chip, "block")
 
 
+#: the view and move ops of issue 14 Found 2 (graph-kernel fusion of a view with a sibling
+#: output of another shape)
+_FOUND_2_OPS = ("Reshape", "Transpose", "Concat", "Slice")
+
+
 def known_failure(exc: BaseException, drawn: Drawn, options: dict) -> str | None:
     """The issue item of a failure already reported and being fixed on another branch, else
     None. Each entry matches exactly that bug's signature; remove it when the fix is merged."""
+    msg = str(exc)
+    # issue 14 Found 2 (fixed on branch `trust`; remove at merge): graph-kernel fusion puts a
+    # view/move and a sibling output of another shape in one fused node, whose composite
+    # kernel then fails to broadcast in execute
+    fused = re.search(r"node '(Fused_[A-Za-z0-9_]+)' \(FusedOp\) failed on inputs", msg)
+    if (options.get("graph_kernel") and isinstance(exc, asim.GraphError) and fused
+            and "cannot be broadcast" in msg
+            and any(op in fused.group(1).split("_") for op in _FOUND_2_OPS)):
+        return "issue 14 Found 2"
     return None
 
 
