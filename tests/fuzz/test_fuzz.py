@@ -28,7 +28,7 @@ from strategies import Drawn, DrawnChip, chips, fusion_options, graphs
 
 import ascendsim as asim
 
-DEFAULT_EXAMPLES = 40
+DEFAULT_EXAMPLES = 60
 FUZZ_EXAMPLES = 2000
 #: block and tile detail agree within this on total time (tests/sim/test_detail.py)
 TILE_VS_BLOCK = 0.05
