@@ -152,6 +152,16 @@ def test_capacity_error_names_peak_capacity_and_largest_tensors():
     assert isinstance(err.value, asim.AscendSimError)
 
 
+def test_shape_only_tensor_beyond_hbm_is_rejected_before_simulating():
+    """Issue 14 Found 4: a (2^40, 2^40) fp16 tensor simulated to 4.2e21 cycles; the capacity
+    check rejects it (shapes only, no values) before the engine runs."""
+    g = asim.Graph("big")
+    g.output(g.relu(g.input("x", (1 << 40, 1 << 40), "float16")))
+    with pytest.raises(asim.CapacityError, match=r"exceeds the 32.00 GiB .* largest tensors: "
+                                                 r"(Relu_0|x) 2147483648.00 PiB"):
+        asim.simulate(g, fusion=False)
+
+
 def test_check_capacity_false_simulates_anyway():
     """Past a (what-if) 4 KiB HBM the run raises; check_capacity=False simulates and still
     reports the plan."""
@@ -183,6 +193,18 @@ def test_result_memory_on_every_run(detail, fusion, values):
 def test_compare_reports_memory_of_both_runs():
     cmp = asim.compare(asim.models.get("net_basic_fuse"))
     assert cmp.unfused.memory is not None and cmp.fused.memory is not None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["resnet50", "bert_base", "bert_large"])
+def test_default_models_fit_the_default_chip(name):
+    """The inference models at their default sizes fit the 910's HBM, fused as simulate runs
+    them (training steps: bench/memory_plan.py, BENCHMARKS.md, too slow for the suite)."""
+    chip = get_chip("ascend910")
+    g = asim.optimize(asim.models.get(name), chip).graph
+    plan = memory_plan(g, lower(g, chip))
+    assert 0 < plan.peak_bytes <= chip.hbm_bytes
+    assert plan.by_category["weights"] > 0 and plan.by_category["activations"] > 0
 
 
 def test_seed_models_fit_every_chip():
