@@ -70,6 +70,22 @@ class Result:
         return self.trace.us(self.trace.total_cycles)
 
     @property
+    def batch(self) -> int | None:
+        """The batch size: the leading dimension of the graph's first input, when static."""
+        return graph_batch(self.graph)
+
+    @property
+    def subject(self) -> str:
+        """Model, batch and chip ("ResNet50, batch 8 on ascend910")."""
+        batch = f", batch {self.batch}" if self.batch is not None else ""
+        return f"{self.graph.name}{batch} on {self.chip.name}"
+
+    @property
+    def label(self) -> str:
+        """Model, batch, chip and fusion state: what every figure title and first line says."""
+        return f"{self.subject} ({self.fusion})"
+
+    @property
     def fusion(self) -> str:
         """How the graph was prepared: "as given", or "optimised and fused" (naming graph
         kernels or a fusion switch when they were asked for)."""
@@ -104,8 +120,11 @@ class Result:
         write_chrome_trace(self.trace, path, cores=cores)
 
     def plot_timeline(self, path: str | None = None, **kwargs: Any):
+        """The timeline figure (see `ascendsim.report.timeline.plot_timeline`), titled with
+        `label`."""
         from .report.timeline import plot_timeline
 
+        kwargs.setdefault("title", self.label)
         return plot_timeline(self.trace, path, **kwargs)
 
     def plot_roofline(self, path: str | None = None, **kwargs: Any):
@@ -119,9 +138,17 @@ class Result:
         return explain(self.trace, op_name)
 
     def __repr__(self) -> str:
-        return (f"Result({self.graph.name!r} on {self.chip.name}, {self.fusion}: {self.cycles} "
-                f"cycles, {self.time_us:.2f} us, {len(self.trace.tasks)} tasks, "
-                f"detail={self.detail})")
+        return (f"Result({self.label}: {self.cycles} cycles, {self.time_us:.2f} us, "
+                f"{len(self.trace.tasks)} tasks, detail={self.detail})")
+
+
+def graph_batch(graph: Graph) -> int | None:
+    """The leading dimension of a graph's first input when it is static (the batch of every
+    built-in model), else None."""
+    if not graph.inputs:
+        return None
+    shape = graph.values[graph.inputs[0]].shape
+    return shape[0] if shape and isinstance(shape[0], int) else None
 
 
 # ----------------------------------------------------------------------------- options
@@ -206,7 +233,9 @@ def simulate(graph: Graph, chip: str | Chip = DEFAULT_CHIP, fusion: FusionOption
     fusion: see the module docstring (True: the Ascend stack's default passes, as the CLI).
     detail: "block" (coalesced steady state, fast) or "tile" (every tile instruction).
     inputs: arrays to also compute the output values (numba kernels); None = shapes only.
-    mode: "sink" (graph sunk on the device) or "host" (op-by-op launches from the host).
+    mode: "sink" (graph sunk on the device), "host" (op-by-op launches from the host, running
+    ahead of the device) or "eager" (synchronised single-op calls, as a framework's eager
+    mode timed call by call); sink <= host <= eager for any graph.
     streams: how many streams independent branches may use (1 = one in-order stream).
     symmetric: one process set per group of identical cores (False: one per core).
     progress: called as progress(tasks_done, tasks_total) while the engine runs.
@@ -223,6 +252,8 @@ def simulate(graph: Graph, chip: str | Chip = DEFAULT_CHIP, fusion: FusionOption
     _check_choice("mode", mode, MODES)
     options = fusion_options(fusion)
     chip = _resolve_chip(chip, options)
+    if options is not None:
+        options.pop("chip", None)          # the same chip (checked): passed once, below
     pass_log = None
     if options is not None:
         opt = optimize(graph, chip, detail=detail, mode=mode, streams=streams, **options)

@@ -1,7 +1,7 @@
 """The `ascendsim` command line: run a model or an ONNX file, compare fused vs unfused, list things.
 
     ascendsim run MODEL_OR_ONNX [--chip ascend910] [--fusion-switch FILE] [--no-fusion]
-                  [--graph-kernel] [--detail block|tile] [--mode sink|host]
+                  [--graph-kernel] [--detail block|tile] [--mode sink|host|eager]
                   [--timeline PNG] [--trace JSON] [--summary CSV] [--batch N] [--top N]
     ascendsim compare MODEL_OR_ONNX [--chip ...] [--plot PNG] [--batch N] [--mode ...]
     ascendsim models
@@ -208,7 +208,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     finally:
         progress.close()
     trace = res.trace
-    print(f"{graph.name} on {chip.name} ({res.fusion}, {args.mode} mode, detail={args.detail}): "
+    print(f"{res.subject} ({res.fusion}, {args.mode} mode, detail={args.detail}): "
           f"{res.time_us:,.2f} us, {res.cycles:,} cycles, {len(trace.tasks)} tasks "
           f"[simulated in {wall:.2f} s]")
     print()
@@ -255,9 +255,18 @@ def cmd_models(args: argparse.Namespace) -> int:
     import ascendsim as asim
 
     for name in model_names():
-        doc = (getattr(asim.models, name).__doc__ or "").strip().splitlines()
-        print(f"{name:<28} {doc[0] if doc else ''}")
+        fn = getattr(asim.models, name)
+        doc = (fn.__doc__ or "").strip().splitlines()
+        sizes = " ".join(f"{p.name}={p.default}" for p in inspect.signature(fn).parameters.values()
+                         if isinstance(p.default, (int, str)) and not isinstance(p.default, bool)
+                         and p.name in _SIZE_PARAMS)
+        print(f"{name:<28} {sizes:<34} {doc[0] if doc else ''}")
     return EXIT_OK
+
+
+#: builder parameters `ascendsim models` shows as the default sizes
+_SIZE_PARAMS = ("batch", "seq_len", "image", "cin", "cout", "h", "w", "m", "k", "n", "layers",
+                "hidden", "heads", "context_len", "dtype")
 
 
 def cmd_chips(args: argparse.Namespace) -> int:
@@ -301,7 +310,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="block: coalesced tiles (fast); tile: every tile instruction")
         sp.add_argument("--mode", choices=MODES, default=DEFAULT_MODE,
                         help="sink: graph sunk on the device (default); host: op-by-op "
-                             "launches from the host")
+                             "launches from the host; eager: synchronised single-op calls")
         sp.add_argument("--no-progress", dest="progress", action="store_false",
                         help="no progress bar")
 
@@ -335,6 +344,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--top must be a positive integer, got {args.top}")
     try:
         return int(args.func(args))
+    except BrokenPipeError:   # the reader went away (`ascendsim run ... | head`): end quietly
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
     except AscendSimError as e:
         if args.traceback:
             raise

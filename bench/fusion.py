@@ -21,10 +21,9 @@ from collections.abc import Callable
 import numpy as np
 from timing import best_of
 
-from ascendsim.execute import execute
+from ascendsim.execute import execute, run_graph, run_subgraph
 from ascendsim.hw import get_chip
 from ascendsim.ir.graph import Graph
-from ascendsim.kernels.composite import run_subgraph
 from ascendsim.passes.base import PassContext
 from ascendsim.passes.graph_kernel import BasicOpsFusion
 
@@ -54,7 +53,7 @@ def cases(quick: bool) -> list[tuple[str, Callable, Callable, Callable, float]]:
         x = np.random.default_rng(0).standard_normal(n).astype(dtype)
         sub = node.subgraph
         out.append((f"6-op chain, {n / 2**20:g}M {dtype}",
-                    lambda sub=sub, x=x: run_subgraph(sub, [x])[0],
+                    lambda sub=sub, x=x: run_subgraph(sub, [x], run_graph)[0],
                     lambda x=x: numpy_chain(x),
                     lambda g=g, x=x: execute(g, {"x": x})[g.outputs[0]], rtol))
     return out

@@ -18,7 +18,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from ..errors import GraphError
+from ascendsim.errors import GraphError
+
 from .config import JIT
 from .pool import Window, attr_ints, auto_pad_of, resolve_window
 

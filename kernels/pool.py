@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 from numba import njit, prange
 
-from ..errors import GraphError
+from ascendsim.errors import GraphError
+
 from .config import JIT
 
 AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")

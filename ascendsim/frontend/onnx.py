@@ -36,8 +36,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import AscendSimError, GraphError, UnsupportedOpError
+from ..execute import run_graph
 from ..ir.graph import Graph
-from ..ir.ops.control import BODY_INPUT_HINTS
 from ..ir.registry import Category, OpDef, Unit, get_op, has_op
 from ..ir.tensor import (
     ONNX_DTYPES,  # the IR's one code -> dtype table (Cast's `to`)
@@ -92,8 +92,9 @@ def _require_onnx() -> Any:
     try:
         import onnx
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise AscendSimError("ONNX import needs the 'onnx' package: "
-                             "pip install ascendsim[onnx]") from exc
+        raise AscendSimError("ONNX import needs the 'onnx' package: pip install "
+                             "'ascendsim[onnx]' (in a clone of the repository: "
+                             "pip install -e '.[onnx]')") from exc
     return onnx
 
 
@@ -464,7 +465,7 @@ class _Scope:
         """Convert graph attributes into closed Graphs sharing one list of captured values."""
         built: dict[str, tuple[Graph, _Scope]] = {}
         for key, gp in graphs.items():
-            hint_fn = BODY_INPUT_HINTS.get(opdef.op_type)
+            hint_fn = opdef.control.body_input_hints if opdef.control else None
             ins = [self.g.values[i] if i else None for i in inputs]
             hints = hint_fn(ins, attrs) if hint_fn and len(gp.input) else None
             scope = _Scope(gp, self.opset, self, self.fold, {}, f"{name}/{key}")
@@ -559,7 +560,7 @@ class _Scope:
         else:
             args = [self.g.const_value(i) if i else None for i in inputs]
         try:
-            results = opdef.kernel(args, full)
+            results = opdef.run_kernel(args, full, run_graph)
         except AscendSimError:
             raise
         except Exception as exc:

@@ -268,7 +268,10 @@ class Chip:
     hbm_bandwidth_bytes_per_s: float = _spec("float", "bytes/s", gt=0, doc="chip-wide")
     # task overheads
     host_launch_us: float = _spec("float", "us", ge=0, doc="host launch per op")
-    sink_launch_us: float = _spec("float", "us", ge=0, doc="device-side launch per op (sink)")
+    host_sync_us: float = _spec("float", "us", ge=0,
+                                doc="host synchronisation after an eager call")
+    sink_launch_us: float = _spec("float", "us", ge=0,
+                                  doc="device-side dispatch per task (every launch mode)")
     ai_cpus: int = _spec("int", "cores", gt=0)
     ai_cpu_clock_hz: float = _spec("float", "Hz", gt=0)
     ai_cpu_task_launch_us: float = _spec("float", "us", ge=0)
@@ -402,6 +405,13 @@ class Chip:
                 for k in self.figure_keys()]
 
     # -- derived figures ---------------------------------------------------------------------
+    @property
+    def l2_resident_bytes(self) -> int:
+        """The largest tensor data the model keeps resident in L2: half of it. A rule of this
+        model, not a chip figure (the other half is left to the streaming working sets); the
+        lowering's L2 residency and the L2 batch-split pass both size against it."""
+        return self.l2_bytes // 2
+
     @property
     def coupled(self) -> bool:
         """True when cube and vector share one core (910, 310)."""

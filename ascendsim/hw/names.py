@@ -39,5 +39,6 @@ def on_ai_core(task_type: str) -> bool:
 
 #: Levels of simulation detail: "block" coalesces identical tiles, "tile" times every one.
 DETAILS = ("block", "tile")
-#: Launch modes: graph sink (whole graph on the device) or op-by-op from the host.
-MODES = ("sink", "host")
+#: Launch modes: graph sink (whole graph on the device), op by op from the host (running
+#: ahead of the device), or eager synchronised single-op calls (see ascendsim.sim.engine).
+MODES = ("sink", "host", "eager")

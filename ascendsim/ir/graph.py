@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import GraphError
-from .registry import OpDef, get_op, op_by_builder
+from .registry import FUSED_OP, OpDef, get_op, op_by_builder
 from .tensor import ConstData, LazyTensor, Shape, Value, dtype_name, materialize
 
 
@@ -351,8 +351,8 @@ class Graph:
             if i not in self.values:
                 raise GraphError(f"fused node '{name}' reads '{i}', not a value of "
                                  f"graph '{self.name}'")
-        node = Node(name, "FusedOp", tuple(subgraph.inputs), tuple(subgraph.outputs),
-                    {**get_op("FusedOp").attrs, **attrs}, subgraph)
+        node = Node(name, FUSED_OP, tuple(subgraph.inputs), tuple(subgraph.outputs),
+                    {**get_op(FUSED_OP).attrs, **attrs}, subgraph)
         self.nodes.append(node)
         for o in subgraph.outputs:
             self.values[o] = subgraph.values[o]
@@ -362,7 +362,7 @@ class Graph:
         """Re-run shape inference over every node (after inputs changed shape); a fused
         node's subgraph is re-inferred too, so its boundary stays consistent."""
         for k, n in enumerate(self.nodes):
-            if n.subgraph is not None and n.op_type == "FusedOp":
+            if n.subgraph is not None and n.op_type == FUSED_OP:
                 sub = rebound_subgraph(n, self.values)
                 self.nodes[k] = Node(n.name, n.op_type, n.inputs, n.outputs, n.attrs, sub)
                 specs = [(sub.values[o].shape, sub.values[o].dtype) for o in sub.outputs]

@@ -60,8 +60,35 @@ class VecClass(str, Enum):
     MOVE = "move"      # copies, transposes, gathers done by the vector unit
 
 
-# (args: list of arrays, attrs) -> list of arrays
-Kernel = Callable[[list, dict], list]
+# (args: list of arrays, attrs) -> list of arrays; a control-flow op's kernel also takes
+# `run_body(graph, arrays) -> arrays` (the executor's, so ir never imports the executor)
+Kernel = Callable[..., list]
+BodyRunner = Callable[[Any, list], list]
+
+#: the op type of a fused node (its computation is `node.subgraph`); Graph.add_fused makes them
+FUSED_OP = "FusedOp"
+
+
+@dataclass(frozen=True)
+class ControlFlow:
+    """How a control-flow op carries closed body graphs in its attributes.
+
+    bodies: the attributes that hold body Graphs. condition: for a conditional, the input index
+    of its predicate. first_carried / captured_attr: for a loop, the first loop-carried input
+    (after trip count and condition) and the attribute counting the trailing captured inputs.
+    body_input_hints: (node inputs, attrs) -> Values the body's inputs take, for importers whose
+    bodies declare no shapes."""
+
+    bodies: tuple[str, ...]
+    condition: int | None = None
+    first_carried: int | None = None
+    captured_attr: str | None = None
+    body_input_hints: Callable[[list, dict], list] | None = None
+
+    @property
+    def is_loop(self) -> bool:
+        """A loop whose carried shapes are found by iterating inference to a fixpoint."""
+        return self.first_carried is not None
 # (inputs: Values, attrs, constant data of the inputs or None) -> [(shape, dtype), ...]
 Infer = Callable[[Sequence["Value"], dict, Sequence["np.ndarray | None"]], list]
 
@@ -109,6 +136,16 @@ class OpDef:
     shape_only_inputs: tuple[int, ...] = ()
     # False for ops with random outputs: never folded, never merged by CSE
     deterministic: bool = True
+    # identity flags the passes and lowering ask instead of comparing op-type strings
+    conv: bool = False                # a convolution (Conv, ConvTranspose): NC1HWC0, img2col
+    transposed: bool = False          # ... the transposed (backward-data) form
+    control: ControlFlow | None = None   # control flow with body graphs (If, Loop, Scan)
+
+    def run_kernel(self, args: list, attrs: dict, run_body: BodyRunner) -> list:
+        """The op's values; control-flow ops get the executor's body runner."""
+        if self.control is not None:
+            return self.kernel(args, attrs, run_body)
+        return self.kernel(args, attrs)
 
     def unit_for(self, node: Node, consts: dict) -> Unit:
         """The unit that runs this node (some ops pick it from attrs or constant inputs)."""
@@ -180,6 +217,12 @@ def registered_ops() -> list[str]:
     """Every registered op type, sorted."""
     _load_families()
     return sorted(_REGISTRY)
+
+
+def ops_where(flag: Callable[[OpDef], Any]) -> frozenset[str]:
+    """Op types whose OpDef satisfies `flag` (e.g. `ops_where(lambda d: d.conv)`)."""
+    _load_families()
+    return frozenset(t for t, d in _REGISTRY.items() if flag(d))
 
 
 def ops_in(category: Category) -> frozenset[str]:

@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -70,7 +71,7 @@ from ..hw.names import (
     TASK_MIX_AIC,
 )
 from ..ir.graph import rebound_subgraph
-from ..ir.registry import Category, Unit, VecClass, get_op
+from ..ir.registry import FUSED_OP, Category, Unit, VecClass, get_op
 from ..ir.tensor import Value, itemsize
 from .program import CoreGroup, Phase, Program, Task
 from .tiling import (
@@ -86,6 +87,23 @@ from .tiling import (
 )
 
 ND, NC1HWC0, NZ = "ND", "NC1HWC0", "FRACTAL_NZ"
+
+# Layout and model constants (not chip data: CANN's formats are the same on every chip, and the
+# rest are rules of this model, named here once):
+#: the fractal edge of FRACTAL_NZ (16 x 16 blocks) and NC1HWC0's C0 for 2- and 4-byte dtypes
+FRACTAL = 16
+#: NC1HWC0's C0 for 1-byte dtypes (the int8 K fractal is 32 wide)
+FRACTAL_INT8 = 32
+#: bytes of one L0C accumulator element: mmad accumulates fp16/bf16 in fp32 and int8 in int32
+ACC_BYTES = 4
+#: an operand with 1/8 or fewer of the output's elements (a bias, a per-channel scale) is
+#: broadcast from ND, never converted to the output's 5-D or fractal format
+SMALL_OPERAND_RATIO = 8
+
+
+def is_small_operand(numel: int, out_numel: int) -> bool:
+    """Whether an operand is small enough to stay ND beside a larger output (see above)."""
+    return numel * SMALL_OPERAND_RATIO <= out_numel
 
 #: registry vector class -> chip vector instruction class (MOVE: vcopy/vnchwconv, unary rate)
 VEC_CLASS = {VecClass.UNARY: "unary", VecClass.BINARY: "binary", VecClass.TERNARY: "ternary",
@@ -109,7 +127,7 @@ def vec_class_of(opdef: Any, ins: list[Value]) -> str:
 # ----------------------------------------------------------------------------- formats
 def c0_of(dtype: str) -> int:
     """NC1HWC0's C0: 32 for 1-byte dtypes (the int8 K fractal), else 16."""
-    return 32 if itemsize(dtype) == 1 else 16
+    return FRACTAL_INT8 if itemsize(dtype) == 1 else FRACTAL
 
 
 def padded_numel(v: Value, fmt: str) -> int:
@@ -118,8 +136,8 @@ def padded_numel(v: Value, fmt: str) -> int:
     if fmt == NC1HWC0 and len(shape) >= 3:
         shape[1] = ceil_to(shape[1], c0_of(v.dtype))
     elif fmt == NZ and len(shape) >= 2:
-        shape[-1] = ceil_to(shape[-1], 16)
-        shape[-2] = ceil_to(shape[-2], 16)
+        shape[-1] = ceil_to(shape[-1], FRACTAL)
+        shape[-2] = ceil_to(shape[-2], FRACTAL)
     return math.prod(shape)
 
 
@@ -127,27 +145,108 @@ def padded_bytes(v: Value, fmt: str) -> int:
     return padded_numel(v, fmt) * itemsize(v.dtype)
 
 
-def _is_conv(opdef) -> bool:
-    """Conv-like cube ops carry a `group` attribute (Conv, ConvTranspose)."""
-    return "group" in opdef.attrs
+@dataclass
+class TaskSpec:
+    """What a lowering step hands `add_task`: the task's identity, phases, operands (value
+    names and their formats), flops, and the facts worth explaining."""
+
+    name: str
+    op_type: str
+    task_type: str
+    phases: list[Phase]
+    ins: list[str]
+    outs: list[str]
+    in_fmts: list[str]
+    out_fmts: list[str]
+    flops: int = 0
+    notes: list[str] = field(default_factory=list)
+    fused: tuple[str, ...] = ()
+    cube_dtype: str = "float16"
 
 
-def _is_transposed(opdef) -> bool:
-    """Transposed convolutions carry `output_padding` (W is Cin x Cout/group x k...)."""
-    return "output_padding" in opdef.attrs
+# ----------------------------------------------------------------------------- cube ops
+def cube_dtype(chip: Any, dtype: str) -> str:
+    """The cube mode an operand dtype runs in: int8, the chip's bf16 or fp32 mode where it has
+    one, else fp16 (CANN's allow_fp32_to_fp16 for fp32 on chips without an fp32 mode)."""
+    if dtype in ("int8", "uint8"):
+        return "int8"
+    if dtype == "bfloat16" and chip.cube_mkn.bfloat16 is not None:
+        return "bfloat16"
+    if dtype == "float32" and chip.cube_mkn.float32 is not None:
+        return "float32"
+    return "float16"
+
+
+@dataclass(frozen=True)
+class CubeGeometry:
+    """A cube op as a batched GEMM (batch x M x K x N), with a conv's row geometry for the
+    img2col reads, whether a bias is accumulated in L0C, and the note `explain` shows."""
+
+    batch: int
+    m: int
+    k: int
+    n: int
+    conv_rows: tuple[int, int, int, int, int] | None
+    bias: bool
+    note: str
+
+
+def conv_geometry(attrs: dict, transposed: bool, xv: Value, wv: Value, out_v: Value, k0: int,
+                  has_bias: bool) -> CubeGeometry:
+    """A convolution as an implicit GEMM: M = N*Ho*Wo, K = ceil(Cin/group)*kh*kw, N = Cout/group,
+    one GEMM per group (a transposed conv's K is divided by the stride product)."""
+    group = int(attrs.get("group", 1) or 1)
+    n_, cin = int(out_v.shape[0]), int(xv.shape[1])
+    cout = int(out_v.shape[1])
+    ks = [int(d) for d in wv.shape[2:]]
+    kh, kw = ks[0], int(np.prod(ks[1:])) if len(ks) > 1 else 1
+    spatial_out = [int(d) for d in out_v.shape[2:]]
+    m = n_ * int(np.prod(spatial_out))
+    k = ceil_to(cin // group, k0) * kh * kw
+    strides = attrs.get("strides") or [1] * len(ks)
+    conv_rows = None
+    if transposed:
+        k = ceil_to(max(k // int(np.prod(strides)), k0), k0)
+    else:
+        pads = attrs.get("pads") or [0] * (2 * len(ks))
+        win = int(xv.shape[-1]) + (int(pads[len(ks) - 1]) + int(pads[-1])
+                                   if len(pads) >= 2 else 0)
+        wo = spatial_out[-1] if len(spatial_out) > 1 else 1
+        if len(ks) == 1:
+            kh, kw = 1, ks[0]
+        conv_rows = (wo, win, int(strides[0]), kh, kw)
+    n = cout // group
+    note = (f"implicit GEMM: M = N*Ho*Wo = {m}, K = ceil{k0}(Cin/group = {cin // group})"
+            f"*kh*kw = {k}, N = Cout/group = {n}, group {group}")
+    return CubeGeometry(group, m, k, n, conv_rows, has_bias, note)
+
+
+def gemm_geometry(attrs: dict, xv: Value, wv: Value, out_v: Value, k0: int,
+                  extra: Value | None) -> CubeGeometry:
+    """A MatMul/Gemm as a batched GEMM; an extra rank <= 1 operand is a bias (L0C)."""
+    ta = int(attrs.get("transA", 0) or 0)
+    os_ = [int(d) for d in out_v.shape]
+    m = os_[-2] if len(os_) >= 2 and xv.rank >= 2 else 1
+    n = os_[-1] if wv.rank >= 2 else 1
+    xs = [int(d) for d in xv.shape]
+    k = ceil_to((xs[-2] if ta else xs[-1]) if xv.rank >= 2 else xs[0], k0)
+    batch = int(np.prod(os_[:-2])) if len(os_) > 2 else 1
+    bias = extra is not None and extra.rank <= 1
+    return CubeGeometry(batch, m, k, n, None, bias, f"GEMM: batch {batch}, M {m}, K {k}, N {n}")
 
 
 # ----------------------------------------------------------------------------- L2 state
 class L2State:
     """Whole tensors resident in L2, least recently used first (launch order)."""
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, resident_limit: int) -> None:
         self.capacity = capacity
+        self.resident_limit = resident_limit   # a tensor above this never stays (chip rule)
         self.lru: OrderedDict[str, int] = OrderedDict()
         self.used = 0
 
     def fits(self, nbytes: int) -> bool:
-        return nbytes <= self.capacity // 2
+        return nbytes <= self.resident_limit
 
     def resident(self, name: str) -> bool:
         return name in self.lru
@@ -188,7 +287,7 @@ class _Lowering:
         self.alias: dict[str, str] = {}
         self.producer: dict[str, int] = {}
         self.converted: dict[tuple[str, str], str] = {}
-        self.l2 = L2State(chip.l2_bytes)
+        self.l2 = L2State(chip.l2_bytes, chip.l2_resident_bytes)
         self.keep_l2: set[str] = set()
         self.nstreams = streams
         self.stream_last: dict[int, int] = {}
@@ -249,10 +348,10 @@ class _Lowering:
             break
         return min(range(self.nstreams), key=lambda s: (self.stream_count[s], s))
 
-    def add_task(self, name: str, op_type: str, task_type: str, phases: list[Phase],
-                 ins: list[str], outs: list[str], in_fmts: list[str], out_fmts: list[str],
-                 flops: int, notes: list[str], fused: tuple[str, ...] = (),
-                 cube_dtype: str = "float16") -> Task:
+    def add_task(self, spec: TaskSpec) -> Task:
+        """Append a task (streams, dependencies, traffic, roofline) and update formats and L2."""
+        name, op_type, task_type, phases = spec.name, spec.op_type, spec.task_type, spec.phases
+        ins, outs, out_fmts, flops = spec.ins, spec.outs, spec.out_fmts, spec.flops
         tid = len(self.tasks)
         sid = self.pick_stream(ins)
         deps = sorted({self.producer[self.root(i)] for i in ins
@@ -260,11 +359,12 @@ class _Lowering:
         traffic = phase_traffic(phases)
         task = Task(tid, sid, name, op_type, task_type, tuple(phases), tuple(deps),
                     tuple(self.value(i) for i in ins), tuple(self.value(o) for o in outs),
-                    tuple(in_fmts), tuple(out_fmts), int(flops), traffic,
+                    tuple(spec.in_fmts), tuple(out_fmts), int(flops), traffic,
                     roofline(self.chip, phases, flops if task_type != TASK_AI_CPU else 0,
                              traffic, cube=any(p for p in phases if p.engine == ENGINE_AICORE
-                                               and _has_pipe(p, "M")), cube_dtype=cube_dtype),
-                    tuple(notes), fused)
+                                               and _has_pipe(p, "M")),
+                             cube_dtype=spec.cube_dtype),
+                    tuple(spec.notes), spec.fused)
         self.tasks.append(task)
         self.stream_last[sid] = tid
         self.stream_count[sid] += 1
@@ -298,9 +398,10 @@ class _Lowering:
                        self.through(new, fmt),
                        (VecPart("unary", v.dtype, max(src_b, dst_b) / n, "vec_transdata"),))
         groups, notes = vector_work(self.chip, spec, f"TransData {name}", self._vcores())
-        self.add_task(f"trans_data_{name}_{have}_to_{fmt}", "TransData", self._vtype(),
-                      [self._vphase(groups)], [name], [new], [have], [fmt], 0,
-                      notes + [f"format conversion {have} -> {fmt}: {src_b} B -> {dst_b} B"])
+        self.add_task(TaskSpec(
+            f"trans_data_{name}_{have}_to_{fmt}", "TransData", self._vtype(),
+            [self._vphase(groups)], [name], [new], [have], [fmt], 0,
+            notes + [f"format conversion {have} -> {fmt}: {src_b} B -> {dst_b} B"]))
         self.converted[key] = new
         return new
 
@@ -324,7 +425,7 @@ class _Lowering:
                               else o for o in self.g.outputs]
 
     def node(self, node) -> None:
-        if node.subgraph is not None and node.op_type == "FusedOp":
+        if node.subgraph is not None and node.op_type == FUSED_OP:
             self.fused(node)
             return
         opdef = get_op(node.op_type, node.name)
@@ -362,11 +463,12 @@ class _Lowering:
                                                            * chip.ai_cpu_clock_hz)
         cycles = chip.cycles(secs)
         phase = Phase(ENGINE_AICPU, aicpu_cycles=cycles, aicpu_cores=1)
-        task = self.add_task(node.name, node.op_type, TASK_AI_CPU, [phase], ins, outs,
-                             [ND] * len(ins), [ND] * len(outs), flops,
-                             [f"AI CPU: {chip.ai_cpu_task_launch_us} us launch + {elems} "
-                              f"elements at {chip.ai_cpu_elements_per_cycle} element/cycle x "
-                              f"{chip.ai_cpu_clock_hz / 1e9:g} GHz on one AI CPU"])
+        task = self.add_task(TaskSpec(
+            node.name, node.op_type, TASK_AI_CPU, [phase], ins, outs, [ND] * len(ins),
+            [ND] * len(outs), flops,
+            [f"AI CPU: {chip.ai_cpu_task_launch_us} us launch + {elems} elements at "
+             f"{chip.ai_cpu_elements_per_cycle} element/cycle x "
+             f"{chip.ai_cpu_clock_hz / 1e9:g} GHz on one AI CPU"]))
         rd = sum(v.nbytes for v in in_vals)
         wr = sum(v.nbytes for v in out_vals)
         task.traffic.update({("DDR", "read"): rd, ("DDR", "write"): wr})
@@ -389,7 +491,8 @@ class _Lowering:
         ins = []
         for i in ext_in:
             v = self.value(i)
-            small = v.numel * 8 <= max(self.value(o).numel for o in outs) or v.rank < 2
+            small = is_small_operand(v.numel, max(self.value(o).numel for o in outs)) or \
+                v.rank < 2
             if fmt == ND or small or self.is_const(i):
                 ins.append(self.ensure(i, ND) if not self.is_const(i) and not small else i)
             else:
@@ -408,10 +511,10 @@ class _Lowering:
         through = max((self.through(o, fmt) for o in outs), default=1.0)
         spec = VecSpec(n, inputs, sum(out_b) / n, through, tuple(vparts), temp)
         groups, vnotes = vector_work(self.chip, spec, node.name, self._vcores())
-        self.add_task(name or node.name, op_type or node.op_type, self._vtype(),
-                      [self._vphase(groups)], ins, outs,
-                      [self.format_of(i) for i in ins], [fmt] * len(outs), flops,
-                      (notes or []) + vnotes, fused)
+        self.add_task(TaskSpec(name or node.name, op_type or node.op_type, self._vtype(),
+                               [self._vphase(groups)], ins, outs,
+                               [self.format_of(i) for i in ins], [fmt] * len(outs), flops,
+                               (notes or []) + vnotes, fused))
 
     def vec_parts(self, nodes: list, n: int, ext_outs: list[str],
                   scale: float = 1.0) -> tuple[list[VecPart], float, int]:
@@ -451,7 +554,7 @@ class _Lowering:
              name: str | None = None, op_type: str | None = None) -> None:
         chip = self.chip
         opdef = get_op(head.op_type, head.name)
-        conv = _is_conv(opdef)
+        conv = opdef.conv
         x_name, w_name = head.inputs[0], head.inputs[1]
         extra = [i for i in head.inputs[2:] if i]
         need = NC1HWC0 if conv else NZ
@@ -460,60 +563,20 @@ class _Lowering:
             w_name = self.ensure(w_name, NC1HWC0 if conv else NZ)
         xv, wv = self.sub_value(head, x_name), self.sub_value(head, w_name)
         out_v = self.sub_value(head, head.outputs[0])
-        if xv.dtype in ("int8", "uint8"):
-            cdt = "int8"
-        elif xv.dtype == "bfloat16" and chip.cube_mkn.bfloat16 is not None:
-            cdt = "bfloat16"
-        elif xv.dtype == "float32" and chip.cube_mkn.float32 is not None:
-            cdt = "float32"  # the chip's own fp32 cube mode and rate
-        else:
-            cdt = "float16"
+        cdt = cube_dtype(chip, xv.dtype)
         m0, k0, n0 = chip.cube_shape(cdt)
         in_b = itemsize(xv.dtype)
         notes: list[str] = []
         if xv.dtype in ("float32", "float64") and cdt == "float16":
             notes.append(f"{xv.dtype} operands run in the cube's float16 mode (CANN "
                          f"allow_fp32_to_fp16 precision mode); GM bytes stay {xv.dtype}")
-        conv_rows = None
-        bias = False
         if conv:
-            group = int(head.attrs.get("group", 1) or 1)
-            n_, cin = int(out_v.shape[0]), int(xv.shape[1])
-            cout = int(out_v.shape[1])
-            ks = [int(d) for d in wv.shape[2:]]
-            kh, kw = ks[0], int(np.prod(ks[1:])) if len(ks) > 1 else 1
-            spatial_out = [int(d) for d in out_v.shape[2:]]
-            m = n_ * int(np.prod(spatial_out))
-            transposed = _is_transposed(opdef)
-            k = ceil_to(cin // group, k0) * kh * kw
-            strides = head.attrs.get("strides") or [1] * len(ks)
-            if transposed:
-                k = ceil_to(max(k // int(np.prod(strides)), k0), k0)
-            else:
-                pads = head.attrs.get("pads") or [0] * (2 * len(ks))
-                win = int(xv.shape[-1]) + (int(pads[len(ks) - 1]) + int(pads[-1])
-                                           if len(pads) >= 2 else 0)
-                wo = spatial_out[-1] if len(spatial_out) > 1 else 1
-                if len(ks) == 1:
-                    kh, kw, win = 1, ks[0], win
-                conv_rows = (wo, win, int(strides[0]), kh, kw)
-            batch, n = group, cout // group
-            bias = bool(extra)
-            notes.append(f"implicit GEMM: M = N*Ho*Wo = {m}, K = ceil{k0}(Cin/group = "
-                         f"{cin // group})*kh*kw = {k}, N = Cout/group = {n}, group {group}")
+            geo = conv_geometry(head.attrs, opdef.transposed, xv, wv, out_v, k0, bool(extra))
         else:
-            ta = int(head.attrs.get("transA", 0) or 0)
-            os_ = [int(d) for d in out_v.shape]
-            m = os_[-2] if len(os_) >= 2 and xv.rank >= 2 else 1
-            n = os_[-1] if wv.rank >= 2 else 1
-            xs = [int(d) for d in xv.shape]
-            k = (xs[-2] if ta else xs[-1]) if xv.rank >= 2 else xs[0]
-            batch = int(np.prod(os_[:-2])) if len(os_) > 2 else 1
-            k = ceil_to(k, k0)
-            if extra:
-                ev = self.value(extra[0])
-                bias = ev.rank <= 1
-            notes.append(f"GEMM: batch {batch}, M {m}, K {k}, N {n}")
+            geo = gemm_geometry(head.attrs, xv, wv, out_v, k0,
+                                self.value(extra[0]) if extra else None)
+        batch, m, k, n, conv_rows, bias = geo.batch, geo.m, geo.k, geo.n, geo.conv_rows, geo.bias
+        notes.append(geo.note)
         # the fused tail: element-wise ops per output element, extra inputs from GM
         out_names = list(node.outputs)
         out_fmt = NC1HWC0 if conv else NZ
@@ -522,35 +585,24 @@ class _Lowering:
         tail_in = [i for i in node.inputs if i and i not in head.inputs]
         if not bias:
             tail_in += extra
-        tail_in = [self.ensure(i, out_fmt) if (not self.is_const(i) and
-                   self.value(i).numel * 8 > n_out) else i for i in tail_in]
+        tail_in = [self.ensure(i, out_fmt) if (not self.is_const(i) and not
+                   is_small_operand(self.value(i).numel, n_out)) else i for i in tail_in]
         # output bytes per output element of the head's output
         head_out = self.sub_value(head, head.outputs[0])
         per_out = padded_numel(head_out, out_fmt)
         out_bytes = sum(padded_bytes(v, out_fmt) for v in out_vals) / per_out
-        acc = 4
-        # first tiling, to know the tile grid for the L2 sharing model
-        tiles_probe_conv = GemmSpec(batch, m, k, n, cdt, in_b, max(1, round(out_bytes)), acc,
-                                    conv_rows=conv_rows)
-        t0 = gemm_tiling(chip, tiles_probe_conv, node.name)
-        tm, tn = cdiv(ceil_to(m, m0), t0.m_t), cdiv(ceil_to(n, n0), t0.n_t)
-        gn = min(tn, max(1, math.isqrt(t0.block)))
-        gm = max(1, min(tm * batch, cdiv(t0.block, gn)))
-        a_unique = padded_bytes(xv, self.format_of(x_name) if self.format_of(x_name) !=
-                                "const" else ND)
-        w_unique = wv.numel * itemsize(wv.dtype)
-        fits = self.l2.fits(a_unique + w_unique)
-        a_reads = max(t0.tiles * _a_tile_bytes(tiles_probe_conv, t0.m_t), a_unique)
-        b_reads = tm * w_unique
-        miss_a = self.miss(x_name, a_reads, fits, gn)
-        miss_b = self.miss(w_name, b_reads, fits, gm)
+        acc = ACC_BYTES
+        probe = GemmSpec(batch, m, k, n, cdt, in_b, max(1, round(out_bytes)), acc,
+                         conv_rows=conv_rows)
+        miss_a, miss_b, fits, gm, gn, block = self._operand_misses(probe, node.name, x_name,
+                                                                   w_name, xv, wv)
         through = max(self.through(o, out_fmt) for o in out_names)
         epi_parts: list[VecPart] = []
         epi_inputs: tuple = ()
         if tail:
             epi_parts, _, _ = self.vec_parts(tail, per_out, out_names)
-            epi_inputs = tuple((padded_bytes(self.value(i), out_fmt if
-                                             self.value(i).numel * 8 > n_out else ND) / per_out,
+            epi_inputs = tuple((padded_bytes(self.value(i), ND if is_small_operand(
+                                             self.value(i).numel, n_out) else out_fmt) / per_out,
                                 self.miss(i, padded_bytes(self.value(i), ND)))
                                for i in tail_in)
         phases: list[Phase] = []
@@ -559,8 +611,8 @@ class _Lowering:
                         else itemsize(head_out.dtype), acc, miss_a, miss_b,
                         0.0 if split_tail else through, bias, conv_rows,
                         () if split_tail else tuple(epi_parts),
-                        () if split_tail else epi_inputs, shared_a=gn > 1 and t0.block > 1,
-                        shared_b=gm > 1 and t0.block > 1)
+                        () if split_tail else epi_inputs, shared_a=gn > 1 and block > 1,
+                        shared_b=gm > 1 and block > 1)
         groups, cnotes, t = gemm_work(chip, spec, node.name)
         notes += cnotes
         notes.append(f"L2: A miss {miss_a:.2f}, B miss {miss_b:.2f} (operands "
@@ -584,11 +636,31 @@ class _Lowering:
             [head_out], head.attrs))
         if tail:
             flops += self.vec_parts(tail, per_out, out_names)[2]
-        task = self.add_task(name or node.name, op_type or node.op_type, task_type, phases,
-                             ins, out_names, [self.format_of(i) for i in ins],
-                             [out_fmt] * len(out_names), flops, notes, fused, cube_dtype=cdt)
+        task = self.add_task(TaskSpec(name or node.name, op_type or node.op_type, task_type,
+                                      phases, ins, out_names, [self.format_of(i) for i in ins],
+                                      [out_fmt] * len(out_names), flops, notes, fused,
+                                      cube_dtype=cdt))
         if split_tail:   # the cube result waits in a GM workspace for the AIV phase
             task.workspace_bytes = padded_bytes(head_out, out_fmt)
+
+    def _operand_misses(self, probe: GemmSpec, op: str, x_name: str, w_name: str, xv: Value,
+                        wv: Value) -> tuple[float, float, bool, int, int, int]:
+        """L2 miss fractions of a cube op's A and B reads: a first tiling gives the tile grid
+        and the wave of cores (gm x gn) that share each strip; returns (miss A, miss B,
+        whether the operands fit the L2 residency limit, gm, gn, block dim)."""
+        m0, _, n0 = self.chip.cube_shape(probe.in_dtype)
+        t0 = gemm_tiling(self.chip, probe, op)
+        tm, tn = cdiv(ceil_to(probe.m, m0), t0.m_t), cdiv(ceil_to(probe.n, n0), t0.n_t)
+        gn = min(tn, max(1, math.isqrt(t0.block)))
+        gm = max(1, min(tm * probe.batch, cdiv(t0.block, gn)))
+        a_unique = padded_bytes(xv, self.format_of(x_name) if self.format_of(x_name) !=
+                                "const" else ND)
+        w_unique = wv.numel * itemsize(wv.dtype)
+        fits = self.l2.fits(a_unique + w_unique)
+        a_reads = max(t0.tiles * _a_tile_bytes(probe, t0.m_t), a_unique)
+        miss_a = self.miss(x_name, a_reads, fits, gn)
+        miss_b = self.miss(w_name, tm * w_unique, fits, gm)
+        return miss_a, miss_b, fits, gm, gn, t0.block
 
     # -- fused -----------------------------------------------------------------------------
     def l2_fused(self, node) -> None:

@@ -9,11 +9,11 @@ log.py (PassLog), verify.py (the verifier run after every pass), dot.py (.dot du
 from .base import Decision, Pass, PassContext, PassResult, RewritePass
 from .gears import GearSet, build_gears
 from .log import PassLog
-from .manager import OptimizeResult, PassManager, Stage, default_stages, optimize, register_pass
+from .manager import OptimizeResult, PassManager, Stage, default_stages, optimize
 from .switch import FusionSwitch, load_fusion_switch
 from .verify import verify_graph
 
 __all__ = ["optimize", "PassManager", "PassLog", "Pass", "load_fusion_switch", "Decision",
            "PassContext", "PassResult", "RewritePass", "OptimizeResult", "Stage",
-           "default_stages", "register_pass", "FusionSwitch", "verify_graph", "GearSet",
+           "default_stages", "FusionSwitch", "verify_graph", "GearSet",
            "build_gears"]

@@ -15,10 +15,9 @@ import numpy as np
 from ..ir.graph import Graph, Node
 from ..ir.tensor import LazyTensor, is_static, materialize
 from .base import GRAPH_FUSION, Decision, Match, PassContext, RewritePass, require
-from .rewrite import GraphView, add_const, replace_nodes
+from .rewrite import GraphView, add_const, forward_conv_ops, replace_nodes
 
 #: the conv op and the bias-add ops this pass matches (pattern data)
-CONV_OPS = ("Conv",)
 BIAS_OPS = ("BiasAdd", "Add")
 #: BiasAdd data formats whose channel axis is 1 (the conv's NCHW output)
 CHANNEL_FIRST = ("NCHW", "NCDHW")
@@ -45,7 +44,7 @@ class AABiasaddConvFusion(RewritePass):
         if node.op_type not in BIAS_OPS:
             return None
         for x in dict.fromkeys(node.inputs[:2]):
-            conv = view.producer(x, CONV_OPS)
+            conv = view.producer(x, forward_conv_ops())
             if conv is not None:
                 bias = node.inputs[1] if node.inputs[0] == x else node.inputs[0]
                 if node.op_type == "Add" and not view.is_const(bias):

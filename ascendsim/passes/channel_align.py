@@ -21,10 +21,9 @@ from ..ir.graph import Graph, Node
 from ..ir.registry import Category, get_op
 from ..ir.tensor import ConstData, LazyTensor, materialize
 from .base import GRAPH_FUSION, Decision, Match, PassContext, RewritePass, require
-from .rewrite import GraphView, add_const, drop_dead_constants
+from .rewrite import GraphView, add_const, drop_dead_constants, forward_conv_ops
 from .shapes import reinfer
 
-CONV_OPS = ("Conv",)
 C0 = 16
 #: speed-up of channel-aligned layouts (seed 003: "multiples of 16 run ~20% faster")
 ALIGN_GAIN = 0.20
@@ -51,7 +50,7 @@ class ChannelAlignFusionPass(RewritePass):
     default_on = False
 
     def match(self, graph: Graph, node: Node, view: GraphView) -> Match | None:
-        if node.op_type not in CONV_OPS:
+        if node.op_type not in forward_conv_ops():
             return None
         c = view.value(node.outputs[0]).shape[1]
         if not isinstance(c, int) or c % C0 == 0:
@@ -62,7 +61,7 @@ class ChannelAlignFusionPass(RewritePass):
             user = view.only_user(v)
             if user is None:
                 return None
-            if user.op_type in CONV_OPS:
+            if user.op_type in forward_conv_ops():
                 break
             if get_op(user.op_type).category != Category.ELEMWISE or len(user.inputs) != 1:
                 return None

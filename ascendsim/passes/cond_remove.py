@@ -14,13 +14,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.graph import Graph, Node
+from ..ir.registry import get_op
 from ..ir.tensor import Value
 from .base import GE, Pass, PassContext, PassResult
 from .rewrite import GraphView
 from .shapes import reinfer
-
-#: op type -> (condition input index, attribute when true, attribute when false)
-CONDITIONAL_OPS = {"If": (0, "then_branch", "else_branch")}
 
 
 def inline_graph(graph: Graph, body: Graph, inputs: list[str], outputs: list[str],
@@ -71,10 +69,10 @@ class CondRemovePass(Pass):
     def run(self, graph: Graph, ctx: PassContext) -> PassResult:
         res = self.new_result()
         for node in list(graph.nodes):
-            spec = CONDITIONAL_OPS.get(node.op_type)
-            if spec is None:
+            flow = get_op(node.op_type, node.name).control
+            if flow is None or flow.condition is None:
                 continue
-            idx, when_true, when_false = spec
+            idx, (when_true, when_false) = flow.condition, flow.bodies
             cond = GraphView(graph).const(node.inputs[idx])
             if cond is None:
                 continue

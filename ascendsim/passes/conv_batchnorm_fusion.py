@@ -16,9 +16,8 @@ import numpy as np
 from ..ir.graph import Graph, Node
 from ..ir.tensor import LazyTensor, is_static, materialize
 from .base import GRAPH_FUSION, Decision, Match, PassContext, RewritePass, require
-from .rewrite import GraphView, add_const, replace_nodes
+from .rewrite import GraphView, add_const, forward_conv_ops, replace_nodes
 
-CONV_OPS = ("Conv",)
 BN_OPS = ("BatchNormalization",)
 FLOAT_DTYPES = ("float16", "float32", "float64")
 
@@ -31,7 +30,7 @@ class ConvBatchnormFusionPass(RewritePass):
     def match(self, graph: Graph, node: Node, view: GraphView) -> Match | None:
         if node.op_type not in BN_OPS:
             return None
-        conv = view.producer(node.inputs[0], CONV_OPS)
+        conv = view.producer(node.inputs[0], forward_conv_ops())
         return None if conv is None else Match(node, [conv, node], {"conv": conv})
 
     def check(self, graph: Graph, m: Match, view: GraphView, ctx: PassContext) -> Decision:

@@ -7,16 +7,16 @@ Two stages, as the MindSpore tutorial (seed 000) describes them, each a pass:
    unit: category ELEMWISE, BROADCAST, INJECTIVE (reshape-like) or REDUCE whose unit is the
    vector unit or none (a view). Cube ops and AI CPU ops are not basic. A group is kept only
    when it saves a launch, i.e. holds at least two ops that run on the vector unit.
-2. `CompositeOpsFusion` (stage "graph_kernel_composite") merges each composite with
-   neighbouring ops its kernel can compute and with neighbouring composites. What a composite
-   kernel can compute is a basic op, or an element-wise op whose arithmetic the registry gives
-   as a numba scalar function (`OpDef.scalar`): that is exactly what `kernels/composite.py`
-   compiles into the fused loop. So an AI CPU element-wise op is left alone by basic fusion
-   (it is not an AI Core op), but a composite next to it takes it in: its work then runs
-   inside the composite on the vector unit, costed by its vector class, and its AI CPU launch
-   disappears. This is the seed's `pow(mul(x, 2) + 1, 3)`: Mul+Add -> one composite, then
-   composite + Pow -> one composite. Two lone absorbable ops are not merged here (that is
-   basic fusion's job); every merge involves a composite.
+2. `CompositeOpsFusion` (stage "graph_kernel_composite") merges each composite with neighbouring ops
+   its kernel can compute and with neighbouring composites. What a composite kernel can compute is a
+   basic op, or an element-wise op whose arithmetic the registry gives as a numba scalar function
+   (`OpDef.scalar`): that is exactly what the executor (`execute/composite.py`) compiles into the
+   fused loop. So an AI CPU element-wise op is left alone by basic fusion (it is not an AI Core op),
+   but a composite next to it takes it in: its work then runs inside the composite on the vector
+   unit, costed by its vector class, and its AI CPU launch disappears. This is the seed's
+   `pow(mul(x, 2) + 1, 3)`: Mul+Add -> one composite, then composite + Pow -> one composite. Two
+   lone absorbable ops are not merged here (that is basic fusion's job); every merge involves a
+   composite.
 
 Both stages merge along producer -> consumer edges with union-find (`partition.
 connected_groups`): no merge may create a cycle, and a group's op count may not exceed
@@ -133,14 +133,5 @@ class CompositeOpsFusion(_GraphKernelPass):
     def may_merge(self, a: list[Node], b: list[Node]) -> bool:
         return any(is_composite(n) for n in (*a, *b))
 
-
-def _register() -> None:
-    from .manager import register_pass
-
-    register_pass(BasicOpsFusion, "graph_kernel_basic")
-    register_pass(CompositeOpsFusion, "graph_kernel_composite")
-
-
-_register()
 
 __all__ = ["BasicOpsFusion", "CompositeOpsFusion", "DEFAULT_MAX_OPS", "max_ops_of"]

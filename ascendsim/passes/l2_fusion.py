@@ -175,7 +175,7 @@ class L2BatchSplitFusionPass(Pass):
     def run(self, graph: Graph, ctx: PassContext) -> PassResult:
         res = self.new_result()
         chip = ctx.chip
-        budget = chip.l2_bytes // 2
+        budget = chip.l2_resident_bytes
         memo: dict = {}
         fg = FusionGraph(graph)
         for chain in self.chains(fg):
@@ -235,13 +235,5 @@ class L2BatchSplitFusionPass(Pass):
             res.bytes_saved += 2 * sum(big.values())
         return res
 
-
-def _register() -> None:
-    from .manager import register_pass
-
-    register_pass(L2BatchSplitFusionPass, "l2_fusion")
-
-
-_register()
 
 __all__ = ["L2BatchSplitFusionPass", "batch_separable"]

@@ -11,9 +11,10 @@ accepts every iteration's values. (GE does the same with its re-pass of a node a
 from __future__ import annotations
 
 from ..ir.graph import Graph, Node
+from ..ir.registry import get_op
 from ..ir.tensor import Value
 from .base import GE, Pass, PassContext, PassResult
-from .shapes import LOOP_OPS, infer_node, reinfer
+from .shapes import infer_node, is_loop, reinfer
 
 
 class LoopShapeInferencePass(Pass):
@@ -28,7 +29,7 @@ class LoopShapeInferencePass(Pass):
         res = self.new_result()
         changed = False
         for idx, node in enumerate(list(graph.nodes)):
-            if node.op_type not in LOOP_OPS:
+            if not is_loop(node):
                 continue
             if node.name not in self._seen:     # re-runs in the GE fixpoint count once
                 self._seen.add(node.name)
@@ -49,9 +50,10 @@ class LoopShapeInferencePass(Pass):
     def _widen_body(graph: Graph, node: Node, specs: list) -> Node:
         """The loop node with a body whose carried inputs take the fixpoint shapes, so the
         body accepts every iteration's values."""
-        first, cap_attr, body_attr = LOOP_OPS[node.op_type]
+        flow = get_op(node.op_type, node.name).control
+        first, (body_attr,) = flow.first_carried, flow.bodies
         body: Graph = node.attrs[body_attr].copy()
-        n = len(node.inputs) - first - int(node.attrs.get(cap_attr, 0))
+        n = len(node.inputs) - first - int(node.attrs.get(flow.captured_attr, 0))
         for name, (shape, _) in zip(body.inputs[first:first + n], specs[:n]):
             old = body.values[name]
             body.values[name] = Value(name, shape, old.dtype, old.layout)

@@ -6,13 +6,12 @@ pruning; repeated until nothing changes), then FE graph fusion, then UB fusion, 
 fusion (MindSpore basic then composite, only with `graph_kernel=True`) and L2 fusion. Each
 stage is logged and, with `dump_dir`, dumped to `.dot`; the verifier runs after every pass.
 
-Later stages are filled by `register_pass(cls, stage)` (UB / graph-kernel / L2 fusion passes
-live in their own files and register themselves); a stage without passes says so in the log.
+The whole pipeline is written out here, in `default_stages()`: every pass of every stage, in
+order (no pass registers itself on import). A stage without passes says so in the log.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from os import PathLike
@@ -71,51 +70,28 @@ def _graph_fusion_passes() -> tuple[type[Pass], ...]:
             ChannelAlignFusionPass, SplitConcatElemwiseFusionPass)
 
 
-#: passes added by other modules (UB, graph-kernel, L2 fusion): stage name -> classes
-_REGISTERED: dict[str, list[type[Pass]]] = {}
 STAGE_NAMES = ("ge", "graph_kernel_basic", "graph_kernel_composite", "graph_fusion",
                "ub_fusion", "l2_fusion")
 
 
-def register_pass(cls: type[Pass], stage: str) -> type[Pass]:
-    """Append a pass to a stage of the default pipeline (usable as a class decorator)."""
-    if stage not in STAGE_NAMES:
-        raise ValueError(f"unknown stage '{stage}'; stages: {', '.join(STAGE_NAMES)}")
-    if cls not in _REGISTERED.setdefault(stage, []):
-        _REGISTERED[stage].append(cls)
-    return cls
-
-
-#: modules that register later-stage passes on import (absent ones are skipped)
-STAGE_MODULES = ("ub_fusion", "graph_kernel", "l2_fusion")
-
-
-def _load_stage_modules() -> None:
-    for mod in STAGE_MODULES:
-        try:
-            importlib.import_module(f"{__package__}.{mod}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"{__package__}.{mod}":
-                raise
-
-
 def default_stages() -> list[Stage]:
     """The pipeline, in order (GE passes first, then the fusion stages)."""
-    _load_stage_modules()
-    extra = {s: tuple(_REGISTERED.get(s, ())) for s in STAGE_NAMES}
+    from .graph_kernel import BasicOpsFusion, CompositeOpsFusion
+    from .l2_fusion import L2BatchSplitFusionPass
+    from .ub_fusion import UB_PASSES
+
     return [
-        Stage("ge", "after GE optimisations", _ge_passes() + extra["ge"], fixpoint=True),
+        Stage("ge", "after GE optimisations", _ge_passes(), fixpoint=True),
         # With graph_kernel=True, MindSpore's graph-kernel fusion runs in the front end, before
         # the ops it leaves reach CANN's FE graph fusion and UB fusion; so a composite keeps
         # the ops it absorbed (e.g. Pow, per seed 000) instead of seeing them rewritten first.
-        Stage("graph_kernel_basic", "after graph-kernel basic fusion",
-              extra["graph_kernel_basic"], option="graph_kernel"),
+        Stage("graph_kernel_basic", "after graph-kernel basic fusion", (BasicOpsFusion,),
+              option="graph_kernel"),
         Stage("graph_kernel_composite", "after graph-kernel composite fusion",
-              extra["graph_kernel_composite"], option="graph_kernel"),
-        Stage("graph_fusion", "after graph fusion", _graph_fusion_passes()
-              + extra["graph_fusion"]),
-        Stage("ub_fusion", "after UB fusion", extra["ub_fusion"]),
-        Stage("l2_fusion", "after L2 fusion", extra["l2_fusion"], option="l2_fusion"),
+              (CompositeOpsFusion,), option="graph_kernel"),
+        Stage("graph_fusion", "after graph fusion", _graph_fusion_passes()),
+        Stage("ub_fusion", "after UB fusion", UB_PASSES),
+        Stage("l2_fusion", "after L2 fusion", (L2BatchSplitFusionPass,), option="l2_fusion"),
     ]
 
 
@@ -281,5 +257,5 @@ def optimize(graph: Graph, chip: Chip, cost_model: CostModel | None = None,
     return mgr.run(graph)
 
 
-__all__ = ["optimize", "OptimizeResult", "PassManager", "Stage", "register_pass",
+__all__ = ["optimize", "OptimizeResult", "PassManager", "Stage",
            "default_stages", "STAGE_NAMES", "GE"]

@@ -59,11 +59,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from ..ir.graph import Graph, Node
-from ..ir.registry import Category, OpDef, Unit, get_op
+from ..ir.registry import FUSED_OP, Category, OpDef, Unit, get_op
 from ..ir.tensor import is_static, itemsize, numel
 from .base import YES, Decision, no
-
-FUSED = "FusedOp"  # the registry's fused-node op type (Graph.add_fused)
 
 
 # ----------------------------------------------------------------------------- op properties
@@ -140,13 +138,13 @@ def is_absorbable(graph: Graph, node: Node) -> bool:
 
 
 def is_composite(node: Node, fusion: str = "GraphKernel") -> bool:
-    return node.op_type == FUSED and node.subgraph is not None and \
+    return node.op_type == FUSED_OP and node.subgraph is not None and \
         node.attrs.get("fusion") == fusion
 
 
 def op_count(node: Node) -> int:
     """Original ops a node stands for (a fused node counts its subgraph)."""
-    if node.subgraph is not None and node.op_type == FUSED:
+    if node.subgraph is not None and node.op_type == FUSED_OP:
         return sum(op_count(n) for n in node.subgraph.nodes)
     return 1
 

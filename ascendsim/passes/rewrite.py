@@ -7,14 +7,21 @@ values it replaces, so graph outputs and downstream readers never need re-wiring
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
 from ..ir.graph import Graph, Node
-from ..ir.registry import get_op
+from ..ir.registry import get_op, ops_where
 from ..ir.tensor import LazyTensor, Value, is_static
+
+
+@functools.cache
+def forward_conv_ops() -> frozenset[str]:
+    """Op types of forward convolutions: the registry's `conv` flag, not `transposed`."""
+    return ops_where(lambda d: d.conv and not d.transposed)
 
 
 class GraphView:

@@ -15,9 +15,13 @@ from ..ir.graph import Graph, Node
 from ..ir.registry import get_op
 from ..ir.tensor import Value, dtype_name
 
-#: op type -> (first carried input, attribute with the captured count, body attribute)
-LOOP_OPS = {"Loop": (2, "num_captured", "body")}
 MAX_LOOP_ROUNDS = 8
+
+
+def is_loop(node: Node) -> bool:
+    """A loop node, whose carried shapes are inferred by iterating its body to a fixpoint."""
+    flow = get_op(node.op_type, node.name).control
+    return flow is not None and flow.is_loop
 
 
 def _registry_infer(graph: Graph, node: Node) -> list[tuple[tuple, str]]:
@@ -51,10 +55,11 @@ def _widen(name: str, shapes: list[tuple], outs: list[tuple]) -> list[tuple]:
 
 def loop_fixpoint(graph: Graph, node: Node) -> list[tuple[tuple, str]]:
     """Carried and scan output shapes of a loop node, iterating its body to a fixpoint."""
-    first, cap_attr, body_attr = LOOP_OPS[node.op_type]
+    flow = get_op(node.op_type, node.name).control
+    first, (body_attr,) = flow.first_carried, flow.bodies
     specs = _registry_infer(graph, node)
     body: Graph = node.attrs[body_attr]
-    n_cap = int(node.attrs.get(cap_attr, 0))
+    n_cap = int(node.attrs.get(flow.captured_attr, 0))
     carried_in = list(node.inputs[first:len(node.inputs) - n_cap])
     captured = list(node.inputs[len(node.inputs) - n_cap:]) if n_cap else []
     n = len(carried_in)
@@ -89,12 +94,12 @@ def accepts(graph: Graph, node: Node, recorded: list[tuple[tuple, str]],
     registry's single look at the body."""
     if recorded == (inferred if inferred is not None else infer_node(graph, node)):
         return True
-    return node.op_type in LOOP_OPS and recorded == _registry_infer(graph, node)
+    return is_loop(node) and recorded == _registry_infer(graph, node)
 
 
 def infer_node(graph: Graph, node: Node) -> list[tuple[tuple, str]]:
     """The (shape, dtype) of each output of `node` as the passes infer it."""
-    if node.op_type in LOOP_OPS:
+    if is_loop(node):
         return loop_fixpoint(graph, node)
     return _registry_infer(graph, node)
 

@@ -392,15 +392,6 @@ UB_PASSES: tuple[type[Pass], ...] = (
     TbeEltwiseFusionPass, AutomaticUbFusion)
 
 
-def _register() -> None:
-    from .manager import register_pass
-
-    for cls in UB_PASSES:
-        register_pass(cls, "ub_fusion")
-
-
-_register()
-
 __all__ = ["UB_PASSES", "UbFusionPass", "TbeConvElemwiseFusionPass", "TbeEltwiseFusionPass",
            "TbeReduceElemwiseFusionPass", "TbeSegmentElemwiseFusionPass", "AutomaticUbFusion",
            "fuse_nodes", "display_type", "rules_of", "YES"]

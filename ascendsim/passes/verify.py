@@ -19,7 +19,7 @@ from ..errors import AscendSimError, GraphError
 from ..ir.graph import Graph, Node
 from ..ir.registry import get_op
 from ..ir.tensor import dtype_name
-from .shapes import LOOP_OPS, accepts, infer_node
+from .shapes import accepts, infer_node, is_loop
 
 #: id(node) -> the objects its last successful inference check depended on
 _Memo = dict[int, tuple]
@@ -58,7 +58,7 @@ def _signature(graph: Graph, node: Node) -> tuple:
 
 def _unchanged(memo: _Memo | None, graph: Graph, node: Node) -> bool:
     """Whether `node` passed the inference check before with the same inputs and outputs."""
-    if memo is None or node.op_type in LOOP_OPS:
+    if memo is None or is_loop(node):
         return False
     old = memo.get(id(node))
     if old is None:
@@ -118,7 +118,7 @@ def _verify(graph: Graph, where: str, memo: _Memo | None, pass_name: str | None 
             recorded = [(tuple(graph.values[o].shape), graph.values[o].dtype)
                         for o in node.outputs if o]
             if accepts(graph, node, recorded, specs):
-                if memo is not None and node.op_type not in LOOP_OPS:
+                if memo is not None and not is_loop(node):
                     memo[id(node)] = _signature(graph, node)
                 continue
         except AscendSimError as exc:

@@ -15,6 +15,7 @@ lane list is `[t.get_text() for t in fig.axes[0].get_yticklabels()]`.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,19 +44,51 @@ class Lane:
     cores: int = 1            # > 1: an occupancy lane over that many cores
 
 
-def op_colors(*traces: Trace) -> dict[str, Any]:
-    """A stable colour per op, in task order over the traces (tab10, then tab20b/tab20c)."""
-    palette = [*matplotlib.colormaps["tab10"].colors, *matplotlib.colormaps["tab20b"].colors,
-               *matplotlib.colormaps["tab20c"].colors]
-    names: list[str] = []
-    seen: set[str] = set()
-    for trace in traces:
-        ops = [t.op_name for t in sorted(trace.tasks, key=lambda t: (t.start, t.task_id))]
-        for name in [*ops, *(iv.op for iv in trace.intervals)]:
-            if name not in seen:
-                seen.add(name)
-                names.append(name)
-    return {n: palette[i % len(palette)] for i, n in enumerate(names)}
+#: what the lanes mean, printed under every timeline
+LANE_KEY = ("lanes: S scalar, V vector, M cube (matrix), MTE1 L1->L0A/L0B, MTE2 GM->L1/UB, "
+            "MTE3 UB->GM, FIX L0C->GM/L1; an aggregated lane's height is the fraction of cores "
+            "busy on that pipe; dark base = waiting on shared L2/HBM bandwidth; grey = ops not "
+            "in the legend")
+#: distinct colours (tab10 then the paired tab20 shades); ops beyond them are drawn grey
+_PALETTE = (*matplotlib.colormaps["tab10"].colors,
+            *matplotlib.colormaps["tab20"].colors[1::2])
+OTHER = "lightgrey"
+
+
+@dataclass
+class OpColors:
+    """Colours of a figure's intervals: keyed by op type (default: the legend fits and an op
+    type has one colour in every panel) or by op instance (zoomed views). The keys that take
+    longest get the distinct colours, in that order; the rest are grey and left out of the
+    legend."""
+
+    by: str                                    # "type" or "op"
+    keys: dict[int, str]                       # (trace index, task id) key via key_of()
+    colors: dict[str, Any]
+    totals: dict[str, int]
+
+    def key_of(self, iv_or_task: Any, trace_index: int = 0) -> str:
+        tid = iv_or_task.task_id
+        return self.keys.get((trace_index, tid), getattr(iv_or_task, "op", ""))
+
+    def color(self, key: str) -> Any:
+        return self.colors.get(key, OTHER)
+
+
+def op_colors(*traces: Trace, by: str = "type") -> OpColors:
+    """Colours for one or several traces drawn together (see `OpColors`)."""
+    if by not in ("type", "op"):
+        raise AscendSimError(f"colour by {by!r}: use 'type' or 'op'")
+    keys: dict = {}
+    totals: dict[str, int] = {}
+    for k, trace in enumerate(traces):
+        for t in trace.tasks:
+            key = t.op_type if by == "type" else t.op_name
+            keys[(k, t.task_id)] = key
+            totals[key] = totals.get(key, 0) + t.duration
+    ranked = sorted(totals, key=lambda n: (-totals[n], n))
+    colors = {n: _PALETTE[i] for i, n in enumerate(ranked[:len(_PALETTE)])}
+    return OpColors(by, keys, colors, totals)
 
 
 #: pipes of each kind of core on split (910B-style) chips; coupled cores use `chip.pipes`
@@ -158,7 +191,7 @@ def _occupancy(ivs: Sequence[Interval], ncores: int) -> tuple[np.ndarray, np.nda
     return uniq, np.clip(level[last] / ncores, 0.0, 1.0)
 
 
-def _draw_lane(ax: Any, y: float, lane: Lane, trace: Trace, colors: dict[str, Any],
+def _draw_lane(ax: Any, y: float, lane: Lane, trace: Trace, colors: OpColors, tix: int,
                scale: float) -> None:
     if not lane.intervals:
         return
@@ -172,7 +205,7 @@ def _draw_lane(ax: Any, y: float, lane: Lane, trace: Trace, colors: dict[str, An
         verts[:, 2, 0] = verts[:, 3, 0] = x1
         verts[:, (0, 3), 1] = y - _LANE_HEIGHT / 2
         verts[:, (1, 2), 1] = y + _LANE_HEIGHT / 2
-        faces = [colors.get(iv.op, "grey") for iv in ivs]
+        faces = [colors.color(colors.key_of(iv, tix)) for iv in ivs]
         ax.add_collection(PolyCollection(verts, facecolors=faces, edgecolors="none"))
         stalled = [iv for iv in ivs if iv.stall > 0]
         if stalled:  # hatch the part of each interval spent waiting on shared bandwidth
@@ -192,13 +225,14 @@ def _draw_lane(ax: Any, y: float, lane: Lane, trace: Trace, colors: dict[str, An
     if not len(h):
         return
     tids = sorted({iv.task_id for iv in lane.intervals})
-    spans = {t.task_id: (t.start, t.end, t.op_name) for t in trace.tasks if t.task_id in tids}
+    spans = {t.task_id: (t.start, t.end, colors.key_of(t, tix)) for t in trace.tasks
+             if t.task_id in tids}
     order = sorted(spans.values())
     t_start = np.array([o[0] for o in order], dtype=float)
     t_end = np.array([o[1] for o in order], dtype=float)
     mid = (x0 + x1) / 2
     idx = np.searchsorted(t_start, mid, side="right") - 1
-    faces = [colors.get(order[i][2], "grey") if i >= 0 and t_end[i] >= m else "grey"
+    faces = [colors.color(order[i][2]) if i >= 0 and t_end[i] >= m else OTHER
              for i, m in zip(idx.tolist(), mid.tolist(), strict=True)]
     base = y - _LANE_HEIGHT / 2
     verts = np.empty((len(h), 4, 2))
@@ -232,29 +266,36 @@ def _time_scale(trace: Trace) -> float:
     return 1e6 / trace.chip.clock_hz
 
 
-def _legend(ax: Any, trace: Trace, colors: dict[str, Any], ops: set[str]) -> None:
-    dur: dict[str, int] = {}
-    for t in trace.tasks:
-        if t.op_name in ops:
-            dur[t.op_name] = dur.get(t.op_name, 0) + t.duration
-    for o in ops:
-        dur.setdefault(o, 0)
-    top = sorted(dur, key=lambda o: -dur[o])[:_MAX_LEGEND]
-    handles = [Patch(color=colors[o], label=o) for o in top if o in colors]
+def _lane_key(fig: Figure) -> None:
+    """What the lanes mean, under the axes (a figure-level label the layout makes room for)."""
+    fig.supxlabel(textwrap.fill(LANE_KEY, 170), fontsize="x-small", color="0.35", x=0.01,
+                  ha="left")
+
+
+def _legend(ax: Any, colors: OpColors, shown: set[str]) -> None:
+    """The coloured keys drawn in the figure, longest first, outside the axes (never over the
+    data); grey keys are summed as "other"."""
+    keys = sorted((k for k in shown if k in colors.colors),
+                  key=lambda k: (-colors.totals.get(k, 0), k))[:_MAX_LEGEND]
+    handles = [Patch(color=colors.colors[k], label=k) for k in keys]
+    others = len(shown) - len(keys)
+    if others > 0:
+        handles.append(Patch(color=OTHER, label=f"{others} other"))
     if not handles:
         return
-    title = "op" if len(dur) <= _MAX_LEGEND else f"op (top {len(handles)} of {len(dur)})"
-    ax.legend(handles=handles, title=title, loc="upper left", bbox_to_anchor=(1.005, 1.0),
+    what = "op type" if colors.by == "type" else "op"
+    ax.legend(handles=handles, title=what, loc="upper left", bbox_to_anchor=(1.005, 1.0),
               fontsize="small", frameon=False)
 
 
-def draw_timeline(ax: Any, trace: Trace, lanes: list[Lane], colors: dict[str, Any],
-                  xlim: tuple[float, float] | None = None) -> None:
-    """Draw `lanes` on `ax` (lane 0 at the top), time in microseconds."""
+def draw_timeline(ax: Any, trace: Trace, lanes: list[Lane], colors: OpColors,
+                  xlim: tuple[float, float] | None = None, trace_index: int = 0) -> None:
+    """Draw `lanes` on `ax` (lane 0 at the top), time in microseconds; `trace_index` is the
+    trace's position among those `colors` was made for."""
     scale = _time_scale(trace)
     n = len(lanes)
     for i, lane in enumerate(lanes):
-        _draw_lane(ax, n - 1 - i, lane, trace, colors, scale)
+        _draw_lane(ax, n - 1 - i, lane, trace, colors, trace_index, scale)
     ax.set_yticks(range(n - 1, -1, -1), [lane.label for lane in lanes], fontsize="small")
     ax.set_ylim(-0.6, n - 0.4)
     if xlim is None:
@@ -268,17 +309,24 @@ def draw_timeline(ax: Any, trace: Trace, lanes: list[Lane], colors: dict[str, An
 def plot_timeline(trace: Trace, path: str | None = None, *, cores: Sequence[int] | None = None,
                   op: str | None = None, window: tuple[float, float] | None = None,
                   aggregate: bool | None = None, max_cores: int = 4,
-                  title: str | None = None, width: float = 12.0, dpi: int = 110) -> Figure:
+                  title: str | None = None, color_by: str | None = None, width: float = 12.0,
+                  dpi: int = 110) -> Figure:
     """A timeline of a trace: one lane per pipe per core (or per pipe across cores), AI CPU, host.
 
     `op` zooms to one op's tiles; `window=(start_us, end_us)` to a time span; `cores` picks the
     cores drawn lane by lane (in addition to the aggregated lanes when cores are aggregated);
-    `aggregate` forces (True) or forbids (False) the per-pipe occupancy lanes. Saved to `path`
-    (PNG, SVG, PDF by extension) when given; the Figure is returned either way.
+    `aggregate` forces (True) or forbids (False) the per-pipe occupancy lanes. `color_by`:
+    "type" (op type; the default) or "op" (op instance; the default when the view holds at most
+    as many ops as the legend shows). `title`: the figure's title (`Result.plot_timeline`
+    names model, batch, chip and fusion). Saved to `path` (PNG, SVG, PDF by extension) when
+    given; the Figure is returned either way.
     """
     lanes = timeline_lanes(trace, cores=cores, op=op, window=window, aggregate=aggregate,
                            max_cores=max_cores)
-    colors = op_colors(trace)
+    shown_ops = {iv.op for lane in lanes for iv in lane.intervals}
+    if color_by is None:
+        color_by = "op" if (op or window) and len(shown_ops) <= _MAX_LEGEND else "type"
+    colors = op_colors(trace, by=color_by)
     win = _window(trace, op, window)
     scale = _time_scale(trace)
     n_ops = len({iv.op for lane in lanes for iv in lane.intervals})
@@ -288,10 +336,12 @@ def plot_timeline(trace: Trace, path: str | None = None, *, cores: Sequence[int]
     xlim = None if win is None else (win[0] * scale, win[1] * scale)
     draw_timeline(ax, trace, lanes, colors, xlim)
     ax.set_xlabel("time (us)")
-    _legend(ax, trace, colors, {iv.op for lane in lanes for iv in lane.intervals})
+    _lane_key(fig)
+    shown = {colors.key_of(iv) for lane in lanes for iv in lane.intervals}
+    _legend(ax, colors, shown)
     name = getattr(trace.chip, "name", "chip")
     what = f" - op {op}" if op else ""
-    ax.set_title(title or f"{name}: {trace.us(trace.total_cycles):.2f} us, "
+    ax.set_title(f"{title or name}: {trace.us(trace.total_cycles):.2f} us, "
                  f"{len(trace.tasks)} tasks{what}", fontsize="medium")
     if path:
         fig.savefig(path)
@@ -307,8 +357,9 @@ def _task_lane(trace: Trace) -> Lane:
 
 def plot_comparison(a: Trace, b: Trace, path: str | None = None,
                     labels: tuple[str, str] = ("unfused", "fused"), width: float = 12.0,
-                    dpi: int = 110, top_types: int = 12) -> Figure:
-    """Two traces on one time axis (task lane + per-pipe occupancy), and time per op type."""
+                    dpi: int = 110, top_types: int = 12, title: str | None = None) -> Figure:
+    """Two traces on one time axis (task lane + per-pipe occupancy), and time per op type;
+    an op type has the same colour in both panels."""
     colors = op_colors(a, b)
     lanes_a = [_task_lane(a)] + timeline_lanes(a, aggregate=True)
     lanes_b = [_task_lane(b)] + timeline_lanes(b, aggregate=True)
@@ -318,8 +369,9 @@ def plot_comparison(a: Trace, b: Trace, path: str | None = None,
     ax_a = fig.add_subplot(gs[0])
     ax_b = fig.add_subplot(gs[1], sharex=ax_a)
     end = max(a.us(a.total_cycles), b.us(b.total_cycles), 1e-9)
-    for ax, tr, lanes, lab in ((ax_a, a, lanes_a, labels[0]), (ax_b, b, lanes_b, labels[1])):
-        draw_timeline(ax, tr, lanes, colors, (0.0, end))
+    for k, (ax, tr, lanes, lab) in enumerate(((ax_a, a, lanes_a, labels[0]),
+                                               (ax_b, b, lanes_b, labels[1]))):
+        draw_timeline(ax, tr, lanes, colors, (0.0, end), trace_index=k)
         ax.set_title(f"{lab}: {tr.us(tr.total_cycles):.2f} us, {len(tr.tasks)} tasks",
                      fontsize="medium", loc="left")
     ax_b.set_xlabel("time (us)")
@@ -338,10 +390,14 @@ def plot_comparison(a: Trace, b: Trace, path: str | None = None,
     ax_c.set_yticks(y, types, fontsize="small")
     ax_c.invert_yaxis()
     ax_c.set_xlabel("time per op type (us, summed over tasks)")
-    ax_c.legend(fontsize="small", frameon=False)
+    ax_c.legend(fontsize="small", frameon=False, loc="upper left", bbox_to_anchor=(1.005, 1.0))
+    shown = {colors.key_of(iv, k) for k, lanes in enumerate((lanes_a, lanes_b))
+             for lane in lanes for iv in lane.intervals}
+    _legend(ax_a, colors, shown)
+    _lane_key(fig)
     speed = a.total_cycles / max(b.total_cycles, 1)
-    fig.suptitle(f"{getattr(a.chip, 'name', 'chip')}: {labels[1]} is {speed:.2f}x faster",
-                 fontsize="medium")
+    fig.suptitle(f"{title or getattr(a.chip, 'name', 'chip')}: {labels[1]} is {speed:.2f}x "
+                 f"faster", fontsize="medium")
     if path:
         fig.savefig(path)
     return fig

@@ -44,9 +44,14 @@ interval per pipe per tile). The prefix of each pipe is shown as one interval of
 cycles, starting at its first instruction.
 
 Scheduler. Streams run their tasks in order; a task also waits for its producers on other
-streams (events). mode="sink": the graph is sunk on the device and each task pays
-`sink_launch_us` before it starts; mode="host": a HOST lane launches the tasks one by one,
-`host_launch_us` each (the E of E/R/C/W), and a task cannot start before its launch is done.
+streams (events). Every task, in every mode, pays the device-side dispatch `sink_launch_us`
+(the task scheduler handing the task to the cores) once its producers are done. The launch
+modes differ in what comes before: mode="sink": nothing (the graph is sunk on the device);
+mode="host": a HOST lane launches the tasks one by one, `host_launch_us` each (the E of
+E/R/C/W), running ahead of the device, and a task cannot start before its launch is done;
+mode="eager": synchronised single-op calls (a framework's eager mode timed call by call): the
+host launches a task only after the previous one finished and the host synchronised
+(`host_sync_us`), so nothing overlaps. Hence sink <= host <= eager for any graph.
 A task takes `block_dim` cores from its engine's pool (AI Cores, the AIVs of split chips, AI
 CPUs) and gives them back when it ends.
 """
@@ -57,6 +62,7 @@ import contextlib
 import gc
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import simpy
@@ -228,12 +234,71 @@ class _Pool:
         self.container = simpy.Container(env, capacity=n, init=n)
         self.free = list(range(offset, offset + n))
 
-    def take(self, k: int) -> list[int]:
-        ids, self.free = self.free[:k], self.free[k:]
-        return ids
+    def lease(self, k: int) -> _Lease:
+        """Ask for `k` cores: `with pool.lease(k) as lease: yield lease.granted; ...`."""
+        return _Lease(self, k)
 
-    def give(self, ids: list[int]) -> None:
-        self.free = sorted(self.free + ids)
+
+class _Lease:
+    """`k` cores of a pool for one phase. As a context manager it gives them back if the phase
+    ends early (an error); the normal path yields `release()`, which keeps SimPy's event order."""
+
+    __slots__ = ("pool", "k", "granted", "ids")
+
+    def __init__(self, pool: _Pool, k: int) -> None:
+        self.pool, self.k = pool, k
+        self.granted = pool.container.get(k)    # the event to wait for
+        self.ids: list[int] | None = None
+
+    def __enter__(self) -> _Lease:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.ids is not None:
+            self.release()
+
+    def take(self) -> list[int]:
+        """The core ids, once `granted` has fired (the lowest free ids)."""
+        pool = self.pool
+        self.ids, pool.free = pool.free[:self.k], pool.free[self.k:]
+        return self.ids
+
+    def release(self):
+        """Give the cores back; returns the Container put event (yield it)."""
+        pool, ids, self.ids = self.pool, self.ids or [], None
+        pool.free = sorted(pool.free + ids)
+        return pool.container.put(self.k)
+
+
+class _Run:
+    """A trace interval being recorded on one pipe of a core group (rows become Intervals)."""
+
+    __slots__ = ("engine", "cores", "pipe", "task_id", "op", "start", "end", "kind", "nbytes",
+                 "src", "dst", "count", "stall", "tile")
+
+    def __init__(self, engine: str, cores: tuple[int, ...], pipe: str, task_id: int, op: str,
+                 start: float, end: float, kind: str, nbytes: float = 0, src: str = "",
+                 dst: str = "", count: int = 1, stall: int = 0, tile: int = -1) -> None:
+        self.engine, self.cores, self.pipe, self.task_id, self.op = engine, cores, pipe, \
+            task_id, op
+        self.start, self.end, self.kind, self.nbytes = start, end, kind, nbytes
+        self.src, self.dst, self.count, self.stall, self.tile = src, dst, count, stall, tile
+
+
+@dataclass(frozen=True, slots=True)
+class _StageTotals:
+    """One pipe stage summed over the coalesced tiles of a block-detail core group."""
+
+    fixed: float          # fixed cycles (latencies, compute)
+    at_cap: float         # cycles of its shared-fabric bytes at path bandwidth
+    shared_bytes: float   # bytes through the shared L2/HBM fabric
+    hbm_bytes: float      # ... of which reach HBM
+    nbytes: int           # all bytes moved
+    count: int            # instructions
+    kind: str
+    src: str
+    dst: str
+    writes: bool          # the shared bytes are mostly writes
 
 
 # ----------------------------------------------------------------------------- engine
@@ -259,7 +324,7 @@ class Engine:
                       ENGINE_AICPU: _Pool(self.env, "AI CPU", chip.ai_cpus)}
         if not chip.coupled:
             self.pools["aiv"] = _Pool(self.env, "AIV", chip.aiv_cores, chip.ai_cores)
-        self.rows: list[tuple] = []          # raw intervals
+        self.rows: list[_Run] = []           # raw intervals
         self.records: list[TaskRecord] = []
         self.peaks: dict[str, int] = {}
         self.pipe_busy: dict[int, dict[str, int]] = {}
@@ -273,7 +338,7 @@ class Engine:
         tasks = self.p.tasks
         self.done = {t.task_id: env.event() for t in tasks}
         self.launched = {t.task_id: env.event() for t in tasks}
-        if self.mode == "host":
+        if self.mode in ("host", "eager"):
             env.process(self._host(tasks))
         for sid in range(self.p.streams):
             mine = [t for t in tasks if t.stream_id == sid]
@@ -310,12 +375,28 @@ class Engine:
 
     def _host(self, tasks):
         cyc = self.chip.cycles(self.chip.host_launch_us * 1e-6)
+        sync = self.chip.cycles(self.chip.host_sync_us * 1e-6)
+        prev = None
         for t in tasks:
+            if self.mode == "eager" and prev is not None:
+                yield from self._sync(prev, sync)
+            prev = t.task_id
             start = self.env.now
             yield self.env.timeout(cyc)
-            self.rows.append((ENGINE_HOST, (0,), "HOST", t.task_id, t.op_name, start,
-                              self.env.now, "launch", 0, "", "", 1, 0))
+            self.rows.append(_Run(ENGINE_HOST, (0,), "HOST", t.task_id, t.op_name, start,
+                                  self.env.now, "launch"))
             self.launched[t.task_id].succeed(start)
+        if self.mode == "eager" and prev is not None:
+            yield from self._sync(prev, sync)
+
+    def _sync(self, task_id: int, cycles: int):
+        """The host waits for a task, then synchronises (eager calls are timed to here)."""
+        yield self.done[task_id]
+        start = self.env.now
+        if cycles:
+            yield self.env.timeout(cycles)
+            self.rows.append(_Run(ENGINE_HOST, (0,), "HOST", task_id, "synchronize", start,
+                                  self.env.now, "sync"))
 
     def _stream(self, tasks):
         env = self.env
@@ -323,14 +404,14 @@ class Engine:
         sink = self.chip.cycles(self.chip.sink_launch_us * 1e-6)
         for t in tasks:
             launch_start = env.now
-            if self.mode == "host":
+            if self.mode != "sink":
                 launch_start = yield self.launched[t.task_id]
             for d in t.deps:
                 yield self.done[d]
             if self.mode == "sink":
                 launch_start = env.now
-                if sink:
-                    yield env.timeout(sink)
+            if sink:                      # device-side dispatch, in every mode
+                yield env.timeout(sink)
             self.pipe_busy[t.task_id] = {}
             self.started.pop(t.task_id, None)
             for ph in t.phases:
@@ -348,35 +429,34 @@ class Engine:
         env = self.env
         if ph.engine == ENGINE_AICPU:
             pool = self.pools[ENGINE_AICPU]
-            k = min(ph.aicpu_cores, pool.n)
-            yield pool.container.get(k)
-            ids = pool.take(k)
-            start = env.now
-            self.started.setdefault(task.task_id, start)
-            yield env.timeout(ph.aicpu_cycles)
-            self.rows.append((ENGINE_AICPU, tuple(ids), "AICPU", task.task_id, task.op_name,
-                              start, env.now, "compute", 0, "", "", 1, 0))
-            self._note_busy(task.task_id, ids[0], "AICPU", env.now - start)
-            pool.give(ids)
-            yield pool.container.put(k)
+            with pool.lease(min(ph.aicpu_cores, pool.n)) as lease:
+                yield lease.granted
+                ids = lease.take()
+                start = env.now
+                self.started.setdefault(task.task_id, start)
+                yield env.timeout(ph.aicpu_cycles)
+                self.rows.append(_Run(ENGINE_AICPU, tuple(ids), "AICPU", task.task_id,
+                                      task.op_name, start, env.now, "compute"))
+                self._note_busy(task.task_id, ids[0], "AICPU", env.now - start)
+                yield lease.release()
             return
         pool = self.pools["aiv" if ph.vector_cores else "aicore"]
         need = ph.block_dim
         if need > pool.n:
             raise SimulationError(f"op '{task.op_name}' needs {need} cores, the chip has "
                                   f"{pool.n} ({pool.name})")
-        yield pool.container.get(need)
-        ids = pool.take(need)
-        self.started.setdefault(task.task_id, env.now)
-        procs = []
-        base = 0
-        for g in ph.groups:
-            cores = tuple(ids[base + i] for i in range(len(g.cores)))
-            base += len(g.cores)
-            procs.append(env.process(self._group(task, g, cores)))
-        yield env.all_of(procs)
-        pool.give(ids)
-        yield pool.container.put(need)
+        with pool.lease(need) as lease:
+            yield lease.granted
+            ids = lease.take()
+            self.started.setdefault(task.task_id, env.now)
+            procs = []
+            base = 0
+            for g in ph.groups:
+                cores = tuple(ids[base + i] for i in range(len(g.cores)))
+                base += len(g.cores)
+                procs.append(env.process(self._group(task, g, cores)))
+            yield env.all_of(procs)
+            yield lease.release()
 
     def _group(self, task, g: CoreGroup, cores: tuple[int, ...]):
         if self.symmetric:
@@ -419,7 +499,7 @@ class Engine:
         tile_ends = []              # when each tile's last instruction on this pipe ended
         last_tile = -1
         rows = self.rows
-        run: list | None = None     # the open interval
+        run: _Run | None = None     # the open interval
         run_busy = 0
         for ins, waits, sets, allocs, frees, tile in queue:
             if tile != last_tile:
@@ -450,19 +530,19 @@ class Engine:
                 stall = max(0, int(end - start - math.ceil(ins.busy())))
                 src, dst = _lvl(ins.src, ins.hbm), _lvl(ins.dst, ins.hbm)
                 if run is not None and (
-                        (merge == "contig" and run[6] == start and run[7] == ins.kind
-                         and run[9] == src and run[10] == dst)
-                        or (merge == "tile" and run[13] == tile) or merge == "all"):
+                        (merge == "contig" and run.end == start and run.kind == ins.kind
+                         and run.src == src and run.dst == dst)
+                        or (merge == "tile" and run.tile == tile) or merge == "all"):
                     run_busy += end - start
-                    run[6] = run[5] + run_busy
-                    run[8] += ins.nbytes
-                    run[11] += 1
-                    run[12] += stall
+                    run.end = run.start + run_busy
+                    run.nbytes += ins.nbytes
+                    run.count += 1
+                    run.stall += stall
                 else:
                     if run is not None:
-                        rows.append(tuple(run[:13]))
-                    run = [ENGINE_AICORE, cores, pipe, task.task_id, task.op_name, start, end,
-                           ins.kind, ins.nbytes, src, dst, 1, stall, tile]
+                        rows.append(run)
+                    run = _Run(ENGINE_AICORE, cores, pipe, task.task_id, task.op_name, start,
+                               end, ins.kind, ins.nbytes, src, dst, 1, stall, tile)
                     run_busy = end - start
                 busy += end - start
             for buf, nb in frees:
@@ -474,7 +554,7 @@ class Engine:
                 else:
                     flags[key] = flags.get(key, 0) + 1
         if run is not None:
-            rows.append(tuple(run[:13]))
+            rows.append(run)
         tile_ends.append(env.now)
         if note:
             self._note_busy(task.task_id, cores[0], pipe, busy)
@@ -510,16 +590,16 @@ class Engine:
             # steady-state period: the slowest pace of any pipe
             barrier["event"].succeed(max(barrier["busy"]))
         period = yield barrier["event"]
-        fixed, at_cap, sbytes, hbytes, nbytes, count, kind, src, dst, writes = tot
+        fixed, at_cap, sbytes = tot.fixed, tot.at_cap, tot.shared_bytes
         window = max(n_rest * period, fixed + at_cap, 1.0)
         start = env.now
-        hbm = hbytes / sbytes if sbytes else 0.0
+        hbm = tot.hbm_bytes / sbytes if sbytes else 0.0
         stall = 0
         if sbytes:
             # every pipe's remaining tiles span the same window (the pipeline's pace); the
             # bytes still cross the shared L2/HBM and stretch under more contention
             yield self.fabric.transfer(sbytes, sbytes / window, hbm, len(cores),
-                                       write=writes)
+                                       write=tot.writes)
             elapsed = env.now - start
             # busy: the pipe's own contended work at its prefix rate (not the idle part of the
             # window), plus any stretch beyond the window
@@ -530,8 +610,9 @@ class Engine:
         else:
             end = start + int(round(fixed))
         if end > start:
-            self.rows.append((ENGINE_AICORE, cores, pipe, task.task_id, task.op_name, start,
-                              end, kind, nbytes, _lvl(src, hbm), _lvl(dst, hbm), count, stall))
+            self.rows.append(_Run(ENGINE_AICORE, cores, pipe, task.task_id, task.op_name, start,
+                                  end, tot.kind, tot.nbytes, _lvl(tot.src, hbm),
+                                  _lvl(tot.dst, hbm), tot.count, stall))
         self._note_busy(task.task_id, cores[0], pipe, busy + end - start)
         if env.now < start + window:
             yield env.timeout(int(math.ceil(start + window - env.now)))
@@ -557,12 +638,12 @@ class Engine:
     def _intervals(self) -> list[Interval]:
         """Intervals per core, in start order (rows of a core group expanded per core)."""
         out = []
-        rows = sorted(self.rows, key=lambda r: (r[5], r[0], r[1][0], r[2]))
-        for (engine, cores, pipe, tid, op, start, end, kind, nb, s, d, cnt, stall) in rows:
-            start, end, stall = int(start), int(end), int(stall)
-            for c in cores:
-                out.append(Interval(engine, c, pipe, tid, op, start, end, kind, nb, s, d, cnt,
-                                    stall))
+        rows = sorted(self.rows, key=lambda r: (r.start, r.engine, r.cores[0], r.pipe))
+        for r in rows:
+            start, end, stall = int(r.start), int(r.end), int(r.stall)
+            for c in r.cores:
+                out.append(Interval(r.engine, c, r.pipe, r.task_id, r.op, start, end, r.kind,
+                                    r.nbytes, r.src, r.dst, r.count, stall))
         return out
 
 
@@ -584,10 +665,8 @@ def split_segments(segments, k: int) -> tuple[tuple[Segment, ...], tuple[Segment
     return tuple(head), tuple(tail)
 
 
-def _stage_totals(segments, n: int) -> list[tuple]:
-    """Per stage over all tiles of `segments`: fixed cycles, cycles of GM bytes at path
-    bandwidth, GM bytes, HBM bytes, all bytes, instruction count, kind, src, dst, and
-    whether the GM bytes are mostly writes."""
+def _stage_totals(segments, n: int) -> list[_StageTotals]:
+    """Per stage, the totals over all tiles of `segments` (see `_StageTotals`)."""
     out = []
     for j in range(n):
         fixed = at_cap = sbytes = hbytes = wbytes = 0.0
@@ -607,8 +686,8 @@ def _stage_totals(segments, n: int) -> list[tuple]:
                     sbytes += ins.nbytes * k
                     hbytes += ins.nbytes * ins.hbm * k
                     wbytes += ins.nbytes * k if ins.dst == GM else 0.0
-        out.append((fixed, at_cap, sbytes, hbytes, nbytes, count, kind, src, dst,
-                    wbytes > sbytes / 2))
+        out.append(_StageTotals(fixed, at_cap, sbytes, hbytes, nbytes, count, kind, src, dst,
+                                wbytes > sbytes / 2))
     return out
 
 

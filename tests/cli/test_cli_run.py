@@ -16,7 +16,7 @@ def test_run_writes_everything(capsys, tmp_path) -> None:
     out, err = capsys.readouterr()
     assert code == 0, err
     first = out.splitlines()[0]
-    assert first.startswith("ConvBnRelu on ascend910 (optimised and fused, sink mode, "
+    assert first.startswith("ConvBnRelu, batch 1 on ascend910 (optimised and fused, sink mode, "
                             "detail=block):")
     assert "op summary:" in out and "op statistic" in out and "total time (us)" in out
     assert f"wrote timeline: {png}" in out

@@ -273,7 +273,8 @@ def test_unsupported_dtype_is_named() -> None:
 
 def test_missing_onnx_package_says_how_to_install(monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "onnx", None)
-    with pytest.raises(asim.AscendSimError, match=r"pip install ascendsim\[onnx\]"):
+    with pytest.raises(asim.AscendSimError,
+                       match=r"pip install 'ascendsim\[onnx\]'.*pip install -e '\.\[onnx\]'"):
         load_onnx("model.onnx")
 
 

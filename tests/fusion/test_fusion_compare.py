@@ -8,9 +8,6 @@ import numpy as np
 import pytest
 from fusion_helpers import context
 
-import ascendsim.passes.graph_kernel  # noqa: F401  (registers the graph-kernel stages)
-import ascendsim.passes.l2_fusion  # noqa: F401  (registers the L2 stage)
-import ascendsim.passes.ub_fusion  # noqa: F401  (registers the UB stage)
 from ascendsim import models
 from ascendsim.api import compare, simulate
 from ascendsim.ir.graph import Graph

@@ -6,9 +6,6 @@ import json
 
 from fusion_helpers import assert_same_values, fused
 
-import ascendsim.passes.graph_kernel  # noqa: F401  (registers the graph-kernel stages)
-import ascendsim.passes.l2_fusion  # noqa: F401  (registers the L2 stage)
-import ascendsim.passes.ub_fusion  # noqa: F401  (registers the UB stage)
 from ascendsim.api import optimize
 from ascendsim.ir.graph import Graph
 

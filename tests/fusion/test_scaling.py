@@ -12,8 +12,6 @@ import numpy as np
 import pytest
 from fusion_helpers import assert_same_values, fused
 
-import ascendsim.passes.graph_kernel  # noqa: F401  (registers the graph-kernel stages)
-import ascendsim.passes.ub_fusion  # noqa: F401  (registers the UB stage)
 from ascendsim.api import optimize
 from ascendsim.errors import GraphError
 from ascendsim.ir.graph import Graph

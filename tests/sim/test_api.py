@@ -94,3 +94,44 @@ def test_ai_cpu_tasks_use_the_ai_cpu_lane():
     ivs = [iv for iv in res.trace.intervals if iv.op == "p"]
     assert ivs and all(iv.engine == "aicpu" and iv.pipe == "AICPU" for iv in ivs)
     assert res.trace.task("p").pipe_cycles["AICPU"] == ivs[0].duration
+
+
+def test_api_and_cli_give_the_same_figure(capsys):
+    """One default: simulate(graph) fuses as `ascendsim run` does (same tasks, same time)."""
+    from ascendsim.cli import main
+
+    res = simulate(asim.models.resnet50(batch=8))
+    assert main(["run", "resnet50", "--batch", "8", "--no-progress"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert f"{res.time_us:,.2f} us" in first and f"{len(res.trace.tasks)} tasks" in first
+    assert res.fusion == "optimised and fused" and "optimised and fused" in first
+    unfused = simulate(asim.models.resnet50(batch=8), fusion=False)
+    assert len(unfused.trace.tasks) > len(res.trace.tasks) and unfused.fusion == "as given"
+
+
+def test_comparison_counts_ai_core_tasks_of_split_chips():
+    """On the 910B, tasks run as AI_VECTOR_CORE / MIX_AIC; all of them are AI Core tasks."""
+    cmp = compare(asim.models.conv_bn_relu(), "ascend910b")
+    tab = cmp.table()
+    unfused, fused = tab.row("AI Core tasks")[1:3]
+    assert unfused == len(cmp.unfused.trace.tasks) and fused == len(cmp.fused.trace.tasks)
+    assert fused >= 1 and unfused > fused
+    assert {t.task_type for t in cmp.unfused.trace.tasks} - {"AI_CORE"}   # not only AI_CORE
+
+
+def test_fusion_options_that_contradict_the_chip_are_refused():
+    g = asim.models.conv_bn_relu()
+    with pytest.raises(ConfigError, match="ascend310.*ascend910b"):
+        simulate(g, "ascend910b", fusion={"chip": "ascend310"})
+    with pytest.raises(ConfigError, match="ascend310"):
+        asim.compare(g, "ascend910b", fusion={"chip": "ascend310"})
+    same = simulate(g, "ascend910b", fusion={"chip": "ascend910b"})   # no contradiction
+    assert same.cycles == simulate(g, "ascend910b").cycles
+
+
+def test_compare_checks_values_on_small_graphs_and_says_so_otherwise():
+    small = compare(asim.models.conv_bn_relu())
+    assert small.outputs_equal is True
+    big = compare(asim.models.resnet50(batch=8))       # 8*3*224*224 inputs: over the limit
+    assert big.outputs_equal is None
+    assert big.table().row("outputs equal")[1] == "not checked"

@@ -126,6 +126,6 @@ def test_bad_options_raise_config_errors():
     with pytest.raises(ConfigError, match="detail"):
         _sim(_matmul(64), detail="cycle")
     with pytest.raises(ConfigError, match="mode"):
-        _sim(_matmul(64), mode="eager")
+        _sim(_matmul(64), mode="async")
     with pytest.raises(ConfigError, match="unknown chip"):
         _sim(_matmul(64), chip="ascend999")

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import GraphError
-from ..registry import Category, OpDef, Unit, register
+from ..registry import Category, ControlFlow, OpDef, Unit, register
 
 
 def _zero_flops(ins, outs, attrs) -> int:
@@ -33,13 +33,6 @@ def _body(attrs: dict, key: str):
     if not isinstance(g, Graph):
         raise GraphError(f"attribute '{key}' must be a Graph, got {type(g).__name__}")
     return g
-
-
-def _run(graph, feeds: list) -> list:
-    from ...execute import execute
-
-    out = execute(graph, {name: arr for name, arr in zip(graph.inputs, feeds)})
-    return [out[o] for o in graph.outputs]
 
 
 def _merge(a, b):
@@ -65,10 +58,10 @@ def _if_infer(ins, attrs, consts):
     return outs
 
 
-def _if_kernel(args: list, attrs: dict) -> list:
+def _if_kernel(args: list, attrs: dict, run_body) -> list:
     cond = bool(np.asarray(args[0]).reshape(-1)[0])
     branch = _body(attrs, "then_branch" if cond else "else_branch")
-    return _run(branch, args[1:])
+    return run_body(branch, args[1:])
 
 
 def _loop_counts(ins, attrs):
@@ -94,7 +87,7 @@ def _loop_infer(ins, attrs, consts):
     return outs
 
 
-def _loop_kernel(args: list, attrs: dict) -> list:
+def _loop_kernel(args: list, attrs: dict, run_body) -> list:
     body = _body(attrs, "body")
     c = int(attrs["num_captured"])
     n = len(args) - 2 - c
@@ -105,7 +98,7 @@ def _loop_kernel(args: list, attrs: dict) -> list:
     scans: list[list] = [[] for _ in range(len(body.outputs) - 1 - n)]
     i = 0
     while cond and (trip is None or i < trip):
-        outs = _run(body, [np.array(i, np.int64), np.array(cond), *carried, *captured])
+        outs = run_body(body, [np.array(i, np.int64), np.array(cond), *carried, *captured])
         cond = bool(np.asarray(outs[0]).reshape(()))
         carried = outs[1:1 + n]
         for s, v in zip(scans, outs[1 + n:]):
@@ -122,13 +115,41 @@ def _loop_kernel(args: list, attrs: dict) -> list:
     return [*carried, *stacked]
 
 
+# ------------------------------------------------------------------ body input types
+def _loop_hints(ins: list, attrs: dict) -> list:
+    """Loop body inputs: iteration number, condition, then the carried values."""
+    from ..tensor import Value
+
+    return [Value("iter", (), "int64"), Value("cond", (), "bool"), *ins[2:]]
+
+
+def _scan_hints(ins: list, attrs: dict) -> list:
+    """Scan body inputs: the states, then one slice of each scanned input."""
+    from ..tensor import Value
+
+    m = int(attrs.get("num_scan_inputs", 1))
+    n = len(ins) - m
+    axes = list(attrs.get("scan_input_axes") or [0] * m)
+    hints = list(ins[:n])
+    for v, a in zip(ins[n:], axes):
+        if v is None:
+            hints.append(None)
+            continue
+        a = _axis(int(a), len(v.shape))
+        hints.append(Value(v.name, v.shape[:a] + v.shape[a + 1:], v.dtype))
+    return hints
+
+
 register(OpDef("If", _if_infer, _if_kernel, Category.OPAQUE, unit=Unit.SCALAR,
                inputs=("cond", "*captured"), attrs={"then_branch": None, "else_branch": None},
                flops=_zero_flops, builder="if_",
+               control=ControlFlow(("then_branch", "else_branch"), condition=0),
                doc="Runs then_branch or else_branch (closed graphs) on the captured inputs."))
 register(OpDef("Loop", _loop_infer, _loop_kernel, Category.OPAQUE, unit=Unit.SCALAR,
                inputs=("M?", "cond?", "*inputs"), attrs={"body": None, "num_captured": 0},
                flops=_zero_flops, needs_const_inputs=(0,), builder="loop",
+               control=ControlFlow(("body",), first_carried=2, captured_attr="num_captured",
+                                   body_input_hints=_loop_hints),
                doc="Runs body while cond and iteration < M; carries values, stacks scans."))
 
 
@@ -166,7 +187,7 @@ def _scan_infer(ins, attrs, consts):
     return outs
 
 
-def _scan_kernel(args: list, attrs: dict) -> list:
+def _scan_kernel(args: list, attrs: dict, run_body) -> list:
     body, n, m, k, in_axes, out_axes, in_dirs, out_dirs = _scan_layout(args, attrs)
     states, scanned, captured = list(args[:n]), args[n:n + m], list(args[n + m:])
     axes = [_axis(a, s.ndim) for a, s in zip(in_axes, scanned)]
@@ -175,7 +196,7 @@ def _scan_kernel(args: list, attrs: dict) -> list:
     for t in range(steps):
         elems = [np.take(s, steps - 1 - t if d else t, axis=a)
                  for s, a, d in zip(scanned, axes, in_dirs)]
-        outs = _run(body, [*states, *elems, *captured])
+        outs = run_body(body, [*states, *elems, *captured])
         states = outs[:n]
         for acc, v in zip(collected, outs[n:]):
             acc.append(v)
@@ -199,34 +220,5 @@ register(OpDef("Scan", _scan_infer, _scan_kernel, Category.OPAQUE, unit=Unit.SCA
                       "scan_input_directions": None, "scan_output_axes": None,
                       "scan_output_directions": None, "num_captured": 0},
                flops=_zero_flops,
+               control=ControlFlow(("body",), body_input_hints=_scan_hints),
                doc="Runs body once per slice of the scanned inputs, carrying state."))
-
-
-# ------------------------------------------------------------------ body input types
-def _loop_hints(ins: list, attrs: dict) -> list:
-    """Loop body inputs: iteration number, condition, then the carried values."""
-    from ..tensor import Value
-
-    return [Value("iter", (), "int64"), Value("cond", (), "bool"), *ins[2:]]
-
-
-def _scan_hints(ins: list, attrs: dict) -> list:
-    """Scan body inputs: the states, then one slice of each scanned input."""
-    from ..tensor import Value
-
-    m = int(attrs.get("num_scan_inputs", 1))
-    n = len(ins) - m
-    axes = list(attrs.get("scan_input_axes") or [0] * m)
-    hints = list(ins[:n])
-    for v, a in zip(ins[n:], axes):
-        if v is None:
-            hints.append(None)
-            continue
-        a = _axis(int(a), len(v.shape))
-        hints.append(Value(v.name, v.shape[:a] + v.shape[a + 1:], v.dtype))
-    return hints
-
-
-#: op type -> types of its body graph's inputs, from the node's inputs (the ONNX importer uses
-#: them when a body declares no shapes)
-BODY_INPUT_HINTS = {"Loop": _loop_hints, "Scan": _scan_hints}

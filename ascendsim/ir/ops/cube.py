@@ -204,6 +204,7 @@ def _conv_flops(ins, outs, attrs) -> int:
 
 register(OpDef(
     "Conv", _conv_infer, kconv.conv, Category.CUBE, unit=Unit.CUBE, inputs=("x", "w", "b?"),
+    conv=True,
     attrs={**_WINDOW_ATTRS, "group": 1}, flops=_conv_flops))
 
 
@@ -233,6 +234,7 @@ def _conv_transpose_flops(ins, outs, attrs) -> int:
 
 register(OpDef(
     "ConvTranspose", _conv_transpose_infer, kconv.conv_transpose, Category.CUBE, unit=Unit.CUBE,
+    conv=True, transposed=True,
     inputs=("x", "w", "b?"),
     attrs={**_WINDOW_ATTRS, "group": 1, "output_padding": None, "output_shape": None},
     flops=_conv_transpose_flops))

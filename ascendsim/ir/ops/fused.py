@@ -9,7 +9,7 @@ printing and category queries treat it like any other op.
 from __future__ import annotations
 
 from ...errors import GraphError
-from ..registry import Category, OpDef, Unit, register
+from ..registry import FUSED_OP, Category, OpDef, Unit, register
 
 
 def _infer(ins, attrs, consts):
@@ -21,6 +21,6 @@ def _kernel(args, attrs):
     raise GraphError("a FusedOp is computed from its subgraph by the executor")
 
 
-register(OpDef("FusedOp", _infer, _kernel, Category.OPAQUE, unit=Unit.VECTOR,
+register(OpDef(FUSED_OP, _infer, _kernel, Category.OPAQUE, unit=Unit.VECTOR,
                inputs=("*inputs",), attrs={"fusion": "", "pattern": "", "display_type": ""},
                builder="_fused_op", doc="a fused group of ops; see node.subgraph"))

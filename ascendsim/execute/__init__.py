@@ -12,10 +12,10 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from .errors import AscendSimError, GraphError
-from .ir.graph import Graph
-from .ir.registry import get_op
-from .ir.tensor import materialize
+from ..errors import AscendSimError, GraphError
+from ..ir.graph import Graph
+from ..ir.registry import get_op
+from ..ir.tensor import materialize
 
 
 def _check_inputs(graph: Graph, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -42,14 +42,10 @@ def _check_inputs(graph: Graph, feeds: Mapping[str, np.ndarray]) -> dict[str, np
     return env
 
 
-def _run_fused(node, args: list) -> list:
-    """Values of a fused node: each run of element-wise ops in its subgraph is one generated
-    composite numba loop (kernels/composite.py); ops the generator cannot compile (a cube
-    head, a reduce, a reshape) run their own kernels in between, as executing the subgraph
-    would."""
-    from .kernels.composite import run_subgraph
-
-    return run_subgraph(node.subgraph, args)
+def run_graph(graph: Graph, feeds: list) -> list:
+    """The body runner control-flow ops get: `graph`'s outputs for positional inputs."""
+    out = execute(graph, dict(zip(graph.inputs, feeds)))
+    return [out[o] for o in graph.outputs]
 
 
 def execute(graph: Graph, inputs: Mapping[str, np.ndarray],
@@ -74,9 +70,10 @@ def execute(graph: Graph, inputs: Mapping[str, np.ndarray],
         args = [fetch(i) for i in node.inputs]
         try:
             if node.subgraph is not None:
-                results = _run_fused(node, args)
+                # each run of element-wise ops is one composite loop (see .composite)
+                results = run_subgraph(node.subgraph, args, run_graph)
             else:
-                results = opdef.kernel(args, node.attrs)
+                results = opdef.run_kernel(args, node.attrs, run_graph)
         except AscendSimError:
             raise
         except Exception as exc:  # a kernel failure must name the node, not numba internals
@@ -95,3 +92,8 @@ def execute(graph: Graph, inputs: Mapping[str, np.ndarray],
                 if readers[i] == 0 and i not in keep and i not in graph.inputs:
                     env.pop(i, None)
     return {name: fetch(name) for name in wanted}  # type: ignore[misc]
+
+
+from .composite import run_subgraph  # noqa: E402  (the planner imports run_graph lazily)
+
+__all__ = ["execute", "run_graph", "run_subgraph"]
