@@ -30,7 +30,9 @@ UNARY = ("relu", "tanh", "sigmoid", "abs", "neg")
 BINARY = ("add", "sub", "mul", "max", "min")
 REDUCE = ("reduce_sum", "reduce_mean", "reduce_max")
 KINDS = ("unary", "binary", "binary_const", "same_twice", "reduce", "matmul", "conv",
-         "reshape", "transpose", "slice", "concat", "new_input")
+         "reshape", "transpose", "slice", "concat", "new_input", "softmax", "pattern")
+#: the op chains the FE graph fusion and UB fusion passes look for
+PATTERNS = ("conv_bias_relu", "conv_bn_relu", "matmul_bias_relu")
 #: dims of drawn tensors stay small: tile detail then runs every instruction in well under 1 s
 MAX_DIM = 8
 MAX_NUMEL = 4096
@@ -125,6 +127,10 @@ def graphs(draw, max_ops: int = 8) -> Drawn:
             if not keep and len(axes) == len(shape):
                 keep = 1                                 # keep at least a 1-D result
             out = getattr(g, op)(v, g.const(np.array(axes, np.int64)), keepdims=keep)
+        elif kind == "softmax":
+            out = g.softmax(v, axis=draw(st.integers(-len(shape), len(shape) - 1)))
+        elif kind == "pattern":
+            out = _pattern(draw, g, v, shape, dtype, pool, new_input)
         elif kind == "matmul":
             out = _matmul(draw, g, v, shape, dtype, pool)
         elif kind == "conv":
@@ -210,7 +216,27 @@ def _matmul(draw, g: Graph, a: Value, shape, dtype: str, pool) -> Value:
     return g.matmul(a, _weight(g, (k, n), dtype, draw(st.integers(0, 2**16))))
 
 
-def _conv(draw, g: Graph, v: Value, shape, dtype: str, new_input) -> Value:
+def _pattern(draw, g: Graph, v: Value, shape, dtype: str, pool, new_input) -> Value:
+    """A chain a fusion pass looks for: Conv (+ bias) + Relu, Conv + BatchNormalization +
+    Relu, MatMul + bias Add + Relu."""
+    which = draw(st.sampled_from(PATTERNS))
+    if which == "matmul_bias_relu":
+        y = _matmul(draw, g, v, shape, dtype, pool)
+        n = int(y.shape[-1])
+        return g.relu(g.add(y, _weight(g, (n,), dtype, draw(st.integers(0, 2**16)))))
+    y = _conv(draw, g, v, shape, dtype, new_input, bias=which == "conv_bias_relu")
+    if which == "conv_bn_relu":
+        c = int(y.shape[1])
+        rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+        scale, shift, mean = (rng.uniform(-1, 1, c).astype(dtype) for _ in range(3))
+        var = rng.uniform(0.5, 2.0, c).astype(dtype)       # well conditioned: var >= 0.5
+        y = g.batch_normalization(y, g.const(scale), g.const(shift), g.const(mean),
+                                  g.const(var))
+    return g.relu(y)
+
+
+def _conv(draw, g: Graph, v: Value, shape, dtype: str, new_input,
+          bias: bool | None = None) -> Value:
     """Conv 2-D on a rank-4 value (a new NCHW input when `v` is not rank 4)."""
     if len(shape) != 4:
         v = new_input((draw(st.integers(1, 3)), draw(st.integers(1, 8)),
@@ -224,8 +250,9 @@ def _conv(draw, g: Graph, v: Value, shape, dtype: str, new_input) -> Value:
     kw = draw(st.integers(1, min(3, w + 2 * pads)))
     stride = draw(st.integers(1, 2))
     wt = _weight(g, (cout, c // group, kh, kw), dtype, draw(st.integers(0, 2**16)))
-    bias = _weight(g, (cout,), dtype, draw(st.integers(0, 2**16))) if draw(st.booleans()) \
-        else None
+    if bias is None:
+        bias = draw(st.booleans())
+    bias = _weight(g, (cout,), dtype, draw(st.integers(0, 2**16))) if bias else None
     args = (v, wt) if bias is None else (v, wt, bias)
     return g.conv(*args, strides=[stride, stride], pads=[pads] * 4, group=group)
 
