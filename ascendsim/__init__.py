@@ -9,7 +9,14 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from .errors import AscendSimError, ConfigError, GraphError, SimulationError, UnsupportedOpError
+from .errors import (
+    AscendSimError,
+    CapacityError,
+    ConfigError,
+    GraphError,
+    SimulationError,
+    UnsupportedOpError,
+)
 from .execute import execute  # bound eagerly: the submodule of the same name must not shadow it
 from .ir import Graph, Node, Value
 
@@ -27,13 +34,19 @@ _LAZY = {
     "chips": "ascendsim.hw",
     "get_chip": "ascendsim.hw",
     "load_chip": "ascendsim.hw",
+    "validate": "ascendsim.validation.validate",
+    "load_msprof": "ascendsim.validation.msprof",
+    "calibrate": "ascendsim.validation.calibrate",
+    "sweep": "ascendsim.sweep",
+    "simulate_data_parallel": "ascendsim.multichip",
+    "grad": "ascendsim.autodiff",
+    "training_step": "ascendsim.autodiff",
     "MemoryPlan": "ascendsim.lower.memory",
-    "CapacityError": "ascendsim.errors",
 }
 _SUBMODULES = ("models", "ir", "passes", "hw", "lower", "sim", "report", "frontend", "kernels",
-               "api")
+               "api", "llm", "autodiff")
 
-__all__ = ["AscendSimError", "ConfigError", "GraphError", "SimulationError",
+__all__ = ["AscendSimError", "CapacityError", "ConfigError", "GraphError", "SimulationError",
            "UnsupportedOpError", "Graph", "Node", "Value", "execute", *_LAZY, *_SUBMODULES]
 
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .errors import ConfigError, GraphError
+from .errors import ConfigError, GraphError, SimulationError
 from .hw import Chip, get_chip
 from .hw.names import DETAILS, MODES
 from .ir import Graph
@@ -248,6 +248,9 @@ def simulate(graph: Graph, chip: str | Chip = DEFAULT_CHIP, fusion: FusionOption
 
     if not isinstance(graph, Graph):
         raise GraphError(f"simulate() needs a Graph, got {type(graph).__name__}")
+    if not graph.outputs:
+        raise GraphError(f"graph '{graph.name}' has no outputs: nothing to simulate (mark them "
+                         f"with graph.output(...))")
     _check_choice("detail", detail, DETAILS)
     _check_choice("mode", mode, MODES)
     options = fusion_options(fusion)
@@ -259,13 +262,19 @@ def simulate(graph: Graph, chip: str | Chip = DEFAULT_CHIP, fusion: FusionOption
         opt = optimize(graph, chip, detail=detail, mode=mode, streams=streams, **options)
         graph, pass_log = opt.graph, opt.log
     t0 = time.perf_counter()
-    program = lower(graph, chip, detail=detail, streams=streams)
-    memory = memory_plan(graph, program)
-    if check_capacity:
-        memory.check(chip.hbm_bytes, chip.name)
-    t1 = time.perf_counter()
-    engine = Engine(program, mode=mode, symmetric=symmetric, progress=progress)
-    trace = engine.run()
+    try:
+        program = lower(graph, chip, detail=detail, streams=streams)
+        memory = memory_plan(graph, program)
+        if check_capacity:
+            memory.check(chip.hbm_bytes, chip.name)
+        t1 = time.perf_counter()
+        engine = Engine(program, mode=mode, symmetric=symmetric, progress=progress)
+        trace = engine.run()
+    except OverflowError as exc:     # a time became infinite (a rate of ~0): not a result
+        from .sim.engine import user_figures
+
+        raise SimulationError(f"a simulated time of graph '{graph.name}' is not finite "
+                              f"({exc}); {user_figures(chip)}") from None
     t2 = time.perf_counter()
     outputs = None
     if inputs is not None:

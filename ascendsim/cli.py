@@ -6,6 +6,9 @@
     ascendsim compare MODEL_OR_ONNX [--chip ...] [--plot PNG] [--batch N] [--mode ...]
     ascendsim models
     ascendsim chips
+    ascendsim validate [--chip C] [--family F ...] [--quick] [--plot PNG] [--csv FILE]
+    ascendsim calibrate PROFILE.csv --chip C --params a,b [--holdout 0.3] [--seed 0]
+                        [--out CHIP.toml]
 
 Bad input (unknown model or chip, missing file, bad fusion switch, unsupported op) prints one
 line `ascendsim: error: ...` on stderr and exits with 2; nothing prints a traceback unless
@@ -274,11 +277,47 @@ def cmd_chips(args: argparse.Namespace) -> int:
 
     for name in asim.chips():
         c = asim.get_chip(name)
-        print(f"{name:<12} {c.ai_cores} AI Cores"
+        print(f"{name:<16} {c.ai_cores} AI Cores"
               + (f" + {c.aiv_cores} AIV" if c.aiv_cores else "")
               + f" @ {c.clock_hz / 1e9:.2f} GHz, cube {c.peak_flops('float16') / 1e12:.0f} "
               f"TFLOPS fp16, HBM {c.hbm_bandwidth_bytes_per_s / 1e9:.0f} GB/s, "
               f"UB {c.ub_bytes // 1024} KiB - {c.description}")
+    return EXIT_OK
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from .validation.validate import validate
+
+    for path, flag in ((args.plot, "--plot"), (args.csv, "--csv")):
+        _check_out(path, flag)
+    chip = get_chip(args.chip) if args.chip else None
+    progress = Progress(["validate"], enabled=None if args.progress else False)
+    try:
+        with progress.stage("simulating corpus rows"):
+            report = validate(chip=chip, families=args.family, quick=args.quick)
+    finally:
+        progress.close()
+    print(report.table(rows=not args.summary_only))
+    if args.csv:
+        report.to_csv(args.csv)
+        print(f"wrote per-row CSV: {args.csv}")
+    if args.plot:
+        report.plot(args.plot)
+        print(f"wrote scatter plot: {args.plot}")
+    return EXIT_OK
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from .validation.calibrate import calibrate
+
+    _check_out(args.out, "--out")
+    params = [p.strip() for p in args.params.split(",") if p.strip()]
+    result = calibrate(args.profile, get_chip(args.chip), params, holdout=args.holdout,
+                       seed=args.seed)
+    print(result.summary())
+    if args.out:
+        result.write_toml(args.out)
+        print(f"wrote chip file: {args.out}")
     return EXIT_OK
 
 
@@ -330,6 +369,31 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("models", help="list the built-in models").set_defaults(func=cmd_models)
     sub.add_parser("chips", help="list the built-in chips").set_defaults(func=cmd_chips)
+
+    val = sub.add_parser("validate", help="simulate the measured corpus; median |error|")
+    val.add_argument("--chip", default=None,
+                     help="run every row on this chip (default: each row on its own chip)")
+    val.add_argument("--family", action="append", default=None,
+                     help="only rows of this family (repeatable)")
+    val.add_argument("--quick", action="store_true", help="the fixed quick subset (< 30 s)")
+    val.add_argument("--plot", metavar="PNG", help="write the simulated vs measured scatter")
+    val.add_argument("--csv", metavar="FILE", help="write one line per row")
+    val.add_argument("--summary-only", action="store_true",
+                     help="print the family table only, not every row")
+    val.add_argument("--no-progress", dest="progress", action="store_false",
+                     help="no progress bar")
+    val.set_defaults(func=cmd_validate)
+
+    cal = sub.add_parser("calibrate", help="fit chip figures to an msprof op_summary CSV")
+    cal.add_argument("profile", metavar="PROFILE.csv", help="msprof op_summary CSV")
+    cal.add_argument("--chip", default="ascend910b", help="chip to start from")
+    cal.add_argument("--params", required=True,
+                     help="comma-separated figure keys, e.g. "
+                          "hbm_bandwidth_bytes_per_s,path_bytes_per_cycle.gm_ub")
+    cal.add_argument("--holdout", type=float, default=0.3, help="held-out fraction")
+    cal.add_argument("--seed", type=int, default=0, help="seed of the split")
+    cal.add_argument("--out", metavar="CHIP.toml", help="write the calibrated chip file")
+    cal.set_defaults(func=cmd_calibrate)
     return p
 
 

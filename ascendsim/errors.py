@@ -36,5 +36,6 @@ class SimulationError(AscendSimError):
 
 
 class CapacityError(AscendSimError):
-    """A graph whose peak live device memory exceeds the chip's HBM; the message names the
-    peak, the capacity and the largest tensors live at the peak."""
+    """A workload whose device memory (weights, caches, live activations) exceeds the chip's
+    HBM; the message names the sizes (the peak, the capacity, the largest tensors live at the
+    peak) and what it would need."""

@@ -62,6 +62,11 @@ def reshape_target(in_shape: Sequence, target: Sequence[int], allowzero: int,
         else:
             out.append(t)
     if minus is None:
+        if all(isinstance(d, int) for d in (*in_shape, *out)):
+            have, want = math.prod(in_shape), math.prod(out)
+            if have != want:
+                raise ValueError(f"cannot reshape {tuple(in_shape)} ({have} elements) to "
+                                 f"{list(target)} ({want} elements)")
         return tuple(out)
     num_int, num_sym = 1, [d for d in in_shape if isinstance(d, str)]
     for d in in_shape:

@@ -3,8 +3,10 @@
 A fused node's subgraph is cut into *runs*: maximal stretches (in topological order) of
 element-wise ops that a loop can compute together: every op has a numba scalar function in the
 registry (`OpDef.scalar`), one output, no absent inputs, and one compute dtype shared by all
-its inputs and outputs (float16 computes in float32, as the vector kernels do), and every op
-of a run writes the same shape (the run's loop shape; operands broadcast into it). Every other
+its inputs and outputs (float16 computes in float32, as the vector kernels do), and the
+shapes its ops write broadcast to one loop shape (operands broadcast into it; an op whose shape
+does not broadcast with the stretch's, such as a sibling of another shape after a Reshape,
+starts a new run). Every other
 op (a cube head, a reduce, a reshape) runs its own registry kernel between runs, so a
 Conv + BN + ReLU node is the conv kernel followed by one composite loop for the epilogue.
 The loops themselves are generated and compiled by `ascendsim.kernels.composite`, which
@@ -104,7 +106,7 @@ def plan(sub: Graph) -> Plan:
     cur: list = []
     for node in sub.nodes:
         if compilable(sub, node):
-            if cur and sub.values[node.outputs[0]].dtype != sub.values[cur[0].outputs[0]].dtype:
+            if cur and not _joins(sub, cur, node):
                 steps.append(cur)
                 cur = []
             cur.append(node)
@@ -136,6 +138,23 @@ def plan(sub: Graph) -> Plan:
     return p
 
 
+def _out_shape(sub: Graph, node: Node) -> tuple[int, ...]:
+    return tuple(sub.values[node.outputs[0]].shape)
+
+
+def _joins(sub: Graph, run: list[Node], node: Node) -> bool:
+    """Whether `node` may extend the stretch `run`: same storage dtype, and its output shape
+    broadcasts with the stretch's loop shape (topological order may put side by side two ops
+    of unrelated shapes, e.g. the (32, 4) sibling of an op after a Reshape to (128,))."""
+    if sub.values[node.outputs[0]].dtype != sub.values[run[0].outputs[0]].dtype:
+        return False
+    try:
+        np.broadcast_shapes(*(_out_shape(sub, n) for n in run), _out_shape(sub, node))
+    except ValueError:
+        return False
+    return True
+
+
 def _split_by_shape(sub, nodes: list, later: set[str]) -> list[tuple[list, set[str]]]:
     """Cut a stretch into loops of one shape each. The loop shape S is the broadcast of the
     stretch's output shapes; an op writing a smaller shape is computed inline (redundantly, from
@@ -153,6 +172,10 @@ def _split_by_shape(sub, nodes: list, later: set[str]) -> list[tuple[list, set[s
             extract.update(i for i in n.inputs if i)
     pre = [n for n in nodes if n.outputs[0] in extract]
     rest = [n for n in nodes if n.outputs[0] not in extract]
+    if not rest:
+        # every op writes a smaller shape that is needed ((32, 1) and (1, 4) side by side):
+        # no loop shape serves them all; one loop per op
+        return [([n], later | {i for m in nodes for i in m.inputs if i}) for n in nodes]
     needed = later | {i for n in rest for i in n.inputs if i}
     out = _split_by_shape(sub, pre, needed)
     if rest:

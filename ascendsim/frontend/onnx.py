@@ -37,7 +37,7 @@ import numpy as np
 
 from ..errors import AscendSimError, GraphError, UnsupportedOpError
 from ..execute import run_graph
-from ..ir.graph import Graph
+from ..ir.graph import Graph, check_attr
 from ..ir.registry import Category, OpDef, Unit, get_op, has_op
 from ..ir.tensor import (
     ONNX_DTYPES,  # the IR's one code -> dtype table (Cast's `to`)
@@ -145,9 +145,39 @@ def _parse(src: Any) -> tuple[Any, str]:
 def _opset(model: Any) -> int:
     versions = [o.version for o in model.opset_import if o.domain in ("", "ai.onnx")]
     opset = max(versions) if versions else 1
+    if opset < 1:
+        raise GraphError(f"model imports opset {opset} of the default domain; opsets start at "
+                         f"1 (ascendsim reads 1 to {MAX_OPSET})")
     if opset > MAX_OPSET:
         raise GraphError(f"model uses opset {opset}; ascendsim reads opsets up to {MAX_OPSET}")
     return opset
+
+
+def _initializer_array(init: Any, numpy_helper: Any, what: str = "") -> np.ndarray:
+    """A tensor's data (an initializer, or a tensor attribute: `what` names it); GraphError
+    naming it when its dtype is unsupported or its data does not hold the elements its dims
+    declare (raw_data too short or too long)."""
+    what = what or f"initializer '{init.name}'"
+    dtype = onnx_dtype(init.data_type, what)
+    dims = [int(d) for d in init.dims]
+    if any(d < 0 for d in dims):
+        raise GraphError(f"{what} has negative dimension in {dims}")
+    count = int(np.prod(dims, dtype=np.int64)) if dims else 1
+    if init.HasField("raw_data"):
+        want = count * (2 if dtype == "bfloat16" else np.dtype(dtype).itemsize)
+        if dtype == "bool":
+            want = count
+        if len(init.raw_data) != want:
+            raise GraphError(f"{what} declares dims {dims} ({dtype}: {want} bytes) but its "
+                             f"raw_data holds {len(init.raw_data)} bytes")
+    try:
+        arr = numpy_helper.to_array(init)
+    except Exception as exc:   # onnx's ValueError / TypeError on inconsistent fields
+        raise GraphError(f"{what} cannot be read: {type(exc).__name__}: {exc}") from None
+    if arr.size != count:
+        raise GraphError(f"{what} declares dims {dims} ({count} elements) but holds "
+                         f"{arr.size}")
+    return arr
 
 
 class _Scope:
@@ -161,6 +191,7 @@ class _Scope:
         self.g.opset = opset
         self.captured: list[str] = []
         self.node_names: set[str] = set()
+        self.proto_names: set[str] = set()     # the model's own node names (must be unique)
         self.used: set[str] = set()
 
     # ------------------------------------------------------------ values
@@ -226,9 +257,10 @@ class _Scope:
         from onnx import numpy_helper
 
         gp = self.proto
+        if self.parent is None and not gp.output:
+            raise GraphError(f"ONNX graph '{gp.name}' declares no outputs: nothing to compute")
         for init in gp.initializer:
-            onnx_dtype(init.data_type, f"initializer '{init.name}'")
-            arr = numpy_helper.to_array(init)
+            arr = _initializer_array(init, numpy_helper)
             self.g.const(arr, init.name, dtype=arr.dtype)
         for i, vi in enumerate(gp.input):
             if vi.name in self.g.constants:
@@ -299,6 +331,11 @@ class _Scope:
         return [nodes[i] for i in order]
 
     def _node_name(self, node: Any, index: int) -> str:
+        if node.name:
+            if node.name in self.proto_names:
+                raise GraphError(f"ONNX graph '{self.proto.name}' has two nodes named "
+                                 f"'{node.name}' (node names must be unique)")
+            self.proto_names.add(node.name)
         name = node.name or f"{node.op_type}_{index}"
         base, i = name, 0
         while name in self.node_names:
@@ -310,6 +347,9 @@ class _Scope:
     def _node(self, node: Any, onnx: Any) -> None:
         name = self._node_name(node, len(self.node_names))
         op = node.op_type
+        if not node.output or not node.output[0]:
+            raise GraphError(f"node '{name}' ({op}) has an empty output name (its first "
+                             f"output is required)")
         if node.domain not in ("", "ai.onnx"):
             raise UnsupportedOpError(f"{node.domain}.{op}", name, self.opset,
                                      detail=f"domain '{node.domain}' is not supported")
@@ -335,6 +375,7 @@ class _Scope:
             raise UnsupportedOpError(op, name, self.opset, detail=_UNSUPPORTED_BEFORE[op][1])
         opdef = get_op(op, name)
         attrs, inputs, captured = self._convert(opdef, name, attrs, inputs, node)
+        attrs = {k: check_attr(opdef, k, v, name) for k, v in attrs.items()}
         # Constant nodes are constants
         if _is_constant_like(opdef):
             data = opdef.kernel([], {**opdef.attrs, **attrs})[0]
@@ -355,7 +396,7 @@ class _Scope:
             if a.t.data_type not in ONNX_DTYPES:
                 raise UnsupportedOpError(op, node, self.opset, detail=f"attribute '{a.name}' has "
                                          f"dtype {_dtype_label(a.t.data_type)}")
-            return numpy_helper.to_array(a.t)
+            return _initializer_array(a.t, numpy_helper, f"attribute '{a.name}' of node '{node}'")
         if a.type == A.INTS:
             return [int(v) for v in a.ints]
         if a.type == A.FLOATS:

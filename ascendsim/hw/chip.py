@@ -62,10 +62,17 @@ ARCHS = ("coupled", "split")
 LOCATIONS = ("gm", "l1", "l0a", "l0b", "l0c", "ub")
 #: vector instruction classes accepted by `Chip.vector_rate`
 VECTOR_CLASSES = ("unary", "binary", "exp", "sqrt", "div", "ternary", "reduce", "gather", "sort")
-#: confidence tags (reference/ascend-hardware.md), plus U for user-set figures
-TAGS = ("S", "D", "F", "M", "G", "U")
+#: confidence tags (reference/ascend-hardware.md), plus U for user-set figures and C for
+#: figures fitted by `ascendsim.validation.calibrate` ("C: calibrated on rows <ids>")
+TAGS = ("S", "D", "F", "M", "G", "U", "C")
 
-_SOURCE_RE = re.compile(r"^[SDFMGU](/[SDFMGU])*:")
+#: Physical ceilings, per unit: a figure above one is impossible, not a what-if (1 PiB of
+#: memory, a million cores, 1 PB/s, 1 THz); 10x any real figure stays far below them.
+MAX_BYTES = 2**50
+PHYSICAL_CEILING: dict[str, float] = {"bytes": MAX_BYTES, "cores": 2**20, "bytes/s": 1e15,
+                                      "Hz": 1e12}
+
+_SOURCE_RE = re.compile(r"^[SDFMGUC](/[SDFMGUC])*:")
 _DTYPE_ALIASES = {"fp16": "float16", "half": "float16", "float16": "float16",
                   "fp32": "float32", "float32": "float32",
                   "bf16": "bfloat16", "bfloat16": "bfloat16", "int8": "int8", "int4": "int4"}
@@ -95,7 +102,7 @@ def _check(key: str, value: Any, meta: Mapping[str, Any]) -> Any:
     """Validate one figure against its field spec; return it normalised (list->tuple etc.)."""
     kind = meta["kind"]
     if kind == "int":
-        if isinstance(value, float) and value.is_integer():
+        if isinstance(value, float) and math.isfinite(value) and value.is_integer():
             value = int(value)
         if isinstance(value, bool) or not isinstance(value, int):
             raise ConfigError(f"{key} must be an integer, got {type(value).__name__} {value!r}")
@@ -128,6 +135,10 @@ def _check(key: str, value: Any, meta: Mapping[str, Any]) -> Any:
         raise ConfigError(f"{key} must be > {meta['gt']:g}, got {value!r}")
     if meta["ge"] is not None and not value >= meta["ge"]:
         raise ConfigError(f"{key} must be >= {meta['ge']:g}, got {value!r}")
+    ceiling = PHYSICAL_CEILING.get(meta["unit"])
+    if ceiling is not None and value > ceiling:
+        raise ConfigError(f"{key} = {value:.4g} {meta['unit']} is beyond the physical ceiling "
+                          f"of {ceiling:.4g} {meta['unit']}")
     return value
 
 
@@ -201,6 +212,11 @@ class PathTable:
 PATH_PIPE = {"gm_l1": "MTE2", "gm_ub": "MTE2", "gm_l0a": "MTE2", "gm_l0b": "MTE2",
              "l1_l0a": "MTE1", "l1_l0b": "MTE1", "l1_ub": "MTE1", "ub_l1": "MTE3",
              "ub_gm": "MTE3", "l0c_ub": "V", "l0c_gm": "FIX", "l0c_l1": "FIX"}
+
+
+def _rebuild_chip(cls: type, figures: dict[str, Any], sources: dict[str, str]) -> Any:
+    """Unpickle a `Chip` (see `Chip.__reduce__`)."""
+    return cls(**figures, sources=sources)
 
 
 def _loc(name: str) -> str:
@@ -328,6 +344,12 @@ class Chip:
                 raise ConfigError(f"path_bytes_per_cycle.{required} is required")
         if not (bw.l0c_ub or bw.l0c_gm):
             raise ConfigError("path_bytes_per_cycle needs l0c_ub or l0c_gm (a way out of L0C)")
+
+    def __reduce__(self) -> tuple:
+        """Pickle through the constructor (the read-only `sources` view does not pickle), so
+        chips travel to process pools and Dask workers and are re-validated there."""
+        figures = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "sources"}
+        return (_rebuild_chip, (type(self), figures, dict(self.sources)))
 
     # -- what-ifs and provenance -----------------------------------------------------------
     def replace(self, **changes: Any) -> Chip:

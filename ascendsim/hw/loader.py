@@ -37,7 +37,8 @@ except ImportError:  # pragma: no cover - Python 3.10
         _toml = None  # type: ignore[assignment]
 
 #: built-in aliases -> file names
-ALIASES = {"ascend910a": "ascend910", "ascend910b2": "ascend910b"}
+#: (ascend910b is the 910B2; ascend910b_gen1 is the first-generation SoC CANN calls "Ascend910B")
+ALIASES = {"ascend910a": "ascend910", "ascend910b2": "ascend910b", "ascend310p3": "ascend310p"}
 _META = ("name", "description", "base")
 _FIELDS = {f.name: f for f in fields(Chip) if f.name != "sources"}
 
@@ -92,8 +93,13 @@ def _resolve(data: bytes, where: str, folder: Path | None, stem: str,
     if _toml is None:  # pragma: no cover
         raise ConfigError("reading chip files needs Python >= 3.11 (tomllib) or the tomli package")
     try:
-        doc = _toml.loads(data.decode("utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{where}: not UTF-8 text (byte {data[exc.start]:#04x} at offset "
+                          f"{exc.start})") from None
+    try:
+        doc = _toml.loads(text)
+    except ValueError as exc:
         raise ConfigError(f"{where}: not valid TOML: {exc}") from None
     base = doc.pop("base", None)
     own = _parse(doc, where, user=folder is not None)

@@ -15,6 +15,7 @@ graph can be executed, printed and simulated on its own.
 from __future__ import annotations
 
 import itertools
+import math
 from collections import defaultdict, deque
 from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,8 +24,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import GraphError
+from ..hw.chip import MAX_BYTES as MAX_TENSOR_BYTES
 from .registry import FUSED_OP, OpDef, get_op, op_by_builder
-from .tensor import ConstData, LazyTensor, Shape, Value, dtype_name, materialize
+from .tensor import ConstData, LazyTensor, Shape, Value, dtype_name, itemsize, materialize
 
 
 @dataclass(frozen=True, eq=False)
@@ -87,15 +89,20 @@ class Graph:
         return self._fresh(base, self.values)
 
     def _add_value(self, value: Value) -> Value:
+        if not isinstance(value.name, str) or not value.name:
+            raise GraphError(f"graph '{self.name}': a value needs a non-empty name, got "
+                             f"{value.name!r}")
         if value.name in self.values:
             raise GraphError(f"duplicate value name '{value.name}' in graph '{self.name}'")
+        check_value(value, f"graph '{self.name}'")
         self.values[value.name] = value
         return value
 
     def input(self, name: str, shape: Sequence[int | str], dtype: Any = "float32",
               layout: str = "ND") -> Value:
         """Declare a graph input; symbolic dims are strings ("batch")."""
-        value = self._add_value(Value(name, tuple(shape), dtype_name(dtype), layout))
+        value = self._add_value(Value(name, input_shape(shape, f"input '{name}'"),
+                                      dtype_name(dtype), layout))
         self.inputs.append(name)
         return value
 
@@ -175,8 +182,9 @@ class Graph:
         if len(outputs) != len(out_specs):
             raise GraphError(f"node '{name}' ({op_type}) makes {len(out_specs)} outputs, "
                              f"{len(outputs)} names were given")
-        outs = [self._add_value(Value(o, tuple(s), dtype_name(d))) for o, (s, d) in
-                zip(outputs, out_specs)]
+        outs = [self._add_value(check_value(Value(o, tuple(s), dtype_name(d)),
+                                            f"node '{name}' ({op_type})"))
+                for o, (s, d) in zip(outputs, out_specs)]
         names = self._node_names()
         self.nodes.append(Node(name, op_type, in_names, tuple(outputs), full_attrs, subgraph))
         names.add(name)
@@ -190,11 +198,12 @@ class Graph:
             valid = ", ".join(sorted(opdef.attrs)) or "none"
             raise GraphError(f"node '{node}' ({opdef.op_type}): unknown attribute(s) "
                              f"{', '.join(unknown)}; valid: {valid}")
-        return {**opdef.attrs, **attrs}
+        checked = {k: check_attr(opdef, k, v, node) for k, v in attrs.items()}
+        return {**opdef.attrs, **checked}
 
     def _infer(self, opdef: OpDef, name: str, in_vals: list, in_names: Sequence[str],
                attrs: dict) -> list:
-        consts = [self.const_value(n) if (i in opdef.needs_const_inputs and n) else None
+        consts = [self.const_value(n) if (i in opdef.const_inputs and n) else None
                   for i, n in enumerate(in_names)]
         try:
             return opdef.infer(in_vals, attrs, consts)
@@ -203,7 +212,7 @@ class Graph:
             if f"'{name}'" in msg:
                 raise
             raise GraphError(f"node '{name}' ({opdef.op_type}): {msg}") from None
-        except (ValueError, IndexError, TypeError, KeyError) as exc:
+        except (ValueError, IndexError, TypeError, KeyError, ArithmeticError) as exc:
             raise GraphError(f"node '{name}' ({opdef.op_type}): cannot infer output shape "
                              f"from inputs {[v for v in in_vals]}: {exc}") from None
 
@@ -372,7 +381,8 @@ class Graph:
                 specs = self._infer(opdef, n.name, ins, n.inputs, n.attrs)
             for o, (s, d) in zip(n.outputs, specs):
                 old = self.values[o]
-                self.values[o] = Value(o, tuple(s), dtype_name(d), old.layout)
+                self.values[o] = check_value(Value(o, tuple(s), dtype_name(d), old.layout),
+                                             f"node '{n.name}' ({n.op_type})")
 
     def bind(self, **dims: int) -> Graph:
         """A copy with symbolic input dims bound (e.g. ``g.bind(batch=8)``), shapes re-inferred."""
@@ -441,6 +451,100 @@ class Graph:
             lines.append(f"  {n.name}: {n.op_type}({ins}) -> {outs}")
         lines.append(f"  outputs {', '.join(self.outputs)}")
         return "\n".join(lines)
+
+
+#: attributes that hold an integer (or None) / a list of integers (or None) whatever their
+#: registered default: a float there (Softmax axis=1.5) is an error, not a value to keep
+INT_ATTRS = frozenset({"axis", "num_outputs", "size", "end", "start", "dtype", "blocksize",
+                       "group", "keepdims", "batch_dims", "k"})
+INT_LIST_ATTRS = frozenset({"perm", "axes", "kernel_shape", "pads", "strides", "dilations",
+                            "output_padding", "output_shape", "scan_input_axes"})
+
+
+def _as_int(value: Any) -> int | None:
+    """`value` as an int when it is an integer (an integral float too), else None."""
+    if isinstance(value, (bool, np.bool_)):
+        return int(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)) and np.isfinite(value) and float(value) == \
+            int(value):
+        return int(value)
+    return None
+
+
+def check_attr(opdef: OpDef, key: str, value: Any, node: str) -> Any:
+    """An attribute value checked against the kind its default (or its name) says; returned
+    normalised (numpy ints -> int, integral floats of integer attributes -> int)."""
+    default = opdef.attrs.get(key)
+    where = f"node '{node}' ({opdef.op_type}): attribute '{key}'"
+    if value is None:
+        return value
+    if key in INT_LIST_ATTRS:
+        if isinstance(value, np.ndarray):
+            value = value.tolist()
+        if not isinstance(value, (list, tuple)):
+            raise GraphError(f"{where} must be a list of integers, got "
+                             f"{type(value).__name__} {value!r}")
+        ints = [_as_int(v) for v in value]
+        if any(i is None or isinstance(v, (bool, np.bool_)) for i, v in zip(ints, value)):
+            raise GraphError(f"{where} must be a list of integers, got {list(value)!r}")
+        return type(value)(ints)
+    if key in INT_ATTRS or (isinstance(default, (int, np.integer))
+                            and not isinstance(default, bool)):
+        as_int = _as_int(value)
+        if as_int is None:
+            raise GraphError(f"{where} must be an integer, got {type(value).__name__} "
+                             f"{value!r}")
+        return as_int
+    if isinstance(default, float):
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float,
+                                                                         np.number)):
+            raise GraphError(f"{where} must be a number, got {type(value).__name__} "
+                             f"{value!r}")
+        if not np.isfinite(value):
+            raise GraphError(f"{where} must be finite, got {value!r}")
+        return float(value)
+    if isinstance(default, str) and not isinstance(value, str):
+        raise GraphError(f"{where} must be a string, got {type(value).__name__} {value!r}")
+    return value
+
+
+def input_shape(shape: Any, what: str) -> tuple:
+    """A declared shape as a tuple of non-negative ints (numpy ints accepted) and non-empty
+    strings (symbolic dims); GraphError naming `what` and the bad dimension."""
+    if isinstance(shape, (str, bytes)) or not isinstance(shape, Sequence | np.ndarray):
+        raise GraphError(f"{what}: shape must be a sequence of dims, got "
+                         f"{type(shape).__name__} {shape!r}")
+    dims = []
+    for i, d in enumerate(shape):
+        if isinstance(d, str) and d:
+            dims.append(d)
+        elif isinstance(d, (int, np.integer)) and not isinstance(d, (bool, np.bool_)):
+            dims.append(int(d))
+        else:
+            raise GraphError(f"{what}: dimension {i} is {d!r} ({type(d).__name__}); a dim is "
+                             f"a non-negative integer or a symbolic name")
+    return tuple(dims)
+
+
+def check_value(value: Value, where: str) -> Value:
+    """GraphError naming the value when a static dim is negative or the tensor is larger
+    than any device memory (`MAX_TENSOR_BYTES`)."""
+    for i, d in enumerate(value.shape):
+        if isinstance(d, bool) or not isinstance(d, (int, str)):
+            raise GraphError(f"{where}: value '{value.name}' dimension {i} is {d!r} "
+                             f"({type(d).__name__}), not an integer or a symbolic name")
+        if isinstance(d, int) and d < 0:
+            raise GraphError(f"{where}: value '{value.name}' has negative dimension {d} "
+                             f"(dim {i} of {tuple(value.shape)})")
+    if all(isinstance(d, int) for d in value.shape):
+        nbytes = math.prod(value.shape) * itemsize(value.dtype)
+        if nbytes > MAX_TENSOR_BYTES:
+            raise GraphError(f"{where}: value '{value.name}' {value.dtype}"
+                             f"{list(value.shape)} needs {nbytes:.3g} bytes, beyond the "
+                             f"physical ceiling of {MAX_TENSOR_BYTES:.3g} bytes (2^50)")
+    return value
 
 
 def rebound_subgraph(node: Node, values: Mapping[str, Value]) -> Graph:

@@ -10,8 +10,9 @@ Families of ops register themselves from `ascendsim/ir/ops/<family>.py`.
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum, IntEnum
 from typing import TYPE_CHECKING, Any
@@ -23,6 +24,7 @@ from ..errors import UnsupportedOpError
 if TYPE_CHECKING:
     from .graph import Node
     from .tensor import Shape, Value
+    from .vjp import VJP
 
 
 class Category(IntEnum):
@@ -99,6 +101,10 @@ def _elem_flops(ins: Sequence[Value], outs: Sequence[Value], attrs: dict) -> int
 
 #: vector instructions per element, as a function of (inputs, outputs, attrs)
 VecInstrs = Callable[[Sequence["Value"], Sequence["Value"], dict], float]
+#: A gradient rule (vector-Jacobian product): given the forward node in a `VJP` context and the
+#: cotangents of its outputs (None where no gradient flows), build the cotangents of its inputs
+#: with Graph builder calls; None for an input that has no gradient (an index, a shape).
+GradRule = Callable[["VJP", list], list]
 
 
 @dataclass(frozen=True)
@@ -132,10 +138,24 @@ class OpDef:
     commutative: bool = False
     # True when the op's output needs the input *values* to know its shape (Reshape's shape).
     needs_const_inputs: tuple[int, ...] = ()
+    # inputs whose constant data, when known, `infer` checks (Gather's indices against the
+    # axis size) without its shape depending on them; None is passed when not a constant
+    checks_const_inputs: tuple[int, ...] = ()
     # inputs whose *shape* alone decides the output (Shape, Size): foldable when it is static
     shape_only_inputs: tuple[int, ...] = ()
     # False for ops with random outputs: never folded, never merged by CSE
     deterministic: bool = True
+    # Instructions of other classes per element of the largest operand, on top of
+    # `vec_instrs` of `vec_class` (an optimizer's vsqrt and vdiv among its vmul/vadd).
+    vec_extra: tuple[tuple[VecClass, float], ...] = ()
+    # False when the inputs only order the op (NPUGetFloatStatus reads the hardware status
+    # register, not its inputs): the lowering keeps the dependencies but moves no input bytes.
+    reads_inputs: bool = True
+    # the vector-Jacobian product (reverse-mode autodiff); None: no gradient rule
+    grad: GradRule | None = None
+    # inputs that are never trainable parameters even when they are float constants: state
+    # (BatchNorm's running statistics) and hyper-parameters (Resize's scales)
+    untrainable_inputs: tuple[int, ...] = ()
     # identity flags the passes and lowering ask instead of comparing op-type strings
     conv: bool = False                # a convolution (Conv, ConvTranspose): NC1HWC0, img2col
     transposed: bool = False          # ... the transposed (backward-data) form
@@ -166,6 +186,11 @@ class OpDef:
         return max(1.0, float(n))
 
     @property
+    def const_inputs(self) -> frozenset[int]:
+        """Inputs whose constant data `infer` receives (needed or checked)."""
+        return frozenset(self.needs_const_inputs) | frozenset(self.checks_const_inputs)
+
+    @property
     def builder_name(self) -> str:
         return self.builder or snake_case(self.op_type)
 
@@ -188,6 +213,30 @@ def register(opdef: OpDef) -> OpDef:
     _REGISTRY[opdef.op_type] = opdef
     _BUILDERS[opdef.builder_name] = opdef
     return opdef
+
+
+#: builder slot names of weights (Conv's and ConvTranspose's W): shared by every sample of a
+#: batch even when computed (a training step's Cast of a float32 master weight)
+WEIGHT_SLOTS = frozenset({"w"})
+
+
+def weight_inputs(node: Node) -> frozenset[str]:
+    """The value names `node` reads in weight slots (see WEIGHT_SLOTS)."""
+    spec = get_op(node.op_type, node.name).inputs
+    return frozenset(v for slot, v in zip(spec, node.inputs)
+                     if v and slot.strip("*?") in WEIGHT_SLOTS)
+
+
+def register_grads(rules: Mapping[str, GradRule]) -> None:
+    """Attach gradient rules to registered ops (a family lists its rules in one table beside
+    its ops); giving an op a second rule is a programming error."""
+    for op_type, rule in rules.items():
+        old = _REGISTRY[op_type]
+        if old.grad is not None:
+            raise ValueError(f"op {op_type!r} has a gradient rule already")
+        new = dataclasses.replace(old, grad=rule)
+        _REGISTRY[op_type] = new
+        _BUILDERS[new.builder_name] = new
 
 
 def _load_families() -> None:

@@ -11,6 +11,7 @@ touches the data, so a ResNet-50 at batch 256 costs no weight memory until value
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -115,15 +116,20 @@ class LazyTensor:
     @staticmethod
     def random(shape: tuple[int, ...], dtype: str, seed: int, scale: float = 1.0) -> LazyTensor:
         """Seeded normal values times `scale` (deterministic for the same seed)."""
-        def make() -> np.ndarray:
-            rng = np.random.default_rng(seed)
-            return (rng.standard_normal(shape) * scale).astype(dtype)
+        make = functools.partial(_random_values, tuple(shape), dtype, seed, scale)
         return LazyTensor(tuple(shape), dtype, make, f"random(seed={seed}, scale={scale})")
 
     @staticmethod
     def full(shape: tuple[int, ...], dtype: str, fill: float) -> LazyTensor:
-        return LazyTensor(tuple(shape), dtype, lambda: np.full(shape, fill, dtype=dtype),
+        return LazyTensor(tuple(shape), dtype, functools.partial(np.full, shape, fill, dtype),
                           f"full({fill})")
+
+
+def _random_values(shape: tuple[int, ...], dtype: str, seed: int, scale: float) -> np.ndarray:
+    """The values of `LazyTensor.random` (a module-level function, so lazy constants pickle and
+    graphs can be sent to other processes)."""
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal(shape) * scale).astype(dtype)
 
 
 ConstData = np.ndarray | LazyTensor

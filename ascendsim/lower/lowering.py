@@ -25,7 +25,12 @@ cost their padded bytes.
 Vector cost. An op's vector work is `OpDef.vec_passes` instructions (the registry's
 `vec_instrs`: Exp is one vexp, Sigmoid four instructions; not its flops, which only feed the
 roofline) per element of its largest operand, each at the chip's bytes/cycle for the op's
-`VecClass` (`chip.vector_rate`), at least `vector_min_cycles` per instruction. One rule on
+`VecClass` (`chip.vector_rate`), at least `vector_min_cycles` per instruction, plus the
+registry's `vec_extra` instructions of other classes (an optimizer's vsqrt/vdiv). An op
+whose `reads_inputs` is False (NPUGetFloatStatus) moves no input bytes; its inputs only
+order it. An op on NC1HWC0 (FRACTAL_NZ) data whose other outputs are per-channel (per-
+column) vectors reads it in place, keeps the format for its same-rank outputs and writes the
+vectors in ND (BNTrainingReduce/Update, LayerNormBetaGammaBackprop). One rule on
 top (`vec_class_of`, decided from the op's input Values): a BINARY-class op whose operands
 other than its largest have ONE element (x + 2.0, Mul by a broadcast scalar, Clip by scalar
 bounds, Max(x, 0)) runs the scalar-operand instructions vadds/vmuls/vmaxs, which the
@@ -71,8 +76,9 @@ from ..hw.names import (
     TASK_MIX_AIC,
 )
 from ..ir.graph import rebound_subgraph
-from ..ir.registry import FUSED_OP, Category, Unit, VecClass, get_op
+from ..ir.registry import FUSED_OP, Category, Unit, VecClass, get_op, weight_inputs
 from ..ir.tensor import Value, itemsize
+from .attention import SPECIAL_LOWERINGS
 from .program import CoreGroup, Phase, Program, Task
 from .tiling import (
     GemmSpec,
@@ -96,14 +102,15 @@ FRACTAL = 16
 FRACTAL_INT8 = 32
 #: bytes of one L0C accumulator element: mmad accumulates fp16/bf16 in fp32 and int8 in int32
 ACC_BYTES = 4
-#: an operand with 1/8 or fewer of the output's elements (a bias, a per-channel scale) is
-#: broadcast from ND, never converted to the output's 5-D or fractal format
+#: an operand with 1/8 or fewer of the elements of the op's largest value (a bias, a
+#: per-channel scale, a per-row statistic) is broadcast from ND, never converted to the
+#: 5-D or fractal format
 SMALL_OPERAND_RATIO = 8
 
 
-def is_small_operand(numel: int, out_numel: int) -> bool:
-    """Whether an operand is small enough to stay ND beside a larger output (see above)."""
-    return numel * SMALL_OPERAND_RATIO <= out_numel
+def is_small_operand(numel: int, largest: int) -> bool:
+    """Whether an operand is small enough to stay ND beside a larger value (see above)."""
+    return numel * SMALL_OPERAND_RATIO <= largest
 
 #: registry vector class -> chip vector instruction class (MOVE: vcopy/vnchwconv, unary rate)
 VEC_CLASS = {VecClass.UNARY: "unary", VecClass.BINARY: "binary", VecClass.TERNARY: "ternary",
@@ -428,6 +435,9 @@ class _Lowering:
         if node.subgraph is not None and node.op_type == FUSED_OP:
             self.fused(node)
             return
+        if node.op_type in SPECIAL_LOWERINGS:      # fused attention, KV cache, grouped matmul
+            SPECIAL_LOWERINGS[node.op_type](self, node)
+            return
         opdef = get_op(node.op_type, node.name)
         unit = self.unit(node)
         if unit == Unit.NONE:
@@ -479,20 +489,27 @@ class _Lowering:
                notes: list[str] | None = None) -> None:
         ext_in = [i for i in node.inputs if i]
         outs = list(node.outputs)
+        if len(parts) == 1 and not get_op(parts[0].op_type, parts[0].name).reads_inputs:
+            ext_in = []   # ordering-only inputs (module note, "Vector cost")
         keeps = category <= Category.SEGMENT
         # the special format of the main input survives element-wise/reduce work
         main = next((i for i in ext_in if not self.is_const(i)), None)
         fmt = ND
+        out_fmts = [ND] * len(outs)
         if keeps and main is not None and self.format_of(main) in (NC1HWC0, NZ):
             fmt = self.format_of(main)
-            rank = self.value(main).rank
-            if any(self.value(o).rank != rank for o in outs):
+            keep = self.keeps_format(main, fmt, outs)
+            if keep is None:
                 fmt = ND
+            else:
+                out_fmts = [fmt if same else ND for same in keep]
         ins = []
+        # an operand 8x smaller than the op's largest value (a per-channel or per-row
+        # vector, a broadcast statistic) is read as it is
+        biggest = max(self.value(v).numel for v in [*ext_in, *outs])
         for i in ext_in:
             v = self.value(i)
-            small = is_small_operand(v.numel, max(self.value(o).numel for o in outs)) or \
-                v.rank < 2
+            small = is_small_operand(v.numel, biggest) or v.rank < 2
             if fmt == ND or small or self.is_const(i):
                 ins.append(self.ensure(i, ND) if not self.is_const(i) and not small else i)
             else:
@@ -501,20 +518,40 @@ class _Lowering:
         out_vals = [self.value(o) for o in outs]
         in_b = [padded_bytes(v, fmt if self.format_of(i) == fmt else ND)
                 for i, v in zip(ins, in_vals)]
-        out_b = [padded_bytes(v, fmt) for v in out_vals]
+        out_b = [padded_bytes(v, f) for v, f in zip(out_vals, out_fmts)]
         n = max(in_b[k] // itemsize(in_vals[k].dtype) for k in range(len(in_vals))) \
             if in_vals else 1
         n = max([n] + [b // itemsize(v.dtype) for b, v in zip(out_b, out_vals)])
         n = max(n, 1)
         vparts, temp, flops = self.vec_parts(parts, n, outs)
         inputs = tuple((b / n, self.miss(i, b)) for i, b in zip(ins, in_b))
-        through = max((self.through(o, fmt) for o in outs), default=1.0)
+        through = max((self.through(o, f) for o, f in zip(outs, out_fmts)), default=1.0)
         spec = VecSpec(n, inputs, sum(out_b) / n, through, tuple(vparts), temp)
         groups, vnotes = vector_work(self.chip, spec, node.name, self._vcores())
+        if not ext_in and node.inputs:
+            ins = [i for i in node.inputs if i]   # dependencies only: no bytes moved
+            vnotes = vnotes + ["inputs order the op only (no input bytes read)"]
         self.add_task(TaskSpec(name or node.name, op_type or node.op_type, self._vtype(),
                                [self._vphase(groups)], ins, outs,
-                               [self.format_of(i) for i in ins], [fmt] * len(outs), flops,
+                               [self.format_of(i) for i in ins], out_fmts, flops,
                                (notes or []) + vnotes, fused))
+
+    def keeps_format(self, main: str, fmt: str, outs: list[str]) -> list[bool] | None:
+        """Whether the op reads its main input in its special format `fmt` in place (None:
+        convert it to ND) and, per output, whether the output keeps `fmt`. In place when
+        every output keeps the input's rank or is a vector along the format's inner axis:
+        for NC1HWC0 a per-channel vector (C,) (BNTrainingReduce's sums), for FRACTAL_NZ a
+        per-column vector (last dim) (LayerNormBetaGammaBackprop's dgamma/dbeta, a bias
+        gradient); such a vector output is ND."""
+        mv = self.value(main)
+        same = [self.value(o).rank == mv.rank for o in outs]
+        axis = 1 if fmt == NC1HWC0 and mv.rank >= 3 else -1 if fmt == NZ and mv.rank >= 2 \
+            else None
+        channel = [axis is not None and self.value(o).rank == 1
+                   and self.value(o).shape[0] == mv.shape[axis] for o in outs]
+        if not all(s or c for s, c in zip(same, channel)):
+            return None
+        return same
 
     def vec_parts(self, nodes: list, n: int, ext_outs: list[str],
                   scale: float = 1.0) -> tuple[list[VecPart], float, int]:
@@ -525,7 +562,7 @@ class _Lowering:
         total_flops = 0
         for nd in nodes:
             opdef = get_op(nd.op_type, nd.name)
-            ins = [self.sub_value(nd, i) for i in nd.inputs if i]
+            ins = [self.sub_value(nd, i) for i in nd.inputs if i] if opdef.reads_inputs else []
             outs = [self.sub_value(nd, o) for o in nd.outputs]
             flops = int(opdef.flops(ins, outs, nd.attrs))
             total_flops += flops
@@ -534,8 +571,12 @@ class _Lowering:
             passes = opdef.vec_passes(ins, outs, nd.attrs)
             per_elem = passes * width * big / max(n, 1) * scale
             vclass = vec_class_of(opdef, ins)
-            parts.append(VecPart(vclass, max(ins + outs, key=lambda v: itemsize(v.dtype)).dtype,
-                                 per_elem, f"vec_{vclass}"))
+            dtype = max(ins + outs, key=lambda v: itemsize(v.dtype)).dtype
+            parts.append(VecPart(vclass, dtype, per_elem, f"vec_{vclass}"))
+            for extra_class, count in opdef.vec_extra:
+                xclass = VEC_CLASS.get(extra_class, "unary")
+                parts.append(VecPart(xclass, dtype, count * width * big / max(n, 1) * scale,
+                                     f"vec_{xclass}"))
             for o in outs:
                 if o.name not in ext_outs:
                     temp += o.numel * itemsize(o.dtype) / max(n, 1) * scale
@@ -636,10 +677,11 @@ class _Lowering:
             [head_out], head.attrs))
         if tail:
             flops += self.vec_parts(tail, per_out, out_names)[2]
+        # per-channel outputs of an epilogue (Conv + BNTrainingReduce's sums) are ND vectors
+        out_fmts = [out_fmt if self.value(o).rank == head_out.rank else ND for o in out_names]
         task = self.add_task(TaskSpec(name or node.name, op_type or node.op_type, task_type,
                                       phases, ins, out_names, [self.format_of(i) for i in ins],
-                                      [out_fmt] * len(out_names), flops, notes, fused,
-                                      cube_dtype=cdt))
+                                      out_fmts, flops, notes, fused, cube_dtype=cdt))
         if split_tail:   # the cube result waits in a GM workspace for the AIV phase
             task.workspace_bytes = padded_bytes(head_out, out_fmt)
 
@@ -718,15 +760,21 @@ class _Lowering:
 
 
 def _chunk_values(node, k: int, outer_constants) -> dict[str, Value]:
-    """Values of a batch-split L2 chain for one chunk: every activation input (not a weight
-    or other constant of the outer graph) whose leading dim is the full batch gets
+    """Values of a batch-split L2 chain for one chunk: every activation input (not a weight,
+    computed or constant, nor another constant of the outer graph) whose leading dim is the
+    full batch gets
     `chunk_batch`, shapes re-inferred through the chain."""
     sub = node.subgraph.copy()
     chunk = int(node.attrs.get("chunk_batch") or 0)
     full = chunk * k
+    weights = set().union(*(weight_inputs(n) for n in sub.nodes))
+    for n in reversed(sub.nodes):        # a weight's Cast inside the chain: its input too
+        if n.outputs and all(o in weights for o in n.outputs):
+            weights.update(i for i in n.inputs if i)
     for name in sub.inputs:
         v = sub.values[name]
-        if v.shape and v.shape[0] == full and name not in outer_constants:
+        if v.shape and v.shape[0] == full and name not in outer_constants \
+                and name not in weights:
             sub.values[name] = Value(name, (chunk,) + tuple(v.shape[1:]), v.dtype, v.layout)
     sub.infer_shapes()
     return dict(sub.values)

@@ -25,8 +25,10 @@ from .bert import (
     bert_encoder_layer,
     bert_large,
     bert_large_training_step,
+    bert_pretraining,
     bert_training_step,
 )
+from .decoder import decoder, decoder_presets
 from .resnet import resnet, resnet50, resnet50_training_step, resnet_training_step
 from .seeds import (
     conv_bn_relu,
@@ -51,8 +53,10 @@ BUILDERS: dict[str, Callable[..., Graph]] = {
     "bert_base": bert_base,
     "bert_large": bert_large,
     "bert_encoder_layer": bert_encoder_layer,
+    "bert_pretraining": bert_pretraining,
     "bert_training_step": bert_training_step,
     "bert_large_training_step": bert_large_training_step,
+    "decoder": decoder,
 }
 
 
@@ -68,6 +72,8 @@ def get(name: str, **kwargs: Any) -> Graph:
     except KeyError:
         raise ConfigError(f"unknown model {name!r}; valid: {', '.join(BUILDERS)}") from None
     valid = inspect.signature(builder).parameters
+    if any(p.kind == p.VAR_KEYWORD for p in valid.values()):
+        return builder(**kwargs)         # the builder checks its own **overrides (decoder)
     unknown = sorted(set(kwargs) - set(valid))
     if unknown:
         raise ConfigError(f"model {name!r}: unknown argument(s) {', '.join(unknown)}; "
@@ -75,4 +81,4 @@ def get(name: str, **kwargs: Any) -> Graph:
     return builder(**kwargs)
 
 
-__all__ = ["names", "get", "BUILDERS", *BUILDERS]
+__all__ = ["names", "get", "BUILDERS", "decoder_presets", *BUILDERS]

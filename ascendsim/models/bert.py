@@ -13,24 +13,17 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..autodiff import OPTIMIZERS, training_step
 from ..errors import ConfigError
 from ..ir.graph import Graph
 from ..ir.tensor import Value
 from .blocks import (
     ModelBuilder,
-    Tape,
     add,
-    add_input,
-    apply_optimizer,
     check_choice,
     check_positive,
     linear,
-    matmul,
-    new_param,
     reshape,
-    scale,
-    softmax,
-    softmax_cross_entropy,
     transpose,
 )
 from .blocks import gelu as _gelu
@@ -55,81 +48,61 @@ def _check(batch: int, seq_len: int, hidden: int, heads: int, layers: int, ffn: 
 
 def encoder_layer(mb: ModelBuilder, x: Value, name: str, heads: int, ffn: int,
                   gelu_form: str = "erf", layer_norm_form: str = "op",
-                  tape: Tape | None = None, mask: Value | None = None) -> Value:
+                  mask: Value | None = None) -> Value:
     """One post-LN transformer encoder layer on x (batch, seq, hidden); `mask` is an additive
     attention bias (batch, 1, 1, seq), 0 to attend and a large negative number to ignore."""
+    g = mb.g
     b, s, h = (int(d) for d in x.shape)
     d = h // heads
     ln_dec = layer_norm_form == "decomposed"
 
     def heads_of(v: Value, perm: list[int]) -> Value:
-        return transpose(mb, reshape(mb, v, [b, s, heads, d], tape), perm, tape)
+        return transpose(mb, reshape(mb, v, [b, s, heads, d]), perm)
 
-    q = heads_of(linear(mb, x, f"{name}.attention.query", h, tape), [0, 2, 1, 3])
-    k = heads_of(linear(mb, x, f"{name}.attention.key", h, tape), [0, 2, 3, 1])
-    v = heads_of(linear(mb, x, f"{name}.attention.value", h, tape), [0, 2, 1, 3])
-    scores = scale(mb, matmul(mb, q, k, tape), 1.0 / float(np.sqrt(d)), tape)
+    q = heads_of(linear(mb, x, f"{name}.attention.query", h), [0, 2, 1, 3])
+    k = heads_of(linear(mb, x, f"{name}.attention.key", h), [0, 2, 3, 1])
+    v = heads_of(linear(mb, x, f"{name}.attention.value", h), [0, 2, 1, 3])
+    scores = g.mul(g.matmul(q, k), mb.scalar(1.0 / float(np.sqrt(d))))
     if mask is not None:
-        scores = add_input(mb, scores, mask, tape)
-    ctx = matmul(mb, softmax(mb, scores, tape), v, tape)                 # (b, heads, s, d)
-    ctx = reshape(mb, transpose(mb, ctx, [0, 2, 1, 3], tape), [b, s, h], tape)
-    attn = linear(mb, ctx, f"{name}.attention.output", h, tape)
-    x = _layer_norm(mb, add(mb, attn, x, tape), f"{name}.attention.ln", decomposed=ln_dec,
-                   tape=tape)
-    inner = _gelu(mb, linear(mb, x, f"{name}.intermediate", ffn, tape), gelu_form == "op", tape)
-    out = linear(mb, inner, f"{name}.output", h, tape)
-    return _layer_norm(mb, add(mb, out, x, tape), f"{name}.output.ln", decomposed=ln_dec,
-                      tape=tape)
+        scores = add(mb, scores, mask)
+    ctx = g.matmul(g.softmax(scores, axis=-1), v)                      # (b, heads, s, d)
+    ctx = reshape(mb, transpose(mb, ctx, [0, 2, 1, 3]), [b, s, h])
+    attn = linear(mb, ctx, f"{name}.attention.output", h)
+    x = _layer_norm(mb, add(mb, attn, x), f"{name}.attention.ln", decomposed=ln_dec)
+    inner = _gelu(mb, linear(mb, x, f"{name}.intermediate", ffn), gelu_form == "op")
+    out = linear(mb, inner, f"{name}.output", h)
+    return _layer_norm(mb, add(mb, out, x), f"{name}.output.ln", decomposed=ln_dec)
 
 
-def one_hot(mb: ModelBuilder, ids: Value, depth: int) -> Value:
-    """(rows,) int64 ids -> (rows, depth) one-hot in the compute dtype (Equal + Cast)."""
+def one_hot(mb: ModelBuilder, ids: Value, depth: int, dtype: str | None = None) -> Value:
+    """(rows,) int64 ids -> (rows, depth) one-hot in `dtype` (default: the compute dtype)
+    (Equal + Cast)."""
     g = mb.g
     rows = int(np.prod([int(d) for d in ids.shape]))
     col = g.reshape(ids, mb.ints([rows, 1]))
     classes = g.const(np.arange(depth, dtype=np.int64))
-    return g.cast(g.equal(col, classes), to=mb.dtype)
+    return g.cast(g.equal(col, classes), to=dtype or mb.dtype)
 
 
 def _embeddings(mb: ModelBuilder, ids: Value, types: Value, hidden: int, vocab: int,
-                max_position: int, ln_dec: bool, tape: Tape | None) -> tuple[Value, Value]:
+                max_position: int, ln_dec: bool) -> tuple[Value, Value]:
     """Word + position + token-type embeddings, LayerNorm; returns (output, word table)."""
     g = mb.g
-    b, s = (int(d) for d in ids.shape)
-    table = new_param(mb, tape, "embeddings.word",
-                      lambda dt: mb.weight("embeddings.word", (vocab, hidden), scale=0.02,
-                                           dtype=dt))
-    pos_table = new_param(mb, tape, "embeddings.position",
-                          lambda dt: mb.weight("embeddings.position", (max_position, hidden),
-                                               scale=0.02, dtype=dt))
-    type_table = new_param(mb, tape, "embeddings.token_type",
-                           lambda dt: mb.weight("embeddings.token_type", (TYPE_VOCAB, hidden),
-                                                scale=0.02, dtype=dt))
+    s = int(ids.shape[1])
+    table = mb.weight("embeddings.word", (vocab, hidden), scale=0.02)
+    pos_table = mb.weight("embeddings.position", (max_position, hidden), scale=0.02)
+    type_table = mb.weight("embeddings.token_type", (TYPE_VOCAB, hidden), scale=0.02)
     word = g.gather(table, ids, axis=0, name="embeddings.word_lookup")
     pos = g.gather(pos_table, g.const(np.arange(s, dtype=np.int64)), axis=0,
                    name="embeddings.position_lookup")
     typ = g.gather(type_table, types, axis=0, name="embeddings.token_type_lookup")
     e = g.add(g.add(word, pos), typ)
-    if tape is not None:
-        def back() -> None:
-            de = tape.grad(e)
-            if de is None:
-                return
-            de2 = g.reshape(de, mb.ints([b * s, hidden]))
-            # scatter-add of the lookups written as one-hot MatMuls (BERT's TPU formulation)
-            tape.param_grad(table, g.gemm(one_hot(mb, ids, vocab), de2, transA=1))
-            tape.param_grad(type_table, g.gemm(one_hot(mb, types, TYPE_VOCAB), de2, transA=1))
-            dpos = g.reduce_sum(de, [0], keepdims=0)                      # (s, hidden)
-            if s < max_position:
-                dpos = g.pad(dpos, mb.ints([0, 0, max_position - s, 0]))
-            tape.param_grad(pos_table, dpos)
-        tape.on_backward(back)
-    return _layer_norm(mb, e, "embeddings.ln", decomposed=ln_dec, tape=tape), table
+    return _layer_norm(mb, e, "embeddings.ln", decomposed=ln_dec), table
 
 
 def _encoder(mb: ModelBuilder, batch: int, seq_len: int, layers: int, hidden: int, heads: int,
              ffn: int, vocab: int, max_position: int, gelu_form: str, layer_norm_form: str,
-             attention_mask: bool, tape: Tape | None) -> tuple[Value, Value]:
+             attention_mask: bool) -> tuple[Value, Value]:
     g = mb.g
     if seq_len > max_position:
         raise ConfigError(f"seq_len={seq_len} exceeds max_position={max_position}")
@@ -138,10 +111,9 @@ def _encoder(mb: ModelBuilder, batch: int, seq_len: int, layers: int, hidden: in
     mask = g.input("attention_mask", (batch, 1, 1, seq_len), mb.dtype) if attention_mask \
         else None
     x, table = _embeddings(mb, ids, types, hidden, vocab, max_position,
-                           layer_norm_form == "decomposed", tape)
+                           layer_norm_form == "decomposed")
     for i in range(layers):
-        x = encoder_layer(mb, x, f"layer{i}", heads, ffn, gelu_form, layer_norm_form, tape,
-                          mask)
+        x = encoder_layer(mb, x, f"layer{i}", heads, ffn, gelu_form, layer_norm_form, mask)
     return x, table
 
 
@@ -160,7 +132,7 @@ def bert(batch: int = 8, seq_len: int = 128, layers: int = 12, hidden: int = 768
     check_positive(vocab=vocab, max_position=max_position)
     mb = ModelBuilder(f"BERT-L{layers}-H{hidden}", dtype, seed)
     x, _ = _encoder(mb, batch, seq_len, layers, hidden, heads, ffn, vocab, max_position, gelu,
-                    layer_norm, attention_mask, None)
+                    layer_norm, attention_mask)
     mb.g.output(x)
     return mb.g
 
@@ -197,6 +169,47 @@ def bert_encoder_layer(batch: int = 32, seq_len: int = 512, hidden: int = 1024, 
     return mb.g
 
 
+def bert_pretraining(batch: int = 32, seq_len: int = 512, layers: int = 24,
+                     hidden: int = 1024, heads: int = 16, ffn: int | None = None,
+                     vocab: int = VOCAB, max_position: int = MAX_POSITION,
+                     masked: int | None = None, dtype: str = "float16", gelu: str = "erf",
+                     layer_norm: str = "op", attention_mask: bool = False,
+                     seed: int = 0) -> Graph:
+    """The masked-LM pre-training forward of a BERT encoder: encoder, the masked positions'
+    transform (Linear, GELU, LayerNorm), the decoder tied to the word table, and the loss
+    (SoftmaxCrossEntropyWithLogits, in float32 under float16, mean over the masked rows) as
+    output "mlm_loss".
+
+    Inputs as `bert`, plus "masked_positions" and "masked_lm_ids" (batch*masked,) int64 (flat
+    positions into batch*seq_len; masked defaults to 76 at seq 512, MLPerf's max predictions,
+    else 15% of seq_len)."""
+    ffn = 4 * hidden if ffn is None else ffn
+    _check(batch, seq_len, hidden, heads, layers, ffn, gelu, layer_norm)
+    if masked is None:
+        masked = 76 if seq_len >= 512 else max(1, round(0.15 * seq_len))
+    check_positive(masked=masked, vocab=vocab, max_position=max_position)
+    mb = ModelBuilder(f"BERT-L{layers}-H{hidden}-Pretraining", dtype, seed)
+    g = mb.g
+    x, table = _encoder(mb, batch, seq_len, layers, hidden, heads, ffn, vocab, max_position,
+                        gelu, layer_norm, attention_mask)
+    rows = batch * masked
+    positions = g.input("masked_positions", (rows,), "int64")
+    label_ids = g.input("masked_lm_ids", (rows,), "int64")
+    flat = reshape(mb, x, [batch * seq_len, hidden])
+    picked = g.gather(flat, positions, axis=0, name="mlm.gather")
+    t = linear(mb, picked, "mlm.transform", hidden)
+    t = _layer_norm(mb, _gelu(mb, t, gelu == "op"), "mlm.ln", decomposed=False)
+    bias = mb.weight("mlm.decoder.bias", (vocab,), scale=0.02)
+    logits = g.gemm(t, table, bias, transB=1, name="mlm.decoder")       # tied to the word table
+    z = g.cast(logits, to="float32") if logits.dtype == "float16" else logits
+    per_row, _ = g.softmax_cross_entropy_with_logits(z, one_hot(mb, label_ids, vocab, z.dtype),
+                                                     name="mlm.loss")
+    g.add_node("ReduceMean", [per_row, mb.ints([0])], {"keepdims": 0}, name="mlm_loss",
+               outputs=["mlm_loss"])
+    g.output("mlm_loss")
+    return g
+
+
 def bert_training_step(batch: int = 32, seq_len: int = 512, layers: int = 24,
                        hidden: int = 1024, heads: int = 16, ffn: int | None = None,
                        vocab: int = VOCAB, max_position: int = MAX_POSITION,
@@ -204,51 +217,16 @@ def bert_training_step(batch: int = 32, seq_len: int = 512, layers: int = 24,
                        optimizer: str = "adam", lr: float = 1e-4, weight_decay: float = 0.01,
                        gelu: str = "erf", attention_mask: bool = False,
                        seed: int = 0) -> Graph:
-    """One masked-LM pre-training step of a BERT encoder of any size.
-
-    Forward, MLM loss, backward, optimizer update. See `bert_large_training_step` for what
-    is approximated."""
-    ffn = 4 * hidden if ffn is None else ffn
-    _check(batch, seq_len, hidden, heads, layers, ffn, gelu, "decomposed")
-    check_choice("optimizer", optimizer, ("adam", "sgd", "momentum"))
-    if masked is None:
-        masked = 76 if seq_len >= 512 else max(1, round(0.15 * seq_len))
-    check_positive(masked=masked)
-    mb = ModelBuilder(f"BERT-L{layers}-H{hidden}-TrainingStep", dtype, seed)
-    g = mb.g
-    tape = Tape(mb)
-    x, table = _encoder(mb, batch, seq_len, layers, hidden, heads, ffn, vocab, max_position,
-                        gelu, "decomposed", attention_mask, tape)
-    rows = batch * masked
-    positions = g.input("masked_positions", (rows,), "int64")   # flat indices into batch*seq
-    label_ids = g.input("masked_lm_ids", (rows,), "int64")
-    flat = reshape(mb, x, [batch * seq_len, hidden], tape)
-    picked = g.gather(flat, positions, axis=0, name="mlm.gather")
-
-    def gather_back() -> None:
-        dp = tape.grad(picked)
-        if dp is not None:     # scatter-add of the picked rows, as a one-hot MatMul
-            tape.accumulate(flat, g.gemm(one_hot(mb, positions, batch * seq_len), dp, transA=1))
-    tape.on_backward(gather_back)
-    t = linear(mb, picked, "mlm.transform", hidden, tape)
-    t = _layer_norm(mb, _gelu(mb, t, False, tape), "mlm.ln", tape=tape)
-    bias = new_param(mb, tape, "mlm.decoder.bias",
-                     lambda dt: mb.weight("mlm.decoder.bias", (vocab,), scale=0.02, dtype=dt))
-    logits = g.gemm(t, table, bias, transB=1, name="mlm.decoder")       # tied to the word table
-
-    def decoder_back() -> None:
-        dl = tape.grad(logits)
-        if dl is None:
-            return
-        tape.param_grad(table, g.gemm(dl, t, transA=1))
-        tape.param_grad(bias, g.reduce_sum(dl, [0], keepdims=0))
-        tape.accumulate(t, g.gemm(dl, table))
-    tape.on_backward(decoder_back)
-    loss = softmax_cross_entropy(mb, logits, one_hot(mb, label_ids, vocab), tape)
-    g.output(g.identity(loss, name="loss"))
-    tape.backward({loss.name: mb.scalar(1.0)})
-    g.output(*apply_optimizer(mb, tape, optimizer, lr=lr, weight_decay=weight_decay))
-    return g
+    """One masked-LM pre-training step of a BERT encoder of any size:
+    `training_step(bert_pretraining(...), loss="mlm_loss", optimizer, ...)` (float16 compute
+    with float32 masters and dynamic loss scaling when dtype is float16). See
+    `bert_large_training_step`."""
+    check_choice("optimizer", optimizer, OPTIMIZERS)
+    g = bert_pretraining(batch, seq_len, layers, hidden, heads, ffn, vocab, max_position,
+                         masked, dtype, gelu, "op", attention_mask, seed)
+    return training_step(g, "mlm_loss", optimizer, lr, weight_decay=weight_decay, eps=1e-6,
+                         mixed_precision=dtype == "float16",
+                         name=f"BERT-L{layers}-H{hidden}-TrainingStep")
 
 
 def bert_large_training_step(batch: int = 32, seq_len: int = 512, dtype: str = "float16",
@@ -258,20 +236,21 @@ def bert_large_training_step(batch: int = 32, seq_len: int = 512, dtype: str = "
 
     Inputs: "input_ids", "token_type_ids" (batch, seq_len) int64, "masked_positions" and
     "masked_lm_ids" (batch*masked,) int64 (flat positions into batch*seq_len; masked defaults
-    to 76 at seq 512, MLPerf's max predictions, else 15% of seq_len). Outputs "loss", then
-    every updated parameter and optimizer state (Adam: m, v; float32 master weights under
-    float16 compute).
+    to 76 at seq 512, MLPerf's max predictions, else 15% of seq_len), every parameter
+    (float32 masters), its optimizer state ("_m", "_v"), "step", "loss_scale", "good_steps".
+    Outputs "loss", then `<param>_new`, `<param>_m_new`, `<param>_v_new`, "step_new",
+    "loss_scale_new", "good_steps_new".
 
-    Exact: gradients of every MatMul/Gemm (as Gemm with transA/transB), Softmax, the 1/sqrt(d)
-    scale, the erf GELU, LayerNorm (decomposed in training), residual Adds, Reshape/Transpose;
-    the tied MLM decoder; Adam (bias correction folded into lr) as element-wise ops.
-    Approximated: the lookups' gradients (word, token type, masked-position gather) are one-hot
-    MatMuls (as BERT's TPU code does) instead of a scatter-add, which costs ~1 TFLOP more per
-    step at full size; the next-sentence head, dropout, loss scaling and LAMB are omitted.
+    The backward comes from the registry's gradient rules: MatMul/Gemm gradients on the cube,
+    LayerNorm as LayerNormXBackprop/LayerNormBetaGammaBackprop, the lookups' gradients as
+    ScatterND-add, the loss through SoftmaxCrossEntropyWithLogits' backprop; the update is
+    ApplyAdam (or ApplyAdamW, LAMB's two phases, ApplyMomentum) on float32 masters.
+    Omitted: the next-sentence head and dropout.
     """
     return bert_training_step(batch, seq_len, 24, 1024, 16, 4096, masked=masked, dtype=dtype,
                               optimizer=optimizer, seed=seed)
 
 
-__all__ = ["bert", "bert_base", "bert_large", "bert_encoder_layer", "bert_training_step",
+__all__ = ["bert", "bert_base", "bert_large", "bert_encoder_layer", "bert_pretraining",
+           "bert_training_step",
            "bert_large_training_step", "encoder_layer", "one_hot"]

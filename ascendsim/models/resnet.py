@@ -4,27 +4,24 @@ Inference keeps every BatchNormalization node (unfused: folding BN into the conv
 graph-fusion passes' job), then MaxPool, four stages of bottlenecks [3, 4, 6, 3],
 GlobalAveragePool, Flatten and a Gemm classifier: 53 convolutions, ~4.1 GMACs per 224x224 image.
 
-The training step adds the backward pass and an optimizer update (see
-`resnet50_training_step` for what is exact and what is approximated).
+The training step is the autodiff transform of the inference graph
+(`ascendsim.autodiff.training_step`; see `resnet50_training_step`).
 """
 
 from __future__ import annotations
 
+from ..autodiff import OPTIMIZERS, training_step
 from ..errors import ConfigError
 from ..ir.graph import Graph
 from ..ir.tensor import Value
 from .blocks import (
     ModelBuilder,
-    Tape,
     add,
-    apply_optimizer,
     batch_norm,
     check_choice,
     check_positive,
     conv2d,
-    new_param,
     relu,
-    softmax_cross_entropy,
 )
 
 #: bottleneck width and stride of the first block, per stage
@@ -35,88 +32,40 @@ EXPANSION = 4
 
 
 def _conv_bn(mb: ModelBuilder, x: Value, name: str, cout: int, k: int, stride: int, pad: int,
-             act: bool, tape: Tape | None, gamma: tuple[float, float] = (0.8, 1.2),
-             input_grad: bool = True) -> Value:
-    y = conv2d(mb, x, f"{name}.conv", cout, k, stride, pad, tape, input_grad)
-    y = batch_norm(mb, y, f"{name}.bn", gamma=gamma, tape=tape)
-    return relu(mb, y, tape) if act else y
+             act: bool, gamma: tuple[float, float] = (0.8, 1.2)) -> Value:
+    y = conv2d(mb, x, f"{name}.conv", cout, k, stride, pad)
+    y = batch_norm(mb, y, f"{name}.bn", gamma=gamma)
+    return relu(mb, y) if act else y
 
 
-def _bottleneck(mb: ModelBuilder, x: Value, name: str, width: int, stride: int,
-                tape: Tape | None) -> Value:
+def _bottleneck(mb: ModelBuilder, x: Value, name: str, width: int, stride: int) -> Value:
     cin = int(x.shape[1])
     cout = width * EXPANSION
-    y = _conv_bn(mb, x, f"{name}.1", width, 1, 1, 0, True, tape)
-    y = _conv_bn(mb, y, f"{name}.2", width, 3, stride, 1, True, tape)
+    y = _conv_bn(mb, x, f"{name}.1", width, 1, 1, 0, True)
+    y = _conv_bn(mb, y, f"{name}.2", width, 3, stride, 1, True)
     # small gain on the last BN keeps 16 residual additions in fp16 range with random weights
-    y = _conv_bn(mb, y, f"{name}.3", cout, 1, 1, 0, False, tape, gamma=(0.2, 0.4))
+    y = _conv_bn(mb, y, f"{name}.3", cout, 1, 1, 0, False, gamma=(0.2, 0.4))
     short = x
     if stride != 1 or cin != cout:
-        short = _conv_bn(mb, x, f"{name}.downsample", cout, 1, stride, 0, False, tape)
-    return relu(mb, add(mb, y, short, tape), tape)
-
-
-def _maxpool(mb: ModelBuilder, x: Value, tape: Tape | None) -> Value:
-    """MaxPool 3x3/2 pad 1. Its gradient (training) is approximated on the vector unit: the
-    output gradient is upsampled 2x (Reshape, broadcast Mul) and kept where x equals the
-    upsampled max (Greater, Where), i.e. each input gets the gradient of the 2x2-aligned
-    window that covers it instead of every overlapping 3x3 window."""
-    g = mb.g
-    y = g.max_pool(x, kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], name="maxpool")
-    if tape is None:
-        return y
-
-    def back() -> None:
-        dy = tape.grad(y)
-        if dy is None:
-            return
-        n, c, h, w = (int(d) for d in x.shape)
-        oh, ow = int(y.shape[2]), int(y.shape[3])
-        ones = mb.fill("maxpool.grad_ones", (1, 1, 1, 2, 1, 2), 1.0)
-
-        def up(v: Value) -> Value:
-            v6 = g.mul(g.reshape(v, mb.ints([n, c, oh, 1, ow, 1])), ones)
-            v4 = g.reshape(v6, mb.ints([n, c, 2 * oh, 2 * ow]))
-            if 2 * oh != h or 2 * ow != w:
-                v4 = g.slice(v4, mb.ints([0, 0]), mb.ints([h, w]), mb.ints([2, 3]))
-            return v4
-        dx = g.where(g.greater(up(y), x), mb.scalar(0.0), up(dy))
-        tape.accumulate(x, dx)
-    tape.on_backward(back)
-    return y
+        short = _conv_bn(mb, x, f"{name}.downsample", cout, 1, stride, 0, False)
+    return relu(mb, add(mb, y, short))
 
 
 def _forward(mb: ModelBuilder, x: Value, layers: tuple[int, ...], num_classes: int,
-             tape: Tape | None) -> Value:
+             width: int) -> Value:
     g = mb.g
-    y = _conv_bn(mb, x, "stem", 64, 7, 2, 3, True, tape, input_grad=False)
-    y = _maxpool(mb, y, tape)
-    for s, (blocks, (width, stride)) in enumerate(zip(layers, STAGE_WIDTHS), start=1):
+    y = _conv_bn(mb, x, "stem", width, 7, 2, 3, True)
+    y = g.max_pool(y, kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], name="maxpool")
+    for s, (blocks, (base, stride)) in enumerate(zip(layers, STAGE_WIDTHS), start=1):
         for b in range(blocks):
-            y = _bottleneck(mb, y, f"layer{s}.{b}", width, stride if b == 0 else 1, tape)
+            y = _bottleneck(mb, y, f"layer{s}.{b}", base * width // 64,
+                            stride if b == 0 else 1)
     pooled = g.global_average_pool(y, name="avgpool")
     flat = g.flatten(pooled, axis=1, name="flatten")
     feat = int(flat.shape[1])
-    w = new_param(mb, tape, "fc.weight",
-                  lambda dt: mb.weight("fc.weight", (num_classes, feat), dtype=dt,
-                                       scale=float(feat) ** -0.5))
-    b = new_param(mb, tape, "fc.bias",
-                  lambda dt: mb.weight("fc.bias", (num_classes,), scale=0.01, dtype=dt))
-    logits = g.gemm(flat, w, b, transB=1, name="fc")
-    if tape is not None:
-        def back() -> None:
-            dl = tape.grad(logits)
-            if dl is None:
-                return
-            tape.param_grad(w, g.gemm(dl, flat, transA=1))
-            tape.param_grad(b, g.reduce_sum(dl, [0], keepdims=0))
-            dflat = g.matmul(dl, w)
-            dpool = g.reshape(dflat, mb.ints([int(d) for d in pooled.shape]))
-            h, wd = int(y.shape[2]), int(y.shape[3])
-            avg = mb.fill("avgpool.grad_scale", (1, 1, h, wd), 1.0 / (h * wd))
-            tape.accumulate(y, g.mul(dpool, avg))
-        tape.on_backward(back)
-    return logits
+    w = mb.weight("fc.weight", (num_classes, feat), scale=float(feat) ** -0.5)
+    b = mb.weight("fc.bias", (num_classes,), scale=0.01)
+    return g.gemm(flat, w, b, transB=1, name="fc")
 
 
 def _check(batch: int, image: int, num_classes: int, layers: tuple[int, ...]) -> None:
@@ -130,17 +79,22 @@ def _check(batch: int, image: int, num_classes: int, layers: tuple[int, ...]) ->
 
 
 def resnet(batch: int = 32, image: int = 224, layers: tuple[int, ...] = RESNET50_LAYERS,
-           dtype: str = "float16", num_classes: int = 1000, seed: int = 0) -> Graph:
+           dtype: str = "float16", num_classes: int = 1000, seed: int = 0,
+           width: int = 64) -> Graph:
     """A bottleneck ResNet v1.5 for inference, `layers` blocks per stage.
 
     (3, 4, 6, 3) is ResNet-50. Input "input" (batch, 3, image, image), output logits
-    (batch, num_classes)."""
+    (batch, num_classes). `width` is the stem's channels (64; stage widths scale with it),
+    smaller for quick tests."""
     layers = tuple(layers)
     _check(batch, image, num_classes, layers)
+    check_positive(width=width)
+    if width % 4:
+        raise ConfigError(f"width={width}: must be a multiple of 4")
     mb = ModelBuilder("ResNet50" if layers == RESNET50_LAYERS else
                       f"ResNet{3 * sum(layers) + 2}", dtype, seed)
     x = mb.g.input("input", (batch, 3, image, image), mb.dtype)
-    mb.g.output(_forward(mb, x, layers, num_classes, None))
+    mb.g.output(_forward(mb, x, layers, num_classes, width))
     return mb.g
 
 
@@ -157,19 +111,10 @@ def resnet_training_step(batch: int = 256, image: int = 224,
     """One training step of a bottleneck ResNet v1.5 (see `resnet50_training_step`)."""
     layers = tuple(layers)
     _check(batch, image, num_classes, layers)
-    check_choice("optimizer", optimizer, ("sgd", "momentum"))
-    name = "ResNet50" if layers == RESNET50_LAYERS else f"ResNet{3 * sum(layers) + 2}"
-    mb = ModelBuilder(f"{name}TrainingStep", dtype, seed)
-    g = mb.g
-    tape = Tape(mb)
-    x = g.input("input", (batch, 3, image, image), mb.dtype)
-    labels = g.input("labels", (batch, num_classes), mb.dtype)
-    logits = _forward(mb, x, layers, num_classes, tape)
-    loss = softmax_cross_entropy(mb, logits, labels, tape)
-    g.output(g.identity(loss, name="loss"))
-    tape.backward({loss.name: mb.scalar(1.0)})
-    g.output(*apply_optimizer(mb, tape, optimizer, lr=lr, weight_decay=weight_decay))
-    return g
+    check_choice("optimizer", optimizer, OPTIMIZERS)
+    g = resnet(batch, image, layers, dtype, num_classes, seed)
+    return training_step(g, "softmax_cross_entropy", optimizer, lr, weight_decay=weight_decay,
+                         mixed_precision=dtype == "float16", name=f"{g.name}TrainingStep")
 
 
 def resnet50_training_step(batch: int = 256, image: int = 224, dtype: str = "float16",
@@ -177,18 +122,14 @@ def resnet50_training_step(batch: int = 256, image: int = 224, dtype: str = "flo
                            lr: float = 0.1, weight_decay: float = 5e-5, seed: int = 0) -> Graph:
     """One ResNet-50 v1.5 training step: forward, softmax cross-entropy, backward, update.
 
-    Inputs "input" (batch, 3, image, image) and one-hot "labels" (batch, num_classes);
-    outputs "loss" (a scalar), then every updated parameter and optimizer state.
-
-    Exact: BatchNorm uses batch statistics (decomposed into ReduceMean/Sub/Mul/Sqrt/Div) with
-    its exact gradient; conv data gradients are ConvTranspose; conv weight gradients are a
-    Conv of the transposed activations by the transposed output gradient (dilation = stride,
-    same MACs as the forward); ReLU gradients are Where(Greater(y, 0)); Gemm, average-pool and
-    loss gradients are exact; SGD with momentum and weight decay as element-wise ops. Under
-    float16 the parameters are float32 master copies Cast to float16 for compute and updated
-    in float32 (mixed precision).
-    Approximated: the MaxPool gradient (2x upsample masked by x == max, not argmax routing of
-    overlapping windows); BN running-statistics updates are omitted; no loss scaling.
+    `training_step(resnet50(...), "softmax_cross_entropy", optimizer, ...)`: inputs "input"
+    (batch, 3, image, image), one-hot float32 "labels" (batch, num_classes), every parameter
+    (float32 masters under float16), its optimizer state and the BN running statistics, the
+    loss-scale state under float16; outputs "loss", then `<param>_new` (and `_m_new`),
+    the running statistics' `_new`, "loss_scale_new"/"good_steps_new". BatchNorm trains as
+    BNTrainingReduce/BNTrainingUpdate with BNTrainingUpdateGrad/BNTrainingReduceGrad, MaxPool
+    through its argmax, conv gradients as ConvTranspose and a Conv of the input by the output
+    gradient (the forward's MACs), the update as ApplyMomentum with L2 weight decay.
     """
     return resnet_training_step(batch, image, RESNET50_LAYERS, dtype, num_classes, optimizer,
                                 lr, weight_decay, seed)

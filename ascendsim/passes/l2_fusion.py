@@ -37,7 +37,7 @@ Lowering contract: a FusedOp with fusion "L2" lowers its inner nodes as separate
 from __future__ import annotations
 
 from ..ir.graph import Graph, Node
-from ..ir.registry import Category, Unit
+from ..ir.registry import Category, Unit, weight_inputs
 from ..ir.tensor import is_static
 from .base import L2_FUSION, CostModel, Pass, PassContext, PassResult
 from .partition import FusionGraph, data_inputs, opdef, unit_of
@@ -65,14 +65,28 @@ def batch_separable(graph: Graph, node: Node, batch: int | None = None,
     if opdef(node).category not in _SEPARABLE or \
             unit_of(graph, node) not in (Unit.CUBE, Unit.VECTOR):
         return None
-    # weights and other constants are shared by every chunk; activations lead with N
+    # weights (constants, or a cube op's computed W) are shared by every chunk; activations
+    # lead with N
+    shared = consts | weight_inputs(node)
     vals = [graph.values[v] for v in (*data_inputs(graph, node), *node.outputs)
-            if v and v not in consts]
+            if v and v not in shared]
     if not vals or any(not is_static(v.shape) or v.rank < 2 for v in vals):
         return None
     leads = {v.shape[0] for v in vals}
     n = batch if batch is not None else next(iter(leads))
-    return n if leads == {n} and n > 1 else None
+    if leads != {n} or n <= 1:
+        return None
+    # a constant read element by element along the batch (same rank, leading dim N: e.g. the
+    # fp32 master weight of an optimizer update) would have to be split with the chunks; the
+    # chunks share constants whole, so such a node is not batch-separable
+    if opdef(node).category in (Category.ELEMWISE, Category.BROADCAST):
+        out_rank = max(graph.values[o].rank for o in node.outputs if o)
+        for v in data_inputs(graph, node):
+            if v in consts:
+                shape = graph.values[v].shape
+                if len(shape) == out_rank and shape and shape[0] == n:
+                    return None
+    return n
 
 
 def chain_graph(graph: Graph, chain: list[Node], fg: FusionGraph | None = None) -> Graph:

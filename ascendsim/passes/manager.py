@@ -58,16 +58,24 @@ def _graph_fusion_passes() -> tuple[type[Pass], ...]:
     from .aa_biasadd_conv_fusion import AABiasaddConvFusion
     from .channel_align import ChannelAlignFusionPass
     from .conv_batchnorm_fusion import ConvBatchnormFusionPass
+    from .flash_attention_fusion import FlashAttentionFusionPass
     from .gelu_fusion import GeluFusionPass
     from .layer_norm_fusion import LayerNormFusionPass
     from .matmul_biasadd_fusion import MatMulBiasAddFusionPass
     from .pow_to_mul_fusion import PowToMulFusionPass
+    from .rms_norm_fusion import RmsNormFusionPass
+    from .rotary_mul_fusion import RotaryMulFusionPass
     from .softmax_small_op_fusion import SoftmaxSmallOpFusionPass
     from .split_concat_elemwise_fusion import SplitConcatElemwiseFusionPass
+    from .swiglu_fusion import SwiGluFusionPass
 
-    return (AABiasaddConvFusion, ConvBatchnormFusionPass, MatMulBiasAddFusionPass,
-            SoftmaxSmallOpFusionPass, LayerNormFusionPass, GeluFusionPass, PowToMulFusionPass,
-            ChannelAlignFusionPass, SplitConcatElemwiseFusionPass)
+    # FlashAttention first (its chain holds MatMuls and Adds the generic passes would take);
+    # RmsNorm after LayerNorm (a LayerNorm's tail is an RMSNorm of the centred input)
+    return (FlashAttentionFusionPass, AABiasaddConvFusion, ConvBatchnormFusionPass,
+            MatMulBiasAddFusionPass, SoftmaxSmallOpFusionPass, LayerNormFusionPass,
+            GeluFusionPass, PowToMulFusionPass, ChannelAlignFusionPass,
+            SplitConcatElemwiseFusionPass, RmsNormFusionPass, RotaryMulFusionPass,
+            SwiGluFusionPass)
 
 
 STAGE_NAMES = ("ge", "graph_kernel_basic", "graph_kernel_composite", "graph_fusion",
@@ -78,6 +86,7 @@ def default_stages() -> list[Stage]:
     """The pipeline, in order (GE passes first, then the fusion stages)."""
     from .graph_kernel import BasicOpsFusion, CompositeOpsFusion
     from .l2_fusion import L2BatchSplitFusionPass
+    from .training_fusion import TRAINING_UB_PASSES
     from .ub_fusion import UB_PASSES
 
     return [
@@ -90,7 +99,7 @@ def default_stages() -> list[Stage]:
         Stage("graph_kernel_composite", "after graph-kernel composite fusion",
               (CompositeOpsFusion,), option="graph_kernel"),
         Stage("graph_fusion", "after graph fusion", _graph_fusion_passes()),
-        Stage("ub_fusion", "after UB fusion", UB_PASSES),
+        Stage("ub_fusion", "after UB fusion", TRAINING_UB_PASSES + UB_PASSES),
         Stage("l2_fusion", "after L2 fusion", (L2BatchSplitFusionPass,), option="l2_fusion"),
     ]
 

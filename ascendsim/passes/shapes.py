@@ -27,7 +27,7 @@ def is_loop(node: Node) -> bool:
 def _registry_infer(graph: Graph, node: Node) -> list[tuple[tuple, str]]:
     opdef = get_op(node.op_type, node.name)
     ins = [graph.values[i] if i else None for i in node.inputs]
-    consts = [graph.const_value(n) if (k in opdef.needs_const_inputs and n) else None
+    consts = [graph.const_value(n) if (k in opdef.const_inputs and n) else None
               for k, n in enumerate(node.inputs)]
     try:
         specs = opdef.infer(ins, node.attrs, consts)

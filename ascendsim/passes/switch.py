@@ -41,7 +41,7 @@ CANN_UNMODELLED = frozenset({
     "TbeMultiOutputFusionPass", "AutomaticUbFusion", "TbeConv3dElemwisePass",
     "TbeConv2DBackpropElemwiseFusionPass", "TbeDxElemwisePass", "ATbeMatMulElemwiseFusionPass",
     "TbeFullyconnectionElemwiseDequantFusionPass", "TbeDepthwiseConvElemwiseFusionPass",
-    "TbeElemwiseQuantFusionPass", "TbeConvBnreduceFusionPass", "TbeConv2DReluv2Pass",
+    "TbeElemwiseQuantFusionPass", "TbeConv2DReluv2Pass",
     "TbeConvDoubleInFusionPass", "TbeAippConvReluMaxpoolingFusion",
     "MatmulConfusiontransposeUbFusion", "TbeEltwiseCastFusionPass",
     "TbeReadSelectEltwiseFusionPass", "TbeEltwiseWriteSelectFusionPass",
@@ -107,10 +107,15 @@ def _check_name(name: str, key: str, group: str | None, known: Mapping[str, Pass
     if name in CANN_UNMODELLED:
         sw.unmodelled.append(name)
         return False
+    if name == "ALL" and group is None:
+        raise ConfigError(f"fusion switch key '{key}': 'ALL' sets a group's default and is valid "
+                          f"only inside a group of the JSON format, e.g. "
+                          f"{{\"Switch\": {{\"GraphFusion\": {{\"ALL\": \"off\"}}}}}}; "
+                          f"here name passes one by one")
     valid = sorted(n for n, i in known.items() if group is None or i.group == group)
     raise ConfigError(f"fusion switch key '{key}': unknown pass '{name}'"
                       + (f" in group '{group}'" if group else "")
-                      + f"; valid names: ALL, {', '.join(valid)}")
+                      + f"; valid names: {'ALL, ' if group else ''}{', '.join(valid)}")
 
 
 def _parse_json(doc: Any, known: Mapping[str, PassInfo], sw: FusionSwitch) -> None:
@@ -139,7 +144,18 @@ def _parse_json(doc: Any, known: Mapping[str, PassInfo], sw: FusionSwitch) -> No
                 sw.overrides[name] = val
 
 
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict:
+    """json object_pairs_hook: a key given twice is an error (json keeps the last silently)."""
+    out: dict = {}
+    for k, v in pairs:
+        if k in out:
+            raise ConfigError(f"fusion switch: key '{k}' is given twice in one object")
+        out[k] = v
+    return out
+
+
 def _parse_lines(text: str, known: Mapping[str, PassInfo], sw: FusionSwitch) -> None:
+    seen: dict[str, int] = {}
     for lineno, line in enumerate(text.splitlines(), 1):
         line = line.split("#", 1)[0].strip()
         if not line:
@@ -148,6 +164,10 @@ def _parse_lines(text: str, known: Mapping[str, PassInfo], sw: FusionSwitch) -> 
             raise ConfigError(f"fusion switch line {lineno}: '{line}' is not 'PassName:on|off'")
         name, raw = (s.strip() for s in line.split(":", 1))
         key = f"line {lineno} ({name})"
+        if name in seen:
+            raise ConfigError(f"fusion switch key '{key}': pass '{name}' is already set on "
+                              f"line {seen[name]}")
+        seen[name] = lineno
         val = _value(raw, key)
         if _check_name(name, key, None, known, sw):
             sw.overrides[name] = val
@@ -177,17 +197,26 @@ def load_fusion_switch(source: str | PathLike | Mapping | None,
     path = Path(source)
     if not path.is_file():
         raise ConfigError(f"fusion switch file '{path}' does not exist")
-    text = path.read_text(encoding="utf-8")
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"fusion switch file '{path}' is not UTF-8 text (byte "
+                          f"{data[exc.start]:#04x} at offset {exc.start})") from None
     sw.source = str(path)
-    if text.lstrip().startswith("{"):
-        try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"fusion switch file '{path}': invalid JSON at line {exc.lineno}"
-                              f" column {exc.colno}: {exc.msg}") from None
-        _parse_json(doc, known, sw)
-    else:
-        _parse_lines(text, known, sw)
+    try:
+        if text.lstrip().startswith(("{", "[")):
+            try:
+                doc = json.loads(text, object_pairs_hook=_no_duplicates)
+            except json.JSONDecodeError as exc:
+                raise ConfigError(f"invalid JSON at line {exc.lineno} column {exc.colno}: "
+                                  f"{exc.msg}") from None
+            _parse_json(doc, known, sw)
+        else:
+            _parse_lines(text, known, sw)
+    except ConfigError as exc:
+        msg = str(exc).removeprefix("fusion switch ").removeprefix(": ")
+        raise ConfigError(f"fusion switch file '{path}': {msg}") from None
     return sw
 
 

@@ -122,12 +122,19 @@ def fuse_nodes(graph: Graph, nodes: Sequence[Node], attrs: dict, name: str | Non
              if v in graph.constants and i in opdef(n).needs_const_inputs}
     data = {v for n in inner for i, v in enumerate(n.inputs)
             if v and i not in opdef(n).needs_const_inputs}
+    # a one-element constant is an immediate only for vector element-wise ops; a cube op's
+    # bias or a (K, 1) weight is a memory operand the lowering loads from GM (a Conv 1 -> 1
+    # channel with bias lost its bias input when it moved inside)
+    operands = {v for n in inner for i, v in enumerate(n.inputs)
+                if v and i not in opdef(n).needs_const_inputs
+                and (n.subgraph is not None or opdef(n).category > Category.BROADCAST)}
     inputs: list[str] = []
     for n in inner:
         for v in n.inputs:
             if not v or v in produced or v in sub_consts or v in inputs:
                 continue
-            if is_scalar_const(graph, v) or (v in param and v not in data):
+            if ((is_scalar_const(graph, v) and v not in operands)
+                    or (v in param and v not in data)):
                 sub_consts[v] = graph.constants[v]
             else:
                 inputs.append(v)

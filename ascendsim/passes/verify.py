@@ -2,9 +2,14 @@
 
 It checks what a rewrite can break: unique names, every read value defined before use (nodes
 in topological order, hence acyclic), graph outputs produced, each node's output shapes and
-dtypes equal to a fresh shape inference, and fused nodes intact (their subgraph's inputs and
-outputs are the node's, with the same shapes, and the subgraph itself verifies). A failure is a
-GraphError that names the pass that broke the graph and the node at fault.
+dtypes equal to a fresh shape inference, and fused nodes intact: their subgraph's inputs and
+outputs are the node's, with the same shapes, and the subgraph itself verifies (so, by
+induction from its inputs, the subgraph infers exactly the shapes the node's outputs declare);
+a non-element-wise inner op (a cube head) reads no data operand from the subgraph's own
+constants (the lowering loads those from GM, so they must be inputs of the node); and the
+composite kernel can plan the subgraph, every loop writing shapes that broadcast to one loop
+shape. A failure is a GraphError that names the pass that broke the graph and the node at
+fault.
 
 Run after every pass of a 10k-node graph, full shape inference each time would dominate
 `optimize`; a `Verifier` therefore remembers the nodes it has checked: a node that is the
@@ -15,9 +20,12 @@ created or re-wired are re-inferred. The structural checks stay whole-graph (the
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..errors import AscendSimError, GraphError
+from ..execute.composite import plan
 from ..ir.graph import Graph, Node
-from ..ir.registry import get_op
+from ..ir.registry import Category, get_op
 from ..ir.tensor import dtype_name
 from .shapes import accepts, infer_node, is_loop
 
@@ -46,12 +54,44 @@ def _check_fused(graph: Graph, node: Node, where: str, memo: _Memo | None = None
                                                                             outer.dtype):
             raise _fail(where, f"fused node '{node.name}': boundary value '{name}' is "
                                f"{inner} inside and {outer} outside")
+    for inner in sub.nodes:
+        d = get_op(inner.op_type, inner.name)
+        if d.category <= Category.BROADCAST:
+            continue
+        for k, v in enumerate(inner.inputs):
+            if v in sub.constants and k not in d.needs_const_inputs:
+                raise _fail(where, f"fused node '{node.name}': its {inner.op_type} "
+                                   f"'{inner.name}' reads constant '{v}' as a data operand from "
+                                   f"inside the subgraph (only element-wise ops take "
+                                   f"immediates); it must be an input of the fused node")
     _verify(sub, f"{where}subgraph of '{node.name}': ", memo)
+    _check_plan(node, where)
+
+
+def _check_plan(node: Node, where: str) -> None:
+    """The composite kernel can compute the subgraph: every loop it plans writes shapes that
+    broadcast to one loop shape (a fused node whose ops share no loop failed in execute)."""
+    try:
+        p = plan(node.subgraph)
+    except ValueError as exc:
+        raise _fail(where, f"fused node '{node.name}': no composite loop plan: {exc}") from None
+    for run in p.runs:
+        for n in run.nodes:
+            shape = tuple(node.subgraph.values[n.outputs[0]].shape)
+            try:
+                ok = np.broadcast_shapes(shape, run.loop.shape) == tuple(run.loop.shape)
+            except ValueError:
+                ok = False
+            if not ok:
+                raise _fail(where, f"fused node '{node.name}': op '{n.name}' writes {list(shape)}"
+                                   f", which does not broadcast to its loop's shape "
+                                   f"{list(run.loop.shape)}")
 
 
 def _signature(graph: Graph, node: Node) -> tuple:
     """What the inference of `node` depends on, as objects compared by identity."""
-    return (node, node.attrs, *(graph.values.get(i) if i else None for i in node.inputs),
+    return (node, node.attrs, node.subgraph,
+            *(graph.values.get(i) if i else None for i in node.inputs),
             *(graph.constants.get(i) if i else None for i in node.inputs),
             *(graph.values[o] for o in node.outputs if o))
 
@@ -109,7 +149,10 @@ def _verify(graph: Graph, where: str, memo: _Memo | None, pass_name: str | None 
             defined.add(o)
         get_op(node.op_type, node.name)
         if node.subgraph is not None:
-            _check_fused(graph, node, where, memo)
+            if not _unchanged(memo, graph, node):
+                _check_fused(graph, node, where, memo)
+                if memo is not None:
+                    memo[id(node)] = _signature(graph, node)
             continue
         if _unchanged(memo, graph, node):
             continue

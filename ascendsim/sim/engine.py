@@ -302,6 +302,19 @@ class _StageTotals:
 
 
 # ----------------------------------------------------------------------------- engine
+#: the longest run a trace represents (int64 timestamps of the reports, with headroom)
+MAX_CYCLES = 2**62
+
+
+def user_figures(chip: Any) -> str:
+    """The figures of `chip` set by the user (source tag U), for an error message."""
+    keys = [k for k in chip.figure_keys() if chip.confidence(k) == "U"]
+    if not keys:
+        return f"check the figures of chip '{chip.name}'"
+    shown = ", ".join(f"{k} = {chip.figure(k)!r}" for k in keys[:6])
+    return f"chip '{chip.name}' has user-set figures {shown}"
+
+
 class Engine:
     """Runs one Program on its chip; `run()` returns the Trace."""
 
@@ -371,7 +384,25 @@ class Engine:
                 gc.enable()
         trace.total_cycles = max([r.end for r in trace.tasks] + [iv.end for iv in
                                                                  trace.intervals] + [0])
+        self._check_finite(trace)
         return trace
+
+    def _check_finite(self, trace: Trace) -> None:
+        """SimulationError when a time is not finite or beyond `MAX_CYCLES` (a figure such as
+        clock_hz = 1e-300 or a vanishing rate makes it so): a result never reads "inf us"."""
+        bad = next((r for r in trace.tasks
+                    if not (math.isfinite(r.start) and math.isfinite(r.end))
+                    or r.end > MAX_CYCLES), None)
+        if bad is not None:
+            raise SimulationError(f"task '{bad.op_name}' ({bad.op_type}) has a time of "
+                                  f"{bad.end:.4g} cycles, not finite or beyond {MAX_CYCLES:.3g};"
+                                  f" {user_figures(self.chip)}")
+        total = trace.total_cycles
+        us = trace.us(total) if math.isfinite(total) else math.inf
+        if not (math.isfinite(total) and math.isfinite(us)) or total > MAX_CYCLES:
+            raise SimulationError(f"the run's time is not finite ({total:.4g} cycles at clock_hz "
+                                  f"= {self.chip.clock_hz:g} Hz = {us:.4g} us); "
+                                  f"{user_figures(self.chip)}")
 
     def _host(self, tasks):
         cyc = self.chip.cycles(self.chip.host_launch_us * 1e-6)

@@ -143,13 +143,17 @@ def test_reshape_of_a_runtime_shape_gives_symbolic_dims(rng) -> None:
     np.testing.assert_array_equal(out, x.reshape(3, 2, 2))
 
 
-def test_node_names_are_made_unique() -> None:
+def test_unnamed_nodes_get_unique_names_and_duplicate_names_are_rejected() -> None:
     nodes = [helper.make_node("Identity", ["x"], ["a"], name="n"),
-             helper.make_node("Identity", ["a"], ["b"], name="n"),
+             helper.make_node("Identity", ["a"], ["b"]),
              helper.make_node("Identity", ["b"], ["c"])]
     g = load_onnx(_model(nodes, [_vi("x", [2])], [_vi("c", None)]))
     names = [n.name for n in g.nodes]
     assert len(set(names)) == 3 and names[0] == "n" and names[2].startswith("Identity_")
+    # ONNX IR: names are unique within the node namespace; issue 14 found them renamed
+    nodes[1] = helper.make_node("Identity", ["a"], ["b"], name="n")
+    with pytest.raises(asim.GraphError, match="two nodes named 'n'"):
+        load_onnx(_model(nodes, [_vi("x", [2])], [_vi("c", None)]))
 
 
 def test_dtype_table_covers_the_ir_dtypes() -> None:

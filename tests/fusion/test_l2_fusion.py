@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fusion_helpers import assert_same_values, context, fused, inner_types
 
+import ascendsim as asim
 from ascendsim.hw import get_chip
 from ascendsim.ir.graph import Graph
 from ascendsim.passes.l2_fusion import L2BatchSplitFusionPass, batch_separable
@@ -112,3 +113,43 @@ def test_l2_group_of_ub_fused_nodes():
     (node,) = opt.graph.nodes
     assert node.attrs["fusion"] == "L2" and node.attrs["batch_split"] > 1
     assert [n.attrs["display_type"] for n in node.subgraph.nodes] == ["ConvRelu", "ConvRelu"]
+
+
+def test_a_constant_read_along_the_batch_is_not_split():
+    """An optimizer-style update: the constant w has the chain's leading dimension, so chunks
+    of the chain would need chunks of w; the pass leaves the chain whole (it used to split it,
+    and the lowering met (N, C) against (N/k, C))."""
+    g = Graph("upd")
+    w = g.weight("w", (512, 256), "float32", seed=0)
+    m = g.weight("m", (512, 256), "float32", seed=1)
+    gr = g.input("grad", (512, 256), "float32")
+    g.output(g.sub(w, g.mul(g.add(g.mul(m, 0.9), g.mul(gr, 0.1)), 1e-3)))
+    chip = get_chip("ascend910b").replace(l2_bytes=256 * 1024)
+    assert batch_separable(g, g.nodes[-1]) is None          # Sub reads w along the batch
+    res = asim.simulate(g, chip)
+    assert res.cycles > 0
+    assert not any(n.attrs.get("fusion") == "L2" for n in res.graph.nodes)
+
+
+def test_a_computed_weight_is_shared_by_every_chunk():
+    """A training step's conv weight is a Cast of a float32 master input, not a constant; with
+    its leading dim equal to the batch (8 output channels, batch 8) it must still be shared by
+    the chunks, not split like an activation (ResNet-50's batch-256 step has such weights)."""
+    from ascendsim.api import simulate
+    from ascendsim.lower.lowering import _chunk_values
+
+    g = Graph("cast_weight")
+    x = g.input("x", (8, 4, 6, 6), "float16")
+    master = g.input("w", (8, 4, 3, 3), "float32")
+    y = g.relu(g.conv(x, g.cast(master, to="float16"), pads=[1, 1, 1, 1]))
+    g.output(y)
+    node, _, _ = g.nodes
+    assert batch_separable(g, node) == 8
+    opt = g.copy()
+    fuse_nodes(opt, list(opt.nodes), {"fusion": "L2", "pattern": "L2BatchSplitFusion",
+                                      "display_type": "L2_chain", "batch_split": 2,
+                                      "chunk_batch": 4, "l2_values": ()})
+    (fused_node,) = fused(opt)
+    values = _chunk_values(fused_node, 2, opt.constants)
+    assert values[y.name].shape == (4, 8, 6, 6)      # 4 samples, all 8 output channels
+    assert simulate(opt, fusion=False).cycles > 0

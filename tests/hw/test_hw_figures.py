@@ -11,7 +11,7 @@ import simpy
 import ascendsim as asim
 from ascendsim.api import simulate
 from ascendsim.errors import ConfigError
-from ascendsim.hw import get_chip, load_chip
+from ascendsim.hw import chips, get_chip, load_chip
 from ascendsim.lower.tiling import gm_read, scalar_stage
 from ascendsim.sim import Fabric
 
@@ -19,7 +19,7 @@ NEW = ("gm_same_address_slowdown", "gm_min_efficient_transfer_bytes", "scalar_op
        "l2_write_bandwidth_bytes_per_s")
 
 
-@pytest.mark.parametrize("name", ["ascend310", "ascend910", "ascend910b"])
+@pytest.mark.parametrize("name", chips())
 def test_new_figures_have_values_and_tagged_sources(name):
     c = get_chip(name)
     for key in NEW:

@@ -4,18 +4,23 @@ from __future__ import annotations
 
 import numpy as np
 
+from ascendsim.autodiff import initial_state
 from ascendsim.ir.graph import Graph
 from ascendsim.ir.registry import Category, get_op
 from ascendsim.ir.tensor import LazyTensor
 
 
 def feeds(g: Graph, seed: int = 0) -> dict[str, np.ndarray]:
-    """Seeded inputs: normal floats; int64 ids in range of the table they index."""
+    """Seeded inputs: normal floats; int64 ids in range of the table they index; a training
+    step's state inputs (parameters, optimizer state, loss scale) at their initial values."""
     rng = np.random.default_rng(seed)
+    state = initial_state(g) if hasattr(g, "initial_state") else {}
     out: dict[str, np.ndarray] = {}
     for name in g.inputs:
         v = g.values[name]
-        if v.dtype == "int64":
+        if name in state:
+            out[name] = state[name]
+        elif v.dtype == "int64":
             high = {"token_type_ids": 2}.get(name, 16)
             out[name] = rng.integers(0, high, v.shape).astype(np.int64)
         elif name == "labels":

@@ -106,14 +106,18 @@ def test_training_step_full_width_shapes_and_cost():
     assert materialised(g) == 0
     assert g.outputs[0] == "loss" and g.values["loss"].shape == ()
     assert g.values["masked_positions"].shape == (32 * 76,)
-    # Adam: every parameter updated with m and v (fp32 master weights)
-    params = [o for o in g.outputs if o.endswith(".updated") and ".adam_" not in o]
-    assert len(g.outputs) == 1 + 3 * len(params)
-    assert g.values["layer1.intermediate.weight.updated"].shape == (1024, 4096)
-    assert g.values["embeddings.word.updated"].dtype == "float32"
+    # Adam: every parameter updated with m and v (fp32 master weights), the step counter and
+    # the dynamic loss scale
+    params = [o[:-4] for o in g.outputs if o.endswith("_new") and f"{o[:-4]}_m" in g.inputs]
+    assert len(g.outputs) == 1 + 3 * len(params) + 3
+    assert g.outputs[-3:] == ["step_new", "loss_scale_new", "good_steps_new"]
+    assert count(g, "ApplyAdam") == len(params) and count(g, "NPUGetFloatStatus") == 1
+    assert count(g, "LayerNormXBackprop") == count(g, "LayerNormBetaGammaBackprop") == 2 * 2 + 2
+    assert g.values["layer1.intermediate.weight_new"].shape == (1024, 4096)
+    assert g.values["embeddings.word_new"].dtype == "float32"
     # each layer's MatMuls run three times (forward, data and weight gradients)
     layer = _layer_macs(32, 512, 1024, 4096)
-    assert 3 * 2 * layer < cube_macs(g) < 3 * 2 * layer * 1.6    # + embeddings and MLM head
+    assert 3 * 2 * layer < cube_macs(g) < 3 * 2 * layer * 1.6    # + the MLM head
 
 
 def test_small_training_step_runs_and_adam_updates():
@@ -123,12 +127,14 @@ def test_small_training_step_runs_and_adam_updates():
     out = asim.execute(g, f)
     assert all(np.isfinite(v).all() for v in out.values())
     assert float(out["loss"]) == pytest.approx(np.log(32), rel=0.5)
+    assert float(out["step_new"]) == 1.0
+    lr_t = 1e-2 * np.sqrt(1 - 0.999) / (1 - 0.9)           # ApplyAdam's bias correction
     for name in ("layer0.attention.query.weight", "embeddings.word", "mlm.decoder.bias",
                  "layer1.output.ln.weight"):
-        w, m, v = (out[f"{name}{s}.updated"] for s in ("", ".adam_m", ".adam_v"))
+        w, m, v = (out[f"{name}{s}_new"] for s in ("", "_m", "_v"))
         grad = m / 0.1                                     # m' = (1 - b1) g from m = 0
         np.testing.assert_allclose(v, 0.001 * grad * grad, rtol=1e-3, atol=1e-12)
-        np.testing.assert_allclose(w, g.const_value(name) - 1e-2 * m / (np.sqrt(v) + 1e-6),
+        np.testing.assert_allclose(w, f[name] - lr_t * m / (np.sqrt(v) + 1e-6),
                                    rtol=1e-4, atol=1e-6)
         assert np.abs(m).max() > 0
 

@@ -47,8 +47,10 @@ def test_unknown_kwarg_is_a_config_error():
     ("bert_base", {"layer_norm": "fused"}, r"layer_norm='fused': valid values are op, decomposed"),
     ("bert_encoder_layer", {"hidden": 100, "heads": 16},
      r"hidden=100 is not a multiple of heads=16"),
-    ("bert_large_training_step", {"optimizer": "lamb"}, r"optimizer='lamb': valid values are adam"),
-    ("resnet50_training_step", {"optimizer": "adam"}, r"optimizer='adam': valid values are sgd"),
+    ("bert_large_training_step", {"optimizer": "adagrad"},
+     r"optimizer='adagrad': valid values are sgd, momentum, adam, adamw, lamb"),
+    ("resnet50_training_step", {"optimizer": "rmsprop"},
+     r"optimizer='rmsprop': valid values are sgd"),
     ("net_basic_fuse", {"shape": (4, -1)}, r"shape\[1\]=-1: must be a positive integer"),
     ("elementwise_chain", {"length": 0}, r"length=0: must be a positive integer"),
 ])

@@ -77,10 +77,19 @@ def test_resnet50_training_step_full_size_shapes_and_cost():
     assert g.values["labels"].shape == (256, 1000)
     assert count(g, "ConvTranspose") == 52                # every conv but the stem's
     assert count(g, "Conv") == 53 * 2                     # forward + weight gradients
-    # 161 parameters, each updated with momentum: weight + momentum buffer out
-    assert len(g.outputs) == 1 + 2 * 161
-    w = g.values["layer3.1.2.conv.weight.updated"]
+    # CANN's training kernels, no BN built from primitives
+    assert count(g, "BNTrainingReduce") == count(g, "BNTrainingUpdate") == 53
+    assert count(g, "BNTrainingUpdateGrad") == count(g, "BNTrainingReduceGrad") == 53
+    assert count(g, "MaxPoolWithArgmax") == count(g, "MaxPoolGradWithArgmax") == 1
+    assert count(g, "ReduceMean") == 1 and count(g, "BatchNormalization") == 0   # loss mean
+    assert count(g, "ApplyMomentum") == 161 and count(g, "NPUGetFloatStatus") == 1
+    # 161 parameters, each updated with momentum: weight + momentum buffer out; 53 BNs'
+    # running mean and variance; the dynamic loss scale and its good-step counter
+    assert len(g.outputs) == 1 + 2 * 161 + 2 * 53 + 2
+    assert g.outputs[-2:] == ["layer4.2.3.bn.running_mean_new", "layer4.2.3.bn.running_var_new"]
+    w = g.values["layer3.1.2.conv.weight_new"]
     assert w.shape == (256, 256, 3, 3) and w.dtype == "float32"    # fp32 master weights
+    assert g.values["layer3.1.2.conv.weight"].dtype == "float32"
     # forward + data gradients + weight gradients: ~3x the forward MACs (no stem data grad)
     fwd = cube_macs(asim.models.resnet50(batch=256))
     assert 2.9 * fwd < cube_macs(g) < 3.0 * fwd
@@ -94,13 +103,30 @@ def test_small_resnet_training_step_runs_in_mixed_precision_and_updates():
     assert g.values["fc.weight"].dtype == "float32"               # master copy
     cubes = [n for n in g.nodes if get_op(n.op_type).category == Category.CUBE]
     assert {g.values[n.outputs[0]].dtype for n in cubes} == {"float16"}
-    out = asim.execute(g, feeds(g))
+    f = {**feeds(g), "loss_scale": np.float32(256.0)}     # a scale these gradients fit
+    out = asim.execute(g, f)
     assert all(np.isfinite(v).all() for v in out.values())
     assert float(out["loss"]) == pytest.approx(np.log(1000), rel=0.5)
-    for name in ("stem.conv.weight", "layer4.0.3.conv.weight", "fc.bias"):
-        new, old = out[f"{name}.updated"], g.const_value(name)
+    assert float(out["loss_scale_new"]) == 256.0 and float(out["good_steps_new"]) == 1.0
+    for name in ("stem.conv.weight", "layer4.0.3.conv.weight", "fc.bias", "stem.bn.weight"):
+        new, old = out[f"{name}_new"], f[name]
         assert new.dtype == np.float32 and new.shape == old.shape
-        # momentum from zero: v' = dw + wd * w, w' = w - lr * v'
-        np.testing.assert_allclose(new, old - 0.1 * out[f"{name}.momentum.updated"], rtol=1e-5,
+        # momentum from zero: m' = dw + wd * w, w' = w - lr * m'
+        np.testing.assert_allclose(new, old - 0.1 * out[f"{name}_m_new"], rtol=1e-5,
                                    atol=1e-6)
-        assert np.abs(out[f"{name}.momentum.updated"]).max() > 0
+        assert np.abs(out[f"{name}_m_new"]).max() > 0
+    # BN running statistics move towards the batch statistics (momentum 0.9)
+    assert not np.allclose(out["stem.bn.running_mean_new"], f["stem.bn.running_mean"])
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning",
+                            "ignore:invalid value encountered:RuntimeWarning")
+def test_small_resnet_training_step_skips_the_update_on_overflow():
+    """Dynamic loss scaling: a scale that overflows float16 gradients keeps every parameter
+    and halves the scale (NPUGetFloatStatus, as the Ascend frameworks do)."""
+    g = asim.models.resnet_training_step(batch=2, image=32, layers=(1, 1, 1, 1))
+    f = {**feeds(g), "loss_scale": np.float32(2.0 ** 24)}
+    out = asim.execute(g, f)
+    assert float(out["loss_scale_new"]) == 2.0 ** 23 and float(out["good_steps_new"]) == 0.0
+    np.testing.assert_array_equal(out["fc.weight_new"], f["fc.weight"])
+    np.testing.assert_array_equal(out["stem.conv.weight_m_new"], f["stem.conv.weight_m"])

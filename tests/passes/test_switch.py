@@ -15,7 +15,9 @@ from ascendsim.passes import load_fusion_switch
 GRAPH_FUSION_PASSES = {"AABiasaddConvFusion", "ConvBatchnormFusionPass",
                        "MatMulBiasAddFusionPass", "SoftmaxSmallOpFusionPass",
                        "LayerNormFusionPass", "GeluFusionPass", "PowToMulFusionPass",
-                       "ChannelAlignFusionPass", "SplitConcatElemwiseFusionPass"}
+                       "ChannelAlignFusionPass", "SplitConcatElemwiseFusionPass",
+                       "FlashAttentionFusionPass", "RmsNormFusionPass", "RotaryMulFusionPass",
+                       "SwiGluFusionPass"}
 
 
 def _graph() -> asim.Graph:

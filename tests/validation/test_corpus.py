@@ -50,7 +50,7 @@ WORKLOAD_REQUIRED = {"op": {"op", "inputs"}, "model": {"model", "batch"},
                      "transfer": {"src", "dst", "bytes"}}
 PHASES = {"inference", "training"}
 PRECISIONS = {"fp16", "float16", "mixed", "amp", "bf16", "bfloat16", "fp32", "float32", "int8"}
-CHIP_ALIASES = {"ascend910a": "ascend910", "ascend910b2": "ascend910b"}
+CHIP_ALIASES = {"ascend910a": "ascend910", "ascend910b2": "ascend910b", "ascend310p3": "ascend310p"}
 
 
 def _positive_int(x: Any) -> bool:
@@ -236,7 +236,7 @@ def test_checker_accepts_a_good_row():
     ({"workload": {"kind": "op", "op": "MatMul", "inputs": []}}, "non-empty list"),
     ({"workload": {"kind": "op", "inputs": [{"shape": [4]}]}}, "workload.op missing"),
     ({"workload": {"kind": "graph", "op": "MatMul"}}, "workload.kind 'graph'"),
-    ({"workload": {"kind": "op", "op": "FlashAttentionScore",
+    ({"workload": {"kind": "op", "op": "FusedInferAttentionScore",
                    "inputs": [{"shape": [1, 8, 128, 64]}]}}, "not a registry op"),
     ({"workload": {"kind": "model", "model": "resnet50", "batch": 0}}, "positive integer"),
     ({"workload": {"kind": "model", "model": "bert_base", "batch": 8, "phase": "decode"}},

@@ -23,7 +23,7 @@ from ...errors import GraphError
 from ...kernels import conv as kconv
 from ...kernels import matmul as kmm
 from ...kernels.pool import resolve_window
-from ..registry import Category, OpDef, Unit, VecClass, broadcast_shapes, register
+from ..registry import Category, OpDef, Unit, VecClass, broadcast_shapes, register, register_grads
 from ..tensor import Value
 
 FLOATS = ("float16", "float32", "float64")
@@ -238,3 +238,115 @@ register(OpDef(
     inputs=("x", "w", "b?"),
     attrs={**_WINDOW_ATTRS, "group": 1, "output_padding": None, "output_shape": None},
     flops=_conv_transpose_flops))
+
+
+# ----------------------------------------------------------------------------- gradients
+# dA = dY B^T and dB = A^T dY on the cube (Gemm/MatMul with transposed operands); Conv's data
+# gradient is a ConvTranspose by the same weight, its weight gradient a Conv of the input by
+# the output gradient (strides and dilations swap), so both do the forward's MACs.
+def _matmul_grad(ctx, douts):
+    g, dy = ctx.g, douts[0]
+    a, b = ctx.ins[0], ctx.ins[1]
+    sa, sb = ctx.shape(a), ctx.shape(b)
+    if len(sa) == 1 or len(sb) == 1:
+        raise GraphError(f"MatMul '{ctx.node.name}' gradient: 1-D operands are not supported "
+                         f"({sa}, {sb})")
+    out: list = [None] * len(ctx.ins)
+    if len(sb) == 2:
+        # a weight shared by every row: flatten the rows and use Gemm (as frameworks do)
+        rows = int(prod(sa[:-1]))
+        dy2 = ctx.reshape(dy, (rows, sb[1]))
+        if ctx.needs(0):
+            out[0] = ctx.reshape(g.gemm(dy2, b, transB=1), sa)
+        if ctx.needs(1):
+            out[1] = g.gemm(ctx.reshape(a, (rows, sa[-1])), dy2, transA=1)
+    else:
+        def swap(v: Value) -> Value:
+            r = len(v.shape)
+            return g.transpose(v, perm=list(range(r - 2)) + [r - 1, r - 2])
+        if ctx.needs(0):
+            out[0] = ctx.unbroadcast(g.matmul(dy, swap(b)), a)
+        if ctx.needs(1):
+            out[1] = ctx.unbroadcast(g.matmul(swap(a), dy), b)
+    if len(ctx.ins) > 2 and ctx.ins[2] is not None and ctx.needs(2):
+        out[2] = ctx.sum_to_channel(dy, axis=-1)
+    return out
+
+
+def _gemm_grad(ctx, douts):
+    """Y = alpha A' B' + beta C with A' = A or A^T (transA), B' likewise."""
+    g, dy = ctx.g, douts[0]
+    a, b = ctx.ins[0], ctx.ins[1]
+    ta, tb = int(ctx.attrs["transA"]), int(ctx.attrs["transB"])
+    alpha, beta = float(ctx.attrs["alpha"]), float(ctx.attrs["beta"])
+    out: list = [None] * len(ctx.ins)
+    if ctx.needs(0):    # dA' = alpha dY B'^T
+        out[0] = (g.gemm(b, dy, alpha=alpha, transA=tb, transB=1) if ta else
+                  g.gemm(dy, b, alpha=alpha, transB=1 - tb))
+    if ctx.needs(1):    # dB' = alpha A'^T dY
+        out[1] = (g.gemm(dy, a, alpha=alpha, transA=1, transB=ta) if tb else
+                  g.gemm(a, dy, alpha=alpha, transA=1 - ta))
+    if len(ctx.ins) > 2 and ctx.ins[2] is not None and ctx.needs(2):
+        dc = dy if beta == 1.0 else g.mul(dy, ctx.scalar(beta, dy.dtype))
+        out[2] = ctx.unbroadcast(dc, ctx.ins[2])
+    return out
+
+
+def _bias_add_grad(ctx, douts):
+    axis = kmm.channel_axis(len(ctx.ins[0].shape), ctx.attrs["data_format"])
+    return [douts[0], ctx.sum_to_channel(douts[0], axis) if ctx.needs(1) else None]
+
+
+def _conv_grad(ctx, douts):
+    g, dy = ctx.g, douts[0]
+    x, w = ctx.ins[0], ctx.ins[1]
+    xs, ws, ys = ctx.shape(x), ctx.shape(w), ctx.shape(ctx.outs[0])
+    kernel = tuple(int(k) for k in ws[2:])
+    win = resolve_window(xs[2:], kernel, ctx.attrs)
+    s, d, pb, pe = win.strides, win.dilations, list(win.pads_begin), list(win.pads_end)
+    group = int(ctx.attrs["group"])
+    out: list = [None] * len(ctx.ins)
+    if ctx.needs(0):
+        opad = [h - (si * (p - 1) + (k - 1) * di + 1 - b - e)
+                for h, si, p, k, di, b, e in zip(xs[2:], s, ys[2:], kernel, d, pb, pe)]
+        out[0] = g.conv_transpose(dy, w, kernel_shape=list(kernel), strides=list(s),
+                                  dilations=list(d), pads=pb + pe, group=group,
+                                  output_padding=opad)
+    if ctx.needs(1):
+        out[1] = _conv_weight_grad(ctx, x, dy, xs, ys, kernel, win, group)
+    if len(ctx.ins) > 2 and ctx.ins[2] is not None and ctx.needs(2):
+        out[2] = ctx.sum_to_channel(dy, axis=1)
+    return out
+
+
+def _conv_weight_grad(ctx, x, dy, xs, ys, kernel, win, group) -> Value:
+    """dW[m, c, k] = sum_{n, p} dy[n, m, p] x[n, g(m) cg + c, s p + d k - pad]: a grouped Conv
+    of x laid out (cg, G*N, *S) by dy laid out (M, N, *P), strides = the forward's dilations,
+    dilations = its strides; the end padding is trimmed (or x cropped) so the output is
+    exactly the kernel's size."""
+    g = ctx.g
+    n, c = xs[:2]
+    rank = len(xs)
+    sp = list(range(3, rank + 1))
+    cg = c // group
+    if group == 1:
+        xt = g.transpose(x, perm=[1, 0] + list(range(2, rank)))
+    else:
+        x5 = ctx.reshape(x, (n, group, cg) + tuple(xs[2:]))
+        xt = ctx.reshape(g.transpose(x5, perm=[2, 1, 0] + sp), (cg, group * n) + tuple(xs[2:]))
+    dyt = g.transpose(dy, perm=[1, 0] + list(range(2, rank)))
+    s, d = win.strides, win.dilations
+    pb = list(win.pads_begin)
+    pe = [(k - 1) * di + si * (p - 1) + 1 - h - b
+          for k, di, si, p, h, b in zip(kernel, d, s, ys[2:], xs[2:], pb)]
+    if any(e < 0 for e in pe):
+        ends = [h + min(e, 0) for h, e in zip(xs[2:], pe)]
+        xt = g.slice(xt, ctx.ints([0] * len(ends)), ctx.ints(ends),
+                     ctx.ints(list(range(2, rank))))
+    dwt = g.conv(xt, dyt, kernel_shape=list(ys[2:]), strides=list(d), dilations=list(s),
+                 pads=pb + [max(e, 0) for e in pe], group=group)
+    return g.transpose(dwt, perm=[1, 0] + list(range(2, rank)))
+
+
+register_grads({"MatMul": _matmul_grad, "Gemm": _gemm_grad, "BiasAdd": _bias_add_grad,
+                "Conv": _conv_grad})

@@ -37,7 +37,15 @@ import numpy as np
 
 from ...errors import GraphError
 from ...kernels import elementwise as ew
-from ..registry import Category, OpDef, Unit, VecClass, broadcast_shapes, register
+from ..registry import (
+    Category,
+    OpDef,
+    Unit,
+    VecClass,
+    broadcast_shapes,
+    register,
+    register_grads,
+)
 from ..tensor import ONNX_DTYPES, dtype_name  # noqa: F401  (ONNX_DTYPES: re-exported)
 
 FLOATS = frozenset({"float16", "float32", "float64", "bfloat16"})
@@ -424,3 +432,191 @@ for _s in OPS:
         scalar=_s.scalar, builder=_s.builder, commutative=_s.commutative,
         doc=f"ONNX {_s.op} (element-wise, {_s.vec.value}, {max(_s.flops, 1)} flop/elem, "
             f"{max(_s.instrs, 1)} vector instr/elem)"))
+
+
+# ----------------------------------------------------------------------------- gradients
+# Vector-Jacobian products (see ir/vjp.py). x, y: the op's input and output; dy: the output's
+# cotangent. Broadcasting ops sum their cotangents back to each operand's shape.
+def _c(ctx, v: float) -> Any:
+    return ctx.scalar(v, ctx.outs[0].dtype)
+
+
+def _add_grad(ctx, douts):
+    dy = douts[0]
+    return [ctx.unbroadcast(dy, v) if ctx.needs(i) else None for i, v in enumerate(ctx.ins)]
+
+
+def _sub_grad(ctx, douts):
+    dy, (a, b) = douts[0], ctx.ins
+    return [ctx.unbroadcast(dy, a) if ctx.needs(0) else None,
+            ctx.unbroadcast(ctx.g.neg(dy), b) if ctx.needs(1) else None]
+
+
+def _mul_grad(ctx, douts):
+    g, dy, (a, b) = ctx.g, douts[0], ctx.ins
+    return [ctx.unbroadcast(g.mul(dy, b), a) if ctx.needs(0) else None,
+            ctx.unbroadcast(g.mul(dy, a), b) if ctx.needs(1) else None]
+
+
+def _div_grad(ctx, douts):
+    g, dy, (a, b), y = ctx.g, douts[0], ctx.ins, ctx.outs[0]
+    da = g.div(dy, b)
+    return [ctx.unbroadcast(da, a) if ctx.needs(0) else None,
+            ctx.unbroadcast(g.neg(g.mul(da, y)), b) if ctx.needs(1) else None]
+
+
+def _pow_grad(ctx, douts):
+    """d(x^p)/dx = p x^(p-1) (p = 2 as 2x, on the vector unit); d/dp = x^p ln x."""
+    g, dy, (x, p), y = ctx.g, douts[0], ctx.ins, ctx.outs[0]
+    dx = dp = None
+    if ctx.needs(0):
+        const = ctx.const_input(1)
+        if const is not None and const.size == 1 and float(const.reshape(-1)[0]) == 2.0:
+            dx = g.mul(dy, g.mul(x, _c(ctx, 2.0)))
+        else:
+            dx = ctx.unbroadcast(g.mul(dy, g.mul(p, g.pow(x, g.sub(p, _c(ctx, 1.0))))), x)
+    if ctx.needs(1):
+        dp = ctx.unbroadcast(g.mul(dy, g.mul(y, g.log(x))), p)
+    return [dx, dp]
+
+
+def _unary(fn: Callable) -> Callable:
+    """A rule for a one-input op whose cotangent is fn(ctx, x, y, dy)."""
+    def rule(ctx, douts):
+        return [fn(ctx, ctx.g, ctx.ins[0], ctx.outs[0], douts[0])]
+    return rule
+
+
+def _relu_dx(ctx, g, x, y, dy):
+    return g.where(g.greater(x, _c(ctx, 0.0)), dy, _c(ctx, 0.0))
+
+
+def _leaky_relu_dx(ctx, g, x, y, dy):
+    return g.where(g.greater(x, _c(ctx, 0.0)), dy,
+                   g.mul(dy, _c(ctx, float(ctx.attrs["alpha"]))))
+
+
+def _erf_dx(ctx, g, x, y, dy):
+    e = g.exp(g.neg(g.mul(x, x)))
+    return g.mul(dy, g.mul(e, _c(ctx, 2.0 / np.sqrt(np.pi))))
+
+
+def _gelu_dx(ctx, g, x, y, dy):
+    """erf form: Phi(x) + x phi(x); tanh form: 0.5 (1 + t) + 0.5 x (1 - t^2) u'."""
+    if _gelu_flag(ctx.attrs) == 0.0:
+        cdf = g.mul(g.add(g.erf(g.mul(x, _c(ctx, 1 / np.sqrt(2.0)))), _c(ctx, 1.0)),
+                    _c(ctx, 0.5))
+        pdf = g.mul(g.exp(g.mul(g.mul(x, x), _c(ctx, -0.5))), _c(ctx, 1 / np.sqrt(2 * np.pi)))
+        return g.mul(dy, g.add(cdf, g.mul(x, pdf)))
+    k, a = np.sqrt(2 / np.pi), 0.044715
+    x2 = g.mul(x, x)
+    t = g.tanh(g.mul(g.mul(x, g.add(g.mul(x2, _c(ctx, a)), _c(ctx, 1.0))), _c(ctx, k)))
+    du = g.mul(g.add(g.mul(x2, _c(ctx, 3 * a)), _c(ctx, 1.0)), _c(ctx, k))
+    left = g.mul(g.add(t, _c(ctx, 1.0)), _c(ctx, 0.5))
+    right = g.mul(g.mul(g.mul(x, _c(ctx, 0.5)), g.sub(_c(ctx, 1.0), g.mul(t, t))), du)
+    return g.mul(dy, g.add(left, right))
+
+
+def _cast_grad(ctx, douts):
+    x = ctx.ins[0]
+    if x.dtype not in FLOATS:
+        return [None]
+    return [douts[0] if douts[0].dtype == x.dtype else ctx.g.cast(douts[0], to=x.dtype)]
+
+
+def _dropout_grad(ctx, douts):
+    """Inference Dropout is the identity; training-mode Dropout routes through its mask
+    (the node must expose it: num_outputs=2)."""
+    node = ctx.node
+    mode = ctx.const_input(2) if len(node.inputs) > 2 and node.inputs[2] else np.False_
+    if mode is not None and not bool(_scalar(mode, False)):
+        return [douts[0]]
+    if len(ctx.outs) < 2:
+        from ...errors import UnsupportedOpError
+        raise UnsupportedOpError("Dropout", node.name, detail="no gradient rule for a "
+                                 "training-mode Dropout without its mask output")
+    ratio = ctx.const_input(1) if len(node.inputs) > 1 and node.inputs[1] else None
+    keep = 1.0 - (_scalar(ratio, 0.5) if ratio is not None else 0.5)
+    g = ctx.g
+    mask = g.cast(ctx.outs[1], to=ctx.outs[0].dtype)
+    return [g.mul(g.mul(douts[0], mask), _c(ctx, 1.0 / keep))]
+
+
+def _where_grad(ctx, douts):
+    g, dy, (cond, a, b) = ctx.g, douts[0], ctx.ins
+    zero = _c(ctx, 0.0)
+    return [None, ctx.unbroadcast(g.where(cond, dy, zero), a) if ctx.needs(1) else None,
+            ctx.unbroadcast(g.where(cond, zero, dy), b) if ctx.needs(2) else None]
+
+
+def _clip_grad(ctx, douts):
+    """The cotangent passes where min <= x <= max (bounds get none: hyper-parameters)."""
+    g, x, dy = ctx.g, ctx.ins[0], douts[0]
+    inside = None
+    for bound, compare in ((1, g.greater_or_equal), (2, g.less_or_equal)):
+        if len(ctx.ins) > bound and ctx.ins[bound] is not None:
+            test = compare(x, ctx.ins[bound])
+            inside = test if inside is None else g.and_(inside, test)
+    dx = dy if inside is None else g.where(inside, dy, _c(ctx, 0.0))
+    return [dx] + [None] * (len(ctx.ins) - 1)
+
+
+def _extreme_grad(ctx, douts):
+    """n-ary Max/Min: each operand gets the cotangent where it is the result (ties: each
+    tied operand gets it whole; differentiate away from ties)."""
+    g, y, dy = ctx.g, ctx.outs[0], douts[0]
+    return [ctx.unbroadcast(g.where(g.equal(v, y), dy, _c(ctx, 0.0)), v) if ctx.needs(i)
+            else None for i, v in enumerate(ctx.ins)]
+
+
+def _hard_sigmoid_dx(ctx, g, x, y, dy):
+    alpha, beta = float(ctx.attrs["alpha"]), float(ctx.attrs["beta"])
+    lin = g.mul(x, _c(ctx, alpha))
+    inside = g.and_(g.greater(lin, _c(ctx, -beta)), g.less(lin, _c(ctx, 1.0 - beta)))
+    return g.where(inside, g.mul(dy, _c(ctx, alpha)), _c(ctx, 0.0))
+
+
+def _hard_swish_dx(ctx, g, x, y, dy):
+    """x relu6(x + 3) / 6: 0 below -3, 1 above 3, (2x + 3) / 6 between."""
+    mid = g.mul(g.add(g.mul(x, _c(ctx, 2.0)), _c(ctx, 3.0)), _c(ctx, 1.0 / 6.0))
+    d = g.where(g.less(x, _c(ctx, -3.0)), _c(ctx, 0.0),
+                g.where(g.greater(x, _c(ctx, 3.0)), _c(ctx, 1.0), mid))
+    return g.mul(dy, d)
+
+
+def _elu_dx(ctx, g, x, y, dy):
+    """x > 0: 1; else alpha e^x = y + alpha."""
+    alpha = _c(ctx, float(ctx.attrs["alpha"]))
+    return g.where(g.greater(x, _c(ctx, 0.0)), dy, g.mul(dy, g.add(y, alpha)))
+
+
+def _selu_dx(ctx, g, x, y, dy):
+    """x > 0: gamma; else gamma alpha e^x = y + gamma alpha."""
+    a, gm = float(ctx.attrs["alpha"]), float(ctx.attrs["gamma"])
+    return g.where(g.greater(x, _c(ctx, 0.0)), g.mul(dy, _c(ctx, gm)),
+                   g.mul(dy, g.add(y, _c(ctx, a * gm))))
+
+
+register_grads({
+    "Clip": _clip_grad, "Max": _extreme_grad, "Min": _extreme_grad,
+    "HardSigmoid": _unary(_hard_sigmoid_dx), "HardSwish": _unary(_hard_swish_dx),
+    "Elu": _unary(_elu_dx), "Selu": _unary(_selu_dx),
+    "Add": _add_grad, "Sum": _add_grad, "Sub": _sub_grad, "Mul": _mul_grad,
+    "Div": _div_grad, "Pow": _pow_grad, "Where": _where_grad, "Cast": _cast_grad,
+    "Dropout": _dropout_grad,
+    "Neg": _unary(lambda ctx, g, x, y, dy: g.neg(dy)),
+    "Relu": _unary(_relu_dx),
+    "LeakyRelu": _unary(_leaky_relu_dx),
+    "Sqrt": _unary(lambda ctx, g, x, y, dy: g.div(g.mul(dy, _c(ctx, 0.5)), y)),
+    "Rsqrt": _unary(lambda ctx, g, x, y, dy: g.mul(g.mul(dy, _c(ctx, -0.5)),
+                                                   g.mul(y, g.mul(y, y)))),
+    "Exp": _unary(lambda ctx, g, x, y, dy: g.mul(dy, y)),
+    "Log": _unary(lambda ctx, g, x, y, dy: g.div(dy, x)),
+    "Reciprocal": _unary(lambda ctx, g, x, y, dy: g.neg(g.mul(dy, g.mul(y, y)))),
+    "Abs": _unary(lambda ctx, g, x, y, dy: g.mul(dy, g.sign(x))),
+    "Tanh": _unary(lambda ctx, g, x, y, dy: g.mul(dy, g.sub(_c(ctx, 1.0), g.mul(y, y)))),
+    "Sigmoid": _unary(lambda ctx, g, x, y, dy: g.mul(dy, g.mul(y, g.sub(_c(ctx, 1.0), y)))),
+    "Softplus": _unary(lambda ctx, g, x, y, dy: g.mul(dy, g.sigmoid(x))),
+    "Erf": _unary(_erf_dx),
+    "Gelu": _unary(_gelu_dx),
+})

@@ -19,7 +19,7 @@ import numpy as np
 
 from ...errors import GraphError
 from ...kernels import norm as kn
-from ..registry import Category, OpDef, VecClass, broadcast_shapes, register
+from ..registry import Category, OpDef, VecClass, broadcast_shapes, register, register_grads
 from .elementwise import FLOATS, ONNX_DTYPES, check_dtype, same_dtype
 
 
@@ -225,7 +225,7 @@ register(OpDef("BatchNormalization", _batch_norm_infer, _batch_norm_kernel, Cate
                inputs=("X", "scale", "B", "input_mean", "input_var"),
                attrs={"epsilon": 1e-5, "momentum": 0.9, "training_mode": 0, "num_outputs": 1},
                num_outputs="num_outputs", flops=_per_elem(2), vec_class=VecClass.TERNARY,
-               vec_instrs=1,
+               vec_instrs=1, untrainable_inputs=(3, 4),
                doc="ONNX BatchNormalization-15; inference is a per-channel affine map"))
 register(OpDef("InstanceNormalization", _instance_norm_infer, _instance_norm_kernel, _R,
                inputs=("input", "scale", "B"), attrs={"epsilon": 1e-5}, flops=_per_elem(8),
@@ -234,3 +234,105 @@ register(OpDef("LRN", _lrn_infer, _lrn_kernel, Category.SEGMENT, inputs=("X",),
                attrs={"alpha": 1e-4, "beta": 0.75, "bias": 1.0, "size": None},
                flops=_lrn_flops, vec_class=_E, vec_instrs=_lrn_instrs, builder="lrn",
                doc="ONNX LRN-13 across channels"))
+
+
+# ----------------------------------------------------------------------------- gradients
+def _softmax_grad(ctx, douts):
+    """dx = y (dy - sum(dy y)) along the axis."""
+    g, y, dy = ctx.g, ctx.outs[0], douts[0]
+    axis = norm_axis(ctx.attrs["axis"], len(y.shape), y)
+    s = g.reduce_sum(g.mul(dy, y), ctx.ints([axis]), keepdims=1)
+    return [g.mul(y, g.sub(dy, s))]
+
+
+def _log_softmax_grad(ctx, douts):
+    """dx = dy - softmax(x) sum(dy) along the axis."""
+    g, y, dy = ctx.g, ctx.outs[0], douts[0]
+    axis = norm_axis(ctx.attrs["axis"], len(y.shape), y)
+    s = g.reduce_sum(dy, ctx.ints([axis]), keepdims=1)
+    return [g.sub(dy, g.mul(g.exp(y), s))]
+
+
+def _layer_norm_grad(ctx, douts):
+    """CANN's LayerNormXBackprop (dx) and LayerNormBetaGammaBackprop (dgamma, dbeta) from the
+    forward's Mean/InvStdDev (recomputed by a 3-output LayerNorm when the node has only Y)."""
+    g, node = ctx.g, ctx.node
+    x, scale = ctx.ins[0], ctx.ins[1]
+    bias = ctx.ins[2] if len(ctx.ins) > 2 else None
+    dy = douts[0]
+    if dy is None:
+        raise GraphError(f"LayerNormalization '{node.name}' gradient: only through Y")
+    axis = norm_axis(ctx.attrs["axis"], len(x.shape), x)
+    if len(ctx.outs) == 3:
+        mean, rstd = ctx.outs[1], ctx.outs[2]
+    else:
+        _, mean, rstd = g.layer_normalization(*[v for v in ctx.ins if v is not None],
+                                              axis=axis, epsilon=ctx.attrs["epsilon"],
+                                              stash_type=ctx.attrs["stash_type"],
+                                              num_outputs=3)
+    shape = ctx.shape(x)
+    gamma = ctx.reshape(g.expand(scale, ctx.ints(shape[axis:])), shape[axis:])
+    out: list = [None] * len(ctx.ins)
+    if ctx.needs(0):
+        out[0] = g.layer_norm_x_backprop(dy, x, mean, rstd, gamma, axis=axis)
+    if ctx.needs(1) or (bias is not None and ctx.needs(2)):
+        dgamma, dbeta = g.layer_norm_beta_gamma_backprop(dy, x, mean, rstd, axis=axis)
+
+        def like(d, p):   # float32 sums back to the parameter's dtype
+            d = ctx.unbroadcast(d, p)
+            return d if d.dtype == p.dtype else g.cast(d, to=p.dtype)
+        out[1] = like(dgamma, scale) if ctx.needs(1) else None
+        if bias is not None and ctx.needs(2):
+            out[2] = like(dbeta, bias)
+    return out
+
+
+def _batch_norm_grad(ctx, douts):
+    """Inference form y = (x - mean) * scale / sqrt(var + eps) + B: a per-channel affine map.
+    The running statistics are state, not parameters: no cotangent. (Training steps use
+    CANN's BNTraining* ops instead; see autodiff/training.py.)"""
+    if int(ctx.attrs["training_mode"]):
+        raise GraphError(f"BatchNormalization '{ctx.node.name}' gradient: training_mode=1 is "
+                         f"not differentiated; training steps use BNTrainingReduce/Update")
+    g, dy = ctx.g, douts[0]
+    x, scale, _, mean, var = ctx.ins
+    rank = len(x.shape)
+    eps = ctx.scalar(float(ctx.attrs["epsilon"]), var.dtype)
+    inv = g.reciprocal(g.sqrt(g.add(var, eps)))
+    out: list = [None] * 5
+    if ctx.needs(0):
+        out[0] = g.mul(dy, ctx.channel(g.mul(scale, inv), rank))
+    if ctx.needs(1):
+        xhat = g.mul(g.sub(x, ctx.channel(mean, rank)), ctx.channel(inv, rank))
+        out[1] = ctx.sum_to_channel(g.mul(dy, xhat))
+    if ctx.needs(2):
+        out[2] = ctx.sum_to_channel(dy)
+    return out
+
+
+def _lrn_grad(ctx, douts):
+    """y = x d^-beta, d = bias + alpha/size * (window sum over channels of x^2):
+    dx = dy d^-beta - (2 alpha beta / size) x * window_sum^T(dy y / d). The channel-window
+    sums are AveragePools over a (N, 1, C, H*W) view times the size (count_include_pad)."""
+    g, x, y, dy = ctx.g, ctx.ins[0], ctx.outs[0], douts[0]
+    size = int(ctx.attrs["size"])
+    alpha, beta, bias = (float(ctx.attrs[k]) for k in ("alpha", "beta", "bias"))
+    shape = ctx.shape(x)
+    view = (shape[0], 1, shape[1], int(np.prod(shape[2:])))
+    lo, hi = (size - 1) // 2, size - 1 - (size - 1) // 2
+
+    def window_sum(v, before: int, after: int):
+        pooled = g.average_pool(ctx.reshape(v, view), kernel_shape=[size, 1],
+                                pads=[before, 0, after, 0], count_include_pad=1)
+        return ctx.reshape(g.mul(pooled, ctx.scalar(float(size), x.dtype)), shape)
+
+    c = lambda v: ctx.scalar(v, x.dtype)   # noqa: E731
+    d = g.add(g.mul(window_sum(g.mul(x, x), lo, hi), c(alpha / size)), c(bias))
+    d_pow = g.exp(g.mul(g.log(d), c(-beta)))
+    back = window_sum(g.div(g.mul(dy, y), d), hi, lo)
+    return [g.sub(g.mul(dy, d_pow), g.mul(g.mul(x, back), c(2 * alpha * beta / size)))]
+
+
+register_grads({"Softmax": _softmax_grad, "LogSoftmax": _log_softmax_grad,
+                "LayerNormalization": _layer_norm_grad, "BatchNormalization": _batch_norm_grad,
+                "LRN": _lrn_grad})

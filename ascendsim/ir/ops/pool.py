@@ -12,9 +12,11 @@ from __future__ import annotations
 
 from math import prod
 
+import numpy as np
+
 from ...errors import GraphError
 from ...kernels import pool as kpool
-from ..registry import Category, OpDef, Unit, VecClass, register
+from ..registry import Category, OpDef, Unit, VecClass, register, register_grads
 
 POOL_DTYPES = ("float16", "float32", "float64")
 MAXPOOL_DTYPES = POOL_DTYPES + ("int8", "uint8")
@@ -86,3 +88,76 @@ register(OpDef(
 register(OpDef(
     "GlobalMaxPool", _global_infer, kpool.global_max_pool, Category.SEGMENT, unit=Unit.VECTOR,
     flops=_global_flops, vec_class=VecClass.REDUCE))
+
+
+# ----------------------------------------------------------------------------- gradients
+def _max_pool_grad(ctx, douts):
+    """Exact: the argmax of each window (MaxPoolWithArgmax, recomputed) routes its output's
+    cotangent to one input element; overlapping windows add (MaxPoolGradWithArgmax)."""
+    if ctx.attrs["num_outputs"] != 1 or len(ctx.ins[0].shape) != 4:
+        raise GraphError(f"MaxPool '{ctx.node.name}' gradient: 2-D pooling with the Y output "
+                         f"only")
+    win = _plain_window(ctx, "MaxPool")
+    g, x = ctx.g, ctx.ins[0]
+    attrs = {"kernel_shape": list(win.kernel), "strides": list(win.strides),
+             "pads": list(win.pads_begin + win.pads_end)}
+    _, argmax = g.max_pool_with_argmax(x, **attrs)
+    return [g.max_pool_grad_with_argmax(x, douts[0], argmax, **attrs)]
+
+
+def _plain_window(ctx, what: str) -> kpool.Window:
+    x = ctx.ins[0]
+    win = kpool.resolve_window(ctx.shape(x)[2:], ctx.attrs["kernel_shape"], ctx.attrs,
+                               bool(ctx.attrs.get("ceil_mode")))
+    if any(d != 1 for d in win.dilations):
+        raise GraphError(f"{what} '{ctx.node.name}' gradient: dilations are not supported")
+    return win
+
+
+def _avg_pool_grad(ctx, douts):
+    """dx = ConvTranspose(dy / count, ones) per channel (group = C): each input element gets
+    the cotangent of every window that covers it over that window's divisor. `count` is a
+    constant from the geometry (pads counted or not, ceil_mode windows clipped)."""
+    g, x, dy = ctx.g, ctx.ins[0], douts[0]
+    xs, ys = ctx.shape(x), ctx.shape(ctx.outs[0])
+    win = _plain_window(ctx, "AveragePool")
+    include = bool(ctx.attrs["count_include_pad"])
+    counts = np.ones(ys[2:], dtype=np.float64)
+    for ax, (h, k, s, pb, pe, p) in enumerate(zip(xs[2:], win.kernel, win.strides,
+                                                 win.pads_begin, win.pads_end, ys[2:])):
+        lo, hi = (-pb, h + pe) if include else (0, h)
+        start = np.arange(p) * s - pb
+        per = np.minimum(start + k, hi) - np.maximum(start, lo)
+        shape = [1] * len(ys[2:])
+        shape[ax] = p
+        counts = counts * per.reshape(shape)
+    c = xs[1]
+    scaled = g.mul(dy, g.const((1.0 / counts).astype(dy.dtype)))
+    ones = g.const(np.ones((c, 1) + tuple(win.kernel), dtype=dy.dtype))
+    full = [si * (p - 1) + k - b - e
+            for si, p, k, b, e in zip(win.strides, ys[2:], win.kernel, win.pads_begin,
+                                      win.pads_end)]
+    opad = [max(h - f, 0) for h, f in zip(xs[2:], full)]
+    dx = g.conv_transpose(scaled, ones, kernel_shape=list(win.kernel),
+                          strides=list(win.strides), pads=list(win.pads_begin + win.pads_end),
+                          group=c, output_padding=opad)
+    if any(f > h for f, h in zip(full, xs[2:])):     # ceil_mode windows past the end
+        dx = g.slice(dx, ctx.ints([0] * len(full)), ctx.ints(list(xs[2:])),
+                     ctx.ints(list(range(2, len(xs)))))
+    return [dx]
+
+
+def _global_avg_grad(ctx, douts):
+    x, dy = ctx.ins[0], douts[0]
+    shape = ctx.shape(x)
+    scale = ctx.scalar(1.0 / prod(shape[2:]), dy.dtype)
+    return [ctx.g.expand(ctx.g.mul(dy, scale), ctx.ints(shape))]
+
+
+def _global_max_grad(ctx, douts):
+    g, x = ctx.g, ctx.ins[0]
+    return [g.where(g.equal(x, ctx.outs[0]), douts[0], ctx.scalar(0.0, x.dtype))]
+
+
+register_grads({"MaxPool": _max_pool_grad, "AveragePool": _avg_pool_grad,
+                "GlobalAveragePool": _global_avg_grad, "GlobalMaxPool": _global_max_grad})

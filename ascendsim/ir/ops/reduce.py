@@ -19,7 +19,7 @@ import numpy as np
 
 from ...errors import GraphError
 from ...kernels import reduce as kr
-from ..registry import Category, OpDef, VecClass, register, symbolic_base
+from ..registry import Category, OpDef, VecClass, register, register_grads, symbolic_base
 from .elementwise import BOOL, FLOATS, NUMERIC, check_dtype
 
 _REDUCE_ATTRS = {"keepdims": 1, "noop_with_empty_axes": 0}
@@ -142,3 +142,58 @@ for _op, _is_max in (("ArgMax", True), ("ArgMin", False)):
                    flops=_per_input(1), vec_class=VecClass.REDUCE, vec_instrs=1,   # vcmax
                    doc=f"ONNX {_op}: int64 index along `axis`"))
 
+
+
+# ----------------------------------------------------------------------------- gradients
+def _reduced_axes(ctx) -> list[int]:
+    """The axes a reduce node reduced (constant `axes` input; empty means all)."""
+    rank = len(ctx.ins[0].shape)
+    axes = ctx.const_input(1) if len(ctx.ins) > 1 and ctx.ins[1] is not None else None
+    if len(ctx.ins) > 1 and ctx.ins[1] is not None and axes is None:
+        raise GraphError(f"{ctx.node.op_type} '{ctx.node.name}' gradient: axes must be a "
+                         f"constant")
+    flat = [] if axes is None else [int(a) for a in np.asarray(axes).reshape(-1)]
+    if not flat and ctx.attrs["noop_with_empty_axes"]:
+        return []
+    return kr.normalize_axes(flat, rank) if flat else list(range(rank))
+
+
+def _kept(ctx, v):
+    """`v` (a reduce output or its cotangent) with the reduced axes kept as ones."""
+    shape = list(ctx.shape(ctx.ins[0]))
+    for a in _reduced_axes(ctx):
+        shape[a] = 1
+    return ctx.reshape(v, shape)
+
+
+def _broadcast_back(ctx, dy):
+    return ctx.g.expand(_kept(ctx, dy), ctx.ints(ctx.shape(ctx.ins[0])))
+
+
+def _sum_grad(ctx, douts):
+    return [_broadcast_back(ctx, douts[0]), None]
+
+
+def _mean_grad(ctx, douts):
+    shape = ctx.shape(ctx.ins[0])
+    n = int(np.prod([shape[a] for a in _reduced_axes(ctx)] or [1]))
+    dy = ctx.g.mul(douts[0], ctx.scalar(1.0 / n, douts[0].dtype))
+    return [_broadcast_back(ctx, dy), None]
+
+
+def _sum_square_grad(ctx, douts):
+    g, x = ctx.g, ctx.ins[0]
+    return [g.mul(_broadcast_back(ctx, douts[0]), g.mul(x, ctx.scalar(2.0, x.dtype))), None]
+
+
+def _extreme_grad(ctx, douts):
+    """The cotangent goes to every element equal to the max (min); ties share it whole
+    (inputs with ties are a kink: differentiate away from them)."""
+    g, x = ctx.g, ctx.ins[0]
+    hit = g.equal(x, _kept(ctx, ctx.outs[0]))
+    return [g.where(hit, _kept(ctx, douts[0]), ctx.scalar(0.0, x.dtype)), None]
+
+
+register_grads({"ReduceSum": _sum_grad, "ReduceMean": _mean_grad,
+                "ReduceSumSquare": _sum_square_grad, "ReduceMax": _extreme_grad,
+                "ReduceMin": _extreme_grad})

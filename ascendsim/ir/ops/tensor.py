@@ -15,7 +15,16 @@ import numpy as np
 
 from ...errors import GraphError
 from ...kernels import tensor as kt
-from ..registry import Category, OpDef, Unit, VecClass, broadcast_shapes, register, symbolic_base
+from ..registry import (
+    Category,
+    OpDef,
+    Unit,
+    VecClass,
+    broadcast_shapes,
+    register,
+    register_grads,
+    symbolic_base,
+)
 
 
 def _zero_flops(ins, outs, attrs) -> int:
@@ -187,6 +196,14 @@ def _gather(ins, attrs, consts):
     axis = kt.norm_axis(attrs["axis"], len(x.shape))
     if idx.dtype not in ("int32", "int64"):
         raise GraphError(f"indices must be int32 or int64, got {idx.dtype}")
+    dim = x.shape[axis]
+    if consts[1] is not None and isinstance(dim, int) and np.size(consts[1]):
+        flat = np.asarray(consts[1]).reshape(-1)
+        bad = flat[(flat < -dim) | (flat >= dim)]
+        if bad.size:
+            raise GraphError(f"constant indices '{idx.name}' hold {int(bad[0])}, out of range "
+                             f"[{-dim}, {dim - 1}] for axis {axis} of '{x.name}' "
+                             f"{tuple(x.shape)}")
     return [(x.shape[:axis] + idx.shape + x.shape[axis + 1:], x.dtype)]
 
 
@@ -239,7 +256,8 @@ _move("Split", _split, kt.split, inputs=("input", "split?"),
       doc="Outputs: len(split) when the split input is given, else the num_outputs attribute.")
 _move("Slice", _slice, kt.slice_, inputs=("data", "starts", "ends", "axes?", "steps?"),
       needs=(1, 2, 3, 4), builder="slice")
-_move("Gather", _gather, kt.gather, inputs=("data", "indices"), attrs={"axis": 0})
+_move("Gather", _gather, kt.gather, inputs=("data", "indices"), attrs={"axis": 0},
+      checks_const_inputs=(1,))
 _move("GatherElements", _gather_elements, kt.gather_elements, inputs=("data", "indices"),
       attrs={"axis": 0})
 _move("Expand", _expand, kt.expand, inputs=("input", "shape"), needs=(1,))
@@ -248,9 +266,16 @@ _move("Pad", _pad, kt.pad, inputs=("data", "pads", "constant_value?", "axes?"),
       attrs={"mode": "constant"}, needs=(1, 3))
 
 
+def _blocksize(attrs) -> int:
+    b = int(attrs["blocksize"])
+    if b < 1:
+        raise GraphError(f"blocksize must be >= 1, got {b}")
+    return b
+
+
 def _depth_to_space(ins, attrs, consts):
     n, c, h, w = ins[0].shape
-    b = int(attrs["blocksize"])
+    b = _blocksize(attrs)
     if attrs["mode"] not in ("DCR", "CRD"):
         raise GraphError(f"DepthToSpace mode {attrs['mode']!r}; expected DCR or CRD")
     if isinstance(c, int) and c % (b * b):
@@ -262,7 +287,10 @@ def _depth_to_space(ins, attrs, consts):
 
 def _space_to_depth(ins, attrs, consts):
     n, c, h, w = ins[0].shape
-    b = int(attrs["blocksize"])
+    b = _blocksize(attrs)
+    for what, d in (("height", h), ("width", w)):
+        if isinstance(d, int) and d % b:
+            raise GraphError(f"{what} {d} of '{ins[0].name}' is not divisible by blocksize {b}")
     scale = (lambda d, k: d * k if isinstance(d, int) else f"{d}*{k}")
     div = (lambda d, k: d // k if isinstance(d, int) else f"{d}/{k}")
     return [((n, scale(c, b * b), div(h, b), div(w, b)), ins[0].dtype)]
@@ -451,3 +479,114 @@ def _center_crop_pad(ins, attrs, consts):
 
 _move("CenterCropPad", _center_crop_pad, kt.center_crop_pad, inputs=("input_data", "shape"),
       attrs={"axes": None}, needs=(1,))
+
+
+# ------------------------------------------------------------------ gradients
+# Views and moves route cotangents back to where the elements came from (see ir/vjp.py).
+def _reshape_back(ctx, douts):
+    return [ctx.reshape(douts[0], ctx.shape(ctx.ins[0]))] + [None] * (len(ctx.ins) - 1)
+
+
+def _transpose_grad(ctx, douts):
+    rank = len(ctx.ins[0].shape)
+    perm = ctx.attrs["perm"] or list(range(rank))[::-1]
+    return [ctx.g.transpose(douts[0], perm=[int(i) for i in np.argsort(perm)])]
+
+
+def _concat_grad(ctx, douts):
+    """Each input takes its slice of the output's cotangent along the axis."""
+    rank = len(ctx.outs[0].shape)
+    axis = kt.norm_axis(ctx.attrs["axis"], rank)
+    out, start = [], 0
+    for i, v in enumerate(ctx.ins):
+        size = int(ctx.shape(v)[axis])
+        out.append(ctx.g.slice(douts[0], ctx.ints([start]), ctx.ints([start + size]),
+                               ctx.ints([axis])) if ctx.needs(i) else None)
+        start += size
+    return out
+
+
+def _split_grad(ctx, douts):
+    parts = [d if d is not None else ctx.zeros(ctx.shape(o), o.dtype)
+             for d, o in zip(douts, ctx.outs)]
+    axis = kt.norm_axis(ctx.attrs["axis"], len(ctx.ins[0].shape))
+    return [ctx.g.concat(*parts, axis=axis)] + [None] * (len(ctx.ins) - 1)
+
+
+def _slice_grad(ctx, douts):
+    """Pad the cotangent back to the input's shape (unit steps; zeros where sliced away)."""
+    x = ctx.ins[0]
+    shape = ctx.shape(x)
+    consts = [ctx.const_input(i) if i < len(ctx.ins) and ctx.ins[i] is not None else None
+              for i in range(5)]
+    if any(ctx.ins[i] is not None and consts[i] is None for i in range(1, len(ctx.ins))):
+        raise GraphError(f"Slice '{ctx.node.name}' gradient: starts/ends/axes/steps must be "
+                         f"constants")
+    before, after = [0] * len(shape), [0] * len(shape)
+    for axis, s, e, st in kt.slice_axes(len(shape), consts[1], consts[2], consts[3], consts[4]):
+        start, _, step, length = kt.slice_params(shape[axis], s, e, st)
+        if step != 1:
+            raise GraphError(f"Slice '{ctx.node.name}' gradient: only unit steps, got {step}")
+        before[axis], after[axis] = start, shape[axis] - start - length
+    return [ctx.g.pad(douts[0], ctx.ints(before + after))] + [None] * (len(ctx.ins) - 1)
+
+
+def _gather_grad(ctx, douts):
+    """Scatter-add of the cotangent rows into zeros of the table's shape (ScatterND add,
+    the gather's axis moved to the front)."""
+    g, (data, idx) = ctx.g, ctx.ins
+    shape = ctx.shape(data)
+    rank = len(shape)
+    axis = kt.norm_axis(ctx.attrs["axis"], rank)
+    dy = douts[0]
+    irank = len(idx.shape)
+    if axis:
+        # dy is data.shape[:axis] + idx.shape + data.shape[axis+1:]: move idx dims to the front
+        perm = (list(range(axis, axis + irank)) + list(range(axis))
+                + list(range(axis + irank, len(dy.shape))))
+        dy = g.transpose(dy, perm=perm)
+    front = [shape[axis]] + [d for i, d in enumerate(shape) if i != axis]
+    pos = g.where(g.less(idx, ctx.scalar(0, idx.dtype)),
+                  g.add(idx, ctx.scalar(shape[axis], idx.dtype)), idx)
+    table = g.scatter_nd(ctx.zeros(front, data.dtype), g.unsqueeze(pos, ctx.ints([-1])), dy,
+                         reduction="add")
+    if axis:
+        inverse = list(range(1, axis + 1)) + [0] + list(range(axis + 1, rank))
+        table = g.transpose(table, perm=inverse)
+    return [table, None]
+
+
+def _pad_grad(ctx, douts):
+    """Constant-mode Pad: the cotangent sliced back to the input's region (negative pads
+    crop: the cropped elements get zeros)."""
+    if ctx.attrs["mode"] != "constant":
+        raise GraphError(f"Pad '{ctx.node.name}' gradient: only constant mode, got "
+                         f"{ctx.attrs['mode']!r}")
+    x = ctx.ins[0]
+    shape = ctx.shape(x)
+    pads = ctx.const_input(1)
+    axes = ctx.const_input(3) if len(ctx.ins) > 3 and ctx.ins[3] is not None else None
+    if pads is None or (len(ctx.ins) > 3 and ctx.ins[3] is not None and axes is None):
+        raise GraphError(f"Pad '{ctx.node.name}' gradient: pads and axes must be constants")
+    widths = kt.pad_widths(len(shape), pads, axes)
+    g, dy = ctx.g, douts[0]
+    starts = [max(b, 0) for b, _ in widths]
+    ends = [starts[i] + d + min(b, 0) + min(e, 0) for i, (d, (b, e)) in
+            enumerate(zip(shape, widths))]
+    dx = g.slice(dy, ctx.ints(starts), ctx.ints(ends), ctx.ints(list(range(len(shape)))))
+    if any(b < 0 or e < 0 for b, e in widths):
+        back = [max(-b, 0) for b, _ in widths] + [max(-e, 0) for _, e in widths]
+        dx = g.pad(dx, ctx.ints(back))
+    return [dx] + [None] * (len(ctx.ins) - 1)
+
+
+def _expand_grad(ctx, douts):
+    return [ctx.unbroadcast(douts[0], ctx.ins[0]), None]
+
+
+register_grads({
+    "Identity": _reshape_back, "Reshape": _reshape_back, "Flatten": _reshape_back,
+    "Squeeze": _reshape_back, "Unsqueeze": _reshape_back,
+    "Transpose": _transpose_grad, "Concat": _concat_grad, "Split": _split_grad,
+    "Slice": _slice_grad, "Gather": _gather_grad, "Expand": _expand_grad, "Pad": _pad_grad,
+})

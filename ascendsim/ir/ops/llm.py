@@ -1,0 +1,291 @@
+"""LLM ops, as CANN / torch_npu define them (forward; gradient rules come with the autodiff).
+
+- RmsNorm (CANN RmsNorm, torch_npu.npu_rms_norm): y = x * rsqrt(mean(x^2) + epsilon) * gamma
+  over the trailing gamma.ndim axes; outputs y and rstd (float32), rstd only with
+  num_outputs=2 (CANN always returns both; most graphs read y alone).
+- RotaryMul (CANN RotaryMul, torch_npu.npu_rotary_mul, "half" mode): x * r1 +
+  rotate_half(x) * r2 with rotate_half(x) = cat(-x2, x1) over the last axis; r1 = cos,
+  r2 = sin broadcast to x (HF's apply_rotary_pos_emb, one call per q and k).
+- SwiGlu (CANN SwiGlu, torch_npu.npu_swiglu): split `dim` into halves A, B; silu(A) * B.
+- GroupedMatmul (CANN GroupedMatmul, torch_npu.npu_grouped_matmul, one x / one weight
+  tensor, group_list_type 0): rows of x (T, K) in consecutive groups ending at the
+  cumulative counts `group_list` (E,), group e times weight[e] (K, N).
+- MoeGatingTopKSoftmax (CANN, torch_npu.npu_moe_gating_top_k_softmax): softmax of router
+  logits (T, E), top k -> (y, expert_idx int32, row_idx int32 = j * T + t).
+- MoeInitRouting: token copies sorted by expert; CANN's MoeInitRouting followed by
+  MoeComputeExpertTokens, folded into one op here: outputs expanded_x (T*k, H),
+  expanded_row_idx (T*k,) (row of each (t, j) in expanded_x) and group_list (E,) cumulative.
+- MoeFinalizeRouting: out[t] = sum_j scales[t, j] * expanded[expanded_row_idx[t*k + j]]
+  (CANN's op without its optional residual and bias inputs).
+- KvCacheAppend: ScatterUpdate-style write of the new tokens' keys or values (B, N, s, D) into
+  a cache (B, N, S_max, D) at `position` (the context length) along `axis`; the simulator
+  treats it as in place (only the new tokens cross HBM), the executor returns a copy.
+- FlashAttentionScore (CANN FlashAttentionScore, torch_npu.npu_fusion_attention, BNSD layout,
+  attention_out only): softmax(q k^T * scale_value + mask) v with key/value heads shared by
+  head_num / Hkv query heads (GQA); `causal`=1 applies the bottom-right causal mask (CANN
+  sparse_mode 3) without a mask tensor; `atten_mask` is additive here (CANN's is boolean).
+- IncreFlashAttention (CANN IncreFlashAttention, torch_npu.npu_incre_flash_attention): the
+  decode form, one query token per sequence against the whole cache.
+
+Sources: hiascend.com torch_npu API pages for npu_fusion_attention (ptaoplist_000139),
+npu_fused_infer_attention_score (ptaoplist_000837), npu_rotary_mul (ptaoplist_000141),
+npu_swiglu (ptaoplist_000834); REG_OP definitions of FlashAttentionScore, RotaryMul and SwiGlu
+in the torch_npu performance-tuning guide (performance_tuning_0027/0023/0100).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import GraphError
+from ...kernels import llm as kl
+from ..registry import Category, OpDef, Unit, VecClass, broadcast_shapes, register
+from .elementwise import FLOATS, INTS, check_dtype, same_dtype
+from .norm import norm_axis
+
+
+def _static(shape, what: str) -> tuple[int, ...]:
+    if not all(isinstance(d, int) for d in shape):
+        raise GraphError(f"{what} needs a static shape, got {tuple(shape)}")
+    return tuple(shape)
+
+
+# ----------------------------------------------------------------------------- RmsNorm
+def _rms_infer(ins, attrs, consts):
+    x, gamma = ins[0], ins[1]
+    check_dtype(x, FLOATS)
+    same_dtype([x, gamma])
+    if tuple(x.shape[x.rank - gamma.rank:]) != tuple(gamma.shape) or gamma.rank > x.rank:
+        raise GraphError(f"gamma '{gamma.name}' {tuple(gamma.shape)} is not the trailing shape "
+                         f"of x '{x.name}' {tuple(x.shape)}")
+    n = attrs["num_outputs"]
+    if n not in (1, 2):
+        raise GraphError(f"num_outputs must be 1 or 2, got {n!r}")
+    rstd = (tuple(x.shape[:x.rank - gamma.rank]) + (1,) * gamma.rank, "float32")
+    return [(x.shape, x.dtype), rstd][:n]
+
+
+def _rms_kernel(args, attrs):
+    y, rstd = kl.rms_norm(args[0], args[1], float(attrs["epsilon"]))
+    return [y, rstd][:int(attrs["num_outputs"])]
+
+
+# ----------------------------------------------------------------------------- RotaryMul
+def _rotary_infer(ins, attrs, consts):
+    x, r1, r2 = ins[0], ins[1], ins[2]
+    check_dtype(x, FLOATS)
+    same_dtype([x, r1, r2])
+    if attrs["rotary_mode"] != "half":
+        raise GraphError(f"rotary_mode {attrs['rotary_mode']!r} is not supported (only 'half')")
+    d = x.shape[-1]
+    if isinstance(d, int) and d % 2:
+        raise GraphError(f"last dim of '{x.name}' ({d}) must be even")
+    for r in (r1, r2):
+        if broadcast_shapes(x.shape, r.shape) != tuple(x.shape):
+            raise GraphError(f"'{r.name}' {tuple(r.shape)} does not broadcast to x "
+                             f"{tuple(x.shape)}")
+    return [(x.shape, x.dtype)]
+
+
+# ----------------------------------------------------------------------------- SwiGlu
+def _swiglu_infer(ins, attrs, consts):
+    x = ins[0]
+    check_dtype(x, FLOATS)
+    axis = norm_axis(attrs["dim"], x.rank, x)
+    d = x.shape[axis]
+    if isinstance(d, int) and d % 2:
+        raise GraphError(f"dim {attrs['dim']} of '{x.name}' ({d}) is not even")
+    shape = list(x.shape)
+    shape[axis] = d // 2 if isinstance(d, int) else f"{d}/2"
+    return [(tuple(shape), x.dtype)]
+
+
+# ----------------------------------------------------------------------------- GroupedMatmul
+def _gmm_infer(ins, attrs, consts):
+    x, w, gl = ins[0], ins[1], ins[2]
+    check_dtype(x, FLOATS)
+    same_dtype([x, w])
+    check_dtype(gl, INTS, "group_list")
+    if x.rank != 2 or w.rank != 3 or gl.rank != 1:
+        raise GraphError(f"GroupedMatmul needs x (T, K), weight (E, K, N), group_list (E,); "
+                         f"got {tuple(x.shape)}, {tuple(w.shape)}, {tuple(gl.shape)}")
+    if x.shape[1] != w.shape[1] or w.shape[0] != gl.shape[0]:
+        raise GraphError(f"GroupedMatmul: x {tuple(x.shape)}, weight {tuple(w.shape)} and "
+                         f"group_list {tuple(gl.shape)} do not agree on K or E")
+    return [((x.shape[0], w.shape[2]), x.dtype)]
+
+
+def _gmm_flops(ins, outs, attrs) -> int:
+    return 2 * outs[0].numel * int(ins[0].shape[-1])
+
+
+# ----------------------------------------------------------------------------- MoE routing
+def _gating_infer(ins, attrs, consts):
+    x = ins[0]
+    check_dtype(x, FLOATS)
+    k = attrs["k"]
+    if x.rank != 2 or not isinstance(k, int) or not 1 <= k <= x.shape[1]:
+        raise GraphError(f"MoeGatingTopKSoftmax needs x (T, E) and 1 <= k <= E; got "
+                         f"{tuple(x.shape)}, k={k!r}")
+    t = x.shape[0]
+    return [((t, k), x.dtype), ((t, k), "int32"), ((t, k), "int32")]
+
+
+def _init_routing_infer(ins, attrs, consts):
+    x, idx = ins[0], ins[1]
+    check_dtype(idx, INTS, "expert_idx")
+    e = attrs["num_experts"]
+    if x.rank != 2 or idx.rank != 2 or x.shape[0] != idx.shape[0] or int(e) < 1:
+        raise GraphError(f"MoeInitRouting needs x (T, H), expert_idx (T, k), num_experts >= 1;"
+                         f" got {tuple(x.shape)}, {tuple(idx.shape)}, {e!r}")
+    rows = x.shape[0] * idx.shape[1]
+    return [((rows, x.shape[1]), x.dtype), ((rows,), "int32"), ((int(e),), "int64")]
+
+
+def _finalize_infer(ins, attrs, consts):
+    ex, scales, pos = ins[0], ins[1], ins[2]
+    if ex.rank != 2 or scales.rank != 2 or pos.rank != 1:
+        raise GraphError(f"MoeFinalizeRouting needs expanded (T*k, H), scales (T, k), "
+                         f"expanded_row_idx (T*k,); got {tuple(ex.shape)}, "
+                         f"{tuple(scales.shape)}, {tuple(pos.shape)}")
+    return [((scales.shape[0], ex.shape[1]), ex.dtype)]
+
+
+# ----------------------------------------------------------------------------- KV cache
+def _append_infer(ins, attrs, consts):
+    cache, upd = ins[0], ins[1]
+    same_dtype([cache, upd])
+    axis = norm_axis(attrs["axis"], cache.rank, cache)
+    c, u = _static(cache.shape, "KvCacheAppend cache"), _static(upd.shape, "KvCacheAppend update")
+    pos = int(attrs["position"])
+    other = [i for i in range(cache.rank) if i != axis]
+    if upd.rank != cache.rank or any(c[i] != u[i] for i in other) or not \
+            0 <= pos <= c[axis] - u[axis]:
+        raise GraphError(f"KvCacheAppend: update '{upd.name}' {u} does not fit cache "
+                         f"'{cache.name}' {c} at position {pos} along axis {axis}")
+    return [(cache.shape, cache.dtype)]
+
+
+# ----------------------------------------------------------------------------- attention
+def _attention_infer(heads_attr: str, kv_attr: str | None):
+    def infer(ins, attrs, consts):
+        q, k, v = ins[0], ins[1], ins[2]
+        mask = ins[3] if len(ins) > 3 else None
+        check_dtype(q, FLOATS)
+        same_dtype([q, k, v])
+        qs = _static(q.shape, f"query '{q.name}'")
+        ks, vs = _static(k.shape, f"key '{k.name}'"), _static(v.shape, f"value '{v.name}'")
+        if len(qs) != 4 or len(ks) != 4 or ks != vs or qs[0] != ks[0] or qs[3] != ks[3]:
+            raise GraphError(f"query {qs}, key {ks}, value {vs} are not BNSD with one batch "
+                             f"and head size")
+        heads = int(attrs[heads_attr] or qs[1])
+        kv = int(attrs[kv_attr] or ks[1]) if kv_attr else ks[1]
+        if heads != qs[1] or kv != ks[1] or heads % kv:
+            raise GraphError(f"{heads_attr}={heads} query heads and {ks[1]} key/value heads: "
+                             f"query has {qs[1]} heads and they must be a multiple of the "
+                             f"key/value heads")
+        if mask is not None and broadcast_shapes(mask.shape, (qs[0], qs[1], qs[2], ks[2])) \
+                != (qs[0], qs[1], qs[2], ks[2]):
+            raise GraphError(f"atten_mask '{mask.name}' {tuple(mask.shape)} does not broadcast "
+                             f"to {(qs[0], qs[1], qs[2], ks[2])}")
+        if kv_attr and qs[2] != 1:
+            raise GraphError(f"IncreFlashAttention takes one query token per sequence, query "
+                             f"'{q.name}' has {qs[2]}")
+        return [(q.shape, q.dtype)]
+    return infer
+
+
+def _attention_kernel(scale_attr: str, causal_attr: str | None):
+    def kernel(args, attrs):
+        mask = args[3] if len(args) > 3 else None
+        causal = bool(attrs[causal_attr]) if causal_attr else False
+        return [kl.flash_attention(args[0], args[1], args[2], mask,
+                                   float(attrs[scale_attr]), causal)]
+    return kernel
+
+
+def attention_pairs(q_shape, k_shape, causal: bool) -> int:
+    """Query-key pairs the kernel computes (B * H * visible keys per query)."""
+    b, h, s, _ = q_shape
+    t = k_shape[2]
+    if not causal:
+        return b * h * s * t
+    visible = np.minimum(t, np.maximum(0, np.arange(s, dtype=np.int64) + t - s + 1)).sum()
+    return b * h * int(visible)
+
+
+def _attention_flops(causal_attr: str | None):
+    """2 GEMMs (2 * D flops per pair each) + ~5 softmax flops per pair."""
+    def flops(ins, outs, attrs):
+        causal = bool(attrs[causal_attr]) if causal_attr else False
+        d = int(ins[0].shape[3])
+        return attention_pairs(ins[0].shape, ins[1].shape, causal) * (4 * d + 5)
+    return flops
+
+
+# ----------------------------------------------------------------------------- registry
+# vec_instrs per element of the largest operand (what a vector lowering times):
+#   RmsNorm 4: vmul (square), vcadd (row sum), vmul (x * rstd), vmul (gamma)
+#   RotaryMul 4: vmul (x * cos), vcopy/vmuls (-x2 | x1), vmul (* sin), vadd
+#   SwiGlu 3 per input element (6 per output: vmuls -1, vexp, vadds 1, vdiv, vmul a, vmul b)
+#   MoeGatingTopKSoftmax 8: softmax's 5 and ~3 compare/select passes per k pick
+#   routing ops 1-2: gathers / scaled adds (vector MOVE)
+_V, _R, _I, _O = Unit.VECTOR, Category.REDUCE, Category.INJECTIVE, Category.OPAQUE
+register(OpDef("RmsNorm", _rms_infer, _rms_kernel, _R, inputs=("x", "gamma"),
+               attrs={"epsilon": 1e-6, "num_outputs": 1}, num_outputs="num_outputs",
+               flops=lambda i, o, a: 4 * i[0].numel, vec_class=VecClass.REDUCE, vec_instrs=4,
+               doc="CANN RmsNorm over the trailing gamma axes; rstd with num_outputs=2"))
+register(OpDef("RotaryMul", _rotary_infer,
+               lambda args, attrs: [kl.rotary_mul(args[0], args[1], args[2])], _I,
+               inputs=("x", "r1", "r2"), attrs={"rotary_mode": "half"},
+               flops=lambda i, o, a: 3 * i[0].numel, vec_class=VecClass.BINARY, vec_instrs=4,
+               doc="CANN RotaryMul: x * cos + rotate_half(x) * sin"))
+register(OpDef("SwiGlu", _swiglu_infer,
+               lambda args, attrs: [kl.swiglu(args[0], int(attrs["dim"]) % np.ndim(args[0]))],
+               _I, inputs=("x",), attrs={"dim": -1}, flops=lambda i, o, a: 6 * o[0].numel,
+               vec_class=VecClass.EXP, vec_instrs=3, builder="swi_glu",
+               doc="CANN SwiGlu: silu(first half) * second half of `dim`"))
+register(OpDef("GroupedMatmul", _gmm_infer,
+               lambda args, attrs: [kl.grouped_matmul(args[0], args[1], args[2])],
+               Category.CUBE, unit=Unit.CUBE, inputs=("x", "weight", "group_list"),
+               attrs={"group_list_type": 0}, flops=_gmm_flops,
+               doc="CANN GroupedMatmul: consecutive row groups of x times weight[e]"))
+register(OpDef("MoeGatingTopKSoftmax", _gating_infer,
+               lambda args, attrs: kl.moe_gating_top_k_softmax(args[0], int(attrs["k"])), _R,
+               inputs=("x",), attrs={"k": 1}, num_outputs=3,
+               flops=lambda i, o, a: 8 * i[0].numel, vec_class=VecClass.EXP, vec_instrs=8,
+               builder="moe_gating_top_k_softmax",
+               doc="CANN MoeGatingTopKSoftmax: (y, expert_idx, row_idx)"))
+register(OpDef("MoeInitRouting", _init_routing_infer,
+               lambda args, attrs: kl.moe_init_routing(args[0], args[1],
+                                                       int(attrs["num_experts"])), _O,
+               inputs=("x", "expert_idx"), attrs={"num_experts": 0}, num_outputs=3,
+               flops=lambda i, o, a: 0, vec_class=VecClass.MOVE, vec_instrs=1,
+               doc="tokens sorted by expert: (expanded_x, expanded_row_idx, group_list)"))
+register(OpDef("MoeFinalizeRouting", _finalize_infer,
+               lambda args, attrs: [kl.moe_finalize_routing(args[0], args[1], args[2])], _O,
+               inputs=("expanded_x", "scales", "expanded_row_idx"),
+               flops=lambda i, o, a: 2 * i[0].numel, vec_class=VecClass.BINARY, vec_instrs=2,
+               doc="weighted un-permute of the experts' outputs back to token order"))
+register(OpDef("KvCacheAppend", _append_infer,
+               lambda args, attrs: [kl.kv_cache_append(args[0], args[1],
+                                                       int(attrs["position"]),
+                                                       int(attrs["axis"]) % np.ndim(args[0]))],
+               _O, inputs=("cache", "update"), attrs={"position": 0, "axis": 2},
+               flops=lambda i, o, a: 0, vec_class=VecClass.MOVE, vec_instrs=1,
+               doc="write new keys/values into the cache at `position` (in place on device)"))
+register(OpDef("FlashAttentionScore", _attention_infer("head_num", None),
+               _attention_kernel("scale_value", "causal"), _O, unit=Unit.CUBE,
+               inputs=("query", "key", "value", "atten_mask?"),
+               attrs={"scale_value": 1.0, "head_num": 0, "input_layout": "BNSD", "causal": 0},
+               flops=_attention_flops("causal"), vec_class=VecClass.EXP, vec_instrs=6,
+               doc="CANN FlashAttentionScore (attention_out), BNSD, GQA, optional causal"))
+register(OpDef("IncreFlashAttention", _attention_infer("num_heads", "num_key_value_heads"),
+               _attention_kernel("scale_value", None), _O, unit=Unit.CUBE,
+               inputs=("query", "key", "value", "atten_mask?"),
+               attrs={"num_heads": 0, "scale_value": 1.0, "num_key_value_heads": 0,
+                      "input_layout": "BNSD"},
+               flops=_attention_flops(None), vec_class=VecClass.EXP, vec_instrs=6,
+               doc="CANN IncreFlashAttention: one query token against the KV cache"))
+
+__all__ = ["attention_pairs"]

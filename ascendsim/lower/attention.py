@@ -1,0 +1,254 @@
+"""Lowering of the LLM ops that the generic cube/vector lowering cannot time: fused attention
+(FlashAttentionScore, IncreFlashAttention), the in-place KV-cache append and GroupedMatmul.
+
+`SPECIAL_LOWERINGS` maps op type -> function(lowering, node); `lowering.py` asks it first.
+Forward only (the backward kernels come with the autodiff).
+
+Note on the fused-attention model
+---------------------------------
+Work split. The queries of one (batch, kv head) are cut into blocks of `sq` rows: in prefill
+each query head's S rows separately (the G heads of a group re-read the same K/V, which then
+hit in L2), in decode (S = 1) the G query heads of a kv head stacked as G rows, so K and V are
+read once per kv head (GQA's saving, as IncreFlashAttention does). A tile is one query block;
+its units are the key/value blocks of `tk` keys it sees (causal: only the blocks at or below
+the diagonal, bottom-right aligned, averaged over the tiles). Tiles are spread evenly over
+the AI Cores.
+
+One unit is the flash-attention recurrence on one key block (online softmax):
+  MTE2: K and V blocks GM -> L1 (the Q block once per tile, the mask block if there is one);
+  MTE1: Q, P -> L0A and K, V -> L0B;
+  M:    S = Q K^T (sq x D x tk) and O_part = P V (sq x tk x D), fp32 in L0C;
+  FIX (split chips: the scores go to the paired AIV cores through an L2 workspace, never
+       to HBM) or the L0C -> UB move on coupled chips;
+  V:    running max (vcmax), subtract, exp, running sum (vcadd), rescale of the O
+       accumulator, cast of P to fp16; on split chips the vector work is shared by the
+       AIC's `aiv_cores / ai_cores` vector cores;
+  MTE3: the normalised O block GM, once per tile.
+The scores S and probabilities P live only in L0C/UB (and the L2 workspace on split chips):
+the HBM traffic is Q, K, V (L2 misses), the mask and O. The stages form one pipeline; its pace
+is the busiest pipe per unit (the software pipelining CANN's kernels do: QK^T of block j+1
+overlaps the softmax of block j). On split chips the AIV half of this mix kernel is folded
+into the AIC's chain (V and MTE3 stages at the aggregate rate of its AIVs): an approximation.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from ..hw.names import ENGINE_AICORE, TASK_AI_CORE, TASK_MIX_AIC
+from ..ir.graph import Graph, Node
+from ..ir.ops.llm import attention_pairs
+from ..ir.tensor import Value, itemsize
+from .program import CoreGroup, Instr, Phase, Segment, Stage
+from .tiling import (
+    VecPart,
+    VecSpec,
+    cdiv,
+    ceil_to,
+    gm_read,
+    gm_write,
+    local_move,
+    scalar_stage,
+    split_even,
+    vec_instr,
+    vector_work,
+)
+
+ND = "ND"
+#: candidate key-block lengths (longest first) and the largest query block
+_KV_BLOCKS = (512, 256, 128, 64, 32, 16)
+_MAX_Q_BLOCK = 128
+ACC = 4     # fp32 accumulator / softmax bytes
+#: simulation granularity: at most this many units per tile, a unit then standing for several
+#: consecutive key blocks (their moves and instructions summed; buffers stay one block's size)
+MAX_UNITS = 4
+
+
+def _visible_blocks(s: int, t: int, sq: int, tk: int, causal: bool, rows_are_heads: bool
+                    ) -> list[int]:
+    """Key blocks each query block computes (causal: bottom-right aligned diagonal)."""
+    nkv = cdiv(t, tk)
+    if not causal or rows_are_heads:
+        return [nkv] * cdiv(s if not rows_are_heads else 1, sq)
+    out = []
+    for j in range(cdiv(s, sq)):
+        last_query = min(s, (j + 1) * sq) - 1
+        last_key = min(t - 1, last_query + t - s)
+        out.append(max(1, cdiv(last_key + 1, tk)))
+    return out
+
+
+def _blocks(chip, rows: int, d: int, in_b: int, m0: int, vec_share: int) -> tuple[int, int]:
+    """(sq, tk): the largest query and key blocks whose double-buffered working set fits
+    L0A/L0B/L0C/L1 and the UB of one vector core."""
+    sq = min(_MAX_Q_BLOCK, ceil_to(rows, m0))
+    while True:
+        for tk in _KV_BLOCKS:
+            l0c = 2 * sq * (tk + d) * ACC
+            l0a = 2 * sq * max(d, tk) * in_b
+            l0b = 2 * tk * d * in_b
+            l1 = 2 * (2 * tk * d * in_b) + sq * d * in_b + sq * tk * in_b
+            ub = (2 * sq * tk * (ACC + in_b) + 2 * sq * d * ACC) / vec_share
+            if (l0c <= chip.l0c_bytes and l0a <= chip.l0a_bytes and l0b <= chip.l0b_bytes
+                    and l1 <= chip.l1_bytes and ub <= chip.ub_bytes):
+                return sq, tk
+        if sq <= m0:
+            return sq, _KV_BLOCKS[-1]
+        sq //= 2
+
+
+def lower_attention(low, node: Node) -> None:
+    """One task for FlashAttentionScore / IncreFlashAttention (see the module note)."""
+    from .lowering import TaskSpec, padded_bytes
+
+    chip = low.chip
+    ins = [low.ensure(i, ND) for i in node.inputs if i]
+    q, k = low.value(ins[0]), low.value(ins[1])
+    mask = low.value(ins[3]) if len(ins) > 3 else None
+    b, h, s, d = (int(x) for x in q.shape)
+    hkv, t = int(k.shape[1]), int(k.shape[2])
+    group = h // hkv
+    causal = bool(node.attrs.get("causal", 0))
+    cdt = "bfloat16" if q.dtype == "bfloat16" and chip.cube_mkn.bfloat16 is not None \
+        else "float16"
+    m0, k0, n0 = chip.cube_shape(cdt)
+    in_b = itemsize(q.dtype)
+    split = not chip.coupled
+    vec_share = max(1, chip.aiv_cores // chip.ai_cores) if split else 1
+    stacked = s == 1                         # decode: the G heads of a kv head are the rows
+    rows = group if stacked else s
+    sq, tk = _blocks(chip, rows, d, in_b, m0, vec_share)
+    per_head = _visible_blocks(rows if stacked else s, t, sq, tk, causal, stacked)
+    heads_per_tile = hkv if stacked else h
+    tiles = b * heads_per_tile * len(per_head)
+    blocks_per_tile = max(1, round(sum(per_head) / len(per_head)))
+    units = min(blocks_per_tile, MAX_UNITS)
+    per_unit = blocks_per_tile / units          # key blocks one simulated unit stands for
+    block = min(chip.ai_cores, tiles)
+    # L2: K/V are read once per query block (per head in prefill); the first read misses
+    kv_reads = b * heads_per_tile * sum(per_head) * tk * d * in_b * 2
+    miss_kv = max(low.miss(ins[1], kv_reads / 2), low.miss(ins[2], kv_reads / 2))
+    miss_q = low.miss(ins[0], padded_bytes(q, ND))
+    through = low.through(node.outputs[0], ND)
+    # ---- one unit (a key block) and the per-tile head/tail
+    kv_blk = tk * d * in_b
+    mte2 = (gm_read(chip, "MTE2", "L1", round(kv_blk * per_unit), miss_kv),
+            gm_read(chip, "MTE2", "L1", round(kv_blk * per_unit), miss_kv))
+    head = (gm_read(chip, "MTE2", "L1", sq * d * in_b, miss_q, kind="copy_q"),)
+    if mask is not None:
+        mte2 += (gm_read(chip, "MTE2", "L1", round(sq * tk * itemsize(mask.dtype) * per_unit),
+                         low.miss(ins[3], padded_bytes(mask, ND)), kind="copy_mask"),)
+    mte1 = tuple(local_move(chip, "MTE1", "L1", dst, round(nbytes * per_unit))
+                 for dst, nbytes in (("L0A", sq * d * in_b), ("L0B", kv_blk),
+                                     ("L0A", sq * tk * in_b), ("L0B", kv_blk)))
+    over = chip.cube_mmad_overhead_cycles
+    qk = cdiv(sq, m0) * cdiv(d, k0) * cdiv(tk, n0) + over
+    pv = cdiv(sq, m0) * cdiv(tk, k0) * cdiv(d, n0) + over
+    mm = (Instr("M", "mmad", math.ceil(qk * per_unit)),
+          Instr("M", "mmad", math.ceil(pv * per_unit)))
+    score_b = sq * tk * ACC / vec_share * per_unit      # per vector core
+    acc_b = sq * d * ACC / vec_share * per_unit
+    vec = (vec_instr(chip, "reduce", "float32", score_b, "vec_rowmax"),
+           vec_instr(chip, "binary", "float32", score_b, "vec_sub"),
+           vec_instr(chip, "exp", "float32", score_b, "vec_exp"),
+           vec_instr(chip, "reduce", "float32", score_b, "vec_rowsum"),
+           vec_instr(chip, "unary", "float32", score_b, "vec_cast"),
+           vec_instr(chip, "binary", "float32", 2 * acc_b, "vec_rescale"))
+    if mask is not None:
+        vec += (vec_instr(chip, "binary", "float32", score_b, "vec_mask"),)
+    stages = [Stage("MTE2", mte2, units=units, head=head,
+                    out_bufs=(("L1", 2 * kv_blk + sq * tk * in_b),)),
+              Stage("MTE1", mte1, units=units,
+                    out_bufs=(("L0A", sq * max(d, tk) * in_b), ("L0B", kv_blk))),
+              Stage("M", mm, units=units, out_bufs=(("L0C", sq * (tk + d) * ACC),))]
+    if split:
+        # scores and the partial O to the AIVs through the L2 workspace (hbm fraction 0)
+        stages.append(Stage("FIX", (gm_write(chip, "FIX", "L0C",
+                                             round(sq * (tk + d) * ACC * per_unit), 0.0),),
+                            units=units))
+        vmove: tuple[Instr, ...] = ()
+    else:
+        vmove = (local_move(chip, "V", "L0C", "UB", round(sq * (tk + d) * ACC * per_unit)),)
+    stages.append(Stage("V", vmove + vec, units=units,
+                        out_bufs=(("UB", math.ceil(sq * d * in_b / vec_share)),)))
+    stages.append(Stage("MTE3", (gm_write(chip, "MTE3", "UB", sq * d * in_b, through),)))
+    n_instr = units * (len(mte2) + len(mte1) + len(mm) + len(vec) + 1) + 2
+    chain = (scalar_stage(chip, n_instr),) + tuple(stages)
+    groups, core = [], 0
+    for count, ncores in split_even(tiles, block):
+        groups.append(CoreGroup(tuple(range(core, core + ncores)), (Segment(chain, count),)))
+        core += ncores
+    flops = attention_pairs((b, h, s, d), (b, hkv, t, d), causal) * (4 * d + 5)
+    layout = "the group's heads stacked" if stacked else "per head"
+    notes = [f"fused attention: B {b}, heads {h} (kv heads {hkv}, group {group}), S {s}, "
+             f"T {t}, D {d}{', causal' if causal else ''}"
+             f"{', additive mask' if mask is not None else ''}",
+             f"attention tiling: query block {sq} rows ({layout}), key block {tk}; {tiles} "
+             f"tiles x ~{blocks_per_tile} key blocks over block dim {block} (simulated as {units} "
+             f"unit(s) of {per_unit:.3g} block(s))",
+             f"scores and probabilities stay in L0C/UB"
+             f"{' and the L2 workspace (AIC -> AIV)' if split else ''}, never in HBM; "
+             f"K/V L2 miss {miss_kv:.2f}",
+             "online softmax per key block: vcmax, vsub, vexp, vcadd, cast, O rescale"]
+    if split:
+        notes.append(f"mix kernel: the vector stages stand for the AIC's {vec_share} AIV "
+                     f"core(s), folded into its pipeline")
+    low.add_task(TaskSpec(node.name, node.op_type, TASK_MIX_AIC if split else TASK_AI_CORE,
+                          [Phase(ENGINE_AICORE, tuple(groups))], ins, list(node.outputs),
+                          [low.format_of(i) for i in ins], [ND] * len(node.outputs), flops,
+                          notes, cube_dtype=cdt))
+
+
+def lower_cache_append(low, node: Node) -> None:
+    """KvCacheAppend in place: only the new tokens' bytes are read and written."""
+    from .lowering import TaskSpec
+
+    chip = low.chip
+    cache, upd = node.inputs[0], low.ensure(node.inputs[1], ND)
+    uv = low.value(upd)
+    n = max(uv.numel, 1)
+    w = itemsize(uv.dtype)
+    spec = VecSpec(n, ((w, low.miss(upd, uv.numel * w)),), w, 1.0,
+                   (VecPart("unary", uv.dtype, w, "vec_copy"),))
+    groups, notes = vector_work(chip, spec, node.name, low._vcores())
+    low.add_task(TaskSpec(node.name, node.op_type, low._vtype(), [low._vphase(groups)],
+                          [cache, upd], list(node.outputs), [ND, ND], [ND], 0,
+                          notes + [f"in place: {uv.numel * w} B of new keys/values written at "
+                                   f"position {node.attrs.get('position', 0)} of the cache"]))
+
+
+def lower_grouped_matmul(low, node: Node) -> None:
+    """GroupedMatmul as E GEMMs of ceil(T / E) rows (tokens spread evenly over the experts,
+    the stated assumption), every expert's weight read once."""
+    from .lowering import NZ
+
+    x_name, w_name = node.inputs[0], node.inputs[1]
+    x, w = low.value(x_name), low.value(w_name)
+    out = low.value(node.outputs[0])
+    e, kdim, n = (int(v) for v in w.shape)
+    rows = cdiv(int(x.shape[0]), e)
+    shapes = Graph(f"{node.name}_per_expert")
+    for name in (x_name, f"{x_name}@{NZ}"):
+        shapes.values[name] = Value(name, (e, rows, kdim), x.dtype)
+    shapes.values[out.name] = Value(out.name, (e, rows, n), out.dtype)
+    head = Node(node.name, node.op_type, (x_name, w_name), node.outputs, node.attrs)
+    saved = low._sub
+    low._sub = shapes
+    try:
+        low.cube(node, head, [], name=node.name, op_type=node.op_type)
+    finally:
+        low._sub = saved
+    low.tasks[-1].notes += (f"grouped matmul: {e} experts x {rows} rows each (T = "
+                            f"{int(x.shape[0])} token copies assumed spread evenly)",)
+
+
+SPECIAL_LOWERINGS: dict[str, Callable] = {
+    "FlashAttentionScore": lower_attention,
+    "IncreFlashAttention": lower_attention,
+    "KvCacheAppend": lower_cache_append,
+    "GroupedMatmul": lower_grouped_matmul,
+}
+
+__all__ = ["SPECIAL_LOWERINGS", "lower_attention", "lower_cache_append",
+           "lower_grouped_matmul"]

@@ -1,0 +1,302 @@
+"""The corpus of measured Ascend figures: TOML rows loaded into frozen `CorpusRow` records.
+
+Rows live in `ascendsim/validation/corpus/*.toml` (package data), each file a list of
+``[[row]]`` tables. A row is one measurement: what ran (`workload`), on which chip, how it was
+timed (`timing`, `data`), what was measured (`metric`, `value`, `unit`) and where it was
+published (`source`, `source_detail`, `framework`, `cann`). Its `role` says what it may be
+used for (issue 10's definitions):
+
+- ``calibration``: a chip figure was fitted to it; `calibrates` names the chip figure keys;
+- ``validation``: never used to set any figure; the error the report quotes;
+- ``pending``: cannot yet be simulated as measured; `pending_reason` says why; reported
+  apart and never counted.
+
+Workload kinds (the `workload` table):
+
+- ``op``: one registry op. Keys: ``op`` (registry op type, e.g. "MatMul"), ``cann_op`` (the
+  CANN type measured, e.g. "BatchMatMulV2"), ``inputs`` (a list of ``{shape, dtype, format}``),
+  ``attrs``; optional ``cores`` (cut the chip to that many AI Cores: msKPP's one-core runs),
+  ``measure`` ("task", the default: the op's kernel time; "launch": the host launch lane
+  only; "pipe:<P>": busy cycles of pipe P on the first core, for instruction-level
+  microbenchmarks), ``detail`` ("block" default, "tile" for microbenchmarks),
+  ``count_bytes`` (what a GB/s figure counts: "io", the default, every input and output
+  byte; "first_input", the bytes of the first input: msKPP's per-instruction rates).
+- ``model``: a built-in model. Keys: ``model`` (e.g. "resnet50", "bert_base", "bert_large"),
+  ``batch``, ``seq_len`` (transformers) or ``image`` (CNNs), ``precision`` ("fp16", "bf16",
+  "fp32", "mixed"), ``phase`` ("inference" or "training").
+- ``transfer``: one DMA move on one core (msKPP's curves). Keys: ``src``, ``dst`` (memory
+  locations, as `Chip.transfer_cycles`), ``bytes``, optional ``l2_miss`` (fraction, default 0).
+
+Structural faults (a missing or mistyped key, an unknown family/role/timing/unit, a
+duplicate id) raise `ConfigError` naming the file, the row id and the key. Whether the
+workload builds and simulates is decided later, per row, by `validate()`.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from ..errors import ConfigError
+from ..hw import chips as builtin_chips
+from ..hw.loader import ALIASES
+
+try:  # Python >= 3.11
+    import tomllib as _toml
+except ImportError:  # pragma: no cover - Python 3.10
+    import tomli as _toml  # type: ignore[no-redef]
+
+#: the fixed list of families (issue 10); extend only with a reason
+FAMILIES = ("gemm", "batch_matmul", "conv", "attention", "softmax", "norm", "elementwise",
+            "reduce", "transpose", "embedding", "copy", "launch", "model_training",
+            "model_inference")
+ROLES = ("validation", "calibration", "pending")
+#: how a figure was timed: msprof kernel time; one host-launched call with synchronisation;
+#: a steady-state graph-mode step; a throughput over many steps
+TIMINGS = ("msprof_kernel", "eager_call", "graph_step", "throughput")
+DATA = ("warm", "cold", "unknown")
+METRICS = ("time", "throughput")
+#: unit -> (metric, factor to the base unit: seconds for times, per-second for throughputs)
+UNITS: dict[str, tuple[str, float]] = {
+    "us": ("time", 1e-6), "ms": ("time", 1e-3), "s": ("time", 1.0),
+    "samples/s": ("throughput", 1.0), "images/s": ("throughput", 1.0),
+    "tokens/s": ("throughput", 1.0), "TFLOPS": ("throughput", 1e12),
+    "GB/s": ("throughput", 1e9),
+}
+WORKLOAD_KINDS = ("op", "model", "transfer")
+PHASES = ("inference", "training")
+
+_REQUIRED = ("id", "chip", "family", "role", "workload", "timing", "data", "metric", "value",
+             "unit", "source")
+_OPTIONAL = ("variant", "pending_reason", "calibrates", "source_detail", "framework", "cann",
+             "note")
+_WORKLOAD_KEYS = {
+    "op": ({"op", "inputs"}, {"kind", "cann_op", "attrs", "cores", "measure", "detail",
+                              "count_bytes"}),
+    "model": ({"model", "batch"}, {"kind", "seq_len", "image", "precision", "phase", "layers"}),
+    "transfer": ({"src", "dst", "bytes"}, {"kind", "l2_miss", "cores"}),
+}
+
+
+def _freeze(value: Any) -> Any:
+    """Nested dicts/lists as read-only mappings and tuples (rows are hashable records)."""
+    if isinstance(value, Mapping):
+        return MappingProxyType({k: _freeze(v) for k, v in value.items()})
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+@dataclass(frozen=True)
+class CorpusRow:
+    """One measured figure of the corpus (see the module docstring for the fields)."""
+
+    id: str
+    chip: str
+    family: str
+    role: str
+    workload: Mapping[str, Any]
+    timing: str
+    data: str
+    metric: str
+    value: float
+    unit: str
+    source: str
+    variant: str = ""
+    pending_reason: str = ""
+    calibrates: tuple[str, ...] = ()
+    source_detail: str = ""
+    framework: str = ""
+    cann: str = ""
+    note: str = ""
+    file: str = field(default="", compare=False)
+
+    @property
+    def measured_base(self) -> float:
+        """The measured value in base units: seconds for times, per second for throughputs
+        (TFLOPS -> FLOP/s, GB/s -> bytes/s)."""
+        return self.value * UNITS[self.unit][1]
+
+    def describe(self) -> str:
+        """A one-line label of the workload, for tables."""
+        w = self.workload
+        kind = w.get("kind", "op")
+        if kind == "op":
+            shapes = ";".join("x".join(str(d) for d in i["shape"]) for i in w["inputs"])
+            return f"{w.get('cann_op') or w['op']} {shapes} {w['inputs'][0].get('dtype', '')}"
+        if kind == "model":
+            extra = f" seq {w['seq_len']}" if "seq_len" in w else ""
+            return (f"{w['model']} {w.get('phase', 'inference')} b{w['batch']}{extra} "
+                    f"{w.get('precision', '')}").strip()
+        return f"DMA {w['src']}->{w['dst']} {w['bytes']} B"
+
+
+def corpus_dir() -> Path:
+    """The folder of the built-in corpus files."""
+    return Path(str(importlib.resources.files(__package__) / "corpus"))
+
+
+def corpus_files() -> list[Path]:
+    """The built-in corpus files, sorted by name."""
+    return sorted(corpus_dir().glob("*.toml"))
+
+
+def load_corpus(families: Iterable[str] | None = None,
+                paths: Sequence[str | Path] | None = None) -> list[CorpusRow]:
+    """Every row of the corpus (the built-in files, or `paths`), optionally of some families
+    only, in file order. Ids must be unique across files."""
+    fams = _check_families(families)
+    rows: list[CorpusRow] = []
+    seen: dict[str, str] = {}
+    for path in (corpus_files() if paths is None else [Path(p) for p in paths]):
+        for row in load_corpus_file(path):
+            if row.id in seen:
+                raise ConfigError(f"{path}: row id {row.id!r} is already used in {seen[row.id]}")
+            seen[row.id] = str(path)
+            if fams is None or row.family in fams:
+                rows.append(row)
+    return rows
+
+
+def _check_families(families: Iterable[str] | None) -> set[str] | None:
+    if families is None:
+        return None
+    fams = {families} if isinstance(families, str) else set(families)
+    bad = sorted(fams - set(FAMILIES))
+    if bad:
+        raise ConfigError(f"unknown family {', '.join(bad)}; families are {', '.join(FAMILIES)}")
+    return fams
+
+
+def load_corpus_file(path: str | Path) -> list[CorpusRow]:
+    """The rows of one corpus file; ConfigError naming the file, row and key on a bad row."""
+    path = Path(path)
+    try:
+        doc = _toml.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read corpus file: {exc}") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    extra = sorted(set(doc) - {"row"})
+    if extra:
+        raise ConfigError(f"{path}: unknown top-level key(s) {', '.join(extra)}; a corpus file "
+                          f"holds [[row]] tables only")
+    rows = doc.get("row", [])
+    if not isinstance(rows, list):
+        raise ConfigError(f"{path}: 'row' must be an array of tables ([[row]])")
+    out = []
+    for i, raw in enumerate(rows):
+        out.append(check_row(raw, f"{path}: row {raw.get('id', f'#{i + 1}')!r}", str(path)))
+    return out
+
+
+def _known_chip(name: str) -> bool:
+    key = name.lower()
+    return ALIASES.get(key, key) in builtin_chips()
+
+
+def check_row(raw: Mapping[str, Any], where: str, file: str = "") -> CorpusRow:
+    """Check one raw row (a dict from TOML) and return its `CorpusRow`."""
+    def fail(key: str, msg: str) -> ConfigError:
+        return ConfigError(f"{where}: {key}: {msg}")
+
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{where}: a row must be a table, got {type(raw).__name__}")
+    missing = [k for k in _REQUIRED if k not in raw]
+    if missing:
+        raise fail(missing[0], "missing (required keys: " + ", ".join(_REQUIRED) + ")")
+    unknown = sorted(set(raw) - set(_REQUIRED) - set(_OPTIONAL))
+    if unknown:
+        raise fail(unknown[0], f"unknown key; valid keys: {', '.join(_REQUIRED + _OPTIONAL)}")
+    for key in ("id", "chip", "source", *_OPTIONAL):
+        if key in raw and key != "calibrates" and not isinstance(raw[key], str):
+            raise fail(key, f"must be a string, got {raw[key]!r}")
+    for key, choices in (("family", FAMILIES), ("role", ROLES), ("timing", TIMINGS),
+                         ("data", DATA), ("metric", METRICS), ("unit", tuple(UNITS))):
+        if raw[key] not in choices:
+            raise fail(key, f"{raw[key]!r} is not one of {', '.join(choices)}")
+    if not raw["id"].strip() or not raw["source"].strip():
+        raise fail("id" if not raw["id"].strip() else "source", "must not be empty")
+    value = raw["value"]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value) or value <= 0:
+        raise fail("value", f"must be a positive number, got {value!r}")
+    if UNITS[raw["unit"]][0] != raw["metric"]:
+        raise fail("unit", f"{raw['unit']!r} is a {UNITS[raw['unit']][0]} unit but metric is "
+                           f"{raw['metric']!r}")
+    role = raw["role"]
+    calibrates = raw.get("calibrates", [])
+    if not isinstance(calibrates, list) or not all(isinstance(c, str) for c in calibrates):
+        raise fail("calibrates", f"must be a list of chip figure keys, got {calibrates!r}")
+    if role == "calibration" and not calibrates:
+        raise fail("calibrates", "a calibration row must name the chip figure(s) fitted to it")
+    if role != "calibration" and calibrates:
+        raise fail("calibrates", f"only calibration rows name fitted figures (role {role!r})")
+    if role == "pending" and not raw.get("pending_reason", "").strip():
+        raise fail("pending_reason", "a pending row must say why it cannot be simulated yet")
+    if role != "pending" and not _known_chip(raw["chip"]):
+        raise fail("chip", f"unknown chip {raw['chip']!r}; built-in chips are "
+                           f"{', '.join(builtin_chips())} (rows on other chips are pending)")
+    workload = _check_workload(raw["workload"], fail)
+    return CorpusRow(
+        id=raw["id"], chip=raw["chip"], family=raw["family"], role=role,
+        workload=_freeze(workload), timing=raw["timing"], data=raw["data"],
+        metric=raw["metric"], value=float(value), unit=raw["unit"], source=raw["source"],
+        variant=raw.get("variant", ""), pending_reason=raw.get("pending_reason", ""),
+        calibrates=tuple(calibrates), source_detail=raw.get("source_detail", ""),
+        framework=raw.get("framework", ""), cann=raw.get("cann", ""),
+        note=raw.get("note", ""), file=file)
+
+
+def _check_workload(w: Any, fail) -> dict[str, Any]:
+    if not isinstance(w, Mapping):
+        raise fail("workload", f"must be a table, got {w!r}")
+    kind = w.get("kind", "op")
+    if kind not in WORKLOAD_KINDS:
+        raise fail("workload.kind", f"{kind!r} is not one of {', '.join(WORKLOAD_KINDS)}")
+    required, optional = _WORKLOAD_KEYS[kind]
+    missing = sorted(required - set(w))
+    if missing:
+        raise fail(f"workload.{missing[0]}", f"missing for kind {kind!r}")
+    unknown = sorted(set(w) - required - optional)
+    if unknown:
+        raise fail(f"workload.{unknown[0]}", f"unknown key for kind {kind!r}; valid: "
+                                             f"{', '.join(sorted(required | optional))}")
+    for key in ("batch", "seq_len", "image", "layers", "bytes", "cores"):
+        if key in w and (isinstance(w[key], bool) or not isinstance(w[key], int) or w[key] <= 0):
+            raise fail(f"workload.{key}", f"must be a positive integer, got {w[key]!r}")
+    if kind == "op":
+        inputs = w["inputs"]
+        if not isinstance(inputs, list) or not inputs:
+            raise fail("workload.inputs", "must be a non-empty list of {shape, dtype, format}")
+        for j, spec in enumerate(inputs):
+            key = f"workload.inputs[{j}]"
+            if not isinstance(spec, Mapping) or "shape" not in spec:
+                raise fail(key, f"must be a table with a shape, got {spec!r}")
+            shape = spec["shape"]
+            if not isinstance(shape, list) or not all(
+                    isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape):
+                raise fail(f"{key}.shape", f"must be a list of positive integers, got {shape!r}")
+            bad = sorted(set(spec) - {"shape", "dtype", "format", "const"})
+            if bad:
+                raise fail(f"{key}.{bad[0]}", "unknown key; valid: shape, dtype, format, const")
+        if "attrs" in w and not isinstance(w["attrs"], Mapping):
+            raise fail("workload.attrs", f"must be a table, got {w['attrs']!r}")
+        if w.get("count_bytes", "io") not in ("io", "first_input"):
+            raise fail("workload.count_bytes", f"{w['count_bytes']!r}: expected io or "
+                                               f"first_input")
+        measure = w.get("measure", "task")
+        if measure not in ("task", "launch") and not str(measure).startswith("pipe:"):
+            raise fail("workload.measure", f"{measure!r}: expected task, launch or pipe:<P>")
+    if kind == "model" and w.get("phase", "inference") not in PHASES:
+        raise fail("workload.phase", f"{w['phase']!r} is not one of {', '.join(PHASES)}")
+    return dict(w)
+
+
+__all__ = ["CorpusRow", "load_corpus", "load_corpus_file", "check_row", "corpus_dir",
+           "corpus_files", "FAMILIES", "ROLES", "TIMINGS", "DATA", "METRICS", "UNITS"]

@@ -1,0 +1,545 @@
+"""`validate()`: simulate every corpus row the way it was measured and report the error.
+
+Definitions (issue 10, used everywhere): a row's **ratio** is simulated / measured for times
+and measured / simulated for throughputs, so > 1 always means "the model is slow"; its
+**error** is ratio - 1; a report's **median |error|** is the median of |ratio - 1| over its
+validation rows (a fraction); its **bias** is the geometric mean of their ratios. Once the
+validation set is frozen (`ascendsim.validation.frozen`), those figures cover the frozen rows
+and validation rows added later are summarised apart as "new".
+
+How each timing is simulated (`simulate_row`):
+
+- ``msprof_kernel``: the graph as given (fusion=False), sink mode; the kernel time of the
+  op's own task(s) (start of its first instruction to its end: no launch). Format
+  conversions the lowering inserts (TransData) are their own tasks, as msprof lists them, and
+  are not counted. A workload with ``measure = "pipe:P"`` counts the busy cycles of pipe P
+  on the first core instead (instruction-level microbenchmarks, msKPP).
+- ``eager_call``: the graph as given, launched op by op from the host, every task the model
+  launches for the call (TransData included). A time (one synchronised call) runs in
+  mode="eager" (each task launched after the previous one finished and the host
+  synchronised) and is the span from the host launch of the call's first task to the end of
+  the host's synchronisation after its last task. A throughput (a loop of calls, e.g. TFLOPS
+  of torch.matmul in a loop) runs in mode="host" (launches run ahead of the device) and takes
+  the loop's steady state, max(the call's host launches, its device-side dispatches and
+  kernels back to back). The per-call floor today, for a one-task call, is `host_launch_us` +
+  `sink_launch_us` + `host_sync_us` = 10.5 + 2.0 + 2.6 = 15.1 us on every built-in chip
+  (POCKETLLM's 910A aclnn enqueue and aclrtSynchronizeDevice, reused on 910B/310; the
+  dispatch is a placeholder) plus the kernel; each inserted TransData adds its own.
+  Model rows timed as eager calls run op by op in mode="host" (one step, not synchronised per
+  op). ``measure = "launch"`` counts the host launch lane only (an enqueue-cost measurement).
+- ``graph_step`` / ``throughput``: the whole step with the default fusions (fusion=True), the
+  graph sunk on the device (mode="sink", `sink_launch_us` per task); throughputs are
+  batch (samples, images) or batch x seq_len (tokens) per step time, or FLOP / step time.
+- Warm vs cold L2 (the row's `data`): warm (and unknown) op rows produce each input with a
+  warm-up task first, so the lowering's L2 model holds it resident (when it fits in half of
+  L2) and the measured op reads it from L2; cold rows read graph inputs from HBM (first read
+  of each byte misses). Model rows run as a whole step: the model's own L2 state decides.
+  DMA probe rows give the L2 miss fraction explicitly (msKPP curves assume hits).
+
+Rows that fail to build or simulate get status "error" with the reason (the run goes on);
+pending rows are reported apart (status "pending") and never counted. Every simulation uses
+detail="block" unless an op row asks for "tile", and identical graphs are built and simulated
+once per run.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import statistics
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from ..api import simulate
+from ..errors import AscendSimError, ConfigError
+from ..hw import Chip, get_chip
+from .corpus import UNITS, CorpusRow, load_corpus
+from .frozen import load_frozen
+from .workloads import OP_NODE, build_op_graph, model_plan, workload_key
+
+#: the quick subset: a fixed list of row ids over several families, < 30 s together
+QUICK_IDS = (
+    # validation rows: GEMM (fp16 and fp32 eager loops, a GEMV kernel), DMA, a whole model
+    "pub-torchperf-910b2-gemm-fp16-2048",
+    "pub-torchperf-910b2-gemm-fp16-4096",
+    "gemm-910b2-0002",
+    "gemm-910b-0006",
+    "gemm-910b-0011",
+    "pub-mskpp-910b3-mmad-16x16x2000",
+    "pub-mskpp-910b3-dma-gm-ub-16kb",
+    "pub-mskpp-910b3-dma-gm-l0a-64kb",
+    "pub-mskpp-910b3-dma-gm-l0b-4kb",
+    "infer-310-0001",
+    # calibration rows (reported apart)
+    "pub-mskpp-910b1-mmad-32x16x256",
+    "pub-mskpp-910b1-dma-gm-l1-16kb",
+    "pub-mskpp-910b1-vec-vadd-fp16",
+    "pub-pocketllm-910-aclnn-add-enqueue",
+)
+STATUSES = ("ok", "error", "pending")
+
+
+# ----------------------------------------------------------------------------- records
+@dataclass(frozen=True)
+class ValidationRecord:
+    """One row's outcome: the corpus row's fields (`id`, `family`, `value`, `unit`, ...,
+    reachable as attributes) plus what the simulator gave."""
+
+    row: CorpusRow
+    sim_chip: str
+    simulated: float | None        # in the row's unit
+    status: str                    # "ok", "error" or "pending"
+    reason: str = ""
+    wall_s: float = 0.0
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_") or name == "row":
+            raise AttributeError(name)
+        return getattr(self.row, name)
+
+    @property
+    def measured(self) -> float:
+        return self.row.value
+
+    @property
+    def ratio(self) -> float | None:
+        """> 1: the model is slow (simulated/measured for times, inverse for throughputs)."""
+        if self.status != "ok" or not self.simulated:
+            return None
+        if self.row.metric == "time":
+            return self.simulated / self.row.value
+        return self.row.value / self.simulated
+
+    @property
+    def error(self) -> float | None:
+        r = self.ratio
+        return None if r is None else r - 1.0
+
+
+@dataclass(frozen=True)
+class FamilyStats:
+    n: int
+    median_abs_error: float
+    median_ratio: float
+    bias: float
+
+
+def summarize(ratios: Sequence[float]) -> FamilyStats:
+    """n, median |ratio - 1|, median ratio and geometric-mean ratio of some ratios."""
+    if not ratios:
+        return FamilyStats(0, math.nan, math.nan, math.nan)
+    return FamilyStats(len(ratios), statistics.median(abs(r - 1) for r in ratios),
+                       statistics.median(ratios),
+                       math.exp(statistics.fmean(math.log(r) for r in ratios)))
+
+
+@dataclass
+class ValidationReport:
+    """Every row's outcome; summaries over the validation rows (roles apart)."""
+
+    rows: list[ValidationRecord]
+    chip: str | None = None            # the chip every row ran on, or None (each its own)
+    wall_s: float = 0.0
+    meta: dict[str, Any] = field(default_factory=dict)
+    #: ids of the frozen validation set (`ascendsim.validation.frozen`); None: nothing
+    #: frozen yet, every validation row counts
+    frozen: frozenset[str] | None = None
+
+    def is_new(self, rec: ValidationRecord) -> bool:
+        """A validation row added after the validation set was frozen."""
+        return self.frozen is not None and rec.role == "validation" and rec.id not in self.frozen
+
+    def ratios(self, role: str = "validation", family: str | None = None,
+               new: bool = False) -> list[float]:
+        """Ratios of the rows that simulated, of one role (and family); validation rows are
+        the frozen ones, or with new=True those added after freezing."""
+        return [r.ratio for r in self.rows if r.status == "ok" and r.role == role
+                and (family is None or r.family == family) and r.ratio is not None
+                and self.is_new(r) == new]
+
+    @property
+    def median_abs_error(self) -> float:
+        """Median |ratio - 1| over the validation rows that simulated (NaN if none)."""
+        return summarize(self.ratios()).median_abs_error
+
+    @property
+    def bias(self) -> float:
+        """Geometric mean of the validation rows' ratios (> 1: the model is slow overall)."""
+        return summarize(self.ratios()).bias
+
+    @property
+    def calibration(self) -> FamilyStats:
+        """The calibration rows' summary (how well the model's form fits what it was fitted
+        to; not an independent error)."""
+        return summarize(self.ratios("calibration"))
+
+    @property
+    def by_family(self) -> dict[str, FamilyStats]:
+        """family -> stats over its validation rows (families with any, in corpus order)."""
+        fams = dict.fromkeys(r.family for r in self.rows if r.role == "validation")
+        return {f: summarize(self.ratios("validation", f)) for f in fams}
+
+    def count(self, status: str, role: str | None = None) -> int:
+        return sum(r.status == status and (role is None or r.role == role) for r in self.rows)
+
+    def table(self, rows: bool = True) -> str:
+        """A printable report: per row (roles apart), per family, overall."""
+        out: list[str] = []
+        where = f"on {self.chip}" if self.chip else "each row on its own chip"
+        if rows:
+            head = ("id", "family", "chip", "timing", "measured", "simulated", "ratio", "status")
+            for role in ("validation", "calibration"):
+                body = [(r.id, r.family, r.sim_chip, r.timing, f"{_fmt(r.value)} {r.unit}",
+                         "-" if r.simulated is None else f"{_fmt(r.simulated)} {r.unit}",
+                         "-" if r.ratio is None else f"{r.ratio:.2f}",
+                         r.status if r.status == "ok" else f"error: {r.reason}")
+                        for r in self.rows if r.role == role]
+                if body:
+                    out += [f"{role} rows ({len(body)})", *_grid(head, body), ""]
+            pend = [r for r in self.rows if r.status == "pending"]
+            if pend:
+                out.append(f"pending rows ({len(pend)}, not counted)")
+                out += [f"  {r.id} [{r.family}, {r.chip}]: {r.pending_reason}" for r in pend]
+                out.append("")
+        head = ("family", "n", "median |error|", "median ratio", "bias")
+        body = [(f, s.n, _pct(s.median_abs_error), _num(s.median_ratio), _num(s.bias))
+                for f, s in self.by_family.items()]
+        allv = summarize(self.ratios())
+        body.append(("all validation", allv.n, _pct(allv.median_abs_error),
+                     _num(allv.median_ratio), _num(allv.bias)))
+        if self.frozen is not None:
+            new = summarize(self.ratios(new=True))
+            body.append(("(new since frozen)", new.n, _pct(new.median_abs_error),
+                         _num(new.median_ratio), _num(new.bias)))
+        cal = self.calibration
+        body.append(("(calibration)", cal.n, _pct(cal.median_abs_error), _num(cal.median_ratio),
+                      _num(cal.bias)))
+        out += [f"by family (validation rows, {where}; ratio > 1: the model is slow)",
+                *_grid(head, body), ""]
+        errors = self.count("error")
+        out.append(f"median |error| on validation rows: {_pct(self.median_abs_error)} "
+                   f"(n = {allv.n}), bias {_num(self.bias)}; {errors} row(s) failed to "
+                   f"simulate, {self.count('pending')} pending; {self.wall_s:.1f} s")
+        return "\n".join(out)
+
+    def to_csv(self, path: str | Path) -> None:
+        """One line per row: the row's fields, then simulated, ratio, error, status, reason."""
+        names = [f.name for f in fields(CorpusRow) if f.name not in ("workload", "file")]
+        with open(path, "w", newline="", encoding="utf-8") as fh:
+            w = csv.writer(fh)
+            w.writerow([*names, "workload", "sim_chip", "simulated", "ratio", "error",
+                        "status", "reason"])
+            for r in self.rows:
+                vals = [getattr(r.row, n) for n in names]
+                vals = [";".join(v) if isinstance(v, tuple) else v for v in vals]
+                w.writerow([*vals, r.row.describe(), r.sim_chip,
+                            "" if r.simulated is None else f"{r.simulated:.6g}",
+                            "" if r.ratio is None else f"{r.ratio:.4f}",
+                            "" if r.error is None else f"{r.error:.4f}", r.status, r.reason])
+
+    def plot(self, path: str | Path | None = None, roles: Iterable[str] = ("validation",
+                                                                             "calibration")):
+        """Log-log scatter of simulated vs measured (each in its row's unit, so rows of every
+        unit share the diagonal) with +-10% and +-25% bands, coloured by family; calibration
+        rows hollow. Returns the matplotlib Figure; saves it when `path` is given."""
+        import matplotlib
+
+        if path is not None:
+            matplotlib.use("Agg", force=False)
+        import matplotlib.pyplot as plt
+
+        roles = tuple(roles)
+        pts = [r for r in self.rows if r.status == "ok" and r.role in roles and r.simulated]
+        fig, ax = plt.subplots(figsize=(7.5, 6.5))
+        if pts:
+            # plot the "slow" direction the same way for both metrics: x = measured, y = the
+            # simulated value expressed so that y/x = ratio
+            xs = [r.value for r in pts]
+            ys = [r.value * r.ratio for r in pts]
+            lo, hi = min(xs + ys) / 2, max(xs + ys) * 2
+            grid = [lo, hi]
+            ax.plot(grid, grid, color="black", lw=1)
+            for band, alpha, style in ((0.25, 0.10, "--"), (0.10, 0.22, ":")):
+                lo_b = [g * (1 - band) for g in grid]
+                hi_b = [g * (1 + band) for g in grid]
+                ax.fill_between(grid, lo_b, hi_b, color="tab:green", alpha=alpha, lw=0,
+                                label=f"±{band:.0%}")
+                for edge in (lo_b, hi_b):
+                    ax.plot(grid, edge, color="tab:green", lw=0.8, ls=style)
+            cmap = plt.get_cmap("tab10")
+            fams = list(dict.fromkeys(r.family for r in pts))
+            for i, fam in enumerate(fams):
+                for role, face in (("validation", True), ("calibration", False)):
+                    sel = [r for r in pts if r.family == fam and r.role == role]
+                    if not sel:
+                        continue
+                    color = cmap(i % 10)
+                    ax.scatter([r.value for r in sel], [r.value * r.ratio for r in sel], s=28,
+                               facecolors=color if face else "none", edgecolors=color,
+                               label=fam if role == "validation" or not any(
+                                   r.family == fam and r.role == "validation" for r in pts)
+                               else None)
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xlim(lo, hi)
+            ax.set_ylim(lo, hi)
+        chips = self.chip or ", ".join(sorted({r.sim_chip for r in pts})) or "-"
+        ax.set_xlabel("measured (row unit)")
+        ax.set_ylabel("simulated, as measured x ratio (above the line: model slow)")
+        ax.set_title(f"ascendsim vs measured on {chips}\nmedian |error| (validation rows) "
+                     f"{_pct(self.median_abs_error)}, bias {_num(self.bias)}; hollow = "
+                     f"calibration rows", fontsize=10)
+        ax.legend(fontsize=7, loc="upper left", ncol=2)
+        ax.grid(True, which="both", alpha=0.2)
+        fig.tight_layout()
+        if path is not None:
+            fig.savefig(path, dpi=110)
+            plt.close(fig)
+        return fig
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.4g}"
+
+
+def _pct(x: float) -> str:
+    return "-" if math.isnan(x) else f"{100 * x:.1f}%"
+
+
+def _num(x: float) -> str:
+    return "-" if math.isnan(x) else f"{x:.2f}"
+
+
+def _grid(head: tuple, body: list[tuple]) -> list[str]:
+    widths = [max(len(str(x[i])) for x in [head, *body]) for i in range(len(head))]
+    line = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()
+    return [line(head), "-" * (sum(widths) + 2 * (len(widths) - 1)), *map(line, body)]
+
+
+# ----------------------------------------------------------------------------- simulation
+class _Runner:
+    """Builds and simulates rows, caching graphs and simulated values for one run."""
+
+    def __init__(self) -> None:
+        self.values: dict[tuple, float] = {}
+        self.results: dict[tuple, Any] = {}
+
+    def run(self, graph, chip: Chip, fusion: bool, mode: str, detail: str):
+        key = (id(graph), chip, fusion, mode, detail)
+        if key not in self.results:
+            self.results[key] = simulate(graph, chip, fusion=fusion, mode=mode, detail=detail)
+        return self.results[key]
+
+    def value(self, row: CorpusRow, chip: Chip) -> float:
+        """The simulated figure of `row` on `chip`, in the row's unit."""
+        key = (workload_key(row), chip, row.timing, row.metric, row.unit)
+        if key not in self.values:
+            self.values[key] = self._value(row, chip)
+        return self.values[key]
+
+    def _value(self, row: CorpusRow, chip: Chip) -> float:
+        kind = row.workload.get("kind", "op")
+        cores = row.workload.get("cores")
+        if cores:
+            chip = chip.replace(ai_cores=min(cores, chip.ai_cores),
+                                aiv_cores=0 if chip.coupled else min(cores, chip.aiv_cores))
+        seconds, work = _KINDS[kind](self, row, chip)
+        return _to_unit(row, seconds, work)
+
+    # -- kinds: each returns (seconds, work) where work maps a unit family to its amount
+    def _op(self, row: CorpusRow, chip: Chip) -> tuple[float, dict[str, float]]:
+        graph = build_op_graph(row)
+        w = row.workload
+        measure = w.get("measure", "task")
+        detail = w.get("detail", "block")
+        fused = row.timing in ("graph_step", "throughput")
+        res = self.run(graph, chip, fused, _op_mode(row, measure), detail)
+        trace = res.trace
+        mine = [t for t in trace.tasks if t.op_name == OP_NODE or OP_NODE in t.fused_ops]
+        if not mine:
+            raise AscendSimError(f"no task ran the op (tasks: "
+                                 f"{', '.join(t.op_name for t in trace.tasks)})")
+        call = [t for t in trace.tasks if not t.op_name.startswith("warm_")
+                and not any(f.startswith("warm_") for f in t.fused_ops)]
+        call_ids = {t.task_id for t in call}
+        host = [iv for iv in trace.intervals if iv.pipe == "HOST" and iv.task_id in call_ids]
+        if measure == "launch":
+            ids = {t.task_id for t in mine}
+            cycles = sum(iv.duration for iv in host if iv.kind == "launch" and iv.task_id in ids)
+        elif measure.startswith("pipe:"):
+            pipe = measure[5:]
+            ids = {t.task_id for t in mine}
+            ivs = [iv for iv in trace.intervals if iv.task_id in ids and iv.pipe == pipe]
+            if not ivs:
+                raise AscendSimError(f"the op's task has no {pipe} pipe activity")
+            first = min(iv.core for iv in ivs)
+            cycles = sum(iv.duration for iv in ivs if iv.core == first)
+        elif row.timing == "msprof_kernel":
+            cycles = sum(t.duration for t in mine)
+        elif row.timing == "eager_call" and row.metric == "throughput":
+            # a loop of calls measured as a rate: launches run ahead of the device, so each
+            # call costs the slower of its host launches and its dispatches + kernels
+            launches = sum(iv.duration for iv in host if iv.kind == "launch")
+            dispatch = chip.cycles(chip.sink_launch_us * 1e-6)
+            cycles = max(launches, sum(t.duration + dispatch for t in call))
+        else:   # one synchronised eager call, or a graph step: the call's whole span
+            end = max([t.end for t in call] + [iv.end for iv in host])
+            cycles = end - min(t.launch_start for t in call)
+        graph_op = graph.node(OP_NODE)
+        counted = (graph_op.inputs[:1] if w.get("count_bytes") == "first_input"
+                   else (*graph_op.inputs, *graph_op.outputs))
+        nbytes = sum(_bytes(graph.values[v]) for v in counted if v)
+        flops = sum(t.flops for t in mine)
+        return chip.seconds(cycles), {"flop": flops, "byte": nbytes}
+
+    def _model(self, row: CorpusRow, chip: Chip) -> tuple[float, dict[str, float]]:
+        plan = model_plan(row)
+        fused = row.timing != "eager_call"
+        mode = "host" if row.timing == "eager_call" else "sink"   # a model step, op by op
+        points = []
+        for layers, graph in plan.graphs:
+            res = self.run(graph, chip, fused, mode, "block")
+            points.append((layers, res.cycles, sum(t.flops for t in res.trace.tasks)))
+        if len(points) == 1:
+            _, cycles, flops = points[0]
+        else:   # linear in the layer count from 1 and 2 layers
+            (l1, c1, f1), (l2, c2, f2) = points
+            cycles = c1 + (plan.layers - l1) * (c2 - c1) / (l2 - l1)
+            flops = f1 + (plan.layers - l1) * (f2 - f1) / (l2 - l1)
+        w = row.workload
+        batch = w["batch"]
+        work = {"sample": batch, "flop": flops,
+                "token": batch * w.get("seq_len", 1)}
+        return chip.seconds(cycles), work
+
+    def _transfer(self, row: CorpusRow, chip: Chip) -> tuple[float, dict[str, float]]:
+        w = row.workload
+        cycles = transfer_cycles(chip, w["src"], w["dst"], w["bytes"], w.get("l2_miss", 0.0))
+        return chip.seconds(cycles), {"byte": w["bytes"]}
+
+
+def _op_mode(row: CorpusRow, measure: str) -> str:
+    """The launch mode an op row is simulated in (see the module docstring)."""
+    if measure == "launch" or (row.timing == "eager_call" and row.metric == "throughput"):
+        return "host"
+    return "eager" if row.timing == "eager_call" else "sink"
+
+
+_KINDS = {"op": _Runner._op, "model": _Runner._model, "transfer": _Runner._transfer}
+#: throughput unit -> the amount of work (key of the kind's work dict) it counts
+_UNIT_WORK = {"samples/s": "sample", "images/s": "sample", "tokens/s": "token",
+              "TFLOPS": "flop", "GB/s": "byte"}
+
+
+def _to_unit(row: CorpusRow, seconds: float, work: Mapping[str, float]) -> float:
+    factor = UNITS[row.unit][1]
+    if seconds <= 0:
+        raise AscendSimError("the simulated time is zero")
+    if row.metric == "time":
+        return seconds / factor
+    need = _UNIT_WORK[row.unit]
+    if need not in work:
+        raise ConfigError(f"unit {row.unit!r} needs a {need} count, which a "
+                          f"{row.workload.get('kind', 'op')} workload does not give")
+    if not work[need]:
+        raise AscendSimError(f"the simulated {need} count is zero, so {row.unit} is undefined")
+    return work[need] / seconds / factor
+
+
+def _bytes(value) -> int:
+    import numpy as np
+
+    n = 1
+    for d in value.shape:
+        n *= int(d)
+    item = 2 if value.dtype == "bfloat16" else np.dtype(value.dtype).itemsize
+    return n * item
+
+
+def transfer_cycles(chip: Chip, src: str, dst: str, nbytes: int, l2_miss: float = 0.0) -> int:
+    """Cycles of one move run alone through the engine (pipes, flags, the L2/HBM fabric): a
+    one-instruction task on core 0 (an AIV for UB moves on split chips), as the lowering
+    builds the move."""
+    from ..hw.names import ENGINE_AICORE
+    from ..lower.program import CoreGroup, Phase, Program, Segment, Stage, Task
+    from ..lower.tiling import gm_read, gm_write, local_move
+    from ..sim.engine import Engine
+
+    src, dst = src.upper(), dst.upper()
+    pipe = chip.pipe_for(src, dst)
+    if src == "GM":
+        instr = gm_read(chip, pipe, dst, nbytes, l2_miss)
+    elif dst == "GM":
+        instr = gm_write(chip, pipe, src, nbytes, 0.0)
+    else:
+        instr = local_move(chip, pipe, src, dst, nbytes)
+    vec = not chip.coupled and "UB" in (src, dst)
+    group = CoreGroup((0,), (Segment((Stage(instr.pipe, (instr,)),), 1),))
+    task = Task(0, 0, "transfer", "DMA", "AI_VECTOR_CORE" if vec else "AI_CORE",
+                (Phase(ENGINE_AICORE, (group,), vector_cores=vec),))
+    trace = Engine(Program("transfer", chip, [task], 1, "tile")).run()
+    return sum(iv.duration for iv in trace.intervals if iv.pipe == instr.pipe)
+
+
+# ----------------------------------------------------------------------------- entry point
+def _short(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return f"{type(exc).__name__}: {text}"[:300]
+
+
+def validate_rows(rows: Iterable[CorpusRow], chip: str | Chip | None = None,
+                  progress=None) -> ValidationReport:
+    """Simulate the given rows (see `validate`)."""
+    t0 = time.perf_counter()
+    forced = get_chip(chip) if chip is not None else None
+    runner = _Runner()
+    out: list[ValidationRecord] = []
+    rows = list(rows)
+    for i, row in enumerate(rows):
+        name = forced.name if forced is not None else row.chip
+        if row.role == "pending":
+            out.append(ValidationRecord(row, name, None, "pending", row.pending_reason))
+            continue
+        t1 = time.perf_counter()
+        try:
+            the_chip = forced if forced is not None else get_chip(row.chip)
+            sim = runner.value(row, the_chip)
+            rec = ValidationRecord(row, name, sim, "ok", wall_s=time.perf_counter() - t1)
+        except (AscendSimError, ValueError, KeyError, TypeError, ZeroDivisionError,
+                ArithmeticError) as exc:
+            # one row's fault never aborts the run; the reason is kept on the row
+            rec = ValidationRecord(row, name, None, "error", _short(exc),
+                                   wall_s=time.perf_counter() - t1)
+        out.append(rec)
+        if progress is not None:
+            progress(i + 1, len(rows))
+    frozen = load_frozen()
+    return ValidationReport(out, forced.name if forced is not None else None,
+                            time.perf_counter() - t0,
+                            frozen=frozenset(frozen.ids) if frozen is not None else None)
+
+
+def quick_rows(rows: Sequence[CorpusRow]) -> list[CorpusRow]:
+    """The fixed quick subset (`QUICK_IDS`) of some rows, in QUICK_IDS order."""
+    by_id = {r.id: r for r in rows}
+    return [by_id[i] for i in QUICK_IDS if i in by_id]
+
+
+def validate(chip: str | Chip | None = None, families: Iterable[str] | None = None,
+             quick: bool = False, progress=None) -> ValidationReport:
+    """Simulate every corpus row as it was measured and compare (see the module docstring).
+
+    chip: None runs each row on its own chip; a name or `Chip` runs every row on it.
+    families: only rows of these families. quick: the fixed subset `QUICK_IDS` (< 30 s).
+    progress: called as progress(rows_done, rows_total)."""
+    rows = load_corpus(families)
+    if quick:
+        rows = quick_rows(rows)
+    return validate_rows(rows, chip, progress)
+
+
+__all__ = ["validate", "validate_rows", "quick_rows", "ValidationReport", "ValidationRecord",
+           "FamilyStats", "summarize", "transfer_cycles", "QUICK_IDS"]

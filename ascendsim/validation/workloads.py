@@ -1,0 +1,196 @@
+"""Build the graph a corpus row measured: a one-op graph, a built-in model, or a DMA probe.
+
+Op rows become a one-op `Graph` named "op" with the row's input shapes, dtypes and
+attributes; an input with a ``const`` value becomes a constant of that value (a vector-scalar
+operand). When the row's data is warm, every non-constant input is first produced by a cheap
+warm-up task (a Relu named ``warm_<i>``) so that it is resident in L2 when the measured op
+runs, as it is in a benchmark loop that calls the op repeatedly; the warm-up tasks are not
+measured. Cold rows read their inputs from HBM (the lowering's graph inputs are not in L2).
+
+Model rows use `ascendsim.models` builders through `MODELS` (a data table: model name ->
+inference builder, training-step builder, and the size arguments the row gives).
+`precision` maps to the dtype through `PRECISION_DTYPES` ("mixed" = float16 compute with the
+float32 master weights the training steps keep). Transformer models deeper than
+`EXTRAPOLATE_ABOVE_LAYERS` are simulated at 1 and 2 layers and extrapolated linearly in the
+layer count (every encoder layer is the same graph), because a 24-layer training step takes
+minutes to fuse; `model_plan` says which graphs a row needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .. import models
+from ..errors import ConfigError, GraphError
+from ..ir import Graph
+from ..ir.registry import get_op
+from .corpus import CorpusRow
+
+#: corpus precision -> the dtype the model builders take
+PRECISION_DTYPES = {"fp16": "float16", "float16": "float16", "mixed": "float16",
+                    "amp": "float16", "bf16": "bfloat16", "bfloat16": "bfloat16",
+                    "fp32": "float32", "float32": "float32", "int8": "int8"}
+
+#: the name of the measured node in an op row's graph
+OP_NODE = "op"
+#: op type of the warm-up task that leaves an input in L2 (a copy-like vector op)
+WARM_OP = "Relu"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """How to build one model: builders for each phase, the size keys they take, and fixed
+    keyword arguments (e.g. BERT-base's hidden size for the generic training step)."""
+
+    inference: str
+    training: str
+    sizes: tuple[str, ...]                    # row keys passed through (batch, seq_len, image)
+    inference_kwargs: tuple[tuple[str, Any], ...] = ()
+    training_kwargs: tuple[tuple[str, Any], ...] = ()
+    layers: int = 0                            # encoder layers (0: not a layered transformer)
+    unit: str = "samples"                      # what one sample is: samples, images, tokens
+
+
+_BERT_BASE = (("hidden", 768), ("heads", 12), ("ffn", 3072))
+_BERT_LARGE = (("hidden", 1024), ("heads", 16), ("ffn", 4096))
+
+#: model name (as rows spell it) -> how to build it
+MODELS: dict[str, ModelSpec] = {
+    "resnet50": ModelSpec("resnet50", "resnet50_training_step", ("batch", "image"),
+                          unit="images"),
+    "bert_base": ModelSpec("bert", "bert_training_step", ("batch", "seq_len"),
+                           _BERT_BASE, _BERT_BASE, layers=12),
+    "bert_large": ModelSpec("bert", "bert_training_step", ("batch", "seq_len"),
+                            _BERT_LARGE, _BERT_LARGE, layers=24),
+}
+MODEL_ALIASES = {"resnet-50": "resnet50", "resnet50_v1.5": "resnet50", "bert-base": "bert_base",
+                 "bert-large": "bert_large", "bert_base_uncased": "bert_base",
+                 "bert-base-uncased": "bert_base", "bert-large-uncased": "bert_large"}
+#: transformers deeper than this are simulated at 1 and 2 layers and extrapolated
+EXTRAPOLATE_ABOVE_LAYERS = 2
+
+
+def model_spec(name: str) -> ModelSpec:
+    """The build recipe of a model named in a row; ConfigError naming the valid models."""
+    key = MODEL_ALIASES.get(name.lower(), name.lower())
+    if key not in MODELS:
+        raise ConfigError(f"unknown model {name!r}; the corpus can build "
+                          f"{', '.join(MODELS)} (aliases {', '.join(MODEL_ALIASES)})")
+    return MODELS[key]
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+def workload_key(row: CorpusRow) -> tuple:
+    """A hashable key of what a row builds (rows that build the same graph share it)."""
+    return (_freeze(row.workload), row.data)
+
+
+# ----------------------------------------------------------------------------- op rows
+def build_op_graph(row: CorpusRow) -> Graph:
+    """The one-op graph of an op row (node "op"), with warm-up producers for warm data."""
+    key = ("op", _freeze(row.workload), row.data in ("warm", "unknown"))
+    if key not in _GRAPHS:
+        _GRAPHS[key] = _op_graph(row.workload, key[2])
+    return _GRAPHS[key]
+
+
+#: graphs built so far, by workload key (rows sharing a workload share the graph)
+_GRAPHS: dict[tuple, Graph] = {}
+
+
+def _op_graph(w: Mapping[str, Any], warm: bool) -> Graph:
+    op_type = w["op"]
+    opdef = get_op(op_type)          # UnsupportedOpError names an unknown op
+    g = Graph(f"row_{op_type}")
+    args: list[Any] = []
+    for i, spec in enumerate(w["inputs"]):
+        dtype = spec.get("dtype", "float16")
+        shape = tuple(spec["shape"])
+        if "const" in spec:
+            args.append(g.const(np.full(shape, spec["const"], dtype=np.dtype(dtype)),
+                                name=f"c{i}"))
+            continue
+        x = g.input(f"x{i}", shape, dtype)
+        if warm and np.dtype(_np_dtype(dtype)).kind == "f":
+            x = g.add_node(WARM_OP, [x], name=f"warm_{i}")[0]
+        args.append(x)
+    attrs = dict(w.get("attrs", {}))
+    unknown = sorted(set(attrs) - set(opdef.attrs))
+    if unknown:
+        raise GraphError(f"op {op_type}: unknown attribute(s) {', '.join(unknown)}; valid: "
+                         f"{', '.join(sorted(opdef.attrs)) or 'none'}")
+    outs = g.add_node(op_type, args, {k: _attr(v) for k, v in attrs.items()}, name=OP_NODE)
+    g.output(*outs)
+    return g
+
+
+def _np_dtype(dtype: str) -> str:
+    return "float32" if dtype == "bfloat16" else dtype
+
+
+def _attr(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
+# ----------------------------------------------------------------------------- model rows
+@dataclass(frozen=True)
+class ModelPlan:
+    """The graphs a model row needs: (layers, graph) pairs and the row's real layer count.
+
+    One pair: simulate it as is. Two pairs (1 and 2 layers): extrapolate the step time
+    linearly to `layers`."""
+
+    graphs: tuple[tuple[int, Graph], ...]
+    layers: int
+    spec: ModelSpec
+
+
+def model_plan(row: CorpusRow) -> ModelPlan:
+    """The graph(s) of a model row (see the module docstring on layer extrapolation)."""
+    w = row.workload
+    spec = model_spec(w["model"])
+    phase = w.get("phase", "inference")
+    precision = str(w.get("precision", "fp16")).lower()
+    if precision not in PRECISION_DTYPES:
+        raise ConfigError(f"precision {precision!r}: expected one of "
+                          f"{', '.join(PRECISION_DTYPES)}")
+    kwargs = {k: w[k] for k in spec.sizes if k in w}
+    kwargs["dtype"] = PRECISION_DTYPES[precision]
+    layers = int(w.get("layers", spec.layers))
+    if spec.layers and layers > EXTRAPOLATE_ABOVE_LAYERS:
+        graphs = tuple((n, _model_graph(spec, phase, n, kwargs)) for n in (1, 2))
+    else:
+        graphs = ((layers, _model_graph(spec, phase, layers, kwargs)),)
+    return ModelPlan(graphs, layers, spec)
+
+
+def _model_graph(spec: ModelSpec, phase: str, layers: int, kwargs: dict[str, Any]) -> Graph:
+    key = ("model", spec, phase, layers, _freeze(kwargs))
+    if key not in _GRAPHS:
+        _GRAPHS[key] = _build_model(spec, phase, layers, kwargs)
+    return _GRAPHS[key]
+
+
+def _build_model(spec: ModelSpec, phase: str, layers: int, kwargs: dict[str, Any]) -> Graph:
+    if phase == "training":
+        name, fixed = spec.training, dict(spec.training_kwargs)
+    else:
+        name, fixed = spec.inference, dict(spec.inference_kwargs)
+    if spec.layers:
+        fixed["layers"] = layers
+    return models.get(name, **fixed, **kwargs)
+
+
+__all__ = ["build_op_graph", "model_plan", "model_spec", "workload_key", "ModelPlan",
+           "ModelSpec", "MODELS", "PRECISION_DTYPES", "OP_NODE", "EXTRAPOLATE_ABOVE_LAYERS"]

@@ -1,0 +1,97 @@
+"""LLMs on the 910B: fused vs unfused prefill and decode of a 7B decoder, serving metrics, and
+the simulator's own speed on them.
+
+    python bench/llm.py            # everything (~6 min on 2 cores)
+    python bench/llm.py --quick    # skip the unfused compare runs
+    python bench/llm.py --speed    # only the optimise + simulate time table
+
+Rows:
+- asim.compare on llama2-7b prefill (batch 1, seq_len 2048) and decode (batch 16,
+  context_len 4096), ascend910b, shapes only, block detail: time, launches, HBM/L2 traffic;
+- asim.llm.generate(llama2-7b, batch 16, prompt 1024, 128 new tokens): TTFT, TPOT, tokens/s,
+  HBM peak (decode simulated at 3 contexts, the rest interpolated);
+- wall time of optimise + simulate (graph build excluded), shape only, block detail, fused
+  (targets: decode step < 5 s, prefill < 10 s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import ascendsim as asim
+
+CHIP = "ascend910b"
+MODEL = "llama2-7b"
+CASES = {"prefill (b1, s2048)": dict(batch=1, seq_len=2048),
+         "decode (b16, ctx4096)": dict(batch=16, phase="decode", context_len=4096)}
+
+
+def _mb(res, level: str) -> float:
+    return sum(b for t in res.trace.tasks for (lvl, _), b in t.traffic.items()
+               if lvl == level) / 1e6
+
+
+def compare_rows(name: str, kw: dict) -> list[str]:
+    g = asim.models.decoder(MODEL, **kw)
+    cmp = asim.compare(g, CHIP, inputs=None)
+    u, f = cmp.unfused, cmp.fused
+    rows = [f"| {name} | unfused | {u.time_us / 1e3:.2f} | {len(u.trace.tasks)} | "
+            f"{_mb(u, 'DDR'):,.0f} | {_mb(u, 'L2'):,.0f} | |",
+            f"| {name} | fused | {f.time_us / 1e3:.2f} | {len(f.trace.tasks)} | "
+            f"{_mb(f, 'DDR'):,.0f} | {_mb(f, 'L2'):,.0f} | {cmp.speedup:.2f}x |"]
+    return rows
+
+
+def speed_row(name: str, kw: dict) -> str:
+    """Wall and CPU seconds (the CPU time of this single-threaded process is what a quiet
+    machine's wall time would be; on a loaded machine the wall time is longer)."""
+    g = asim.models.decoder(MODEL, **kw)
+    t0, c0 = time.perf_counter(), time.process_time()
+    opt = asim.optimize(g, CHIP)
+    c1 = time.process_time()
+    res = asim.simulate(opt.graph, CHIP, fusion=False)
+    t2, c2 = time.perf_counter(), time.process_time()
+    return (f"| {name} | {c1 - c0:.1f} | {c2 - c1:.1f} | {c2 - c0:.1f} | {t2 - t0:.1f} | "
+            f"{len(res.trace.tasks)} | {res.events:,} | {res.time_us / 1e3:.2f} |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="skip the unfused compare runs")
+    ap.add_argument("--speed", action="store_true", help="only the wall-time table")
+    args = ap.parse_args()
+    asim.simulate(asim.models.decoder(MODEL, layers=1, seq_len=16), CHIP)   # JIT warm-up
+    print(f"## {MODEL} on {CHIP}: optimise + simulate wall time (fused, shapes only, block)\n")
+    print("| step | optimise CPU (s) | simulate CPU (s) | total CPU (s) | total wall (s) | tasks "
+          "| events | simulated (ms) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, kw in CASES.items():
+        print(speed_row(name, kw), flush=True)
+    if args.speed:
+        return
+    if not args.quick:
+        print(f"\n## {MODEL} on {CHIP}: unfused vs fused (asim.compare, shapes only)\n")
+        print("| step | graph | time (ms) | tasks | HBM traffic (MB) | L2 traffic (MB) | "
+              "speedup |")
+        print("|---|---|---|---|---|---|---|")
+        for name, kw in CASES.items():
+            for row in compare_rows(name, kw):
+                print(row, flush=True)
+    print(f"\n## asim.llm.generate({MODEL!r}, {CHIP!r}, batch=16, prompt_len=1024, "
+          f"new_tokens=128)\n")
+    t0 = time.perf_counter()
+    gen = asim.llm.generate(MODEL, CHIP, batch=16, prompt_len=1024, new_tokens=128)
+    wall = time.perf_counter() - t0
+    print("| TTFT (ms) | TPOT (ms) | tokens/s | HBM peak (GiB) | weights | KV cache | "
+          "activations | wall (s) |")
+    print("|---|---|---|---|---|---|---|---|")
+    m = gen.memory
+    print(f"| {gen.ttft_ms:.1f} | {gen.tpot_ms:.2f} | {gen.tokens_per_s:,.0f} | "
+          f"{gen.hbm_peak_bytes / 2**30:.2f} | {m.weights / 2**30:.2f} | "
+          f"{m.kv_cache / 2**30:.2f} | {m.activations / 2**30:.2f} | {wall:.0f} |")
+    print(f"\n{gen.notes[0]}")
+
+
+if __name__ == "__main__":
+    main()

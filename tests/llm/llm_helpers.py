@@ -1,0 +1,53 @@
+"""Helpers of the LLM tests: a hand-built attention graph (HF eager form), a numpy reference."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import ascendsim as asim
+from ascendsim.models.decoder import MASKED
+
+
+def attention_graph(b: int, h: int, hkv: int, s: int, t: int, d: int, dtype: str = "float16",
+                    mask: str | None = "causal", extra_use: bool = False) -> asim.Graph:
+    """q (b, h, s, d), k/v (b, hkv, t, d) -> softmax(q k^T / sqrt d + mask) v, with HF's
+    repeat_kv (Reshape -> Expand -> Reshape) when h > hkv."""
+    g = asim.Graph("attention")
+    q = g.input("q", (b, h, s, d), dtype)
+    k = g.input("k", (b, hkv, t, d), dtype)
+    v = g.input("v", (b, hkv, t, d), dtype)
+
+    def rep(x):
+        if h == hkv:
+            return x
+        x5 = g.reshape(x, np.array([b, hkv, 1, t, d], np.int64))
+        x5 = g.expand(x5, np.array([b, hkv, h // hkv, t, d], np.int64))
+        return g.reshape(x5, np.array([b, h, t, d], np.int64))
+
+    scores = g.mul(g.matmul(q, g.transpose(rep(k), perm=[0, 1, 3, 2])), 1.0 / np.sqrt(d))
+    if mask == "causal":
+        vis = np.arange(t)[None, :] <= np.arange(s)[:, None] + (t - s)
+        m = np.where(vis, 0.0, MASKED).reshape(1, 1, s, t).astype(dtype)
+        scores = g.add(scores, m)
+    elif mask == "padding":
+        m = np.zeros((b, 1, 1, t), dtype)
+        m[0, ..., -2:] = MASKED
+        scores = g.add(scores, m)
+    p = g.softmax(scores, axis=-1)
+    g.output(g.matmul(p, rep(v)))
+    if extra_use:
+        g.output(p)
+    return g
+
+
+def naive_attention(q, k, v, mask=None):
+    """float64 reference: softmax(q k^T / sqrt d + mask) v with kv heads repeated."""
+    q, k, v = (np.asarray(a, np.float64) for a in (q, k, v))
+    rep = q.shape[1] // k.shape[1]
+    k, v = np.repeat(k, rep, axis=1), np.repeat(v, rep, axis=1)
+    s = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+    if mask is not None:
+        s = s + mask
+    s = s - s.max(-1, keepdims=True)
+    p = np.exp(s)
+    return (p / p.sum(-1, keepdims=True)) @ v

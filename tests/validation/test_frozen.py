@@ -1,0 +1,62 @@
+"""The frozen validation set: once frozen, its rows keep their ids, role and values, and rows
+added later are reported apart as "new"."""
+
+from __future__ import annotations
+
+import pytest
+
+from ascendsim.errors import ConfigError
+from ascendsim.validation import frozen as fz
+from ascendsim.validation.corpus import check_row, load_corpus
+from ascendsim.validation.validate import validate_rows
+
+
+def test_the_frozen_set_if_any_is_intact():
+    """Every frozen row exists, is a validation row, and has the value it was frozen with
+    (the hash of id|value|unit). Nothing frozen yet: the check is skipped until the lead
+    runs `ascendsim.validation.frozen.freeze()` at the end of issue 10."""
+    frozen = fz.load_frozen()
+    if frozen is None:
+        pytest.skip("the validation set is not frozen yet (no ascendsim/validation/frozen.toml)")
+    rows = {r.id: r for r in load_corpus()}
+    missing = [i for i in frozen.ids if i not in rows]
+    assert not missing, f"frozen rows removed from the corpus: {missing}"
+    demoted = [i for i in frozen.ids if rows[i].role != "validation"]
+    assert not demoted, f"frozen rows no longer validation rows: {demoted}"
+    assert fz.values_hash(rows[i] for i in frozen.ids) == frozen.values_sha256, \
+        "a frozen row's measured value or unit changed"
+
+
+def test_freeze_round_trip_and_new_rows_reported_apart(tmp_path, monkeypatch):
+    path = tmp_path / "frozen.toml"
+    frozen = fz.freeze(path, note="test")
+    again = fz.load_frozen(path)
+    assert again == frozen and again.ids == tuple(sorted(again.ids))
+    vals = [r for r in load_corpus() if r.role == "validation"]
+    assert set(frozen.ids) == {r.id for r in vals}
+    assert fz.values_hash(vals) == frozen.values_sha256
+    assert fz.values_hash(vals[1:]) != frozen.values_sha256
+
+    import ascendsim.validation.validate as v
+
+    monkeypatch.setattr(v, "load_frozen", lambda: fz.load_frozen(path))
+    old = next(r for r in vals if r.workload.get("kind") == "transfer")
+    new = check_row({"id": "t-new", "chip": "ascend910", "family": "elementwise",
+                     "role": "validation", "timing": "msprof_kernel", "data": "warm",
+                     "metric": "time", "value": 2.0, "unit": "us", "source": "test",
+                     "workload": {"kind": "op", "op": "Relu",
+                                  "inputs": [{"shape": [1024], "dtype": "float16"}]}}, "t")
+    rep = validate_rows([old, new])
+    assert rep.frozen is not None and not rep.is_new(rep.rows[0]) and rep.is_new(rep.rows[1])
+    assert len(rep.ratios()) == 1 and len(rep.ratios(new=True)) == 1
+    assert "(new since frozen)" in rep.table(rows=False)
+
+
+def test_a_malformed_frozen_file_is_a_config_error(tmp_path):
+    path = tmp_path / "frozen.toml"
+    path.write_text("ids = 3\nvalues_sha256 = 'x'\n")
+    with pytest.raises(ConfigError, match="ids must be a list"):
+        fz.load_frozen(path)
+    path.write_text("nothing = 1\n")
+    with pytest.raises(ConfigError, match="not a frozen-set file"):
+        fz.load_frozen(path)

@@ -1,0 +1,216 @@
+"""validate(): rows simulated the way they were measured, the issue-10 error definitions, and
+the report's views (table, CSV, plot). Uses the quick subset or hand-made rows (fast)."""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from ascendsim.errors import ConfigError
+from ascendsim.hw import get_chip
+from ascendsim.validation.corpus import check_row, load_corpus, load_corpus_file
+from ascendsim.validation.validate import (
+    QUICK_IDS,
+    ValidationRecord,
+    quick_rows,
+    summarize,
+    transfer_cycles,
+    validate,
+    validate_rows,
+)
+
+ADD = {"kind": "op", "op": "Add", "inputs": [{"shape": [1024], "dtype": "float16"},
+                                             {"shape": [1024], "dtype": "float16"}]}
+BASE = {"id": "t-add", "chip": "ascend910", "family": "elementwise", "role": "validation",
+        "workload": ADD, "timing": "msprof_kernel", "data": "warm", "metric": "time",
+        "value": 2.0, "unit": "us", "source": "test"}
+
+
+def row(**changes):
+    return check_row({**BASE, **changes}, "test row")
+
+
+@pytest.fixture(scope="module")
+def quick():
+    return validate(quick=True)
+
+
+# ----------------------------------------------------------------------------- definitions
+def test_ratio_is_slow_above_one_for_times_and_throughputs():
+    t = ValidationRecord(row(value=2.0), "ascend910", 3.0, "ok")
+    assert t.ratio == pytest.approx(1.5) and t.error == pytest.approx(0.5)
+    q = ValidationRecord(row(metric="throughput", unit="GB/s", value=300.0), "ascend910",
+                         200.0, "ok")
+    assert q.ratio == pytest.approx(1.5)          # measured / simulated: the model is slow
+    assert ValidationRecord(row(), "ascend910", None, "error", "boom").ratio is None
+
+
+def test_summary_statistics_follow_the_definitions():
+    s = summarize([0.5, 1.0, 2.0, 1.2])
+    assert s.n == 4
+    assert s.median_abs_error == pytest.approx((0.2 + 0.5) / 2)    # |r-1| = .5 0 1 .2
+    assert s.median_ratio == pytest.approx((1.0 + 1.2) / 2)
+    assert s.bias == pytest.approx((0.5 * 1.0 * 2.0 * 1.2) ** 0.25)
+    assert math.isnan(summarize([]).median_abs_error)
+
+
+# ----------------------------------------------------------------------------- the quick run
+def test_quick_subset_is_fixed_small_and_spans_families(quick):
+    assert [r.id for r in quick.rows] == [i for i in QUICK_IDS if i in
+                                          {r.id for r in load_corpus()}]
+    assert len(quick.rows) <= 15
+    assert len({r.family for r in quick.rows}) >= 4
+    assert all(r.status == "ok" for r in quick.rows), [(r.id, r.reason) for r in quick.rows]
+
+
+def test_report_counts_validation_rows_only(quick):
+    val = [r.ratio for r in quick.rows if r.role == "validation"]
+    assert quick.median_abs_error == pytest.approx(summarize(val).median_abs_error)
+    assert quick.by_family and sum(s.n for s in quick.by_family.values()) == len(val)
+    assert quick.calibration.n == sum(r.role == "calibration" for r in quick.rows)
+
+
+def test_calibration_rows_reproduce_the_figure_they_were_fitted_to(quick):
+    """The host launch, the 910B1 mmad c0, the vadd rate and the GM->L1 fit are these very
+    measurements: the model's formula must give them back within the fit's residual (20%)."""
+    for r in quick.rows:
+        if r.role == "calibration":
+            assert abs(r.error) < 0.2, (r.id, r.ratio)
+
+
+def test_table_csv_and_plot(quick, tmp_path):
+    text = quick.table()
+    assert "median |error| on validation rows" in text
+    assert "by family" in text and "calibration rows" in text
+    path = tmp_path / "rows.csv"
+    quick.to_csv(path)
+    lines = list(csv.DictReader(path.open()))
+    assert [x["id"] for x in lines] == [r.id for r in quick.rows]
+    for x, r in zip(lines, quick.rows):
+        assert float(x["ratio"]) == pytest.approx(r.ratio, rel=1e-3)
+    png = tmp_path / "scatter.png"
+    fig = quick.plot(png)
+    assert png.stat().st_size > 10_000
+    assert "median |error|" in fig.axes[0].get_title()
+
+
+# ----------------------------------------------------------------------------- simulation
+def test_faulty_rows_are_recorded_not_raised_and_pending_rows_apart():
+    bad_op = row(id="t-bad", workload={**ADD, "op": "NoSuchOp"})
+    bad_unit = row(id="t-unit", metric="throughput", unit="images/s", value=5.0)
+    pending = row(id="t-pend", role="pending", pending_reason="a chip the model lacks")
+    rep = validate_rows([row(), bad_op, bad_unit, pending])
+    by = {r.id: r for r in rep.rows}
+    assert by["t-add"].status == "ok" and by["t-add"].simulated > 0
+    assert by["t-bad"].status == "error" and "NoSuchOp" in by["t-bad"].reason
+    assert by["t-unit"].status == "error" and "images/s" in by["t-unit"].reason
+    assert by["t-pend"].status == "pending" and by["t-pend"].ratio is None
+    assert summarize(rep.ratios()).n == 1
+
+
+def test_chip_argument_runs_every_row_on_that_chip():
+    rows = [row(), row(id="t-b", chip="ascend910b")]
+    own = validate_rows(rows)
+    forced = validate_rows(rows, chip="ascend310")
+    assert [r.sim_chip for r in own.rows] == ["ascend910", "ascend910b"]
+    assert {r.sim_chip for r in forced.rows} == {"ascend310"} and forced.chip == "ascend310"
+    assert forced.rows[0].simulated == forced.rows[1].simulated
+
+
+def test_msprof_kernel_excludes_launch_and_eager_call_includes_it():
+    """The same one-task op: a synchronised eager call costs the kernel plus the per-call
+    floor (host launch, device dispatch, host synchronisation), and nothing more."""
+    chip = get_chip("ascend910")
+    kern = validate_rows([row()]).rows[0].simulated
+    eager = validate_rows([row(timing="eager_call")]).rows[0].simulated
+    floor = chip.host_launch_us + chip.sink_launch_us + chip.host_sync_us
+    assert kern + floor - 0.01 <= eager <= kern + floor + 0.01     # whole-cycle rounding
+    launch = validate_rows([row(timing="eager_call",
+                                workload={**ADD, "measure": "launch"})]).rows[0].simulated
+    assert launch == pytest.approx(chip.host_launch_us, rel=1e-3)
+
+
+def test_cold_data_is_not_faster_than_warm():
+    """A large copy-like op reads its input from HBM when cold, from L2 when warm."""
+    big = {"kind": "op", "op": "Relu", "inputs": [{"shape": [4 * 2 ** 20], "dtype": "float16"}]}
+    warm = validate_rows([row(workload=big)]).rows[0].simulated
+    cold = validate_rows([row(workload=big, data="cold")]).rows[0].simulated
+    assert cold > warm * 1.05
+
+
+def test_model_rows_extrapolate_deep_transformers_linearly():
+    """BERT rows deeper than 2 layers are simulated at 1 and 2 layers; the step time is
+    linear in the layer count, so 4 layers cost t1 + 3 (t2 - t1)."""
+    w = {"kind": "model", "model": "bert_base", "batch": 1, "seq_len": 16,
+         "precision": "fp16", "phase": "inference"}
+    rows = [row(id=f"t-bert{n}", family="model_inference", timing="graph_step",
+                workload={**w, "layers": n}, value=1.0, unit="ms") for n in (1, 2, 4)]
+    t1, t2, t4 = (r.simulated for r in validate_rows(rows).rows)
+    assert t1 < t2 and t4 == pytest.approx(t1 + 3 * (t2 - t1), rel=1e-9)
+
+
+def test_single_transfers_match_the_chip_cost_formula():
+    """One move run alone through the engine costs latency + bytes/bandwidth (whole cycles):
+    the fabric adds nothing when nothing else is in flight (moved from bench/fidelity.py)."""
+    chip = get_chip("ascend910b").replace(ai_cores=1, aiv_cores=1)
+    for src, dst in (("GM", "L1"), ("GM", "UB"), ("UB", "GM"), ("L0C", "GM"), ("L1", "L0A")):
+        for kb in (1, 64):
+            n = kb * 1024
+            want = chip.transfer_cycles(src.lower(), dst.lower(), n)
+            assert want <= transfer_cycles(chip, src, dst, n) <= math.ceil(want) + 1
+
+
+def test_an_l2_miss_costs_more_than_a_hit_but_at_most_the_slowdown():
+    chip = get_chip("ascend910b").replace(ai_cores=1, aiv_cores=1)
+    hit = transfer_cycles(chip, "GM", "UB", 64 * 1024, 0.0)
+    miss = transfer_cycles(chip, "GM", "UB", 64 * 1024, 1.0)
+    assert 1.0 < miss / hit <= chip.l2_miss_slowdown
+
+
+def test_mmad_rows_never_exceed_the_cube_peak_of_one_core(quick):
+    peak = get_chip("ascend910b").flops_per_cycle("float16") * 1.8e9 / 1e12
+    mmad = [r for r in quick.rows if "mmad" in r.id]
+    assert mmad
+    for r in mmad:
+        assert 0 < r.simulated < peak
+
+
+# ----------------------------------------------------------------------------- the corpus
+def test_bad_rows_raise_config_error_naming_file_row_and_key(tmp_path):
+    good = Path(load_corpus()[0].file).read_text()
+    path = tmp_path / "bad.toml"
+    path.write_text(good.replace('family = "', 'family = "gemv', 1))
+    with pytest.raises(ConfigError, match=r"bad\.toml: row '.*': family: 'gemv"):
+        load_corpus_file(path)
+    for change, key in (({"value": -1.0}, "value"), ({"unit": "ms", "metric": "throughput"},
+                                                     "unit"),
+                        ({"role": "calibration"}, "calibrates"),
+                        ({"workload": {**ADD, "inputs": [{"shape": [0]}]}},
+                         r"workload.inputs\[0\].shape"),
+                        ({"workload": {**ADD, "measure": "wall"}}, "workload.measure")):
+        with pytest.raises(ConfigError, match=key):
+            row(**change)
+
+
+def test_duplicate_ids_across_files_are_refused(tmp_path):
+    text = Path(load_corpus()[0].file).read_text()
+    for name in ("a.toml", "b.toml"):
+        (tmp_path / name).write_text(text)
+    with pytest.raises(ConfigError, match="already used"):
+        load_corpus(paths=sorted(tmp_path.glob("*.toml")))
+
+
+def test_unknown_family_filter_names_the_valid_ones():
+    with pytest.raises(ConfigError, match="families are gemm"):
+        validate(families=["gemv"])
+
+
+def test_quick_rows_keep_quick_order_and_skip_missing_ids():
+    rows = load_corpus()
+    picked = quick_rows(list(reversed(rows)))
+    assert [r.id for r in picked] == [i for i in QUICK_IDS if i in {r.id for r in rows}]
+    assert quick_rows([replace(rows[0], id="not-quick")]) == []
