@@ -18,7 +18,6 @@ that test unless the `fuzz` marker is selected).
 from __future__ import annotations
 
 import importlib.util
-import re
 from pathlib import Path
 
 import numpy as np
@@ -98,44 +97,6 @@ def check_example(drawn: Drawn, drawn_chip: DrawnChip, options: dict) -> None:
     _simulate(g, chip, "block")
 
 
-#: the view and move ops of issue 14 Found 2 (graph-kernel fusion of a view with a sibling
-#: output of another shape)
-_FOUND_2_OPS = ("Reshape", "Transpose", "Concat", "Slice")
-
-
-def known_failure(exc: BaseException, drawn: Drawn, options: dict) -> str | None:
-    """The issue item of a failure already reported and being fixed on another branch, else
-    None. Each entry matches exactly that bug's signature; remove it when the fix is merged."""
-    msg = str(exc)
-    # issue 14 Found 2 (fixed on branch `trust`; remove at merge): graph-kernel fusion puts a
-    # view/move and a sibling output of another shape in one fused node, whose composite
-    # kernel then fails to broadcast in execute, or (when the two shapes broadcast, e.g.
-    # (8, 1, 4) beside its reshape to (8, 4)) recurses without end
-    fused = re.search(r"node '(Fused_[A-Za-z0-9_]+)' \(FusedOp\) failed on inputs", msg)
-    if (options.get("graph_kernel") and isinstance(exc, asim.GraphError) and fused
-            and ("cannot be broadcast" in msg or "RecursionError" in msg)
-            and any(op in fused.group(1).split("_") for op in _FOUND_2_OPS)):
-        return "issue 14 Found 2"
-    # issue 14 Found 3 (fixed on branch `trust`; remove at merge): a Conv with one output
-    # channel (or a MatMul with N = 1) fused with its bias and a Relu drops the bias from the
-    # fused node's inputs, and lowering cannot find the bias constant (the drawn one, or the
-    # one ConvBatchnormFusionPass folds a BatchNormalization into)
-    lost = re.match(r"lowering: no value '([^']+)'", msg)
-    if isinstance(exc, asim.GraphError) and lost \
-            and _has_single_output_channel_cube_op(drawn.graph):
-        return "issue 14 Found 3"
-    return None
-
-
-def _has_single_output_channel_cube_op(g: asim.Graph) -> bool:
-    for n in g.nodes:
-        out = g.values[n.outputs[0]].shape
-        if (n.op_type == "Conv" and int(out[1]) == 1) or (n.op_type == "MatMul"
-                                                           and int(out[-1]) == 1):
-            return True
-    return False
-
-
 _COMMON = dict(derandomize=True, deadline=None, database=None,
                phases=(Phase.explicit, Phase.generate),   # the drawn steps are short already
                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
@@ -143,11 +104,9 @@ _COMMON = dict(derandomize=True, deadline=None, database=None,
 
 
 def _run(examples: int, max_ops: int) -> tuple[int, list[tuple[str, str]]]:
-    """Run `examples` derandomized examples; (examples run, [(failure, example)]), known
-    failures (`known_failure`) counted apart and not reported."""
+    """Run `examples` derandomized examples; (examples run, [(failure, example)])."""
     seen: list[int] = []
     failures: list[tuple[str, str]] = []
-    known: dict[str, int] = {}
 
     @settings(max_examples=examples, **_COMMON)
     @given(graphs(max_ops=max_ops), chips(), fusion_options())
@@ -156,16 +115,10 @@ def _run(examples: int, max_ops: int) -> tuple[int, list[tuple[str, str]]]:
         try:
             check_example(drawn, chip, options)
         except Exception as exc:  # every failure is collected, with its example
-            item = known_failure(exc, drawn, options)
-            if item is not None:
-                known[item] = known.get(item, 0) + 1
-                return
             failures.append((f"{type(exc).__name__}: {exc}",
                              f"{drawn!r}, chip={chip!r}, options={options!r}"))
 
     run()
-    if known:
-        print(f"known failures (issue items): {known}")
     return len(seen), failures
 
 
@@ -189,3 +142,23 @@ def test_fuzz_heavy():
     n, failures = _run(FUZZ_EXAMPLES, max_ops=10)
     print(f"fuzz: {n} examples, {len(failures)} failed")
     assert not failures, f"{len(failures)} of {n} examples failed:\n{_report(failures)}"
+
+
+def test_found_2_view_beside_a_broadcastable_sibling():
+    """What the fuzzer found (issue 14 Found 2, second symptom): graph-kernel fusion of a
+    reshape (8, 1, 4) -> (8, 4) beside a sibling output of the first shape; the composite
+    kernel recursed without end. Values and simulation must hold."""
+    g = asim.Graph("found2")
+    m = g.relu(g.input("x", (8, 1, 4)))
+    g.output(g.add(m, 1.0), g.add(g.reshape(m, g.const(np.array([8, 4], np.int64))), 1.0))
+    check_example(Drawn(g, []), DrawnChip("ascend910b", ()), {"graph_kernel": True})
+
+
+def test_found_3_bias_folded_from_batchnorm_into_a_one_channel_conv():
+    """What the fuzzer found (issue 14 Found 3, second form): a one-channel Conv whose bias
+    comes from a folded BatchNormalization, then Relu; lowering lost the folded bias."""
+    g = asim.Graph("found3")
+    y = g.conv(g.input("x", (2, 2, 5, 5)), g.const(np.ones((1, 2, 3, 3), np.float32)))
+    one = [g.const(np.full((1,), v, np.float32)) for v in (1.0, 0.5, 0.0, 1.0)]
+    g.output(g.relu(g.batch_normalization(y, *one)))
+    check_example(Drawn(g, []), DrawnChip("ascend910", ()), {})
