@@ -250,11 +250,7 @@ class _NoFit(Exception):
 @functools.lru_cache(maxsize=4096)
 def _gemm_tiling(chip, spec: GemmSpec) -> GemmTiling:
     m0, k0, n0 = chip.cube_shape(spec.in_dtype)
-    cores = chip.ai_cores
     mp, np_ = ceil_to(spec.m, m0), ceil_to(spec.n, n0)
-    c0 = chip.cube_mmad_overhead_cycles
-    l2_bw = chip.l2_bandwidth_bytes_per_s / chip.clock_hz
-    hbm_bw = chip.hbm_bandwidth_bytes_per_s / chip.clock_hz
     best: GemmTiling | None = None
     smallest = None
     for m_t in _MN_EDGES:
@@ -288,8 +284,7 @@ def _gemm_tiling(chip, spec: GemmSpec) -> GemmTiling:
                               + (n_t * spec.acc_bytes if spec.bias else 0))
                     if l1 > chip.l1_bytes:
                         continue
-                    t = _estimate(chip, spec, m_t, n_t, k_t, k_l1, mp, np_, c0, l2_bw,
-                                  hbm_bw, cores)
+                    t = _estimate(chip, spec, m_t, n_t, k_t, k_l1)
                     if best is None or t.est < best.est * (1 - 1e-9):
                         best = t
     if best is None:
@@ -303,8 +298,14 @@ def _gemm_tiling(chip, spec: GemmSpec) -> GemmTiling:
     return best
 
 
-def _estimate(chip, spec, m_t, n_t, k_t, k_l1, mp, np_, c0, l2_bw, hbm_bw, cores):
+def _estimate(chip, spec: GemmSpec, m_t: int, n_t: int, k_t: int, k_l1: int) -> GemmTiling:
+    """A candidate tile's estimated time: the slowest pipe's period over the tiles of one
+    core, plus the pipeline's fill (the first L1 chunk) and drain (the last output)."""
     m0, k0, n0 = chip.cube_shape(spec.in_dtype)
+    mp, np_ = ceil_to(spec.m, m0), ceil_to(spec.n, n0)
+    c0, cores = chip.cube_mmad_overhead_cycles, chip.ai_cores
+    l2_bw = chip.l2_bandwidth_bytes_per_s / chip.clock_hz
+    hbm_bw = chip.hbm_bandwidth_bytes_per_s / chip.clock_hz
     tiles = spec.batch * cdiv(mp, m_t) * cdiv(np_, n_t)
     block = min(cores, tiles)
     per_core = cdiv(tiles, block)
