@@ -41,6 +41,7 @@ _LAZY = {
     "simulate_data_parallel": "ascendsim.multichip",
     "grad": "ascendsim.autodiff",
     "training_step": "ascendsim.autodiff",
+    "MemoryPlan": "ascendsim.lower.memory",
 }
 _SUBMODULES = ("models", "ir", "passes", "hw", "lower", "sim", "report", "frontend", "kernels",
                "api", "llm", "autodiff")

@@ -32,6 +32,7 @@ from .ir import Graph
 from .sim.trace import Trace
 
 if TYPE_CHECKING:
+    from .lower.memory import MemoryPlan
     from .passes import OptimizeResult
     from .report.compare import Comparison
 
@@ -58,6 +59,7 @@ class Result:
     detail: str = DEFAULT_DETAIL
     events: int = 0                   # SimPy events processed (for speed benchmarks)
     meta: dict[str, Any] = field(default_factory=dict)
+    memory: MemoryPlan | None = None  # peak live device memory by category (lower.memory)
 
     @property
     def cycles(self) -> int:
@@ -224,7 +226,8 @@ def optimize(graph: Graph, chip: str | Chip = DEFAULT_CHIP, *, detail: str = DEF
 def simulate(graph: Graph, chip: str | Chip = DEFAULT_CHIP, fusion: FusionOption = True,
              detail: str = DEFAULT_DETAIL, inputs: Mapping[str, np.ndarray] | None = None,
              mode: str = DEFAULT_MODE, streams: int = 1, symmetric: bool = True,
-             progress: Callable[[int, int], None] | None = None) -> Result:
+             progress: Callable[[int, int], None] | None = None,
+             check_capacity: bool = True) -> Result:
     """Simulate `graph` on `chip` and return a `Result` (cycles, time, trace, outputs).
 
     fusion: see the module docstring (True: the Ascend stack's default passes, as the CLI).
@@ -236,8 +239,11 @@ def simulate(graph: Graph, chip: str | Chip = DEFAULT_CHIP, fusion: FusionOption
     streams: how many streams independent branches may use (1 = one in-order stream).
     symmetric: one process set per group of identical cores (False: one per core).
     progress: called as progress(tasks_done, tasks_total) while the engine runs.
+    check_capacity: raise CapacityError when the peak live device memory (`Result.memory`)
+    exceeds the chip's `hbm_bytes`; False simulates anyway.
     """
     from .lower import lower
+    from .lower.memory import memory_plan
     from .sim import Engine
 
     if not isinstance(graph, Graph):
@@ -258,6 +264,9 @@ def simulate(graph: Graph, chip: str | Chip = DEFAULT_CHIP, fusion: FusionOption
     t0 = time.perf_counter()
     try:
         program = lower(graph, chip, detail=detail, streams=streams)
+        memory = memory_plan(graph, program)
+        if check_capacity:
+            memory.check(chip.hbm_bytes, chip.name)
         t1 = time.perf_counter()
         engine = Engine(program, mode=mode, symmetric=symmetric, progress=progress)
         trace = engine.run()
@@ -282,7 +291,7 @@ def simulate(graph: Graph, chip: str | Chip = DEFAULT_CHIP, fusion: FusionOption
         "wall_lower_s": t1 - t0, "wall_sim_s": t2 - t1,
     }
     return Result(graph=graph, chip=chip, trace=trace, outputs=outputs, pass_log=pass_log,
-                  detail=detail, events=engine.events, meta=meta)
+                  detail=detail, events=engine.events, meta=meta, memory=memory)
 
 
 def seeded_inputs(graph: Graph, seed: int = 0) -> dict[str, np.ndarray] | None:

@@ -37,4 +37,5 @@ class SimulationError(AscendSimError):
 
 class CapacityError(AscendSimError):
     """A workload whose device memory (weights, caches, live activations) exceeds the chip's
-    HBM; the message names the sizes and what it would need."""
+    HBM; the message names the sizes (the peak, the capacity, the largest tensors live at the
+    peak) and what it would need."""

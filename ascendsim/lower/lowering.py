@@ -428,9 +428,8 @@ class _Lowering:
     def run(self) -> None:
         for node in self.g.nodes:
             self.node(node)
-        for o in self.g.outputs:
-            if self.format_of(o) not in (ND, "const"):
-                self.ensure(o, ND)
+        self.output_values = [self.ensure(o, ND) if self.format_of(o) not in (ND, "const")
+                              else o for o in self.g.outputs]
 
     def node(self, node) -> None:
         if node.subgraph is not None and node.op_type == FUSED_OP:
@@ -680,9 +679,11 @@ class _Lowering:
             flops += self.vec_parts(tail, per_out, out_names)[2]
         # per-channel outputs of an epilogue (Conv + BNTrainingReduce's sums) are ND vectors
         out_fmts = [out_fmt if self.value(o).rank == head_out.rank else ND for o in out_names]
-        self.add_task(TaskSpec(name or node.name, op_type or node.op_type, task_type, phases,
-                               ins, out_names, [self.format_of(i) for i in ins],
-                               out_fmts, flops, notes, fused, cube_dtype=cdt))
+        task = self.add_task(TaskSpec(name or node.name, op_type or node.op_type, task_type,
+                                      phases, ins, out_names, [self.format_of(i) for i in ins],
+                                      out_fmts, flops, notes, fused, cube_dtype=cdt))
+        if split_tail:   # the cube result waits in a GM workspace for the AIV phase
+            task.workspace_bytes = padded_bytes(head_out, out_fmt)
 
     def _operand_misses(self, probe: GemmSpec, op: str, x_name: str, w_name: str, xv: Value,
                         wv: Value) -> tuple[float, float, bool, int, int, int]:
@@ -851,4 +852,5 @@ def lower(graph, chip: Any = "ascend910", detail: str = "block", streams: int = 
     except (ZeroDivisionError, IndexError, ValueError, TypeError) as exc:  # pragma: no cover
         raise SimulationError(f"lowering graph '{graph.name}' failed: {exc}") from exc
     used = sorted({t.stream_id for t in low.tasks}) or [0]
-    return Program(graph.name, chip, low.tasks, max(used) + 1, detail)
+    return Program(graph.name, chip, low.tasks, max(used) + 1, detail, dict(low.alias),
+                   tuple(low.output_values))

@@ -138,6 +138,7 @@ class Task:
     roofline_cycles: int = 0
     notes: tuple[str, ...] = ()
     fused_ops: tuple[str, ...] = ()
+    workspace_bytes: int = 0             # GM scratch the kernel needs while it runs
 
     @property
     def block_dim(self) -> int:
@@ -157,6 +158,10 @@ class Program:
     tasks: list[Task]
     streams: int = 1
     detail: str = "block"
+    #: a view's output -> the value it aliases (views launch no task)
+    aliases: dict[str, str] = field(default_factory=dict)
+    #: the values holding the graph's outputs (after any conversion back to ND), in order
+    output_values: tuple[str, ...] = ()
 
     def stream(self, sid: int) -> list[Task]:
         return [t for t in self.tasks if t.stream_id == sid]

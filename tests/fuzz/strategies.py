@@ -1,0 +1,325 @@
+"""Hypothesis strategies of the graph fuzzer: random graphs, fusion options and chips.
+
+`graphs()` draws a random DAG of supported ops with valid shapes: element-wise ops with
+broadcasting operands and constants, reductions over random axes (keepdims on or off), MatMul
+(2-D and batched), Conv (random small channels, kernels, strides, pads, groups, bias), views
+and moves (Reshape, Transpose, Slice, Concat), values read by several nodes and nodes that read
+the same value twice (two edges between the same two nodes). The ops chosen keep values well
+conditioned (bounded activations, no division, no exp of an unbounded value), so that an
+optimised graph's outputs can be compared with the unfused graph's by a norm-wise tolerance.
+
+`fusion_options()` draws `asim.optimize` options (passes switched off in a CANN switch dict,
+graph kernels on/off, UB rule set, L2 fusion on/off); `chips()` draws a built-in chip with
+buffers and bandwidths changed by `Chip.replace` within what the tiling accepts.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from hypothesis import strategies as st
+
+import ascendsim as asim
+from ascendsim.ir.graph import Graph
+from ascendsim.ir.tensor import Value
+
+#: bounded unary ops (outputs stay within a small multiple of the input's magnitude)
+UNARY = ("relu", "tanh", "sigmoid", "abs", "neg")
+BINARY = ("add", "sub", "mul", "max", "min")
+REDUCE = ("reduce_sum", "reduce_mean", "reduce_max")
+KINDS = ("unary", "binary", "binary_const", "same_twice", "reduce", "matmul", "conv",
+         "reshape", "transpose", "slice", "concat", "new_input", "softmax", "pattern")
+#: the op chains the FE graph fusion and UB fusion passes look for
+PATTERNS = ("conv_bias_relu", "conv_bn_relu", "matmul_bias_relu")
+#: dims of drawn tensors stay small: tile detail then runs every instruction in well under 1 s
+MAX_DIM = 8
+MAX_NUMEL = 4096
+
+
+@dataclass
+class Drawn:
+    """A drawn graph and how it was drawn (shown by hypothesis on a failure)."""
+
+    graph: Graph
+    steps: list[str]
+
+    def __repr__(self) -> str:
+        return f"Drawn({self.graph.name}: {'; '.join(self.steps)})"
+
+
+def _shape(draw, rank_min: int = 1, rank_max: int = 4) -> tuple[int, ...]:
+    rank = draw(st.integers(rank_min, rank_max))
+    return tuple(draw(st.integers(1, MAX_DIM)) for _ in range(rank))
+
+
+def _broadcast_of(draw, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """A shape that broadcasts to `shape`: leading dims dropped, some dims set to 1."""
+    drop = draw(st.integers(0, len(shape)))
+    tail = shape[drop:]
+    return tuple(1 if draw(st.booleans()) else d for d in tail)
+
+
+def _const(draw, g: Graph, shape: tuple[int, ...], dtype: str) -> Value:
+    seed = draw(st.integers(0, 2**16))
+    data = np.random.default_rng(seed).uniform(-1.0, 1.0, shape).astype(dtype)
+    return g.const(data)
+
+
+def _weight(g: Graph, shape: tuple[int, ...], dtype: str, seed: int) -> Value:
+    """A constant weight scaled by 1/sqrt(fan-in), so cube outputs stay of order 1."""
+    fan_in = max(1, math.prod(shape[1:]))
+    data = np.random.default_rng(seed).uniform(-1.0, 1.0, shape) / math.sqrt(fan_in)
+    return g.const(data.astype(dtype))
+
+
+@st.composite
+def graphs(draw, max_ops: int = 8) -> Drawn:
+    """A random valid DAG (see the module docstring); float32, or float16 for a few."""
+    dtype = draw(st.sampled_from(["float32", "float32", "float32", "float16"]))
+    g = Graph("fuzz")
+    steps: list[str] = []
+    pool: list[Value] = []
+    n_inputs = 0
+
+    def new_input(shape) -> Value:
+        nonlocal n_inputs
+        v = g.input(f"x{n_inputs}", shape, dtype)
+        n_inputs += 1
+        pool.append(v)
+        steps.append(f"input {v.name}{shape}")
+        return v
+
+    new_input(_shape(draw))
+    for _ in range(draw(st.integers(1, max_ops))):
+        kind = draw(st.sampled_from(KINDS))
+        v = draw(st.sampled_from(pool))
+        shape = tuple(int(d) for d in v.shape)
+        out: Value | None = None
+        if kind == "new_input":
+            new_input(_shape(draw) if draw(st.booleans()) else _broadcast_of(draw, shape)
+                      or (1,))
+            continue
+        if kind == "unary":
+            op = draw(st.sampled_from(UNARY))
+            out = getattr(g, op)(v)
+        elif kind == "binary":
+            op = draw(st.sampled_from(BINARY))
+            others = [w for w in pool if _broadcasts(tuple(w.shape), shape)]
+            w = draw(st.sampled_from(others))
+            out = getattr(g, op)(v, w) if draw(st.booleans()) else getattr(g, op)(w, v)
+        elif kind == "binary_const":
+            op = draw(st.sampled_from(BINARY))
+            if draw(st.booleans()):
+                out = getattr(g, op)(v, draw(st.floats(-2, 2, allow_nan=False, width=16)))
+            else:
+                out = getattr(g, op)(v, _const(draw, g, _broadcast_of(draw, shape) or (1,),
+                                               dtype))
+        elif kind == "same_twice":      # two edges between the same two nodes
+            op = draw(st.sampled_from(("add", "mul", "max", "concat")))
+            out = g.concat(v, v, axis=draw(st.integers(0, len(shape) - 1))) \
+                if op == "concat" else getattr(g, op)(v, v)
+        elif kind == "reduce":
+            op = draw(st.sampled_from(REDUCE))
+            axes = sorted(draw(st.sets(st.integers(0, len(shape) - 1), min_size=1)))
+            keep = draw(st.sampled_from([0, 1]))
+            if not keep and len(axes) == len(shape):
+                keep = 1                                 # keep at least a 1-D result
+            out = getattr(g, op)(v, g.const(np.array(axes, np.int64)), keepdims=keep)
+        elif kind == "softmax":
+            out = g.softmax(v, axis=draw(st.integers(-len(shape), len(shape) - 1)))
+        elif kind == "pattern":
+            out = _pattern(draw, g, v, shape, dtype, pool, new_input)
+        elif kind == "matmul":
+            out = _matmul(draw, g, v, shape, dtype, pool)
+        elif kind == "conv":
+            out = _conv(draw, g, v, shape, dtype, new_input)
+        elif kind == "reshape":
+            out = g.reshape(v, g.const(np.array(_reshaped(draw, shape), np.int64)))
+        elif kind == "transpose":
+            perm = draw(st.permutations(range(len(shape))))
+            out = g.transpose(v, perm=list(perm))
+        elif kind == "slice":
+            axis = draw(st.integers(0, len(shape) - 1))
+            start = draw(st.integers(0, shape[axis] - 1))
+            end = draw(st.integers(start + 1, shape[axis]))
+            out = g.slice(v, g.const(np.array([start], np.int64)),
+                          g.const(np.array([end], np.int64)),
+                          g.const(np.array([axis], np.int64)))
+        elif kind == "concat":
+            axis = draw(st.integers(0, len(shape) - 1))
+            same = [w for w in pool if len(w.shape) == len(shape) and all(
+                int(a) == int(b) for k, (a, b) in enumerate(zip(w.shape, shape)) if k != axis)]
+            ws = draw(st.lists(st.sampled_from(same), min_size=1, max_size=2))
+            out = g.concat(v, *ws, axis=axis)
+        if out is None:
+            continue
+        if math.prod(int(d) for d in out.shape) > MAX_NUMEL:
+            steps.append(f"({kind} too large, not kept)")
+            g.output(out)
+            continue
+        steps.append(f"{kind} -> {out.name}{tuple(out.shape)}")
+        pool.append(out)
+    made = [p for p in pool if p.name not in g.inputs]
+    if not made:            # at least one op
+        made.append(g.relu(pool[0]))
+    read = {i for n in g.nodes for i in n.inputs}
+    sinks = [p for p in made if p.name not in read]
+    extra = draw(st.lists(st.sampled_from(made), max_size=2))
+    for o in dict.fromkeys([*sinks, made[-1], *extra]):
+        if o.name not in g.outputs:
+            g.output(o)
+    g.remove_unused()
+    return Drawn(g, steps)
+
+
+def _broadcasts(small: tuple, big: tuple) -> bool:
+    if len(small) > len(big):
+        return False
+    return all(int(a) in (1, int(b)) for a, b in zip(reversed(small), reversed(big)))
+
+
+def _reshaped(draw, shape: tuple[int, ...]) -> list[int]:
+    """A new shape of the same size: flattened, two adjacent dims merged, or a dim split."""
+    n = math.prod(shape)
+    how = draw(st.sampled_from(["flat", "merge", "split", "minus_one"]))
+    if how == "flat" or len(shape) == 1 and how == "merge":
+        return [n]
+    if how == "merge":
+        k = draw(st.integers(0, len(shape) - 2))
+        return [*shape[:k], shape[k] * shape[k + 1], *shape[k + 2:]]
+    if how == "split":
+        k = draw(st.integers(0, len(shape) - 1))
+        divs = [d for d in range(1, shape[k] + 1) if shape[k] % d == 0]
+        d = draw(st.sampled_from(divs))
+        new = [*shape[:k], d, shape[k] // d, *shape[k + 1:]]
+        return new if len(new) <= 5 else [n]
+    return [-1, shape[-1]] if len(shape) > 1 else [n]
+
+
+def _matmul(draw, g: Graph, a: Value, shape, dtype: str, pool) -> Value:
+    """A @ B: B a constant weight (K, N), or a batched right operand of A's batch dims."""
+    if len(shape) == 1:
+        a = g.reshape(a, g.const(np.array([1, shape[0]], np.int64)))
+        shape = (1, shape[0])
+    k = shape[-1]
+    n = draw(st.integers(1, 2 * MAX_DIM))
+    if len(shape) > 2 and draw(st.booleans()):
+        bshape = (*shape[:-2], k, n)
+        cands = [w for w in pool if tuple(int(d) for d in w.shape) == bshape]
+        b = draw(st.sampled_from(cands)) if cands and draw(st.booleans()) else \
+            g.input(f"b{len(g.inputs)}", bshape, dtype)
+        if b.name in g.inputs and b not in pool:
+            pool.append(b)
+        return g.matmul(a, b)
+    return g.matmul(a, _weight(g, (k, n), dtype, draw(st.integers(0, 2**16))))
+
+
+def _pattern(draw, g: Graph, v: Value, shape, dtype: str, pool, new_input) -> Value:
+    """A chain a fusion pass looks for: Conv (+ bias) + Relu, Conv + BatchNormalization +
+    Relu, MatMul + bias Add + Relu."""
+    which = draw(st.sampled_from(PATTERNS))
+    if which == "matmul_bias_relu":
+        y = _matmul(draw, g, v, shape, dtype, pool)
+        n = int(y.shape[-1])
+        return g.relu(g.add(y, _weight(g, (n,), dtype, draw(st.integers(0, 2**16)))))
+    y = _conv(draw, g, v, shape, dtype, new_input, bias=which == "conv_bias_relu")
+    if which == "conv_bn_relu":
+        c = int(y.shape[1])
+        rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+        scale, shift, mean = (rng.uniform(-1, 1, c).astype(dtype) for _ in range(3))
+        var = rng.uniform(0.5, 2.0, c).astype(dtype)       # well conditioned: var >= 0.5
+        y = g.batch_normalization(y, g.const(scale), g.const(shift), g.const(mean),
+                                  g.const(var))
+    return g.relu(y)
+
+
+def _conv(draw, g: Graph, v: Value, shape, dtype: str, new_input,
+          bias: bool | None = None) -> Value:
+    """Conv 2-D on a rank-4 value (a new NCHW input when `v` is not rank 4)."""
+    if len(shape) != 4:
+        v = new_input((draw(st.integers(1, 3)), draw(st.integers(1, 8)),
+                       draw(st.integers(3, 8)), draw(st.integers(3, 8))))
+        shape = tuple(int(d) for d in v.shape)
+    n, c, h, w = shape
+    group = draw(st.sampled_from([g_ for g_ in (1, 2) if c % g_ == 0]))
+    cout = group * draw(st.integers(1, 8))
+    pads = draw(st.integers(0, 1))
+    kh = draw(st.integers(1, min(3, h + 2 * pads)))
+    kw = draw(st.integers(1, min(3, w + 2 * pads)))
+    stride = draw(st.integers(1, 2))
+    wt = _weight(g, (cout, c // group, kh, kw), dtype, draw(st.integers(0, 2**16)))
+    if bias is None:
+        bias = draw(st.booleans())
+    bias = _weight(g, (cout,), dtype, draw(st.integers(0, 2**16))) if bias else None
+    args = (v, wt) if bias is None else (v, wt, bias)
+    return g.conv(*args, strides=[stride, stride], pads=[pads] * 4, group=group)
+
+
+#: (field, smallest and largest factor of the built-in figure) for `chips()`; buffers go down
+#: to half (the tiling of MAX_DIM-sized operands still fits) and bandwidths over 16x
+CHIP_FACTORS = {
+    "ub_bytes": (0.5, 2.0),
+    "l1_bytes": (0.5, 2.0),
+    "l2_bytes": (0.25, 4.0),
+    "hbm_bandwidth_bytes_per_s": (0.25, 4.0),
+    "l2_bandwidth_bytes_per_s": (0.25, 4.0),
+}
+BYTE_FIELDS = {"ub_bytes", "l1_bytes", "l2_bytes"}
+
+
+@dataclass(frozen=True)
+class DrawnChip:
+    """A built-in chip and the figures changed by `Chip.replace` (a short repr)."""
+
+    name: str
+    changes: tuple[tuple[str, float], ...]
+
+    @property
+    def chip(self) -> asim.Chip:
+        base = asim.get_chip(self.name)
+        return base.replace(**dict(self.changes)) if self.changes else base
+
+
+@st.composite
+def chips(draw) -> DrawnChip:
+    """A built-in chip, some of its buffers and bandwidths scaled by `Chip.replace`."""
+    chip = asim.get_chip(draw(st.sampled_from(["ascend910", "ascend910b", "ascend310"])))
+    changes = {}
+    for fld, (lo, hi) in CHIP_FACTORS.items():
+        if not draw(st.booleans()):
+            continue
+        factor = draw(st.sampled_from([f for f in (0.25, 0.5, 2.0, 4.0) if lo <= f <= hi]))
+        old = getattr(chip, fld)
+        changes[fld] = int(old * factor) // 1024 * 1024 if fld in BYTE_FIELDS \
+            else float(old * factor)
+    return DrawnChip(chip.name, tuple(changes.items()))
+
+
+#: passes a switch file may turn off (the GE passes always run, as in CANN)
+SWITCHABLE = {
+    "GraphFusion": ("ConvBatchnormFusionPass", "MatMulBiasAddFusionPass",
+                    "SoftmaxSmallOpFusionPass", "LayerNormFusionPass", "GeluFusionPass",
+                    "SplitConcatElemwiseFusionPass"),
+    "UBFusion": ("TbeConvElemwiseFusionPass", "TbeReduceElemwiseFusionPass",
+                 "TbeSegmentElemwiseFusionPass", "TbeEltwiseFusionPass", "AutomaticUbFusion"),
+}
+
+
+@st.composite
+def fusion_options(draw) -> dict:
+    """`asim.optimize` options: random passes off, graph kernels, UB rule set, L2 fusion."""
+    opts: dict = {"graph_kernel": draw(st.booleans()),
+                  "ub_rules": draw(st.sampled_from(["seed", "cann8"])),
+                  "l2_fusion": draw(st.booleans())}
+    switch = {}
+    for group, names in SWITCHABLE.items():
+        off = draw(st.lists(st.sampled_from(names), max_size=3, unique=True))
+        if draw(st.integers(0, 5)) == 0:
+            switch[group] = {"ALL": "off"}
+        elif off:
+            switch[group] = {name: "off" for name in off}
+    if switch:
+        opts["fusion_switch"] = {"Switch": switch}
+    return opts
