@@ -11,13 +11,12 @@ from ascendsim.validation.corpus import check_row, load_corpus
 from ascendsim.validation.validate import validate_rows
 
 
-def test_the_frozen_set_if_any_is_intact():
-    """Every frozen row exists, is a validation row, and has the value it was frozen with
-    (the hash of id|value|unit). Nothing frozen yet: the check is skipped until the lead
-    runs `ascendsim.validation.frozen.freeze()` at the end of issue 10."""
+def test_the_frozen_set_is_intact():
+    """The validation set was frozen at the end of issue 10: every frozen row exists, is a
+    validation row, and has the value it was frozen with (the hash of id|value|unit)."""
     frozen = fz.load_frozen()
-    if frozen is None:
-        pytest.skip("the validation set is not frozen yet (no ascendsim/validation/frozen.toml)")
+    assert frozen is not None, "ascendsim/validation/frozen.toml is missing"
+    assert len(frozen.ids) == 81
     rows = {r.id: r for r in load_corpus()}
     missing = [i for i in frozen.ids if i not in rows]
     assert not missing, f"frozen rows removed from the corpus: {missing}"
