@@ -85,6 +85,14 @@ class Comparison:
     fused: Result
 
     @property
+    def labels(self) -> tuple[str, str]:
+        """How the two runs' graphs were prepared ("as given", "optimised and fused"), or
+        "unfused" / "fused" when both were simulated as given (a Comparison of a graph and
+        its already optimised copy)."""
+        a, b = self.unfused.fusion, self.fused.fusion
+        return (a, b) if a != b else ("unfused", "fused")
+
+    @property
     def speedup(self) -> float:
         """unfused time / fused time (> 1 when fusion helped)."""
         return self.unfused.cycles / max(self.fused.cycles, 1)
@@ -132,8 +140,8 @@ class Comparison:
         else:
             rows.append(["outputs equal", "not checked", "not checked",
                          "shapes only: pass inputs= (arrays) to compare() to check values"])
-        title = (f"{self.unfused.subject}: {self.fused.fusion} is "
-                 f"{self.speedup:.2f}x faster than as given")
+        before, after = self.labels
+        title = f"{self.unfused.subject}: {after} is {self.speedup:.2f}x faster than {before}"
         return Table(["metric", "unfused", "fused", "unfused/fused"], rows, title=title)
 
     def plot(self, path: str | None = None, **kwargs: Any) -> Figure:
@@ -142,7 +150,7 @@ class Comparison:
 
         kwargs.setdefault("title", self.unfused.subject)
         return plot_comparison(self.unfused.trace, self.fused.trace, path,
-                               labels=("as given", self.fused.fusion), **kwargs)
+                               labels=self.labels, **kwargs)
 
     def __str__(self) -> str:
         return str(self.table())
