@@ -25,8 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.graph import Graph, Node
-from .base import GRAPH_FUSION, Decision, Match, PassContext, no, require
-from .batch_rewrite import BatchRewritePass
+from .base import GRAPH_FUSION, Decision, Match, PassContext, RewritePass, no, require
 from .rewrite import GraphView, other_input, replace_nodes
 
 MATMUL, MUL, DIV, ADD, SOFTMAX, TRANSPOSE, RESHAPE, EXPAND = (
@@ -66,7 +65,8 @@ def is_causal_mask(mask: np.ndarray, s: int, t: int) -> bool:
     return bool(np.all(m[visible] == 0.0) and np.all(m[~visible] <= HIDDEN))
 
 
-class FlashAttentionFusionPass(BatchRewritePass):
+class FlashAttentionFusionPass(RewritePass):
+    batch = True            # one rewrite per layer: every disjoint match of a scan
     name = "FlashAttentionFusionPass"
     group = GRAPH_FUSION
     patterns = ("FlashAttentionScoreFusion", "IncreFlashAttentionFusion")

@@ -15,8 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.graph import Graph, Node
-from .base import GRAPH_FUSION, Decision, Match, PassContext, require
-from .batch_rewrite import BatchRewritePass
+from .base import GRAPH_FUSION, Decision, Match, PassContext, RewritePass, require
 from .rewrite import GraphView, add_const, other_input, replace_nodes
 from .softmax_small_op_fusion import reduce_axes
 
@@ -32,7 +31,8 @@ def _is_square_of(view: GraphView, node: Node | None, x: str) -> bool:
     return node.inputs[0] == x and view.scalar(node.inputs[1]) == 2.0
 
 
-class RmsNormFusionPass(BatchRewritePass):
+class RmsNormFusionPass(RewritePass):
+    batch = True            # one rewrite per layer: every disjoint match of a scan
     name = "RmsNormFusionPass"
     group = GRAPH_FUSION
     patterns = ("RmsNormFusion",)

@@ -13,15 +13,15 @@ from __future__ import annotations
 
 from ..ir.graph import Graph, Node
 from ..ir.registry import broadcast_shapes
-from .base import GRAPH_FUSION, Decision, Match, PassContext, require
-from .batch_rewrite import BatchRewritePass
+from .base import GRAPH_FUSION, Decision, Match, PassContext, RewritePass, require
 from .rewrite import GraphView, other_input, replace_nodes
 from .swiglu_fusion import slice_range
 
 ADD, MUL, CONCAT, NEG, ROTARY = "Add", "Mul", "Concat", "Neg", "RotaryMul"
 
 
-class RotaryMulFusionPass(BatchRewritePass):
+class RotaryMulFusionPass(RewritePass):
+    batch = True            # one rewrite per layer: every disjoint match of a scan
     name = "RotaryMulFusionPass"
     group = GRAPH_FUSION
     patterns = ("RotaryMulFusion",)

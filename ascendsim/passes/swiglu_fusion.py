@@ -12,8 +12,7 @@ axis of one tensor, steps other than 1, an intermediate with another use.
 from __future__ import annotations
 
 from ..ir.graph import Graph, Node
-from .base import GRAPH_FUSION, Decision, Match, PassContext, require
-from .batch_rewrite import BatchRewritePass
+from .base import GRAPH_FUSION, Decision, Match, PassContext, RewritePass, require
 from .rewrite import GraphView, replace_nodes
 
 MUL, SIGMOID, SLICE, SWIGLU = "Mul", "Sigmoid", "Slice", "SwiGlu"
@@ -42,7 +41,8 @@ def slice_range(view: GraphView, node: Node | None) -> tuple[str, int, int, int]
     return data, max(0, min(start, dim)), max(0, min(end, dim)), axis
 
 
-class SwiGluFusionPass(BatchRewritePass):
+class SwiGluFusionPass(RewritePass):
+    batch = True            # one rewrite per layer: every disjoint match of a scan
     name = "SwiGluFusionPass"
     group = GRAPH_FUSION
     patterns = ("SwiGluFusion",)
