@@ -230,14 +230,21 @@ def conv_geometry(attrs: dict, transposed: bool, xv: Value, wv: Value, out_v: Va
 
 def gemm_geometry(attrs: dict, xv: Value, wv: Value, out_v: Value, k0: int,
                   extra: Value | None) -> CubeGeometry:
-    """A MatMul/Gemm as a batched GEMM; an extra rank <= 1 operand is a bias (L0C)."""
+    """A MatMul/Gemm as a batched GEMM; an extra rank <= 1 operand is a bias (L0C). M and K
+    come from A (a matrix-vector product keeps A's M rows: its output drops N, not M), N from
+    B; the batch is the output's leading dims beyond the matrix (or vector) ones."""
     ta = int(attrs.get("transA", 0) or 0)
     os_ = [int(d) for d in out_v.shape]
-    m = os_[-2] if len(os_) >= 2 and xv.rank >= 2 else 1
-    n = os_[-1] if wv.rank >= 2 else 1
     xs = [int(d) for d in xv.shape]
-    k = ceil_to((xs[-2] if ta else xs[-1]) if xv.rank >= 2 else xs[0], k0)
-    batch = int(np.prod(os_[:-2])) if len(os_) > 2 else 1
+    if xv.rank >= 2:
+        m, k = (xs[-1], xs[-2]) if ta else (xs[-2], xs[-1])
+    else:
+        m, k = 1, xs[0]
+    k = ceil_to(k, k0)
+    n = os_[-1] if wv.rank >= 2 else 1
+    matrix_dims = 2 if (xv.rank >= 2 and wv.rank >= 2) else 1 if (xv.rank >= 2 or wv.rank >= 2) \
+        else 0
+    batch = int(np.prod(os_[:len(os_) - matrix_dims])) if len(os_) > matrix_dims else 1
     bias = extra is not None and extra.rank <= 1
     return CubeGeometry(batch, m, k, n, None, bias, f"GEMM: batch {batch}, M {m}, K {k}, N {n}")
 

@@ -164,3 +164,23 @@ def test_l2_residency_of_intermediates(n, in_l2):
     assert first.traffic.get(("DDR", "write"), 0) == (0 if in_l2 else 2 * n)
     assert second.traffic.get(("DDR", "read"), 0) == (0 if in_l2 else 2 * n)
     assert second.traffic.get(("L2", "read"), 0) == (2 * n if in_l2 else 0)
+
+
+def test_matrix_vector_product_keeps_the_matrix_rows():
+    """A (M, K) x (K,) MatMul is a GEMM of M rows (it used to be lowered as M 1, moving one
+    row of A instead of the whole matrix); x (K,) x (K, N) has M 1."""
+    from ascendsim.lower.lowering import gemm_geometry
+
+    g = asim.Graph("mv")
+    a, x = g.input("a", (512, 256), "float16"), g.input("x", (256,), "float16")
+    b = g.input("b", (256, 64), "float16")
+    mv, vm = g.matmul(a, x), g.matmul(x, b)
+    g.output(mv, vm)
+    geo = gemm_geometry({}, g.values["a"], g.values["x"], mv, 16, None)
+    assert (geo.batch, geo.m, geo.k, geo.n) == (1, 512, 256, 1)
+    geo = gemm_geometry({}, g.values["x"], g.values["b"], vm, 16, None)
+    assert (geo.batch, geo.m, geo.k, geo.n) == (1, 1, 256, 64)
+    res = asim.simulate(g, "ascend910b", fusion=False)
+    task = next(t for t in res.trace.tasks if t.op_name == mv.name)
+    assert sum(b for (lvl, d), b in task.traffic.items() if lvl in ("L2", "DDR") and d == "read") \
+        >= 512 * 256 * 2                                   # the whole matrix is read
