@@ -56,7 +56,7 @@ from typing import Any
 from ..api import simulate
 from ..errors import AscendSimError, ConfigError
 from ..hw import Chip, get_chip
-from .corpus import UNITS, CorpusRow, load_corpus
+from .corpus import FAMILIES, UNITS, CorpusRow, load_corpus
 from .frozen import load_frozen
 from .workloads import OP_NODE, build_op_graph, model_plan, workload_key
 
@@ -269,14 +269,16 @@ class ValidationReport:
                                 label=f"±{band:.0%}")
                 for edge in (lo_b, hi_b):
                     ax.plot(grid, edge, color="tab:green", lw=0.8, ls=style)
-            cmap = plt.get_cmap("tab10")
+            # one colour per family of the fixed list (14: tab10, then four tab20 shades),
+            # the same in every plot
+            palette = [*plt.get_cmap("tab10").colors, *plt.get_cmap("tab20").colors[1:8:2]]
             fams = list(dict.fromkeys(r.family for r in pts))
-            for i, fam in enumerate(fams):
+            for fam in fams:
                 for role, face in (("validation", True), ("calibration", False)):
                     sel = [r for r in pts if r.family == fam and r.role == role]
                     if not sel:
                         continue
-                    color = cmap(i % 10)
+                    color = palette[FAMILIES.index(fam) % len(palette)]
                     ax.scatter([r.value for r in sel], [r.value * r.ratio for r in sel], s=28,
                                facecolors=color if face else "none", edgecolors=color,
                                label=fam if role == "validation" or not any(
