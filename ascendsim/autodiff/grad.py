@@ -92,17 +92,7 @@ def parameters(graph: Graph) -> list[str]:
 
 def _on_path(g: Graph, sources: Iterable[str], loss: str) -> tuple[set[str], list[Node]]:
     """Values on some path from `sources` to `loss`, and the nodes between them (in order)."""
-    producers = g.producers()
-    ancestors: set[str] = set()
-    stack = [loss]
-    while stack:
-        v = stack.pop()
-        if v in ancestors:
-            continue
-        ancestors.add(v)
-        node = producers.get(v)
-        if node is not None:
-            stack.extend(i for i in node.inputs if i)
+    ancestors = g.ancestors([loss])
     reach = {s for s in sources if s in ancestors}
     nodes: list[Node] = []
     for n in g.nodes:

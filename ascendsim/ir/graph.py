@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import defaultdict, deque
-from collections.abc import Container, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -434,24 +434,27 @@ class Graph:
                            n.outputs, n.attrs, n.subgraph) for n in self.nodes]
         self.outputs = [new if o == old else o for o in self.outputs]
 
+    def ancestors(self, values: Iterable[str]) -> set[str]:
+        """The values `values` depend on, themselves included (walking producers back)."""
+        producers = self.producers()
+        seen: set[str] = set()
+        stack = list(values)
+        while stack:
+            v = stack.pop()
+            if v in seen:
+                continue
+            seen.add(v)
+            node = producers.get(v)
+            if node is not None:
+                stack.extend(i for i in node.inputs if i)
+        return seen
+
     def remove_unused(self) -> int:
         """Drop nodes, values and constants that no graph output depends on; return the count
         of nodes removed."""
-        producers = self.producers()
-        live: set[str] = set()
-        stack = list(self.outputs)
-        keep: set[str] = set()
-        while stack:
-            v = stack.pop()
-            if v in live:
-                continue
-            live.add(v)
-            node = producers.get(v)
-            if node is not None and node.name not in keep:
-                keep.add(node.name)
-                stack.extend(i for i in node.inputs if i)
+        live = self.ancestors(self.outputs)
         before = len(self.nodes)
-        self.nodes = [n for n in self.nodes if n.name in keep]
+        self.nodes = [n for n in self.nodes if any(o in live for o in n.outputs if o)]
         used = live | set(self.inputs) | {o for n in self.nodes for o in n.outputs}
         self.values = {k: v for k, v in self.values.items() if k in used}
         self.constants = {k: c for k, c in self.constants.items() if k in used}
