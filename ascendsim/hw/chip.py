@@ -61,7 +61,8 @@ ARCHS = ("coupled", "split")
 #: memory locations that name a data path ("gm" stands for L2/HBM/DDR as seen by a core)
 LOCATIONS = ("gm", "l1", "l0a", "l0b", "l0c", "ub")
 #: vector instruction classes accepted by `Chip.vector_rate`
-VECTOR_CLASSES = ("unary", "binary", "exp", "sqrt", "div", "ternary", "reduce", "gather", "sort")
+VECTOR_CLASSES = ("unary", "binary", "exp", "sqrt", "div", "ternary", "reduce", "reduce_max",
+                  "gather", "sort")
 #: confidence tags (reference/ascend-hardware.md), plus U for user-set figures and C for
 #: figures fitted by `ascendsim.validation.calibrate` ("C: calibrated on rows <ids>")
 TAGS = ("S", "D", "F", "M", "G", "U", "C")
@@ -177,6 +178,8 @@ class VectorRates:
     reduce_fp32: float = _spec("float", gt=0, doc="vcadd, 4-byte dtypes")
     gather: float = _spec("float", gt=0, doc="vgather")
     sort: float = _spec("float", gt=0, doc="vmrgsort")
+    reduce_max_fp32: float | None = _spec("float", gt=0, optional=True,
+                                          doc="vcmax/vcmin, 4-byte dtypes (absent: reduce_fp32)")
 
 
 @dataclass(frozen=True)
@@ -481,6 +484,10 @@ class Chip:
         wide = str(dtype).lower() in ("float32", "fp32", "int32", "uint32", "float64", "int64")
         if op_class == "unary":
             return self.vector_bytes_per_cycle
+        if op_class == "reduce_max":   # vcmax/vcmin: fp16 as vcadd, fp32 its own rate
+            if wide and rates.reduce_max_fp32 is not None:
+                return rates.reduce_max_fp32
+            op_class = "reduce"
         if op_class in ("exp", "sqrt", "reduce"):
             return getattr(rates, f"{op_class}_{'fp32' if wide else 'fp16'}")
         if op_class in VECTOR_CLASSES:

@@ -76,7 +76,7 @@ from ..hw.names import (
     TASK_MIX_AIC,
 )
 from ..ir.graph import rebound_subgraph
-from ..ir.registry import FUSED_OP, Category, Unit, VecClass, get_op, weight_inputs
+from ..ir.registry import FUSED_OP, Category, Unit, get_op, weight_inputs
 from ..ir.tensor import Value, itemsize
 from .attention import SPECIAL_LOWERINGS
 from .program import CoreGroup, Phase, Program, Task
@@ -91,6 +91,7 @@ from .tiling import (
     gemm_work,
     vector_work,
 )
+from .vector_seq import SeqPart, resolve, vclass_of_registry
 
 ND, NC1HWC0, NZ = "ND", "NC1HWC0", "FRACTAL_NZ"
 
@@ -112,23 +113,14 @@ def is_small_operand(numel: int, largest: int) -> bool:
     """Whether an operand is small enough to stay ND beside a larger value (see above)."""
     return numel * SMALL_OPERAND_RATIO <= largest
 
-#: registry vector class -> chip vector instruction class (MOVE: vcopy/vnchwconv, unary rate)
-VEC_CLASS = {VecClass.UNARY: "unary", VecClass.BINARY: "binary", VecClass.TERNARY: "ternary",
-             VecClass.EXP: "exp", VecClass.SQRT: "sqrt", VecClass.DIV: "div",
-             VecClass.REDUCE: "reduce", VecClass.MOVE: "unary"}
 FUSION_L2 = "L2"
 
 
 def vec_class_of(opdef: Any, ins: list[Value]) -> str:
-    """The chip vector class an op's instructions run at (module note, "Vector cost"): the
-    registry class, except a BINARY op whose other operands have one element runs at the
-    unary rate (vadds/vmuls/vmaxs take a scalar register operand)."""
-    vclass = VEC_CLASS.get(opdef.vec_class, "unary")
-    if opdef.vec_class == VecClass.BINARY and len(ins) >= 2:
-        sizes = sorted(v.numel for v in ins)
-        if all(k == 1 for k in sizes[:-1]):
-            return "unary"
-    return vclass
+    """The chip vector class an op's registry `vec_class` runs at (module note, "Vector
+    cost"): a BINARY op whose other operands have one element runs at the unary rate
+    (vadds/vmuls/vmaxs take a scalar register operand)."""
+    return vclass_of_registry(opdef, ins)
 
 
 # ----------------------------------------------------------------------------- formats
@@ -530,7 +522,7 @@ class _Lowering:
             if in_vals else 1
         n = max([n] + [b // itemsize(v.dtype) for b, v in zip(out_b, out_vals)])
         n = max(n, 1)
-        vparts, temp, flops = self.vec_parts(parts, n, outs)
+        vparts, temp, flops, seq_notes = self.vec_parts(parts, n, outs)
         inputs = tuple((b / n, self.miss(i, b)) for i, b in zip(ins, in_b))
         through = max((self.through(o, f) for o, f in zip(outs, out_fmts)), default=1.0)
         spec = VecSpec(n, inputs, sum(out_b) / n, through, tuple(vparts), temp)
@@ -541,7 +533,7 @@ class _Lowering:
         self.add_task(TaskSpec(name or node.name, op_type or node.op_type, self._vtype(),
                                [self._vphase(groups)], ins, outs,
                                [self.format_of(i) for i in ins], out_fmts, flops,
-                               (notes or []) + vnotes, fused))
+                               (notes or []) + seq_notes + vnotes, fused))
 
     def keeps_format(self, main: str, fmt: str, outs: list[str]) -> list[bool] | None:
         """Whether the op reads its main input in its special format `fmt` in place (None:
@@ -560,13 +552,15 @@ class _Lowering:
             return None
         return same
 
-    def vec_parts(self, nodes: list, n: int, ext_outs: list[str],
-                  scale: float = 1.0) -> tuple[list[VecPart], float, int]:
-        """Vector instructions per element for nodes (registry `vec_passes` at
-        `vec_class_of`'s rate); UB bytes/element of intermediates; total flops."""
-        parts: list[VecPart] = []
+    def vec_parts(self, nodes: list, n: int, ext_outs: list[str], scale: float = 1.0
+                  ) -> tuple[list[SeqPart], float, int, list[str]]:
+        """The vector instruction sequences of nodes (lower/vector_seq.py), concatenated, per
+        element of a task of `n` elements; UB bytes/element of intermediates and fp32 working
+        buffers; total flops; one note per node naming its sequence."""
+        parts: list[SeqPart] = []
         temp = 0.0
         total_flops = 0
+        notes: list[str] = []
         for nd in nodes:
             opdef = get_op(nd.op_type, nd.name)
             ins = [self.sub_value(nd, i) for i in nd.inputs if i] if opdef.reads_inputs else []
@@ -574,20 +568,23 @@ class _Lowering:
             flops = int(opdef.flops(ins, outs, nd.attrs))
             total_flops += flops
             big = max([v.numel for v in ins + outs] + [1])
-            width = max([itemsize(v.dtype) for v in ins + outs] + [1])
-            passes = opdef.vec_passes(ins, outs, nd.attrs)
-            per_elem = passes * width * big / max(n, 1) * scale
-            vclass = vec_class_of(opdef, ins)
-            dtype = max(ins + outs, key=lambda v: itemsize(v.dtype)).dtype
-            parts.append(VecPart(vclass, dtype, per_elem, f"vec_{vclass}"))
-            for extra_class, count in opdef.vec_extra:
-                xclass = VEC_CLASS.get(extra_class, "unary")
-                parts.append(VecPart(xclass, dtype, count * width * big / max(n, 1) * scale,
-                                     f"vec_{xclass}"))
+            seq, work, text = resolve(nd.op_type, opdef, ins, outs, nd.attrs,
+                                      big / max(n, 1) * scale, self.const_value,
+                                      self.chip.ub_align_bytes)
+            parts += seq
+            temp += work
+            notes.append(text if len(nodes) == 1 else f"{nd.name} ({nd.op_type}): {text}")
             for o in outs:
                 if o.name not in ext_outs:
                     temp += o.numel * itemsize(o.dtype) / max(n, 1) * scale
-        return parts, temp, total_flops
+        return parts, temp, total_flops, notes
+
+    def const_value(self, name: str) -> Any:
+        """The constant data of a value (a fused node's own constants first), or None."""
+        sub = getattr(self, "_sub", None)
+        if sub is not None and name in sub.constants:
+            return sub.constants[name]
+        return self.g.constants.get(self.root(name))
 
     def sub_value(self, node, name: str) -> Value:
         sub = getattr(self, "_sub", None)
@@ -645,10 +642,11 @@ class _Lowering:
         miss_a, miss_b, fits, gm, gn, block = self._operand_misses(probe, node.name, x_name,
                                                                    w_name, xv, wv)
         through = max(self.through(o, out_fmt) for o in out_names)
-        epi_parts: list[VecPart] = []
+        epi_parts: list[SeqPart] = []
         epi_inputs: tuple = ()
         if tail:
-            epi_parts, _, _ = self.vec_parts(tail, per_out, out_names)
+            epi_parts, _, _, epi_notes = self.vec_parts(tail, per_out, out_names)
+            notes += [f"epilogue {t}" for t in epi_notes]
             epi_inputs = tuple((padded_bytes(self.value(i), ND if is_small_operand(
                                              self.value(i).numel, n_out) else out_fmt) / per_out,
                                 self.miss(i, padded_bytes(self.value(i), ND)))
