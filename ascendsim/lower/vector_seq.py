@@ -337,7 +337,7 @@ def _short(dtype: str) -> str:
 
 
 def _describe(p: SeqPart) -> str:
-    tag = {REDUCE: f" [reduce tree, {p.vclass}]", ROW: " [per row]"}.get(p.shape, "")
+    tag = {REDUCE: f" [reduce tree at the {p.vclass} rate]", ROW: " [per row]"}.get(p.shape, "")
     n = f"{p.count:g} x " if p.count != 1 else ""
     return f"{n}{p.instr}{tag}"
 
