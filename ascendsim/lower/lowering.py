@@ -22,19 +22,21 @@ a transpose, an AI CPU op or a graph output) one TransData task is inserted per 
 format), not per consumer. Constants (weights) are assumed converted offline. Padded formats
 cost their padded bytes.
 
-Vector cost. An op's vector work is `OpDef.vec_passes` instructions (the registry's
-`vec_instrs`: Exp is one vexp, Sigmoid four instructions; not its flops, which only feed the
-roofline) per element of its largest operand, each at the chip's bytes/cycle for the op's
-`VecClass` (`chip.vector_rate`), at least `vector_min_cycles` per instruction, plus the
-registry's `vec_extra` instructions of other classes (an optimizer's vsqrt/vdiv). An op
-whose `reads_inputs` is False (NPUGetFloatStatus) moves no input bytes; its inputs only
-order it. An op on NC1HWC0 (FRACTAL_NZ) data whose other outputs are per-channel (per-
-column) vectors reads it in place, keeps the format for its same-rank outputs and writes the
-vectors in ND (BNTrainingReduce/Update, LayerNormBetaGammaBackprop). One rule on
-top (`vec_class_of`, decided from the op's input Values): a BINARY-class op whose operands
-other than its largest have ONE element (x + 2.0, Mul by a broadcast scalar, Clip by scalar
-bounds, Max(x, 0)) runs the scalar-operand instructions vadds/vmuls/vmaxs, which the
-hardware issues at the one-operand (unary) rate (msKPP 910B1: 256 B/cycle vs 128 for vadd).
+Vector cost. An op's vector work is its instruction sequence (lower/vector_seq.py): the op's
+row of `SEQUENCES` (Softmax: vconv, vcmax, vsub, vexp, vcadd, vdiv, vconv) or, for ops not in
+that table, the sequence the registry's cost fields describe (`vec_instrs` instructions of its
+`vec_class` plus its `vec_extra`; flops only feed the roofline). Each instruction costs its
+256-byte repeats (a partial repeat is a masked full one) at its own rate per dtype
+(`chip.vector_rate`), at least `vector_min_cycles`; reductions pay the reduce rate only for
+their reduce tree's whole-reduce repeats; a fused node concatenates its members' sequences
+and `explain()` shows them. An op whose `reads_inputs` is False (NPUGetFloatStatus) moves no
+input bytes; its inputs only order it. An op on NC1HWC0 (FRACTAL_NZ) data whose other
+outputs are per-channel (per-column) vectors reads it in place, keeps the format for its
+same-rank outputs and writes the vectors in ND (BNTrainingReduce/Update,
+LayerNormBetaGammaBackprop). A BINARY-class instruction whose op's operands other than its
+largest have ONE element (x + 2.0, Mul by a broadcast scalar, Clip by scalar bounds, Max(x, 0))
+is the scalar-operand form vadds/vmuls/vmaxs, which the hardware issues at the one-operand
+(unary) rate (msKPP 910B1: 256 B/cycle vs 128 for vadd; `vec_class_of`).
 
 Cube dtype. The cube runs int8 in its int8 mode, bfloat16 and float32 in the chip's own modes
 when `chip.cube_mkn` has them (910B: fp32 at a quarter of the fp16 rate), and everything

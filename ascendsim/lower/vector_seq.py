@@ -101,9 +101,22 @@ def _w(instr: str, vclass: str = "unary") -> Step:
     return Step(instr, vclass, ROW)
 
 
-_NORM_STATS = (_r("vcadd"), _w("vmuls"), _e("vsub", "binary"), _e("vmul", "binary"),
-               _r("vcadd"), _w("vmuls"), _w("vadds"), _w("vsqrt", "sqrt"), _w("vdiv", "div"))
-_LAYER_NORM = _NORM_STATS + (_e("vmul", "binary"), _e("vmul", "binary"), _e("vadd", "binary"))
+#: instance norm: statistics per (sample, channel) row, rstd on the row values, then scale
+_INSTANCE_NORM = (_r("vcadd"), _w("vmuls"), _e("vsub", "binary"), _e("vmul", "binary"),
+                  _r("vcadd"), _w("vmuls"), _w("vadds"), _w("vsqrt", "sqrt"), _w("vdiv", "div"),
+                  _e("vmul", "binary"), _e("vmul", "binary"), _e("vadd", "binary"))
+#: CANN's LayerNorm kernel as its TBE DSL writes it (ops/built-in/tbe/impl/layer_norm.py,
+#: layer_norm_compute / layer_norm_compute_nz, impl_mode high_performance): x * 1/n, sum;
+#: broadcast the mean, x - mean, square, * 1/n, sum; broadcast the mean again, x - mean;
+#: broadcast the variance, + eps, ln, * -0.5, exp (the rsqrt, on the full broadcast shape);
+#: multiply, * gamma, + beta. The DSL materialises each broadcast (a full-size copy, vbrcb at
+#: the unary rate) and computes every element-wise step on the full shape. fp16 inputs are
+#: cast to fp32 where the chip's vexp takes fp32 (every chip file here has an exp_fp32 rate).
+_LAYER_NORM = (_e("vmuls", "unary"), _r("vcadd"), _e("vbrcb", "unary"), _e("vsub", "binary"),
+               _e("vmul", "binary"), _e("vmuls", "unary"), _r("vcadd"), _e("vbrcb", "unary"),
+               _e("vsub", "binary"), _e("vbrcb", "unary"), _e("vadds", "unary"),
+               _e("vln", "exp"), _e("vmuls", "unary"), _e("vexp", "exp"),
+               _e("vmul", "binary"), _e("vmul", "binary"), _e("vadd", "binary"))
 
 #: op type -> its vector instruction sequence (module note); ops absent: `derived_steps`
 SEQUENCES: dict[str, OpSequence] = {
@@ -113,9 +126,8 @@ SEQUENCES: dict[str, OpSequence] = {
     "LogSoftmax": OpSequence((_r("vcmax", "reduce_max"), _e("vsub", "binary"),
                               _e("vexp", "exp"), _r("vcadd"), _w("vln", "exp"),
                               _e("vsub", "binary")), fp32=True, rows="axis"),
-    # mean, x - mean, square, variance, rstd = 1/sqrt(var + eps), scale, gamma, beta
     "LayerNormalization": OpSequence(_LAYER_NORM, fp32=True, rows="from_axis"),
-    "InstanceNormalization": OpSequence(_LAYER_NORM, fp32=True, rows="spatial"),
+    "InstanceNormalization": OpSequence(_INSTANCE_NORM, fp32=True, rows="spatial"),
     # square, row sum, rstd = 1/sqrt(mean + eps), x * rstd, * gamma
     "RmsNorm": OpSequence((_e("vmul", "binary"), _r("vcadd"), _w("vmuls"), _w("vadds"),
                            _w("vsqrt", "sqrt"), _w("vdiv", "div"), _e("vmul", "binary"),

@@ -61,9 +61,9 @@ def _graph(op: str, shape, dtype: str) -> asim.Graph:
 
 @pytest.mark.parametrize("op,instrs", [
     ("Softmax", ["vconv f16->f32", "vcmax", "vsub", "vexp", "vcadd", "vdiv", "vconv f32->f16"]),
-    ("LayerNormalization", ["vconv f16->f32", "vcadd", "vmuls", "vsub", "vmul", "vcadd",
-                            "vmuls", "vadds", "vsqrt", "vdiv", "vmul", "vmul", "vadd",
-                            "vconv f32->f16"]),
+    ("LayerNormalization", ["vconv f16->f32", "vmuls", "vcadd", "vbrcb", "vsub", "vmul",
+                            "vmuls", "vcadd", "vbrcb", "vsub", "vbrcb", "vadds", "vln", "vmuls",
+                            "vexp", "vmul", "vmul", "vadd", "vconv f32->f16"]),
     ("RmsNorm", ["vconv f16->f32", "vmul", "vcadd", "vmuls", "vadds", "vsqrt", "vdiv", "vmul",
                  "vmul", "vconv f32->f16"]),
     ("Add", ["vadd"]),
@@ -140,13 +140,14 @@ def test_reduce_rate_only_for_the_reduce_steps():
 
 
 def test_layer_norm_near_its_roofline():
-    """fp16 LayerNorm [16384, 768] (BERT-base) within 3x of its roofline on the 910B2 and the
-    first-generation 910 (it was about 8x when every pass ran at the reduce rate): the vector
-    work is the fp32 sequence, two casts and two reduce trees per row."""
+    """fp16 LayerNorm [16384, 768] (BERT-base) within 5x of its roofline on the 910B2 and the
+    first-generation 910 (about 8x when every pass ran at the reduce rate): its vector work is
+    CANN's TBE sequence in fp32 (15 element-wise steps, two casts, two reduce trees per row),
+    vector-bound, so above the memory roofline but by less than the old 8 reduce passes."""
     g = _graph("LayerNormalization", (16384, 768), "float16")
     for chip in ("ascend910b", "ascend910b_gen1"):
         task = simulate(g, chip, fusion=False).trace.task("op")
-        assert task.roofline_cycles <= task.duration <= 3.0 * task.roofline_cycles, chip
+        assert 1.5 * task.roofline_cycles <= task.duration <= 5.0 * task.roofline_cycles, chip
 
 
 def test_fused_ub_op_concatenates_its_members_sequences():
