@@ -3,7 +3,8 @@
 Note on the model
 -----------------
 Sequences. `SEQUENCES` holds, per op type, the vector instructions the op's kernel issues,
-in order (Softmax on float16: vconv f16->f32, vcmax, vsub, vexp, vcadd, vdiv, vconv f32->f16).
+in order (Softmax on float16: vcmax, vbrcb, vsub, vconv f16->f32, vexp, vcadd, vbrcb, vdiv,
+vconv f32->f16, as CANN's TBE softmax_v2 writes it).
 An op absent from the table has the sequence its registry cost fields describe: `vec_instrs`
 instructions of its `vec_class` and its `vec_extra` ones (`derived_steps`); so every op has
 exactly one sequence, and `explain()` shows it in the task's notes. A fused UB op
@@ -18,8 +19,9 @@ Steps are of three shapes:
 - ROW: once per reduced row, on the per-row statistics (mean = sum * 1/L, vsqrt, vln).
 
 Compute dtype. An op marked `fp32` computes in float32: 2-byte float inputs are cast up by
-a vconv before its first step and the result cast back after its last (CANN's fp16 norm and
-softmax kernels keep their statistics in fp32). A vconv's repeats count the elements of the
+a vconv before step `cast_at` (the steps before it run in the input dtype) and the result cast
+back after the last step (CANN's fp16 LayerNorm and softmax cast to fp32 where the chip's vexp
+takes fp32: TBE layer_norm.py, softmax_v2.py). A vconv's repeats count the elements of the
 narrower dtype: 128 elements per cycle each way (msKPP 910B1 VCONV_FP16_FP32 and
 VCONV_FP32_FP16 both ~262 B/cycle counted on the fp16 side).
 
@@ -79,14 +81,16 @@ class Step:
 
 @dataclass(frozen=True)
 class OpSequence:
-    """An op's vector instructions; `fp32`: computes in float32 (casts 2-byte floats);
-    `rows`: how the reduced rows are found (a key of ROW_RULES); `narrow`: a conversion whose
-    repeats count the narrower dtype's elements (Cast)."""
+    """An op's vector instructions; `fp32`: computes in float32 (casts 2-byte floats up
+    before step `cast_at`, the steps before it run in the input's dtype, and back after the
+    last); `rows`: how the reduced rows are found (a key of ROW_RULES); `narrow`: a
+    conversion whose repeats count the narrower dtype's elements (Cast)."""
 
     steps: tuple[Step, ...]
     fp32: bool = False
     rows: str = ""
     narrow: bool = False
+    cast_at: int = 0
 
 
 def _e(instr: str, vclass: str, count: float = 1.0) -> Step:
@@ -120,9 +124,13 @@ _LAYER_NORM = (_e("vmuls", "unary"), _r("vcadd"), _e("vbrcb", "unary"), _e("vsub
 
 #: op type -> its vector instruction sequence (module note); ops absent: `derived_steps`
 SEQUENCES: dict[str, OpSequence] = {
-    # max-subtracted softmax along `axis`: row max, x - max, exp, row sum, divide
-    "Softmax": OpSequence((_r("vcmax", "reduce_max"), _e("vsub", "binary"), _e("vexp", "exp"),
-                           _r("vcadd"), _e("vdiv", "div")), fp32=True, rows="axis"),
+    # CANN's TBE softmax_v2 along the last axis (softmax_v2_compute): row max and x - max in
+    # the input dtype (the max broadcast materialised), cast to fp32 where the chip's vexp
+    # takes fp32, exp, row sum, broadcast, divide, cast back
+    "Softmax": OpSequence((_r("vcmax", "reduce_max"), _e("vbrcb", "unary"),
+                           _e("vsub", "binary"), _e("vexp", "exp"), _r("vcadd"),
+                           _e("vbrcb", "unary"), _e("vdiv", "div")), fp32=True, rows="axis",
+                          cast_at=3),
     "LogSoftmax": OpSequence((_r("vcmax", "reduce_max"), _e("vsub", "binary"),
                               _e("vexp", "exp"), _r("vcadd"), _w("vln", "exp"),
                               _e("vsub", "binary")), fp32=True, rows="axis"),
@@ -298,34 +306,39 @@ def resolve(op_type: str, opdef: Any, ins: Sequence[Value], outs: Sequence[Value
                              per_task))
         return parts, 0.0, "vector sequence: " + _describe(parts[0])
     cast = seq.fp32 and data.dtype in _NARROW_FLOATS
-    cdtype = "float32" if cast else data.dtype
-    item = itemsize(cdtype) if seq.fp32 or seq.rows else width
-    if not (seq.fp32 or seq.rows):
-        cdtype = dtype
+    # the data's own dtype before the up-cast (and for ops without fp32 compute)
+    base = data.dtype if (seq.fp32 or seq.rows) else dtype
     scale = per_task / big
     in_elems = data.numel * scale
     length, inner = ROW_RULES[seq.rows](ins, attrs, const) if seq.rows else (1, 1)
     length = max(int(length), 1)
     strided = inner > 1
-    # rows start on 32-byte UB blocks: every element-wise step pays the padding
-    pad = 1.0
-    if seq.rows and not strided:
-        pad = math.ceil(length * item / align_bytes) * align_bytes / item / length
+
+    def pad(item: int) -> float:
+        """Rows start on 32-byte UB blocks: every step pays its dtype's row padding."""
+        if not seq.rows or strided:
+            return 1.0
+        return math.ceil(length * item / align_bytes) * align_bytes / item / length
+
     rows = in_elems / length
     scalar = _scalar_operands(ins)
-    if cast:
-        parts.append(SeqPart(f"vconv {_short(data.dtype)}->f32", "unary", data.dtype,
-                             itemsize(data.dtype), ELEM, in_elems * pad))
-        temp = 2 * itemsize(cdtype) * in_elems   # two fp32 working buffers per element
-    for s in seq.steps:
+    for i, s in enumerate(seq.steps):
+        if cast and i == seq.cast_at:
+            parts.append(SeqPart(f"vconv {_short(data.dtype)}->f32", "unary", data.dtype,
+                                 itemsize(data.dtype), ELEM,
+                                 in_elems * pad(itemsize(data.dtype))))
+            temp = 2 * 4 * in_elems   # two fp32 working buffers per element
+        cdtype = "float32" if cast and i >= seq.cast_at else base
+        item = itemsize(cdtype) if (seq.fp32 or seq.rows) else width
         if s.shape == REDUCE and strided:
             fold = "vmax" if s.vclass == "reduce_max" else "vadd"
             parts.append(SeqPart(f"{fold} (fold of {s.instr} over a strided axis)", "binary",
                                  cdtype, item, ELEM, in_elems, 0, s.count * (length - 1)
                                  / length))
         elif s.shape == REDUCE:
-            parts.append(SeqPart(s.instr, s.vclass, cdtype, item, REDUCE, in_elems * pad,
-                                 math.ceil(length * pad), s.count))
+            parts.append(SeqPart(s.instr, s.vclass, cdtype, item, REDUCE,
+                                 in_elems * pad(item), math.ceil(length * pad(item)),
+                                 s.count))
         elif s.shape == ROW:
             parts.append(SeqPart(s.instr, s.vclass, cdtype, item, ROW, rows, 0, s.count))
         else:
@@ -333,11 +346,13 @@ def resolve(op_type: str, opdef: Any, ins: Sequence[Value], outs: Sequence[Value
             if vclass == "binary" and scalar and not seq.rows:
                 instr, vclass = _SCALAR_FORM.get(instr, instr + "s"), "unary"
             parts.append(SeqPart(instr, vclass, cdtype, item, ELEM,
-                                 (in_elems if seq.rows else per_task) * pad, 0, s.count))
+                                 (in_elems if seq.rows else per_task) * pad(item), 0,
+                                 s.count))
     if cast:
-        out_elems = outs[0].numel * scale
-        parts.append(SeqPart(f"vconv f32->{_short(outs[0].dtype)}", "unary", outs[0].dtype,
-                             itemsize(outs[0].dtype), ELEM, out_elems * pad))
+        out = outs[0]
+        parts.append(SeqPart(f"vconv f32->{_short(out.dtype)}", "unary", out.dtype,
+                             itemsize(out.dtype), ELEM,
+                             out.numel * scale * pad(itemsize(out.dtype))))
     text = ("vector sequence" + (f" ({data.dtype} computed in float32)" if cast else "")
             + (f", rows of {length}" + (f" strided by {inner}" if strided else "")
                if seq.rows else "") + ": " + ", ".join(_describe(p) for p in parts))

@@ -19,6 +19,7 @@ from ascendsim.lower.vector_seq import (
     REPEAT_BYTES,
     SEQUENCES,
     instr_cycles,
+    part_cycles,
     reduce_row_cycles,
     resolve,
 )
@@ -60,7 +61,8 @@ def _graph(op: str, shape, dtype: str) -> asim.Graph:
 
 
 @pytest.mark.parametrize("op,instrs", [
-    ("Softmax", ["vconv f16->f32", "vcmax", "vsub", "vexp", "vcadd", "vdiv", "vconv f32->f16"]),
+    ("Softmax", ["vcmax", "vbrcb", "vsub", "vconv f16->f32", "vexp", "vcadd", "vbrcb", "vdiv",
+                 "vconv f32->f16"]),
     ("LayerNormalization", ["vconv f16->f32", "vmuls", "vcadd", "vbrcb", "vsub", "vmul",
                             "vmuls", "vcadd", "vbrcb", "vsub", "vbrcb", "vadds", "vln", "vmuls",
                             "vexp", "vmul", "vmul", "vadd", "vconv f32->f16"]),
@@ -80,17 +82,26 @@ def test_explain_shows_the_sequence(op, instrs):
 
 
 def test_fp16_softmax_pays_the_casts():
-    """fp16 Softmax computes in fp32: its V time is the fp32 op's plus two vconv, each one
-    cycle per 128 fp16 elements (msKPP VCONV_FP16_FP32 / FP32_FP16); one tile, one core."""
+    """fp16 Softmax (CANN's softmax_v2): max and x - max in fp16, then a vconv to fp32, exp,
+    sum and divide in fp32, and a vconv back; each vconv costs one cycle per 128 fp16
+    elements (msKPP VCONV_FP16_FP32 / FP32_FP16). One tile on one core: the V pipe's busy
+    cycles are exactly the parts' cycles, casts included; an fp32 Softmax has no vconv."""
     chip = _one_core("ascend910b")
     shape = (32, 128)
     n = math.prod(shape)
+    x, y = Value("x", shape, "float16"), Value("y", shape, "float16")
+    parts, _, _ = resolve("Softmax", get_op("Softmax"), [x], [y], {"axis": -1}, 1.0)
+    names = [p.instr for p in parts]
+    assert names[3] == "vconv f16->f32" and names[-1] == "vconv f32->f16"
+    assert [p.dtype for p in parts[:3]] == ["float16"] * 3
+    assert {p.dtype for p in parts[4:-1]} == {"float32"}
+    casts = [part_cycles(chip, p, n) for p in parts if p.instr.startswith("vconv")]
+    assert casts == [max(chip.vector_min_cycles, n * 2 / REPEAT_BYTES)] * 2
     half = simulate(_graph("Softmax", shape, "float16"), chip, detail="tile", fusion=False)
-    full = simulate(_graph("Softmax", shape, "float32"), chip, detail="tile", fusion=False)
     assert "float16 computed in float32" in half.explain("op")
+    assert _v_busy(half, "op") == sum(part_cycles(chip, p, n) for p in parts)
+    full = simulate(_graph("Softmax", shape, "float32"), chip, detail="tile", fusion=False)
     assert "vconv" not in full.explain("op")
-    casts = 2 * max(chip.vector_min_cycles, n * 2 / REPEAT_BYTES)
-    assert _v_busy(half, "op") == _v_busy(full, "op") + casts
 
 
 def test_a_partial_repeat_costs_a_full_one():
