@@ -144,6 +144,8 @@ SEQUENCES: dict[str, OpSequence] = {
     "ReduceMean": OpSequence((_r("vcadd"), _w("vmuls")), rows="axes"),
     "ReduceMax": OpSequence((_r("vcmax", "reduce_max"),), rows="axes"),
     "ReduceMin": OpSequence((_r("vcmin", "reduce_max"),), rows="axes"),
+    # no whole-reduce multiply: a vmul fold and a final vmul pass, all at the binary rate
+    "ReduceProd": OpSequence((_r("vmul", "binary"),), rows="axes"),
     "ReduceSumSquare": OpSequence((_e("vmul", "binary"), _r("vcadd")), rows="axes"),
     "ReduceL1": OpSequence((_e("vabs", "unary"), _r("vcadd")), rows="axes"),
     "ReduceL2": OpSequence((_e("vmul", "binary"), _r("vcadd"), _w("vsqrt", "sqrt")),

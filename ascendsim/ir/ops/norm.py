@@ -207,15 +207,15 @@ def _lrn_instrs(ins, outs, attrs) -> int:
 #   LRN  size + 7: see _lrn_instrs
 _R, _E = Category.REDUCE, VecClass.EXP
 register(OpDef("Softmax", _softmax_infer, _softmax_kernel(False), _R, inputs=("input",),
-               attrs={"axis": -1}, flops=_per_elem(5),
+               attrs={"axis": -1}, flops=_per_elem(5), vec_class=_E,
                doc="ONNX Softmax-13 along `axis` (max-subtracted)"))
 register(OpDef("LogSoftmax", _softmax_infer, _softmax_kernel(True), _R, inputs=("input",),
-               attrs={"axis": -1}, flops=_per_elem(5),
+               attrs={"axis": -1}, flops=_per_elem(5), vec_class=_E,
                doc="ONNX LogSoftmax-13 along `axis`"))
 register(OpDef("LayerNormalization", _layer_norm_infer, _layer_norm_kernel, _R,
                inputs=("X", "Scale", "B?"),
                attrs={"axis": -1, "epsilon": 1e-5, "stash_type": 1, "num_outputs": 1},
-               num_outputs="num_outputs", flops=_per_elem(8),
+               num_outputs="num_outputs", flops=_per_elem(8), vec_class=VecClass.REDUCE,
                doc="ONNX LayerNormalization-17 over axes [axis, rank)"))
 register(OpDef("BatchNormalization", _batch_norm_infer, _batch_norm_kernel, Category.BROADCAST,
                inputs=("X", "scale", "B", "input_mean", "input_var"),
@@ -225,7 +225,7 @@ register(OpDef("BatchNormalization", _batch_norm_infer, _batch_norm_kernel, Cate
                doc="ONNX BatchNormalization-15; inference is a per-channel affine map"))
 register(OpDef("InstanceNormalization", _instance_norm_infer, _instance_norm_kernel, _R,
                inputs=("input", "scale", "B"), attrs={"epsilon": 1e-5}, flops=_per_elem(8),
-               doc="ONNX InstanceNormalization-6"))
+               vec_class=VecClass.REDUCE, doc="ONNX InstanceNormalization-6"))
 register(OpDef("LRN", _lrn_infer, _lrn_kernel, Category.SEGMENT, inputs=("X",),
                attrs={"alpha": 1e-4, "beta": 0.75, "bias": 1.0, "size": None},
                flops=_lrn_flops, vec_class=_E, vec_instrs=_lrn_instrs, builder="lrn",

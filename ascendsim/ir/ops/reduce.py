@@ -6,8 +6,7 @@ ArgMax/ArgMin.
 means every axis, unless `noop_with_empty_axes=1`, which makes the op an identity. All run on
 the vector unit (category REDUCE); flops count the combining operations per input element
 (SumSquare/L2/LogSumExp do more than one). Their vector instructions are sequences in
-lower/vector_seq.py (SEQUENCES: reduce trees, per-row steps), except ReduceProd's, which the
-table below gives (`vec_instrs`: one vmul fold per input element).
+lower/vector_seq.py (SEQUENCES: reduce trees, per-row steps), not registry counts.
 """
 
 from __future__ import annotations
@@ -128,19 +127,17 @@ REDUCE_OPS: dict[str, tuple[str, frozenset, int]] = {
     "ReduceLogSum": ("log_sum", FLOATS, 1),
     "ReduceLogSumExp": ("log_sum_exp", FLOATS, 4),
 }
-#: ReduceProd has no whole-reduce multiply: a vmul fold per input element (binary rate)
-_PROD_COST = {"vec_class": VecClass.BINARY, "vec_instrs": 1}
 
 for _op, (_mode, _allowed, _k) in REDUCE_OPS.items():
     register(OpDef(_op, _reduce_infer(_allowed), _reduce_kernel(_mode), Category.REDUCE,
                    inputs=("data", "axes?"), attrs=dict(_REDUCE_ATTRS), flops=_per_input(_k),
-                   needs_const_inputs=(1,), **(_PROD_COST if _op == "ReduceProd" else {}),
+                   vec_class=VecClass.REDUCE, needs_const_inputs=(1,),
                    doc=f"ONNX {_op}: reduce over the constant `axes` input"))
 
 for _op, _is_max in (("ArgMax", True), ("ArgMin", False)):
     register(OpDef(_op, _arg_infer, _arg_kernel(_is_max), Category.REDUCE, inputs=("data",),
                    attrs={"axis": 0, "keepdims": 1, "select_last_index": 0},
-                   flops=_per_input(1),
+                   flops=_per_input(1), vec_class=VecClass.REDUCE,
                    doc=f"ONNX {_op}: int64 index along `axis`"))
 
 
