@@ -207,3 +207,15 @@ def test_cli_validate_family_attention_reports_the_rows(capsys):
     assert "new since frozen, by family" in out
     line = next(x for x in out.splitlines()[::-1] if x.startswith("attention "))
     assert line.split()[1] == str(len(ATTENTION_IDS))
+
+
+def test_pending_llm_op_rows_are_ready_to_simulate_once_their_chip_is_known():
+    """The GroupedMatmul and SwiGlu rows wait only for their chip variant: as given they
+    build and simulate (on the 910B2 here)."""
+    pending = [r for r in load_corpus() if r.file.endswith("llm_ops.toml")
+               and r.role == "pending"]
+    assert {r.workload["op"] for r in pending} == {"GroupedMatmul", "SwiGlu"}
+    assert all("variant" in r.pending_reason for r in pending)
+    ready = [check_row(_raw(r) | {"role": "validation"}, r.id) for r in pending]
+    recs = validate_rows(ready).rows
+    assert all(r.status == "ok" and r.simulated > 0 for r in recs), [r.reason for r in recs]
