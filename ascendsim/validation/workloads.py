@@ -34,6 +34,7 @@ from .. import models
 from ..errors import ConfigError, GraphError
 from ..ir import Graph
 from ..ir.registry import get_op
+from ..models.decoder import decoder_config
 from .corpus import CorpusRow
 
 #: corpus precision -> the dtype the model builders take
@@ -206,8 +207,6 @@ def _build_model(spec: ModelSpec, phase: str, layers: int, kwargs: dict[str, Any
 def decoder_plan(row: CorpusRow) -> ModelPlan:
     """The graph(s) of a decoder row: the measured step at 1 and 2 layers (extrapolated to the
     model's layer count), or the whole model when it has at most 2 layers."""
-    from ..models.decoder import decoder_config
-
     w = row.workload
     precision = str(w.get("precision", "fp16")).lower()
     if precision not in PRECISION_DTYPES:
