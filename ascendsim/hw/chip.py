@@ -28,7 +28,8 @@ Timing figures the simulator is expected to use:
 - scalar: each issued instruction costs `scalar_ops_per_instr` scalar ops at
   `scalar_ops_per_cycle`.
 - tasks: `host_launch_us` per op launched from the host, `sink_launch_us` per op when the graph
-  is sunk on the device; AI CPU ops cost `ai_cpu_task_launch_us` + elements /
+  is sunk on the device; `kernel_start_us` per block on each core (scalar pipe) before the
+  block's first instruction; AI CPU ops cost `ai_cpu_task_launch_us` + elements /
   (`ai_cpu_elements_per_cycle` * `ai_cpu_clock_hz`).
 
 What is an estimate: every figure's source string starts with the confidence tag of
@@ -288,6 +289,9 @@ class Chip:
                                 doc="host synchronisation after an eager call")
     sink_launch_us: float = _spec("float", "us", ge=0,
                                   doc="device-side dispatch per task (every launch mode)")
+    kernel_start_us: float = _spec(
+        "float", "us", ge=0, doc="per block on each core before its first instruction: "
+        "icache fill, kernel args and tiling data read, scalar prologue, end-of-kernel sync")
     ai_cpus: int = _spec("int", "cores", gt=0)
     ai_cpu_clock_hz: float = _spec("float", "Hz", gt=0)
     ai_cpu_task_launch_us: float = _spec("float", "us", ge=0)

@@ -43,6 +43,14 @@ flight still stretches it. A group with fewer tiles runs in tile detail (its tra
 interval per pipe per tile). The prefix of each pipe is shown as one interval of its busy
 cycles, starting at its first instruction.
 
+Kernel start. Every block (a core's share of an AI Core phase) begins with
+`kernel_start_us` on the scalar pipe before any of its pipes issues: instruction fetch
+into the cold icache, the kernel arguments and tiling data read from GM by the scalar unit,
+the scalar prologue that derives the block's offsets, and the end-of-kernel synchronisation
+folded in. It delays nothing but the block itself (other tasks' cores run on), shows as one
+"kernel_start" interval per core on pipe S and counts as scalar busy time. It is why a tiny
+kernel costs a few microseconds in msprof however little it moves.
+
 Scheduler. Streams run their tasks in order; a task also waits for its producers on other
 streams (events). Every task, in every mode, pays the device-side dispatch `sink_launch_us`
 (the task scheduler handing the task to the cores) once its producers are done. The launch
@@ -77,6 +85,8 @@ from .trace import Interval, TaskRecord, Trace
 COALESCE_MIN = 8
 #: tiles of a coalesced group run in tile detail first, to measure the contended pace
 PREFIX_TILES = 4
+#: the trace kind of the block start interval on the scalar pipe
+KERNEL_START_KIND = "kernel_start"
 _EPS = 1e-9
 
 
@@ -344,6 +354,7 @@ class Engine:
         self.events = 0
         self.started: dict[int, int] = {}     # task id -> when its first phase got cores
         self.progress = progress              # progress(tasks done, tasks in all), optional
+        self.start_cycles = chip.cycles(chip.kernel_start_us * 1e-6)
 
     # -- running -------------------------------------------------------------------------
     def run(self) -> Trace:
@@ -494,6 +505,7 @@ class Engine:
             sets = [cores]
         else:
             sets = [(c,) for c in cores]
+        yield from self._kernel_start(task, cores, sets)
         procs = []
         for cs in sets:
             label = f"core {cs[0]}" if len(cs) == 1 else f"cores {cs[0]}-{cs[-1]}"
@@ -507,6 +519,19 @@ class Engine:
                     procs.append(self.env.process(self._pipe(task, core, cs, pipe, q,
                                                              merge=merge)))
         yield self.env.all_of(procs)
+
+    def _kernel_start(self, task, cores: tuple[int, ...], sets: list):
+        """The block's start on each core before its first instruction (module note, "Kernel
+        start"): `kernel_start_us` on the scalar pipe, one interval per core."""
+        cycles = self.start_cycles
+        if cycles <= 0:
+            return
+        start = self.env.now
+        yield self.env.timeout(cycles)
+        self.rows.append(_Run(ENGINE_AICORE, cores, "S", task.task_id, task.op_name, start,
+                              self.env.now, KERNEL_START_KIND))
+        for cs in sets:
+            self._note_busy(task.task_id, cs[0], "S", cycles)
 
     def _note_busy(self, task_id: int, core: int, pipe: str, cycles: int) -> None:
         busy = self.pipe_busy[task_id].setdefault(core, {})
