@@ -103,13 +103,17 @@ class CoreGroup:
 
 @dataclass(frozen=True)
 class Phase:
-    """Work on one engine: AI Core groups, or AI CPU `aicpu_cycles` on `block_dim` AI CPUs."""
+    """Work on one engine: AI Core groups, or AI CPU work on `block_dim` AI CPUs (its launch,
+    its reads of GM, `aicpu_cycles` of compute, its writes of GM; `ascendsim.lower.aicpu`)."""
 
     engine: str
     groups: tuple[CoreGroup, ...] = ()
-    aicpu_cycles: int = 0        # AI Core clock cycles of AI CPU work (per AI CPU)
+    aicpu_cycles: int = 0        # AI Core clock cycles of AI CPU compute (per AI CPU)
     aicpu_cores: int = 0
     vector_cores: bool = False   # split chips: runs on the AIV cores
+    aicpu_launch_cycles: int = 0     # AI CPU task launch (framework dispatch), AI Core cycles
+    aicpu_read_bytes: int = 0        # bytes the AI CPU reads from GM (L2/HBM)
+    aicpu_write_bytes: int = 0       # bytes the AI CPU writes to GM
 
     @property
     def block_dim(self) -> int:

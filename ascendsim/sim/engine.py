@@ -61,7 +61,9 @@ mode="eager": synchronised single-op calls (a framework's eager mode timed call 
 host launches a task only after the previous one finished and the host synchronised
 (`host_sync_us`), so nothing overlaps. Hence sink <= host <= eager for any graph.
 A task takes `block_dim` cores from its engine's pool (AI Cores, the AIVs of split chips, AI
-CPUs) and gives them back when it ends.
+CPUs) and gives them back when it ends. An AI CPU phase (`ascendsim.sim.aicpu`) runs its
+launch, its reads of GM, its compute and its writes in turn, the reads and writes as flows of
+the same Fabric as the AI Cores' moves.
 """
 
 from __future__ import annotations
@@ -79,6 +81,7 @@ from simpy.core import EmptySchedule
 from ..errors import ConfigError, SimulationError
 from ..hw.names import ENGINE_AICORE, ENGINE_AICPU, ENGINE_HOST, GM, MODES
 from ..lower.program import CoreGroup, Program, Segment, expand_flags
+from .aicpu import run_aicpu
 from .trace import Interval, TaskRecord, Trace
 
 #: block detail coalesces a core group's program when it has at least this many tiles
@@ -469,18 +472,8 @@ class Engine:
 
     def _phase(self, task, ph):
         env = self.env
-        if ph.engine == ENGINE_AICPU:
-            pool = self.pools[ENGINE_AICPU]
-            with pool.lease(min(ph.aicpu_cores, pool.n)) as lease:
-                yield lease.granted
-                ids = lease.take()
-                start = env.now
-                self.started.setdefault(task.task_id, start)
-                yield env.timeout(ph.aicpu_cycles)
-                self.rows.append(_Run(ENGINE_AICPU, tuple(ids), "AICPU", task.task_id,
-                                      task.op_name, start, env.now, "compute"))
-                self._note_busy(task.task_id, ids[0], "AICPU", env.now - start)
-                yield lease.release()
+        if ph.engine == ENGINE_AICPU:        # launch, reads, compute, writes (sim.aicpu)
+            yield from run_aicpu(self, task, ph)
             return
         pool = self.pools["aiv" if ph.vector_cores else "aicore"]
         need = ph.block_dim
