@@ -5,8 +5,8 @@ Note on the model
 A `Task` is one launched kernel (one graph node, a fused node, or an inserted TransData). It
 runs on one engine: the AI Cores (`ENGINE_AICORE`; on split chips the vector work runs on the
 AIV cores, which the simulator numbers after the AICs), the AI CPU (`ENGINE_AICPU`), in one or
-more `Phase`s executed one after the other (a split-chip mix kernel: cube phase, then vector
-phase).
+more `Phase`s executed one after the other, except a split-chip mix kernel's cube phase and
+vector phase, which the simulator overlaps tile by tile (`ascendsim.sim.mix`).
 
 A phase splits its work over cores (the block dim) as `CoreGroup`s: cores that run the same
 program. A program is a chain of `Stage`s (one per pipe, in data-flow order, e.g.

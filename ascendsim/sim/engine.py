@@ -63,7 +63,9 @@ host launches a task only after the previous one finished and the host synchroni
 A task takes `block_dim` cores from its engine's pool (AI Cores, the AIVs of split chips, AI
 CPUs) and gives them back when it ends. An AI CPU phase (`ascendsim.sim.aicpu`) runs its
 launch, its reads of GM, its compute and its writes in turn, the reads and writes as flows of
-the same Fabric as the AI Cores' moves.
+the same Fabric as the AI Cores' moves. A task's phases run in turn, except a 910B mix
+kernel's AIC and AIV phases, which overlap as their cross-core flags allow
+(`ascendsim.sim.mix`).
 """
 
 from __future__ import annotations
@@ -82,6 +84,7 @@ from ..errors import ConfigError, SimulationError
 from ..hw.names import ENGINE_AICORE, ENGINE_AICPU, ENGINE_HOST, GM, MODES
 from ..lower.program import CoreGroup, Program, Segment, expand_flags
 from .aicpu import run_aicpu
+from .mix import run_phases
 from .trace import Interval, TaskRecord, Trace
 
 #: block detail coalesces a core group's program when it has at least this many tiles
@@ -459,8 +462,7 @@ class Engine:
                 yield env.timeout(sink)
             self.pipe_busy[t.task_id] = {}
             self.started.pop(t.task_id, None)
-            for ph in t.phases:
-                yield from self._phase(t, ph)
+            yield from run_phases(self, t)      # in turn; a 910B mix kernel overlapped
             end = env.now
             start = self.started.get(t.task_id, end)
             self.records.append(self._record(t, start, end, launch_start,
@@ -493,12 +495,13 @@ class Engine:
             yield env.all_of(procs)
             yield lease.release()
 
-    def _group(self, task, g: CoreGroup, cores: tuple[int, ...]):
+    def _group(self, task, g: CoreGroup, cores: tuple[int, ...], start: bool = True):
         if self.symmetric:
             sets = [cores]
         else:
             sets = [(c,) for c in cores]
-        yield from self._kernel_start(task, cores, sets)
+        if start:
+            yield from self._kernel_start(task, cores, sets)
         procs = []
         for cs in sets:
             label = f"core {cs[0]}" if len(cs) == 1 else f"cores {cs[0]}-{cs[-1]}"
