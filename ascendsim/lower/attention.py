@@ -2,7 +2,7 @@
 (FlashAttentionScore, IncreFlashAttention), the in-place KV-cache append and GroupedMatmul.
 
 `SPECIAL_LOWERINGS` maps op type -> function(lowering, node); `lowering.py` asks it first.
-Forward only (the backward kernels come with the autodiff).
+The backward kernel FlashAttentionScoreGrad is lowered in lower/attention_grad.py.
 
 Note on the fused-attention model
 ---------------------------------

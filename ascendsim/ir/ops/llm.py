@@ -1,4 +1,4 @@
-"""LLM ops, as CANN / torch_npu define them (forward; gradient rules come with the autodiff).
+"""LLM ops, as CANN / torch_npu define them (forward; gradient rules: ops/llm_grads.py).
 
 - RmsNorm (CANN RmsNorm, torch_npu.npu_rms_norm): y = x * rsqrt(mean(x^2) + epsilon) * gamma
   over the trailing gamma.ndim axes; outputs y and rstd (float32), rstd only with

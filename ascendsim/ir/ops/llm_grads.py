@@ -246,6 +246,8 @@ def _rms_norm_grad(ctx, douts):
     if len(douts) > 1 and douts[1] is not None:
         raise GraphError(f"RmsNorm '{node.name}' gradient: only through y (rstd is a "
                          f"statistic)")
+    if not (ctx.needs(0) or ctx.needs(1)):
+        return [None, None]
     x, gamma = ctx.ins[0], ctx.ins[1]
     eps = float(ctx.attrs["epsilon"])
     rstd = ctx.outs[1] if len(ctx.outs) > 1 else \
@@ -258,6 +260,8 @@ def _rms_norm_grad(ctx, douts):
 def _rotary_grad(ctx, douts):
     x, r1, r2 = ctx.ins[:3]
     need = int(ctx.needs(1) or ctx.needs(2))
+    if not (need or ctx.needs(0)):
+        return [None, None, None]
     dx, dr1, dr2 = ctx.g.rotary_mul_grad(x, r1, r2, douts[0], need_backward=need)
     return [dx if ctx.needs(0) else None, dr1 if ctx.needs(1) else None,
             dr2 if ctx.needs(2) else None]
@@ -289,7 +293,7 @@ def _gating_grad(ctx, douts):
     """y[t, j] = p[t, idx[t, j]], p = softmax(x): dp = dy scattered to the picked experts,
     dx = p * (dp - sum(p * dp)). expert_idx and row_idx are integers (no cotangent)."""
     g, x = ctx.g, ctx.ins[0]
-    if douts[0] is None:
+    if douts[0] is None or not ctx.needs(0):
         return [None]
     p = g.softmax(x, axis=1)
     dp = g.scatter_elements(ctx.zeros(ctx.shape(x), x.dtype), ctx.outs[1], douts[0], axis=1)
@@ -298,13 +302,15 @@ def _gating_grad(ctx, douts):
 
 
 def _init_routing_grad(ctx, douts):
-    if douts[0] is None:
+    if douts[0] is None or not ctx.needs(0):
         return [None, None]
     k = int(ctx.ins[1].shape[1])
     return [ctx.g.moe_init_routing_v2_grad(douts[0], ctx.outs[1], top_k=k), None]
 
 
 def _finalize_routing_grad(ctx, douts):
+    if not (ctx.needs(0) or ctx.needs(1)):
+        return [None, None, None]
     dex, dsc = ctx.g.moe_finalize_routing_v2_grad(douts[0], ctx.ins[0], ctx.ins[1],
                                                   ctx.ins[2])
     return [dex if ctx.needs(0) else None, dsc if ctx.needs(1) else None, None]
@@ -331,6 +337,8 @@ def _flash_attention_grad(ctx, douts):
     if ctx.needs(3):
         raise GraphError(f"FlashAttentionScore '{node.name}' gradient: atten_mask "
                          f"'{node.inputs[3]}' is not differentiable (CANN's mask is boolean)")
+    if not (ctx.needs(0) or ctx.needs(1) or ctx.needs(2)):
+        return [None] * len(ctx.ins)
     mask = [ctx.ins[3]] if len(ctx.ins) > 3 and ctx.ins[3] is not None else []
     dq, dk, dv = g.flash_attention_score_grad(
         *ctx.ins[:3], douts[0], ctx.outs[0], *mask, scale_value=float(a["scale_value"]),
