@@ -10,9 +10,10 @@ the operands per block on chip (Q and dO in L0A, K and V in L0B, S and dP in L0C
 Per tile (once): Q, dO and O blocks GM -> L1; delta = rowsum(dO * O) on the vector unit.
 Per unit (a key block):
   MTE2: K and V blocks (and the mask block);
-  M:    5 GEMMs: S = Q K^T (recomputed: the forward op returns attention_out only, so the
-        softmax row max and sum are recomputed, not read as CANN's kernel reads them),
-        dP = dO V^T, dV += P^T dO, dK += dS^T Q, dQ += dS K;
+  M:    5 GEMMs: S = Q K^T (recomputed, as every flash-attention backward: P is never
+        stored), dP = dO V^T, dV += P^T dO, dK += dS^T Q, dQ += dS K; the softmax row max
+        and sum are CANN's kernel's inputs (from the forward), whose reads (2 floats per
+        query row) are left out;
   V:    P = exp(S * scale - max) / sum (vsub, vexp, vmul), dS = P * (dP - delta) * scale
         (vsub, vmul, vmuls), casts of P and dS to fp16 for the cube;
   FIX/MTE3: the dK and dV partials of this query block (fp32) atomically added to a GM
@@ -128,9 +129,9 @@ def lower_attention_grad(low, node) -> None:
              f"tiling: query block {sq} rows per head, key block {tk}; {tiles} tiles x "
              f"~{blocks_per_tile} key blocks over block dim {block} (simulated as {units} "
              f"unit(s) of {per_unit:.3g} block(s))",
-             f"{BACKWARD_GEMMS} GEMMs per key block (Q K^T recomputed: softmax statistics not "
-             f"kept by the forward); dK/dV partials atomically added in an fp32 GM workspace "
-             f"(L2); K/V L2 miss {miss_kv:.2f}"]
+             f"{BACKWARD_GEMMS} GEMMs per key block (S = Q K^T recomputed, softmax "
+             f"statistics from the forward); dK/dV partials atomically added in an fp32 GM "
+             f"workspace (L2); K/V L2 miss {miss_kv:.2f}"]
     low.add_task(TaskSpec(node.name, node.op_type, TASK_MIX_AIC if split else TASK_AI_CORE,
                           [Phase(ENGINE_AICORE, tuple(groups))], ins, list(node.outputs),
                           [low.format_of(i) for i in ins], [ND] * len(node.outputs), flops,

@@ -13,9 +13,12 @@ Backward ops (CANN names; formulas as the CANN docs state them):
 - FlashAttentionScoreGrad (CANN FlashAttentionScoreGrad, npu_fusion_attention's backward):
   inputs query, key, value, dy, attention_in (the forward's output), optional additive
   atten_mask; outputs dq, dk, dv (BNSD, GQA: a kv head sums the cotangents of its query-head
-  group). CANN's kernel also takes the forward's softmax_max/softmax_sum; the forward op
-  here returns attention_out only, so this kernel recomputes the row max and sum from QK^T
-  (one more Q K^T GEMM per key block: 5 GEMMs per block instead of 4).
+  group). Like every flash-attention backward it recomputes S = Q K^T per key block (the
+  probabilities are never stored): 5 GEMMs per block (Q K^T, dO V^T, dV, dK, dQ). CANN's
+  kernel also reads the forward's softmax_max/softmax_sum; the forward op here returns
+  attention_out only, so the values kernel recomputes the row max and sum from S (the
+  lowering times CANN's kernel, statistics given: their reads, 2 floats per query row, are
+  left out).
 - GroupedMatmul group_type 2 (groups split K; op-plugin builds npu_grouped_matmul's weight
   gradient this way): dW[e] = x_e^T dy_e; dx is GroupedMatmul of dy and weight^T (group_type
   0).
@@ -214,7 +217,7 @@ _OPS = [
           attrs={"scale_value": 1.0, "head_num": 0, "input_layout": "BNSD", "causal": 0},
           num_outputs=3, flops=attention_grad_flops, vec_class=VecClass.EXP, vec_instrs=6,
           builder="flash_attention_score_grad",
-          doc="CANN FlashAttentionScoreGrad (dq, dk, dv), softmax statistics recomputed"),
+          doc="CANN FlashAttentionScoreGrad (dq, dk, dv); recomputes S = Q K^T per key block"),
     OpDef("MoeInitRoutingV2Grad", _init_grad_infer,
           lambda args, attrs: [klg.moe_init_routing_grad(args[0], args[1],
                                                          int(attrs["top_k"]))],
