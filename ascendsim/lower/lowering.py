@@ -78,7 +78,7 @@ from ..ir.graph import rebound_subgraph
 from ..ir.registry import FUSED_OP, Category, Unit, VecClass, get_op, weight_inputs
 from ..ir.tensor import Value, itemsize
 from .aicpu import lower_aicpu
-from .attention import SPECIAL_LOWERINGS
+from .attention import FUSED_HEAD_LOWERINGS, SPECIAL_LOWERINGS
 from .program import CoreGroup, Phase, Program, Task
 from .tiling import (
     GemmSpec,
@@ -734,6 +734,9 @@ class _Lowering:
             if Unit.CUBE in units:
                 head = sub.nodes[units.index(Unit.CUBE)]
                 tail = [n for n in sub.nodes if n is not head and self.unit(n) != Unit.NONE]
+                if head.op_type in FUSED_HEAD_LOWERINGS:   # grouped matmul + epilogue
+                    FUSED_HEAD_LOWERINGS[head.op_type](self, node, head, tail, inner, display)
+                    return
                 self.cube(node, head, tail, inner, node.name, display)
             else:
                 nodes = [n for n in sub.nodes if self.unit(n) != Unit.NONE]
