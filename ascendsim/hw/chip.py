@@ -292,6 +292,11 @@ class Chip:
     ai_cpu_clock_hz: float = _spec("float", "Hz", gt=0)
     ai_cpu_task_launch_us: float = _spec("float", "us", ge=0)
     ai_cpu_elements_per_cycle: float = _spec("float", "elements/cycle", gt=0, doc="per AI CPU")
+    # optional figures (absent from a chip file: None)
+    vector_bfloat16: str | None = _spec(
+        "str", choices=("float32",), optional=True,
+        doc="how the vector unit computes bf16 data: 'float32' = vconv bf16->fp32, the op's "
+            "fp32 instructions, vconv back (it has no bf16 arithmetic); absent: no bf16")
     # provenance: dotted key -> "TAG: source"; not part of equality
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False,
                                        metadata={"kind": "sources"})
@@ -307,6 +312,8 @@ class Chip:
                 object.__setattr__(self, "sources", MappingProxyType(dict(value)))
             elif meta["kind"] == "group":
                 object.__setattr__(self, f.name, _check_group(f.name, value, meta["group"]))
+            elif value is None and f.default is None:
+                continue   # an optional figure the chip does not have
             else:
                 object.__setattr__(self, f.name, _check(f.name, value, meta))
         self._check_consistency()

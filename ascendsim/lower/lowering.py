@@ -64,7 +64,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConfigError, GraphError, SimulationError
+from ..errors import ConfigError, GraphError, SimulationError, UnsupportedOpError
 from ..hw.names import (
     DETAILS,
     ENGINE_AICORE,
@@ -80,6 +80,7 @@ from ..ir.registry import FUSED_OP, Category, Unit, VecClass, get_op, weight_inp
 from ..ir.tensor import Value, itemsize
 from .attention import SPECIAL_LOWERINGS
 from .program import CoreGroup, Phase, Program, Task
+from .bf16 import bf16_vector_work
 from .tiling import (
     GemmSpec,
     VecPart,
@@ -172,16 +173,30 @@ class TaskSpec:
 
 
 # ----------------------------------------------------------------------------- cube ops
-def cube_dtype(chip: Any, dtype: str) -> str:
+def cube_dtype(chip: Any, dtype: str, op_type: str = "", node: str | None = None) -> str:
     """The cube mode an operand dtype runs in: int8, the chip's bf16 or fp32 mode where it has
-    one, else fp16 (CANN's allow_fp32_to_fp16 for fp32 on chips without an fp32 mode)."""
+    one, else fp16 (CANN's allow_fp32_to_fp16 for fp32 on chips without an fp32 mode).
+    bfloat16 on a chip without a bf16 mode (910, 310) is an UnsupportedOpError naming the op
+    and the chip: such a chip cannot run it, and no CANN precision mode converts it."""
     if dtype in ("int8", "uint8"):
         return "int8"
-    if dtype == "bfloat16" and chip.cube_mkn.bfloat16 is not None:
+    if dtype == "bfloat16":
+        if chip.cube_mkn.bfloat16 is None:
+            raise UnsupportedOpError(op_type or "cube op", node, detail=(
+                f"bfloat16 operands need a bf16 cube mode, and {chip.name}'s cube has none "
+                f"(its cube_mkn lists {chip_cube_modes(chip)}); use a 910B-family chip "
+                f"or Cast the operands to float16"))
         return "bfloat16"
     if dtype == "float32" and chip.cube_mkn.float32 is not None:
         return "float32"
     return "float16"
+
+
+def chip_cube_modes(chip: Any) -> str:
+    """The dtypes the chip's cube has a mode for, for messages ("float16, int8")."""
+    modes = chip.cube_mkn
+    return ", ".join(f for f in ("float16", "bfloat16", "float32", "int8", "int4")
+                     if getattr(modes, f, None) is not None)
 
 
 @dataclass(frozen=True)
@@ -579,6 +594,12 @@ class _Lowering:
             per_elem = passes * width * big / max(n, 1) * scale
             vclass = vec_class_of(opdef, ins)
             dtype = max(ins + outs, key=lambda v: itemsize(v.dtype)).dtype
+            bf16 = bf16_vector_work(self.chip, opdef, nd.name, ins, outs)
+            if bf16 is not None:   # bf16 math as fp32 between vconvs (lower/bf16.py)
+                dtype, width = bf16[0], itemsize(bf16[0])
+                per_elem = passes * width * big / max(n, 1) * scale
+                parts.append(VecPart("unary", dtype, bf16[1] * width * big / max(n, 1) * scale,
+                                     "vec_vconv_bf16"))
             parts.append(VecPart(vclass, dtype, per_elem, f"vec_{vclass}"))
             for extra_class, count in opdef.vec_extra:
                 xclass = VEC_CLASS.get(extra_class, "unary")
@@ -611,7 +632,7 @@ class _Lowering:
             w_name = self.ensure(w_name, NC1HWC0 if conv else NZ)
         xv, wv = self.sub_value(head, x_name), self.sub_value(head, w_name)
         out_v = self.sub_value(head, head.outputs[0])
-        cdt = cube_dtype(chip, xv.dtype)
+        cdt = cube_dtype(chip, xv.dtype, head.op_type, head.name)
         m0, k0, n0 = chip.cube_shape(cdt)
         in_b = itemsize(xv.dtype)
         notes: list[str] = []
