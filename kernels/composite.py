@@ -13,8 +13,9 @@ or broadcast along it (loaded once, before the loop). The body calls each op's s
 function inline (`njit(inline="always")` in kernels/elementwise.py), casting each result to
 the compute dtype and, for float16, rounding it to float16 precision (`round_f16`), as the
 per-op kernels round each result (bfloat16: `round_bf16_scalar`, as the executor rounds each
-bf16 result); so results match unfused ones bit for bit (float32, float16 and bfloat16); intermediates live in registers, only the run's outputs are stored. Attribute
-operands (LeakyRelu's alpha: `scalar_args`) are compile-time constants of the source.
+bf16 result); so results match unfused ones bit for bit (float32, float16 and bfloat16);
+intermediates live in registers, only the run's outputs are stored. Attribute operands
+(LeakyRelu's alpha: `scalar_args`) are compile-time constants of the source.
 
 Compiled kernels are cached in memory per signature (program, compute dtype, collapsed rank,
 innermost access pattern). With `kernels.config.CACHE` on, the generated source is also written
@@ -230,9 +231,7 @@ def _compile(loop: Loop, rank: int, inner: tuple[int, ...]):
 def _elementwise_version() -> str:
     """A hash of the source of everything a generated kernel inlines (the scalar functions,
     `round_f16`): numba's disk cache only watches the generated module, so it goes in its text."""
-    from . import elementwise
-
-    from . import bf16
+    from . import bf16, elementwise
 
     h = hashlib.sha1(Path(elementwise.__file__).read_bytes())
     h.update(Path(__file__).read_bytes())

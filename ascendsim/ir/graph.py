@@ -26,8 +26,16 @@ import numpy as np
 from ..errors import GraphError
 from ..hw.chip import MAX_BYTES as MAX_TENSOR_BYTES
 from .registry import FUSED_OP, OpDef, get_op, op_by_builder
-from .tensor import (ConstData, LazyTensor, Shape, Value, as_storage, dtype_name, itemsize,
-                     materialize)
+from .tensor import (
+    ConstData,
+    LazyTensor,
+    Shape,
+    Value,
+    as_storage,
+    dtype_name,
+    itemsize,
+    materialize,
+)
 
 
 @dataclass(frozen=True, eq=False)

@@ -79,8 +79,8 @@ from ..ir.graph import rebound_subgraph
 from ..ir.registry import FUSED_OP, Category, Unit, VecClass, get_op, weight_inputs
 from ..ir.tensor import Value, itemsize
 from .attention import SPECIAL_LOWERINGS
-from .program import CoreGroup, Phase, Program, Task
 from .bf16 import bf16_vector_work
+from .program import CoreGroup, Phase, Program, Task
 from .tiling import (
     GemmSpec,
     VecPart,
