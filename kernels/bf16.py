@@ -43,8 +43,11 @@ def round_bf16(x: np.ndarray | float) -> np.ndarray:
     """`x` rounded to the nearest bfloat16 (ties to even, overflow to inf, NaN kept quiet),
     as a float32 array (the bf16 storage). float32 and float16 inputs are rounded on the
     float32 bit pattern (add 0x7FFF plus the kept lowest bit, clear the low 16 bits); float64
-    and integer inputs are rounded exactly in float64 first, so there is no double rounding."""
+    and integer inputs are rounded exactly in float64 first, so there is no double rounding;
+    an ml_dtypes bfloat16 array (what onnx's numpy_helper returns) is widened exactly."""
     a = np.asarray(x)
+    if a.dtype.name == "bfloat16" and a.dtype.itemsize == 2:   # ml_dtypes' (onnx's) bfloat16
+        return from_bits(a.view(np.uint16))
     if a.dtype.kind == "f" and a.dtype.itemsize <= 4:
         bits = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
         nan = (bits & 0x7FFFFFFF) > 0x7F800000

@@ -38,7 +38,7 @@ def _check_inputs(graph: Graph, feeds: Mapping[str, np.ndarray]) -> dict[str, np
             raise GraphError(f"input '{name}' has shape {arr.shape}, graph '{graph.name}' "
                              f"expects {decl.shape}")
         if decl.dtype == "bfloat16":
-            if arr.dtype.kind != "f":
+            if arr.dtype.kind != "f" and arr.dtype.name != "bfloat16":   # ml_dtypes' is kind V
                 raise GraphError(f"input '{name}' has dtype {arr.dtype}, expected bfloat16 "
                                  f"values as a float array (16-bit patterns: "
                                  f"ascendsim.kernels.bf16.from_bits)")
