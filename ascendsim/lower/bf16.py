@@ -25,6 +25,8 @@ from ..ir.tensor import Value
 
 #: ops the vector unit runs on bf16 data as it is: the conversion itself (vconv)
 NATIVE_BF16_OPS = frozenset({"Cast"})
+#: the VecPart kind of the bf16 <-> fp32 conversions (what `explain()` reports)
+VCONV_KIND = "vec_vconv_bf16"
 
 
 def bf16_vector_work(chip: Any, opdef: OpDef, node: str, ins: Sequence[Value],
@@ -45,3 +47,11 @@ def bf16_vector_work(chip: Any, opdef: OpDef, node: str, ins: Sequence[Value],
         return None
     big = max(v.numel for v in vals) or 1
     return chip.vector_bfloat16, sum(v.numel for v in bf) / big
+
+
+def bf16_notes(parts: Sequence[Any]) -> list[str]:
+    """The `explain()` note of a vector task that converts bf16 data (VecParts of VCONV_KIND)."""
+    if not any(p.kind == VCONV_KIND for p in parts):
+        return []
+    return ["bfloat16 data computed in fp32: vconv bf16->fp32 of each input, the op's fp32 "
+            "instructions, vconv fp32->bf16 of each output (no bf16 arithmetic on the AIV)"]

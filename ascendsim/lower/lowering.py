@@ -79,7 +79,7 @@ from ..ir.graph import rebound_subgraph
 from ..ir.registry import FUSED_OP, Category, Unit, VecClass, get_op, weight_inputs
 from ..ir.tensor import Value, itemsize
 from .attention import SPECIAL_LOWERINGS
-from .bf16 import bf16_vector_work
+from .bf16 import VCONV_KIND, bf16_notes, bf16_vector_work
 from .program import CoreGroup, Phase, Program, Task
 from .tiling import (
     GemmSpec,
@@ -550,6 +550,7 @@ class _Lowering:
         through = max((self.through(o, f) for o, f in zip(outs, out_fmts)), default=1.0)
         spec = VecSpec(n, inputs, sum(out_b) / n, through, tuple(vparts), temp)
         groups, vnotes = vector_work(self.chip, spec, node.name, self._vcores())
+        vnotes = vnotes + bf16_notes(vparts)
         if not ext_in and node.inputs:
             ins = [i for i in node.inputs if i]   # dependencies only: no bytes moved
             vnotes = vnotes + ["inputs order the op only (no input bytes read)"]
@@ -599,7 +600,7 @@ class _Lowering:
                 dtype, width = bf16[0], itemsize(bf16[0])
                 per_elem = passes * width * big / max(n, 1) * scale
                 parts.append(VecPart("unary", dtype, bf16[1] * width * big / max(n, 1) * scale,
-                                     "vec_vconv_bf16"))
+                                     VCONV_KIND))
             parts.append(VecPart(vclass, dtype, per_elem, f"vec_{vclass}"))
             for extra_class, count in opdef.vec_extra:
                 xclass = VEC_CLASS.get(extra_class, "unary")
@@ -636,6 +637,9 @@ class _Lowering:
         m0, k0, n0 = chip.cube_shape(cdt)
         in_b = itemsize(xv.dtype)
         notes: list[str] = []
+        if cdt == "bfloat16":
+            notes.append(f"bfloat16 operands run in the cube's bf16 mode (cube_mkn.bfloat16 "
+                         f"{m0}x{k0}x{n0} per cycle), accumulated in fp32 in L0C")
         if xv.dtype in ("float32", "float64") and cdt == "float16":
             notes.append(f"{xv.dtype} operands run in the cube's float16 mode (CANN "
                          f"allow_fp32_to_fp16 precision mode); GM bytes stay {xv.dtype}")

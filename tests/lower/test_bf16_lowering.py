@@ -87,3 +87,13 @@ def test_bf16_moves_half_the_bytes_of_fp32() -> None:
     b16, b32 = (traffic_bytes(traces[dt], "L2") + traffic_bytes(traces[dt], "DDR")
                 for dt in ("bfloat16", "float32"))
     assert b16 > 0 and 2 * b16 == b32
+
+
+def test_explain_names_the_bf16_paths() -> None:
+    g = Graph("mm_exp")
+    a, b = g.input("a", (128, 256), "bfloat16"), g.input("b", (256, 128), "bfloat16")
+    y = g.matmul(a, b, name="mm")
+    g.output(g.exp(y, name="ex"))
+    res = asim.simulate(g, chip="ascend910b", fusion=False)
+    assert "bf16 mode (cube_mkn.bfloat16 16x16x16" in res.explain("mm")
+    assert "vconv bf16->fp32" in res.explain("ex")
