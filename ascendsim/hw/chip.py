@@ -414,7 +414,8 @@ class Chip:
                 continue
             group = f.metadata["group"]
             if group is None:
-                keys.append(f.name)
+                if all_keys or getattr(self, f.name) is not None:
+                    keys.append(f.name)
                 continue
             sub = getattr(self, f.name)
             keys += [f"{f.name}.{g.name}" for g in fields(group)
