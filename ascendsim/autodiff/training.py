@@ -50,7 +50,7 @@ import numpy as np
 from ..errors import ConfigError, GraphError
 from ..ir.graph import Graph, Node
 from ..ir.registry import Category, Unit, get_op
-from ..ir.tensor import ConstData, LazyTensor, Value, materialize
+from ..ir.tensor import ConstData, LazyTensor, Value, as_storage, materialize
 from .grad import FLOAT_DTYPES, backward, fold_initializers, parameters
 
 LOSSES = ("softmax_cross_entropy", "mse")
@@ -77,7 +77,7 @@ class _Step:
     def scalar(self, v: float, dtype: str = MASTER) -> Value:
         key = (dtype, float(v))
         if key not in self._small:
-            self._small[key] = self.g.const(np.asarray(v, dtype=dtype))
+            self._small[key] = self.g.const(v, dtype=dtype)
         return self._small[key]
 
     def state_input(self, name: str, shape: Sequence[int], dtype: str, init: ConstData) -> Value:
@@ -173,9 +173,9 @@ def _to_half(g: Graph, keep: set[str]) -> None:
 
 def _lazy_cast(data: ConstData, dtype: str) -> ConstData:
     if isinstance(data, LazyTensor):
-        return LazyTensor(data.shape, dtype, lambda: materialize(data).astype(dtype),
+        return LazyTensor(data.shape, dtype, lambda: as_storage(materialize(data), dtype),
                           f"{data.describe} as {dtype}")
-    return np.asarray(data).astype(dtype)
+    return as_storage(data, dtype)
 
 
 @dataclass(frozen=True)
@@ -200,7 +200,10 @@ def _params_to_inputs(step: _Step, params: list[str], mixed: bool) -> list[_Para
         dtype = MASTER if mixed else v.dtype
         master = step.state_input(p, v.shape, dtype, _lazy_cast(data, dtype))
         bn_only = all(n.op_type == "BNTrainingUpdate" for n in users.get(p, ()))
-        compute = COMPUTE_HALF if mixed and not bn_only else dtype
+        # a bfloat16 model computes in bf16 from float32 masters (its optimizer then works in
+        # fp32: beta2 = 0.999 is 1.0 in bf16); any other in float16
+        half = "bfloat16" if v.dtype == "bfloat16" else COMPUTE_HALF
+        compute = half if mixed and not bn_only else dtype
         if compute != dtype:
             renamed[p] = f"{p}_{compute}"
             casts.append((master, compute, renamed[p]))

@@ -314,6 +314,11 @@ class Chip:
                                                      group=AiCpuRates, doc="per AI CPU")
     ai_cpu_memory_bytes_per_s: float = _spec(
         "float", "bytes/s", gt=0, doc="one AI CPU's reads/writes of HBM/DDR (shared fabric)")
+    # optional figures (absent from a chip file: None)
+    vector_bfloat16: str | None = _spec(
+        "str", choices=("float32",), optional=True,
+        doc="how the vector unit computes bf16 data: 'float32' = vconv bf16->fp32, the op's "
+            "fp32 instructions, vconv back (it has no bf16 arithmetic); absent: no bf16")
     # provenance: dotted key -> "TAG: source"; not part of equality
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False,
                                        metadata={"kind": "sources"})
@@ -329,6 +334,8 @@ class Chip:
                 object.__setattr__(self, "sources", MappingProxyType(dict(value)))
             elif meta["kind"] == "group":
                 object.__setattr__(self, f.name, _check_group(f.name, value, meta["group"]))
+            elif value is None and f.default is None:
+                continue   # an optional figure the chip does not have
             else:
                 object.__setattr__(self, f.name, _check(f.name, value, meta))
         self._check_consistency()
@@ -429,7 +436,8 @@ class Chip:
                 continue
             group = f.metadata["group"]
             if group is None:
-                keys.append(f.name)
+                if all_keys or getattr(self, f.name) is not None:
+                    keys.append(f.name)
                 continue
             sub = getattr(self, f.name)
             keys += [f"{f.name}.{g.name}" for g in fields(group)

@@ -100,7 +100,7 @@ def _blocks(chip, rows: int, d: int, in_b: int, m0: int, vec_share: int) -> tupl
 
 def lower_attention(low, node: Node) -> None:
     """One task for FlashAttentionScore / IncreFlashAttention (see the module note)."""
-    from .lowering import TaskSpec, padded_bytes
+    from .lowering import TaskSpec, cube_dtype, padded_bytes
 
     chip = low.chip
     ins = [low.ensure(i, ND) for i in node.inputs if i]
@@ -110,7 +110,7 @@ def lower_attention(low, node: Node) -> None:
     hkv, t = int(k.shape[1]), int(k.shape[2])
     group = h // hkv
     causal = bool(node.attrs.get("causal", 0))
-    cdt = "bfloat16" if q.dtype == "bfloat16" and chip.cube_mkn.bfloat16 is not None \
+    cdt = "bfloat16" if cube_dtype(chip, q.dtype, node.op_type, node.name) == "bfloat16" \
         else "float16"
     m0, k0, n0 = chip.cube_shape(cdt)
     in_b = itemsize(q.dtype)

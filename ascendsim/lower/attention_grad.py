@@ -39,7 +39,7 @@ BACKWARD_GEMMS = 5
 
 def lower_attention_grad(low, node) -> None:
     """One task for FlashAttentionScoreGrad (see the module note)."""
-    from .lowering import TaskSpec, padded_bytes
+    from .lowering import TaskSpec, cube_dtype, padded_bytes
 
     chip = low.chip
     ins = [low.ensure(i, ND) for i in node.inputs if i]
@@ -48,7 +48,7 @@ def lower_attention_grad(low, node) -> None:
     b, h, s, d = (int(x) for x in q.shape)
     hkv, t = int(k.shape[1]), int(k.shape[2])
     causal = bool(node.attrs.get("causal", 0))
-    cdt = "bfloat16" if q.dtype == "bfloat16" and chip.cube_mkn.bfloat16 is not None \
+    cdt = "bfloat16" if cube_dtype(chip, q.dtype, node.op_type, node.name) == "bfloat16" \
         else "float16"
     m0, k0, n0 = chip.cube_shape(cdt)
     in_b = itemsize(q.dtype)

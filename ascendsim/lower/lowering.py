@@ -66,7 +66,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConfigError, GraphError, SimulationError
+from ..errors import ConfigError, GraphError, SimulationError, UnsupportedOpError
 from ..hw.names import (
     DETAILS,
     ENGINE_AICORE,
@@ -81,6 +81,7 @@ from ..ir.registry import FUSED_OP, Category, Unit, get_op, weight_inputs
 from ..ir.tensor import Value, itemsize
 from .aicpu import lower_aicpu
 from .attention import FUSED_HEAD_LOWERINGS, SPECIAL_LOWERINGS
+from .bf16 import BF16_NOTE, bf16_vector_work, vconv_parts, widened
 from .program import CoreGroup, Phase, Program, Task
 from .tiling import (
     GemmSpec,
@@ -166,16 +167,30 @@ class TaskSpec:
 
 
 # ----------------------------------------------------------------------------- cube ops
-def cube_dtype(chip: Any, dtype: str) -> str:
+def cube_dtype(chip: Any, dtype: str, op_type: str = "", node: str | None = None) -> str:
     """The cube mode an operand dtype runs in: int8, the chip's bf16 or fp32 mode where it has
-    one, else fp16 (CANN's allow_fp32_to_fp16 for fp32 on chips without an fp32 mode)."""
+    one, else fp16 (CANN's allow_fp32_to_fp16 for fp32 on chips without an fp32 mode).
+    bfloat16 on a chip without a bf16 mode (910, 310) is an UnsupportedOpError naming the op
+    and the chip: such a chip cannot run it, and no CANN precision mode converts it."""
     if dtype in ("int8", "uint8"):
         return "int8"
-    if dtype == "bfloat16" and chip.cube_mkn.bfloat16 is not None:
+    if dtype == "bfloat16":
+        if chip.cube_mkn.bfloat16 is None:
+            raise UnsupportedOpError(op_type or "cube op", node, detail=(
+                f"bfloat16 operands need a bf16 cube mode, and {chip.name}'s cube has none "
+                f"(its cube_mkn lists {chip_cube_modes(chip)}); use a 910B-family chip "
+                f"or Cast the operands to float16"))
         return "bfloat16"
     if dtype == "float32" and chip.cube_mkn.float32 is not None:
         return "float32"
     return "float16"
+
+
+def chip_cube_modes(chip: Any) -> str:
+    """The dtypes the chip's cube has a mode for, for messages ("float16, int8")."""
+    modes = chip.cube_mkn
+    return ", ".join(f for f in ("float16", "bfloat16", "float32", "int8", "int4")
+                     if getattr(modes, f, None) is not None)
 
 
 @dataclass(frozen=True)
@@ -549,9 +564,16 @@ class _Lowering:
             flops = int(opdef.flops(ins, outs, nd.attrs))
             total_flops += flops
             big = max([v.numel for v in ins + outs] + [1])
+            bf16 = bf16_vector_work(self.chip, opdef, nd.name, ins, outs)
+            if bf16 is not None:   # bf16 math as fp32 between vconvs (lower/bf16.py)
+                before, after = vconv_parts(ins, outs, scale / max(n, 1))
+                ins, outs = widened(ins, bf16), widened(outs, bf16)
             seq, work, text = resolve(nd.op_type, opdef, ins, outs, nd.attrs,
                                       big / max(n, 1) * scale, self.const_value,
                                       self.chip.ub_align_bytes)
+            if bf16 is not None:
+                seq = [*before, *seq, *after]
+                text += f"; {BF16_NOTE}"
             parts += seq
             temp += work
             notes.append(text if len(nodes) == 1 else f"{nd.name} ({nd.op_type}): {text}")
@@ -589,10 +611,13 @@ class _Lowering:
             w_name = self.ensure(w_name, NC1HWC0 if conv else NZ)
         xv, wv = self.sub_value(head, x_name), self.sub_value(head, w_name)
         out_v = self.sub_value(head, head.outputs[0])
-        cdt = cube_dtype(chip, xv.dtype)
+        cdt = cube_dtype(chip, xv.dtype, head.op_type, head.name)
         m0, k0, n0 = chip.cube_shape(cdt)
         in_b = itemsize(xv.dtype)
         notes: list[str] = []
+        if cdt == "bfloat16":
+            notes.append(f"bfloat16 operands run in the cube's bf16 mode (cube_mkn.bfloat16 "
+                         f"{m0}x{k0}x{n0} per cycle), accumulated in fp32 in L0C")
         if xv.dtype in ("float32", "float64") and cdt == "float16":
             notes.append(f"{xv.dtype} operands run in the cube's float16 mode (CANN "
                          f"allow_fp32_to_fp16 precision mode); GM bytes stay {xv.dtype}")

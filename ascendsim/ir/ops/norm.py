@@ -20,6 +20,7 @@ import numpy as np
 from ...errors import GraphError
 from ...kernels import norm as kn
 from ..registry import Category, OpDef, VecClass, broadcast_shapes, register, register_grads
+from ..tensor import storage_dtype
 from .elementwise import FLOATS, ONNX_DTYPES, check_dtype, same_dtype
 
 
@@ -102,7 +103,7 @@ def _layer_norm_kernel(args: list, attrs: dict) -> list:
          else np.broadcast_to(args[2], norm_shape).reshape(1, cols))
     y, mean, inv = kn.normalize_rows(x.reshape(rows, cols), g, b, float(attrs["epsilon"]))
     stat_shape = x.shape[:axis] + (1,) * (x.ndim - axis)
-    stat = np.dtype(_stash_dtype(attrs, x.dtype.name))
+    stat = storage_dtype(_stash_dtype(attrs, x.dtype.name))
     outs = [y.reshape(x.shape).astype(x.dtype, copy=False),
             mean.reshape(stat_shape).astype(stat), inv.reshape(stat_shape).astype(stat)]
     return outs[:int(attrs["num_outputs"])]
