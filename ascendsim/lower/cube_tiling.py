@@ -9,9 +9,11 @@ atlasascendc_api_07_0673):
 
 - base block `baseM x baseN x baseK`: one L0C output tile (baseM*baseN*4 <= L0C) and the
   L0A/L0B slices of one mmad (baseM*baseK, baseK*baseN, each double-buffered: dbL0A/dbL0B).
-  L0C holds one tile or, when two fit, two (dbL0C). With one, the FixPipe/L0C->UB drain of a
-  tile overlaps the next tile's mmads through the unit flag (Ascend C Mmad/Fixpipe `unitFlag`;
-  catlass `ENABLE_UNIT_FLAG`), modelled as two half-tile L0C slots.
+  L0C holds one tile or, when two fit, two (dbL0C). With one, on chips with the unit flag
+  (`unit_flag`: A2/A3) the FixPipe drain of a tile overlaps the next tile's mmads at 512 B
+  granularity (Ascend C SetFixPipeConfig `isUnitFlag`; catlass `ENABLE_UNIT_FLAG`); without it
+  (910) the next tile's mmads wait for the L0C->UB drain. Either way L0C is accounted as two
+  half-tile slots.
 - `stepKa = stepKb`: base K blocks per GM->L1 load of an A and a B chunk; `depthA1 = depthB1 =
   2 x step` (L1 double buffering), as MatMulV3's `CalL1TilingV200` (ops-nn
   matmul_v3_base_tiling.cpp: stepKa = depthA1 / 2).
@@ -173,6 +175,13 @@ def takes_nd(chip) -> bool:
     return not chip.coupled and chip.path_bytes_per_cycle.l0c_gm is not None
 
 
+def unit_flag(chip) -> bool:
+    """Whether mmad and the L0C drain overlap at 512 B granularity (the unit flag: Ascend C
+    SetFixPipeConfig isUnitFlag / asc_get_l0c2gm_unitflag, supported on Atlas A2/A3, not on
+    the Atlas training series (910)): split chips with a FixPipe."""
+    return takes_nd(chip)
+
+
 def _grid(chip, spec: GemmSpec, m_t: int, n_t: int) -> tuple[int, int, int, int]:
     """(tm, tn, tiles, block): base blocks along M (x batch) and N, in all, and cores used."""
     m0, _, n0 = chip.cube_shape(spec.in_dtype)
@@ -311,8 +320,8 @@ def _estimate(chip, spec: GemmSpec, m_t: int, n_t: int, k_t: int, k_l1: int, reu
         t_out = out * spec.out_bytes / pb.l0c_gm
         t_st = 0.0
     period = max(t_m, t_mte1, t_mte2, t_out, t_st)
-    if db_l0c == 1:   # unit flag: the drain overlaps the next tile's mmads only in part
-        period = max(period, t_m + t_out / 2)
+    if db_l0c == 1 and not unit_flag(chip):   # one tile in L0C: the cube waits for its drain
+        period = max(period, t_m + t_out)
     est = per_core * period + (t_mte2 * k_l1 / (nk * k_t)) + t_out + t_st
     return GemmTiling(m_t, n_t, k_t, k_l1, tiles, block, est, tm, tn, reuse, run_a, run_b,
                       db_l0c, cub)
@@ -378,9 +387,15 @@ def _gemm_stages(chip, spec: GemmSpec, t: GemmTiling) -> tuple[Stage, ...]:
     l1_slot = a_slot + b_slot + (t.n_t * spec.acc_bytes if spec.bias else 0)
     # L0C: two tiles, or one tile as two half slots (unit flag, module note)
     l0c_slot = out * spec.acc_bytes // (2 if t.db_l0c == 1 else 1)
+    # one tile in L0C without the unit flag: each tile's mmads wait for the previous tile's
+    # L0C->UB drain (charged to M as a wait before the tile)
+    m_head: tuple[Instr, ...] = ()
+    if t.db_l0c == 1 and not unit_flag(chip):
+        drain = local_move(chip, "V", "L0C", "UB", out * spec.acc_bytes).cycles
+        m_head = (Instr("M", "wait_l0c", drain),)
     stages = [Stage("MTE2", mte2, units=n_l1, head=head, out_bufs=(("L1", l1_slot),)),
               Stage("MTE1", mte1, units=nk, out_bufs=(("L0A", a_l0), ("L0B", b_l0))),
-              Stage("M", mmad, units=nk, out_bufs=(("L0C", l0c_slot),))]
+              Stage("M", mmad, units=nk, head=m_head, out_bufs=(("L0C", l0c_slot),))]
     n_epi = 0
     if chip.coupled:
         # the tile leaves L0C through UB in column chunks of cub_n (TBE's CUB_matrix)
