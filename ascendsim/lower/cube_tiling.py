@@ -127,7 +127,7 @@ class GemmTiling:
     reuse: str = ""             # L1-resident operand: "A", "B" or "" (neither)
     run_a: int = 1              # tiles of one core sharing one resident A strip
     run_b: int = 1
-    db_l0c: int = 2             # output tiles L0C holds (1: unit-flag overlap)
+    db_l0c: int = 2             # output tiles L0C holds (1: one tile, see `unit_flag`)
     cub_n: int = 0              # coupled chips: output columns per L0C->UB chunk
 
     @property

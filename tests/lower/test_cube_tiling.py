@@ -131,3 +131,17 @@ def test_910b_matmul_takes_and_gives_nd_without_transdata():
         assert tasks[0].output_formats == ("ND",)
         assert any("nd2nz" in n for n in tasks[0].notes)
         assert "TransData" in [t.op_type for t in lower(g, "ascend910").tasks]
+
+
+def test_one_tile_l0c_waits_for_its_drain_only_without_the_unit_flag():
+    """A base block that fills L0C (one tile): on the 910 (no unit flag) each tile's mmads
+    wait for the previous tile's L0C->UB drain; on the 910B the FixPipe drain overlaps them."""
+    from ascendsim.lower.cube_tiling import _gemm_stages
+
+    for name, waits in (("ascend910", True), ("ascend910b", False)):
+        chip = get_chip(name)
+        spec = GemmSpec(1, 4096, 4096, 4096, "float16", 2, 2, 4)
+        t = gemm_tiling(chip, spec, "mm")
+        t1 = type(t)(**{**t.__dict__, "m_t": 128, "n_t": 256, "db_l0c": 1, "cub_n": 128})
+        m_stage = next(s for s in _gemm_stages(chip, spec, t1) if s.pipe == "M")
+        assert any(i.kind == "wait_l0c" for i in m_stage.head) is waits, name
