@@ -25,14 +25,12 @@ def _matmul(n, dtype="float16"):
 
 
 @pytest.mark.parametrize("detail", ["block", "tile"])
-def test_gemm_4096_reaches_70_to_98_percent_of_cube_peak(detail):
-    """A 4096^3 fp16 MatMul on ascend910 runs at 70-98% of the chip's cube peak (88.5% with
-    CANN-sized base blocks; a 256x256 block with a one-tile L0C reached 97.6% before the
-    910's missing unit flag made it wait for each drain)."""
+def test_gemm_4096_reaches_70_to_95_percent_of_cube_peak(detail):
+    """A 4096^3 fp16 MatMul on ascend910 runs at 70-95% of the chip's cube peak."""
     res = _sim(_matmul(4096), detail=detail)
     mm = res.trace.task("mm")
     util = 2 * 4096 ** 3 / (mm.duration * CHIP.ai_cores * CHIP.flops_per_cycle("float16"))
-    assert 0.70 <= util <= 0.98, f"cube utilisation {util:.3f}"
+    assert 0.70 <= util <= 0.95, f"cube utilisation {util:.3f}"
     assert mm.block_dim == CHIP.ai_cores
 
 
@@ -119,7 +117,7 @@ def test_ub_too_small_for_the_minimum_tile_names_the_buffer():
 
 
 def test_l0c_too_small_for_the_minimum_cube_tile_names_the_buffer():
-    # one 16x16 fp32 tile is 1024 B; L0C may hold a single tile (unit flag), so 512 B is short
+    # one 16x16 fp32 tile is 1024 B and a one-tile L0C is allowed (dbL0C = 1): 512 B is short
     tiny = CHIP.replace(l0c_bytes=512)
     with pytest.raises(SimulationError, match=r"op 'mm': L0C of core 0 \(512 B\)"):
         _sim(_matmul(256), tiny)
