@@ -9,7 +9,8 @@ Ascend frameworks (MindSpore, TF/PyTorch adapters) build a training graph for CA
    BNTrainingUpdate (batch statistics; the running mean/variance become state inputs
    `<mean>`/`<var>` and outputs `<mean>_new`/`<var>_new`); MaxPool becomes MaxPoolWithArgmax
    (its argmax routes the gradient exactly); LayerNormalization keeps its Mean/InvStdDev for
-   LayerNormXBackprop/LayerNormBetaGammaBackprop; an exported (inference) Dropout becomes
+   LayerNormXBackprop/LayerNormBetaGammaBackprop; RmsNorm also returns its rstd for
+   RmsNormGrad; an exported (inference) Dropout becomes
    DropOutGenMask + DropOutDoMask (seeded from the node's name). The rules of these ops build
    the backward from BNTrainingUpdateGrad + BNTrainingReduceGrad, MaxPoolGradWithArgmax and
    DropOutDoMask by the same mask.
@@ -357,6 +358,16 @@ def _ln_rewrite(step: _Step, n: Node) -> None:
                     name=n.name, outputs=[n.outputs[0], f"{n.name}.mean", f"{n.name}.rstd"])
 
 
+def _rms_applies(g: Graph, n: Node) -> bool:
+    return len(n.outputs) == 1
+
+
+def _rms_rewrite(step: _Step, n: Node) -> None:
+    """RmsNorm also returns rstd, which RmsNormGrad reads (as CANN's kernel pair does)."""
+    step.g.add_node("RmsNorm", list(n.inputs), {**n.attrs, "num_outputs": 2}, name=n.name,
+                    outputs=[n.outputs[0], f"{n.name}.rstd"])
+
+
 def _dropout_applies(g: Graph, n: Node) -> bool:
     """An exported (inference) Dropout with a constant ratio > 0 whose mask nobody reads."""
     if len(n.inputs) > 2 and n.inputs[2]:
@@ -391,7 +402,8 @@ def _dropout_rewrite(step: _Step, n: Node) -> None:
 _FORMS = {"BatchNormalization": _Form(_bn_applies, _bn_rewrite),
           "Dropout": _Form(_dropout_applies, _dropout_rewrite),
           "MaxPool": _Form(_maxpool_applies, _maxpool_rewrite),
-          "LayerNormalization": _Form(_ln_applies, _ln_rewrite)}
+          "LayerNormalization": _Form(_ln_applies, _ln_rewrite),
+          "RmsNorm": _Form(_rms_applies, _rms_rewrite)}
 
 
 # ----------------------------------------------------------------------------- update

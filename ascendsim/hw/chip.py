@@ -28,8 +28,11 @@ Timing figures the simulator is expected to use:
 - scalar: each issued instruction costs `scalar_ops_per_instr` scalar ops at
   `scalar_ops_per_cycle`.
 - tasks: `host_launch_us` per op launched from the host, `sink_launch_us` per op when the graph
-  is sunk on the device; AI CPU ops cost `ai_cpu_task_launch_us` + elements /
-  (`ai_cpu_elements_per_cycle` * `ai_cpu_clock_hz`).
+  is sunk on the device; `kernel_start_us` per block on each core (scalar pipe) before the
+  block's first instruction; AI CPU ops cost `ai_cpu_task_launch_us`, then read their
+  inputs and write their outputs through the shared L2/HBM fabric at up to
+  `ai_cpu_memory_bytes_per_s` (contending with the AI Cores), and compute elements /
+  (`ai_cpu_op_elements_per_cycle[class]` * `ai_cpu_clock_hz`) in between.
 
 What is an estimate: every figure's source string starts with the confidence tag of
 `reference/ascend-hardware.md` (S stated, D derived, F CANN ini/fixture, M measured, G guessed;
@@ -180,6 +183,16 @@ class VectorRates:
 
 
 @dataclass(frozen=True)
+class AiCpuRates:
+    """Elements one AI CPU computes per cycle of its own clock, by op class (the AI CPU class
+    of an op follows its registry entry: see `ascendsim.lower.aicpu`)."""
+
+    elementwise: float = _spec("float", gt=0, doc="add/mul/compare/select loops (NEON)")
+    transcendental: float = _spec("float", gt=0, doc="exp/log/pow/sqrt/div (libm-style)")
+    index: float = _spec("float", gt=0, doc="data-dependent loops: NonZero, mask generation")
+
+
+@dataclass(frozen=True)
 class PathTable:
     """One number per data path `<src>_<dst>` (bandwidth or fixed latency); None = no such path.
 
@@ -291,10 +304,16 @@ class Chip:
                                 doc="host synchronisation after an eager call")
     sink_launch_us: float = _spec("float", "us", ge=0,
                                   doc="device-side dispatch per task (every launch mode)")
+    kernel_start_us: float = _spec(
+        "float", "us", ge=0, doc="per block on each core before its first instruction: "
+        "icache fill, kernel args and tiling data read, scalar prologue, end-of-kernel sync")
     ai_cpus: int = _spec("int", "cores", gt=0)
     ai_cpu_clock_hz: float = _spec("float", "Hz", gt=0)
     ai_cpu_task_launch_us: float = _spec("float", "us", ge=0)
-    ai_cpu_elements_per_cycle: float = _spec("float", "elements/cycle", gt=0, doc="per AI CPU")
+    ai_cpu_op_elements_per_cycle: AiCpuRates = _spec("group", "elements/cycle",
+                                                     group=AiCpuRates, doc="per AI CPU")
+    ai_cpu_memory_bytes_per_s: float = _spec(
+        "float", "bytes/s", gt=0, doc="one AI CPU's reads/writes of HBM/DDR (shared fabric)")
     # provenance: dotted key -> "TAG: source"; not part of equality
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False,
                                        metadata={"kind": "sources"})

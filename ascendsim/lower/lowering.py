@@ -69,7 +69,6 @@ from ..errors import ConfigError, GraphError, SimulationError
 from ..hw.names import (
     DETAILS,
     ENGINE_AICORE,
-    ENGINE_AICPU,
     GM,
     TASK_AI_CORE,
     TASK_AI_CPU,
@@ -79,7 +78,8 @@ from ..hw.names import (
 from ..ir.graph import rebound_subgraph
 from ..ir.registry import FUSED_OP, Category, Unit, VecClass, get_op, weight_inputs
 from ..ir.tensor import Value, itemsize
-from .attention import SPECIAL_LOWERINGS
+from .aicpu import lower_aicpu
+from .attention import FUSED_HEAD_LOWERINGS, SPECIAL_LOWERINGS
 from .cube_tiling import GemmSpec, a_tile_bytes, gemm_tiling, gemm_work, takes_nd
 from .program import CoreGroup, Phase, Program, Task
 from .tiling import VecPart, VecSpec, cdiv, ceil_to, vector_work
@@ -459,28 +459,7 @@ class _Lowering:
             self.fmt[o] = ND
 
     def aicpu(self, node) -> None:
-        chip = self.chip
-        ins = [self.ensure(i, ND) if i else i for i in node.inputs]
-        ins = [i for i in ins if i]
-        outs = list(node.outputs)
-        in_vals = [self.value(i) for i in ins]
-        out_vals = [self.value(o) for o in outs]
-        opdef = get_op(node.op_type, node.name)
-        flops = int(opdef.flops(in_vals, out_vals, node.attrs))
-        elems = max([v.numel for v in in_vals + out_vals] + [flops])
-        secs = chip.ai_cpu_task_launch_us * 1e-6 + elems / (chip.ai_cpu_elements_per_cycle
-                                                           * chip.ai_cpu_clock_hz)
-        cycles = chip.cycles(secs)
-        phase = Phase(ENGINE_AICPU, aicpu_cycles=cycles, aicpu_cores=1)
-        task = self.add_task(TaskSpec(
-            node.name, node.op_type, TASK_AI_CPU, [phase], ins, outs, [ND] * len(ins),
-            [ND] * len(outs), flops,
-            [f"AI CPU: {chip.ai_cpu_task_launch_us} us launch + {elems} elements at "
-             f"{chip.ai_cpu_elements_per_cycle} element/cycle x "
-             f"{chip.ai_cpu_clock_hz / 1e9:g} GHz on one AI CPU"]))
-        rd = sum(v.nbytes for v in in_vals)
-        wr = sum(v.nbytes for v in out_vals)
-        task.traffic.update({("DDR", "read"): rd, ("DDR", "write"): wr})
+        lower_aicpu(self, node)
 
     # -- vector ----------------------------------------------------------------------------
     def vector(self, node, parts: list, category: Category, fused: tuple[str, ...] = (),
@@ -751,6 +730,9 @@ class _Lowering:
             if Unit.CUBE in units:
                 head = sub.nodes[units.index(Unit.CUBE)]
                 tail = [n for n in sub.nodes if n is not head and self.unit(n) != Unit.NONE]
+                if head.op_type in FUSED_HEAD_LOWERINGS:   # grouped matmul + epilogue
+                    FUSED_HEAD_LOWERINGS[head.op_type](self, node, head, tail, inner, display)
+                    return
                 self.cube(node, head, tail, inner, node.name, display)
             else:
                 nodes = [n for n in sub.nodes if self.unit(n) != Unit.NONE]
