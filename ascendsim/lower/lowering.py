@@ -79,6 +79,7 @@ from ..ir.graph import rebound_subgraph
 from ..ir.registry import FUSED_OP, Category, Unit, VecClass, get_op, weight_inputs
 from ..ir.tensor import Value, itemsize
 from .attention import SPECIAL_LOWERINGS
+from .memo import gemm_work, vector_work
 from .program import CoreGroup, Phase, Program, Task
 from .tiling import (
     GemmSpec,
@@ -88,8 +89,6 @@ from .tiling import (
     cdiv,
     ceil_to,
     gemm_tiling,
-    gemm_work,
-    vector_work,
 )
 
 ND, NC1HWC0, NZ = "ND", "NC1HWC0", "FRACTAL_NZ"
