@@ -30,11 +30,23 @@ MAX_ENTRIES = 50_000
 
 _enabled = True
 _by_chip: dict[int, tuple[Any, dict]] = {}     # id(chip) -> (chip kept alive, memo)
+_counts = {"hits": 0, "misses": 0}
 
 
 def work_key(kind: str, spec: VecSpec | GemmSpec, cores: int | None = None) -> tuple:
     """Everything that decides a node's tiled work besides the chip (see the module note)."""
     return (kind, spec, cores)
+
+
+def stats() -> dict[str, int]:
+    """Reuses ("hits") and fresh tilings ("misses") since the last `clear()`, and entries."""
+    return {**_counts, "entries": sum(len(m) for _, m in _by_chip.values())}
+
+
+def clear() -> None:
+    """Empty the memo and its counters."""
+    _by_chip.clear()
+    _counts.update(hits=0, misses=0)
 
 
 def set_enabled(on: bool) -> bool:
@@ -43,7 +55,7 @@ def set_enabled(on: bool) -> bool:
     global _enabled
     old, _enabled = _enabled, on
     if not on:
-        _by_chip.clear()
+        clear()
     return old
 
 
@@ -67,6 +79,9 @@ def vector_work(chip, spec: VecSpec, op: str, cores: int) -> tuple[list[CoreGrou
     hit = memo.get(key)
     if hit is None:
         hit = memo[key] = tiling.vector_work(chip, spec, op, cores)
+        _counts["misses"] += 1
+    else:
+        _counts["hits"] += 1
     return list(hit[0]), list(hit[1])
 
 
@@ -79,7 +94,10 @@ def gemm_work(chip, spec: GemmSpec, op: str) -> tuple[list[CoreGroup], list[str]
     hit = memo.get(key)
     if hit is None:
         hit = memo[key] = tiling.gemm_work(chip, spec, op)
+        _counts["misses"] += 1
+    else:
+        _counts["hits"] += 1
     return list(hit[0]), list(hit[1]), hit[2]
 
 
-__all__ = ["vector_work", "gemm_work", "work_key", "set_enabled"]
+__all__ = ["vector_work", "gemm_work", "work_key", "set_enabled", "stats", "clear"]

@@ -59,6 +59,7 @@ CPUs) and gives them back when it ends.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import math
 from collections.abc import Callable
@@ -376,14 +377,11 @@ class Engine:
             raise SimulationError(f"deadlock: task(s) {', '.join(missing[:5])} never finished")
         trace = Trace(self.chip, detail=self.detail)
         trace.tasks = sorted(self.records, key=lambda r: r.task_id)
-        gc.disable()
-        try:
-            trace.intervals = self._intervals()
-        finally:
-            if gc_was:
-                gc.enable()
-        trace.total_cycles = max([r.end for r in trace.tasks] + [iv.end for iv in
-                                                                 trace.intervals] + [0])
+        # intervals are expanded from the rows when first read (Trace.defer_intervals); the
+        # last end is the same from the rows (every row becomes intervals with its end)
+        trace.defer_intervals(functools.partial(expand_rows, self.rows))
+        trace.total_cycles = max([r.end for r in trace.tasks] + [int(r.end) for r in
+                                                                 self.rows] + [0])
         self._check_finite(trace)
         return trace
 
@@ -666,16 +664,22 @@ class Engine:
             pipe_cycles=dict(busiest), fused_ops=t.fused_ops,
             roofline_cycles=t.roofline_cycles, notes=t.notes)
 
-    def _intervals(self) -> list[Interval]:
-        """Intervals per core, in start order (rows of a core group expanded per core)."""
+
+def expand_rows(rows: list[_Run]) -> list[Interval]:
+    """Intervals per core, in start order (rows of a core group expanded per core)."""
+    gc_was = gc.isenabled()
+    gc.disable()                 # 10^6 tuples that all live on: no cyclic GC passes meanwhile
+    try:
         out = []
-        rows = sorted(self.rows, key=lambda r: (r.start, r.engine, r.cores[0], r.pipe))
-        for r in rows:
+        for r in sorted(rows, key=lambda r: (r.start, r.engine, r.cores[0], r.pipe)):
             start, end, stall = int(r.start), int(r.end), int(r.stall)
             for c in r.cores:
                 out.append(Interval(r.engine, c, r.pipe, r.task_id, r.op, start, end, r.kind,
                                     r.nbytes, r.src, r.dst, r.count, stall))
         return out
+    finally:
+        if gc_was:
+            gc.enable()
 
 
 def split_segments(segments, k: int) -> tuple[tuple[Segment, ...], tuple[Segment, ...]]:
