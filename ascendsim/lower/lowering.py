@@ -83,9 +83,10 @@ from ..ir.tensor import Value, itemsize
 from .aicpu import lower_aicpu
 from .attention import FUSED_HEAD_LOWERINGS, SPECIAL_LOWERINGS
 from .bf16 import BF16_NOTE, bf16_vector_work, vconv_parts, widened
-from .cube_tiling import GemmSpec, a_tile_bytes, gemm_tiling, gemm_work, takes_nd
+from .cube_tiling import GemmSpec, a_tile_bytes, gemm_tiling, takes_nd
+from .memo import gemm_work, vector_work
 from .program import CoreGroup, Phase, Program, Task
-from .tiling import VecPart, VecSpec, cdiv, ceil_to, vector_work
+from .tiling import VecPart, VecSpec, cdiv, ceil_to
 from .vector_seq import SeqPart, resolve, vclass_of_registry
 
 ND, NC1HWC0, NZ = "ND", "NC1HWC0", "FRACTAL_NZ"

@@ -71,6 +71,7 @@ kernel's AIC and AIV phases, which overlap as their cross-core flags allow
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import math
 from collections.abc import Callable
@@ -317,6 +318,39 @@ class _StageTotals:
     writes: bool          # the shared bytes are mostly writes
 
 
+# ----------------------------------------------------------------------------- replay
+class _Replay:
+    """What an identical later task replays: its duration, the offset of its first core
+    grant, its rows (with start/end offsets), per-core busy cycles, buffer and fabric peaks."""
+
+    __slots__ = ("duration", "first", "rows", "busy", "peaks", "fabric")
+
+    def __init__(self, duration: int, first: int, rows: tuple, busy: dict, peaks: dict,
+                 fabric: tuple[float, float]) -> None:
+        self.duration, self.first, self.rows = duration, first, rows
+        self.busy, self.peaks, self.fabric = busy, peaks, fabric
+
+
+def replay_key(task) -> tuple:
+    """Everything that decides a task's simulated timing when it runs alone on the device (one
+    stream, sunk: the previous task has released every core and the fabric is idle when it
+    starts, and every time is an integer cycle, so its timing relative to its start does not
+    depend on when it starts): its phases. Identical work shares its CoreGroup objects (the
+    lowering's memo), so groups are compared by identity (they are frozen and the program
+    keeps them alive); the rest of a Phase by value; the task type decides whether a split
+    chip's AIC and AIV phases overlap (sim/mix.py)."""
+    return (task.task_type, *((ph.engine, ph.aicpu_cycles, ph.aicpu_cores, ph.vector_cores,
+                               ph.aicpu_launch_cycles, ph.aicpu_read_bytes,
+                               ph.aicpu_write_bytes, tuple(map(id, ph.groups)))
+                              for ph in task.phases))
+
+
+def _merge_peaks(into: dict[str, int], peaks: dict[str, int]) -> None:
+    for buf, level in peaks.items():
+        if level > into.get(buf, 0):
+            into[buf] = level
+
+
 # ----------------------------------------------------------------------------- engine
 #: the longest run a trace represents (int64 timestamps of the reports, with headroom)
 MAX_CYCLES = 2**62
@@ -335,7 +369,8 @@ class Engine:
     """Runs one Program on its chip; `run()` returns the Trace."""
 
     def __init__(self, program: Program, mode: str = "sink", symmetric: bool = True,
-                 progress: Callable[[int, int], None] | None = None) -> None:
+                 progress: Callable[[int, int], None] | None = None,
+                 replay: bool = True) -> None:
         if mode not in MODES:
             raise ConfigError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
         self.p = program
@@ -361,6 +396,10 @@ class Engine:
         self.started: dict[int, int] = {}     # task id -> when its first phase got cores
         self.progress = progress              # progress(tasks done, tasks in all), optional
         self.start_cycles = chip.cycles(chip.kernel_start_us * 1e-6)
+        # tasks run one at a time on the device (one stream, sunk): an identical task is
+        # replayed, not simulated again (see `replay_key`)
+        self.replay = replay and mode == "sink" and program.streams == 1
+        self._replays: dict[tuple, _Replay] = {}
 
     # -- running -------------------------------------------------------------------------
     def run(self) -> Trace:
@@ -393,14 +432,11 @@ class Engine:
             raise SimulationError(f"deadlock: task(s) {', '.join(missing[:5])} never finished")
         trace = Trace(self.chip, detail=self.detail)
         trace.tasks = sorted(self.records, key=lambda r: r.task_id)
-        gc.disable()
-        try:
-            trace.intervals = self._intervals()
-        finally:
-            if gc_was:
-                gc.enable()
-        trace.total_cycles = max([r.end for r in trace.tasks] + [iv.end for iv in
-                                                                 trace.intervals] + [0])
+        # intervals are expanded from the rows when first read (Trace.defer_intervals); the
+        # last end is the same from the rows (every row becomes intervals with its end)
+        trace.defer_intervals(functools.partial(expand_rows, self.rows))
+        trace.total_cycles = max([r.end for r in trace.tasks] + [int(r.end) for r in
+                                                                 self.rows] + [0])
         self._check_finite(trace)
         return trace
 
@@ -462,7 +498,12 @@ class Engine:
                 yield env.timeout(sink)
             self.pipe_busy[t.task_id] = {}
             self.started.pop(t.task_id, None)
-            yield from run_phases(self, t)      # in turn; a 910B mix kernel overlapped
+            key = replay_key(t) if self.replay else None
+            seen = self._replays.get(key) if key is not None else None
+            if seen is None:
+                yield from self._run_phases(t, key)
+            else:
+                yield from self._replay(t, seen)
             end = env.now
             start = self.started.get(t.task_id, end)
             self.records.append(self._record(t, start, end, launch_start,
@@ -471,6 +512,50 @@ class Engine:
             self.done[t.task_id].succeed()
             if self.progress is not None:
                 self.progress(len(self.records), len(self.p.tasks))
+
+    def _run_phases(self, t, key):
+        """Simulate a task's phases; with a replay `key`, keep what a later identical task
+        needs to replay it (its duration, rows, busy cycles and peaks, relative to its
+        start)."""
+        env = self.env
+        if key is None:
+            yield from run_phases(self, t)      # in turn; a 910B mix kernel overlapped
+            return
+        start, first_row = env.now, len(self.rows)
+        outer_peaks, self.peaks = self.peaks, {}
+        fabric = self.fabric
+        outer_fabric, (fabric.peak_l2, fabric.peak_hbm) = (fabric.peak_l2, fabric.peak_hbm), \
+            (0.0, 0.0)
+        try:
+            yield from run_phases(self, t)
+        finally:
+            task_peaks, self.peaks = self.peaks, outer_peaks
+            task_fabric = (fabric.peak_l2, fabric.peak_hbm)
+            fabric.peak_l2 = max(outer_fabric[0], task_fabric[0])
+            fabric.peak_hbm = max(outer_fabric[1], task_fabric[1])
+            _merge_peaks(self.peaks, task_peaks)
+        self._replays[key] = _Replay(
+            env.now - start, self.started.get(t.task_id, env.now) - start,
+            tuple((r, r.start - start, r.end - start) for r in self.rows[first_row:]),
+            {c: dict(b) for c, b in self.pipe_busy[t.task_id].items()}, task_peaks,
+            task_fabric)
+
+    def _replay(self, t, seen: _Replay):
+        """An identical task simulated before (see `replay_key`): the same rows, busy cycles
+        and peaks, shifted to now; one timeout instead of its events."""
+        env = self.env
+        start = env.now
+        self.started[t.task_id] = start + seen.first
+        for r, a, b in seen.rows:
+            self.rows.append(_Run(r.engine, r.cores, r.pipe, t.task_id, t.op_name, start + a,
+                                  start + b, r.kind, r.nbytes, r.src, r.dst, r.count, r.stall,
+                                  r.tile))
+        self.pipe_busy[t.task_id] = {c: dict(b) for c, b in seen.busy.items()}
+        _merge_peaks(self.peaks, seen.peaks)
+        self.fabric.peak_l2 = max(self.fabric.peak_l2, seen.fabric[0])
+        self.fabric.peak_hbm = max(self.fabric.peak_hbm, seen.fabric[1])
+        if seen.duration:
+            yield env.timeout(seen.duration)
 
     def _phase(self, task, ph):
         env = self.env
@@ -666,8 +751,8 @@ class Engine:
                                   end, tot.kind, tot.nbytes, _lvl(tot.src, hbm),
                                   _lvl(tot.dst, hbm), tot.count, stall))
         self._note_busy(task.task_id, cores[0], pipe, busy + end - start)
-        if env.now < start + window:
-            yield env.timeout(int(math.ceil(start + window - env.now)))
+        if env.now - start < window:       # (times are integers: only differences are floats)
+            yield env.timeout(int(math.ceil(window - (env.now - start))))
 
     # -- results ---------------------------------------------------------------------------
     def _record(self, t, start, end, launch_start, wait) -> TaskRecord:
@@ -687,16 +772,22 @@ class Engine:
             pipe_cycles=dict(busiest), fused_ops=t.fused_ops,
             roofline_cycles=t.roofline_cycles, notes=t.notes)
 
-    def _intervals(self) -> list[Interval]:
-        """Intervals per core, in start order (rows of a core group expanded per core)."""
+
+def expand_rows(rows: list[_Run]) -> list[Interval]:
+    """Intervals per core, in start order (rows of a core group expanded per core)."""
+    gc_was = gc.isenabled()
+    gc.disable()                 # 10^6 tuples that all live on: no cyclic GC passes meanwhile
+    try:
         out = []
-        rows = sorted(self.rows, key=lambda r: (r.start, r.engine, r.cores[0], r.pipe))
-        for r in rows:
+        for r in sorted(rows, key=lambda r: (r.start, r.engine, r.cores[0], r.pipe)):
             start, end, stall = int(r.start), int(r.end), int(r.stall)
             for c in r.cores:
                 out.append(Interval(r.engine, c, r.pipe, r.task_id, r.op, start, end, r.kind,
                                     r.nbytes, r.src, r.dst, r.count, stall))
         return out
+    finally:
+        if gc_was:
+            gc.enable()
 
 
 def split_segments(segments, k: int) -> tuple[tuple[Segment, ...], tuple[Segment, ...]]:
