@@ -120,6 +120,10 @@ def lower_attention(low, node: Node) -> None:
     rows = group if stacked else s
     sq, tk = _blocks(chip, rows, d, in_b, m0, vec_share)
     per_head = _visible_blocks(rows if stacked else s, t, sq, tk, causal, stacked)
+    # the last key block ends at T: its DMA reads only the keys that exist (T = 4097 in a
+    # decode step over a 4096-token cache reads 4097 rows, not 33 blocks of 128)
+    keys = sum(min(t, nb * tk) for nb in per_head)
+    fill = keys / (sum(per_head) * tk)
     heads_per_tile = hkv if stacked else h
     tiles = b * heads_per_tile * len(per_head)
     blocks_per_tile = max(1, round(sum(per_head) / len(per_head)))
@@ -127,14 +131,14 @@ def lower_attention(low, node: Node) -> None:
     per_unit = blocks_per_tile / units          # key blocks one simulated unit stands for
     block = min(chip.ai_cores, tiles)
     # L2: K/V are read once per query block (per head in prefill); the first read misses
-    kv_reads = b * heads_per_tile * sum(per_head) * tk * d * in_b * 2
+    kv_reads = b * heads_per_tile * keys * d * in_b * 2
     miss_kv = max(low.miss(ins[1], kv_reads / 2), low.miss(ins[2], kv_reads / 2))
     miss_q = low.miss(ins[0], padded_bytes(q, ND))
     through = low.through(node.outputs[0], ND)
     # ---- one unit (a key block) and the per-tile head/tail
     kv_blk = tk * d * in_b
-    mte2 = (gm_read(chip, "MTE2", "L1", round(kv_blk * per_unit), miss_kv),
-            gm_read(chip, "MTE2", "L1", round(kv_blk * per_unit), miss_kv))
+    mte2 = (gm_read(chip, "MTE2", "L1", round(kv_blk * per_unit * fill), miss_kv),
+            gm_read(chip, "MTE2", "L1", round(kv_blk * per_unit * fill), miss_kv))
     head = (gm_read(chip, "MTE2", "L1", sq * d * in_b, miss_q, kind="copy_q"),)
     if mask is not None:
         mte2 += (gm_read(chip, "MTE2", "L1", round(sq * tk * itemsize(mask.dtype) * per_unit),
