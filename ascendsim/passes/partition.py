@@ -53,6 +53,7 @@ compile-time parameters, e.g. a reduce's axes, not data).
 
 from __future__ import annotations
 
+import gc
 from bisect import insort
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -207,6 +208,17 @@ class FusionGraph:
         """Re-order the graph exactly as `Graph.toposort` does (Kahn's algorithm, ready nodes
         first-in first-out, a node's readers in current order), from the index instead of
         re-reading every value name, then re-index."""
+        # the re-index allocates ~10^4 lists that all live on: no cyclic GC passes meanwhile
+        # (nothing here forms cycles; a pass over the large heap costs as much as the sort)
+        gc_was = gc.isenabled()
+        gc.disable()
+        try:
+            self._resort()
+        finally:
+            if gc_was:
+                gc.enable()
+
+    def _resort(self) -> None:
         nodes = self.nodes
         live = [i for i, n in enumerate(nodes) if n is not None]
         if self._empty_outputs and any(not o for i in live for o in nodes[i].outputs):
@@ -251,9 +263,9 @@ class FusionGraph:
         for k, old in enumerate(order):
             new[old] = k
         self.nodes = [nodes[i] for i in order]
-        self.index = {n.name: k for k, n in enumerate(self.nodes)}
-        self.producer = {v: new[i] for v, i in self.producer.items()}
+        self.index = dict(zip([n.name for n in self.nodes], range(len(order))))
         at = new.__getitem__
+        self.producer = dict(zip(self.producer, map(at, self.producer.values())))
         self.readers = {v: [new[rs[0]]] if len(rs) == 1 else sorted(map(at, rs))
                         for v, rs in self.readers.items()}
         succ = self.succ
