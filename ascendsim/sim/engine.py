@@ -852,11 +852,6 @@ def _stage_totals(segments, n: int) -> list[_StageTotals]:
 _SPANS: dict[int, tuple[list, list[int]]] = {}
 
 
-def _mergeable(entry) -> bool:
-    ins = entry[0]
-    return type(ins.cycles) is int and not (ins.shared and ins.nbytes)
-
-
 def _timeout_spans(queue: list) -> list[int]:
     """Per entry of an expanded pipe queue (`expand_flags`: cached, read-only): the cycles of
     one timeout covering a run of plain-timeout instructions that starts here (0: no run),
@@ -867,14 +862,17 @@ def _timeout_spans(queue: list) -> list[int]:
     hit = _SPANS.get(id(queue))
     if hit is not None and hit[0] is queue:
         return hit[1]
-    spans = [0] * len(queue)
-    k, n = 0, len(queue)
+    n = len(queue)
+    # a plain timeout (not a flow over the shared fabric) of integer cycles
+    plain = [type(e[0].cycles) is int and not (e[0].nbytes and e[0].shared) for e in queue]
+    # whether entry j and entry j + 1 can be waited for as one timeout
+    joins = [plain[j] and plain[j + 1] and not a[2] and not a[4] and not b[1] and not b[3]
+             and a[5] == b[5] for j, (a, b) in enumerate(zip(queue, queue[1:]))]
+    spans = [0] * n
+    k = 0
     while k < n:
         j = k
-        while (j + 1 < n and _mergeable(queue[j]) and _mergeable(queue[j + 1])
-               and not queue[j][2] and not queue[j][4]           # no sets, no frees
-               and not queue[j + 1][1] and not queue[j + 1][3]   # no waits, no allocs
-               and queue[j + 1][5] == queue[j][5]):              # the same tile
+        while j < n - 1 and joins[j]:
             j += 1
         if j > k:
             spans[k] = sum(queue[i][0].cycles for i in range(k, j + 1))
