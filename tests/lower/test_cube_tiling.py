@@ -145,3 +145,52 @@ def test_one_tile_l0c_waits_for_its_drain_only_without_the_unit_flag():
         t1 = type(t)(**{**t.__dict__, "m_t": 128, "n_t": 256, "db_l0c": 1, "cub_n": 128})
         m_stage = next(s for s in _gemm_stages(chip, spec, t1) if s.pipe == "M")
         assert any(i.kind == "wait_l0c" for i in m_stage.head) is waits, name
+
+
+def _slow_search(chip, spec):
+    """The tiling search as first written: `_estimate` per candidate, GemmTiling objects."""
+    from ascendsim.lower import cube_tiling as ct
+    cands = []
+    for m_t in ct._MN_EDGES:
+        for n_t in ct._MN_EDGES:
+            for ks in ct._K_STEPS:
+                k_t = ks * chip.cube_shape(spec.in_dtype)[1]
+                nk = -(-spec.k // k_t)
+                for r in ct._L1_STEPS:
+                    if r > nk or nk % r:
+                        continue
+                    for reuse in ct.REUSE_MODES:
+                        for db_l0c in (1, 2):
+                            cands.append(((m_t, n_t, k_t, k_t * r, reuse, db_l0c, n_t),
+                                          ct._estimate(chip, spec, m_t, n_t, k_t, k_t * r,
+                                                       reuse, db_l0c, n_t)))
+    return cands
+
+
+@pytest.mark.parametrize("name", ["ascend910", "ascend910b", "ascend310"])
+def test_batched_estimates_equal_the_one_candidate_estimate(name):
+    """`_estimates` (what the search runs) gives the very floats `_estimate` gives, for every
+    candidate: GEMMs and convs, L2 misses, ND operands, a bias."""
+    from ascendsim.lower import cube_tiling as ct
+    chip = get_chip(name)
+    specs = [GemmSpec(1, 2048, 1024, 4096, "float16", 2, 2, 4),
+             GemmSpec(8, 196, 1152, 130, "float16", 2, 2, 4, miss_a=0.3, miss_b=0.0,
+                      bias=True, nd2nz_a=True),
+             GemmSpec(32, 3136, 576, 64, "float16", 2, 2, 4, miss_a=1.0, miss_b=0.55,
+                      conv_rows=(56, 58, 1, 3, 3), nd2nz_b=True)]
+    for spec in specs:
+        for (m_t, n_t, k_t, k_l1, reuse, db_l0c, cub), want in _slow_search(chip, spec):
+            (row,) = ct._estimates(chip, spec, m_t, n_t, k_t, [(k_l1, reuse)], db_l0c, cub)
+            assert ct.GemmTiling(*row) == want
+
+
+def test_tiling_ignores_what_the_search_never_reads():
+    """GEMMs that differ only in their epilogue, write-through share or shared strips share a
+    search: the same tiling as each spec searched on its own."""
+    from ascendsim.lower import cube_tiling as ct
+    chip = get_chip("ascend910")
+    plain = GemmSpec(1, 1024, 1024, 1024, "float16", 2, 2, 4, miss_a=0.5)
+    other = GemmSpec(1, 1024, 1024, 1024, "float16", 2, 2, 4, miss_a=0.5, out_through=0.25,
+                     shared_a=True)
+    assert ct.tiling_key(other) == plain
+    assert gemm_tiling(chip, other, "mm") == ct._gemm_tiling.__wrapped__(chip, other)
