@@ -301,8 +301,9 @@ def _gm_l1_bw(chip, nd2nz: bool) -> float:
 
 def _estimates(chip, spec: GemmSpec, m_t: int, n_t: int, k_t: int,
                variants: list[tuple[int, str]], db_l0c: int, cub: int) -> list[tuple]:
-    """`_estimate` for each (k_l1, reuse) of one base block, as GemmTiling field tuples: the
-    same arithmetic in the same order (so the same floats), with what the variants share
+    """A candidate's estimated time for each (k_l1, reuse) of one base block, as GemmTiling
+    field tuples: the slowest pipe's period over the tiles of one core, plus the pipeline's
+    fill (the first L1 chunk) and drain (the last output). What the variants share is
     computed once (the search runs ~1000 candidates per GEMM spec)."""
     m0, k0, n0 = chip.cube_shape(spec.in_dtype)
     c0 = chip.cube_mmad_overhead_cycles
@@ -349,47 +350,6 @@ def _estimates(chip, spec: GemmSpec, m_t: int, n_t: int, k_t: int,
         rows.append((m_t, n_t, k_t, k_l1, tiles, block, est, tm, tn, reuse, run_a, run_b,
                      db_l0c, cub))
     return rows
-
-
-def _estimate(chip, spec: GemmSpec, m_t: int, n_t: int, k_t: int, k_l1: int, reuse: str,
-              db_l0c: int, cub: int) -> GemmTiling:
-    """A candidate's estimated time: the slowest pipe's period over the tiles of one core,
-    plus the pipeline's fill (the first L1 chunk) and drain (the last output)."""
-    m0, k0, n0 = chip.cube_shape(spec.in_dtype)
-    c0 = chip.cube_mmad_overhead_cycles
-    l2_bw = chip.l2_bandwidth_bytes_per_s / chip.clock_hz
-    hbm_bw = chip.hbm_bandwidth_bytes_per_s / chip.clock_hz
-    tm, tn, tiles, block = _grid(chip, spec, m_t, n_t)
-    per_core = cdiv(tiles, block)
-    run_a = min(per_core, tn) if reuse == "A" else 1
-    run_b = min(per_core, tm) if reuse == "B" else 1
-    nk = cdiv(spec.k, k_t)
-    mmad = cdiv(m_t, m0) * (k_t // k0) * cdiv(n_t, n0) + c0
-    t_m = nk * mmad
-    pb = chip.path_bytes_per_cycle
-    t_mte1 = nk * (m_t * k_t * spec.in_bytes / pb.l1_l0a + k_t * n_t * spec.in_bytes / pb.l1_l0b)
-    a_b = a_tile_bytes(spec, m_t) / run_a
-    b_b = spec.k * n_t * spec.in_bytes / run_b
-    miss = (spec.miss_a + spec.miss_b) / 2
-    t_mte2 = 0.0
-    for nbytes, nd, m_x in ((a_b, spec.nd2nz_a, spec.miss_a), (b_b, spec.nd2nz_b, spec.miss_b)):
-        bw = _gm_l1_bw(chip, nd)
-        core_bw = bw * (1 - m_x) + m_x * bw / chip.l2_miss_slowdown
-        t_mte2 += nbytes / min(core_bw, l2_bw / block, hbm_bw / (block * max(miss, 1e-9)))
-    t_mte2 += (nk * k_t // k_l1) * 2 * chip.path_latency_cycles.gm_l1
-    out = m_t * n_t
-    if chip.coupled:
-        t_out = out * spec.acc_bytes / pb.l0c_ub
-        t_st = out * spec.out_bytes / pb.ub_gm
-    else:
-        t_out = out * spec.out_bytes / pb.l0c_gm
-        t_st = 0.0
-    period = max(t_m, t_mte1, t_mte2, t_out, t_st)
-    if db_l0c == 1 and not unit_flag(chip):   # one tile in L0C: the cube waits for its drain
-        period = max(period, t_m + t_out)
-    est = per_core * period + (t_mte2 * k_l1 / (nk * k_t)) + t_out + t_st
-    return GemmTiling(m_t, n_t, k_t, k_l1, tiles, block, est, tm, tn, reuse, run_a, run_b,
-                      db_l0c, cub)
 
 
 def gemm_work(chip, spec: GemmSpec, op: str) -> tuple[list[CoreGroup], list[str], GemmTiling]:
