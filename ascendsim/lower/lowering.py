@@ -84,6 +84,7 @@ from .aicpu import lower_aicpu
 from .attention import FUSED_HEAD_LOWERINGS, SPECIAL_LOWERINGS
 from .bf16 import BF16_NOTE, bf16_vector_work, vconv_parts, widened
 from .cube_tiling import GemmSpec, a_tile_bytes, gemm_tiling, takes_nd
+from .matmul_format import MatmulFormats, matmul_formats
 from .memo import gemm_work, vector_work
 from .program import CoreGroup, Phase, Program, Task
 from .tiling import VecPart, VecSpec, cdiv, ceil_to
@@ -598,8 +599,12 @@ class _Lowering:
         conv = opdef.conv
         x_name, w_name = head.inputs[0], head.inputs[1]
         extra = [i for i in head.inputs[2:] if i]
-        # split chips' MatMul kernels take ND (nd2nz on the GM->L1 move) and give ND
+        # split chips' MatMul kernels take ND (nd2nz on the GM->L1 move) and give ND, unless
+        # CANN's ND/NZ rule sends a 2-D MatMul through TransData to NZ (lower/matmul_format.py)
         nd = not conv and takes_nd(chip)
+        formats = self.split_matmul_formats(head.op_type, x_name, w_name) if nd else None
+        if formats is not None and not formats.nd_in:
+            nd = False
         need = NC1HWC0 if conv else ND if nd else NZ
         x_name = self.ensure(x_name, need) if self.format_of(x_name) != NZ or not nd else x_name
         if not self.is_const(w_name) and (self.format_of(w_name) != NZ or not nd):
@@ -623,9 +628,11 @@ class _Lowering:
                                 self.value(extra[0]) if extra else None)
         batch, m, k, n, conv_rows, bias = geo.batch, geo.m, geo.k, geo.n, geo.conv_rows, geo.bias
         notes.append(geo.note)
+        if formats is not None:
+            notes.append(f"formats: {formats.reason}")
         # the fused tail: element-wise ops per output element, extra inputs from GM
         out_names = list(node.outputs)
-        out_fmt = NC1HWC0 if conv else ND if nd else NZ
+        out_fmt = NC1HWC0 if conv else ND if nd or (formats and formats.nd_out) else NZ
         out_vals = [self.value(o) for o in out_names]
         n_out = max(padded_numel(v, out_fmt) for v in out_vals)
         tail_in = [i for i in node.inputs if i and i not in head.inputs]
@@ -692,6 +699,17 @@ class _Lowering:
                                       out_fmts, flops, notes, fused, cube_dtype=cdt))
         if split_tail:   # the cube result waits in a GM workspace for the AIV phase
             task.workspace_bytes = padded_bytes(head_out, out_fmt)
+
+    def split_matmul_formats(self, op_type: str, x_name: str, w_name: str
+                             ) -> MatmulFormats | None:
+        """CANN's ND/NZ choice for a 2-D MatMul (A 2-D, B 2-D or a vector) on a split chip,
+        None for other cube ops (lower/matmul_format.py)."""
+        xv, wv = self.value(x_name), self.value(w_name)
+        if op_type != "MatMul" or xv.rank != 2 or wv.rank not in (1, 2):
+            return None
+        m, k = (int(d) for d in xv.shape)
+        n = int(wv.shape[-1]) if wv.rank == 2 else 1
+        return matmul_formats(m, k, n, xv.dtype, self.chip.ai_cores)
 
     def _operand_misses(self, probe: GemmSpec, op: str, x_name: str, w_name: str, xv: Value,
                         wv: Value) -> tuple[float, float, bool, int, int, int]:
