@@ -84,7 +84,7 @@ from .aicpu import lower_aicpu
 from .attention import FUSED_HEAD_LOWERINGS, SPECIAL_LOWERINGS
 from .bf16 import BF16_NOTE, bf16_vector_work, vconv_parts, widened
 from .cube_tiling import GemmSpec, a_tile_bytes, gemm_tiling, takes_nd
-from .matmul_format import MatmulFormats, matmul_formats
+from .matmul_format import ND2NZ_DMA_MAX_STRIDE, MatmulFormats, matmul_formats, nd2nz_head
 from .memo import gemm_work, vector_work
 from .program import CoreGroup, Phase, Program, Task
 from .tiling import VecPart, VecSpec, cdiv, ceil_to
@@ -660,6 +660,21 @@ class _Lowering:
                                 self.miss(i, padded_bytes(self.value(i), ND)))
                                for i in tail_in)
         phases: list[Phase] = []
+        # ND operands too wide for the on-the-fly ND->NZ DMA: a vector head converts them
+        head_a, head_b = nd2nz_head(k, n) if nd and formats is not None else (False, False)
+        head_a = head_a and self.format_of(x_name) == ND
+        head_b = head_b and self.format_of(w_name) == ND
+        workspace = 0
+        for operand, v, on in ((x_name, xv, head_a), (w_name, wv, head_b)):
+            if on:
+                ph, ws_fits, hnotes = self.nd2nz_head_phase(operand, v)
+                phases.append(ph)
+                notes += hnotes
+                workspace += padded_bytes(v, NZ)
+                if operand == x_name:
+                    miss_a = 0.0 if ws_fits else 1.0
+                else:
+                    miss_b = 0.0 if ws_fits else 1.0
         split_tail = tail and not chip.coupled
         spec = GemmSpec(batch, m, k, n, cdt, in_b, max(1, round(out_bytes)) if not split_tail
                         else itemsize(head_out.dtype), acc, miss_a, miss_b,
@@ -667,8 +682,8 @@ class _Lowering:
                         () if split_tail else tuple(epi_parts),
                         () if split_tail else epi_inputs, shared_a=gn > 1 and block > 1,
                         shared_b=gm > 1 and block > 1,
-                        nd2nz_a=nd and self.format_of(x_name) == ND,
-                        nd2nz_b=nd and self.format_of(w_name) == ND)
+                        nd2nz_a=nd and self.format_of(x_name) == ND and not head_a,
+                        nd2nz_b=nd and self.format_of(w_name) == ND and not head_b)
         groups, cnotes, t = gemm_work(chip, spec, node.name)
         notes += cnotes
         notes.append(f"L2: A miss {miss_a:.2f}, B miss {miss_b:.2f} (operands "
@@ -694,11 +709,31 @@ class _Lowering:
             flops += self.vec_parts(tail, per_out, out_names)[2]
         # per-channel outputs of an epilogue (Conv + BNTrainingReduce's sums) are ND vectors
         out_fmts = [out_fmt if self.value(o).rank == head_out.rank else ND for o in out_names]
+        if head_a or head_b:
+            task_type = TASK_MIX_AIC
         task = self.add_task(TaskSpec(name or node.name, op_type or node.op_type, task_type,
                                       phases, ins, out_names, [self.format_of(i) for i in ins],
                                       out_fmts, flops, notes, fused, cube_dtype=cdt))
         if split_tail:   # the cube result waits in a GM workspace for the AIV phase
-            task.workspace_bytes = padded_bytes(head_out, out_fmt)
+            workspace += padded_bytes(head_out, out_fmt)
+        task.workspace_bytes = workspace
+
+    def nd2nz_head_phase(self, name: str, v: Value) -> tuple[Phase, bool, list[str]]:
+        """The AIV phase at a MatMul kernel's head that converts an ND operand too wide for the
+        ND->NZ DMA into an NZ workspace (lower/matmul_format.py); returns the phase, whether
+        the workspace stays in L2 (the cube then reads it from there) and notes."""
+        src_b, dst_b = padded_bytes(v, ND), padded_bytes(v, NZ)
+        n = max(padded_numel(v, ND), padded_numel(v, NZ))
+        fits = self.l2.fits(dst_b)
+        spec = VecSpec(n, ((src_b / n, self.miss(name, src_b)),), dst_b / n,
+                       0.0 if fits else 1.0,
+                       (VecPart("unary", v.dtype, max(src_b, dst_b) / n, "vec_transdata"),))
+        groups, vnotes = vector_work(self.chip, spec, f"nd2nz head {name}", self._vcores())
+        notes = [f"'{name}' rows exceed the ND->NZ DMA stride ({ND2NZ_DMA_MAX_STRIDE} "
+                 f"elements): the AIV cores convert it to an NZ workspace at the kernel's head "
+                 f"({src_b} B -> {dst_b} B, {'kept in L2' if fits else 'through HBM'}), then "
+                 f"the cube reads the workspace (MatMulV3 V_HEAD_ND2NZ)"] + vnotes
+        return self._vphase(groups), fits, notes
 
     def split_matmul_formats(self, op_type: str, x_name: str, w_name: str
                              ) -> MatmulFormats | None:

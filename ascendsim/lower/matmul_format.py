@@ -25,6 +25,16 @@ the vector) has N = 1 as B's inner axis, so a float16/bfloat16 GEMV larger than 
 limit and below the split-K rule runs on NZ operands, paying a TransData of the whole matrix
 and the vector padded to 16 columns.
 
+An ND operand whose rows are longer than `ND2NZ_DMA_MAX_STRIDE` elements cannot be converted on
+the GM->L1 move at all: the DMA's source row stride (`copy_gm_to_cbuf_multi_nd2nz` srcDValue,
+CCE intrinsic API) is a 16-bit count, [1, 65535] elements. MatMulV3 then converts that operand
+with the vector cores at the head of the kernel, into a GM workspace in NZ, before the cube
+phase (ops-nn matmul_v3_base_tiling.cpp `GetMoreArgs`: nd2nzA/B when the inner size exceeds
+ND2NZ_ON_THE_FLY_LIMIT = 65535; `MixNd2NzType::V_HEAD_ND2NZ`, "all cores do nd2nz at the
+head"); `nd2nz_head` says which operands (A's rows are K long, B's N long; a matrix-vector
+product's B, which CANN lays out as a 1 x K row, then converts only K elements, which this
+model leaves out).
+
 The rule is the aclnn (op-by-op, torch_npu) path's; this model applies it to every 2-D MatMul
 node on a split chip. Batched MatMuls (BatchMatMul's own util) keep ND.
 """
@@ -47,6 +57,8 @@ SPLIT_K_BLOCK = 128
 NZ_ND_OUT_ALIGN = 256
 #: element alignment of a short inner axis that still allows ND (`& 0xF`)
 SHORT_INNER_ALIGN = 16
+#: the ND->NZ DMA's largest source row stride, in elements (srcDValue, uint16)
+ND2NZ_DMA_MAX_STRIDE = 65535
 #: dtypes the rule applies to (IsFormatSupportNd: others always take ND on DAV_2201)
 RULE_DTYPES = ("float16", "bfloat16")
 
@@ -91,5 +103,12 @@ def matmul_formats(m: int, k: int, n: int, dtype: str, cube_cores: int) -> Matmu
            else "NZ, converted back to ND")))
 
 
-__all__ = ["MatmulFormats", "matmul_formats", "INNER_MAX", "INNER_MIN", "ND_SMALL_LIMIT",
-           "SPLIT_K_MIN_K"]
+def nd2nz_head(k: int, n: int) -> tuple[bool, bool]:
+    """Whether an ND A (rows of k elements) and an ND B (rows of n elements) exceed the
+    on-the-fly conversion's row stride and are converted at the kernel's head by the vector
+    cores (see the module note)."""
+    return k > ND2NZ_DMA_MAX_STRIDE, n > ND2NZ_DMA_MAX_STRIDE
+
+
+__all__ = ["MatmulFormats", "matmul_formats", "nd2nz_head", "ND2NZ_DMA_MAX_STRIDE", "INNER_MAX",
+           "INNER_MIN", "ND_SMALL_LIMIT", "SPLIT_K_MIN_K"]

@@ -102,3 +102,25 @@ def test_explain_names_the_format_choice():
     res, _ = _tasks(4096, 4096, "float16")
     text = res.explain("mv")
     assert "FRACTAL_NZ by TransData" in text and "IsNdToNzOnTheFly" in text
+
+
+# ----------------------------------------------------------------------------- nd2nz head
+def test_rows_wider_than_the_nd2nz_dma_stride_get_a_vector_head():
+    """A = 1024 x 65536: its rows exceed the ND->NZ DMA's 65535-element source stride, so the
+    MatMul kernel (one task) converts A on the AIV cores into an NZ workspace first, then the
+    cube reads the workspace: the task costs at least the conversion's HBM traffic (read A,
+    write the workspace, which does not fit in L2) plus the cube's read of it, and more than
+    the same MatMul with rows one fractal narrower (65520, converted on the fly)."""
+    chip = get_chip("ascend910b")
+    res, tasks = _tasks(1024, 65536, "float16")
+    assert [t.op_type for t in tasks] == ["MatMul"]
+    mm = tasks[0]
+    assert mm.task_type == "MIX_AIC"
+    assert "exceed the ND->NZ DMA stride" in res.explain("mv")
+    a_bytes = 1024 * 65536 * 2
+    roof = 3 * a_bytes / chip.hbm_bandwidth_bytes_per_s
+    t = res.chip.seconds(mm.duration)
+    assert roof <= t <= 2.5 * roof
+    res_n, tasks_n = _tasks(1024, 65520, "float16")
+    assert "exceed the ND->NZ DMA stride" not in res_n.explain("mv")
+    assert t > 1.5 * res_n.chip.seconds(tasks_n[0].duration)
