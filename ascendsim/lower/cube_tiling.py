@@ -111,6 +111,7 @@ class GemmSpec:
     shared_b: bool = False
     nd2nz_a: bool = False       # A is ND in GM: converted to NZ on the GM->L1 move
     nd2nz_b: bool = False
+    blocks: int = 0             # the kernel's block dim when the op fixes it (0: the tiling's)
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,7 @@ class GemmTiling:
     k_t: int                    # baseK
     k_l1: int                   # stepK * baseK: K elements per GM->L1 chunk
     tiles: int                  # output base blocks (batch x tm x tn)
-    block: int                  # cores used
+    block: int                  # blocks launched (block dim); more than the cores: rounds
     est: float                  # estimated cycles
     tm: int = 1                 # base blocks along M (x batch)
     tn: int = 1                 # base blocks along N
@@ -136,6 +137,10 @@ class GemmTiling:
     def step_k(self) -> int:
         """Base K blocks per GM->L1 chunk (TCubeTiling stepKa = stepKb)."""
         return self.k_l1 // self.k_t
+
+    def rounds(self, cores: int) -> int:
+        """Rounds the blocks take on `cores` cores (1 unless the block dim exceeds them)."""
+        return cdiv(self.block, cores)
 
     @property
     def a_reads(self) -> float:
@@ -185,11 +190,29 @@ def unit_flag(chip) -> bool:
 
 
 def _grid(chip, spec: GemmSpec, m_t: int, n_t: int) -> tuple[int, int, int, int]:
-    """(tm, tn, tiles, block): base blocks along M (x batch) and N, in all, and cores used."""
+    """(tm, tn, tiles, block): base blocks along M (x batch) and N, in all, and the block dim
+    (the op's own when it fixes one, `GemmSpec.blocks`; else one block per core, at most one
+    per base block)."""
     m0, _, n0 = chip.cube_shape(spec.in_dtype)
     tm = spec.batch * cdiv(ceil_to(spec.m, m0), m_t)
     tn = cdiv(ceil_to(spec.n, n0), n_t)
-    return tm, tn, tm * tn, min(chip.ai_cores, tm * tn)
+    block = spec.blocks if spec.blocks else min(chip.ai_cores, tm * tn)
+    return tm, tn, tm * tn, block
+
+
+def core_tiles(tiles: int, blocks: int, cores: int) -> list[tuple[int, int]]:
+    """[(base blocks, how many cores run that many)]: `tiles` spread over `blocks` blocks in
+    contiguous runs (the tail runs shorter), block b on core b mod `cores`. With more blocks
+    than cores the runtime starts the extra blocks as cores free up (rounds), so a core that
+    takes two blocks runs both runs one after the other."""
+    per_block = [n for n, k in split_even(tiles, blocks) for _ in range(k)]
+    per_core = [0] * min(cores, blocks)
+    for b, n in enumerate(per_block):
+        per_core[b % cores] += n
+    counts: dict[int, int] = {}
+    for n in per_core:
+        counts[n] = counts.get(n, 0) + 1
+    return sorted(counts.items(), reverse=True)
 
 
 def gemm_tiling(chip, spec: GemmSpec, op: str) -> GemmTiling:
@@ -310,7 +333,9 @@ def _estimates(chip, spec: GemmSpec, m_t: int, n_t: int, k_t: int,
     l2_bw = chip.l2_bandwidth_bytes_per_s / chip.clock_hz
     hbm_bw = chip.hbm_bandwidth_bytes_per_s / chip.clock_hz
     tm, tn, tiles, block = _grid(chip, spec, m_t, n_t)
-    per_core = cdiv(tiles, block)
+    per_block = cdiv(tiles, block)
+    per_core = per_block * cdiv(block, chip.ai_cores)   # the busiest core's base blocks
+    sharing = min(block, chip.ai_cores)                 # cores sharing L2/HBM at once
     nk = cdiv(spec.k, k_t)
     mmad = cdiv(m_t, m0) * (k_t // k0) * cdiv(n_t, n0) + c0
     t_m = nk * mmad
@@ -323,7 +348,7 @@ def _estimates(chip, spec: GemmSpec, m_t: int, n_t: int, k_t: int,
     for nd, m_x in ((spec.nd2nz_a, spec.miss_a), (spec.nd2nz_b, spec.miss_b)):
         bw = _gm_l1_bw(chip, nd)
         core_bw = bw * (1 - m_x) + m_x * bw / chip.l2_miss_slowdown
-        dens.append(min(core_bw, l2_bw / block, hbm_bw / (block * max(miss, 1e-9))))
+        dens.append(min(core_bw, l2_bw / sharing, hbm_bw / (sharing * max(miss, 1e-9))))
     den_a, den_b = dens
     lat = 2 * chip.path_latency_cycles.gm_l1
     out = m_t * n_t
@@ -334,7 +359,8 @@ def _estimates(chip, spec: GemmSpec, m_t: int, n_t: int, k_t: int,
         t_out = out * spec.out_bytes / pb.l0c_gm
         t_st = 0.0
     wait = db_l0c == 1 and not unit_flag(chip)
-    run_a_kept, run_b_kept = min(per_core, tn), min(per_core, tm)
+    # a resident strip serves the tiles of one block's run (rounds start new runs)
+    run_a_kept, run_b_kept = min(per_block, tn), min(per_block, tm)
     rows = []
     for k_l1, reuse in variants:
         run_a = run_a_kept if reuse == "A" else 1
@@ -358,8 +384,10 @@ def gemm_work(chip, spec: GemmSpec, op: str) -> tuple[list[CoreGroup], list[str]
     stages = _gemm_stages(chip, spec, t)
     groups = []
     core = 0
-    for count, ncores in split_even(t.tiles, t.block):
-        groups.append(CoreGroup(tuple(range(core, core + ncores)), (Segment(stages, count),)))
+    for count, ncores in core_tiles(t.tiles, t.block, chip.ai_cores):
+        if count:
+            groups.append(CoreGroup(tuple(range(core, core + ncores)),
+                                    (Segment(stages, count),)))
         core += ncores
     m0, k0, n0 = chip.cube_shape(spec.in_dtype)
     useful = spec.batch * spec.m * spec.n
@@ -371,7 +399,10 @@ def gemm_work(chip, spec: GemmSpec, op: str) -> tuple[list[CoreGroup], list[str]
     l0c = "double-buffered" if t.db_l0c == 2 else "one tile (unit flag)"
     notes = [f"cube tiling: base block m{t.m_t} x n{t.n_t} x k{t.k_t}, stepK {t.step_k} "
              f"(L1 chunk {t.k_l1}), L0C {l0c}; "
-             f"{t.tiles} tiles over block dim {t.block}",
+             f"{t.tiles} tiles over block dim {t.block}" + (
+                 f" on {chip.ai_cores} cores ({t.rounds(chip.ai_cores)} rounds: the blocks "
+                 f"past the core count start as cores free up)"
+                 if t.block > chip.ai_cores else ""),
              f"L1 reuse: {kept}; A read {t.a_reads:g}x, B read {t.b_reads:g}x from GM",
              f"cube padding: M {spec.m}->{ceil_to(spec.m, m0)}, N {spec.n}->"
              f"{ceil_to(spec.n, n0)}, K {spec.k}; output tiles cover {padded} elements for "

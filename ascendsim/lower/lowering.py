@@ -661,7 +661,8 @@ class _Lowering:
                         () if split_tail else epi_inputs, shared_a=gn > 1 and block > 1,
                         shared_b=gm > 1 and block > 1,
                         nd2nz_a=nd and self.format_of(x_name) == ND,
-                        nd2nz_b=nd and self.format_of(w_name) == ND)
+                        nd2nz_b=nd and self.format_of(w_name) == ND,
+                        blocks=int(head.attrs.get("block_dim") or 0))
         groups, cnotes, t = gemm_work(chip, spec, node.name)
         notes += cnotes
         notes.append(f"L2: A miss {miss_a:.2f}, B miss {miss_b:.2f} (operands "
