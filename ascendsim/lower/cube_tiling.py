@@ -39,6 +39,21 @@ writes ND (MatMulV2/BatchMatMulV2 on Ascend910B take and give ND: no TransData a
 Coupled chips (910, 310) need FRACTAL_NZ operands in GM and give NZ (the lowering inserts the
 TransData). A constant weight is converted offline on every chip.
 
+TBE. The first-generation 910's MatMul/BatchMatMul kernels are TBE's static matmul schedule
+(chip file `matmul_schedule = "tbe"`; TBE te_schedule/mmad_schedule.py), not Ascend C's: it keeps
+an operand strip in L1 when it fits half of L1 (`get_tensor_reuse`; when both fit, the one
+whose re-reads cost more, A unless baseN > baseM), and it double-buffers L0C only when no strip
+is kept (`open_double_buffer`), so with a kept strip each tile's mmads wait for the previous
+tile's L0C->UB drain. Its base block comes from a C++ tiling generator that is not public; the
+search below picks it.
+
+Block dim. A profile may show a kernel launched on more blocks than the chip has cores (TBE
+MatMul at block_dim 32 on the 30-core first-generation 910): `GemmSpec.blocks` (the MatMul/Gemm
+attribute `block_dim`) spreads the base blocks over that many blocks, and the blocks past the
+core count run in a later round as cores free up ("If the number of available cores is less
+than [block_num], the execution instances will be scheduled and executed in batches", TIK
+"AI Core Parallelism", hiascend.com tbeaicpudevg atlasopdev_10_0060).
+
 One tile is the chain
   S -> MTE2 (GM->L1, per K chunk) -> MTE1 (L1->L0A/L0B, per base K) -> M (mmad per base K)
   -> FIX (L0C->GM)                                       split chips
@@ -189,6 +204,23 @@ def unit_flag(chip) -> bool:
     return takes_nd(chip)
 
 
+def tbe_matmul(chip, spec: GemmSpec) -> bool:
+    """Whether the GEMM runs TBE's matmul schedule (module note, "TBE"): a MatMul/BatchMatMul
+    (not an implicit-GEMM conv) on a chip whose file says `matmul_schedule = "tbe"`."""
+    return chip.matmul_schedule == "tbe" and spec.conv_rows is None
+
+
+def tbe_reuse(chip, m_t: int, n_t: int, a_strip: float, b_strip: float) -> str:
+    """The operand TBE's matmul schedule keeps in L1 (`get_tensor_reuse`): a strip (the whole
+    K of one tile's rows or columns) that fits half of L1; when both fit, it streams the one
+    whose re-reads cost less, which keeps A unless baseN > baseM."""
+    half = chip.l1_bytes // 2
+    a_fit, b_fit = a_strip <= half, b_strip <= half
+    if a_fit and b_fit:
+        return "A" if m_t >= n_t else "B"
+    return "A" if a_fit else "B" if b_fit else ""
+
+
 def _grid(chip, spec: GemmSpec, m_t: int, n_t: int) -> tuple[int, int, int, int]:
     """(tm, tn, tiles, block): base blocks along M (x batch) and N, in all, and the block dim
     (the op's own when it fixes one, `GemmSpec.blocks`; else one block per core, at most one
@@ -252,6 +284,7 @@ def _cub_columns(chip, spec: GemmSpec, m_t: int, n_t: int) -> int:
 def _gemm_tiling(chip, spec: GemmSpec) -> GemmTiling:
     m0, k0, n0 = chip.cube_shape(spec.in_dtype)
     mp, np_ = ceil_to(spec.m, m0), ceil_to(spec.n, n0)
+    tbe = tbe_matmul(chip, spec)
     best: GemmTiling | None = None
     cands: list[GemmTiling] = []
     smallest = None
@@ -263,13 +296,18 @@ def _gemm_tiling(chip, spec: GemmSpec) -> GemmTiling:
                 continue
             tile_acc = m_t * n_t * spec.acc_bytes
             db_l0c = 2 if 2 * tile_acc <= chip.l0c_bytes else 1
+            a_strip = a_tile_bytes(spec, m_t)
+            b_strip = spec.k * n_t * spec.in_bytes
+            modes = REUSE_MODES
+            if tbe:
+                modes = (tbe_reuse(chip, m_t, n_t, a_strip, b_strip),)
+                if modes[0]:
+                    db_l0c = 1
             # a bias on split chips is read from the BiasTable (MatMulV3 CheckBTSize)
             if spec.bias and chip.bt_bytes and n_t * spec.acc_bytes > chip.bt_bytes:
                 continue
             cub = _cub_columns(chip, spec, m_t, n_t) if chip.coupled else n_t
             bias = n_t * spec.acc_bytes if spec.bias else 0
-            a_strip = a_tile_bytes(spec, m_t)
-            b_strip = spec.k * n_t * spec.in_bytes
             for ks in _K_STEPS:
                 k_t = ks * k0
                 if k_t > ceil_to(spec.k, k0) and ks > 1:
@@ -292,7 +330,7 @@ def _gemm_tiling(chip, spec: GemmSpec) -> GemmTiling:
                     l1_need = {"": 2 * (a_chunk + b_chunk) + bias,
                                "A": a_strip + 2 * b_chunk + bias,
                                "B": b_strip + 2 * a_chunk + bias}
-                    for reuse in REUSE_MODES:
+                    for reuse in modes:
                         if l1_need[reuse] > chip.l1_bytes:
                             continue
                         variants.append((k_l1, reuse))
@@ -396,7 +434,8 @@ def gemm_work(chip, spec: GemmSpec, op: str) -> tuple[list[CoreGroup], list[str]
             "B": "B strip (K x baseN) kept in L1 across M tiles",
             "": "no operand kept in L1 (each tile re-reads its A and B strips)"}[t.reuse]
     fmt = ", ".join(x for x, on in (("A", spec.nd2nz_a), ("B", spec.nd2nz_b)) if on)
-    l0c = "double-buffered" if t.db_l0c == 2 else "one tile (unit flag)"
+    l0c = ("double-buffered" if t.db_l0c == 2 else "one tile (unit flag)" if unit_flag(chip)
+           else "one tile (each tile's mmads wait for the previous tile's drain)")
     notes = [f"cube tiling: base block m{t.m_t} x n{t.n_t} x k{t.k_t}, stepK {t.step_k} "
              f"(L1 chunk {t.k_l1}), L0C {l0c}; "
              f"{t.tiles} tiles over block dim {t.block}" + (
@@ -409,6 +448,10 @@ def gemm_work(chip, spec: GemmSpec, op: str) -> tuple[list[CoreGroup], list[str]
              f"{useful} useful ({100 * (1 - useful / padded):.1f}% waste)"]
     if fmt:
         notes.append(f"ND operand(s) {fmt} converted to NZ on the GM->L1 move (nd2nz)")
+    if tbe_matmul(chip, spec):
+        notes.append("TBE matmul schedule (chip file matmul_schedule): "
+                     "a strip that fits half of L1 is kept; L0C is double-buffered only "
+                     "when no strip is kept")
     return groups, notes, t
 
 
