@@ -127,6 +127,7 @@ class GemmSpec:
     nd2nz_a: bool = False       # A is ND in GM: converted to NZ on the GM->L1 move
     nd2nz_b: bool = False
     blocks: int = 0             # the kernel's block dim when the op fixes it (0: the tiling's)
+    batched_b: bool = False     # B differs per batch (BatchMatMul), so no B strip spans batches
 
 
 @dataclass(frozen=True)
@@ -397,8 +398,10 @@ def _estimates(chip, spec: GemmSpec, m_t: int, n_t: int, k_t: int,
         t_out = out * spec.out_bytes / pb.l0c_gm
         t_st = 0.0
     wait = db_l0c == 1 and not unit_flag(chip)
-    # a resident strip serves the tiles of one block's run (rounds start new runs)
-    run_a_kept, run_b_kept = min(per_block, tn), min(per_block, tm)
+    # a resident strip serves the tiles of one block's run (rounds start new runs); a batched
+    # B strip serves only the M tiles of its own batch
+    run_a_kept = min(per_block, tn)
+    run_b_kept = min(per_block, tm // spec.batch if spec.batched_b else tm)
     rows = []
     for k_l1, reuse in variants:
         run_a = run_a_kept if reuse == "A" else 1

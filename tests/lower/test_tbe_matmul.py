@@ -72,3 +72,24 @@ def test_no_strip_fits_keeps_l0c_double_buffered_when_two_tiles_fit():
     t = gemm_tiling(chip, spec, "mm")
     assert t.reuse == ""
     assert t.db_l0c == 2 or t.m_t * t.n_t * 4 * 2 > chip.l0c_bytes
+
+
+def test_a_batched_b_is_read_once_per_batch_at_least_a_shared_one_is_not():
+    """BatchMatMul [48, 128, 128] x [48, 128, 64]: every batch has its own B, so a B strip kept
+    in L1 cannot serve another batch's tiles: B's GM reads are at least its 48 x 16 KB. The
+    same A against one shared [128, 64] weight may keep that weight across batches."""
+    from ascendsim.lower.cube_tiling import operand_read_bytes
+    for chip in (get_chip("ascend910"), get_chip("ascend910b")):
+        own = GemmSpec(48, 128, 128, 64, "float16", 2, 2, 4, batched_b=True)
+        shared = GemmSpec(48, 128, 128, 64, "float16", 2, 2, 4)
+        b_own = operand_read_bytes(own, gemm_tiling(chip, own, "bmm"))[1]
+        b_shared = operand_read_bytes(shared, gemm_tiling(chip, shared, "bmm"))[1]
+        assert b_own >= 48 * 128 * 64 * 2, (chip.name, b_own)
+        assert b_shared < b_own, (chip.name, b_shared, b_own)
+    # the lowering sets the flag from the operands' shapes
+    g = asim.Graph("bmm")
+    g.output(g.matmul(g.input("a", (48, 128, 128), "float16"),
+                      g.input("b", (48, 128, 64), "float16"), name="mm"))
+    task = asim.simulate(g, "ascend910", fusion=False).trace.task("mm")
+    reads = task.traffic.get(("L2", "read"), 0) + task.traffic.get(("DDR", "read"), 0)
+    assert reads >= 48 * (128 * 128 + 128 * 64) * 2
