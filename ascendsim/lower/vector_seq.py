@@ -197,9 +197,10 @@ _LAYER_NORM_CUBE = (
     _e("vsub", "binary"), _e("vmul", "binary"), _e("vmul", "binary"), _e("vadd", "binary"))
 
 #: chips whose CANN short SoC version takes the LayerNorm cube path (`_check_vector_to_cube`
-#: lists Ascend910 - every first-generation 910 SoC, 910A/910B/910ProA/910ProB - with 310P,
-#: 610 and 310B; neither the A2 "910B" (Ascend910B1..B4) nor the Ascend310)
-LAYER_NORM_CUBE_CHIPS = frozenset({"ascend910", "ascend910b_gen1"})
+#: lists Ascend910 - every first-generation 910 SoC, 910A/910B/910ProA/910ProB - and Ascend310P,
+#: with 610 and 310B that ascendsim has no chip for; neither the A2 "910B" (Ascend910B1..B4)
+#: nor the Ascend310)
+LAYER_NORM_CUBE_CHIPS = frozenset({"ascend910", "ascend910b_gen1", "ascend310p"})
 #: the widest reduced row the cube path takes (ori_shape[-1] <= 1024; NZ shape[-4] <= 64)
 LAYER_NORM_CUBE_MAX_ROW = 1024
 

@@ -52,6 +52,7 @@ def _v_busy(res, op: str) -> int:
     ((16384, 768), "float16", -1, NZ, "ascend910b_gen1", True),
     ((128, 128, 768), "float16", -1, NZ, "ascend910", True),
     ((64, 1024), "float16", -1, NZ, "ascend910", True),
+    ((512, 768), "float16", -1, NZ, "ascend310p", True),
     ((64, 1040), "float16", -1, NZ, "ascend910", False),     # row longer than 1024
     ((16384, 768), "float32", -1, NZ, "ascend910b_gen1", False),   # fp16 only
     ((16384, 768), "float16", -1, "ND", "ascend910b_gen1", False),  # NZ data only
