@@ -337,6 +337,12 @@ class Chip:
         doc="host cost of one framework eager op call (torch_npu: Python, ATen dispatch, the "
             "aclnn workspace query and launch), the host launch of eager_call op rows; "
             "absent: host_launch_us")
+    eager_fused_attention_launch_us: float | None = _spec(
+        "float", "us", ge=0, optional=True,
+        doc="host cost of one torch_npu.npu_fused_infer_attention_score call (Python, the "
+            "aclnn FusedInferAttentionScore workspace query with its host tiling, the launch), "
+            "the host launch of eager_call op rows whose cann_op is FusedInferAttentionScore "
+            "(validation.validate.EAGER_LAUNCH_FIGURES); absent: eager_op_launch_us")
     # provenance: dotted key -> "TAG: source"; not part of equality
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False,
                                        metadata={"kind": "sources"})

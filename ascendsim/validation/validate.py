@@ -30,9 +30,11 @@ How each timing is simulated (`simulate_row`):
   whose file gives `eager_op_launch_us` (a framework's eager op call: torch_npu's Python,
   ATen dispatch and aclnn calls; the 910B's is calibrated on gemm-910b2-0012) launches the
   op rows' tasks at that cost instead of `host_launch_us` (not ``measure = "launch"`` rows,
-  which time the AscendCL enqueue alone). Model rows timed as eager calls run op by op in
-  mode="host" (one step, not synchronised per op). ``measure = "launch"`` counts the host
-  launch lane only (an enqueue-cost measurement).
+  which time the AscendCL enqueue alone); a call whose host side differs from a plain op's
+  takes its own figure where the chip gives one (`EAGER_LAUNCH_FIGURES`: torch_npu's
+  npu_fused_infer_attention_score, `eager_fused_attention_launch_us`). Model rows timed as
+  eager calls run op by op in mode="host" (one step, not synchronised per op).
+  ``measure = "launch"`` counts the host launch lane only (an enqueue-cost measurement).
 - ``graph_step`` / ``throughput``: the whole step with the default fusions (fusion=True), the
   graph sunk on the device (mode="sink", `sink_launch_us` per task); throughputs are
   batch (samples, images) or batch x seq_len (tokens) per step time, or FLOP / step time.
@@ -387,9 +389,11 @@ class _Runner:
         if cores:
             chip = chip.replace(ai_cores=min(cores, chip.ai_cores),
                                 aiv_cores=0 if chip.coupled else min(cores, chip.aiv_cores))
-        if (kind == "op" and row.timing == "eager_call" and chip.eager_op_launch_us is not None
+        if (kind == "op" and row.timing == "eager_call"
                 and row.workload.get("measure", "task") != "launch"):
-            chip = chip.replace(host_launch_us=chip.eager_op_launch_us)
+            launch = eager_launch_us(chip, row.workload.get("cann_op", ""))
+            if launch is not None:
+                chip = chip.replace(host_launch_us=launch)
         seconds, work = _KINDS[kind](self, row, chip)
         return _to_unit(row, seconds, work)
 
@@ -475,6 +479,19 @@ class _Runner:
         w = row.workload
         cycles = transfer_cycles(chip, w["src"], w["dst"], w["bytes"], w.get("l2_miss", 0.0))
         return chip.seconds(cycles), {"byte": w["bytes"]}
+
+
+#: cann_op -> the chip figure that is its framework eager call's host cost, where that call's
+#: host side differs from a plain op's (`eager_op_launch_us`); absent figures fall back to it
+EAGER_LAUNCH_FIGURES = {"FusedInferAttentionScore": "eager_fused_attention_launch_us"}
+
+
+def eager_launch_us(chip: Chip, cann_op: str) -> float | None:
+    """The host cost of one framework eager call of `cann_op` on `chip` (None: the chip gives
+    no eager figure, so its `host_launch_us` stands)."""
+    figure = EAGER_LAUNCH_FIGURES.get(cann_op)
+    specific = getattr(chip, figure) if figure else None
+    return specific if specific is not None else chip.eager_op_launch_us
 
 
 def _op_mode(row: CorpusRow, measure: str) -> str:
