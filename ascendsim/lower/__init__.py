@@ -8,7 +8,7 @@ wait_flag and buffer-slot events of the double-buffered chain. Notes on the mode
 `program` (the instruction model).
 """
 
-from .lowering import L2State, lower, padded_bytes, padded_numel
+from .lowering import lower, padded_bytes, padded_numel
 from .program import (
                       CoreGroup,
                       Instr,
@@ -23,4 +23,4 @@ from .tiling import GemmSpec, VecSpec, gemm_tiling
 
 __all__ = ["lower", "Program", "Task", "Phase", "CoreGroup", "Segment", "Stage", "Instr",
            "expand_flags", "GemmSpec", "VecSpec",
-           "gemm_tiling", "L2State", "padded_bytes", "padded_numel"]
+           "gemm_tiling", "padded_bytes", "padded_numel"]

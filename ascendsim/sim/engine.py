@@ -25,6 +25,17 @@ bytes / path bandwidth): uncontended it takes exactly latency + bytes/bw; under 
 the bandwidth it leaves idle while "in latency" goes to the other flows (requests overlap in
 the memory system), so a memory-bound op reaches the shared bandwidth.
 
+L2 as a cache (`l2cache.L2Cache`, one per run). When a GM move that names its tensors starts,
+the cache decides its miss bytes (the flow's HBM fraction, and the msKPP per-core de-rate
+`bw x (1 - miss + miss / l2_miss_slowdown)` at that fraction) and what it evicts; dirty bytes
+evicted go back to HBM as a write-back flow through the same Fabric (one at a time, queued
+behind each other: the L2 controller's, not a core's), counted in the evicting task's
+("DDR", "write") traffic. When every task is done, what is still dirty is flushed to HBM as
+one more flow: its bytes and cycles are in `Trace.l2` (`L2Stats`), not in the graph's time
+(the last kernel has finished; the data is already visible in L2). A task's recorded GM
+traffic is the simulated one. In block detail the coalesced flow of a pipe asks the cache
+once for all its remaining tiles, per tensor, when it starts.
+
 Symmetric cores. Cores of one `CoreGroup` run the same program from the same instant and get
 the same share of bandwidth, so one set of pipe processes stands for the whole group: its
 flows weigh `len(cores)` in the sharing, and its intervals are replicated for every core of
@@ -71,6 +82,7 @@ from simpy.core import EmptySchedule
 from ..errors import ConfigError, SimulationError
 from ..hw.names import ENGINE_AICORE, ENGINE_AICPU, ENGINE_HOST, GM, MODES
 from ..lower.program import CoreGroup, Program, Segment, expand_flags
+from .l2cache import L2Cache
 from .trace import Interval, TaskRecord, Trace
 
 #: block detail coalesces a core group's program when it has at least this many tiles
@@ -299,6 +311,8 @@ class _StageTotals:
     src: str
     dst: str
     writes: bool          # the shared bytes are mostly writes
+    #: shared bytes per core by (tensors, cold miss fraction, write, path bandwidth)
+    parts: tuple[tuple[tuple, float, bool, float, float], ...] = ()
 
 
 # ----------------------------------------------------------------------------- engine
@@ -344,6 +358,10 @@ class Engine:
         self.events = 0
         self.started: dict[int, int] = {}     # task id -> when its first phase got cores
         self.progress = progress              # progress(tasks done, tasks in all), optional
+        self.l2 = L2Cache(chip.l2_bytes)
+        self.gm_traffic: dict[int, dict[tuple[str, str], float]] = {}   # simulated GM bytes
+        self._wb_pending = 0.0                # dirty bytes waiting for the write-back flow
+        self._wb_proc: Any = None             # the write-back process, while it runs
 
     # -- running -------------------------------------------------------------------------
     def run(self) -> Trace:
@@ -357,6 +375,7 @@ class Engine:
             mine = [t for t in tasks if t.stream_id == sid]
             if mine:
                 env.process(self._stream(mine))
+        env.process(self._flush(tasks))
         n = 0
         # the run allocates 10^5..10^6 small objects that live to the end: pausing the
         # cyclic GC (not needed: nothing here forms cycles that must die early) halves it
@@ -375,6 +394,7 @@ class Engine:
         if missing:
             raise SimulationError(f"deadlock: task(s) {', '.join(missing[:5])} never finished")
         trace = Trace(self.chip, detail=self.detail)
+        trace.l2 = self.l2.stats
         trace.tasks = sorted(self.records, key=lambda r: r.task_id)
         gc.disable()
         try:
@@ -452,6 +472,7 @@ class Engine:
             self.records.append(self._record(t, start, end, launch_start,
                                              max(0, start - prev_end)))
             prev_end = end
+            self.l2.end_task(t.task_id)
             self.done[t.task_id].succeed()
             if self.progress is not None:
                 self.progress(len(self.records), len(self.p.tasks))
@@ -548,18 +569,22 @@ class Engine:
             for buf, nb in allocs:
                 core.alloc(buf, nb)
             start = env.now
+            hbm, own = ins.hbm, ins.busy()
             if ins.shared and ins.nbytes:
-                # latency folded into the flow: uncontended it takes cycles + bytes/bw, under
-                # contention the other flows use the bandwidth while this one waits
-                cap = ins.nbytes / (ins.cycles + ins.nbytes / ins.bw)
-                yield self.fabric.transfer(ins.nbytes, cap, ins.hbm, weight,
+                # the L2 decides hits now; latency folded into the flow: uncontended it takes
+                # cycles + bytes/bw, under contention the other flows use the bandwidth while
+                # this one waits
+                hbm, bw = self._gm_access(task.task_id, ins.tensors, ins.nbytes, ins.hbm,
+                                          ins.dst == GM, ins.bw, weight)
+                own = ins.cycles + ins.nbytes / bw
+                yield self.fabric.transfer(ins.nbytes, ins.nbytes / own, hbm, weight,
                                            write=ins.dst == GM)
             else:
                 yield env.timeout(ins.cycles)
             end = env.now
             if end > start:
-                stall = max(0, int(end - start - math.ceil(ins.busy())))
-                src, dst = _lvl(ins.src, ins.hbm), _lvl(ins.dst, ins.hbm)
+                stall = max(0, int(end - start - math.ceil(own)))
+                src, dst = _lvl(ins.src, hbm), _lvl(ins.dst, hbm)
                 if run is not None and (
                         (merge == "contig" and run.end == start and run.kind == ins.kind
                          and run.src == src and run.dst == dst)
@@ -622,9 +647,17 @@ class Engine:
             barrier["event"].succeed(max(barrier["busy"]))
         period = yield barrier["event"]
         fixed, at_cap, sbytes = tot.fixed, tot.at_cap, tot.shared_bytes
+        hbm = tot.hbm_bytes / sbytes if sbytes else 0.0
+        if tot.parts:       # the L2 decides the remaining tiles' hits as their flow starts
+            hbm_b = at_cap = 0.0
+            for tensors, cold, write, bw, nbytes in tot.parts:
+                frac, eff = self._gm_access(task.task_id, tensors, nbytes, cold, write, bw,
+                                            len(cores))
+                hbm_b += nbytes * frac
+                at_cap += nbytes / eff
+            hbm = hbm_b / sbytes
         window = max(n_rest * period, fixed + at_cap, 1.0)
         start = env.now
-        hbm = tot.hbm_bytes / sbytes if sbytes else 0.0
         stall = 0
         if sbytes:
             # every pipe's remaining tiles span the same window (the pipeline's pace); the
@@ -648,6 +681,70 @@ class Engine:
         if env.now < start + window:
             yield env.timeout(int(math.ceil(start + window - env.now)))
 
+    # -- L2 ------------------------------------------------------------------------------
+    def _gm_access(self, tid: int, tensors: tuple, nbytes: float, cold: float, write: bool,
+                   bw: float, weight: int) -> tuple[float, float]:
+        """A GM move of `nbytes` per core on `weight` cores, starting now: the L2 decides its
+        HBM fraction and the per-core path bandwidth at that miss fraction (the lowering's `bw`
+        is de-rated for `cold`); dirty bytes it evicts are queued for write-back. Returns
+        (HBM fraction, bandwidth)."""
+        total = nbytes * weight
+        tr = self.gm_traffic.setdefault(tid, {})
+        if not tensors:                       # a workspace or a bias: as lowered
+            if write:
+                _add(tr, ("L2", "write"), total)
+                _add(tr, ("DDR", "write"), total * cold)
+            else:
+                _add(tr, ("L2", "read"), total * (1 - cold))
+                _add(tr, ("DDR", "read"), total * cold)
+            return cold, bw
+        whole = sum(size for _, size in tensors) or 1
+        evicted = 0.0
+        if write:
+            for name, size in tensors:
+                evicted += self.l2.write(tid, name, size, total * size / whole)
+            _add(tr, ("L2", "write"), total)
+            self._write_back(tid, evicted)
+            return cold, bw
+        miss = 0.0
+        for name, size in tensors:
+            m, wb = self.l2.read(tid, name, size, total * size / whole, cold)
+            miss += m
+            evicted += wb
+        _add(tr, ("L2", "read"), total - miss)
+        _add(tr, ("DDR", "read"), miss)
+        self._write_back(tid, evicted)
+        frac = miss / total
+        slow = self.chip.l2_miss_slowdown
+        base = bw / (1.0 - cold + cold / slow)
+        return frac, base * (1.0 - frac + frac / slow)
+
+    def _write_back(self, tid: int | None, nbytes: float) -> None:
+        """Queue evicted dirty bytes for HBM (counted in task `tid`'s DDR writes)."""
+        if nbytes <= 0:
+            return
+        if tid is not None:
+            _add(self.gm_traffic.setdefault(tid, {}), ("DDR", "write"), nbytes)
+        self._wb_pending += nbytes
+        if self._wb_proc is None or not self._wb_proc.is_alive:
+            self._wb_proc = self.env.process(self._write_back_flow())
+
+    def _write_back_flow(self):
+        """The L2 controller's write-back: the queued bytes as flows L2 -> HBM, one at a time."""
+        while self._wb_pending > 0:
+            nbytes, self._wb_pending = self._wb_pending, 0.0
+            yield self.fabric.transfer(nbytes, self.fabric.hbm_bw, 1.0)
+
+    def _flush(self, tasks):
+        """End of the graph: write back what is still dirty (after the queued write-backs)."""
+        if tasks:
+            yield self.env.all_of([self.done[t.task_id] for t in tasks])
+        last = self.env.now
+        self._write_back(None, self.l2.flush())
+        if self._wb_proc is not None:
+            yield self._wb_proc
+        self.l2.stats.flush_cycles = int(self.env.now - last)
+
     # -- results ---------------------------------------------------------------------------
     def _record(self, t, start, end, launch_start, wait) -> TaskRecord:
         per_core = self.pipe_busy.get(t.task_id, {})
@@ -662,9 +759,20 @@ class Engine:
             input_formats=t.input_formats,
             output_shapes=tuple(_shape(v) for v in t.outputs),
             output_dtypes=tuple(v.dtype for v in t.outputs),
-            output_formats=t.output_formats, flops=t.flops, traffic=dict(t.traffic),
+            output_formats=t.output_formats, flops=t.flops, traffic=self._traffic(t),
             pipe_cycles=dict(busiest), fused_ops=t.fused_ops,
             roofline_cycles=t.roofline_cycles, notes=t.notes)
+
+    def _traffic(self, t) -> dict[tuple[str, str], int]:
+        """A task's traffic: the lowered on-chip bytes, and the GM bytes as simulated (hits,
+        misses, writes, write-backs it caused); AI CPU tasks keep their lowered DDR bytes."""
+        out = dict(t.traffic)
+        gm = self.gm_traffic.get(t.task_id)
+        if gm is not None:
+            for key in _GM_KEYS:
+                out.pop(key, None)
+            out.update({k: int(round(v)) for k, v in gm.items() if round(v)})
+        return out
 
     def _intervals(self) -> list[Interval]:
         """Intervals per core, in start order (rows of a core group expanded per core)."""
@@ -703,6 +811,7 @@ def _stage_totals(segments, n: int) -> list[_StageTotals]:
         fixed = at_cap = sbytes = hbytes = wbytes = 0.0
         nbytes = count = 0
         kind = src = dst = ""
+        parts: dict[tuple, float] = {}
         for sg in segments:
             st = sg.stages[j]
             for ins, times in [(i, st.units) for i in st.instrs] + [(i, 1) for i in st.head]:
@@ -717,9 +826,20 @@ def _stage_totals(segments, n: int) -> list[_StageTotals]:
                     sbytes += ins.nbytes * k
                     hbytes += ins.nbytes * ins.hbm * k
                     wbytes += ins.nbytes * k if ins.dst == GM else 0.0
+                    key = (ins.tensors, ins.hbm, ins.dst == GM, ins.bw)
+                    parts[key] = parts.get(key, 0.0) + ins.nbytes * k
         out.append(_StageTotals(fixed, at_cap, sbytes, hbytes, nbytes, count, kind, src, dst,
-                                wbytes > sbytes / 2))
+                                wbytes > sbytes / 2,
+                                tuple((*key, b) for key, b in parts.items())))
     return out
+
+
+_GM_KEYS = (("L2", "read"), ("DDR", "read"), ("L2", "write"), ("DDR", "write"))
+
+
+def _add(acc: dict, key: tuple[str, str], nbytes: float) -> None:
+    if nbytes:
+        acc[key] = acc.get(key, 0.0) + nbytes
 
 
 def _lvl(level: str, hbm: float) -> str:

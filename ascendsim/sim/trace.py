@@ -8,7 +8,7 @@ AI Core clock; `Trace.us(cycles)` converts.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..hw.names import on_ai_core
 
@@ -90,6 +90,8 @@ class Trace:
     intervals: list[Interval] = field(default_factory=list)
     total_cycles: int = 0
     detail: str = "block"
+    #: the run's L2 byte totals and end-of-graph flush (`ascendsim.sim.l2cache.L2Stats`)
+    l2: Any = None
 
     def us(self, cycles: float) -> float:
         """Cycles of the AI Core clock in microseconds."""

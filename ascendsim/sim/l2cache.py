@@ -1,0 +1,195 @@
+"""The chip's L2 as a cache in time: what is resident, what is dirty, decided as the program runs.
+
+Note on the model
+-----------------
+One cache per simulation, shared by every core, stream and engine that moves GM data through
+the fabric. Capacity is the chip's `l2_bytes`. No Ascend document found names the L2's
+replacement or write policy (`reference/ascend-hardware.md`, "On-chip L2": size and line
+only), so the model takes the textbook choice: least recently used replacement, write-back
+and write-allocate (a GM write lands in L2 and reaches HBM only when evicted or flushed).
+
+Granularity: whole tensors with partial residency in bytes. A tensor (a GM value, named by
+the lowering in `Instr.tensors`) holds `resident` bytes, `dirty` of them not yet in HBM. Byte
+ranges are not tracked because the program has none to give: the instructions of one tile are
+shared by every tile of a segment, and block detail moves the remaining tiles of a core group
+as one flow, so a move knows how many bytes of which tensor it touches, not where. Within a
+tensor, the resident bytes are taken to be spread evenly over it (a read of n bytes finds
+n x resident / size of them), and eviction takes the oldest bytes first (those resident
+before the current task's own fills).
+
+Reads. A task's read of `nbytes` of a tensor whose lowered miss fraction is `cold` (the
+misses of its own access pattern when nothing is resident: first reads, and re-reads the
+lowering's reuse rule says miss) misses `nbytes x cold x (1 - prior / size)`, where `prior`
+is what was resident before this task's own fills (the task's first pass over a byte still
+misses even though an earlier tile of the same task brought a neighbour in). The missed bytes
+are filled. One exception, LRU's cliff: a scan of a tensor that finds only part of it
+resident misses the rest first, and those fills evict the least recently used bytes; when
+the missing part exceeds the room below the tensor (free bytes plus older tensors) the
+resident part is evicted just before the scan reaches it, so the task finds none of it (a
+64 MB tensor written through a 32 MB L2 and read back gets no hits, as strict LRU gives). Writes add `nbytes` resident and dirty (up to the tensor's size: writing it again
+overwrites the same lines, which stay dirty once). Whenever resident bytes exceed the
+capacity, the least recently used tensors give up bytes, the one being accessed last; the
+dirty part of what is evicted (in proportion to the tensor's dirty share) is written back to
+HBM. `flush()` writes back everything still dirty at the end of the graph.
+
+The decisions happen when a move starts; the engine turns miss and write-back bytes into
+fabric flows, so they share HBM bandwidth with everything else in flight.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+
+class _Line:
+    """Residency of one tensor: bytes resident, dirty, and filled per task still running."""
+
+    __slots__ = ("size", "resident", "dirty", "fills")
+
+    def __init__(self, size: float) -> None:
+        self.size = float(size)
+        self.resident = 0.0
+        self.dirty = 0.0
+        self.fills: dict[int, float] = {}   # task id -> bytes its own reads filled
+
+
+@dataclass
+class L2Stats:
+    """Byte totals of one simulation's L2 (all cores and streams)."""
+
+    read_bytes: float = 0.0        # GM reads that went through the cache
+    hit_bytes: float = 0.0         # ... served by L2
+    miss_bytes: float = 0.0        # ... read from HBM
+    write_bytes: float = 0.0       # GM writes (all land in L2)
+    writeback_bytes: float = 0.0   # dirty bytes written back to HBM on eviction
+    flush_bytes: float = 0.0       # dirty bytes written back at the end of the graph
+    flush_cycles: int = 0          # cycles the end-of-graph write-back takes after the last task
+    peak_resident: float = 0.0     # most bytes resident at once
+
+
+class L2Cache:
+    """LRU, write-back L2 over whole tensors with partial residency (see the module note)."""
+
+    def __init__(self, capacity: int) -> None:
+        if capacity <= 0:
+            raise ValueError(f"L2 capacity must be positive, got {capacity}")
+        self.capacity = float(capacity)
+        self.lines: OrderedDict[str, _Line] = OrderedDict()   # least recently used first
+        self.used = 0.0
+        self.stats = L2Stats()
+        self._touched: dict[int, set[str]] = {}
+
+    # -- accesses --------------------------------------------------------------------------
+    def read(self, task: int, name: str, size: int, nbytes: float, cold: float
+             ) -> tuple[float, float]:
+        """A read of `nbytes` of tensor `name` (`size` bytes) by task `task`; `cold` = its miss
+        fraction with nothing resident. Returns (bytes from HBM, dirty bytes evicted)."""
+        line = self.lines.get(name)
+        if line is None:
+            line = self._line(name, size)
+        elif task not in line.fills:
+            # the task's first read: the part missing misses first; if it overflows the room
+            # below this tensor (free bytes and older tensors), LRU evicts the resident part
+            # just before the scan reaches it (the LRU cliff), so none of it is usable
+            room = self.capacity - self.used
+            for other, ln in self.lines.items():
+                if other == name:
+                    break
+                room += ln.resident
+            line = self._line(name, size)
+            lost = line.size - line.resident > room * (1 + 1e-9)
+            line.fills[task] = line.resident if lost else 0.0
+            self._touched.setdefault(task, set()).add(name)
+        else:
+            line = self._line(name, size)
+        own = min(line.fills.get(task, 0.0), line.resident)
+        prior = line.resident - own
+        miss = nbytes * cold * (1.0 - min(1.0, prior / line.size))
+        fill = min(miss, line.size - line.resident)
+        if fill > 0:
+            line.resident += fill
+            line.fills[task] = own + fill
+            self._touched.setdefault(task, set()).add(name)
+            self.used += fill
+        st = self.stats
+        st.read_bytes += nbytes
+        st.miss_bytes += miss
+        st.hit_bytes += nbytes - miss
+        return miss, self._evict(name)
+
+    def write(self, task: int, name: str, size: int, nbytes: float) -> float:
+        """A write of `nbytes` of tensor `name` (`size` bytes): resident and dirty in L2.
+        Returns the dirty bytes evicted to make room."""
+        line = self._line(name, size)
+        add = min(nbytes, line.size - line.resident)
+        line.resident += add
+        line.dirty = min(line.resident, line.dirty + nbytes)
+        self.used += add
+        self.stats.write_bytes += nbytes
+        return self._evict(name)
+
+    def end_task(self, task: int) -> None:
+        """Forget a finished task's fills: its reads are now ordinary resident bytes."""
+        for name in self._touched.pop(task, ()):
+            line = self.lines.get(name)
+            if line is not None:
+                line.fills.pop(task, None)
+
+    def flush(self) -> float:
+        """Write back everything still dirty (end of the graph); returns the bytes."""
+        total = 0.0
+        for line in self.lines.values():
+            total += line.dirty
+            line.dirty = 0.0
+        self.stats.flush_bytes += total
+        return total
+
+    # -- queries ---------------------------------------------------------------------------
+    def resident(self, name: str) -> float:
+        """Bytes of `name` resident now."""
+        line = self.lines.get(name)
+        return line.resident if line is not None else 0.0
+
+    def dirty(self, name: str) -> float:
+        """Bytes of `name` resident and not yet written back."""
+        line = self.lines.get(name)
+        return line.dirty if line is not None else 0.0
+
+    # -- internals -------------------------------------------------------------------------
+    def _line(self, name: str, size: int) -> _Line:
+        line = self.lines.get(name)
+        if line is None:
+            line = self.lines[name] = _Line(max(size, 1))
+        else:
+            if size > line.size:      # a batch chunk saw a slice first; the whole came later
+                line.size = float(size)
+            self.lines.move_to_end(name)
+        return line
+
+    def _evict(self, keep: str) -> float:
+        """Evict least recently used bytes until the capacity holds; `keep` (just accessed,
+        the most recent) goes last. Returns the dirty bytes written back."""
+        st = self.stats
+        if self.used > st.peak_resident:
+            st.peak_resident = min(self.used, self.capacity)
+        written = 0.0
+        while self.used > self.capacity * (1 + 1e-12):
+            name, line = next(iter(self.lines.items()))
+            take = min(self.used - self.capacity, line.resident)
+            if take < line.resident:        # part of the oldest tensor goes
+                dirty = line.dirty * take / line.resident
+                line.dirty -= dirty
+                line.resident -= take
+                self.used -= take
+                written += dirty
+                break
+            written += line.dirty           # all of it goes
+            self.used -= line.resident
+            if name == keep:                # (only when nothing else is left)
+                line.resident = line.dirty = 0.0
+                line.fills.clear()
+                break
+            del self.lines[name]
+        st.writeback_bytes += written
+        return written
