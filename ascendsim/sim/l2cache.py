@@ -26,9 +26,9 @@ are filled. One exception, LRU's cliff: a scan of a tensor that finds only part 
 resident misses the rest first, and those fills evict the least recently used bytes; when
 the missing part exceeds the room below the tensor (free bytes plus older tensors) the
 resident part is evicted just before the scan reaches it, so the task finds none of it (a
-64 MB tensor written through a 32 MB L2 and read back gets no hits, as strict LRU gives). Writes add `nbytes` resident and dirty (up to the tensor's size: writing it again
-overwrites the same lines, which stay dirty once). Whenever resident bytes exceed the
-capacity, the least recently used tensors give up bytes, the one being accessed last; the
+64 MB tensor written through a 32 MB L2 and read back gets no hits, as strict LRU gives).
+Writes add `nbytes` resident and dirty (up to the tensor's size: writing it again overwrites
+the same lines, which stay dirty once). Whenever resident bytes exceed the capacity, the least recently used tensors give up bytes, the one being accessed last; the
 dirty part of what is evicted (in proportion to the tensor's dirty share) is written back to
 HBM. `flush()` writes back everything still dirty at the end of the graph.
 
