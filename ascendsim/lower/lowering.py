@@ -352,14 +352,14 @@ class _Lowering:
         deps = sorted({self.producer[self.root(i)] for i in ins
                        if i and self.root(i) in self.producer})
         traffic = phase_traffic(phases)
+        cube = any(p for p in phases if p.engine == ENGINE_AICORE and _has_pipe(p, "M"))
+        compute = compute_cycles(self.chip, flops if task_type != TASK_AI_CPU else 0, cube,
+                                 spec.cube_dtype)
         task = Task(tid, sid, name, op_type, task_type, tuple(phases), tuple(deps),
                     tuple(self.value(i) for i in ins), tuple(self.value(o) for o in outs),
                     tuple(spec.in_fmts), tuple(out_fmts), int(flops), traffic,
-                    roofline(self.chip, phases, flops if task_type != TASK_AI_CPU else 0,
-                             traffic, cube=any(p for p in phases if p.engine == ENGINE_AICORE
-                                               and _has_pipe(p, "M")),
-                             cube_dtype=spec.cube_dtype),
-                    tuple(spec.notes), spec.fused)
+                    int(math.floor(max(compute, memory_cycles(self.chip, traffic)))),
+                    tuple(spec.notes), spec.fused, compute_cycles=compute)
         self.tasks.append(task)
         self.stream_last[sid] = tid
         self.stream_count[sid] += 1
@@ -808,12 +808,15 @@ def _account(add, ins, times: int) -> None:
         add((ins.dst, "write"), b)
 
 
-def roofline(chip, phases, flops: int, traffic: dict, cube: bool,
-             cube_dtype: str = "float16") -> int:
-    """max(flops / chip peak, DDR bytes / HBM bandwidth, GM bytes / L2 bandwidth,
-    GM writes / L2 write bandwidth), cycles; the peak is the cube's in `cube_dtype` mode."""
+def compute_cycles(chip, flops: int, cube: bool, cube_dtype: str = "float16") -> float:
+    """flops / chip peak, cycles (0 off the cube); the peak is the cube's in `cube_dtype`."""
     peak = chip.ai_cores * chip.flops_per_cycle(cube_dtype) if cube else 0
-    compute = flops / peak if peak else 0.0
+    return flops / peak if peak else 0.0
+
+
+def memory_cycles(chip, traffic: dict) -> float:
+    """max(DDR bytes / HBM bandwidth, GM bytes / L2 bandwidth, GM writes / L2 write
+    bandwidth), cycles."""
     ddr = traffic.get(("DDR", "read"), 0) + traffic.get(("DDR", "write"), 0)
     gm = ddr + traffic.get(("L2", "read"), 0) + traffic.get(("L2", "write"), 0) \
         - traffic.get(("DDR", "write"), 0)
@@ -821,7 +824,7 @@ def roofline(chip, phases, flops: int, traffic: dict, cube: bool,
     l2_bw = chip.l2_bandwidth_bytes_per_s / chip.clock_hz
     l2_wr = chip.l2_write_bandwidth_bytes_per_s / chip.clock_hz
     writes = traffic.get(("L2", "write"), 0)
-    return int(math.floor(max(compute, ddr / hbm_bw, gm / l2_bw, writes / l2_wr)))
+    return max(ddr / hbm_bw, gm / l2_bw, writes / l2_wr)
 
 
 def lower(graph, chip: Any = "ascend910", detail: str = "block", streams: int = 1) -> Program:

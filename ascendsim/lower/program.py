@@ -168,6 +168,7 @@ class Task:
     notes: tuple[str, ...] = ()
     fused_ops: tuple[str, ...] = ()
     workspace_bytes: int = 0             # GM scratch the kernel needs while it runs
+    compute_cycles: float = 0.0          # flops / chip peak (the roofline's compute side)
 
     @property
     def block_dim(self) -> int:

@@ -81,6 +81,7 @@ from simpy.core import EmptySchedule
 
 from ..errors import ConfigError, SimulationError
 from ..hw.names import ENGINE_AICORE, ENGINE_AICPU, ENGINE_HOST, GM, MODES
+from ..lower.lowering import memory_cycles
 from ..lower.program import CoreGroup, Program, Segment, expand_flags
 from .l2cache import L2Cache
 from .trace import Interval, TaskRecord, Trace
@@ -90,6 +91,8 @@ COALESCE_MIN = 8
 #: tiles of a coalesced group run in tile detail first, to measure the contended pace
 PREFIX_TILES = 4
 _EPS = 1e-9
+#: a coalesced group's remaining tiles meet the L2 in this many interleaved rounds
+COALESCED_SLICES = 16
 
 
 # ----------------------------------------------------------------------------- fabric
@@ -359,7 +362,9 @@ class Engine:
         self.started: dict[int, int] = {}     # task id -> when its first phase got cores
         self.progress = progress              # progress(tasks done, tasks in all), optional
         self.l2 = L2Cache(chip.l2_bytes)
+        self._l2_reads, self._l2_writes, self._l2_readers = _gm_tensors(program)
         self.gm_traffic: dict[int, dict[tuple[str, str], float]] = {}   # simulated GM bytes
+        self.wb_by_task: dict[int, float] = {}    # dirty bytes each task's accesses evicted
         self._wb_pending = 0.0                # dirty bytes waiting for the write-back flow
         self._wb_proc: Any = None             # the write-back process, while it runs
 
@@ -472,7 +477,7 @@ class Engine:
             self.records.append(self._record(t, start, end, launch_start,
                                              max(0, start - prev_end)))
             prev_end = end
-            self.l2.end_task(t.task_id)
+            self._l2_task_done(t.task_id)
             self.done[t.task_id].succeed()
             if self.progress is not None:
                 self.progress(len(self.records), len(self.p.tasks))
@@ -626,12 +631,13 @@ class Engine:
         stages0 = g.segments[0].stages
         tot = _stage_totals(rest, len(stages0))
         n_rest = sum(sg.count for sg in rest)
-        barrier = {"left": len(stages0), "busy": [], "event": env.event()}
+        barrier = {"left": len(stages0), "busy": [], "event": env.event(), "tots": tot,
+                   "l2": None}
         return [env.process(self._coalesced_pipe(task, core, cores, st.pipe,
-                                                 queues[st.pipe], n_rest, tot[j], barrier))
+                                                 queues[st.pipe], n_rest, tot[j], barrier, j))
                 for j, st in enumerate(stages0)]
 
-    def _coalesced_pipe(self, task, core, cores, pipe, queue, n_rest, tot, barrier):
+    def _coalesced_pipe(self, task, core, cores, pipe, queue, n_rest, tot, barrier, j):
         env = self.env
         busy, tile_ends = yield from self._pipe(task, core, cores, pipe, queue, note=False,
                                                 merge="all")
@@ -643,18 +649,15 @@ class Engine:
         barrier["busy"].append(pace)
         barrier["left"] -= 1
         if barrier["left"] == 0:
+            # the L2 decides the remaining tiles' hits as their flows start (every pipe's)
+            barrier["l2"] = self._coalesced_access(task.task_id, barrier["tots"], len(cores))
             # steady-state period: the slowest pace of any pipe
             barrier["event"].succeed(max(barrier["busy"]))
         period = yield barrier["event"]
         fixed, at_cap, sbytes = tot.fixed, tot.at_cap, tot.shared_bytes
         hbm = tot.hbm_bytes / sbytes if sbytes else 0.0
-        if tot.parts:       # the L2 decides the remaining tiles' hits as their flow starts
-            hbm_b = at_cap = 0.0
-            for tensors, cold, write, bw, nbytes in tot.parts:
-                frac, eff = self._gm_access(task.task_id, tensors, nbytes, cold, write, bw,
-                                            len(cores))
-                hbm_b += nbytes * frac
-                at_cap += nbytes / eff
+        if tot.parts:
+            hbm_b, at_cap = barrier["l2"][j]
             hbm = hbm_b / sbytes
         window = max(n_rest * period, fixed + at_cap, 1.0)
         start = env.now
@@ -719,12 +722,41 @@ class Engine:
         base = bw / (1.0 - cold + cold / slow)
         return frac, base * (1.0 - frac + frac / slow)
 
+    def _coalesced_access(self, tid: int, tots: list, weight: int) -> list[tuple[float, float]]:
+        """The L2 accesses of a coalesced core group's remaining tiles, every pipe's, in
+        `COALESCED_SLICES` interleaved rounds (as its tiles interleave them, so that what
+        stays resident mixes the tensors as in tile detail). Returns per stage (HBM bytes per
+        core, cycles of its shared bytes at the de-rated path bandwidth)."""
+        out = [[0.0, 0.0] for _ in tots]
+        for _ in range(COALESCED_SLICES):
+            for acc, tot in zip(out, tots):
+                for tensors, cold, write, bw, nbytes in tot.parts:
+                    part = nbytes / COALESCED_SLICES
+                    frac, eff = self._gm_access(tid, tensors, part, cold, write, bw, weight)
+                    acc[0] += part * frac
+                    acc[1] += part / eff
+        return [(a, b) for a, b in out]
+
+    def _l2_task_done(self, tid: int) -> None:
+        """A task ended: its fills become ordinary residency; an intermediate whose last
+        reader this was (or that nobody reads) is dead and leaves L2 (`L2Cache.drop`)."""
+        self.l2.end_task(tid)
+        readers = self._l2_readers
+        for name in self._l2_reads.get(tid, ()):
+            readers[name] -= 1
+            if readers[name] == 0:
+                self.l2.drop(name)
+        for name in self._l2_writes.get(tid, ()):
+            if readers.get(name) == 0:
+                self.l2.drop(name)
+
     def _write_back(self, tid: int | None, nbytes: float) -> None:
         """Queue evicted dirty bytes for HBM (counted in task `tid`'s DDR writes)."""
         if nbytes <= 0:
             return
         if tid is not None:
             _add(self.gm_traffic.setdefault(tid, {}), ("DDR", "write"), nbytes)
+            _add(self.wb_by_task, tid, nbytes)
         self._wb_pending += nbytes
         if self._wb_proc is None or not self._wb_proc.is_alive:
             self._wb_proc = self.env.process(self._write_back_flow())
@@ -747,6 +779,15 @@ class Engine:
 
     # -- results ---------------------------------------------------------------------------
     def _record(self, t, start, end, launch_start, wait) -> TaskRecord:
+        traffic = self._traffic(t)
+        roofline = t.roofline_cycles
+        if t.task_id in self.gm_traffic:
+            # the task's own moves as simulated (the write-backs it triggered run after it,
+            # on the L2 controller)
+            own = dict(traffic)
+            own[("DDR", "write")] = own.get(("DDR", "write"), 0) \
+                - int(round(self.wb_by_task.get(t.task_id, 0.0)))
+            roofline = int(math.floor(max(t.compute_cycles, memory_cycles(self.chip, own))))
         per_core = self.pipe_busy.get(t.task_id, {})
         busiest = max(per_core.values(), key=lambda d: (sum(d.values()), sorted(d.items())),
                       default={})
@@ -759,9 +800,9 @@ class Engine:
             input_formats=t.input_formats,
             output_shapes=tuple(_shape(v) for v in t.outputs),
             output_dtypes=tuple(v.dtype for v in t.outputs),
-            output_formats=t.output_formats, flops=t.flops, traffic=self._traffic(t),
+            output_formats=t.output_formats, flops=t.flops, traffic=traffic,
             pipe_cycles=dict(busiest), fused_ops=t.fused_ops,
-            roofline_cycles=t.roofline_cycles, notes=t.notes)
+            roofline_cycles=roofline, notes=t.notes)
 
     def _traffic(self, t) -> dict[tuple[str, str], int]:
         """A task's traffic: the lowered on-chip bytes, and the GM bytes as simulated (hits,
@@ -832,6 +873,35 @@ def _stage_totals(segments, n: int) -> list[_StageTotals]:
                                 wbytes > sbytes / 2,
                                 tuple((*key, b) for key, b in parts.items())))
     return out
+
+
+def _gm_tensors(program: Program) -> tuple[dict, dict, dict]:
+    """Per task the GM tensors its moves read and write (`Instr.tensors`), and per
+    intermediate (a tensor some task writes, not a graph output) how many tasks read it."""
+    reads: dict[int, set[str]] = {}
+    writes: dict[int, set[str]] = {}
+    for t in program.tasks:
+        for ph in t.phases:
+            for g in ph.groups:
+                for sg in g.segments:
+                    for st in sg.stages:
+                        for ins in st.head + st.instrs:
+                            if ins.tensors:
+                                side = writes if ins.dst == GM else reads
+                                side.setdefault(t.task_id, set()).update(
+                                    n for n, _ in ins.tensors)
+    outputs = set()
+    for name in program.output_values:
+        while name in program.aliases:
+            name = program.aliases[name]
+        outputs.add(name)
+    written = set().union(*writes.values()) - outputs
+    readers = dict.fromkeys(written, 0)
+    for names in reads.values():
+        for n in names & written:
+            readers[n] += 1
+    return ({tid: sorted(n for n in names if n in written) for tid, names in reads.items()},
+            {tid: sorted(names & written) for tid, names in writes.items()}, readers)
 
 
 _GM_KEYS = (("L2", "read"), ("DDR", "read"), ("L2", "write"), ("DDR", "write"))

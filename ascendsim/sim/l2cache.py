@@ -28,9 +28,17 @@ the missing part exceeds the room below the tensor (free bytes plus older tensor
 resident part is evicted just before the scan reaches it, so the task finds none of it (a
 64 MB tensor written through a 32 MB L2 and read back gets no hits, as strict LRU gives).
 Writes add `nbytes` resident and dirty (up to the tensor's size: writing it again overwrites
-the same lines, which stay dirty once). Whenever resident bytes exceed the capacity, the least recently used tensors give up bytes, the one being accessed last; the
+the same lines, which stay dirty once). Whenever resident bytes exceed the capacity, the
+least recently used tensors give up bytes, the one being accessed last; the
 dirty part of what is evicted (in proportion to the tensor's dirty share) is written back to
 HBM. `flush()` writes back everything still dirty at the end of the graph.
+
+Dead tensors. `drop(name)` forgets a tensor without writing it back; the engine calls it when
+the last task reading an intermediate (not a graph output) has finished. GE's memory
+assigner hands a freed block to a later tensor (`lower/memory.py`), whose writes overwrite
+those lines, so a dead tensor's dirty data never reaches HBM; the model frees the lines at
+once instead of at the overwrite (a freed block that is not reused before it would be
+evicted is the case this gets wrong: it would be written back).
 
 The decisions happen when a move starts; the engine turns miss and write-back bytes into
 fabric flows, so they share HBM bandwidth with everything else in flight.
@@ -64,6 +72,7 @@ class L2Stats:
     write_bytes: float = 0.0       # GM writes (all land in L2)
     writeback_bytes: float = 0.0   # dirty bytes written back to HBM on eviction
     flush_bytes: float = 0.0       # dirty bytes written back at the end of the graph
+    dropped_bytes: float = 0.0     # dirty bytes of dead tensors, never written back
     flush_cycles: int = 0          # cycles the end-of-graph write-back takes after the last task
     peak_resident: float = 0.0     # most bytes resident at once
 
@@ -144,6 +153,13 @@ class L2Cache:
             line.dirty = 0.0
         self.stats.flush_bytes += total
         return total
+
+    def drop(self, name: str) -> None:
+        """Forget a dead tensor: its lines are free, its dirty bytes never written back."""
+        line = self.lines.pop(name, None)
+        if line is not None:
+            self.used -= line.resident
+            self.stats.dropped_bytes += line.dirty
 
     # -- queries ---------------------------------------------------------------------------
     def resident(self, name: str) -> float:
