@@ -26,13 +26,13 @@ the bandwidth it leaves idle while "in latency" goes to the other flows (request
 the memory system), so a memory-bound op reaches the shared bandwidth.
 
 L2 as a cache (`l2cache.L2Cache`, one per run). When a GM move that names its tensors starts,
-the cache decides its miss bytes (the flow's HBM fraction, and the msKPP per-core de-rate
-`bw x (1 - miss + miss / l2_miss_slowdown)` at that fraction) and what it evicts; dirty bytes
-evicted go back to HBM as a write-back flow through the same Fabric (one at a time, queued
-behind each other: the L2 controller's, not a core's), counted in the evicting task's
-("DDR", "write") traffic. When every task is done, what is still dirty is flushed to HBM as
-one more flow: its bytes and cycles are in `Trace.l2` (`L2Stats`), not in the graph's time
-(the last kernel has finished; the data is already visible in L2). A task's recorded GM
+the cache decides its miss bytes (HBM bytes of the flow, and the msKPP per-core de-rate
+`bw x (1 - miss + miss / l2_miss_slowdown)` at that fraction) and what it evicts: the dirty
+bytes it evicts must reach HBM before their lines take the new data, so they are HBM bytes
+of the same flow (its HBM fraction may exceed 1), counted in the task's ("DDR", "write")
+traffic. When every task is done, what is still dirty is flushed to HBM as one more flow:
+its bytes and cycles are in `Trace.l2` (`L2Stats`), not in the graph's time (the last
+kernel has finished; the data is already visible in L2). A task's recorded GM
 traffic is the simulated one. In block detail the coalesced flow of a pipe asks the cache
 once for all its remaining tiles, per tensor, when it starts.
 
@@ -364,9 +364,6 @@ class Engine:
         self.l2 = L2Cache(chip.l2_bytes)
         self._l2_reads, self._l2_writes, self._l2_readers = _gm_tensors(program)
         self.gm_traffic: dict[int, dict[tuple[str, str], float]] = {}   # simulated GM bytes
-        self.wb_by_task: dict[int, float] = {}    # dirty bytes each task's accesses evicted
-        self._wb_pending = 0.0                # dirty bytes waiting for the write-back flow
-        self._wb_proc: Any = None             # the write-back process, while it runs
 
     # -- running -------------------------------------------------------------------------
     def run(self) -> Trace:
@@ -508,14 +505,15 @@ class Engine:
             self.started.setdefault(task.task_id, env.now)
             procs = []
             base = 0
+            joint: dict = {"members": [], "result": None}   # the phase's coalesced groups
             for g in ph.groups:
                 cores = tuple(ids[base + i] for i in range(len(g.cores)))
                 base += len(g.cores)
-                procs.append(env.process(self._group(task, g, cores)))
+                procs.append(env.process(self._group(task, g, cores, joint)))
             yield env.all_of(procs)
             yield lease.release()
 
-    def _group(self, task, g: CoreGroup, cores: tuple[int, ...]):
+    def _group(self, task, g: CoreGroup, cores: tuple[int, ...], joint: dict):
         if self.symmetric:
             sets = [cores]
         else:
@@ -525,7 +523,7 @@ class Engine:
             label = f"core {cs[0]}" if len(cs) == 1 else f"cores {cs[0]}-{cs[-1]}"
             core = _Core(self.caps_cube, label, task.op_name, self.peaks)
             if self.detail == "block" and g.tiles >= COALESCE_MIN:
-                procs.extend(self._block(task, g, core, cs))
+                procs.extend(self._block(task, g, core, cs, joint))
             else:
                 queues = expand_flags(g.segments)
                 merge = "tile" if self.detail == "block" else "contig"
@@ -622,7 +620,8 @@ class Engine:
         return busy, tile_ends
 
     # -- block detail ----------------------------------------------------------------------
-    def _block(self, task, g: CoreGroup, core: _Core, cores: tuple[int, ...]) -> list:
+    def _block(self, task, g: CoreGroup, core: _Core, cores: tuple[int, ...],
+               joint: dict) -> list:
         """Processes for one coalesced core group: PREFIX_TILES tiles in tile detail, then the
         remaining tiles as one interval per pipe at the measured pace (see the module note)."""
         env = self.env
@@ -630,9 +629,10 @@ class Engine:
         queues = expand_flags(prefix)
         stages0 = g.segments[0].stages
         tot = _stage_totals(rest, len(stages0))
+        joint["members"].append((tot, len(cores)))
         n_rest = sum(sg.count for sg in rest)
-        barrier = {"left": len(stages0), "busy": [], "event": env.event(), "tots": tot,
-                   "l2": None}
+        barrier = {"left": len(stages0), "busy": [], "event": env.event(), "joint": joint,
+                   "member": len(joint["members"]) - 1, "l2": None}
         return [env.process(self._coalesced_pipe(task, core, cores, st.pipe,
                                                  queues[st.pipe], n_rest, tot[j], barrier, j))
                 for j, st in enumerate(stages0)]
@@ -650,7 +650,10 @@ class Engine:
         barrier["left"] -= 1
         if barrier["left"] == 0:
             # the L2 decides the remaining tiles' hits as their flows start (every pipe's)
-            barrier["l2"] = self._coalesced_access(task.task_id, barrier["tots"], len(cores))
+            joint = barrier["joint"]
+            if joint["result"] is None:
+                joint["result"] = self._coalesced_access(task.task_id, joint["members"])
+            barrier["l2"] = joint["result"][barrier["member"]]
             # steady-state period: the slowest pace of any pipe
             barrier["event"].succeed(max(barrier["busy"]))
         period = yield barrier["event"]
@@ -688,8 +691,8 @@ class Engine:
     def _gm_access(self, tid: int, tensors: tuple, nbytes: float, cold: float, write: bool,
                    bw: float, weight: int) -> tuple[float, float]:
         """A GM move of `nbytes` per core on `weight` cores, starting now: the L2 decides its
-        HBM fraction and the per-core path bandwidth at that miss fraction (the lowering's `bw`
-        is de-rated for `cold`); dirty bytes it evicts are queued for write-back. Returns
+        HBM fraction (misses, and the dirty bytes it evicts) and the per-core path bandwidth
+        at its miss fraction (the lowering's `bw` is de-rated for `cold`). Returns
         (HBM fraction, bandwidth)."""
         total = nbytes * weight
         tr = self.gm_traffic.setdefault(tid, {})
@@ -707,8 +710,8 @@ class Engine:
             for name, size in tensors:
                 evicted += self.l2.write(tid, name, size, total * size / whole)
             _add(tr, ("L2", "write"), total)
-            self._write_back(tid, evicted)
-            return cold, bw
+            _add(tr, ("DDR", "write"), evicted)
+            return evicted / total, bw
         miss = 0.0
         for name, size in tensors:
             m, wb = self.l2.read(tid, name, size, total * size / whole, cold)
@@ -716,26 +719,40 @@ class Engine:
             evicted += wb
         _add(tr, ("L2", "read"), total - miss)
         _add(tr, ("DDR", "read"), miss)
-        self._write_back(tid, evicted)
+        _add(tr, ("DDR", "write"), evicted)
         frac = miss / total
         slow = self.chip.l2_miss_slowdown
         base = bw / (1.0 - cold + cold / slow)
-        return frac, base * (1.0 - frac + frac / slow)
+        return (miss + evicted) / total, base * (1.0 - frac + frac / slow)
 
-    def _coalesced_access(self, tid: int, tots: list, weight: int) -> list[tuple[float, float]]:
-        """The L2 accesses of a coalesced core group's remaining tiles, every pipe's, in
-        `COALESCED_SLICES` interleaved rounds (as its tiles interleave them, so that what
-        stays resident mixes the tensors as in tile detail). Returns per stage (HBM bytes per
-        core, cycles of its shared bytes at the de-rated path bandwidth)."""
-        out = [[0.0, 0.0] for _ in tots]
-        for _ in range(COALESCED_SLICES):
-            for acc, tot in zip(out, tots):
-                for tensors, cold, write, bw, nbytes in tot.parts:
-                    part = nbytes / COALESCED_SLICES
-                    frac, eff = self._gm_access(tid, tensors, part, cold, write, bw, weight)
-                    acc[0] += part * frac
-                    acc[1] += part / eff
-        return [(a, b) for a, b in out]
+    def _coalesced_access(self, tid: int, members: list) -> list[list[tuple[float, float]]]:
+        """The L2 accesses of the remaining tiles of a phase's coalesced core groups (every
+        group's, every pipe's: `members` = (stage totals, cores)), decided when the first of
+        them starts its window, in `COALESCED_SLICES` interleaved rounds as their tiles
+        interleave them (what stays resident then mixes the tensors and the groups as in tile
+        detail). Returns per member, per stage (HBM bytes per core, cycles of its shared bytes
+        at the de-rated path bandwidth)."""
+        out = [[[0.0, 0.0] for _ in tots] for tots, _ in members]
+
+        def access(rnd: int, writes: bool) -> None:
+            if not 0 <= rnd < COALESCED_SLICES:
+                return
+            for (tots, weight), accs in zip(members, out):
+                for acc, tot in zip(accs, tots):
+                    for tensors, cold, write, bw, nbytes in tot.parts:
+                        if write != writes:
+                            continue
+                        part = nbytes / COALESCED_SLICES
+                        frac, eff = self._gm_access(tid, tensors, part, cold, write, bw,
+                                                    weight)
+                        acc[0] += part * frac
+                        acc[1] += part / eff
+
+        # the reads run two rounds ahead of the writes, as double-buffered tiles do
+        for rnd in range(COALESCED_SLICES + 2):
+            access(rnd, False)
+            access(rnd - 2, True)
+        return [[(a, b) for a, b in accs] for accs in out]
 
     def _l2_task_done(self, tid: int) -> None:
         """A task ended: its fills become ordinary residency; an intermediate whose last
@@ -750,44 +767,23 @@ class Engine:
             if readers.get(name) == 0:
                 self.l2.drop(name)
 
-    def _write_back(self, tid: int | None, nbytes: float) -> None:
-        """Queue evicted dirty bytes for HBM (counted in task `tid`'s DDR writes)."""
-        if nbytes <= 0:
-            return
-        if tid is not None:
-            _add(self.gm_traffic.setdefault(tid, {}), ("DDR", "write"), nbytes)
-            _add(self.wb_by_task, tid, nbytes)
-        self._wb_pending += nbytes
-        if self._wb_proc is None or not self._wb_proc.is_alive:
-            self._wb_proc = self.env.process(self._write_back_flow())
-
-    def _write_back_flow(self):
-        """The L2 controller's write-back: the queued bytes as flows L2 -> HBM, one at a time."""
-        while self._wb_pending > 0:
-            nbytes, self._wb_pending = self._wb_pending, 0.0
-            yield self.fabric.transfer(nbytes, self.fabric.hbm_bw, 1.0)
-
     def _flush(self, tasks):
-        """End of the graph: write back what is still dirty (after the queued write-backs)."""
+        """End of the graph: write back what is still dirty, as one flow L2 -> HBM."""
         if tasks:
             yield self.env.all_of([self.done[t.task_id] for t in tasks])
         last = self.env.now
-        self._write_back(None, self.l2.flush())
-        if self._wb_proc is not None:
-            yield self._wb_proc
+        nbytes = self.l2.flush()
+        if nbytes > 0:
+            yield self.fabric.transfer(nbytes, self.fabric.hbm_bw, 1.0)
         self.l2.stats.flush_cycles = int(self.env.now - last)
 
     # -- results ---------------------------------------------------------------------------
     def _record(self, t, start, end, launch_start, wait) -> TaskRecord:
         traffic = self._traffic(t)
         roofline = t.roofline_cycles
-        if t.task_id in self.gm_traffic:
-            # the task's own moves as simulated (the write-backs it triggered run after it,
-            # on the L2 controller)
-            own = dict(traffic)
-            own[("DDR", "write")] = own.get(("DDR", "write"), 0) \
-                - int(round(self.wb_by_task.get(t.task_id, 0.0)))
-            roofline = int(math.floor(max(t.compute_cycles, memory_cycles(self.chip, own))))
+        if t.task_id in self.gm_traffic:       # the task's moves as simulated
+            roofline = int(math.floor(max(t.compute_cycles,
+                                          memory_cycles(self.chip, traffic))))
         per_core = self.pipe_busy.get(t.task_id, {})
         busiest = max(per_core.values(), key=lambda d: (sum(d.values()), sorted(d.items())),
                       default={})
