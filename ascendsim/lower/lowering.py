@@ -307,13 +307,15 @@ class _Lowering:
             return "const"
         return self.fmt.get(self.root(name), self.fmt.get(name, ND))
 
-    def gm_tensor(self, name: str, fmt: str | None = None) -> tuple[str, int]:
-        """(GM name, bytes) of a value as the L2 cache tracks it: views resolve to the value
-        they alias; a batch chunk's slice of an L2 chain's input or output counts whole."""
+    def gm_tensor(self, name: str, fmt: str | None = None) -> tuple[str, int, int]:
+        """(GM name, bytes, bytes this task covers) of a value as the L2 cache tracks it:
+        views resolve to the value they alias; a batch chunk's slice of an L2 chain's input
+        or output counts whole, the slice being what the chunk covers."""
         root = self.root(name)
-        fmt = fmt or self.format_of(name)
-        v = self.chain_full.get(root) or self.value(root if root in self.values else name)
-        return root, padded_bytes(v, ND if fmt == "const" else fmt)
+        fmt = ND if (fmt or self.format_of(name)) == "const" else (fmt or self.format_of(name))
+        span = padded_bytes(self.value(name), fmt)
+        v = self.chain_full.get(root)
+        return root, (padded_bytes(v, fmt) if v is not None else span), span
 
     def miss(self, name: str, reads: float, fits: bool = True, share: int = 1,
              fmt: str | None = None) -> GmFraction:

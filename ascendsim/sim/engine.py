@@ -704,17 +704,17 @@ class Engine:
                 _add(tr, ("L2", "read"), total * (1 - cold))
                 _add(tr, ("DDR", "read"), total * cold)
             return cold, bw
-        whole = sum(size for _, size in tensors) or 1
+        whole = sum(t[1] for t in tensors) or 1
         evicted = 0.0
         if write:
-            for name, size in tensors:
+            for name, size, _ in tensors:
                 evicted += self.l2.write(tid, name, size, total * size / whole)
             _add(tr, ("L2", "write"), total)
             _add(tr, ("DDR", "write"), evicted)
             return evicted / total, bw
         miss = 0.0
-        for name, size in tensors:
-            m, wb = self.l2.read(tid, name, size, total * size / whole, cold)
+        for name, size, span in tensors:
+            m, wb = self.l2.read(tid, name, size, total * size / whole, cold, span)
             miss += m
             evicted += wb
         _add(tr, ("L2", "read"), total - miss)
@@ -885,7 +885,7 @@ def _gm_tensors(program: Program) -> tuple[dict, dict, dict]:
                             if ins.tensors:
                                 side = writes if ins.dst == GM else reads
                                 side.setdefault(t.task_id, set()).update(
-                                    n for n, _ in ins.tensors)
+                                    t[0] for t in ins.tensors)
     outputs = set()
     for name in program.output_values:
         while name in program.aliases:

@@ -21,17 +21,18 @@ Reads. A task's read of `nbytes` of a tensor whose lowered miss fraction is `col
 misses of its own access pattern when nothing is resident: first reads, and re-reads the
 lowering's reuse rule says miss) misses `nbytes x cold x (1 - prior / size)`, where `prior`
 is what was resident before this task's own fills (the task's first pass over a byte still
-misses even though an earlier tile of the same task brought a neighbour in). The missed bytes
-are filled. One exception, LRU's cliff: a scan of a tensor that finds only part of it
+misses even though an earlier tile of the same task brought a neighbour in). The missed
+bytes are filled. One exception, LRU's cliff: a scan of a tensor that finds only part of it
 resident misses the rest first, and those fills evict the least recently used bytes; when
-the missing part exceeds the room below the tensor (free bytes plus older tensors) the
-resident part is evicted just before the scan reaches it, so the task finds none of it (a
-64 MB tensor written through a 32 MB L2 and read back gets no hits, as strict LRU gives).
-Writes add `nbytes` resident and dirty (up to the tensor's size: writing it again overwrites
-the same lines, which stay dirty once). Whenever resident bytes exceed the capacity, the
-least recently used tensors give up bytes, the one being accessed last; the
-dirty part of what is evicted (in proportion to the tensor's dirty share) is written back to
-HBM. `flush()` writes back everything still dirty at the end of the graph.
+the missing part of what the task covers (a batch chunk covers a slice) exceeds the room
+below the tensor (free bytes plus older tensors) the resident part is evicted just before
+the scan reaches it, so the task finds none of it (a 64 MB tensor written through a 32 MB L2
+and read back gets no hits, as strict LRU gives). Writes add `nbytes` resident and dirty (up
+to the tensor's size: writing it again overwrites the same lines, which stay dirty once).
+Whenever resident bytes exceed the capacity, the least recently used tensors give up bytes,
+the one being accessed last; the dirty part of what is evicted (in proportion to the
+tensor's dirty share) is written back to HBM. `flush()` writes back everything still dirty
+at the end of the graph.
 
 Dead tensors. `drop(name)` forgets a tensor without writing it back; the engine calls it when
 the last task reading an intermediate (not a graph output) has finished. GE's memory
@@ -90,10 +91,11 @@ class L2Cache:
         self._touched: dict[int, set[str]] = {}
 
     # -- accesses --------------------------------------------------------------------------
-    def read(self, task: int, name: str, size: int, nbytes: float, cold: float
-             ) -> tuple[float, float]:
-        """A read of `nbytes` of tensor `name` (`size` bytes) by task `task`; `cold` = its miss
-        fraction with nothing resident. Returns (bytes from HBM, dirty bytes evicted)."""
+    def read(self, task: int, name: str, size: int, nbytes: float, cold: float,
+             span: int | None = None) -> tuple[float, float]:
+        """A read of `nbytes` of tensor `name` (`size` bytes) by task `task`, which covers
+        `span` bytes of it (default: all); `cold` = its miss fraction with nothing resident.
+        Returns (bytes from HBM, dirty bytes evicted)."""
         line = self.lines.get(name)
         if line is None:
             line = self._line(name, size)
@@ -107,7 +109,8 @@ class L2Cache:
                     break
                 room += ln.resident
             line = self._line(name, size)
-            lost = line.size - line.resident > room * (1 + 1e-9)
+            cover = min(float(span), line.size) if span else line.size
+            lost = cover * (1.0 - line.resident / line.size) > room * (1 + 1e-9)
             line.fills[task] = line.resident if lost else 0.0
             self._touched.setdefault(task, set()).add(name)
         else:
