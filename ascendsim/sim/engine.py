@@ -704,7 +704,8 @@ class Engine:
                 _add(tr, ("L2", "read"), total * (1 - cold))
                 _add(tr, ("DDR", "read"), total * cold)
             return cold, bw
-        whole = sum(t[1] for t in tensors) or 1
+        whole = sum(t[1] for t in tensors) if len(tensors) > 1 else tensors[0][1]
+        whole = whole or 1
         evicted = 0.0
         if write:
             for name, size, _ in tensors:
@@ -733,25 +734,29 @@ class Engine:
         detail). Returns per member, per stage (HBM bytes per core, cycles of its shared bytes
         at the de-rated path bandwidth)."""
         out = [[[0.0, 0.0] for _ in tots] for tots, _ in members]
+        reads: list = []
+        writes: list = []
+        for (tots, weight), accs in zip(members, out):
+            for acc, tot in zip(accs, tots):
+                for tensors, cold, write, bw, nbytes in tot.parts:
+                    (writes if write else reads).append(
+                        (acc, tensors, cold, write, bw, nbytes / COALESCED_SLICES, weight))
+        access = self._gm_access
 
-        def access(rnd: int, writes: bool) -> None:
-            if not 0 <= rnd < COALESCED_SLICES:
-                return
-            for (tots, weight), accs in zip(members, out):
-                for acc, tot in zip(accs, tots):
-                    for tensors, cold, write, bw, nbytes in tot.parts:
-                        if write != writes:
-                            continue
-                        part = nbytes / COALESCED_SLICES
-                        frac, eff = self._gm_access(tid, tensors, part, cold, write, bw,
-                                                    weight)
-                        acc[0] += part * frac
-                        acc[1] += part / eff
+        def run(items: list) -> None:
+            for acc, tensors, cold, write, bw, part, weight in items:
+                frac, eff = access(tid, tensors, part, cold, write, bw, weight)
+                acc[0] += part * frac
+                acc[1] += part / eff
 
-        # the reads run two rounds ahead of the writes, as double-buffered tiles do
-        for rnd in range(COALESCED_SLICES + 2):
-            access(rnd, False)
-            access(rnd - 2, True)
+        # the reads run ahead of the writes (an eighth of the window), as double-buffered
+        # tiles do
+        lead = max(1, COALESCED_SLICES // 8)
+        for rnd in range(COALESCED_SLICES + lead):
+            if rnd < COALESCED_SLICES:
+                run(reads)
+            if rnd >= lead:
+                run(writes)
         return [[(a, b) for a, b in accs] for accs in out]
 
     def _l2_task_done(self, tid: int) -> None:
