@@ -29,6 +29,7 @@ from .errors import ConfigError, GraphError, SimulationError
 from .hw import Chip, get_chip
 from .hw.names import DETAILS, MODES
 from .ir import Graph
+from .ir.tensor import as_storage, storage_dtype
 from .sim.trace import Trace
 
 if TYPE_CHECKING:
@@ -306,9 +307,9 @@ def seeded_inputs(graph: Graph, seed: int = 0) -> dict[str, np.ndarray] | None:
         total += int(np.prod(v.shape, dtype=np.int64))
         if total > COMPARE_VALUE_LIMIT:
             return None
-        dt = np.dtype("float32" if v.dtype == "bfloat16" else v.dtype)
+        dt = storage_dtype(v.dtype)
         if dt.kind == "f":
-            feeds[name] = rng.uniform(-1.0, 1.0, v.shape).astype(dt)
+            feeds[name] = as_storage(rng.uniform(-1.0, 1.0, v.shape), v.dtype)
         elif dt.kind == "b":
             feeds[name] = rng.integers(0, 2, v.shape).astype(dt)
         else:   # indices: small non-negative integers are valid for gathers and one-hots

@@ -12,9 +12,10 @@ loop that LLVM vectorises). In the innermost loop an operand is either contiguou
 or broadcast along it (loaded once, before the loop). The body calls each op's scalar
 function inline (`njit(inline="always")` in kernels/elementwise.py), casting each result to
 the compute dtype and, for float16, rounding it to float16 precision (`round_f16`), as the
-per-op kernels round each result; so results match unfused ones bit for bit (float32, and
-float16 too); intermediates live in registers, only the run's outputs are stored. Attribute
-operands (LeakyRelu's alpha: `scalar_args`) are compile-time constants of the source.
+per-op kernels round each result (bfloat16: `round_bf16_scalar`, as the executor rounds each
+bf16 result); so results match unfused ones bit for bit (float32, float16 and bfloat16);
+intermediates live in registers, only the run's outputs are stored. Attribute operands
+(LeakyRelu's alpha: `scalar_args`) are compile-time constants of the source.
 
 Compiled kernels are cached in memory per signature (program, compute dtype, collapsed rank,
 innermost access pattern). With `kernels.config.CACHE` on, the generated source is also written
@@ -40,6 +41,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
+from .bf16 import round_bf16_scalar
 from .config import CACHE, FASTMATH
 
 #: where generated kernel modules are written (and numba caches their machine code)
@@ -48,7 +50,11 @@ COMPOSITE_CACHE_DIR = Path(os.environ.get(
 
 #: compute dtype of each storage dtype a composite loop supports
 COMPUTE_DTYPES = {"float16": "float32", "float32": "float32", "float64": "float64",
-            "int32": "int32", "int64": "int64"}
+            "int32": "int32", "int64": "int64", "bfloat16": "float32"}
+#: the rounding each step's result gets, per storage dtype (name of a function of this module)
+ROUNDING = {"float16": "round_f16", "bfloat16": "round_bf16_scalar"}
+#: the numpy dtype a loop's outputs are stored in (bfloat16: float32, see kernels/bf16.py)
+STORED = {"bfloat16": "float32"}
 
 _LOCK = threading.Lock()
 _KERNELS: dict[tuple, Any] = {}
@@ -203,7 +209,7 @@ def _compile(loop: Loop, rank: int, inner: tuple[int, ...]):
     fnames = [f"f{j}" for j in range(len(loop.program))]
     body = _source(loop, rank, inner, fnames)
     ct = COMPUTE_DTYPES[loop.dtype]
-    rd = "round_f16" if loop.dtype == "float16" else "_same"
+    rd = ROUNDING.get(loop.dtype, "_same")
     where = [_importable(f) for f in loop.scalars]
     fn = None
     if CACHE and all(where):
@@ -213,7 +219,7 @@ def _compile(loop: Loop, rank: int, inner: tuple[int, ...]):
         fn = _load(header, body)
     if fn is None:
         ns: dict[str, Any] = {"np": np, "CT": getattr(np, ct),
-                              "RD": round_f16 if loop.dtype == "float16" else _same}
+                              "RD": globals()[rd]}
         ns.update(zip(fnames, loop.scalars))
         exec(compile(body, f"<composite {loop.program[0].op_type}...>", "exec"), ns)
         fn = njit(fastmath=FASTMATH, error_model="numpy")(ns["composite"])
@@ -225,10 +231,11 @@ def _compile(loop: Loop, rank: int, inner: tuple[int, ...]):
 def _elementwise_version() -> str:
     """A hash of the source of everything a generated kernel inlines (the scalar functions,
     `round_f16`): numba's disk cache only watches the generated module, so it goes in its text."""
-    from . import elementwise
+    from . import bf16, elementwise
 
     h = hashlib.sha1(Path(elementwise.__file__).read_bytes())
     h.update(Path(__file__).read_bytes())
+    h.update(Path(bf16.__file__).read_bytes())
     return h.hexdigest()[:12]
 
 
@@ -277,7 +284,9 @@ def run_loop(loop: Loop, arrays: list[np.ndarray]) -> list[np.ndarray]:
     st = np.array(cstrides, dtype=np.int64).reshape(len(cstrides), rank)
     if n:
         fn(np.array(cshape, dtype=np.int64), st, *flat, *outs)
-    return [o.reshape(shape).astype(loop.dtype, copy=False) for o in outs]
+    store = STORED.get(loop.dtype, loop.dtype)
+    return [o.reshape(shape).astype(store, copy=False) for o in outs]
 
 
-__all__ = ["Step", "Loop", "run_loop", "round_f16", "COMPUTE_DTYPES", "COMPOSITE_CACHE_DIR"]
+__all__ = ["Step", "Loop", "run_loop", "round_f16", "round_bf16_scalar", "COMPUTE_DTYPES",
+           "COMPOSITE_CACHE_DIR"]

@@ -23,6 +23,7 @@ import numpy as np
 from numba import njit, types, vectorize
 from numba.extending import overload
 
+from . import bf16
 from .config import FASTMATH, JIT
 
 # ----------------------------------------------------------------------------- primitives
@@ -533,5 +534,7 @@ def where_kernel(args: list, attrs: dict) -> list:
 def cast_kernel(args: list, attrs: dict, to: str) -> list:
     """ONNX Cast to dtype name `to`: float -> int truncates toward zero; -> bool is x != 0."""
     x = np.asarray(args[0])
+    if to == "bfloat16":   # float32 storage rounded to nearest even (kernels/bf16.py)
+        return [bf16.round_bf16(x)]
     with np.errstate(all="ignore"):
         return [x.astype(np.dtype(to))]

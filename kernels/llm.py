@@ -44,7 +44,8 @@ def rms_norm(x: np.ndarray, gamma: np.ndarray, eps: float) -> tuple[np.ndarray, 
     _rms_rows(x2, g, work.type(eps), y, rstd)
     lead = x.shape[:x.ndim - np.ndim(gamma)]
     return (y.reshape(x.shape).astype(x.dtype, copy=False),
-            rstd.reshape(lead + (1,) * np.ndim(gamma)).astype(np.float32))
+            rstd.reshape(lead + (1,) * np.ndim(gamma)).astype(
+                np.float64 if work == np.float64 else np.float32))
 
 
 # ----------------------------------------------------------------------------- RotaryMul

@@ -9,7 +9,8 @@ Ascend frameworks (MindSpore, TF/PyTorch adapters) build a training graph for CA
    BNTrainingUpdate (batch statistics; the running mean/variance become state inputs
    `<mean>`/`<var>` and outputs `<mean>_new`/`<var>_new`); MaxPool becomes MaxPoolWithArgmax
    (its argmax routes the gradient exactly); LayerNormalization keeps its Mean/InvStdDev for
-   LayerNormXBackprop/LayerNormBetaGammaBackprop; an exported (inference) Dropout becomes
+   LayerNormXBackprop/LayerNormBetaGammaBackprop; RmsNorm also returns its rstd for
+   RmsNormGrad; an exported (inference) Dropout becomes
    DropOutGenMask + DropOutDoMask (seeded from the node's name). The rules of these ops build
    the backward from BNTrainingUpdateGrad + BNTrainingReduceGrad, MaxPoolGradWithArgmax and
    DropOutDoMask by the same mask.
@@ -49,7 +50,7 @@ import numpy as np
 from ..errors import ConfigError, GraphError
 from ..ir.graph import Graph, Node
 from ..ir.registry import Category, Unit, get_op
-from ..ir.tensor import ConstData, LazyTensor, Value, materialize
+from ..ir.tensor import ConstData, LazyTensor, Value, as_storage, materialize
 from .grad import FLOAT_DTYPES, backward, fold_initializers, parameters
 
 LOSSES = ("softmax_cross_entropy", "mse")
@@ -76,7 +77,7 @@ class _Step:
     def scalar(self, v: float, dtype: str = MASTER) -> Value:
         key = (dtype, float(v))
         if key not in self._small:
-            self._small[key] = self.g.const(np.asarray(v, dtype=dtype))
+            self._small[key] = self.g.const(v, dtype=dtype)
         return self._small[key]
 
     def state_input(self, name: str, shape: Sequence[int], dtype: str, init: ConstData) -> Value:
@@ -172,9 +173,9 @@ def _to_half(g: Graph, keep: set[str]) -> None:
 
 def _lazy_cast(data: ConstData, dtype: str) -> ConstData:
     if isinstance(data, LazyTensor):
-        return LazyTensor(data.shape, dtype, lambda: materialize(data).astype(dtype),
+        return LazyTensor(data.shape, dtype, lambda: as_storage(materialize(data), dtype),
                           f"{data.describe} as {dtype}")
-    return np.asarray(data).astype(dtype)
+    return as_storage(data, dtype)
 
 
 @dataclass(frozen=True)
@@ -199,7 +200,10 @@ def _params_to_inputs(step: _Step, params: list[str], mixed: bool) -> list[_Para
         dtype = MASTER if mixed else v.dtype
         master = step.state_input(p, v.shape, dtype, _lazy_cast(data, dtype))
         bn_only = all(n.op_type == "BNTrainingUpdate" for n in users.get(p, ()))
-        compute = COMPUTE_HALF if mixed and not bn_only else dtype
+        # a bfloat16 model computes in bf16 from float32 masters (its optimizer then works in
+        # fp32: beta2 = 0.999 is 1.0 in bf16); any other in float16
+        half = "bfloat16" if v.dtype == "bfloat16" else COMPUTE_HALF
+        compute = half if mixed and not bn_only else dtype
         if compute != dtype:
             renamed[p] = f"{p}_{compute}"
             casts.append((master, compute, renamed[p]))
@@ -357,6 +361,16 @@ def _ln_rewrite(step: _Step, n: Node) -> None:
                     name=n.name, outputs=[n.outputs[0], f"{n.name}.mean", f"{n.name}.rstd"])
 
 
+def _rms_applies(g: Graph, n: Node) -> bool:
+    return len(n.outputs) == 1
+
+
+def _rms_rewrite(step: _Step, n: Node) -> None:
+    """RmsNorm also returns rstd, which RmsNormGrad reads (as CANN's kernel pair does)."""
+    step.g.add_node("RmsNorm", list(n.inputs), {**n.attrs, "num_outputs": 2}, name=n.name,
+                    outputs=[n.outputs[0], f"{n.name}.rstd"])
+
+
 def _dropout_applies(g: Graph, n: Node) -> bool:
     """An exported (inference) Dropout with a constant ratio > 0 whose mask nobody reads."""
     if len(n.inputs) > 2 and n.inputs[2]:
@@ -391,7 +405,8 @@ def _dropout_rewrite(step: _Step, n: Node) -> None:
 _FORMS = {"BatchNormalization": _Form(_bn_applies, _bn_rewrite),
           "Dropout": _Form(_dropout_applies, _dropout_rewrite),
           "MaxPool": _Form(_maxpool_applies, _maxpool_rewrite),
-          "LayerNormalization": _Form(_ln_applies, _ln_rewrite)}
+          "LayerNormalization": _Form(_ln_applies, _ln_rewrite),
+          "RmsNorm": _Form(_rms_applies, _rms_rewrite)}
 
 
 # ----------------------------------------------------------------------------- update

@@ -1,5 +1,8 @@
 """Compute the real values of a graph (fused or not) with the registry's numba kernels.
 
+bfloat16 values are float32 arrays rounded to bf16 precision (see kernels/bf16.py): inputs
+are rounded when fed, every op's bf16 output is rounded once after its kernel ran in float32.
+
 The executor never looks at the clock: values and timing share the graph, nothing else.
 Intermediates are freed as soon as their last reader has run, so a deep model needs memory
 for its live tensors only.
@@ -15,7 +18,7 @@ import numpy as np
 from ..errors import AscendSimError, GraphError
 from ..ir.graph import Graph
 from ..ir.registry import get_op
-from ..ir.tensor import materialize
+from ..ir.tensor import as_storage, materialize
 
 
 def _check_inputs(graph: Graph, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -34,7 +37,13 @@ def _check_inputs(graph: Graph, feeds: Mapping[str, np.ndarray]) -> dict[str, np
                 isinstance(d, int) and d != a for d, a in zip(decl.shape, arr.shape)):
             raise GraphError(f"input '{name}' has shape {arr.shape}, graph '{graph.name}' "
                              f"expects {decl.shape}")
-        if arr.dtype.name != decl.dtype:
+        if decl.dtype == "bfloat16":
+            if arr.dtype.kind != "f" and arr.dtype.name != "bfloat16":   # ml_dtypes' is kind V
+                raise GraphError(f"input '{name}' has dtype {arr.dtype}, expected bfloat16 "
+                                 f"values as a float array (16-bit patterns: "
+                                 f"ascendsim.kernels.bf16.from_bits)")
+            arr = as_storage(arr, "bfloat16")
+        elif arr.dtype.name != decl.dtype:
             if not np.can_cast(arr.dtype, decl.dtype, casting="same_kind"):
                 raise GraphError(f"input '{name}' has dtype {arr.dtype}, expected {decl.dtype}")
             arr = arr.astype(decl.dtype)
@@ -85,7 +94,7 @@ def execute(graph: Graph, inputs: Mapping[str, np.ndarray],
                              f"{len(results)} outputs, expected {len(node.outputs)}")
         for name, arr in zip(node.outputs, results):
             if name:
-                env[name] = np.asarray(arr)
+                env[name] = stored(graph, name, arr)
         for i in node.inputs:
             if i:
                 readers[i] -= 1
@@ -94,6 +103,6 @@ def execute(graph: Graph, inputs: Mapping[str, np.ndarray],
     return {name: fetch(name) for name in wanted}  # type: ignore[misc]
 
 
-from .composite import run_subgraph  # noqa: E402  (the planner imports run_graph lazily)
+from .composite import run_subgraph, stored  # noqa: E402  (the planner imports run_graph lazily)
 
 __all__ = ["execute", "run_graph", "run_subgraph"]

@@ -27,7 +27,7 @@ from ..errors import AscendSimError, GraphError
 from ..ir.graph import Graph, Node
 from ..ir.ops.elementwise import scalar_args
 from ..ir.registry import BodyRunner, Category, OpDef, get_op
-from ..ir.tensor import materialize
+from ..ir.tensor import as_storage, materialize
 from ..kernels.composite import COMPUTE_DTYPES, Loop, Step, run_loop
 
 _LOCK = threading.Lock()
@@ -207,6 +207,16 @@ def _make_run(sub: Graph, nodes: list[Node], later: set[str]) -> Run:
     return Run(nodes, inputs, outputs, loop)
 
 
+def stored(graph: Graph, name: str, arr: object) -> np.ndarray:
+    """A kernel's result as the value `name` is stored: a bfloat16 value is rounded to bf16
+    here, once per op, as the chip rounds each result (kernels compute bf16 in float32 and
+    know nothing of it; see kernels/bf16.py); every other dtype is kept as computed."""
+    decl = graph.values.get(name)
+    if decl is not None and decl.dtype == "bfloat16":
+        return as_storage(arr, "bfloat16")
+    return np.asarray(arr)
+
+
 def run_subgraph(sub: Graph, args: list, run_body: BodyRunner) -> list[np.ndarray]:
     """Values of a fused node's outputs: runs by their composite loops, other ops by their
     registry kernels (nested fused nodes recursively; `run_body` runs control-flow bodies)."""
@@ -243,7 +253,7 @@ def run_subgraph(sub: Graph, args: list, run_body: BodyRunner) -> list[np.ndarra
                 raise GraphError(f"node '{st.name}' ({st.op_type}) inside fused subgraph "
                                  f"'{sub.name}' failed on inputs {shapes}: "
                                  f"{type(exc).__name__}: {exc}") from exc
-            env.update((o, np.asarray(r)) for o, r in zip(st.outputs, res) if o)
+            env.update((o, stored(sub, o, r)) for o, r in zip(st.outputs, res) if o)
             nodes = [st]
         for n in nodes:
             for i in n.inputs:

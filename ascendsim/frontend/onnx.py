@@ -38,6 +38,7 @@ import numpy as np
 from ..errors import AscendSimError, GraphError, UnsupportedOpError
 from ..execute import run_graph
 from ..ir.graph import Graph, check_attr
+from ..ir.ops.elementwise import FLOATS as FLOAT_DTYPES
 from ..ir.registry import Category, OpDef, Unit, get_op, has_op
 from ..ir.tensor import (
     ONNX_DTYPES,  # the IR's one code -> dtype table (Cast's `to`)
@@ -48,7 +49,7 @@ from ..ir.tensor import (
 )
 
 #: ONNX dtype codes by name, for the codes ascendsim does not support (error messages).
-_ONNX_DTYPE_NAMES = {8: "string", 14: "complex64", 15: "complex128", 16: "bfloat16",
+_ONNX_DTYPE_NAMES = {8: "string", 14: "complex64", 15: "complex128",
                      17: "float8e4m3fn", 18: "float8e4m3fnuz", 19: "float8e5m2",
                      20: "float8e5m2fnuz", 21: "uint4", 22: "int4", 23: "float4e2m1"}
 
@@ -204,7 +205,7 @@ class _Scope:
         outer = self.parent.g
         if outer.is_const(name):
             data = outer.constants[name]
-            self.g.const(data, name, dtype=data.dtype)
+            self.g.const(data, name, dtype=outer.values[name].dtype)
         else:
             v = outer.values[name]
             self.g.input(name, v.shape, v.dtype)
@@ -213,8 +214,7 @@ class _Scope:
 
     def const(self, data: Any, name: str, dtype: str | None = None) -> str:
         name = self._unique_value(name)
-        arr = np.asarray(data, dtype=dtype) if dtype else np.asarray(data)
-        self.g.const(arr, name, dtype=arr.dtype)
+        self.g.const(data, name, dtype=dtype)   # bfloat16: float32 storage (kernels/bf16.py)
         return name
 
     def _unique_value(self, base: str) -> str:
@@ -470,9 +470,9 @@ class _Scope:
         arr = np.asarray(val)
         if arr.dtype.kind == "f":
             first = self.g.values.get(inputs[0]) if inputs and inputs[0] else None
-            dtype = first.dtype if first is not None and first.dtype.startswith("float") \
+            dtype = first.dtype if first is not None and first.dtype in FLOAT_DTYPES \
                 else "float32"
-            arr = arr.astype(dtype)
+            return self.const(arr, base, dtype)
         elif arr.dtype.kind in "iu":
             arr = arr.astype(np.int64)
         return self.const(arr, base)
@@ -609,7 +609,7 @@ class _Scope:
                              f"inputs: {exc}") from None
         for out, arr, (shape, dtype) in zip(self._outputs(name, node, len(specs)), results,
                                             specs):
-            self.g.const(np.asarray(arr).astype(dtype, copy=False).reshape(shape), out, dtype=dtype)
+            self.g.const(np.asarray(arr).reshape(shape), out, dtype=dtype)
         return True
 
 

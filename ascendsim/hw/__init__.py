@@ -21,6 +21,7 @@ from .chip import (
     LOCATIONS,
     PATH_PIPE,
     VECTOR_CLASSES,
+    AiCpuRates,
     Chip,
     CubeShapes,
     PathTable,
@@ -30,7 +31,7 @@ from .loader import chips, get_chip, load_chip
 
 __all__ = [
     "ARCHS", "LOCATIONS", "PATH_PIPE", "VECTOR_CLASSES",
-    "Chip", "CubeShapes", "PathTable", "VectorRates",
+    "AiCpuRates", "Chip", "CubeShapes", "PathTable", "VectorRates",
     "chips", "get_chip", "load_chip",
     "Ascend910", "Ascend910B", "Ascend310",
 ]

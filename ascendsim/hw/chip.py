@@ -28,8 +28,11 @@ Timing figures the simulator is expected to use:
 - scalar: each issued instruction costs `scalar_ops_per_instr` scalar ops at
   `scalar_ops_per_cycle`.
 - tasks: `host_launch_us` per op launched from the host, `sink_launch_us` per op when the graph
-  is sunk on the device; AI CPU ops cost `ai_cpu_task_launch_us` + elements /
-  (`ai_cpu_elements_per_cycle` * `ai_cpu_clock_hz`).
+  is sunk on the device; `kernel_start_us` per block on each core (scalar pipe) before the
+  block's first instruction; AI CPU ops cost `ai_cpu_task_launch_us`, then read their
+  inputs and write their outputs through the shared L2/HBM fabric at up to
+  `ai_cpu_memory_bytes_per_s` (contending with the AI Cores), and compute elements /
+  (`ai_cpu_op_elements_per_cycle[class]` * `ai_cpu_clock_hz`) in between.
 
 What is an estimate: every figure's source string starts with the confidence tag of
 `reference/ascend-hardware.md` (S stated, D derived, F CANN ini/fixture, M measured, G guessed;
@@ -61,7 +64,8 @@ ARCHS = ("coupled", "split")
 #: memory locations that name a data path ("gm" stands for L2/HBM/DDR as seen by a core)
 LOCATIONS = ("gm", "l1", "l0a", "l0b", "l0c", "ub")
 #: vector instruction classes accepted by `Chip.vector_rate`
-VECTOR_CLASSES = ("unary", "binary", "exp", "sqrt", "div", "ternary", "reduce", "gather", "sort")
+VECTOR_CLASSES = ("unary", "binary", "exp", "sqrt", "div", "ternary", "reduce", "reduce_max",
+                  "gather", "sort")
 #: confidence tags (reference/ascend-hardware.md), plus U for user-set figures and C for
 #: figures fitted by `ascendsim.validation.calibrate` ("C: calibrated on rows <ids>")
 TAGS = ("S", "D", "F", "M", "G", "U", "C")
@@ -177,6 +181,18 @@ class VectorRates:
     reduce_fp32: float = _spec("float", gt=0, doc="vcadd, 4-byte dtypes")
     gather: float = _spec("float", gt=0, doc="vgather")
     sort: float = _spec("float", gt=0, doc="vmrgsort")
+    reduce_max_fp32: float | None = _spec("float", gt=0, optional=True,
+                                          doc="vcmax/vcmin, 4-byte dtypes (absent: reduce_fp32)")
+
+
+@dataclass(frozen=True)
+class AiCpuRates:
+    """Elements one AI CPU computes per cycle of its own clock, by op class (the AI CPU class
+    of an op follows its registry entry: see `ascendsim.lower.aicpu`)."""
+
+    elementwise: float = _spec("float", gt=0, doc="add/mul/compare/select loops (NEON)")
+    transcendental: float = _spec("float", gt=0, doc="exp/log/pow/sqrt/div (libm-style)")
+    index: float = _spec("float", gt=0, doc="data-dependent loops: NonZero, mask generation")
 
 
 @dataclass(frozen=True)
@@ -288,10 +304,21 @@ class Chip:
                                 doc="host synchronisation after an eager call")
     sink_launch_us: float = _spec("float", "us", ge=0,
                                   doc="device-side dispatch per task (every launch mode)")
+    kernel_start_us: float = _spec(
+        "float", "us", ge=0, doc="per block on each core before its first instruction: "
+        "icache fill, kernel args and tiling data read, scalar prologue, end-of-kernel sync")
     ai_cpus: int = _spec("int", "cores", gt=0)
     ai_cpu_clock_hz: float = _spec("float", "Hz", gt=0)
     ai_cpu_task_launch_us: float = _spec("float", "us", ge=0)
-    ai_cpu_elements_per_cycle: float = _spec("float", "elements/cycle", gt=0, doc="per AI CPU")
+    ai_cpu_op_elements_per_cycle: AiCpuRates = _spec("group", "elements/cycle",
+                                                     group=AiCpuRates, doc="per AI CPU")
+    ai_cpu_memory_bytes_per_s: float = _spec(
+        "float", "bytes/s", gt=0, doc="one AI CPU's reads/writes of HBM/DDR (shared fabric)")
+    # optional figures (absent from a chip file: None)
+    vector_bfloat16: str | None = _spec(
+        "str", choices=("float32",), optional=True,
+        doc="how the vector unit computes bf16 data: 'float32' = vconv bf16->fp32, the op's "
+            "fp32 instructions, vconv back (it has no bf16 arithmetic); absent: no bf16")
     # provenance: dotted key -> "TAG: source"; not part of equality
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False,
                                        metadata={"kind": "sources"})
@@ -307,6 +334,8 @@ class Chip:
                 object.__setattr__(self, "sources", MappingProxyType(dict(value)))
             elif meta["kind"] == "group":
                 object.__setattr__(self, f.name, _check_group(f.name, value, meta["group"]))
+            elif value is None and f.default is None:
+                continue   # an optional figure the chip does not have
             else:
                 object.__setattr__(self, f.name, _check(f.name, value, meta))
         self._check_consistency()
@@ -407,7 +436,8 @@ class Chip:
                 continue
             group = f.metadata["group"]
             if group is None:
-                keys.append(f.name)
+                if all_keys or getattr(self, f.name) is not None:
+                    keys.append(f.name)
                 continue
             sub = getattr(self, f.name)
             keys += [f"{f.name}.{g.name}" for g in fields(group)
@@ -482,6 +512,10 @@ class Chip:
         wide = str(dtype).lower() in ("float32", "fp32", "int32", "uint32", "float64", "int64")
         if op_class == "unary":
             return self.vector_bytes_per_cycle
+        if op_class == "reduce_max":   # vcmax/vcmin: fp16 as vcadd, fp32 its own rate
+            if wide and rates.reduce_max_fp32 is not None:
+                return rates.reduce_max_fp32
+            op_class = "reduce"
         if op_class in ("exp", "sqrt", "reduce"):
             return getattr(rates, f"{op_class}_{'fp32' if wide else 'fp16'}")
         if op_class in VECTOR_CLASSES:

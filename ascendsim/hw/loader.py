@@ -180,6 +180,8 @@ def _build(raw: Raw, where: str) -> Chip:
     sources: dict[str, str] = {}
     for name, spec in _FIELDS.items():
         if name not in raw:
+            if spec.default is None:   # an optional figure (Chip.vector_bfloat16)
+                continue
             raise ConfigError(f"{where}: missing key {name!r}")
         group = spec.metadata["group"]
         if group is None:

@@ -26,7 +26,16 @@ import numpy as np
 from ..errors import GraphError
 from ..hw.chip import MAX_BYTES as MAX_TENSOR_BYTES
 from .registry import FUSED_OP, OpDef, get_op, op_by_builder
-from .tensor import ConstData, LazyTensor, Shape, Value, dtype_name, itemsize, materialize
+from .tensor import (
+    ConstData,
+    LazyTensor,
+    Shape,
+    Value,
+    as_storage,
+    dtype_name,
+    itemsize,
+    materialize,
+)
 
 
 @dataclass(frozen=True, eq=False)
@@ -111,8 +120,9 @@ class Graph:
         if isinstance(data, LazyTensor):
             shape, dt = data.shape, data.dtype
         else:
-            data = np.asarray(data, dtype=dtype) if dtype is not None else np.asarray(data)
-            shape, dt = data.shape, dtype_name(data.dtype)
+            dt = dtype_name(dtype if dtype is not None else np.asarray(data).dtype)
+            data = as_storage(data, dt)   # bfloat16: float32 rounded to bf16 (kernels/bf16.py)
+            shape = data.shape
         name = name or self.fresh_value_name("const")
         value = self._add_value(Value(name, tuple(shape), dt))
         self.constants[name] = data

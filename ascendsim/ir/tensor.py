@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import GraphError
+from ..kernels import bf16
 
 Dim = int | str
 Shape = tuple[Dim, ...]
@@ -48,6 +49,19 @@ def dtype_name(dtype: object) -> str:
 def itemsize(dtype: str) -> int:
     """Bytes per element of a dtype name."""
     return 2 if dtype == "bfloat16" else np.dtype(dtype).itemsize
+
+
+def storage_dtype(dtype: str) -> np.dtype:
+    """The numpy dtype that holds values of a dtype name: float32 for bfloat16 (numpy has
+    none; see kernels/bf16.py), the dtype itself otherwise."""
+    return bf16.STORAGE if dtype == "bfloat16" else np.dtype(dtype)
+
+
+def as_storage(arr: object, dtype: str) -> np.ndarray:
+    """`arr` converted to the storage of a dtype name; bfloat16 rounds to nearest even."""
+    if dtype == "bfloat16":
+        return bf16.round_bf16(arr)  # type: ignore[arg-type]
+    return np.asarray(arr).astype(dtype, copy=False)
 
 
 def is_static(shape: Shape) -> bool:
@@ -106,7 +120,7 @@ class LazyTensor:
             if tuple(arr.shape) != tuple(self.shape):
                 raise GraphError(f"lazy constant {self.describe!r} made shape {arr.shape}, "
                                  f"declared {self.shape}")
-            self._cache.append(arr.astype(self.dtype, copy=False))
+            self._cache.append(as_storage(arr, self.dtype))
         return self._cache[0]
 
     @property
@@ -121,7 +135,8 @@ class LazyTensor:
 
     @staticmethod
     def full(shape: tuple[int, ...], dtype: str, fill: float) -> LazyTensor:
-        return LazyTensor(tuple(shape), dtype, functools.partial(np.full, shape, fill, dtype),
+        return LazyTensor(tuple(shape), dtype,
+                          functools.partial(np.full, shape, fill, storage_dtype(dtype)),
                           f"full({fill})")
 
 
@@ -129,7 +144,7 @@ def _random_values(shape: tuple[int, ...], dtype: str, seed: int, scale: float) 
     """The values of `LazyTensor.random` (a module-level function, so lazy constants pickle and
     graphs can be sent to other processes)."""
     rng = np.random.default_rng(seed)
-    return (rng.standard_normal(shape) * scale).astype(dtype)
+    return as_storage(rng.standard_normal(shape) * scale, dtype)
 
 
 ConstData = np.ndarray | LazyTensor

@@ -57,7 +57,7 @@ class VJP:
         """A shared 0-d constant."""
         key = ("s", dtype, float(value))
         if key not in self._small:
-            self._small[key] = self.g.const(np.asarray(value, dtype=dtype))
+            self._small[key] = self.g.const(value, dtype=dtype)
         return self._small[key]
 
     def ints(self, values: Sequence[int]) -> Value:

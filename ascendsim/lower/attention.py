@@ -2,7 +2,7 @@
 (FlashAttentionScore, IncreFlashAttention), the in-place KV-cache append and GroupedMatmul.
 
 `SPECIAL_LOWERINGS` maps op type -> function(lowering, node); `lowering.py` asks it first.
-Forward only (the backward kernels come with the autodiff).
+The backward kernel FlashAttentionScoreGrad is lowered in lower/attention_grad.py.
 
 Note on the fused-attention model
 ---------------------------------
@@ -38,7 +38,7 @@ from collections.abc import Callable
 
 from ..hw.names import ENGINE_AICORE, TASK_AI_CORE, TASK_MIX_AIC
 from ..ir.graph import Graph, Node
-from ..ir.ops.llm import attention_pairs
+from ..ir.ops.llm import SPLIT_K, SPLIT_M, attention_pairs
 from ..ir.tensor import Value, itemsize
 from .program import CoreGroup, Instr, Phase, Segment, Stage
 from .tiling import (
@@ -100,7 +100,7 @@ def _blocks(chip, rows: int, d: int, in_b: int, m0: int, vec_share: int) -> tupl
 
 def lower_attention(low, node: Node) -> None:
     """One task for FlashAttentionScore / IncreFlashAttention (see the module note)."""
-    from .lowering import TaskSpec, padded_bytes
+    from .lowering import TaskSpec, cube_dtype, padded_bytes
 
     chip = low.chip
     ins = [low.ensure(i, ND) for i in node.inputs if i]
@@ -110,7 +110,7 @@ def lower_attention(low, node: Node) -> None:
     hkv, t = int(k.shape[1]), int(k.shape[2])
     group = h // hkv
     causal = bool(node.attrs.get("causal", 0))
-    cdt = "bfloat16" if q.dtype == "bfloat16" and chip.cube_mkn.bfloat16 is not None \
+    cdt = "bfloat16" if cube_dtype(chip, q.dtype, node.op_type, node.name) == "bfloat16" \
         else "float16"
     m0, k0, n0 = chip.cube_shape(cdt)
     in_b = itemsize(q.dtype)
@@ -220,29 +220,48 @@ def lower_cache_append(low, node: Node) -> None:
                                    f"position {node.attrs.get('position', 0)} of the cache"]))
 
 
-def lower_grouped_matmul(low, node: Node) -> None:
+def lower_grouped_matmul(low, node: Node, head: Node | None = None, tail: list | None = None,
+                         inner: tuple[str, ...] = (), display: str | None = None) -> None:
     """GroupedMatmul as E GEMMs of ceil(T / E) rows (tokens spread evenly over the experts,
-    the stated assumption), every expert's weight read once."""
+    the stated assumption), every expert's weight read once. group_type 2 (the weight
+    gradient, groups split the contraction T): E GEMMs (K x ceil(T / E)) @ (ceil(T / E) x N).
+    `head`/`tail`: the GroupedMatmul and its element-wise epilogue inside a UB-fused node."""
     from .lowering import NZ
 
-    x_name, w_name = node.inputs[0], node.inputs[1]
-    x, w = low.value(x_name), low.value(w_name)
-    out = low.value(node.outputs[0])
-    e, kdim, n = (int(v) for v in w.shape)
-    rows = cdiv(int(x.shape[0]), e)
-    shapes = Graph(f"{node.name}_per_expert")
-    for name in (x_name, f"{x_name}@{NZ}"):
-        shapes.values[name] = Value(name, (e, rows, kdim), x.dtype)
-    shapes.values[out.name] = Value(out.name, (e, rows, n), out.dtype)
-    head = Node(node.name, node.op_type, (x_name, w_name), node.outputs, node.attrs)
+    head = head or node
+    x_name, w_name = head.inputs[0], head.inputs[1]
+    x, w = low.sub_value(head, x_name), low.sub_value(head, w_name)
+    out = low.sub_value(head, head.outputs[0])
+    split_k = int(head.attrs.get("group_type", SPLIT_M)) == SPLIT_K
+    if split_k:
+        kdim, t = (int(v) for v in x.shape)
+        e, n = int(out.shape[0]), int(out.shape[2])
+        rows = cdiv(t, e)
+        per_expert = {x_name: (e, kdim, rows), w_name: (e, rows, n)}
+    else:
+        e, kdim, n = (int(v) for v in w.shape)
+        t = int(x.shape[0])
+        rows = cdiv(t, e)
+        per_expert = {x_name: (e, rows, kdim), out.name: (e, rows, n)}
     saved = low._sub
+    shapes = saved.copy(f"{node.name}_per_expert") if saved is not None else \
+        Graph(f"{node.name}_per_expert")
+    for name, shape in per_expert.items():
+        dtype = x.dtype if name != out.name else out.dtype
+        for alias in (name, f"{name}@{NZ}"):
+            shapes.values[alias] = Value(alias, shape, dtype)
+    shapes.values.setdefault(out.name, out)
+    head_node = Node(head.name, head.op_type, (x_name, w_name), head.outputs, head.attrs)
     low._sub = shapes
     try:
-        low.cube(node, head, [], name=node.name, op_type=node.op_type)
+        low.cube(node, head_node, list(tail or ()), inner, name=node.name,
+                 op_type=display or node.op_type)
     finally:
         low._sub = saved
-    low.tasks[-1].notes += (f"grouped matmul: {e} experts x {rows} rows each (T = "
-                            f"{int(x.shape[0])} token copies assumed spread evenly)",)
+    what = (f"{e} experts x (K {kdim} x {rows} token rows) @ ({rows} x N {n}) (weight "
+            f"gradient, group_type 2)" if split_k else f"{e} experts x {rows} rows each")
+    low.tasks[-1].notes += (f"grouped matmul: {what} (T = {t} token copies assumed spread "
+                            f"evenly)",)
 
 
 SPECIAL_LOWERINGS: dict[str, Callable] = {
@@ -252,5 +271,13 @@ SPECIAL_LOWERINGS: dict[str, Callable] = {
     "GroupedMatmul": lower_grouped_matmul,
 }
 
-__all__ = ["SPECIAL_LOWERINGS", "lower_attention", "lower_cache_append",
+#: cube heads of UB-fused nodes that keep their own lowering (with the epilogue as tail)
+FUSED_HEAD_LOWERINGS: dict[str, Callable] = {"GroupedMatmul": lower_grouped_matmul}
+
+# the backward kernel's lowering lives beside (it reuses this module's block search)
+from .attention_grad import lower_attention_grad  # noqa: E402
+
+SPECIAL_LOWERINGS["FlashAttentionScoreGrad"] = lower_attention_grad
+
+__all__ = ["SPECIAL_LOWERINGS", "FUSED_HEAD_LOWERINGS", "lower_attention", "lower_cache_append",
            "lower_grouped_matmul"]

@@ -22,19 +22,21 @@ a transpose, an AI CPU op or a graph output) one TransData task is inserted per 
 format), not per consumer. Constants (weights) are assumed converted offline. Padded formats
 cost their padded bytes.
 
-Vector cost. An op's vector work is `OpDef.vec_passes` instructions (the registry's
-`vec_instrs`: Exp is one vexp, Sigmoid four instructions; not its flops, which only feed the
-roofline) per element of its largest operand, each at the chip's bytes/cycle for the op's
-`VecClass` (`chip.vector_rate`), at least `vector_min_cycles` per instruction, plus the
-registry's `vec_extra` instructions of other classes (an optimizer's vsqrt/vdiv). An op
-whose `reads_inputs` is False (NPUGetFloatStatus) moves no input bytes; its inputs only
-order it. An op on NC1HWC0 (FRACTAL_NZ) data whose other outputs are per-channel (per-
-column) vectors reads it in place, keeps the format for its same-rank outputs and writes the
-vectors in ND (BNTrainingReduce/Update, LayerNormBetaGammaBackprop). One rule on
-top (`vec_class_of`, decided from the op's input Values): a BINARY-class op whose operands
-other than its largest have ONE element (x + 2.0, Mul by a broadcast scalar, Clip by scalar
-bounds, Max(x, 0)) runs the scalar-operand instructions vadds/vmuls/vmaxs, which the
-hardware issues at the one-operand (unary) rate (msKPP 910B1: 256 B/cycle vs 128 for vadd).
+Vector cost. An op's vector work is its instruction sequence (lower/vector_seq.py): the op's
+row of `SEQUENCES` (Softmax: vconv, vcmax, vsub, vexp, vcadd, vdiv, vconv) or, for ops not in
+that table, the sequence the registry's cost fields describe (`vec_instrs` instructions of its
+`vec_class` plus its `vec_extra`; flops only feed the roofline). Each instruction costs its
+256-byte repeats (a partial repeat is a masked full one) at its own rate per dtype
+(`chip.vector_rate`), at least `vector_min_cycles`; reductions pay the reduce rate only for
+their reduce tree's whole-reduce repeats; a fused node concatenates its members' sequences
+and `explain()` shows them. An op whose `reads_inputs` is False (NPUGetFloatStatus) moves no
+input bytes; its inputs only order it. An op on NC1HWC0 (FRACTAL_NZ) data whose other
+outputs are per-channel (per-column) vectors reads it in place, keeps the format for its
+same-rank outputs and writes the vectors in ND (BNTrainingReduce/Update,
+LayerNormBetaGammaBackprop). A BINARY-class instruction whose op's operands other than its
+largest have ONE element (x + 2.0, Mul by a broadcast scalar, Clip by scalar bounds, Max(x, 0))
+is the scalar-operand form vadds/vmuls/vmaxs, which the hardware issues at the one-operand
+(unary) rate (msKPP 910B1: 256 B/cycle vs 128 for vadd; `vec_class_of`).
 
 Cube dtype. The cube runs int8 in its int8 mode, bfloat16 and float32 in the chip's own modes
 when `chip.cube_mkn` has them (910B: fp32 at a quarter of the fp16 rate), and everything
@@ -67,11 +69,10 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConfigError, GraphError, SimulationError
+from ..errors import ConfigError, GraphError, SimulationError, UnsupportedOpError
 from ..hw.names import (
     DETAILS,
     ENGINE_AICORE,
-    ENGINE_AICPU,
     GM,
     TASK_AI_CORE,
     TASK_AI_CPU,
@@ -79,9 +80,11 @@ from ..hw.names import (
     TASK_MIX_AIC,
 )
 from ..ir.graph import rebound_subgraph
-from ..ir.registry import FUSED_OP, Category, Unit, VecClass, get_op, weight_inputs
+from ..ir.registry import FUSED_OP, Category, Unit, get_op, weight_inputs
 from ..ir.tensor import Value, itemsize
-from .attention import SPECIAL_LOWERINGS
+from .aicpu import lower_aicpu
+from .attention import FUSED_HEAD_LOWERINGS, SPECIAL_LOWERINGS
+from .bf16 import BF16_NOTE, bf16_vector_work, vconv_parts, widened
 from .program import CoreGroup, GmFraction, Phase, Program, Task
 from .tiling import (
     GemmSpec,
@@ -94,6 +97,7 @@ from .tiling import (
     gemm_work,
     vector_work,
 )
+from .vector_seq import SeqPart, resolve, vclass_of_registry
 
 ND, NC1HWC0, NZ = "ND", "NC1HWC0", "FRACTAL_NZ"
 
@@ -115,23 +119,14 @@ def is_small_operand(numel: int, largest: int) -> bool:
     """Whether an operand is small enough to stay ND beside a larger value (see above)."""
     return numel * SMALL_OPERAND_RATIO <= largest
 
-#: registry vector class -> chip vector instruction class (MOVE: vcopy/vnchwconv, unary rate)
-VEC_CLASS = {VecClass.UNARY: "unary", VecClass.BINARY: "binary", VecClass.TERNARY: "ternary",
-             VecClass.EXP: "exp", VecClass.SQRT: "sqrt", VecClass.DIV: "div",
-             VecClass.REDUCE: "reduce", VecClass.MOVE: "unary"}
 FUSION_L2 = "L2"
 
 
 def vec_class_of(opdef: Any, ins: list[Value]) -> str:
-    """The chip vector class an op's instructions run at (module note, "Vector cost"): the
-    registry class, except a BINARY op whose other operands have one element runs at the
-    unary rate (vadds/vmuls/vmaxs take a scalar register operand)."""
-    vclass = VEC_CLASS.get(opdef.vec_class, "unary")
-    if opdef.vec_class == VecClass.BINARY and len(ins) >= 2:
-        sizes = sorted(v.numel for v in ins)
-        if all(k == 1 for k in sizes[:-1]):
-            return "unary"
-    return vclass
+    """The chip vector class an op's registry `vec_class` runs at (module note, "Vector
+    cost"): a BINARY op whose other operands have one element runs at the unary rate
+    (vadds/vmuls/vmaxs take a scalar register operand)."""
+    return vclass_of_registry(opdef, ins)
 
 
 # ----------------------------------------------------------------------------- formats
@@ -175,16 +170,30 @@ class TaskSpec:
 
 
 # ----------------------------------------------------------------------------- cube ops
-def cube_dtype(chip: Any, dtype: str) -> str:
+def cube_dtype(chip: Any, dtype: str, op_type: str = "", node: str | None = None) -> str:
     """The cube mode an operand dtype runs in: int8, the chip's bf16 or fp32 mode where it has
-    one, else fp16 (CANN's allow_fp32_to_fp16 for fp32 on chips without an fp32 mode)."""
+    one, else fp16 (CANN's allow_fp32_to_fp16 for fp32 on chips without an fp32 mode).
+    bfloat16 on a chip without a bf16 mode (910, 310) is an UnsupportedOpError naming the op
+    and the chip: such a chip cannot run it, and no CANN precision mode converts it."""
     if dtype in ("int8", "uint8"):
         return "int8"
-    if dtype == "bfloat16" and chip.cube_mkn.bfloat16 is not None:
+    if dtype == "bfloat16":
+        if chip.cube_mkn.bfloat16 is None:
+            raise UnsupportedOpError(op_type or "cube op", node, detail=(
+                f"bfloat16 operands need a bf16 cube mode, and {chip.name}'s cube has none "
+                f"(its cube_mkn lists {chip_cube_modes(chip)}); use a 910B-family chip "
+                f"or Cast the operands to float16"))
         return "bfloat16"
     if dtype == "float32" and chip.cube_mkn.float32 is not None:
         return "float32"
     return "float16"
+
+
+def chip_cube_modes(chip: Any) -> str:
+    """The dtypes the chip's cube has a mode for, for messages ("float16, int8")."""
+    modes = chip.cube_mkn
+    return ", ".join(f for f in ("float16", "bfloat16", "float32", "int8", "int4")
+                     if getattr(modes, f, None) is not None)
 
 
 @dataclass(frozen=True)
@@ -446,28 +455,7 @@ class _Lowering:
             self.fmt[o] = ND
 
     def aicpu(self, node) -> None:
-        chip = self.chip
-        ins = [self.ensure(i, ND) if i else i for i in node.inputs]
-        ins = [i for i in ins if i]
-        outs = list(node.outputs)
-        in_vals = [self.value(i) for i in ins]
-        out_vals = [self.value(o) for o in outs]
-        opdef = get_op(node.op_type, node.name)
-        flops = int(opdef.flops(in_vals, out_vals, node.attrs))
-        elems = max([v.numel for v in in_vals + out_vals] + [flops])
-        secs = chip.ai_cpu_task_launch_us * 1e-6 + elems / (chip.ai_cpu_elements_per_cycle
-                                                           * chip.ai_cpu_clock_hz)
-        cycles = chip.cycles(secs)
-        phase = Phase(ENGINE_AICPU, aicpu_cycles=cycles, aicpu_cores=1)
-        task = self.add_task(TaskSpec(
-            node.name, node.op_type, TASK_AI_CPU, [phase], ins, outs, [ND] * len(ins),
-            [ND] * len(outs), flops,
-            [f"AI CPU: {chip.ai_cpu_task_launch_us} us launch + {elems} elements at "
-             f"{chip.ai_cpu_elements_per_cycle} element/cycle x "
-             f"{chip.ai_cpu_clock_hz / 1e9:g} GHz on one AI CPU"]))
-        rd = sum(v.nbytes for v in in_vals)
-        wr = sum(v.nbytes for v in out_vals)
-        task.traffic.update({("DDR", "read"): rd, ("DDR", "write"): wr})
+        lower_aicpu(self, node)
 
     # -- vector ----------------------------------------------------------------------------
     def vector(self, node, parts: list, category: Category, fused: tuple[str, ...] = (),
@@ -509,7 +497,7 @@ class _Lowering:
             if in_vals else 1
         n = max([n] + [b // itemsize(v.dtype) for b, v in zip(out_b, out_vals)])
         n = max(n, 1)
-        vparts, temp, flops = self.vec_parts(parts, n, outs)
+        vparts, temp, flops, seq_notes = self.vec_parts(parts, n, outs)
         inputs = tuple((b / n, self.miss(i, b)) for i, b in zip(ins, in_b))
         through = self.through(outs, out_fmts)
         spec = VecSpec(n, inputs, sum(out_b) / n, through, tuple(vparts), temp)
@@ -520,7 +508,7 @@ class _Lowering:
         self.add_task(TaskSpec(name or node.name, op_type or node.op_type, self._vtype(),
                                [self._vphase(groups)], ins, outs,
                                [self.format_of(i) for i in ins], out_fmts, flops,
-                               (notes or []) + vnotes, fused))
+                               (notes or []) + seq_notes + vnotes, fused))
 
     def keeps_format(self, main: str, fmt: str, outs: list[str]) -> list[bool] | None:
         """Whether the op reads its main input in its special format `fmt` in place (None:
@@ -539,13 +527,15 @@ class _Lowering:
             return None
         return same
 
-    def vec_parts(self, nodes: list, n: int, ext_outs: list[str],
-                  scale: float = 1.0) -> tuple[list[VecPart], float, int]:
-        """Vector instructions per element for nodes (registry `vec_passes` at
-        `vec_class_of`'s rate); UB bytes/element of intermediates; total flops."""
-        parts: list[VecPart] = []
+    def vec_parts(self, nodes: list, n: int, ext_outs: list[str], scale: float = 1.0
+                  ) -> tuple[list[SeqPart], float, int, list[str]]:
+        """The vector instruction sequences of nodes (lower/vector_seq.py), concatenated, per
+        element of a task of `n` elements; UB bytes/element of intermediates and fp32 working
+        buffers; total flops; one note per node naming its sequence."""
+        parts: list[SeqPart] = []
         temp = 0.0
         total_flops = 0
+        notes: list[str] = []
         for nd in nodes:
             opdef = get_op(nd.op_type, nd.name)
             ins = [self.sub_value(nd, i) for i in nd.inputs if i] if opdef.reads_inputs else []
@@ -553,20 +543,30 @@ class _Lowering:
             flops = int(opdef.flops(ins, outs, nd.attrs))
             total_flops += flops
             big = max([v.numel for v in ins + outs] + [1])
-            width = max([itemsize(v.dtype) for v in ins + outs] + [1])
-            passes = opdef.vec_passes(ins, outs, nd.attrs)
-            per_elem = passes * width * big / max(n, 1) * scale
-            vclass = vec_class_of(opdef, ins)
-            dtype = max(ins + outs, key=lambda v: itemsize(v.dtype)).dtype
-            parts.append(VecPart(vclass, dtype, per_elem, f"vec_{vclass}"))
-            for extra_class, count in opdef.vec_extra:
-                xclass = VEC_CLASS.get(extra_class, "unary")
-                parts.append(VecPart(xclass, dtype, count * width * big / max(n, 1) * scale,
-                                     f"vec_{xclass}"))
+            bf16 = bf16_vector_work(self.chip, opdef, nd.name, ins, outs)
+            if bf16 is not None:   # bf16 math as fp32 between vconvs (lower/bf16.py)
+                before, after = vconv_parts(ins, outs, scale / max(n, 1))
+                ins, outs = widened(ins, bf16), widened(outs, bf16)
+            seq, work, text = resolve(nd.op_type, opdef, ins, outs, nd.attrs,
+                                      big / max(n, 1) * scale, self.const_value,
+                                      self.chip.ub_align_bytes)
+            if bf16 is not None:
+                seq = [*before, *seq, *after]
+                text += f"; {BF16_NOTE}"
+            parts += seq
+            temp += work
+            notes.append(text if len(nodes) == 1 else f"{nd.name} ({nd.op_type}): {text}")
             for o in outs:
                 if o.name not in ext_outs:
                     temp += o.numel * itemsize(o.dtype) / max(n, 1) * scale
-        return parts, temp, total_flops
+        return parts, temp, total_flops, notes
+
+    def const_value(self, name: str) -> Any:
+        """The constant data of a value (a fused node's own constants first), or None."""
+        sub = getattr(self, "_sub", None)
+        if sub is not None and name in sub.constants:
+            return sub.constants[name]
+        return self.g.constants.get(self.root(name))
 
     def sub_value(self, node, name: str) -> Value:
         sub = getattr(self, "_sub", None)
@@ -590,10 +590,13 @@ class _Lowering:
             w_name = self.ensure(w_name, NC1HWC0 if conv else NZ)
         xv, wv = self.sub_value(head, x_name), self.sub_value(head, w_name)
         out_v = self.sub_value(head, head.outputs[0])
-        cdt = cube_dtype(chip, xv.dtype)
+        cdt = cube_dtype(chip, xv.dtype, head.op_type, head.name)
         m0, k0, n0 = chip.cube_shape(cdt)
         in_b = itemsize(xv.dtype)
         notes: list[str] = []
+        if cdt == "bfloat16":
+            notes.append(f"bfloat16 operands run in the cube's bf16 mode (cube_mkn.bfloat16 "
+                         f"{m0}x{k0}x{n0} per cycle), accumulated in fp32 in L0C")
         if xv.dtype in ("float32", "float64") and cdt == "float16":
             notes.append(f"{xv.dtype} operands run in the cube's float16 mode (CANN "
                          f"allow_fp32_to_fp16 precision mode); GM bytes stay {xv.dtype}")
@@ -625,10 +628,11 @@ class _Lowering:
                                                                    w_name, xv, wv)
         through = self.through(out_names, [out_fmt if self.value(o).rank == head_out.rank
                                            else ND for o in out_names])
-        epi_parts: list[VecPart] = []
+        epi_parts: list[SeqPart] = []
         epi_inputs: tuple = ()
         if tail:
-            epi_parts, _, _ = self.vec_parts(tail, per_out, out_names)
+            epi_parts, _, _, epi_notes = self.vec_parts(tail, per_out, out_names)
+            notes += [f"epilogue {t}" for t in epi_notes]
             epi_inputs = tuple((padded_bytes(self.value(i), ND if is_small_operand(
                                              self.value(i).numel, n_out) else out_fmt) / per_out,
                                 self.miss(i, padded_bytes(self.value(i), ND)))
@@ -738,6 +742,9 @@ class _Lowering:
             if Unit.CUBE in units:
                 head = sub.nodes[units.index(Unit.CUBE)]
                 tail = [n for n in sub.nodes if n is not head and self.unit(n) != Unit.NONE]
+                if head.op_type in FUSED_HEAD_LOWERINGS:   # grouped matmul + epilogue
+                    FUSED_HEAD_LOWERINGS[head.op_type](self, node, head, tail, inner, display)
+                    return
                 self.cube(node, head, tail, inner, node.name, display)
             else:
                 nodes = [n for n in sub.nodes if self.unit(n) != Unit.NONE]

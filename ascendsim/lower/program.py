@@ -5,8 +5,8 @@ Note on the model
 A `Task` is one launched kernel (one graph node, a fused node, or an inserted TransData). It
 runs on one engine: the AI Cores (`ENGINE_AICORE`; on split chips the vector work runs on the
 AIV cores, which the simulator numbers after the AICs), the AI CPU (`ENGINE_AICPU`), in one or
-more `Phase`s executed one after the other (a split-chip mix kernel: cube phase, then vector
-phase).
+more `Phase`s executed one after the other, except a split-chip mix kernel's cube phase and
+vector phase, which the simulator overlaps tile by tile (`ascendsim.sim.mix`).
 
 A phase splits its work over cores (the block dim) as `CoreGroup`s: cores that run the same
 program. A program is a chain of `Stage`s (one per pipe, in data-flow order, e.g.
@@ -134,13 +134,17 @@ class CoreGroup:
 
 @dataclass(frozen=True)
 class Phase:
-    """Work on one engine: AI Core groups, or AI CPU `aicpu_cycles` on `block_dim` AI CPUs."""
+    """Work on one engine: AI Core groups, or AI CPU work on `block_dim` AI CPUs (its launch,
+    its reads of GM, `aicpu_cycles` of compute, its writes of GM; `ascendsim.lower.aicpu`)."""
 
     engine: str
     groups: tuple[CoreGroup, ...] = ()
-    aicpu_cycles: int = 0        # AI Core clock cycles of AI CPU work (per AI CPU)
+    aicpu_cycles: int = 0        # AI Core clock cycles of AI CPU compute (per AI CPU)
     aicpu_cores: int = 0
     vector_cores: bool = False   # split chips: runs on the AIV cores
+    aicpu_launch_cycles: int = 0     # AI CPU task launch (framework dispatch), AI Core cycles
+    aicpu_read_bytes: int = 0        # bytes the AI CPU reads from GM (L2/HBM)
+    aicpu_write_bytes: int = 0       # bytes the AI CPU writes to GM
 
     @property
     def block_dim(self) -> int:

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 
 from ..errors import SimulationError
 from .program import GM, CoreGroup, Instr, Segment, Stage, gm_tensors
+from .vector_seq import SeqPart, part_cycles
 
 #: candidate tile edges for M and N (multiples of the 16-row fractal)
 _MN_EDGES = (16, 32, 64, 128, 256, 512)
@@ -97,6 +98,39 @@ def vec_instr(chip, vclass: str, dtype: str, nbytes: float, kind: str = "") -> I
     return Instr("V", kind or f"vec_{vclass}", math.ceil(cyc))
 
 
+def vec_instrs(chip, parts, elems: float) -> tuple[Instr, ...]:
+    """V-pipe instructions for the parts of a vector task on a tile of `elems` elements.
+
+    A run of instruction-sequence parts (`SeqPart`, lower/vector_seq.py) is issued back to
+    back on the V pipe; it becomes ONE simulated instruction whose cycles are the sum of the
+    parts' (repeats, masks, reduce trees), so the event count does not grow with the length
+    of a sequence. A legacy `VecPart` (a format conversion) is one instruction of its bytes."""
+    out: list[Instr] = []
+    run = 0
+    kinds: list[str] = []
+    for p in parts:
+        if isinstance(p, SeqPart):
+            run += part_cycles(chip, p, elems)
+            kinds.append(p.instr.split()[0])
+            continue
+        if kinds:
+            out.append(Instr("V", _seq_kind(kinds), max(run, 1)))
+            run, kinds = 0, []
+        out.append(vec_instr(chip, p.vclass, p.dtype, p.bytes_per_elem * elems, p.kind))
+    if kinds:
+        out.append(Instr("V", _seq_kind(kinds), max(run, 1)))
+    return tuple(out)
+
+
+def _seq_kind(kinds: list[str]) -> str:
+    return f"vec_{kinds[0]}" if len(kinds) == 1 else "vec_seq"
+
+
+def issued_instrs(parts) -> int:
+    """Vector instructions the scalar unit issues for the parts (a sequence's every step)."""
+    return sum(max(1, math.ceil(p.count)) if isinstance(p, SeqPart) else 1 for p in parts)
+
+
 def scalar_stage(chip, n_instr: int) -> Stage:
     cyc = math.ceil(n_instr * chip.scalar_ops_per_instr / chip.scalar_ops_per_cycle)
     return Stage("S", (Instr("S", "scalar", max(cyc, 1)),))
@@ -132,7 +166,7 @@ class VecSpec:
     inputs: tuple[tuple[float, float], ...]     # (bytes per element, L2 miss fraction)
     out_bytes: float                            # bytes written per element
     out_through: float                          # fraction of the output written to HBM
-    parts: tuple[VecPart, ...]
+    parts: tuple[VecPart | SeqPart, ...]      # legacy byte parts or sequence steps
     temp_bytes: float = 0.0                     # UB bytes per element for intermediates
     align: int = 32                             # elements per tile multiple
 
@@ -160,9 +194,14 @@ def vector_work(chip, spec: VecSpec, op: str, cores: int) -> tuple[list[CoreGrou
             segs.append(Segment(_vector_stages(chip, spec, tile_elems), count))
         groups.append(CoreGroup(tuple(range(core, core + ncores)), tuple(segs)))
         core += ncores
+    tile = min(slot_elems, cdiv(spec.elems, block))
     notes = [f"vector tiling: {spec.elems} elements over {block} core(s), up to "
-             f"{min(slot_elems, cdiv(spec.elems, block))} elements per tile "
+             f"{tile} elements per tile "
              f"(UB {chip.ub_bytes} B, 2 slots x {per_elem:g} B/element)"]
+    seq = [p for p in spec.parts if isinstance(p, SeqPart)]
+    if seq:
+        notes.append(f"V cycles per tile of {tile} elements: " + ", ".join(
+            f"{p.instr} {part_cycles(chip, p, tile)}" for p in seq))
     return groups, notes
 
 
@@ -171,13 +210,12 @@ def _vector_stages(chip, spec: VecSpec, e: int) -> tuple[Stage, ...]:
                   if b > 0)
     if not loads:
         loads = (Instr("MTE2", "copy", 1),)
-    vec = tuple(vec_instr(chip, p.vclass, p.dtype, p.bytes_per_elem * e, p.kind)
-                for p in spec.parts) or (Instr("V", "vec_nop", 1),)
+    vec = vec_instrs(chip, spec.parts, e) or (Instr("V", "vec_nop", 1),)
     store = (gm_write(chip, "MTE3", "UB", max(math.ceil(spec.out_bytes * e), 1),
                       spec.out_through),)
     in_ub = math.ceil(sum(b for b, _ in spec.inputs) * e)
     out_ub = math.ceil((spec.out_bytes + spec.temp_bytes) * e)
-    n_instr = len(loads) + len(vec) + len(store)
+    n_instr = len(loads) + max(issued_instrs(spec.parts), 1) + len(store)
     return (scalar_stage(chip, n_instr),
             Stage("MTE2", loads, out_bufs=(("UB", in_ub),)),
             Stage("V", vec, out_bufs=(("UB", out_ub),)),
@@ -203,7 +241,7 @@ class GemmSpec:
     bias: bool = False
     # implicit-GEMM conv geometry: A is read from GM as a feature-map window
     conv_rows: tuple[int, int, int, int, int] | None = None  # (Wo, Win, stride_h, kh, kw)
-    epilogue: tuple[VecPart, ...] = ()                   # fused element-wise tail per output
+    epilogue: tuple[VecPart | SeqPart, ...] = ()   # fused element-wise tail per output
     epi_inputs: tuple[tuple[float, float], ...] = ()     # extra inputs per output element
     shared_a: bool = False      # A strips are read by several cores of a wave at once
     shared_b: bool = False
@@ -375,8 +413,7 @@ def _gemm_stages(chip, spec: GemmSpec, t: GemmTiling) -> tuple[Stage, ...]:
             local_move(chip, "MTE1", "L1", "L0B", b_l0))
     mmad_cycles = cdiv(t.m_t, m0) * (t.k_t // k0) * cdiv(t.n_t, n0)
     mmad = (Instr("M", "mmad", int(mmad_cycles + chip.cube_mmad_overhead_cycles)),)
-    epi = tuple(vec_instr(chip, p.vclass, p.dtype, p.bytes_per_elem * out, p.kind)
-                for p in spec.epilogue)
+    epi = vec_instrs(chip, spec.epilogue, out)
     l1_slot = a_chunk + b_chunk + (t.n_t * spec.acc_bytes if spec.bias else 0)
     stages = [Stage("MTE2", mte2, units=n_l1, head=head, out_bufs=(("L1", l1_slot),)),
               Stage("MTE1", mte1, units=nk, out_bufs=(("L0A", a_l0), ("L0B", b_l0))),
@@ -391,5 +428,5 @@ def _gemm_stages(chip, spec: GemmSpec, t: GemmTiling) -> tuple[Stage, ...]:
     else:
         stages.append(Stage("FIX", (gm_write(chip, "FIX", "L0C", out * spec.out_bytes,
                                              spec.out_through),)))
-    n_instr = n_l1 * 2 + nk * 3 + len(head) + len(epi) + 2
+    n_instr = n_l1 * 2 + nk * 3 + len(head) + issued_instrs(spec.epilogue) + 2
     return (scalar_stage(chip, n_instr),) + tuple(stages)

@@ -201,7 +201,7 @@ def bert_pretraining(batch: int = 32, seq_len: int = 512, layers: int = 24,
     t = _layer_norm(mb, _gelu(mb, t, gelu == "op"), "mlm.ln", decomposed=False)
     bias = mb.weight("mlm.decoder.bias", (vocab,), scale=0.02)
     logits = g.gemm(t, table, bias, transB=1, name="mlm.decoder")       # tied to the word table
-    z = g.cast(logits, to="float32") if logits.dtype == "float16" else logits
+    z = g.cast(logits, to="float32") if logits.dtype in ("float16", "bfloat16") else logits
     per_row, _ = g.softmax_cross_entropy_with_logits(z, one_hot(mb, label_ids, vocab, z.dtype),
                                                      name="mlm.loss")
     g.add_node("ReduceMean", [per_row, mb.ints([0])], {"keepdims": 0}, name="mlm_loss",

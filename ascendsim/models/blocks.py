@@ -18,10 +18,10 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..ir.graph import Graph
-from ..ir.tensor import LazyTensor, Value, dtype_name
+from ..ir.tensor import LazyTensor, Value, as_storage, dtype_name, storage_dtype
 
 #: dtypes the model builders accept for their compute
-FLOAT_DTYPES = ("float16", "float32", "float64")
+FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 
 
 def one(out: Value | tuple) -> Value:
@@ -55,7 +55,7 @@ def check_choice(key: str, value: str, valid: Sequence[str]) -> str:
 
 def _uniform_values(shape: tuple[int, ...], dtype: str, seed: int, lo: float,
                     hi: float) -> np.ndarray:
-    return np.random.default_rng(seed).uniform(lo, hi, shape).astype(dtype)
+    return as_storage(np.random.default_rng(seed).uniform(lo, hi, shape), dtype)
 
 
 def _uniform(shape: tuple[int, ...], dtype: str, seed: int, lo: float, hi: float) -> LazyTensor:
@@ -98,7 +98,7 @@ class ModelBuilder:
         dt = dtype or self.dtype
         key = (dt, float(value))
         if key not in self._small:
-            self._small[key] = self.g.const(np.asarray(value, dtype=dt), dtype=dt)
+            self._small[key] = self.g.const(np.asarray(value, dtype=storage_dtype(dt)), dtype=dt)
         return self._small[key]
 
     def ints(self, values: Sequence[int]) -> Value:

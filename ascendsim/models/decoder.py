@@ -40,7 +40,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..ir.graph import Graph
-from ..ir.tensor import Value, itemsize
+from ..ir.tensor import Value, itemsize, storage_dtype
 from .blocks import ModelBuilder, check_choice, check_positive
 
 PHASES = ("prefill", "decode")
@@ -176,14 +176,14 @@ class _Decoder:
         inv = cfg.rope_theta ** (-np.arange(0, d, 2, dtype=np.float64) / d)
         ang = np.arange(ctx, ctx + seq, dtype=np.float64)[:, None] * inv[None, :]
         ang = np.concatenate([ang, ang], axis=-1).reshape(1, 1, seq, d)
-        self.cos = self.g.const(np.cos(ang).astype(mb.dtype), "rope.cos")
-        self.sin = self.g.const(np.sin(ang).astype(mb.dtype), "rope.sin")
+        self.cos = self.g.const(np.cos(ang), "rope.cos", dtype=mb.dtype)
+        self.sin = self.g.const(np.sin(ang), "rope.sin", dtype=mb.dtype)
         self.mask = None
         if seq > 1:
             t = np.arange(self.total)[None, :]
             i = np.arange(seq)[:, None]
             m = np.where(t <= i + ctx, 0.0, MASKED).reshape(1, 1, seq, self.total)
-            self.mask = self.g.const(m.astype(mb.dtype), "attention.causal_mask")
+            self.mask = self.g.const(m, "attention.causal_mask", dtype=mb.dtype)
 
     def linear(self, x: Value, name: str, n: int, bias: bool = False) -> Value:
         k = int(x.shape[-1])
@@ -342,8 +342,8 @@ def decoder(preset: str | DecoderConfig | None = None, *, batch: int = 1,
 def empty_cache(graph: Graph) -> dict[str, np.ndarray]:
     """Zero-filled past_key / past_value inputs of a decoder graph (a cache with nothing in
     it yet; prefill with context_len=0 overwrites all of it)."""
-    return {n: np.zeros(graph.values[n].shape, graph.values[n].dtype) for n in graph.inputs
-            if n.startswith(("past_key.", "past_value."))}
+    return {n: np.zeros(graph.values[n].shape, storage_dtype(graph.values[n].dtype))
+            for n in graph.inputs if n.startswith(("past_key.", "past_value."))}
 
 
 __all__ = ["decoder", "decoder_presets", "decoder_config", "DecoderConfig", "PRESETS",

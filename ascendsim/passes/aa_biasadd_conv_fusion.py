@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.graph import Graph, Node
-from ..ir.tensor import LazyTensor, is_static, materialize
+from ..ir.tensor import LazyTensor, as_storage, is_static, materialize
 from .base import GRAPH_FUSION, Decision, Match, PassContext, RewritePass, require
 from .rewrite import GraphView, add_const, forward_conv_ops, replace_nodes
 
@@ -80,7 +80,7 @@ class AABiasaddConvFusion(RewritePass):
             c = view.value(m["x"]).shape[1]
             dtype = view.value(m["x"]).dtype
             bias = add_const(graph, LazyTensor(
-                (c,), dtype, lambda: materialize(src).reshape(-1).astype(dtype),
+                (c,), dtype, lambda: as_storage(materialize(src).reshape(-1), dtype),
                 f"bias of {conv.name}"), f"{conv.name}_bias").name
         replace_nodes(graph, [conv, node], conv.op_type, [conv.inputs[0], conv.inputs[1], bias],
                       conv.attrs, conv.name, node.outputs)

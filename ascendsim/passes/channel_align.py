@@ -19,7 +19,7 @@ import numpy as np
 
 from ..ir.graph import Graph, Node
 from ..ir.registry import Category, get_op
-from ..ir.tensor import ConstData, LazyTensor, materialize
+from ..ir.tensor import ConstData, LazyTensor, as_storage, materialize
 from .base import GRAPH_FUSION, Decision, Match, PassContext, RewritePass, require
 from .rewrite import GraphView, add_const, drop_dead_constants, forward_conv_ops
 from .shapes import reinfer
@@ -39,7 +39,7 @@ def _pad_axis(data: ConstData, axis: int, to: int, dtype: str, what: str) -> Laz
         arr = materialize(data)
         widths = [(0, 0)] * arr.ndim
         widths[axis] = (0, pad)
-        return np.pad(arr, widths).astype(dtype)
+        return as_storage(np.pad(arr, widths), dtype)
     return LazyTensor(tuple(shape), dtype, make, what)
 
 

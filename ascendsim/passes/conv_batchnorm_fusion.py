@@ -19,7 +19,7 @@ from .base import GRAPH_FUSION, Decision, Match, PassContext, RewritePass, requi
 from .rewrite import GraphView, add_const, forward_conv_ops, replace_nodes
 
 BN_OPS = ("BatchNormalization",)
-FLOAT_DTYPES = ("float16", "float32", "float64")
+FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 
 
 class ConvBatchnormFusionPass(RewritePass):
@@ -66,12 +66,13 @@ class ConvBatchnormFusionPass(RewritePass):
 
         def new_w() -> np.ndarray:
             w = materialize(w_src).astype(np.float64)
-            return (w * scale().reshape((cout,) + (1,) * (w.ndim - 1))).astype(dtype)
+            # float64 here: LazyTensor.materialize converts to `dtype` (bf16 rounds once)
+            return w * scale().reshape((cout,) + (1,) * (w.ndim - 1))
 
         def new_b() -> np.ndarray:
             _, beta, mean, _ = (materialize(p).astype(np.float64) for p in params)
             b = np.zeros(cout) if b_src is None else materialize(b_src).astype(np.float64)
-            return ((b - mean) * scale() + beta).astype(dtype)
+            return (b - mean) * scale() + beta
 
         w = add_const(graph, LazyTensor(tuple(wv.shape), dtype, new_w,
                                         f"bn-folded weight of {conv.name}"), f"{conv.name}_w")

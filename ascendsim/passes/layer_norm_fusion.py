@@ -108,11 +108,11 @@ class LayerNormFusionPass(RewritePass):
         ins = []
         for key, fill in (("gamma", 1.0), ("beta", 0.0)):
             if m[key] is None:
-                ins.append(add_const(graph, np.full(norm_shape, fill, dtype=x.dtype),
-                                     f"{m.anchor.name}_{key}").name)
+                ins.append(add_const(graph, np.full(norm_shape, fill),
+                                     f"{m.anchor.name}_{key}", x.dtype).name)
             else:
-                data = view.const(m[key]).reshape(norm_shape).astype(x.dtype)
-                ins.append(add_const(graph, data, f"{m.anchor.name}_{key}").name)
+                data = view.const(m[key]).reshape(norm_shape)
+                ins.append(add_const(graph, data, f"{m.anchor.name}_{key}", x.dtype).name)
         replace_nodes(graph, m.nodes, LAYER_NORM, [m["x"], *ins],
                       {"axis": x.rank - len(axes), "epsilon": float(m["eps"])},
                       m.anchor.name, [m["out"]])

@@ -132,8 +132,11 @@ def add_node(graph: Graph, op_type: str, inputs: Sequence[Any], attrs: dict | No
                           outputs=list(outputs) if outputs is not None else None)
 
 
-def add_const(graph: Graph, data: np.ndarray | LazyTensor, base: str) -> Value:
-    return graph.const(data, name=graph.fresh_value_name(base))
+def add_const(graph: Graph, data: np.ndarray | LazyTensor, base: str,
+              dtype: str | None = None) -> Value:
+    """A new constant named after `base`; `dtype` (a dtype name) converts the data, e.g. to
+    bfloat16, whose arrays are float32 (kernels/bf16.py)."""
+    return graph.const(data, name=graph.fresh_value_name(base), dtype=dtype)
 
 
 def drop_dead_constants(graph: Graph) -> int:

@@ -84,9 +84,9 @@ class RmsNormFusionPass(RewritePass):
         x = view.value(m["x"])
         h = int(x.shape[-1])
         if m["gamma"] is None:
-            gamma = np.ones(h, dtype=x.dtype)
+            gamma = np.ones(h)
         else:
-            gamma = view.const(m["gamma"]).reshape(h).astype(x.dtype)
-        g = add_const(graph, gamma, f"{m.anchor.name}_gamma").name
+            gamma = view.const(m["gamma"]).reshape(h)
+        g = add_const(graph, gamma, f"{m.anchor.name}_gamma", x.dtype).name
         replace_nodes(graph, m.nodes, RMS_NORM, [m["x"], g], {"epsilon": float(m["eps"])},
                       m.anchor.name, [m["out"]])

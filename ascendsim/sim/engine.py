@@ -54,6 +54,14 @@ flight still stretches it. A group with fewer tiles runs in tile detail (its tra
 interval per pipe per tile). The prefix of each pipe is shown as one interval of its busy
 cycles, starting at its first instruction.
 
+Kernel start. Every block (a core's share of an AI Core phase) begins with
+`kernel_start_us` on the scalar pipe before any of its pipes issues: instruction fetch
+into the cold icache, the kernel arguments and tiling data read from GM by the scalar unit,
+the scalar prologue that derives the block's offsets, and the end-of-kernel synchronisation
+folded in. It delays nothing but the block itself (other tasks' cores run on), shows as one
+"kernel_start" interval per core on pipe S and counts as scalar busy time. It is why a tiny
+kernel costs a few microseconds in msprof however little it moves.
+
 Scheduler. Streams run their tasks in order; a task also waits for its producers on other
 streams (events). Every task, in every mode, pays the device-side dispatch `sink_launch_us`
 (the task scheduler handing the task to the cores) once its producers are done. The launch
@@ -64,7 +72,11 @@ mode="eager": synchronised single-op calls (a framework's eager mode timed call 
 host launches a task only after the previous one finished and the host synchronised
 (`host_sync_us`), so nothing overlaps. Hence sink <= host <= eager for any graph.
 A task takes `block_dim` cores from its engine's pool (AI Cores, the AIVs of split chips, AI
-CPUs) and gives them back when it ends.
+CPUs) and gives them back when it ends. An AI CPU phase (`ascendsim.sim.aicpu`) runs its
+launch, its reads of GM, its compute and its writes in turn, the reads and writes as flows of
+the same Fabric as the AI Cores' moves. A task's phases run in turn, except a 910B mix
+kernel's AIC and AIV phases, which overlap as their cross-core flags allow
+(`ascendsim.sim.mix`).
 """
 
 from __future__ import annotations
@@ -83,13 +95,17 @@ from ..errors import ConfigError, SimulationError
 from ..hw.names import ENGINE_AICORE, ENGINE_AICPU, ENGINE_HOST, GM, MODES
 from ..lower.lowering import memory_cycles
 from ..lower.program import CoreGroup, Program, Segment, expand_flags
+from .aicpu import run_aicpu
 from .l2cache import L2Cache
+from .mix import run_phases
 from .trace import Interval, TaskRecord, Trace
 
 #: block detail coalesces a core group's program when it has at least this many tiles
 COALESCE_MIN = 8
 #: tiles of a coalesced group run in tile detail first, to measure the contended pace
 PREFIX_TILES = 4
+#: the trace kind of the block start interval on the scalar pipe
+KERNEL_START_KIND = "kernel_start"
 _EPS = 1e-9
 #: a coalesced group's remaining tiles meet the L2 in this many interleaved rounds
 COALESCED_SLICES = 16
@@ -364,6 +380,7 @@ class Engine:
         self.l2 = L2Cache(chip.l2_bytes)
         self._l2_reads, self._l2_writes, self._l2_readers = _gm_tensors(program)
         self.gm_traffic: dict[int, dict[tuple[str, str], float]] = {}   # simulated GM bytes
+        self.start_cycles = chip.cycles(chip.kernel_start_us * 1e-6)
 
     # -- running -------------------------------------------------------------------------
     def run(self) -> Trace:
@@ -467,8 +484,7 @@ class Engine:
                 yield env.timeout(sink)
             self.pipe_busy[t.task_id] = {}
             self.started.pop(t.task_id, None)
-            for ph in t.phases:
-                yield from self._phase(t, ph)
+            yield from run_phases(self, t)      # in turn; a 910B mix kernel overlapped
             end = env.now
             start = self.started.get(t.task_id, end)
             self.records.append(self._record(t, start, end, launch_start,
@@ -481,18 +497,8 @@ class Engine:
 
     def _phase(self, task, ph):
         env = self.env
-        if ph.engine == ENGINE_AICPU:
-            pool = self.pools[ENGINE_AICPU]
-            with pool.lease(min(ph.aicpu_cores, pool.n)) as lease:
-                yield lease.granted
-                ids = lease.take()
-                start = env.now
-                self.started.setdefault(task.task_id, start)
-                yield env.timeout(ph.aicpu_cycles)
-                self.rows.append(_Run(ENGINE_AICPU, tuple(ids), "AICPU", task.task_id,
-                                      task.op_name, start, env.now, "compute"))
-                self._note_busy(task.task_id, ids[0], "AICPU", env.now - start)
-                yield lease.release()
+        if ph.engine == ENGINE_AICPU:        # launch, reads, compute, writes (sim.aicpu)
+            yield from run_aicpu(self, task, ph)
             return
         pool = self.pools["aiv" if ph.vector_cores else "aicore"]
         need = ph.block_dim
@@ -513,11 +519,16 @@ class Engine:
             yield env.all_of(procs)
             yield lease.release()
 
-    def _group(self, task, g: CoreGroup, cores: tuple[int, ...], joint: dict):
+    def _group(self, task, g: CoreGroup, cores: tuple[int, ...], joint: dict | None = None,
+               start: bool = True):
+        if joint is None:       # a group alone: its coalesced tiles meet the L2 by themselves
+            joint = {"members": [], "result": None}
         if self.symmetric:
             sets = [cores]
         else:
             sets = [(c,) for c in cores]
+        if start:
+            yield from self._kernel_start(task, cores, sets)
         procs = []
         for cs in sets:
             label = f"core {cs[0]}" if len(cs) == 1 else f"cores {cs[0]}-{cs[-1]}"
@@ -531,6 +542,19 @@ class Engine:
                     procs.append(self.env.process(self._pipe(task, core, cs, pipe, q,
                                                              merge=merge)))
         yield self.env.all_of(procs)
+
+    def _kernel_start(self, task, cores: tuple[int, ...], sets: list):
+        """The block's start on each core before its first instruction (module note, "Kernel
+        start"): `kernel_start_us` on the scalar pipe, one interval per core."""
+        cycles = self.start_cycles
+        if cycles <= 0:
+            return
+        start = self.env.now
+        yield self.env.timeout(cycles)
+        self.rows.append(_Run(ENGINE_AICORE, cores, "S", task.task_id, task.op_name, start,
+                              self.env.now, KERNEL_START_KIND))
+        for cs in sets:
+            self._note_busy(task.task_id, cs[0], "S", cycles)
 
     def _note_busy(self, task_id: int, core: int, pipe: str, cycles: int) -> None:
         busy = self.pipe_busy[task_id].setdefault(core, {})

@@ -26,6 +26,19 @@ Workload kinds (the `workload` table):
   "fp32", "mixed"), ``phase`` ("inference" or "training").
 - ``transfer``: one DMA move on one core (msKPP's curves). Keys: ``src``, ``dst`` (memory
   locations, as `Chip.transfer_cycles`), ``bytes``, optional ``l2_miss`` (fraction, default 0).
+- ``decoder``: a decoder LLM step (`ascendsim.models.decoder`). Keys: ``preset`` (a name of
+  `decoder_presets()`), ``batch``, ``phase`` ("prefill", the default, or "decode"), ``seq_len``
+  (prompt tokens; prefill only), ``context_len`` (tokens already cached, default 0),
+  ``precision``, ``overrides`` (a table of DecoderConfig fields, for a model built from its
+  public config on top of a preset), ``layers`` (the model's layer count when it is not the
+  preset's), ``launch`` ("graph", the default: the fused step sunk to the device; "eager":
+  the fused graph launched op by op from the host, as llama.cpp or PyTorch eager run it).
+  Tokens per step: batch x seq_len in prefill, batch in decode.
+
+Op inputs may give ``const`` (a scalar filling the input) or ``values`` (the exact contents, a
+flat list, e.g. GroupedMatmul's cumulative group_list). An op row may set ``loop = true``: the
+time is the mean of a loop of back-to-back calls (event timing around N calls), so it is
+simulated as the loop's steady state per call, like an eager throughput.
 
 Structural faults (a missing or mistyped key, an unknown family/role/timing/unit, a
 duplicate id) raise `ConfigError` naming the file, the row id and the key. Whether the
@@ -68,8 +81,11 @@ UNITS: dict[str, tuple[str, float]] = {
     "tokens/s": ("throughput", 1.0), "TFLOPS": ("throughput", 1e12),
     "GB/s": ("throughput", 1e9),
 }
-WORKLOAD_KINDS = ("op", "model", "transfer")
+WORKLOAD_KINDS = ("op", "model", "transfer", "decoder")
 PHASES = ("inference", "training")
+#: decoder workloads: the step measured and how it was launched
+DECODER_PHASES = ("prefill", "decode")
+LAUNCHES = ("graph", "eager")
 
 _REQUIRED = ("id", "chip", "family", "role", "workload", "timing", "data", "metric", "value",
              "unit", "source")
@@ -77,9 +93,11 @@ _OPTIONAL = ("variant", "pending_reason", "calibrates", "source_detail", "framew
              "note")
 _WORKLOAD_KEYS = {
     "op": ({"op", "inputs"}, {"kind", "cann_op", "attrs", "cores", "measure", "detail",
-                              "count_bytes"}),
+                              "count_bytes", "loop"}),
     "model": ({"model", "batch"}, {"kind", "seq_len", "image", "precision", "phase", "layers"}),
     "transfer": ({"src", "dst", "bytes"}, {"kind", "l2_miss", "cores"}),
+    "decoder": ({"preset", "batch"}, {"kind", "phase", "seq_len", "context_len", "precision",
+                                      "overrides", "layers", "launch"}),
 }
 
 
@@ -132,6 +150,12 @@ class CorpusRow:
         if kind == "model":
             extra = f" seq {w['seq_len']}" if "seq_len" in w else ""
             return (f"{w['model']} {w.get('phase', 'inference')} b{w['batch']}{extra} "
+                    f"{w.get('precision', '')}").strip()
+        if kind == "decoder":
+            phase = w.get("phase", "prefill")
+            size = f" s{w['seq_len']}" if phase == "prefill" else ""
+            ctx = f" ctx{w['context_len']}" if w.get("context_len") else ""
+            return (f"{w['preset']} {phase} b{w['batch']}{size}{ctx} "
                     f"{w.get('precision', '')}").strip()
         return f"DMA {w['src']}->{w['dst']} {w['bytes']} B"
 
@@ -282,9 +306,16 @@ def _check_workload(w: Any, fail) -> dict[str, Any]:
             if not isinstance(shape, list) or not all(
                     isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape):
                 raise fail(f"{key}.shape", f"must be a list of positive integers, got {shape!r}")
-            bad = sorted(set(spec) - {"shape", "dtype", "format", "const"})
+            bad = sorted(set(spec) - {"shape", "dtype", "format", "const", "values"})
             if bad:
-                raise fail(f"{key}.{bad[0]}", "unknown key; valid: shape, dtype, format, const")
+                raise fail(f"{key}.{bad[0]}", "unknown key; valid: shape, dtype, format, "
+                                              "const, values")
+            if "values" in spec:
+                vals = spec["values"]
+                if not isinstance(vals, list) or len(vals) != math.prod(shape) or not all(
+                        isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals):
+                    raise fail(f"{key}.values", f"must be a flat list of {math.prod(shape)} "
+                                                f"numbers (the shape's size), got {vals!r}")
         if "attrs" in w and not isinstance(w["attrs"], Mapping):
             raise fail("workload.attrs", f"must be a table, got {w['attrs']!r}")
         if w.get("count_bytes", "io") not in ("io", "first_input"):
@@ -293,9 +324,37 @@ def _check_workload(w: Any, fail) -> dict[str, Any]:
         measure = w.get("measure", "task")
         if measure not in ("task", "launch") and not str(measure).startswith("pipe:"):
             raise fail("workload.measure", f"{measure!r}: expected task, launch or pipe:<P>")
+        if not isinstance(w.get("loop", False), bool):
+            raise fail("workload.loop", f"must be true or false, got {w['loop']!r}")
     if kind == "model" and w.get("phase", "inference") not in PHASES:
         raise fail("workload.phase", f"{w['phase']!r} is not one of {', '.join(PHASES)}")
+    if kind == "decoder":
+        _check_decoder(w, fail)
     return dict(w)
+
+
+def _check_decoder(w: Mapping[str, Any], fail) -> None:
+    phase = w.get("phase", "prefill")
+    if phase not in DECODER_PHASES:
+        raise fail("workload.phase", f"{phase!r} is not one of {', '.join(DECODER_PHASES)} "
+                                     f"(decoder workloads)")
+    if phase == "prefill" and "seq_len" not in w:
+        raise fail("workload.seq_len", "a prefill step needs the number of prompt tokens")
+    if phase == "decode" and w.get("seq_len", 1) != 1:
+        raise fail("workload.seq_len", f"a decode step adds one token per sequence, got "
+                                       f"{w['seq_len']!r}")
+    ctx = w.get("context_len", 0)
+    if isinstance(ctx, bool) or not isinstance(ctx, int) or ctx < 0:
+        raise fail("workload.context_len", f"must be a non-negative integer, got {ctx!r}")
+    if phase == "decode" and ctx < 1:
+        raise fail("workload.context_len", "a decode step reads a cache of at least 1 token")
+    if w.get("launch", "graph") not in LAUNCHES:
+        raise fail("workload.launch", f"{w['launch']!r} is not one of {', '.join(LAUNCHES)}")
+    if not isinstance(w.get("overrides", {}), Mapping):
+        raise fail("workload.overrides", f"must be a table of DecoderConfig fields, got "
+                                         f"{w['overrides']!r}")
+    if not isinstance(w["preset"], str):
+        raise fail("workload.preset", f"must be a preset name, got {w['preset']!r}")
 
 
 __all__ = ["CorpusRow", "load_corpus", "load_corpus_file", "check_row", "corpus_dir",

@@ -30,6 +30,15 @@ How each timing is simulated (`simulate_row`):
 - ``graph_step`` / ``throughput``: the whole step with the default fusions (fusion=True), the
   graph sunk on the device (mode="sink", `sink_launch_us` per task); throughputs are
   batch (samples, images) or batch x seq_len (tokens) per step time, or FLOP / step time.
+- Op rows with ``loop = true`` (a time averaged over a loop of back-to-back calls, event
+  timing around N calls) run as an eager throughput does (mode="host", the loop's steady
+  state per call) and report that time.
+- Decoder rows (``kind = "decoder"``): the measured step (prefill or one decode token) of
+  `ascendsim.models.decoder`, fused with the default passes; ``launch = "graph"`` sinks it
+  (mode="sink"), ``launch = "eager"`` launches the fused graph op by op from the host
+  (mode="host", launches running ahead of the device), as llama.cpp's CANN backend or
+  PyTorch eager do. tokens/s counts the step's tokens (batch x prompt in prefill, batch in
+  decode); a time is the step's time (a decode row's TPOT).
 - Warm vs cold L2 (the row's `data`): warm (and unknown) op rows produce each input with a
   warm-up task first, so the lowering's L2 model holds it resident (when it fits in half of
   L2) and the measured op reads it from L2; cold rows read graph inputs from HBM (first read
@@ -58,7 +67,14 @@ from ..errors import AscendSimError, ConfigError
 from ..hw import Chip, get_chip
 from .corpus import FAMILIES, UNITS, CorpusRow, load_corpus
 from .frozen import load_frozen
-from .workloads import OP_NODE, build_op_graph, model_plan, workload_key
+from .workloads import (
+    OP_NODE,
+    build_op_graph,
+    decoder_plan,
+    decoder_tokens,
+    model_plan,
+    workload_key,
+)
 
 #: the quick subset: a fixed list of row ids over several families, < 30 s together
 QUICK_IDS = (
@@ -179,8 +195,16 @@ class ValidationReport:
     @property
     def by_family(self) -> dict[str, FamilyStats]:
         """family -> stats over its validation rows (families with any, in corpus order)."""
-        fams = dict.fromkeys(r.family for r in self.rows if r.role == "validation")
+        fams = dict.fromkeys(r.family for r in self.rows
+                             if r.role == "validation" and not self.is_new(r))
         return {f: summarize(self.ratios("validation", f)) for f in fams}
+
+    @property
+    def by_family_new(self) -> dict[str, FamilyStats]:
+        """family -> stats over its validation rows added since the set was frozen (families
+        with any such row, in corpus order); empty when nothing is frozen."""
+        fams = dict.fromkeys(r.family for r in self.rows if self.is_new(r))
+        return {f: summarize(self.ratios("validation", f, new=True)) for f in fams}
 
     def count(self, status: str, role: str | None = None) -> int:
         return sum(r.status == status and (role is None or r.role == role) for r in self.rows)
@@ -219,6 +243,12 @@ class ValidationReport:
                       _num(cal.bias)))
         out += [f"by family (validation rows, {where}; ratio > 1: the model is slow)",
                 *_grid(head, body), ""]
+        new_fams = self.by_family_new
+        if new_fams:
+            body = [(f, s.n, _pct(s.median_abs_error), _num(s.median_ratio), _num(s.bias))
+                    for f, s in new_fams.items()]
+            out += ["new since frozen, by family (validation rows added after the set was "
+                    "frozen; not in the figures above)", *_grid(head, body), ""]
         errors = self.count("error")
         out.append(f"median |error| on validation rows: {_pct(self.median_abs_error)} "
                    f"(n = {allv.n}), bias {_num(self.bias)}; {errors} row(s) failed to "
@@ -381,7 +411,7 @@ class _Runner:
             cycles = sum(iv.duration for iv in ivs if iv.core == first)
         elif row.timing == "msprof_kernel":
             cycles = sum(t.duration for t in mine)
-        elif row.timing == "eager_call" and row.metric == "throughput":
+        elif row.timing == "eager_call" and (row.metric == "throughput" or w.get("loop")):
             # a loop of calls measured as a rate: launches run ahead of the device, so each
             # call costs the slower of its host launches and its dispatches + kernels
             launches = sum(iv.duration for iv in host if iv.kind == "launch")
@@ -401,21 +431,32 @@ class _Runner:
         plan = model_plan(row)
         fused = row.timing != "eager_call"
         mode = "host" if row.timing == "eager_call" else "sink"   # a model step, op by op
-        points = []
-        for layers, graph in plan.graphs:
-            res = self.run(graph, chip, fused, mode, "block")
-            points.append((layers, res.cycles, sum(t.flops for t in res.trace.tasks)))
-        if len(points) == 1:
-            _, cycles, flops = points[0]
-        else:   # linear in the layer count from 1 and 2 layers
-            (l1, c1, f1), (l2, c2, f2) = points
-            cycles = c1 + (plan.layers - l1) * (c2 - c1) / (l2 - l1)
-            flops = f1 + (plan.layers - l1) * (f2 - f1) / (l2 - l1)
+        cycles, flops = self._extrapolate(plan, chip, fused, mode)
         w = row.workload
         batch = w["batch"]
         work = {"sample": batch, "flop": flops,
                 "token": batch * w.get("seq_len", 1)}
         return chip.seconds(cycles), work
+
+    def _decoder(self, row: CorpusRow, chip: Chip) -> tuple[float, dict[str, float]]:
+        plan = decoder_plan(row)
+        mode = "host" if row.workload.get("launch", "graph") == "eager" else "sink"
+        cycles, flops = self._extrapolate(plan, chip, True, mode)
+        return chip.seconds(cycles), {"sample": row.workload["batch"], "flop": flops,
+                                      "token": decoder_tokens(row)}
+
+    def _extrapolate(self, plan, chip: Chip, fused: bool, mode: str) -> tuple[float, float]:
+        """Cycles and FLOPs of a plan's graphs, extrapolated linearly in the layer count when
+        the plan holds the 1- and 2-layer graphs."""
+        points = []
+        for layers, graph in plan.graphs:
+            res = self.run(graph, chip, fused, mode, "block")
+            points.append((layers, res.cycles, sum(t.flops for t in res.trace.tasks)))
+        if len(points) == 1:
+            return points[0][1], points[0][2]
+        (l1, c1, f1), (l2, c2, f2) = points
+        return (c1 + (plan.layers - l1) * (c2 - c1) / (l2 - l1),
+                f1 + (plan.layers - l1) * (f2 - f1) / (l2 - l1))
 
     def _transfer(self, row: CorpusRow, chip: Chip) -> tuple[float, dict[str, float]]:
         w = row.workload
@@ -425,12 +466,14 @@ class _Runner:
 
 def _op_mode(row: CorpusRow, measure: str) -> str:
     """The launch mode an op row is simulated in (see the module docstring)."""
-    if measure == "launch" or (row.timing == "eager_call" and row.metric == "throughput"):
+    loop = row.metric == "throughput" or row.workload.get("loop", False)
+    if measure == "launch" or (row.timing == "eager_call" and loop):
         return "host"
     return "eager" if row.timing == "eager_call" else "sink"
 
 
-_KINDS = {"op": _Runner._op, "model": _Runner._model, "transfer": _Runner._transfer}
+_KINDS = {"op": _Runner._op, "model": _Runner._model, "transfer": _Runner._transfer,
+          "decoder": _Runner._decoder}
 #: throughput unit -> the amount of work (key of the kind's work dict) it counts
 _UNIT_WORK = {"samples/s": "sample", "images/s": "sample", "tokens/s": "token",
               "TFLOPS": "flop", "GB/s": "byte"}

@@ -14,6 +14,12 @@ float32 master weights the training steps keep). Transformer models deeper than
 `EXTRAPOLATE_ABOVE_LAYERS` are simulated at 1 and 2 layers and extrapolated linearly in the
 layer count (every encoder layer is the same graph), because a 24-layer training step takes
 minutes to fuse; `model_plan` says which graphs a row needs.
+
+Decoder rows build `ascendsim.models.decoder` (a preset, with the row's config overrides) for
+the measured step: prefill of seq_len tokens after context_len cached ones, or one decode
+token per sequence against context_len cached tokens. Decoder layers are identical graphs,
+so a model deeper than `EXTRAPOLATE_ABOVE_LAYERS` is simulated at 1 and 2 layers and
+extrapolated linearly (the embedding, final norm and LM head are the constant part).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from .. import models
 from ..errors import ConfigError, GraphError
 from ..ir import Graph
 from ..ir.registry import get_op
+from ..models.decoder import decoder_config
 from .corpus import CorpusRow
 
 #: corpus precision -> the dtype the model builders take
@@ -121,6 +128,10 @@ def _op_graph(w: Mapping[str, Any], warm: bool) -> Graph:
             args.append(g.const(np.full(shape, spec["const"], dtype=np.dtype(dtype)),
                                 name=f"c{i}"))
             continue
+        if "values" in spec:
+            args.append(g.const(np.asarray(spec["values"], dtype=np.dtype(dtype)).reshape(shape),
+                                name=f"c{i}"))
+            continue
         x = g.input(f"x{i}", shape, dtype)
         if warm and np.dtype(_np_dtype(dtype)).kind == "f":
             x = g.add_node(WARM_OP, [x], name=f"warm_{i}")[0]
@@ -192,5 +203,42 @@ def _build_model(spec: ModelSpec, phase: str, layers: int, kwargs: dict[str, Any
     return models.get(name, **fixed, **kwargs)
 
 
-__all__ = ["build_op_graph", "model_plan", "model_spec", "workload_key", "ModelPlan",
+# ----------------------------------------------------------------------------- decoder rows
+def decoder_plan(row: CorpusRow) -> ModelPlan:
+    """The graph(s) of a decoder row: the measured step at 1 and 2 layers (extrapolated to the
+    model's layer count), or the whole model when it has at most 2 layers."""
+    w = row.workload
+    precision = str(w.get("precision", "fp16")).lower()
+    if precision not in PRECISION_DTYPES:
+        raise ConfigError(f"precision {precision!r}: expected one of "
+                          f"{', '.join(PRECISION_DTYPES)}")
+    overrides = dict(w.get("overrides", {}))
+    if "layers" in w:
+        overrides["layers"] = int(w["layers"])
+    cfg = decoder_config(w["preset"], **overrides)     # ConfigError names a bad preset/field
+    phase = w.get("phase", "prefill")
+    kwargs = {"batch": int(w["batch"]), "phase": phase,
+              "seq_len": int(w["seq_len"]) if phase == "prefill" else None,
+              "context_len": int(w.get("context_len", 0)),
+              "dtype": PRECISION_DTYPES[precision]}
+    spec = ModelSpec("decoder", "", ("batch", "seq_len"), layers=cfg.layers, unit="tokens")
+    counts = (1, 2) if cfg.layers > EXTRAPOLATE_ABOVE_LAYERS else (cfg.layers,)
+    graphs = []
+    for n in counts:
+        key = ("decoder", _freeze(dict(w)), n)
+        if key not in _GRAPHS:
+            _GRAPHS[key] = models.decoder(cfg, layers=n, **kwargs)
+        graphs.append((n, _GRAPHS[key]))
+    return ModelPlan(tuple(graphs), cfg.layers, spec)
+
+
+def decoder_tokens(row: CorpusRow) -> int:
+    """Tokens one step of a decoder row processes: batch x prompt in prefill, batch in decode."""
+    w = row.workload
+    return int(w["batch"]) * (int(w["seq_len"]) if w.get("phase", "prefill") == "prefill"
+                              else 1)
+
+
+__all__ = ["build_op_graph", "model_plan", "decoder_plan", "decoder_tokens", "model_spec",
+           "workload_key", "ModelPlan",
            "ModelSpec", "MODELS", "PRECISION_DTYPES", "OP_NODE", "EXTRAPOLATE_ABOVE_LAYERS"]

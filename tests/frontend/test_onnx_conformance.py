@@ -19,6 +19,7 @@ import ascendsim as asim
 from ascendsim.execute import execute  # asim.execute can be shadowed by the submodule
 from ascendsim.frontend.onnx import ONNX_DTYPES, RETIRED_OPS
 from ascendsim.ir import has_op
+from ascendsim.kernels import bf16
 
 #: (rtol, atol) per output dtype; integer and bool outputs must be exact.
 TOLERANCE = {"float16": (1e-2, 1e-3), "float32": (1e-3, 1e-6), "float64": (1e-3, 1e-6)}
@@ -92,6 +93,8 @@ def run_case(case) -> None:
         got = execute(g, feeds)
         for name, want in zip(out_names, expected):
             want = np.asarray(want)
+            if g.values[name].dtype == "bfloat16":   # float32 storage (kernels/bf16.py)
+                want = bf16.round_bf16(want)          # ml_dtypes' bfloat16, widened exactly
             out = np.asarray(got[name])
             assert out.dtype == want.dtype, f"{name}: dtype {out.dtype} != {want.dtype}"
             assert out.shape == want.shape, f"{name}: shape {out.shape} != {want.shape}"

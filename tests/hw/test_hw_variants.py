@@ -11,7 +11,9 @@ import ascendsim as asim
 from ascendsim.api import simulate
 from ascendsim.hw import get_chip
 
-TAGS = set("SDFMG")
+#: confidence tags of built-in figures; C = fitted on calibration rows of the corpus, which
+#: tests/validation/test_calibrate.py checks it cites
+TAGS = set("SDFMGC")
 NEW = ("ascend910b1", "ascend910b3", "ascend910b4", "ascend910b_gen1", "ascend310p")
 #: the chip each new file starts from (`base = ...`)
 BASE = {"ascend910b1": "ascend910b", "ascend910b3": "ascend910b", "ascend910b4": "ascend910b",

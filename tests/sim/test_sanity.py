@@ -97,14 +97,17 @@ def test_pow_on_ai_cpu_is_at_least_5x_slower_than_mul_on_ai_core():
 
 def test_host_launch_is_slower_than_sink_by_the_launch_overheads():
     """20 tiny ops: host mode pays host_launch_us per op on the HOST lane, sink mode
-    sink_launch_us; the difference is within 15% of 20 x (host - sink) launch cost."""
+    sink_launch_us and the kernel start on the device; the difference is within 15% of
+    20 x (host launch - sink dispatch - kernel start): the host runs ahead while the device
+    works, so in host mode the device's own per-task cost hides under the launches."""
     def chain(g):
         x = g.input("x", (1024,), "float16")
         for _ in range(20):
             x = g.relu(x)
         g.output(x)
     sink, host = _sim(chain, mode="sink"), _sim(chain, mode="host")
-    per = CHIP.cycles(CHIP.host_launch_us * 1e-6) - CHIP.cycles(CHIP.sink_launch_us * 1e-6)
+    per = (CHIP.cycles(CHIP.host_launch_us * 1e-6) - CHIP.cycles(CHIP.sink_launch_us * 1e-6)
+           - CHIP.cycles(CHIP.kernel_start_us * 1e-6))
     diff = host.cycles - sink.cycles
     assert 0.85 * 20 * per <= diff <= 1.15 * 20 * per
     launches = [iv for iv in host.trace.intervals if iv.pipe == "HOST"]

@@ -22,6 +22,7 @@ import pytest
 import ascendsim.validation
 from ascendsim.hw import chips as builtin_chips
 from ascendsim.ir.registry import registered_ops
+from ascendsim.models import decoder_presets
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -47,8 +48,9 @@ OPTIONAL_STR = ("variant", "pending_reason", "source_detail", "framework", "cann
 #: kind -> the workload keys a row of that kind must give (the loader in
 #: ascendsim.validation owns the full vocabulary of optional keys)
 WORKLOAD_REQUIRED = {"op": {"op", "inputs"}, "model": {"model", "batch"},
-                     "transfer": {"src", "dst", "bytes"}}
+                     "transfer": {"src", "dst", "bytes"}, "decoder": {"preset", "batch"}}
 PHASES = {"inference", "training"}
+DECODER_PHASES = {"prefill", "decode"}
 PRECISIONS = {"fp16", "float16", "mixed", "amp", "bf16", "bfloat16", "fp32", "float32", "int8"}
 CHIP_ALIASES = {"ascend910a": "ascend910", "ascend910b2": "ascend910b", "ascend310p3": "ascend310p"}
 
@@ -80,12 +82,23 @@ def workload_problems(w: Any, role: str) -> list[str]:
                     out.append(f"workload.inputs[{j}].shape must be a non-empty list of "
                                f"positive integers, got {shape!r}")
                 if isinstance(spec, Mapping):
-                    bad = sorted(set(spec) - {"shape", "dtype", "format", "const"})
+                    bad = sorted(set(spec) - {"shape", "dtype", "format", "const", "values"})
                     out += [f"workload.inputs[{j}].{k} is not an input key" for k in bad]
         if "attrs" in w and not isinstance(w["attrs"], Mapping):
             out.append("workload.attrs must be a table")
         if role != "pending" and w.get("op") not in registered_ops():
             out.append(f"workload.op {w.get('op')!r} is not a registry op (such rows are pending)")
+    if kind == "decoder":
+        if role != "pending" and w.get("preset") not in decoder_presets():
+            out.append(f"workload.preset {w.get('preset')!r} is not a decoder preset "
+                       f"(such rows are pending)")
+        phase = w.get("phase", "prefill")
+        if phase not in DECODER_PHASES:
+            out.append(f"workload.phase {phase!r} is not one of {sorted(DECODER_PHASES)}")
+        elif phase == "prefill" and not _positive_int(w.get("seq_len")):
+            out.append("workload.seq_len: a prefill row gives its prompt tokens")
+        elif phase == "decode" and not _positive_int(w.get("context_len")):
+            out.append("workload.context_len: a decode row gives the cached tokens")
     if kind == "model":
         if w.get("phase", "inference") not in PHASES:
             out.append(f"workload.phase {w.get('phase')!r} is not one of {sorted(PHASES)}")
@@ -239,6 +252,12 @@ def test_checker_accepts_a_good_row():
     ({"workload": {"kind": "model", "model": "resnet50", "batch": 0}}, "positive integer"),
     ({"workload": {"kind": "model", "model": "bert_base", "batch": 8, "phase": "decode"}},
      "workload.phase 'decode'"),
+    ({"workload": {"kind": "decoder", "preset": "gpt-5", "batch": 1, "seq_len": 8}},
+     "not a decoder preset"),
+    ({"workload": {"kind": "decoder", "preset": "qwen2-0.5b", "batch": 1}},
+     "prefill row gives its prompt tokens"),
+    ({"workload": {"kind": "decoder", "preset": "qwen2-0.5b", "batch": 1, "phase": "decode"}},
+     "decode row gives the cached tokens"),
 ])
 def test_checker_names_the_fault(change, expect):
     bad = {k: v for k, v in GOOD.items() if k not in change} | change

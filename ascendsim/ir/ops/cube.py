@@ -9,7 +9,8 @@ Ascend stack uses:
   ("NCHW"/"NCDHW": axis 1; "NHWC"/"NDHWC": the last axis); the AABiasaddConvFusion pass folds
   it into the preceding Conv's bias.
 
-Numerics: fp16 operands accumulate in fp32 and round once (the cube's L0C); int8/uint8 MatMul
+Numerics: fp16 and bf16 operands accumulate in fp32 and round once (the cube's L0C; a bf16
+result is rounded by the executor, kernels/bf16.py); int8/uint8 MatMul
 accumulates and returns int32. ``flops`` is 2 x the real multiply-accumulates (group-aware).
 Symbolic batch dims pass through; symbolic spatial dims give readable symbolic output dims.
 """
@@ -26,10 +27,12 @@ from ...kernels.pool import resolve_window
 from ..registry import Category, OpDef, Unit, VecClass, broadcast_shapes, register, register_grads
 from ..tensor import Value
 
-FLOATS = ("float16", "float32", "float64")
+FLOATS = ("float16", "bfloat16", "float32", "float64")
 MATMUL_DTYPES = FLOATS + ("int8", "uint8")
-# Bias dtypes a cube op accepts per operand dtype (fp16 also takes an fp32 bias, as CANN does).
-_BIAS_DTYPES = {"float16": ("float16", "float32"), "float32": ("float32",),
+# Bias dtypes a cube op accepts per operand dtype (fp16 and bf16 also take an fp32 bias, as
+# CANN's MatMulV2 does).
+_BIAS_DTYPES = {"float16": ("float16", "float32"), "bfloat16": ("bfloat16", "float32"),
+                "float32": ("float32",),
                 "float64": ("float64",), "int8": ("int32",), "uint8": ("int32",)}
 DATA_FORMATS = ("NCHW", "NCDHW", "NHWC", "NDHWC")
 
@@ -76,7 +79,7 @@ def _matmul_infer(ins, attrs, consts):
     if bias is not None and b.rank == 1:
         raise GraphError(f"bias '{bias.name}' needs a 2-D or higher B ('{b.name}' is 1-D)")
     _check_bias(bias, sb[-1], dtype, "output column")
-    return [(out, kmm.out_dtype(dtype).name)]
+    return [(out, dtype if dtype == "bfloat16" else kmm.out_dtype(dtype).name)]
 
 
 def _matmul_flops(ins, outs, attrs) -> int:

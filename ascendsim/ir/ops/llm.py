@@ -1,4 +1,4 @@
-"""LLM ops, as CANN / torch_npu define them (forward; gradient rules come with the autodiff).
+"""LLM ops, as CANN / torch_npu define them (forward; gradient rules: ops/llm_grads.py).
 
 - RmsNorm (CANN RmsNorm, torch_npu.npu_rms_norm): y = x * rsqrt(mean(x^2) + epsilon) * gamma
   over the trailing gamma.ndim axes; outputs y and rstd (float32), rstd only with
@@ -39,6 +39,7 @@ import numpy as np
 
 from ...errors import GraphError
 from ...kernels import llm as kl
+from ...kernels import llm_grad as klg
 from ..registry import Category, OpDef, Unit, VecClass, broadcast_shapes, register
 from .elementwise import FLOATS, INTS, check_dtype, same_dtype
 from .norm import norm_axis
@@ -61,7 +62,9 @@ def _rms_infer(ins, attrs, consts):
     n = attrs["num_outputs"]
     if n not in (1, 2):
         raise GraphError(f"num_outputs must be 1 or 2, got {n!r}")
-    rstd = (tuple(x.shape[:x.rank - gamma.rank]) + (1,) * gamma.rank, "float32")
+    # rstd is float32 (CANN), float64 for float64 x (gradient checks run in float64)
+    rstd = (tuple(x.shape[:x.rank - gamma.rank]) + (1,) * gamma.rank,
+            "float64" if x.dtype == "float64" else "float32")
     return [(x.shape, x.dtype), rstd][:n]
 
 
@@ -101,11 +104,25 @@ def _swiglu_infer(ins, attrs, consts):
 
 
 # ----------------------------------------------------------------------------- GroupedMatmul
+#: CANN GroupedMatmul group_type: the groups split M (x's rows; the forward) or K (the
+#: contraction: x (K, T) and weight (T, N) -> (E, K, N), the weight gradient)
+SPLIT_M, SPLIT_K = 0, 2
+
+
 def _gmm_infer(ins, attrs, consts):
     x, w, gl = ins[0], ins[1], ins[2]
     check_dtype(x, FLOATS)
     same_dtype([x, w])
     check_dtype(gl, INTS, "group_list")
+    if attrs["group_type"] == SPLIT_K:
+        if x.rank != 2 or w.rank != 2 or gl.rank != 1 or x.shape[1] != w.shape[0]:
+            raise GraphError(f"GroupedMatmul group_type 2 needs x (K, T), weight (T, N), "
+                             f"group_list (E,); got {tuple(x.shape)}, {tuple(w.shape)}, "
+                             f"{tuple(gl.shape)}")
+        return [((gl.shape[0], x.shape[0], w.shape[1]), x.dtype)]
+    if attrs["group_type"] != SPLIT_M:
+        raise GraphError(f"GroupedMatmul group_type {attrs['group_type']!r} is not supported "
+                         f"(0: groups split M, 2: groups split K)")
     if x.rank != 2 or w.rank != 3 or gl.rank != 1:
         raise GraphError(f"GroupedMatmul needs x (T, K), weight (E, K, N), group_list (E,); "
                          f"got {tuple(x.shape)}, {tuple(w.shape)}, {tuple(gl.shape)}")
@@ -116,7 +133,15 @@ def _gmm_infer(ins, attrs, consts):
 
 
 def _gmm_flops(ins, outs, attrs) -> int:
+    if attrs.get("group_type", SPLIT_M) == SPLIT_K:     # every row of T in one group
+        return 2 * ins[0].numel * int(ins[1].shape[-1])
     return 2 * outs[0].numel * int(ins[0].shape[-1])
+
+
+def _gmm_kernel(args, attrs):
+    if attrs["group_type"] == SPLIT_K:
+        return [klg.grouped_matmul_split_k(args[0], args[1], args[2])]
+    return [kl.grouped_matmul(args[0], args[1], args[2])]
 
 
 # ----------------------------------------------------------------------------- MoE routing
@@ -245,11 +270,11 @@ register(OpDef("SwiGlu", _swiglu_infer,
                _I, inputs=("x",), attrs={"dim": -1}, flops=lambda i, o, a: 6 * o[0].numel,
                vec_class=VecClass.EXP, vec_instrs=3, builder="swi_glu",
                doc="CANN SwiGlu: silu(first half) * second half of `dim`"))
-register(OpDef("GroupedMatmul", _gmm_infer,
-               lambda args, attrs: [kl.grouped_matmul(args[0], args[1], args[2])],
+register(OpDef("GroupedMatmul", _gmm_infer, _gmm_kernel,
                Category.CUBE, unit=Unit.CUBE, inputs=("x", "weight", "group_list"),
-               attrs={"group_list_type": 0}, flops=_gmm_flops,
-               doc="CANN GroupedMatmul: consecutive row groups of x times weight[e]"))
+               attrs={"group_list_type": 0, "group_type": SPLIT_M}, flops=_gmm_flops,
+               doc="CANN GroupedMatmul: consecutive row groups of x times weight[e] "
+                   "(group_type 2: x (K, T) @ weight (T, N) per group of T -> (E, K, N))"))
 register(OpDef("MoeGatingTopKSoftmax", _gating_infer,
                lambda args, attrs: kl.moe_gating_top_k_softmax(args[0], int(attrs["k"])), _R,
                inputs=("x",), attrs={"k": 1}, num_outputs=3,
@@ -279,6 +304,7 @@ register(OpDef("FlashAttentionScore", _attention_infer("head_num", None),
                inputs=("query", "key", "value", "atten_mask?"),
                attrs={"scale_value": 1.0, "head_num": 0, "input_layout": "BNSD", "causal": 0},
                flops=_attention_flops("causal"), vec_class=VecClass.EXP, vec_instrs=6,
+               untrainable_inputs=(3,),
                doc="CANN FlashAttentionScore (attention_out), BNSD, GQA, optional causal"))
 register(OpDef("IncreFlashAttention", _attention_infer("num_heads", "num_key_value_heads"),
                _attention_kernel("scale_value", None), _O, unit=Unit.CUBE,
@@ -286,6 +312,7 @@ register(OpDef("IncreFlashAttention", _attention_infer("num_heads", "num_key_val
                attrs={"num_heads": 0, "scale_value": 1.0, "num_key_value_heads": 0,
                       "input_layout": "BNSD"},
                flops=_attention_flops(None), vec_class=VecClass.EXP, vec_instrs=6,
+               untrainable_inputs=(3,),
                doc="CANN IncreFlashAttention: one query token against the KV cache"))
 
-__all__ = ["attention_pairs"]
+__all__ = ["attention_pairs", "SPLIT_M", "SPLIT_K"]

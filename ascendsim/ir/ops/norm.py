@@ -20,6 +20,7 @@ import numpy as np
 from ...errors import GraphError
 from ...kernels import norm as kn
 from ..registry import Category, OpDef, VecClass, broadcast_shapes, register, register_grads
+from ..tensor import storage_dtype
 from .elementwise import FLOATS, ONNX_DTYPES, check_dtype, same_dtype
 
 
@@ -102,7 +103,7 @@ def _layer_norm_kernel(args: list, attrs: dict) -> list:
          else np.broadcast_to(args[2], norm_shape).reshape(1, cols))
     y, mean, inv = kn.normalize_rows(x.reshape(rows, cols), g, b, float(attrs["epsilon"]))
     stat_shape = x.shape[:axis] + (1,) * (x.ndim - axis)
-    stat = np.dtype(_stash_dtype(attrs, x.dtype.name))
+    stat = storage_dtype(_stash_dtype(attrs, x.dtype.name))
     outs = [y.reshape(x.shape).astype(x.dtype, copy=False),
             mean.reshape(stat_shape).astype(stat), inv.reshape(stat_shape).astype(stat)]
     return outs[:int(attrs["num_outputs"])]
@@ -200,27 +201,23 @@ def _lrn_instrs(ins, outs, attrs) -> int:
 
 
 # ----------------------------------------------------------------------------- registry
-# Cost columns: `flops` (arithmetic, for the roofline) and `vec_instrs` (vector instructions of
-# the op's class per input element, what the lowering times); the sequences they stand for:
-#   Softmax     5: vcmax, vsub, vexp, vcadd, vmul (by 1/sum)
-#   LogSoftmax  5: vcmax, vsub, vexp, vcadd, vsub (log-sum; its vln runs on the reduced row)
-#   LayerNorm   8: vcadd (mean), vsub, vmul (square), vcadd (var), vmul (rstd), vmul (scale),
-#                  vadd (bias) = 7, + ~1 for the fp16<->fp32 vconv of the stash_type math
+# Cost columns: `flops` (arithmetic, for the roofline); the vector instructions of Softmax,
+# LogSoftmax, LayerNormalization and InstanceNormalization are their instruction sequences in
+# lower/vector_seq.py (SEQUENCES), so they carry no `vec_instrs` here; the others:
 #   BatchNorm   1: one vmla per element (inference: x * a + b, a/b folded per channel)
-#   InstanceNorm 8: as LayerNorm
 #   LRN  size + 7: see _lrn_instrs
 _R, _E = Category.REDUCE, VecClass.EXP
 register(OpDef("Softmax", _softmax_infer, _softmax_kernel(False), _R, inputs=("input",),
-               attrs={"axis": -1}, flops=_per_elem(5), vec_class=_E, vec_instrs=5,
+               attrs={"axis": -1}, flops=_per_elem(5), vec_class=_E,
                doc="ONNX Softmax-13 along `axis` (max-subtracted)"))
 register(OpDef("LogSoftmax", _softmax_infer, _softmax_kernel(True), _R, inputs=("input",),
-               attrs={"axis": -1}, flops=_per_elem(5), vec_class=_E, vec_instrs=5,
+               attrs={"axis": -1}, flops=_per_elem(5), vec_class=_E,
                doc="ONNX LogSoftmax-13 along `axis`"))
 register(OpDef("LayerNormalization", _layer_norm_infer, _layer_norm_kernel, _R,
                inputs=("X", "Scale", "B?"),
                attrs={"axis": -1, "epsilon": 1e-5, "stash_type": 1, "num_outputs": 1},
                num_outputs="num_outputs", flops=_per_elem(8), vec_class=VecClass.REDUCE,
-               vec_instrs=8, doc="ONNX LayerNormalization-17 over axes [axis, rank)"))
+               doc="ONNX LayerNormalization-17 over axes [axis, rank)"))
 register(OpDef("BatchNormalization", _batch_norm_infer, _batch_norm_kernel, Category.BROADCAST,
                inputs=("X", "scale", "B", "input_mean", "input_var"),
                attrs={"epsilon": 1e-5, "momentum": 0.9, "training_mode": 0, "num_outputs": 1},
@@ -229,7 +226,7 @@ register(OpDef("BatchNormalization", _batch_norm_infer, _batch_norm_kernel, Cate
                doc="ONNX BatchNormalization-15; inference is a per-channel affine map"))
 register(OpDef("InstanceNormalization", _instance_norm_infer, _instance_norm_kernel, _R,
                inputs=("input", "scale", "B"), attrs={"epsilon": 1e-5}, flops=_per_elem(8),
-               vec_class=VecClass.REDUCE, vec_instrs=8, doc="ONNX InstanceNormalization-6"))
+               vec_class=VecClass.REDUCE, doc="ONNX InstanceNormalization-6"))
 register(OpDef("LRN", _lrn_infer, _lrn_kernel, Category.SEGMENT, inputs=("X",),
                attrs={"alpha": 1e-4, "beta": 0.75, "bias": 1.0, "size": None},
                flops=_lrn_flops, vec_class=_E, vec_instrs=_lrn_instrs, builder="lrn",

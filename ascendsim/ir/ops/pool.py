@@ -18,7 +18,7 @@ from ...errors import GraphError
 from ...kernels import pool as kpool
 from ..registry import Category, OpDef, Unit, VecClass, register, register_grads
 
-POOL_DTYPES = ("float16", "float32", "float64")
+POOL_DTYPES = ("float16", "bfloat16", "float32", "float64")
 MAXPOOL_DTYPES = POOL_DTYPES + ("int8", "uint8")
 
 _WINDOW_ATTRS = {"auto_pad": "NOTSET", "ceil_mode": 0, "dilations": None, "kernel_shape": None,

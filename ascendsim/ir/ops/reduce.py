@@ -4,10 +4,9 @@ ArgMax/ArgMin.
 
 `axes` is an optional input (a constant: the output shape depends on it); absent or empty
 means every axis, unless `noop_with_empty_axes=1`, which makes the op an identity. All run on
-the vector unit (category REDUCE, VecClass.REDUCE); flops count the combining operations per
-input element (SumSquare/L2/LogSumExp do more than one), and the table gives separately the
-vector instructions per input element the lowering times (`OpDef.vec_instrs`); work done on
-the reduced output only (ReduceMean's 1/N, ReduceL2's sqrt) is not counted.
+the vector unit (category REDUCE); flops count the combining operations per input element
+(SumSquare/L2/LogSumExp do more than one). Their vector instructions are sequences in
+lower/vector_seq.py (SEQUENCES: reduce trees, per-row steps), not registry counts.
 """
 
 from __future__ import annotations
@@ -115,31 +114,30 @@ def _arg_kernel(is_max: bool) -> Callable:
     return kernel
 
 
-#: op type -> (kernel mode, allowed dtypes, flops per input element, vector instructions per
-#: input element); the comment gives the instruction sequence
-REDUCE_OPS: dict[str, tuple[str, frozenset, int, int]] = {
-    "ReduceSum": ("sum", NUMERIC, 1, 1),                 # vcadd
-    "ReduceMean": ("mean", NUMERIC, 1, 1),               # vcadd
-    "ReduceMax": ("max", NUMERIC | BOOL, 1, 1),          # vcmax
-    "ReduceMin": ("min", NUMERIC | BOOL, 1, 1),          # vcmin
-    "ReduceProd": ("prod", NUMERIC, 1, 1),               # vmul tree
-    "ReduceSumSquare": ("sum_square", NUMERIC, 2, 2),    # vmul, vcadd
-    "ReduceL1": ("l1", NUMERIC, 2, 2),                   # vabs, vcadd
-    "ReduceL2": ("l2", NUMERIC, 2, 2),                   # vmul, vcadd
-    "ReduceLogSum": ("log_sum", FLOATS, 1, 1),           # vcadd
-    "ReduceLogSumExp": ("log_sum_exp", FLOATS, 4, 4),    # vcmax, vsub, vexp, vcadd
+#: op type -> (kernel mode, allowed dtypes, flops per input element)
+REDUCE_OPS: dict[str, tuple[str, frozenset, int]] = {
+    "ReduceSum": ("sum", NUMERIC, 1),
+    "ReduceMean": ("mean", NUMERIC, 1),
+    "ReduceMax": ("max", NUMERIC | BOOL, 1),
+    "ReduceMin": ("min", NUMERIC | BOOL, 1),
+    "ReduceProd": ("prod", NUMERIC, 1),
+    "ReduceSumSquare": ("sum_square", NUMERIC, 2),
+    "ReduceL1": ("l1", NUMERIC, 2),
+    "ReduceL2": ("l2", NUMERIC, 2),
+    "ReduceLogSum": ("log_sum", FLOATS, 1),
+    "ReduceLogSumExp": ("log_sum_exp", FLOATS, 4),
 }
 
-for _op, (_mode, _allowed, _k, _instrs) in REDUCE_OPS.items():
+for _op, (_mode, _allowed, _k) in REDUCE_OPS.items():
     register(OpDef(_op, _reduce_infer(_allowed), _reduce_kernel(_mode), Category.REDUCE,
                    inputs=("data", "axes?"), attrs=dict(_REDUCE_ATTRS), flops=_per_input(_k),
-                   vec_class=VecClass.REDUCE, vec_instrs=_instrs, needs_const_inputs=(1,),
+                   vec_class=VecClass.REDUCE, needs_const_inputs=(1,),
                    doc=f"ONNX {_op}: reduce over the constant `axes` input"))
 
 for _op, _is_max in (("ArgMax", True), ("ArgMin", False)):
     register(OpDef(_op, _arg_infer, _arg_kernel(_is_max), Category.REDUCE, inputs=("data",),
                    attrs={"axis": 0, "keepdims": 1, "select_last_index": 0},
-                   flops=_per_input(1), vec_class=VecClass.REDUCE, vec_instrs=1,   # vcmax
+                   flops=_per_input(1), vec_class=VecClass.REDUCE,
                    doc=f"ONNX {_op}: int64 index along `axis`"))
 
 

@@ -25,6 +25,7 @@ from ..registry import (
     register_grads,
     symbolic_base,
 )
+from ..tensor import storage_dtype
 
 
 def _zero_flops(ins, outs, attrs) -> int:
@@ -430,7 +431,8 @@ _move("Trilu", _trilu, kt.trilu, inputs=("input", "k?"), attrs={"upper": 1})
 _move("OneHot", _one_hot, kt.one_hot, inputs=("indices", "depth", "values"),
       attrs={"axis": -1}, needs=(1,))
 _move("EyeLike", _eye_like,
-      lambda args, attrs: kt.eye_like(args, attrs, _eye_dtype(args[0].dtype.name, attrs)),
+      lambda args, attrs: kt.eye_like(
+          args, attrs, storage_dtype(_eye_dtype(args[0].dtype.name, attrs))),
       inputs=("input",), attrs={"dtype": None, "k": 0})
 _move("Compress", _compress, kt.compress, inputs=("input", "condition"), attrs={"axis": None})
 _move("ReverseSequence", _same, kt.reverse_sequence, inputs=("input", "sequence_lens"),

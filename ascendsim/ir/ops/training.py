@@ -65,8 +65,9 @@ from ..registry import Category, OpDef, Unit, VecClass, register
 from .elementwise import check_dtype, same_dtype
 from .norm import norm_axis
 
-#: dtypes the training kernels compute (numba has no bfloat16; fp64 for gradient checks)
-TRAIN_FLOATS = frozenset({"float16", "float32", "float64"})
+#: dtypes the training kernels compute (bfloat16 as float32 storage, rounded per op by the
+#: executor: kernels/bf16.py; fp64 for gradient checks)
+TRAIN_FLOATS = frozenset({"float16", "bfloat16", "float32", "float64"})
 _B, _R, _T = VecClass.BINARY, VecClass.REDUCE, VecClass.TERNARY
 
 

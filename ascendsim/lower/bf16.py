@@ -1,0 +1,66 @@
+"""bfloat16 on the vector unit: which chips take it, and what the vector work becomes.
+
+The 910B's vector unit has no bf16 arithmetic: Ascend C's Add, Mul, Exp, ... take half,
+float and integer types on Atlas A2 but not bfloat16_t, while Cast converts bf16 <-> fp32
+(asc-devkit docs/api/context/Add.md, Cast.md). CANN's bf16 kernels therefore cast each bf16
+input to fp32 (vconv), run the op's fp32 instructions, and cast the result back. A chip file
+says so with `vector_bfloat16 = "float32"`; a chip without the figure (910, 310) has no bf16
+on its vector unit, and a vector op on bf16 data is an UnsupportedOpError naming the op and
+the chip (the cube's bf16 check is `lowering.cube_dtype`).
+
+The model: a bf16 op's own instructions are timed as the fp32 op (4 bytes per element at
+the fp32 rates), plus one vconv per element of every bf16 input and output, at the unary
+rate (msKPP's figure for one-operand instructions; no vconv measurement was found). Ops that
+only move data (the MOVE class) and Cast itself handle bf16 directly: no conversions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from ..errors import UnsupportedOpError
+from ..ir.registry import OpDef, VecClass
+from ..ir.tensor import Value
+from .vector_seq import ELEM, SeqPart
+
+#: ops the vector unit runs on bf16 data as it is: the conversion itself (vconv)
+NATIVE_BF16_OPS = frozenset({"Cast"})
+#: what `explain()` says of a vector op on bf16 data
+BF16_NOTE = ("bfloat16 data computed in fp32: vconv bf16->fp32 of each input, the op's fp32 "
+             "instructions, vconv fp32->bf16 of each output (no bf16 arithmetic on the AIV)")
+
+
+def bf16_vector_work(chip: Any, opdef: OpDef, node: str, ins: Sequence[Value],
+                     outs: Sequence[Value]) -> str | None:
+    """For a vector op touching bfloat16 data: the dtype it computes in; None when it
+    touches no bf16 or moves it as it is. UnsupportedOpError when the chip's vector unit has
+    no bf16."""
+    vals = [v for v in (*ins, *outs) if v is not None]
+    if not any(v.dtype == "bfloat16" for v in vals):
+        return None
+    if chip.vector_bfloat16 is None:
+        raise UnsupportedOpError(opdef.op_type, node, detail=(
+            f"bfloat16 data needs bf16 support in the vector unit, and {chip.name} has none "
+            f"(its chip file has no vector_bfloat16); use a 910B-family chip or Cast to "
+            f"float16"))
+    if opdef.vec_class == VecClass.MOVE or opdef.op_type in NATIVE_BF16_OPS:
+        return None
+    return chip.vector_bfloat16
+
+
+def widened(vals: Sequence[Value], dtype: str) -> list[Value]:
+    """The values as the op computes on them: every bf16 one in `dtype`."""
+    return [replace(v, dtype=dtype) if v.dtype == "bfloat16" else v for v in vals]
+
+
+def vconv_parts(ins: Sequence[Value], outs: Sequence[Value], per_element: float
+                ) -> tuple[list[SeqPart], list[SeqPart]]:
+    """The vconvs around a bf16 op's fp32 sequence: bf16->fp32 of each bf16 input before,
+    fp32->bf16 of each bf16 output after, each at the unary rate over its bf16 elements
+    (`per_element`: elements of the task per element of a value)."""
+    def conv(vals: Sequence[Value], instr: str) -> list[SeqPart]:
+        return [SeqPart(instr, "unary", "bfloat16", 2, ELEM, v.numel * per_element)
+                for v in vals if v.dtype == "bfloat16"]
+    return conv(ins, "vconv bf16->f32"), conv(outs, "vconv f32->bf16")

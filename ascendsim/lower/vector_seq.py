@@ -1,0 +1,421 @@
+"""Vector ops as instruction sequences: what an op issues on the V pipe, and what each costs.
+
+Note on the model
+-----------------
+Sequences. `SEQUENCES` holds, per op type, the vector instructions the op's kernel issues,
+in order (Softmax on float16: vcmax, vbrcb, vsub, vconv f16->f32, vexp, vcadd, vbrcb, vdiv,
+vconv f32->f16, as CANN's TBE softmax_v2 writes it).
+An op absent from the table has the sequence its registry cost fields describe: `vec_instrs`
+instructions of its `vec_class` and its `vec_extra` ones (`derived_steps`); so every op has
+exactly one sequence, and `explain()` shows it in the task's notes. A fused UB op
+concatenates its members' sequences.
+
+Steps are of three shapes:
+- ELEM: one instruction over every element of the op (vsub, vexp, vmul ...), in the op's
+  compute dtype;
+- REDUCE: a reduction along the op's reduced axis (vcadd, vcmax), costed as a reduce tree
+  per row (below); a reduction over a strided (not innermost) axis is a fold of
+  (L - 1) / L element-wise binary passes instead (vadd/vmax of row slices), no reduce step;
+- ROW: once per reduced row, on the per-row statistics (mean = sum * 1/L, vsqrt, vln).
+
+Compute dtype. An op marked `fp32` computes in float32: 2-byte float inputs are cast up by
+a vconv before step `cast_at` (the steps before it run in the input dtype) and the result cast
+back after the last step (CANN's fp16 LayerNorm and softmax cast to fp32 where the chip's vexp
+takes fp32: TBE layer_norm.py, softmax_v2.py). A vconv's repeats count the elements of the
+narrower dtype: 128 elements per cycle each way (msKPP 910B1 VCONV_FP16_FP32 and
+VCONV_FP32_FP16 both ~262 B/cycle counted on the fp16 side).
+
+Repeats and masks. One vector instruction works on repeats of `REPEAT_BYTES` contiguous bytes
+(128 fp16 or 64 fp32 elements); an instruction over m elements of s bytes issues
+ceil(m*s / 256) repeats (a tail shorter than a repeat costs a full repeat with a mask) and costs
+max(`chip.vector_min_cycles`, repeats x 256 / rate(class, dtype)) cycles (msKPP 910B1: vadd fp32
+takes 3.1, 4.1, 6.0 cycles for 1, 2, 3 repeats; vexp fp16 4 cycles per repeat).
+The rows of a row-wise op (softmax, norms, reductions) start on `ub_align_bytes` (32 B) UB
+blocks, so a row of L elements occupies ceil(L*s / 32) * 32 bytes and every step pays for the
+padding.
+
+Reduce tree (per row of L elements, k = ceil(L*s / 256) repeats): the cheaper of (a) k - 1
+element-wise binary folds (vadd/vmax of repeat halves) and one whole-reduce repeat, and
+(b) a whole-reduce of every repeat (one partial per repeat) then a final whole-reduce pass over
+the k partials (ceil(k*s / 256) repeats). Both are the strategies CANN's reduce sample picks
+between by length (asc-devkit examples 04_reduce: BinaryReduceSumImpl "Add the halves, finally
+one WholeReduceSum"; two WholeReduceSum for longer rows). The whole-reduce rate is the chip's
+`reduce` class (vcadd) or `reduce_max` (vcmax/vcmin: 7 cycles per fp32 repeat, against 3 for
+vcadd). Row steps work on one value per row, ceil(rows*s / 256) repeats.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..ir.registry import VecClass
+from ..ir.tensor import Value, itemsize
+
+#: bytes one vector repeat works on (S: Ascend C API reference, RepeatReduceSum/WholeReduceSum:
+#: "the vector unit reads 256 contiguous bytes per iteration"; HC31/VENG 2048-bit vector)
+REPEAT_BYTES = 256
+#: step shapes (module note)
+ELEM, REDUCE, ROW = "elem", "reduce", "row"
+#: registry vector class -> chip vector instruction class (MOVE: vcopy/vnchwconv, unary rate)
+VEC_CLASS = {VecClass.UNARY: "unary", VecClass.BINARY: "binary", VecClass.TERNARY: "ternary",
+             VecClass.EXP: "exp", VecClass.SQRT: "sqrt", VecClass.DIV: "div",
+             VecClass.REDUCE: "reduce", VecClass.MOVE: "unary"}
+#: 2-byte float dtypes an fp32 sequence casts up
+_NARROW_FLOATS = ("float16", "bfloat16")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One instruction of a sequence: its name, the chip rate class, its shape, how many."""
+
+    instr: str
+    vclass: str
+    shape: str = ELEM
+    count: float = 1.0
+
+
+@dataclass(frozen=True)
+class OpSequence:
+    """An op's vector instructions; `fp32`: computes in float32 (casts 2-byte floats up
+    before step `cast_at`, the steps before it run in the input's dtype, and back after the
+    last); `rows`: how the reduced rows are found (a key of ROW_RULES); `narrow`: a
+    conversion whose repeats count the narrower dtype's elements (Cast)."""
+
+    steps: tuple[Step, ...]
+    fp32: bool = False
+    rows: str = ""
+    narrow: bool = False
+    cast_at: int = 0
+
+
+def _e(instr: str, vclass: str, count: float = 1.0) -> Step:
+    return Step(instr, vclass, ELEM, count)
+
+
+def _r(instr: str, vclass: str = "reduce") -> Step:
+    return Step(instr, vclass, REDUCE)
+
+
+def _w(instr: str, vclass: str = "unary") -> Step:
+    return Step(instr, vclass, ROW)
+
+
+#: instance norm: statistics per (sample, channel) row, rstd on the row values, then scale
+_INSTANCE_NORM = (_r("vcadd"), _w("vmuls"), _e("vsub", "binary"), _e("vmul", "binary"),
+                  _r("vcadd"), _w("vmuls"), _w("vadds"), _w("vsqrt", "sqrt"), _w("vdiv", "div"),
+                  _e("vmul", "binary"), _e("vmul", "binary"), _e("vadd", "binary"))
+#: CANN's LayerNorm kernel as its TBE DSL writes it (ops/built-in/tbe/impl/layer_norm.py,
+#: layer_norm_compute / layer_norm_compute_nz, impl_mode high_performance): x * 1/n, sum;
+#: broadcast the mean, x - mean, square, * 1/n, sum; broadcast the mean again, x - mean;
+#: broadcast the variance, + eps, ln, * -0.5, exp (the rsqrt, on the full broadcast shape);
+#: multiply, * gamma, + beta. The DSL materialises each broadcast (a full-size copy, vbrcb at
+#: the unary rate) and computes every element-wise step on the full shape. fp16 inputs are
+#: cast to fp32 where the chip's vexp takes fp32 (every chip file here has an exp_fp32 rate).
+_LAYER_NORM = (_e("vmuls", "unary"), _r("vcadd"), _e("vbrcb", "unary"), _e("vsub", "binary"),
+               _e("vmul", "binary"), _e("vmuls", "unary"), _r("vcadd"), _e("vbrcb", "unary"),
+               _e("vsub", "binary"), _e("vbrcb", "unary"), _e("vadds", "unary"),
+               _e("vln", "exp"), _e("vmuls", "unary"), _e("vexp", "exp"),
+               _e("vmul", "binary"), _e("vmul", "binary"), _e("vadd", "binary"))
+
+#: op type -> its vector instruction sequence (module note); ops absent: `derived_steps`
+SEQUENCES: dict[str, OpSequence] = {
+    # CANN's TBE softmax_v2 along the last axis (softmax_v2_compute): row max and x - max in
+    # the input dtype (the max broadcast materialised), cast to fp32 where the chip's vexp
+    # takes fp32, exp, row sum, broadcast, divide, cast back
+    "Softmax": OpSequence((_r("vcmax", "reduce_max"), _e("vbrcb", "unary"),
+                           _e("vsub", "binary"), _e("vexp", "exp"), _r("vcadd"),
+                           _e("vbrcb", "unary"), _e("vdiv", "div")), fp32=True, rows="axis",
+                          cast_at=3),
+    "LogSoftmax": OpSequence((_r("vcmax", "reduce_max"), _e("vsub", "binary"),
+                              _e("vexp", "exp"), _r("vcadd"), _w("vln", "exp"),
+                              _e("vsub", "binary")), fp32=True, rows="axis"),
+    "LayerNormalization": OpSequence(_LAYER_NORM, fp32=True, rows="from_axis"),
+    "InstanceNormalization": OpSequence(_INSTANCE_NORM, fp32=True, rows="spatial"),
+    # square, row sum, rstd = 1/sqrt(mean + eps), x * rstd, * gamma
+    "RmsNorm": OpSequence((_e("vmul", "binary"), _r("vcadd"), _w("vmuls"), _w("vadds"),
+                           _w("vsqrt", "sqrt"), _w("vdiv", "div"), _e("vmul", "binary"),
+                           _e("vmul", "binary")), fp32=True, rows="gamma"),
+    "ReduceSum": OpSequence((_r("vcadd"),), rows="axes"),
+    "ReduceMean": OpSequence((_r("vcadd"), _w("vmuls")), rows="axes"),
+    "ReduceMax": OpSequence((_r("vcmax", "reduce_max"),), rows="axes"),
+    "ReduceMin": OpSequence((_r("vcmin", "reduce_max"),), rows="axes"),
+    # no whole-reduce multiply: a vmul fold and a final vmul pass, all at the binary rate
+    "ReduceProd": OpSequence((_r("vmul", "binary"),), rows="axes"),
+    "ReduceSumSquare": OpSequence((_e("vmul", "binary"), _r("vcadd")), rows="axes"),
+    "ReduceL1": OpSequence((_e("vabs", "unary"), _r("vcadd")), rows="axes"),
+    "ReduceL2": OpSequence((_e("vmul", "binary"), _r("vcadd"), _w("vsqrt", "sqrt")),
+                           rows="axes"),
+    "ReduceLogSum": OpSequence((_r("vcadd"), _w("vln", "exp")), rows="axes"),
+    "ReduceLogSumExp": OpSequence((_r("vcmax", "reduce_max"), _e("vsub", "binary"),
+                                   _e("vexp", "exp"), _r("vcadd"), _w("vln", "exp"),
+                                   _w("vadd", "binary")), rows="axes"),
+    "ArgMax": OpSequence((_r("vcmax", "reduce_max"),), rows="axis"),
+    "ArgMin": OpSequence((_r("vcmin", "reduce_max"),), rows="axis"),
+    # element-wise ops whose sequence is one named instruction
+    "Add": OpSequence((_e("vadd", "binary"),)),
+    "Sub": OpSequence((_e("vsub", "binary"),)),
+    "Mul": OpSequence((_e("vmul", "binary"),)),
+    "Div": OpSequence((_e("vdiv", "div"),)),
+    "Relu": OpSequence((_e("vrelu", "unary"),)),
+    "Exp": OpSequence((_e("vexp", "exp"),)),
+    "Sqrt": OpSequence((_e("vsqrt", "sqrt"),)),
+    "Cast": OpSequence((_e("vconv", "unary"),), narrow=True),
+}
+
+#: the scalar-operand form of binary instructions (x + 2.0: vadds at the unary rate)
+_SCALAR_FORM = {"vadd": "vadds", "vsub": "vadds", "vmul": "vmuls", "vmax": "vmaxs",
+                "vmin": "vmins"}
+
+
+# ----------------------------------------------------------------------------- rows
+def _norm_axis(axis: Any, rank: int) -> int:
+    a = int(axis if axis is not None else -1)
+    return a + rank if a < 0 else a
+
+
+def _rows_axis(ins: Sequence[Value], attrs: dict, const: Callable) -> tuple[int, int]:
+    """One `axis` attribute: rows of shape[axis], inner = the elements after it."""
+    shape = [int(d) for d in ins[0].shape]
+    if not shape:
+        return 1, 1
+    a = _norm_axis(attrs.get("axis", -1), len(shape))
+    return shape[a], math.prod(shape[a + 1:])
+
+
+def _rows_from_axis(ins: Sequence[Value], attrs: dict, const: Callable) -> tuple[int, int]:
+    """LayerNormalization: rows over the axes [axis, rank)."""
+    shape = [int(d) for d in ins[0].shape]
+    if not shape:
+        return 1, 1
+    return math.prod(shape[_norm_axis(attrs.get("axis", -1), len(shape)):]), 1
+
+
+def _rows_gamma(ins: Sequence[Value], attrs: dict, const: Callable) -> tuple[int, int]:
+    """RmsNorm: rows over the trailing axes gamma spans."""
+    return (max(int(ins[1].numel), 1) if len(ins) > 1 else int(ins[0].shape[-1])), 1
+
+
+def _rows_spatial(ins: Sequence[Value], attrs: dict, const: Callable) -> tuple[int, int]:
+    """InstanceNormalization: one row per (sample, channel) over the spatial axes."""
+    return math.prod(int(d) for d in ins[0].shape[2:]), 1
+
+
+def _rows_axes(ins: Sequence[Value], attrs: dict, const: Callable) -> tuple[int, int]:
+    """Reduce*: the constant `axes` input (absent or empty: every axis). Rows when the last
+    axis is reduced (the reduced axes read as one row); else a strided reduction whose inner
+    run is the elements after the last reduced axis."""
+    shape = [int(d) for d in ins[0].shape]
+    rank = len(shape)
+    if not rank:
+        return 1, 1
+    axes_v = const(ins[1].name) if len(ins) > 1 and ins[1] is not None else None
+    axes = [int(a) for a in np.asarray(axes_v).ravel()] if axes_v is not None else []
+    if not axes:
+        if attrs.get("noop_with_empty_axes"):
+            return 1, 1
+        axes = list(range(rank))
+    axes = sorted({a + rank if a < 0 else a for a in axes})
+    length = math.prod(shape[a] for a in axes)
+    return length, (1 if axes[-1] == rank - 1 else math.prod(shape[axes[-1] + 1:]))
+
+
+#: how a row-wise op's rows are found: (inputs, attrs, constant lookup) -> (L, inner)
+ROW_RULES: dict[str, Callable[..., tuple[int, int]]] = {
+    "axis": _rows_axis, "from_axis": _rows_from_axis, "gamma": _rows_gamma,
+    "spatial": _rows_spatial, "axes": _rows_axes}
+
+
+# ----------------------------------------------------------------------------- resolution
+@dataclass(frozen=True)
+class SeqPart:
+    """One resolved instruction of a task: `elems` elements (ELEM), input elements (REDUCE)
+    or rows (ROW) per element of the task, in a dtype of `item` bytes; REDUCE rows hold `row`
+    elements. `count` instructions of this kind."""
+
+    instr: str
+    vclass: str
+    dtype: str
+    item: int
+    shape: str
+    elems: float
+    row: int = 0
+    count: float = 1.0
+
+
+def vclass_of_registry(opdef: Any, ins: Sequence[Value]) -> str:
+    """The chip class of an op's registry `vec_class`; a BINARY op whose other operands have
+    one element runs the scalar-operand instructions (vadds/vmuls/vmaxs) at the unary rate."""
+    vclass = VEC_CLASS.get(opdef.vec_class, "unary")
+    if opdef.vec_class == VecClass.BINARY and _scalar_operands(ins):
+        return "unary"
+    return vclass
+
+
+def _scalar_operands(ins: Sequence[Value]) -> bool:
+    """Whether every operand but the largest has one element (x + 2.0, Max(x, 0))."""
+    if len(ins) < 2:
+        return False
+    sizes = sorted(v.numel for v in ins)
+    return all(k == 1 for k in sizes[:-1])
+
+
+def derived_steps(opdef: Any, ins: Sequence[Value], outs: Sequence[Value],
+                  attrs: dict) -> tuple[Step, ...]:
+    """The sequence of an op absent from SEQUENCES, from its registry cost fields:
+    `vec_passes` instructions of `vec_class` and its `vec_extra` instructions."""
+    vclass = vclass_of_registry(opdef, ins)
+    name = f"v{opdef.vec_class.value}"
+    if vclass == "unary" and opdef.vec_class == VecClass.BINARY:
+        name += "s"     # the scalar-operand form
+    steps = [Step(name, vclass, ELEM, opdef.vec_passes(ins, outs, attrs))]
+    for extra_class, count in opdef.vec_extra:
+        steps.append(Step(f"v{extra_class.value}", VEC_CLASS.get(extra_class, "unary"), ELEM,
+                          float(count)))
+    return tuple(steps)
+
+
+def resolve(op_type: str, opdef: Any, ins: Sequence[Value], outs: Sequence[Value],
+            attrs: dict, per_task: float, const: Callable[[str], Any] | None = None,
+            align_bytes: int = 32) -> tuple[list[SeqPart], float, str]:
+    """An op's sequence as task parts: `per_task` is the op's largest operand's elements per
+    element of the task (1 for a lone op). Returns (parts, extra UB bytes per task element
+    for its fp32 working buffers, a one-line description for `explain`)."""
+    const = const or (lambda name: None)
+    vals = [*ins, *outs]
+    big = max([v.numel for v in vals] + [1])
+    width = max([itemsize(v.dtype) for v in vals] + [1])
+    dtype = max(vals, key=lambda v: itemsize(v.dtype)).dtype if vals else "float16"
+    seq = SEQUENCES.get(op_type)
+    if seq is None:
+        steps = derived_steps(opdef, ins, outs, attrs)
+        parts = [SeqPart(s.instr, s.vclass, dtype, width, ELEM, per_task, 0, s.count)
+                 for s in steps]
+        return parts, 0.0, "vector sequence (from the registry's cost fields): " + \
+            ", ".join(_describe(p) for p in parts)
+    data = ins[0] if ins else outs[0]
+    parts: list[SeqPart] = []
+    temp = 0.0
+    if seq.narrow:   # a conversion: repeats count the narrower side's elements
+        narrow = min(vals, key=lambda v: itemsize(v.dtype))
+        step = seq.steps[0]
+        parts.append(SeqPart(f"{step.instr} {_short(data.dtype)}->{_short(outs[0].dtype)}",
+                             step.vclass, narrow.dtype, itemsize(narrow.dtype), ELEM,
+                             per_task))
+        return parts, 0.0, "vector sequence: " + _describe(parts[0])
+    cast = seq.fp32 and data.dtype in _NARROW_FLOATS
+    # the data's own dtype before the up-cast (and for ops without fp32 compute)
+    base = data.dtype if (seq.fp32 or seq.rows) else dtype
+    scale = per_task / big
+    in_elems = data.numel * scale
+    length, inner = ROW_RULES[seq.rows](ins, attrs, const) if seq.rows else (1, 1)
+    length = max(int(length), 1)
+    strided = inner > 1
+
+    def pad(item: int) -> float:
+        """Rows start on 32-byte UB blocks: every step pays its dtype's row padding."""
+        if not seq.rows or strided:
+            return 1.0
+        return math.ceil(length * item / align_bytes) * align_bytes / item / length
+
+    rows = in_elems / length
+    scalar = _scalar_operands(ins)
+    for i, s in enumerate(seq.steps):
+        if cast and i == seq.cast_at:
+            parts.append(SeqPart(f"vconv {_short(data.dtype)}->f32", "unary", data.dtype,
+                                 itemsize(data.dtype), ELEM,
+                                 in_elems * pad(itemsize(data.dtype))))
+            temp = 2 * 4 * in_elems   # two fp32 working buffers per element
+        cdtype = "float32" if cast and i >= seq.cast_at else base
+        item = itemsize(cdtype) if (seq.fp32 or seq.rows) else width
+        if s.shape == REDUCE and strided:
+            fold = "vmax" if s.vclass == "reduce_max" else "vadd"
+            parts.append(SeqPart(f"{fold} (fold of {s.instr} over a strided axis)", "binary",
+                                 cdtype, item, ELEM, in_elems, 0, s.count * (length - 1)
+                                 / length))
+        elif s.shape == REDUCE:
+            parts.append(SeqPart(s.instr, s.vclass, cdtype, item, REDUCE,
+                                 in_elems * pad(item), math.ceil(length * pad(item)),
+                                 s.count))
+        elif s.shape == ROW:
+            parts.append(SeqPart(s.instr, s.vclass, cdtype, item, ROW, rows, 0, s.count))
+        else:
+            instr, vclass = s.instr, s.vclass
+            if vclass == "binary" and scalar and not seq.rows:
+                instr, vclass = _SCALAR_FORM.get(instr, instr + "s"), "unary"
+            parts.append(SeqPart(instr, vclass, cdtype, item, ELEM,
+                                 (in_elems if seq.rows else per_task) * pad(item), 0,
+                                 s.count))
+    if cast:
+        out = outs[0]
+        parts.append(SeqPart(f"vconv f32->{_short(out.dtype)}", "unary", out.dtype,
+                             itemsize(out.dtype), ELEM,
+                             out.numel * scale * pad(itemsize(out.dtype))))
+    text = ("vector sequence" + (f" ({data.dtype} computed in float32)" if cast else "")
+            + (f", rows of {length}" + (f" strided by {inner}" if strided else "")
+               if seq.rows else "") + ": " + ", ".join(_describe(p) for p in parts))
+    return parts, temp, text
+
+
+def _short(dtype: str) -> str:
+    return {"float16": "f16", "float32": "f32", "bfloat16": "bf16"}.get(dtype, dtype)
+
+
+def _describe(p: SeqPart) -> str:
+    tag = {REDUCE: f" [reduce tree at the {p.vclass} rate]", ROW: " [per row]"}.get(p.shape, "")
+    n = f"{p.count:g} x " if p.count != 1 else ""
+    return f"{n}{p.instr}{tag}"
+
+
+# ----------------------------------------------------------------------------- cycles
+def repeat_cycles(chip: Any, vclass: str, dtype: str) -> float:
+    """Cycles one repeat (256 B) of an instruction class takes at its steady rate."""
+    return REPEAT_BYTES / chip.vector_rate(vclass, dtype)
+
+
+def instr_cycles(chip: Any, vclass: str, dtype: str, elems: float, item: int) -> float:
+    """One instruction over `elems` elements of `item` bytes: its repeats (a partial repeat
+    is a masked full one) at the class rate, at least `chip.vector_min_cycles`."""
+    if elems <= 0:
+        return 0.0
+    reps = math.ceil(elems * item / REPEAT_BYTES - 1e-9)
+    return max(chip.vector_min_cycles, reps * repeat_cycles(chip, vclass, dtype))
+
+
+def reduce_row_cycles(chip: Any, vclass: str, dtype: str, row: int, item: int) -> float:
+    """Cycles of the reduce tree of one row of `row` elements (module note): the cheaper of
+    fold-then-whole-reduce and whole-reduce-then-final-pass."""
+    k = max(1, math.ceil(row * item / REPEAT_BYTES - 1e-9))
+    whole = repeat_cycles(chip, vclass, dtype)
+    if k == 1:
+        return whole
+    fold = (k - 1) * repeat_cycles(chip, "binary", dtype) + whole
+    twice = k * whole + math.ceil(k * item / REPEAT_BYTES) * whole
+    return min(fold, twice)
+
+
+def part_cycles(chip: Any, part: SeqPart, tile_elems: float) -> int:
+    """V-pipe cycles of one resolved part on a tile of `tile_elems` task elements."""
+    n = part.elems * tile_elems
+    if part.shape == REDUCE:
+        rows = n / max(part.row, 1)
+        cyc = max(chip.vector_min_cycles,
+                  rows * reduce_row_cycles(chip, part.vclass, part.dtype, part.row, part.item))
+    else:
+        cyc = instr_cycles(chip, part.vclass, part.dtype, n, part.item)
+    return math.ceil(part.count * cyc - 1e-9)
+
+
+def sequence_text(parts: Sequence[SeqPart]) -> str:
+    """The parts as one line (instruction names in order)."""
+    return ", ".join(_describe(p) for p in parts)
+
+
+__all__ = ["ELEM", "REDUCE", "REPEAT_BYTES", "ROW", "ROW_RULES", "SEQUENCES", "OpSequence",
+           "SeqPart", "Step", "VEC_CLASS", "derived_steps", "instr_cycles", "part_cycles",
+           "reduce_row_cycles", "repeat_cycles", "resolve", "sequence_text",
+           "vclass_of_registry"]
