@@ -1,9 +1,20 @@
-"""Simulator speed: wall time and simulated events per second, and block vs tile agreement.
+"""Simulator speed: the training-step pipeline against a baseline revision, wall time and
+simulated events per second, and block vs tile agreement.
 
-    python bench/sim_speed.py            # the full table
-    python bench/sim_speed.py --quick    # smaller models, no 4096^3 / 64M tile runs
+    python bench/sim_speed.py                      # pipeline: baseline vs this tree, one run
+    python bench/sim_speed.py --baseline REV       # another baseline revision
+    python bench/sim_speed.py --cases bert_step    # some of the pipeline cases
+    python bench/sim_speed.py --tables             # also the tables below (slow)
+    python bench/sim_speed.py --tables --quick     # smaller models, no 4096^3 / 64M tile runs
 
-Rows:
+The pipeline table (issue 15): every case of `pipeline_worker.CASES` (BERT-large and ResNet-50
+training steps, shapes only, block detail) is measured in a fresh process for this tree and for
+the baseline revision, checked out into a temporary `git worktree` and imported from there
+(same Python, same packages, same machine, one run): build + optimise + simulate wall time,
+peak resident memory, and the simulated cycles of both (equal unless a change moved them).
+The default baseline is the commit the speed work started from (`BASELINE_REV`).
+
+Rows of `--tables`:
 - ResNet-50 forward, batch 32, block detail (target < 5 s)
 - BERT-large forward (24 layers, seq 512, batch 32), block detail (target < 10 s)
 - one ResNet-50 layer (layer1.0.conv2, batch 32) in tile detail
@@ -18,12 +29,23 @@ Rows:
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 from scalesim_layers import ConvLayer, conv_graph, resnet50_conv_layers
 
 import ascendsim as asim
 from ascendsim.api import simulate
+
+#: the commit before the first speed commit of issue 15 (main when the work started)
+BASELINE_REV = "a1ff607"
+ROOT = Path(__file__).resolve().parent.parent
+WORKER = Path(__file__).resolve().parent / "pipeline_worker.py"
 
 #: SCALE-Sim 3.0.0 wall time on all 53 layers, seconds (reference/scalesim/README.md)
 SCALESIM_S = {"16x16": 1890.0, "32x32": 837.0, "64x64": 419.0, "128x128": 272.0}
@@ -119,14 +141,90 @@ def _print(header, rows):
     print()
 
 
+def _measure(case: str, root: Path) -> dict:
+    """Run `pipeline_worker.py CASE` in a fresh process importing ascendsim from `root`."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(root), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    proc = subprocess.run([sys.executable, str(WORKER), case], cwd=root, env=env,
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"case {case} failed under {root}:\n{proc.stderr[-3000:]}")
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    where = Path(out["ascendsim"]).resolve()
+    if root.resolve() not in where.parents:
+        raise SystemExit(f"case {case}: imported ascendsim from {where}, not from {root}")
+    return out
+
+
+def _baseline_tree(rev: str, tmp: Path) -> Path:
+    tree = tmp / "baseline"
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "--quiet", str(tree),
+                    rev], check=True)
+    return tree
+
+
+def _total(r: dict) -> float:
+    return r["build_s"] + r["optimize_s"] + r["simulate_s"]
+
+
+def pipeline_table(cases: list[str], rev: str) -> list[tuple]:
+    """Baseline and this tree, case by case (each in a fresh process)."""
+    from pipeline_worker import CASES
+
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="asim-baseline-") as tmp:
+        tree = _baseline_tree(rev, Path(tmp))
+        try:
+            for case in cases:
+                base, now = _measure(case, tree), _measure(case, ROOT)
+                same = "same" if base["cycles"] == now["cycles"] else \
+                    f"MOVED {now['cycles'] / base['cycles'] - 1:+.4%}"
+                for label, r in ((f"{rev}", base), ("this tree", now)):
+                    rows.append((CASES[case][0] if r is base else "", label,
+                                 f"{r['build_s']:.1f}", f"{r['optimize_s']:.1f}",
+                                 f"{r['simulate_s']:.1f}", f"{_total(r):.1f}",
+                                 f"{r['peak_rss_mb']:.0f}", f"{r['cycles']:,}",
+                                 f"{_total(base) / _total(r):.1f}x" if r is now else "",
+                                 same if r is now else ""))
+                print(f"  measured {case}", file=sys.stderr)
+        finally:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)],
+                           check=False)
+    return rows
+
+
+def _load() -> str:
+    try:
+        return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "load average unknown"
+
+
 def main() -> None:
+    from pipeline_worker import CASES
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--baseline", default=BASELINE_REV, metavar="REV",
+                    help=f"git revision to compare with (default {BASELINE_REV})")
+    ap.add_argument("--cases", nargs="+", choices=sorted(CASES), default=list(CASES),
+                    help="pipeline cases to run (default: all)")
+    ap.add_argument("--no-pipeline", action="store_true", help="skip the pipeline table")
+    ap.add_argument("--tables", action="store_true",
+                    help="also the events/s and block-vs-tile tables")
     ap.add_argument("--quick", action="store_true", help="smaller models and test set")
     args = ap.parse_args()
-    _print(("case", "wall s", "events", "events/s", "cycles", "sim us", "note"),
-           speed_table(args.quick))
-    _print(("block vs tile", "block cyc", "tile cyc", "error", "wall b", "wall t", ""),
-           agreement_table(args.quick))
+    if not args.no_pipeline:
+        print(f"pipeline (build + optimise + simulate, shapes only, block detail, ascend910); "
+              f"{_load()} at start")
+        rows = pipeline_table(args.cases, args.baseline)
+        _print(("case", "revision", "build s", "optimise s", "simulate s", "total s",
+                "peak MB", "cycles", "speed-up", "cycles"), rows)
+        print(f"{_load()} at end; {os.cpu_count()} CPUs")
+    if args.tables:
+        _print(("case", "wall s", "events", "events/s", "cycles", "sim us", "note"),
+               speed_table(args.quick))
+        _print(("block vs tile", "block cyc", "tile cyc", "error", "wall b", "wall t", ""),
+               agreement_table(args.quick))
 
 
 if __name__ == "__main__":

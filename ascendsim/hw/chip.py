@@ -203,6 +203,8 @@ class PathTable:
     """
 
     gm_l1: float | None = _spec("float", gt=0, optional=True, doc="MTE2")
+    gm_l1_nd2nz: float | None = _spec("float", gt=0, optional=True,
+                                      doc="MTE2, ND->NZ in flight (split chips)")
     gm_ub: float | None = _spec("float", gt=0, optional=True, doc="MTE2")
     gm_l0a: float | None = _spec("float", gt=0, optional=True, doc="MTE2")
     gm_l0b: float | None = _spec("float", gt=0, optional=True, doc="MTE2")
@@ -227,7 +229,8 @@ class PathTable:
 #: pipe that carries each data path (msKPP GetPipeByIO; UB -> L1 on coupled chips is MTE3)
 PATH_PIPE = {"gm_l1": "MTE2", "gm_ub": "MTE2", "gm_l0a": "MTE2", "gm_l0b": "MTE2",
              "l1_l0a": "MTE1", "l1_l0b": "MTE1", "l1_ub": "MTE1", "ub_l1": "MTE3",
-             "ub_gm": "MTE3", "l0c_ub": "V", "l0c_gm": "FIX", "l0c_l1": "FIX"}
+             "ub_gm": "MTE3", "l0c_ub": "V", "l0c_gm": "FIX", "l0c_l1": "FIX",
+             "gm_l1_nd2nz": "MTE2"}
 
 
 def _rebuild_chip(cls: type, figures: dict[str, Any], sources: dict[str, str]) -> Any:

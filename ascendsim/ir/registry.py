@@ -239,8 +239,16 @@ def register_grads(rules: Mapping[str, GradRule]) -> None:
         _BUILDERS[new.builder_name] = new
 
 
+_families_loaded = False
+
+
 def _load_families() -> None:
+    global _families_loaded
+    if _families_loaded:        # get_op runs ~10^5 times per lowering: skip the import machinery
+        return
     from . import ops  # noqa: F401  (registers every family on import)
+
+    _families_loaded = True
 
 
 def get_op(op_type: str, node: str | None = None) -> OpDef:

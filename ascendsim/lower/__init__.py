@@ -4,10 +4,12 @@
 (AI Core, AI CPU), split over cores (`CoreGroup`), tiled into chains of pipe `Stage`s whose
 `Instr`s carry cycles, bytes and memory levels; `expand_flags` derives the set_flag /
 wait_flag and buffer-slot events of the double-buffered chain. Notes on the model: see
-`lowering` (engines, formats, L2, streams), `tiling` (cube and vector tilings) and
+`lowering` (engines, formats, L2, streams), `cube_tiling` (CANN's Matmul/Conv tiling),
+`tiling` (vector tilings) and
 `program` (the instruction model).
 """
 
+from .cube_tiling import GemmSpec, gemm_tiling
 from .lowering import lower, padded_bytes, padded_numel
 from .program import (
                       CoreGroup,
@@ -19,7 +21,7 @@ from .program import (
                       Task,
                       expand_flags,
 )
-from .tiling import GemmSpec, VecSpec, gemm_tiling
+from .tiling import VecSpec
 
 __all__ = ["lower", "Program", "Task", "Phase", "CoreGroup", "Segment", "Stage", "Instr",
            "expand_flags", "GemmSpec", "VecSpec",

@@ -40,6 +40,7 @@ from ..hw.names import ENGINE_AICORE, TASK_AI_CORE, TASK_MIX_AIC
 from ..ir.graph import Graph, Node
 from ..ir.ops.llm import SPLIT_K, SPLIT_M, attention_pairs
 from ..ir.tensor import Value, itemsize
+from .memo import vector_work
 from .program import CoreGroup, Instr, Phase, Segment, Stage
 from .tiling import (
     VecPart,
@@ -52,7 +53,6 @@ from .tiling import (
     scalar_stage,
     split_even,
     vec_instr,
-    vector_work,
 )
 
 ND = "ND"

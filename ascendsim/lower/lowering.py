@@ -15,7 +15,8 @@ separate tasks whose intermediates (`attrs["l2_values"]`) are kept in L2; with
 `<op>#<chunk>`, each chunk converting its own slice of the chain's inputs).
 
 Formats. Activations feeding the cube live in NC1HWC0 (conv, C0 = the K fractal: 16, int8 32)
-or FRACTAL_NZ (matmul, 16x16 blocks); element-wise, broadcast, reduce and segment ops keep the
+or FRACTAL_NZ (matmul, 16x16 blocks; on split chips (910B) MatMul takes and gives ND, converting
+in flight: `cube_tiling.takes_nd`); element-wise, broadcast, reduce and segment ops keep the
 5-D/NZ format of their input, so a chain conv -> bn -> relu -> conv converts nothing. Where a
 value's format must change (an ND graph input feeding a conv; a 5-D value feeding a reshape,
 a transpose, an AI CPU op or a graph output) one TransData task is inserted per (value,
@@ -85,18 +86,10 @@ from ..ir.tensor import Value, itemsize
 from .aicpu import lower_aicpu
 from .attention import FUSED_HEAD_LOWERINGS, SPECIAL_LOWERINGS
 from .bf16 import BF16_NOTE, bf16_vector_work, vconv_parts, widened
+from .cube_tiling import GemmSpec, gemm_tiling, operand_read_bytes, takes_nd
+from .memo import gemm_work, vector_work
 from .program import CoreGroup, GmFraction, Phase, Program, Task
-from .tiling import (
-    GemmSpec,
-    VecPart,
-    VecSpec,
-    _a_tile_bytes,
-    cdiv,
-    ceil_to,
-    gemm_tiling,
-    gemm_work,
-    vector_work,
-)
+from .tiling import VecPart, VecSpec, cdiv, ceil_to
 from .vector_seq import SeqPart, resolve, vclass_of_registry
 
 ND, NC1HWC0, NZ = "ND", "NC1HWC0", "FRACTAL_NZ"
@@ -584,10 +577,12 @@ class _Lowering:
         conv = opdef.conv
         x_name, w_name = head.inputs[0], head.inputs[1]
         extra = [i for i in head.inputs[2:] if i]
-        need = NC1HWC0 if conv else NZ
-        x_name = self.ensure(x_name, need)
-        if not self.is_const(w_name):
-            w_name = self.ensure(w_name, NC1HWC0 if conv else NZ)
+        # split chips' MatMul kernels take ND (nd2nz on the GM->L1 move) and give ND
+        nd = not conv and takes_nd(chip)
+        need = NC1HWC0 if conv else ND if nd else NZ
+        x_name = self.ensure(x_name, need) if self.format_of(x_name) != NZ or not nd else x_name
+        if not self.is_const(w_name) and (self.format_of(w_name) != NZ or not nd):
+            w_name = self.ensure(w_name, need)
         xv, wv = self.sub_value(head, x_name), self.sub_value(head, w_name)
         out_v = self.sub_value(head, head.outputs[0])
         cdt = cube_dtype(chip, xv.dtype, head.op_type, head.name)
@@ -609,7 +604,7 @@ class _Lowering:
         notes.append(geo.note)
         # the fused tail: element-wise ops per output element, extra inputs from GM
         out_names = list(node.outputs)
-        out_fmt = NC1HWC0 if conv else NZ
+        out_fmt = NC1HWC0 if conv else ND if nd else NZ
         out_vals = [self.value(o) for o in out_names]
         n_out = max(padded_numel(v, out_fmt) for v in out_vals)
         tail_in = [i for i in node.inputs if i and i not in head.inputs]
@@ -644,7 +639,9 @@ class _Lowering:
                         0.0 if split_tail else through, bias, conv_rows,
                         () if split_tail else tuple(epi_parts),
                         () if split_tail else epi_inputs, shared_a=gn > 1 and block > 1,
-                        shared_b=gm > 1 and block > 1)
+                        shared_b=gm > 1 and block > 1,
+                        nd2nz_a=nd and self.format_of(x_name) == ND,
+                        nd2nz_b=nd and self.format_of(w_name) == ND)
         groups, cnotes, t = gemm_work(chip, spec, node.name)
         notes += cnotes
         notes.append(f"L2: A miss {miss_a:.2f}, B miss {miss_b:.2f} when not resident "
@@ -691,9 +688,11 @@ class _Lowering:
                                 "const" else ND)
         w_unique = wv.numel * itemsize(wv.dtype)
         fits = a_unique + w_unique <= self.chip.l2_resident_bytes
-        a_reads = max(t0.tiles * _a_tile_bytes(probe, t0.m_t), a_unique)
-        miss_a = self.miss(x_name, a_reads, fits, gn)
-        miss_b = self.miss(w_name, tm * w_unique, fits, gm)
+        # the reads as the CANN tiling does them (L1-resident strips are not re-read): the
+        # cold miss fraction is the share of them that first touches each byte
+        a_reads, b_reads = operand_read_bytes(probe, t0)
+        miss_a = self.miss(x_name, max(a_reads, a_unique), fits, gn)
+        miss_b = self.miss(w_name, max(b_reads, w_unique), fits, gm)
         return miss_a, miss_b, fits, gm, gn, t0.block
 
     # -- fused -----------------------------------------------------------------------------

@@ -122,6 +122,9 @@ class CoreGroup:
 
     cores: tuple[int, ...]
     segments: tuple[Segment, ...]
+    #: the lowering memo's work this group is a copy of, with other GM tensor names (0: none);
+    #: groups of one template differ only in the names (the engine's replay key uses it)
+    template: int = field(default=0, compare=False)
 
     @property
     def tiles(self) -> int:

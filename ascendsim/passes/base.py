@@ -200,7 +200,7 @@ class RewritePass(Pass):
     #: once per layer of a deep model: re-reading a 1,000-node graph after each of ~100
     #: rewrites would dominate). Valid for rewrites that keep the names of the values they
     #: replace and touch only the nodes of their match; a candidate that shares a node with an
-    #: applied one waits for the next scan.
+    #: applied one waits for the next scan, and scans repeat until one applies nothing.
     batch: ClassVar[bool] = False
 
     @abstractmethod
@@ -247,7 +247,10 @@ class RewritePass(Pass):
                 applied += 1
                 if not self.batch:
                     break                # re-read the graph after each rewrite
-            if not applied or (self.batch and not deferred):
+            # a batch scan ends the pass only when it applied nothing: a match its stale view
+            # could not see (a value whose producer an earlier rewrite of the scan replaced)
+            # is found on the next scan, as the one-rewrite-per-scan mode finds it
+            if not applied:
                 return res
 
 

@@ -130,15 +130,21 @@ def simulated_us(graph: Graph, chain: list[Node], attrs: dict, cost: CostModel,
     """Simulated time of `chain` as it is and as one L2 FusedOp with `attrs` (the pass's
     cost model); `memo` reuses the times of an identical chain (a model's repeated layers);
     `fg` is the caller's analysis of `graph`."""
-    key = (_signature(graph, chain), attrs["batch_split"])
+    sig = _signature(graph, chain)
+    key = (sig, attrs["batch_split"])
     if memo is not None and key in memo:
         return memo[key]
     alone = chain_graph(graph, chain, fg)
     split = alone.copy()
     fuse_nodes(split, list(split.nodes), attrs)
-    times = (cost(alone), cost(split))
+    # the unsplit time does not depend on the split tried: simulated once per chain signature
+    unsplit = memo.get((sig, None)) if memo is not None else None
+    if unsplit is None:
+        unsplit = cost(alone)
+    times = (unsplit, cost(split))
     if memo is not None:
         memo[key] = times
+        memo[(sig, None)] = unsplit
     return times
 
 

@@ -24,6 +24,7 @@ class MatMulBiasAddFusionPass(RewritePass):
     name = "MatMulBiasAddFusionPass"
     group = GRAPH_FUSION
     patterns = ("MatMulBiasAddFusion",)
+    batch = True            # one rewrite per layer: every disjoint match of a scan
 
     def match(self, graph: Graph, node: Node, view: GraphView) -> Match | None:
         if node.op_type not in BIAS_OPS:

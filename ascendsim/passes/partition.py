@@ -227,8 +227,26 @@ class FusionGraph:
             if len(out) != len(live):
                 self.graph.toposort()       # raises the GraphError naming the cycle
             self.graph.nodes = [self.nodes[i] for i in out]
+            self.resorts += 1
+            self._renumber(out)
+            return
         self.resorts += 1
         self._build()
+
+    def _renumber(self, order: list[int]) -> None:
+        """Re-index after a re-sort without re-reading value names: `order` lists the old
+        indices of the live nodes in their new order; producer, readers and successor lists
+        are the current ones mapped to new positions (what `_build` would compute anew:
+        readers stay sorted and duplicate-free, commits keep them exact)."""
+        new = {old: k for k, old in enumerate(order)}
+        nodes = self.nodes
+        self.nodes = [nodes[i] for i in order]
+        self.index = {n.name: k for k, n in enumerate(self.nodes)}
+        self.producer = {v: new[i] for v, i in self.producer.items()}
+        self.readers = {v: sorted([new[r] for r in rs]) for v, rs in self.readers.items()}
+        self.succ = [sorted([new[r] for r in self.succ[old]]) for old in order]
+        self.dead_consts = [c for c in self.graph.constants
+                            if c not in self.readers and c not in self.graph_outputs]
 
     def live_nodes(self) -> list[Node]:
         """The nodes in order, without the holes left by commits."""

@@ -85,21 +85,47 @@ def replace_nodes(graph: Graph, remove: Sequence[Node], op_type: str, inputs: Se
                   attrs: dict | None, name: str, outputs: Sequence[str],
                   subgraph: Graph | None = None) -> Node:
     """Remove `remove`, add one `op_type` node named `name` writing `outputs` (names kept)."""
-    gone = {n.name for n in remove}
-    last = max(i for i, n in enumerate(graph.nodes) if n.name in gone)
-    pos = last - (len(gone) - 1)          # where the last removed node was, once they are gone
-    graph.nodes = [n for n in graph.nodes if n.name not in gone]
+    try:                                  # the removed node that came last (by identity)
+        last_node: Node | None = max(remove, key=graph.nodes.index)
+    except ValueError:                    # stale objects: only a walk of the graph can tell
+        last_node = None
+    where = graph.discard_nodes(remove)
+    pos = where[-1] - (len(where) - 1)    # where the last removed node was, once they are gone
     for n in remove:
         for o in n.outputs:
             graph.values.pop(o, None)
     graph.add_node(op_type, list(inputs), attrs, name=name, outputs=list(outputs),
-                   subgraph=subgraph)
-    node = graph.nodes.pop()
-    graph.nodes.insert(pos, node)
-    if not in_order(graph):               # helper nodes appended by the caller: re-sort
-        graph.toposort()
-    drop_dead_constants(graph)
+                   subgraph=subgraph, at=pos)
+    node = graph.nodes[pos]
+    if not _stays_in_order(graph, remove, last_node, node) and not in_order(graph):
+        graph.toposort()                  # helper nodes appended by the caller: re-sort
+    _drop_dead_constants_of(graph, remove, node)
     return node
+
+
+def _stays_in_order(graph: Graph, remove: Sequence[Node], last: Node | None,
+                    node: Node) -> bool:
+    """Whether the graph, in order before the rewrite, is in order with `node` at the last
+    removed node's place, decided from the rewrite alone (no walk of the graph): every input
+    of `node` was read by a removed node (so it is defined before the place) or is a graph
+    input or constant, and every output of `node` was written by the last removed node (so
+    its readers come after the place). False means "unknown": the caller walks the graph."""
+    if last is None:
+        return False
+    read = {i for n in remove for i in n.inputs}
+    if any(i and i not in read and i not in graph.constants and i not in graph.inputs
+           for i in node.inputs):
+        return False
+    return set(o for o in node.outputs if o) <= set(last.outputs)
+
+
+def _drop_dead_constants_of(graph: Graph, remove: Sequence[Node], node: Node) -> None:
+    """`drop_dead_constants` after a rewrite: only constants a removed node read can have
+    become dead, so the graph is walked only when one of them is not read by the new node."""
+    suspects = {i for n in remove for i in n.inputs if i in graph.constants}
+    suspects -= set(node.inputs)
+    if suspects:
+        drop_dead_constants(graph)
 
 
 def in_order(graph: Graph) -> bool:

@@ -112,15 +112,34 @@ def verify_graph(graph: Graph, pass_name: str | None = None, where: str = "") ->
     _verify(graph, where, None, pass_name)
 
 
+def _fingerprint(graph: Graph) -> tuple:
+    """The identities everything `_verify` reads hangs on: the node objects in order (frozen:
+    a rewire makes a new Node), the Value and constant objects by name, inputs and outputs.
+    Equal fingerprints mean every node's `_signature` and every structural check is as before."""
+    return (tuple(map(id, graph.nodes)), tuple(graph.values), tuple(map(id, graph.values.values())),
+            tuple(graph.constants), tuple(map(id, graph.constants.values())),
+            tuple(graph.inputs), tuple(graph.outputs))
+
+
 class Verifier:
     """`verify_graph` with a memory of the nodes already checked (see the module note); one
-    per optimisation run, called after every pass."""
+    per optimisation run, called after every pass. A graph the pass left exactly as the last
+    successful check saw it (same `_fingerprint`: a pass that found nothing to do) is not
+    walked again."""
 
     def __init__(self) -> None:
         self._memo: _Memo = {}
+        self._last: tuple | None = None
+        self._alive: tuple = ()          # the objects whose ids `_last` holds stay alive
 
     def __call__(self, graph: Graph, pass_name: str | None = None, where: str = "") -> None:
+        fp = _fingerprint(graph)
+        if fp == self._last:
+            return
         _verify(graph, where, self._memo, pass_name)
+        self._last = fp
+        self._alive = (list(graph.nodes), list(graph.values.values()),
+                       list(graph.constants.values()))
 
 
 def _verify(graph: Graph, where: str, memo: _Memo | None, pass_name: str | None = None) -> None:

@@ -82,6 +82,8 @@ kernel's AIC and AIV phases, which overlap as their cross-core flags allow
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
 import gc
 import math
 from collections.abc import Callable
@@ -334,6 +336,52 @@ class _StageTotals:
     parts: tuple[tuple[tuple, float, bool, float, float], ...] = ()
 
 
+# ----------------------------------------------------------------------------- replay
+class _Replay:
+    """What an identical later task replays: its duration, the offset of its first core
+    grant, its rows (with start/end offsets), per-core busy cycles, buffer and fabric peaks."""
+
+    __slots__ = ("duration", "first", "rows", "busy", "peaks", "fabric", "l2", "gm", "stats",
+                 "roomy")
+
+    def __init__(self, duration: int, first: int, rows: tuple, busy: dict, peaks: dict,
+                 fabric: tuple[float, float], l2: tuple, gm: dict, stats: dict,
+                 roomy: bool) -> None:
+        self.duration, self.first, self.rows = duration, first, rows
+        self.busy, self.peaks, self.fabric = busy, peaks, fabric
+        self.l2, self.gm, self.stats = l2, gm, stats   # L2 transition, GM traffic, L2 stats
+        self.roomy = roomy                             # the transition is an own_transition
+
+
+def replay_key(task) -> tuple:
+    """Everything that decides a task's simulated timing when it runs alone on the device (one
+    stream, sunk: the previous task has released every core and the fabric is idle when it
+    starts, and every time is an integer cycle, so its timing relative to its start does not
+    depend on when it starts): its phases, and the L2 contents it meets. Identical work shares
+    its lowering memo template (`CoreGroup.template`: the same instructions, other GM tensor
+    names), else its CoreGroup objects, so groups are compared by template or identity (they
+    are frozen and the program keeps them alive); the rest of a Phase by value; the task type
+    decides whether a split chip's AIC and AIV phases overlap (sim/mix.py). The L2 part
+    (added by the engine) is, when the task cannot evict anything (`L2Cache.roomy`: the free
+    bytes hold all of its tensors), only its own tensors' residency by role (order of first
+    appearance in its moves; `own_state`), else the whole LRU with its tensors by role
+    (`state`: any line may be evicted). Equal states give equal hits, misses and write-backs;
+    a replay also replays the cache's transition (with the same float increments of its
+    occupancy), the task's GM traffic and the L2 byte counts."""
+    return (task.task_type, *((ph.engine, ph.aicpu_cycles, ph.aicpu_cores, ph.vector_cores,
+                               ph.aicpu_launch_cycles, ph.aicpu_read_bytes,
+                               ph.aicpu_write_bytes,
+                               tuple((g.template, 0) if g.template else (0, id(g))
+                                     for g in ph.groups))
+                              for ph in task.phases))
+
+
+def _merge_peaks(into: dict[str, int], peaks: dict[str, int]) -> None:
+    for buf, level in peaks.items():
+        if level > into.get(buf, 0):
+            into[buf] = level
+
+
 # ----------------------------------------------------------------------------- engine
 #: the longest run a trace represents (int64 timestamps of the reports, with headroom)
 MAX_CYCLES = 2**62
@@ -352,7 +400,8 @@ class Engine:
     """Runs one Program on its chip; `run()` returns the Trace."""
 
     def __init__(self, program: Program, mode: str = "sink", symmetric: bool = True,
-                 progress: Callable[[int, int], None] | None = None) -> None:
+                 progress: Callable[[int, int], None] | None = None,
+                 replay: bool = True) -> None:
         if mode not in MODES:
             raise ConfigError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
         self.p = program
@@ -378,9 +427,14 @@ class Engine:
         self.started: dict[int, int] = {}     # task id -> when its first phase got cores
         self.progress = progress              # progress(tasks done, tasks in all), optional
         self.l2 = L2Cache(chip.l2_bytes)
-        self._l2_reads, self._l2_writes, self._l2_readers = _gm_tensors(program)
+        self._l2_reads, self._l2_writes, self._l2_readers, self._l2_roles, \
+            self._l2_sizes = _gm_tensors(program)
         self.gm_traffic: dict[int, dict[tuple[str, str], float]] = {}   # simulated GM bytes
         self.start_cycles = chip.cycles(chip.kernel_start_us * 1e-6)
+        # tasks run one at a time on the device (one stream, sunk): an identical task is
+        # replayed, not simulated again (see `replay_key`)
+        self.replay = replay and mode == "sink" and program.streams == 1
+        self._replays: dict[tuple, _Replay] = {}
 
     # -- running -------------------------------------------------------------------------
     def run(self) -> Trace:
@@ -415,14 +469,11 @@ class Engine:
         trace = Trace(self.chip, detail=self.detail)
         trace.l2 = self.l2.stats
         trace.tasks = sorted(self.records, key=lambda r: r.task_id)
-        gc.disable()
-        try:
-            trace.intervals = self._intervals()
-        finally:
-            if gc_was:
-                gc.enable()
-        trace.total_cycles = max([r.end for r in trace.tasks] + [iv.end for iv in
-                                                                 trace.intervals] + [0])
+        # intervals are expanded from the rows when first read (Trace.defer_intervals); the
+        # last end is the same from the rows (every row becomes intervals with its end)
+        trace.defer_intervals(functools.partial(expand_rows, self.rows))
+        trace.total_cycles = max([r.end for r in trace.tasks] + [int(r.end) for r in
+                                                                 self.rows] + [0])
         self._check_finite(trace)
         return trace
 
@@ -484,7 +535,18 @@ class Engine:
                 yield env.timeout(sink)
             self.pipe_busy[t.task_id] = {}
             self.started.pop(t.task_id, None)
-            yield from run_phases(self, t)      # in turn; a 910B mix kernel overlapped
+            key = None
+            if self.replay:
+                roles = self._l2_roles.get(t.task_id, {})
+                if self.l2.roomy(self._l2_sizes.get(t.task_id, {})):
+                    key = (replay_key(t), "roomy", self.l2.own_state(roles))
+                else:
+                    key = (replay_key(t), "full", self.l2.state(roles))
+            seen = self._replays.get(key) if key is not None else None
+            if seen is None:
+                yield from self._run_phases(t, key)
+            else:
+                yield from self._replay(t, seen)
             end = env.now
             start = self.started.get(t.task_id, end)
             self.records.append(self._record(t, start, end, launch_start,
@@ -494,6 +556,79 @@ class Engine:
             self.done[t.task_id].succeed()
             if self.progress is not None:
                 self.progress(len(self.records), len(self.p.tasks))
+
+    def _run_phases(self, t, key):
+        """Simulate a task's phases; with a replay `key`, keep what a later identical task
+        needs to replay it (its duration, rows, busy cycles and peaks, relative to its
+        start)."""
+        env = self.env
+        if key is None:
+            yield from run_phases(self, t)      # in turn; a 910B mix kernel overlapped
+            return
+        start, first_row = env.now, len(self.rows)
+        l2_before, roles = list(self.l2.lines), self._l2_roles.get(t.task_id, {})
+        stats = self.l2.stats
+        stats_before = dataclasses.asdict(stats)
+        outer_l2_peak, stats.peak_resident = stats.peak_resident, 0.0
+        roomy = key[1] == "roomy"
+        if roomy:
+            self.l2.log = []
+        outer_peaks, self.peaks = self.peaks, {}
+        fabric = self.fabric
+        outer_fabric, (fabric.peak_l2, fabric.peak_hbm) = (fabric.peak_l2, fabric.peak_hbm), \
+            (0.0, 0.0)
+        try:
+            yield from run_phases(self, t)
+        finally:
+            task_peaks, self.peaks = self.peaks, outer_peaks
+            task_fabric = (fabric.peak_l2, fabric.peak_hbm)
+            fabric.peak_l2 = max(outer_fabric[0], task_fabric[0])
+            fabric.peak_hbm = max(outer_fabric[1], task_fabric[1])
+            _merge_peaks(self.peaks, task_peaks)
+            task_l2_peak = stats.peak_resident
+            stats.peak_resident = max(outer_l2_peak, task_l2_peak)
+        transition = (self.l2.own_transition(l2_before, roles) if roomy else
+                      self.l2.transition(l2_before, roles))
+        self.l2.log = None
+        if transition is None:
+            return
+        deltas = {k: v - stats_before[k] for k, v in dataclasses.asdict(stats).items()}
+        deltas["peak_resident"] = task_l2_peak
+        self._replays[key] = _Replay(
+            env.now - start, self.started.get(t.task_id, env.now) - start,
+            tuple((r, r.start - start, r.end - start) for r in self.rows[first_row:]),
+            {c: dict(b) for c, b in self.pipe_busy[t.task_id].items()}, task_peaks,
+            task_fabric, transition, dict(self.gm_traffic.get(t.task_id, {})), deltas, roomy)
+
+    def _replay(self, t, seen: _Replay):
+        """An identical task simulated before (see `replay_key`): the same rows, busy cycles
+        and peaks, shifted to now; one timeout instead of its events."""
+        env = self.env
+        start = env.now
+        self.started[t.task_id] = start + seen.first
+        for r, a, b in seen.rows:
+            self.rows.append(_Run(r.engine, r.cores, r.pipe, t.task_id, t.op_name, start + a,
+                                  start + b, r.kind, r.nbytes, r.src, r.dst, r.count, r.stall,
+                                  r.tile))
+        self.pipe_busy[t.task_id] = {c: dict(b) for c, b in seen.busy.items()}
+        _merge_peaks(self.peaks, seen.peaks)
+        self.fabric.peak_l2 = max(self.fabric.peak_l2, seen.fabric[0])
+        self.fabric.peak_hbm = max(self.fabric.peak_hbm, seen.fabric[1])
+        roles = self._l2_roles.get(t.task_id, {})
+        by_role = sorted(roles, key=roles.__getitem__)
+        stats = self.l2.stats
+        if seen.roomy:
+            self.l2.apply_own(seen.l2, by_role)
+        else:
+            self.l2.apply(seen.l2, by_role)
+            stats.peak_resident = max(stats.peak_resident, seen.stats["peak_resident"])
+        if seen.gm:
+            self.gm_traffic[t.task_id] = dict(seen.gm)
+        for k, v in seen.stats.items():
+            if k not in ("peak_resident", "flush_cycles"):
+                setattr(stats, k, getattr(stats, k) + v)
+        if seen.duration:
+            yield env.timeout(seen.duration)
 
     def _phase(self, task, ph):
         env = self.env
@@ -708,8 +843,8 @@ class Engine:
                                   end, tot.kind, tot.nbytes, _lvl(tot.src, hbm),
                                   _lvl(tot.dst, hbm), tot.count, stall))
         self._note_busy(task.task_id, cores[0], pipe, busy + end - start)
-        if env.now < start + window:
-            yield env.timeout(int(math.ceil(start + window - env.now)))
+        if env.now - start < window:       # (times are integers: only differences are floats)
+            yield env.timeout(int(math.ceil(window - (env.now - start))))
 
     # -- L2 ------------------------------------------------------------------------------
     def _gm_access(self, tid: int, tensors: tuple, nbytes: float, cold: float, write: bool,
@@ -840,16 +975,22 @@ class Engine:
             out.update({k: int(round(v)) for k, v in gm.items() if round(v)})
         return out
 
-    def _intervals(self) -> list[Interval]:
-        """Intervals per core, in start order (rows of a core group expanded per core)."""
+
+def expand_rows(rows: list[_Run]) -> list[Interval]:
+    """Intervals per core, in start order (rows of a core group expanded per core)."""
+    gc_was = gc.isenabled()
+    gc.disable()                 # 10^6 tuples that all live on: no cyclic GC passes meanwhile
+    try:
         out = []
-        rows = sorted(self.rows, key=lambda r: (r.start, r.engine, r.cores[0], r.pipe))
-        for r in rows:
+        for r in sorted(rows, key=lambda r: (r.start, r.engine, r.cores[0], r.pipe)):
             start, end, stall = int(r.start), int(r.end), int(r.stall)
             for c in r.cores:
                 out.append(Interval(r.engine, c, r.pipe, r.task_id, r.op, start, end, r.kind,
                                     r.nbytes, r.src, r.dst, r.count, stall))
         return out
+    finally:
+        if gc_was:
+            gc.enable()
 
 
 def split_segments(segments, k: int) -> tuple[tuple[Segment, ...], tuple[Segment, ...]]:
@@ -900,12 +1041,18 @@ def _stage_totals(segments, n: int) -> list[_StageTotals]:
     return out
 
 
-def _gm_tensors(program: Program) -> tuple[dict, dict, dict]:
-    """Per task the GM tensors its moves read and write (`Instr.tensors`), and per
-    intermediate (a tensor some task writes, not a graph output) how many tasks read it."""
+def _gm_tensors(program: Program) -> tuple[dict, dict, dict, dict, dict]:
+    """Per task the GM tensors its moves read and write (`Instr.tensors`), per
+    intermediate (a tensor some task writes, not a graph output) how many tasks read it, and
+    per task its tensors' roles (name -> order of first appearance in its moves: replay) and
+    sizes (name -> the largest size its moves give)."""
     reads: dict[int, set[str]] = {}
     writes: dict[int, set[str]] = {}
+    roles: dict[int, dict[str, int]] = {}
+    sizes: dict[int, dict[str, int]] = {}
     for t in program.tasks:
+        mine: dict[str, int] = {}
+        big: dict[str, int] = {}
         for ph in t.phases:
             for g in ph.groups:
                 for sg in g.segments:
@@ -914,7 +1061,14 @@ def _gm_tensors(program: Program) -> tuple[dict, dict, dict]:
                             if ins.tensors:
                                 side = writes if ins.dst == GM else reads
                                 side.setdefault(t.task_id, set()).update(
-                                    t[0] for t in ins.tensors)
+                                    n[0] for n in ins.tensors)
+                                for n in ins.tensors:
+                                    mine.setdefault(n[0], len(mine))
+                                    if n[1] > big.get(n[0], -1):
+                                        big[n[0]] = n[1]
+        if mine:
+            roles[t.task_id] = mine
+            sizes[t.task_id] = big
     outputs = set()
     for name in program.output_values:
         while name in program.aliases:
@@ -926,7 +1080,8 @@ def _gm_tensors(program: Program) -> tuple[dict, dict, dict]:
         for n in names & written:
             readers[n] += 1
     return ({tid: sorted(n for n in names if n in written) for tid, names in reads.items()},
-            {tid: sorted(names & written) for tid, names in writes.items()}, readers)
+            {tid: sorted(names & written) for tid, names in writes.items()}, readers, roles,
+            sizes)
 
 
 _GM_KEYS = (("L2", "read"), ("DDR", "read"), ("L2", "write"), ("DDR", "write"))

@@ -89,6 +89,7 @@ class L2Cache:
         self.used = 0.0
         self.stats = L2Stats()
         self._touched: dict[int, set[str]] = {}
+        self.log: list[float] | None = None    # increments of `used`, in order (replay)
 
     # -- accesses --------------------------------------------------------------------------
     def read(self, task: int, name: str, size: int, nbytes: float, cold: float,
@@ -124,6 +125,8 @@ class L2Cache:
             line.fills[task] = own + fill
             self._touched.setdefault(task, set()).add(name)
             self.used += fill
+            if self.log is not None:
+                self.log.append(fill)
         st = self.stats
         st.read_bytes += nbytes
         st.miss_bytes += miss
@@ -138,6 +141,8 @@ class L2Cache:
         line.resident += add
         line.dirty = min(line.resident, line.dirty + nbytes)
         self.used += add
+        if self.log is not None and add:
+            self.log.append(add)
         self.stats.write_bytes += nbytes
         return self._evict(name)
 
@@ -163,6 +168,85 @@ class L2Cache:
         if line is not None:
             self.used -= line.resident
             self.stats.dropped_bytes += line.dirty
+
+    # -- replay (sim/engine.py: a task run alone, replayed from an identical earlier one) ----
+    def state(self, roles: dict[str, int]) -> tuple:
+        """The whole cache with names replaced by the task's roles (index of a tensor among
+        the task's own, -1 for any other): equal states give an identical task identical
+        hits, misses and evictions (nothing else decides them). Only between tasks (no fills
+        of a running task pending)."""
+        return (self.used, tuple((roles.get(n, -1), ln.size, ln.resident, ln.dirty)
+                                 for n, ln in self.lines.items()))
+
+    def roomy(self, sizes: dict[str, int]) -> bool:
+        """Whether a task touching only tensors `sizes` (name -> largest size it names) can
+        fill them all without evicting anything (so no line but its own can matter)."""
+        grow = 0.0
+        for n, size in sizes.items():
+            ln = self.lines.get(n)
+            grow += max(size, ln.size) - ln.resident if ln is not None else max(size, 1)
+        return self.used + grow <= self.capacity
+
+    def own_state(self, roles: dict[str, int]) -> tuple:
+        """The task's own tensors by role: (size, resident, dirty) or None when absent."""
+        out = [None] * len(roles)
+        for n, r in roles.items():
+            ln = self.lines.get(n)
+            if ln is not None:
+                out[r] = (ln.size, ln.resident, ln.dirty)
+        return tuple(out)
+
+    def own_transition(self, before: list[str], roles: dict[str, int]) -> tuple | None:
+        """After a task that evicted nothing: its own lines (role, size, resident, dirty) in
+        their final order at the recent end, the other lines untouched in `before`'s order,
+        and the increments of `used` (`log`); None if the cache is not in that form."""
+        others = [n for n in before if n not in roles]
+        names = list(self.lines)
+        if names[:len(others)] != others or any(n not in roles for n in names[len(others):]):
+            return None
+        own = tuple((roles[n], self.lines[n].size, self.lines[n].resident, self.lines[n].dirty)
+                    for n in names[len(others):])
+        return own, tuple(self.log or ())
+
+    def apply_own(self, transition: tuple, roles: list[str]) -> None:
+        """Replay an `own_transition` (`roles`: the replaying task's own names by role)."""
+        own, increments = transition
+        for role, size, resident, dirty in own:
+            name = roles[role]
+            ln = self.lines.pop(name, None) or _Line(size)
+            ln.size, ln.resident, ln.dirty = size, resident, dirty
+            self.lines[name] = ln
+        for d in increments:
+            self.used += d
+        st = self.stats
+        if self.used > st.peak_resident:
+            st.peak_resident = min(self.used, self.capacity)
+
+    def transition(self, before: list[str], roles: dict[str, int]) -> tuple | None:
+        """The cache now, each line named by its position in `before` (the line order when
+        the task started) or by its role; None if a new line is none of the task's own."""
+        pos = {n: i for i, n in enumerate(before)}
+        out = []
+        for n, ln in self.lines.items():
+            if n in pos:
+                out.append((pos[n], -1, ln.size, ln.resident, ln.dirty))
+            elif n in roles:
+                out.append((-1, roles[n], ln.size, ln.resident, ln.dirty))
+            else:
+                return None
+        return self.used, tuple(out)
+
+    def apply(self, transition: tuple, roles: list[str]) -> None:
+        """Set the cache to a recorded `transition` of the current line order (`roles`: the
+        replaying task's own tensor names by role)."""
+        before = list(self.lines)
+        used, entries = transition
+        lines: OrderedDict[str, _Line] = OrderedDict()
+        for at, role, size, resident, dirty in entries:
+            ln = _Line(size)
+            ln.resident, ln.dirty = resident, dirty
+            lines[before[at] if at >= 0 else roles[role]] = ln
+        self.lines, self.used = lines, used
 
     # -- queries ---------------------------------------------------------------------------
     def resident(self, name: str) -> float:

@@ -7,6 +7,7 @@ AI Core clock; `Trace.us(cycles)` converts.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -108,3 +109,30 @@ class Trace:
 
     def intervals_of(self, task_id: int) -> list[Interval]:
         return [iv for iv in self.intervals if iv.task_id == task_id]
+
+    def defer_intervals(self, expand: Callable[[], list[Interval]]) -> None:
+        """Build `intervals` with `expand()` on first use, not now: a BERT-large step's trace
+        holds ~1.7M intervals (one per core of every coalesced row), which most runs (the
+        cycle count, the op summary) never read; the engine hands over its rows instead."""
+        self._intervals = None
+        self._expand = expand
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_intervals"], state["_expand"] = self.intervals, None
+        return state
+
+
+def _get_intervals(self: Trace) -> list[Interval]:
+    if self._expand is not None:
+        self._intervals, self._expand = self._expand(), None
+    return self._intervals
+
+
+def _set_intervals(self: Trace, value: list[Interval]) -> None:
+    self._intervals, self._expand = value, None
+
+
+# `intervals` stays a dataclass field (constructor argument, repr, ==); reading it expands
+# deferred rows once (`Trace.defer_intervals`)
+Trace.intervals = property(_get_intervals, _set_intervals)  # type: ignore[assignment]

@@ -127,8 +127,9 @@ def test_ub_too_small_for_the_minimum_tile_names_the_buffer():
 
 
 def test_l0c_too_small_for_the_minimum_cube_tile_names_the_buffer():
-    tiny = CHIP.replace(l0c_bytes=1024)
-    with pytest.raises(SimulationError, match=r"op 'mm': L0C of core 0 \(1024 B\)"):
+    # one 16x16 fp32 tile is 1024 B and a one-tile L0C is allowed (dbL0C = 1): 512 B is short
+    tiny = CHIP.replace(l0c_bytes=512)
+    with pytest.raises(SimulationError, match=r"op 'mm': L0C of core 0 \(512 B\)"):
         _sim(_matmul(256), tiny)
 
 

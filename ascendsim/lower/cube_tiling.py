@@ -1,0 +1,429 @@
+"""Cube tiling as CANN's Matmul/Conv tiling: base blocks, L1 operand reuse, ND/NZ on the way in.
+
+Note on the model
+-----------------
+A cube op is a (batched) GEMM (batch, M, K, N); a Conv an implicit GEMM (`GemmSpec.conv_rows`:
+GM holds the NC1HWC0 feature map, img2col happens on MTE1). The tiling has the parameters of
+CANN's `TCubeTiling` (Ascend C Matmul tiling API, "TCubeTiling structure", hiascend.com
+atlasascendc_api_07_0673):
+
+- base block `baseM x baseN x baseK`: one L0C output tile (baseM*baseN*4 <= L0C) and the
+  L0A/L0B slices of one mmad (baseM*baseK, baseK*baseN, each double-buffered: dbL0A/dbL0B).
+  L0C holds one tile or, when two fit, two (dbL0C). With one, on chips with the unit flag
+  (`unit_flag`: A2/A3) the FixPipe drain of a tile overlaps the next tile's mmads at 512 B
+  granularity (Ascend C SetFixPipeConfig `isUnitFlag`; catlass `ENABLE_UNIT_FLAG`); without it
+  (910) the next tile's mmads wait for the L0C->UB drain. Either way L0C is accounted as two
+  half-tile slots.
+- `stepKa = stepKb`: base K blocks per GM->L1 load of an A and a B chunk; `depthA1 = depthB1 =
+  2 x step` (L1 double buffering), as MatMulV3's `CalL1TilingV200` (ops-nn
+  matmul_v3_base_tiling.cpp: stepKa = depthA1 / 2).
+- L1 reuse (`reuse`): CANN's L1 tiling (asc-devkit matmul_constant_tiling_impl.h
+  `GetL1Factor`: both full load, A full load, B full load, neither) keeps an operand block in
+  L1 across output tiles only when its whole K fits (kAL1 == K): "A" keeps the baseM x K strip
+  of A while the core walks its tiles along N; "B" keeps the K x baseN strip of B while it walks
+  along M; "" (neither) re-reads both strips from GM for every tile, in stepK chunks. The
+  chip's `l1_bytes` decides which fit: strip + two chunks of the other operand (+ bias).
+- core split: the output's base blocks (batch x ceil(M/baseM) x ceil(N/baseN)) are spread over
+  `ai_cores` in contiguous runs (MatMulV3: "the kernel distributes base blocks over the cores";
+  the tail run is shorter).
+
+GM traffic follows: A is read `a_reads` times and B `b_reads` times (the re-read factors), with
+  a_reads = tn / run_a, b_reads = tm / run_b
+where tm, tn = output tiles along M (times batch) and N, and run_x = the tiles of one core that
+share a resident strip (min(tiles per core, tn) for "A", 1 when not resident).
+
+Formats. Split chips (910B: FixPipe, `path_bytes_per_cycle.l0c_gm`) take ND operands: the
+GM->L1 move converts ND->NZ in flight (`Intrinsic_data_move_out2l1_nd2nz`, reference section
+8) at `path_bytes_per_cycle.gm_l1_nd2nz` (msKPP: ~20% below a plain copy), and the FixPipe
+writes ND (MatMulV2/BatchMatMulV2 on Ascend910B take and give ND: no TransData around them).
+Coupled chips (910, 310) need FRACTAL_NZ operands in GM and give NZ (the lowering inserts the
+TransData). A constant weight is converted offline on every chip.
+
+One tile is the chain
+  S -> MTE2 (GM->L1, per K chunk) -> MTE1 (L1->L0A/L0B, per base K) -> M (mmad per base K)
+  -> FIX (L0C->GM)                                       split chips
+  -> V (L0C->UB + fused epilogue) -> MTE3 (UB->GM)       coupled chips
+An mmad of (m, k, n) costs ceil(m/16)*ceil(k/k0)*ceil(n/16) + c0 cycles. On coupled chips the
+output leaves L0C through UB in column chunks (TBE's CUB_matrix, a part of CL0_matrix) so that
+two chunks fit the UB. The tiler tries every candidate that fits the buffers and keeps the one
+with the least GM traffic among those within 2% of the least estimated time (CANN's base-block
+choice minimises the load size: MatMulV3 `CalcBase`), then the fastest, then the first, so the
+same node always lowers the same way. The time estimate is the slowest pipe over one core's
+tiles (uncontended per-core rates, GM traffic capped at the core's share of L2/HBM bandwidth)
+plus fill and drain.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+from ..errors import SimulationError
+from .program import CoreGroup, Instr, Segment, Stage
+from .tiling import (
+    VecPart,
+    cdiv,
+    ceil_to,
+    gm_read,
+    gm_write,
+    issued_instrs,
+    local_move,
+    scalar_stage,
+    split_even,
+    vec_instrs,
+)
+from .vector_seq import SeqPart
+
+#: candidate base block edges for M and N (multiples of the 16-row fractal)
+_MN_EDGES = (16, 32, 64, 128, 256, 512)
+#: candidate baseK, in K fractals
+_K_STEPS = (1, 2, 4, 8, 16)
+#: candidate stepK (base K blocks per GM->L1 chunk)
+_L1_STEPS = (1, 2, 4, 8, 16)
+#: candidates this close to the fastest estimate count as equally fast (search parameter)
+EST_TOLERANCE = 0.02
+#: L1 reuse modes, in CANN's order of preference (`GetL1Factor`)
+REUSE_MODES = ("A", "B", "")
+
+
+@dataclass(frozen=True)
+class GemmSpec:
+    """A (batched) GEMM as the cube sees it; conv fields set for implicit-GEMM convolution."""
+
+    batch: int
+    m: int
+    k: int                      # padded to the K fractal already (conv: ceil16(Cin)*kh*kw)
+    n: int
+    in_dtype: str               # cube mode dtype ("float16", "int8")
+    in_bytes: int               # bytes per operand element as stored in GM
+    out_bytes: int              # bytes per output element
+    acc_bytes: int              # accumulator bytes per element in L0C
+    miss_a: float = 1.0
+    miss_b: float = 1.0
+    out_through: float = 1.0
+    bias: bool = False
+    # implicit-GEMM conv geometry: A is read from GM as a feature-map window
+    conv_rows: tuple[int, int, int, int, int] | None = None  # (Wo, Win, stride_h, kh, kw)
+    epilogue: tuple[VecPart | SeqPart, ...] = ()   # fused element-wise tail per output
+    epi_inputs: tuple[tuple[float, float], ...] = ()     # extra inputs per output element
+    shared_a: bool = False      # A strips are read by several cores of a wave at once
+    shared_b: bool = False
+    nd2nz_a: bool = False       # A is ND in GM: converted to NZ on the GM->L1 move
+    nd2nz_b: bool = False
+
+
+@dataclass(frozen=True)
+class GemmTiling:
+    """A chosen tiling (TCubeTiling names in the comments; see the module note)."""
+
+    m_t: int                    # baseM
+    n_t: int                    # baseN
+    k_t: int                    # baseK
+    k_l1: int                   # stepK * baseK: K elements per GM->L1 chunk
+    tiles: int                  # output base blocks (batch x tm x tn)
+    block: int                  # cores used
+    est: float                  # estimated cycles
+    tm: int = 1                 # base blocks along M (x batch)
+    tn: int = 1                 # base blocks along N
+    reuse: str = ""             # L1-resident operand: "A", "B" or "" (neither)
+    run_a: int = 1              # tiles of one core sharing one resident A strip
+    run_b: int = 1
+    db_l0c: int = 2             # output tiles L0C holds (1: one tile, see `unit_flag`)
+    cub_n: int = 0              # coupled chips: output columns per L0C->UB chunk
+
+    @property
+    def step_k(self) -> int:
+        """Base K blocks per GM->L1 chunk (TCubeTiling stepKa = stepKb)."""
+        return self.k_l1 // self.k_t
+
+    @property
+    def a_reads(self) -> float:
+        """Times the tiling reads A from GM (1 = each byte once)."""
+        return self.tn / self.run_a
+
+    @property
+    def b_reads(self) -> float:
+        return self.tm / self.run_b
+
+
+def a_tile_bytes(spec: GemmSpec, m_t: int) -> float:
+    """GM bytes of A for one output tile over the whole K.
+
+    MatMul: the m_t x K strip. Conv (implicit GEMM): the feature-map window the tile's m_t
+    output pixels read, (m_t/Wo*stride + kh - stride) input rows of Win pixels x Cin_pad, but
+    never more than the expanded m_t x K matrix (a strided 1x1 conv reads only the pixels it
+    uses).
+    """
+    full = m_t * spec.k * spec.in_bytes
+    if spec.conv_rows is None:
+        return full
+    wo, win, sh, kh, kw = spec.conv_rows
+    cin = spec.k / (kh * kw)
+    rows_in = (m_t / wo) * sh + max(kh - sh, 0)
+    return min(full, rows_in * win * cin * spec.in_bytes)
+
+
+def operand_read_bytes(spec: GemmSpec, t: GemmTiling) -> tuple[float, float]:
+    """(A bytes, B bytes) the tiling reads from GM over the whole op."""
+    a = t.tiles / t.run_a * a_tile_bytes(spec, t.m_t)
+    b = t.tiles / t.run_b * spec.k * t.n_t * spec.in_bytes
+    return a, b
+
+
+def takes_nd(chip) -> bool:
+    """Whether the chip's MatMul/BatchMatMul kernels take and give ND (module note, "Formats"):
+    split chips, whose GM->L1 move converts ND->NZ and whose FixPipe writes ND."""
+    return not chip.coupled and chip.path_bytes_per_cycle.l0c_gm is not None
+
+
+def unit_flag(chip) -> bool:
+    """Whether mmad and the L0C drain overlap at 512 B granularity (the unit flag: Ascend C
+    SetFixPipeConfig isUnitFlag / asc_get_l0c2gm_unitflag, supported on Atlas A2/A3, not on
+    the Atlas training series (910)): split chips with a FixPipe."""
+    return takes_nd(chip)
+
+
+def _grid(chip, spec: GemmSpec, m_t: int, n_t: int) -> tuple[int, int, int, int]:
+    """(tm, tn, tiles, block): base blocks along M (x batch) and N, in all, and cores used."""
+    m0, _, n0 = chip.cube_shape(spec.in_dtype)
+    tm = spec.batch * cdiv(ceil_to(spec.m, m0), m_t)
+    tn = cdiv(ceil_to(spec.n, n0), n_t)
+    return tm, tn, tm * tn, min(chip.ai_cores, tm * tn)
+
+
+def gemm_tiling(chip, spec: GemmSpec, op: str) -> GemmTiling:
+    """The best-estimated tiling that fits L0A/L0B/L0C/L1 (and UB on coupled chips)."""
+    try:
+        return _gemm_tiling(chip, spec)
+    except _NoFit as exc:
+        raise SimulationError(f"op '{op}': {exc}") from None
+
+
+class _NoFit(Exception):
+    """No tile shape fits the buffers (turned into a SimulationError naming them)."""
+
+
+def _cub_columns(chip, spec: GemmSpec, m_t: int, n_t: int) -> int:
+    """Coupled chips: the widest column chunk of the output tile (n_t halved until it fits)
+    whose two UB slots (output + epilogue inputs) fit the UB; 0 if none does."""
+    per_elem = spec.out_bytes + sum(b for b, _ in spec.epi_inputs)
+    c = n_t
+    while c >= 16 and n_t % c == 0:
+        if 2 * m_t * c * per_elem <= chip.ub_bytes:
+            return c
+        c //= 2
+    return 0
+
+
+@functools.lru_cache(maxsize=4096)
+def _gemm_tiling(chip, spec: GemmSpec) -> GemmTiling:
+    m0, k0, n0 = chip.cube_shape(spec.in_dtype)
+    mp, np_ = ceil_to(spec.m, m0), ceil_to(spec.n, n0)
+    best: GemmTiling | None = None
+    cands: list[GemmTiling] = []
+    smallest = None
+    for m_t in _MN_EDGES:
+        if m_t > max(mp, m0) * 2 and m_t > m0:
+            continue
+        for n_t in _MN_EDGES:
+            if n_t > max(np_, n0) * 2 and n_t > n0:
+                continue
+            tile_acc = m_t * n_t * spec.acc_bytes
+            db_l0c = 2 if 2 * tile_acc <= chip.l0c_bytes else 1
+            # a bias on split chips is read from the BiasTable (MatMulV3 CheckBTSize)
+            if spec.bias and chip.bt_bytes and n_t * spec.acc_bytes > chip.bt_bytes:
+                continue
+            cub = _cub_columns(chip, spec, m_t, n_t) if chip.coupled else n_t
+            bias = n_t * spec.acc_bytes if spec.bias else 0
+            a_strip = a_tile_bytes(spec, m_t)
+            b_strip = spec.k * n_t * spec.in_bytes
+            for ks in _K_STEPS:
+                k_t = ks * k0
+                if k_t > ceil_to(spec.k, k0) and ks > 1:
+                    continue
+                l0a, l0b = 2 * m_t * k_t * spec.in_bytes, 2 * k_t * n_t * spec.in_bytes
+                need = (l0a, l0b, tile_acc)
+                if smallest is None or sum(need) < sum(smallest[1]):
+                    smallest = ((m_t, n_t, k_t), need)
+                if (l0a > chip.l0a_bytes or l0b > chip.l0b_bytes
+                        or tile_acc > chip.l0c_bytes or not cub):
+                    continue
+                nk = cdiv(spec.k, k_t)
+                for r in _L1_STEPS:
+                    if r > nk or nk % r:
+                        continue
+                    k_l1 = k_t * r
+                    a_chunk = math.ceil(a_strip * k_l1 / spec.k)
+                    b_chunk = k_l1 * n_t * spec.in_bytes
+                    l1_need = {"": 2 * (a_chunk + b_chunk) + bias,
+                               "A": a_strip + 2 * b_chunk + bias,
+                               "B": b_strip + 2 * a_chunk + bias}
+                    for reuse in REUSE_MODES:
+                        if l1_need[reuse] > chip.l1_bytes:
+                            continue
+                        cands.append(_estimate(chip, spec, m_t, n_t, k_t, k_l1, reuse,
+                                               db_l0c, cub))
+    if cands:
+        # CANN picks the base block with the least GM load (MatMulV3 CalcBase minLoadSize):
+        # among the candidates within EST_TOLERANCE of the fastest, the least traffic wins
+        fastest = min(t.est for t in cands)
+        best = min((t for t in cands if t.est <= fastest * (1 + EST_TOLERANCE)),
+                   key=lambda t: (sum(operand_read_bytes(spec, t)), t.est))
+    if best is None:
+        (m_t, n_t, k_t), (a, b, c) = smallest
+        bufs = [("L0A", a, chip.l0a_bytes), ("L0B", b, chip.l0b_bytes),
+                ("L0C", c, chip.l0c_bytes)]
+        name, req, cap = next(((n, r, c) for n, r, c in bufs if r > c),
+                              ("L1", 2 * (m_t + n_t) * k_t * spec.in_bytes, chip.l1_bytes))
+        if name == "L1" and chip.coupled and not _cub_columns(chip, spec, m_t, n_t):
+            name, req, cap = "UB", 2 * m_t * 16 * spec.out_bytes, chip.ub_bytes
+        raise _NoFit(f"{name} of core 0 ({cap} B) cannot hold the minimum cube tile "
+                     f"{m_t}x{k_t}x{n_t} with double buffering ({req} B)")
+    return best
+
+
+def _gm_l1_bw(chip, nd2nz: bool) -> float:
+    pb = chip.path_bytes_per_cycle
+    return (pb.gm_l1_nd2nz or pb.gm_l1) if nd2nz else pb.gm_l1
+
+
+def _estimate(chip, spec: GemmSpec, m_t: int, n_t: int, k_t: int, k_l1: int, reuse: str,
+              db_l0c: int, cub: int) -> GemmTiling:
+    """A candidate's estimated time: the slowest pipe's period over the tiles of one core,
+    plus the pipeline's fill (the first L1 chunk) and drain (the last output)."""
+    m0, k0, n0 = chip.cube_shape(spec.in_dtype)
+    c0 = chip.cube_mmad_overhead_cycles
+    l2_bw = chip.l2_bandwidth_bytes_per_s / chip.clock_hz
+    hbm_bw = chip.hbm_bandwidth_bytes_per_s / chip.clock_hz
+    tm, tn, tiles, block = _grid(chip, spec, m_t, n_t)
+    per_core = cdiv(tiles, block)
+    run_a = min(per_core, tn) if reuse == "A" else 1
+    run_b = min(per_core, tm) if reuse == "B" else 1
+    nk = cdiv(spec.k, k_t)
+    mmad = cdiv(m_t, m0) * (k_t // k0) * cdiv(n_t, n0) + c0
+    t_m = nk * mmad
+    pb = chip.path_bytes_per_cycle
+    t_mte1 = nk * (m_t * k_t * spec.in_bytes / pb.l1_l0a + k_t * n_t * spec.in_bytes / pb.l1_l0b)
+    a_b = a_tile_bytes(spec, m_t) / run_a
+    b_b = spec.k * n_t * spec.in_bytes / run_b
+    miss = (spec.miss_a + spec.miss_b) / 2
+    t_mte2 = 0.0
+    for nbytes, nd, m_x in ((a_b, spec.nd2nz_a, spec.miss_a), (b_b, spec.nd2nz_b, spec.miss_b)):
+        bw = _gm_l1_bw(chip, nd)
+        core_bw = bw * (1 - m_x) + m_x * bw / chip.l2_miss_slowdown
+        t_mte2 += nbytes / min(core_bw, l2_bw / block, hbm_bw / (block * max(miss, 1e-9)))
+    t_mte2 += (nk * k_t // k_l1) * 2 * chip.path_latency_cycles.gm_l1
+    out = m_t * n_t
+    if chip.coupled:
+        t_out = out * spec.acc_bytes / pb.l0c_ub
+        t_st = out * spec.out_bytes / pb.ub_gm
+    else:
+        t_out = out * spec.out_bytes / pb.l0c_gm
+        t_st = 0.0
+    period = max(t_m, t_mte1, t_mte2, t_out, t_st)
+    if db_l0c == 1 and not unit_flag(chip):   # one tile in L0C: the cube waits for its drain
+        period = max(period, t_m + t_out)
+    est = per_core * period + (t_mte2 * k_l1 / (nk * k_t)) + t_out + t_st
+    return GemmTiling(m_t, n_t, k_t, k_l1, tiles, block, est, tm, tn, reuse, run_a, run_b,
+                      db_l0c, cub)
+
+
+def gemm_work(chip, spec: GemmSpec, op: str) -> tuple[list[CoreGroup], list[str], GemmTiling]:
+    """Core groups for a cube task, with notes (tile shape, block dim, reuse, padding waste)."""
+    t = gemm_tiling(chip, spec, op)
+    stages = _gemm_stages(chip, spec, t)
+    groups = []
+    core = 0
+    for count, ncores in split_even(t.tiles, t.block):
+        groups.append(CoreGroup(tuple(range(core, core + ncores)), (Segment(stages, count),)))
+        core += ncores
+    m0, k0, n0 = chip.cube_shape(spec.in_dtype)
+    useful = spec.batch * spec.m * spec.n
+    padded = t.tiles * t.m_t * t.n_t
+    kept = {"A": "A strip (baseM x K) kept in L1 across N tiles",
+            "B": "B strip (K x baseN) kept in L1 across M tiles",
+            "": "no operand kept in L1 (each tile re-reads its A and B strips)"}[t.reuse]
+    fmt = ", ".join(x for x, on in (("A", spec.nd2nz_a), ("B", spec.nd2nz_b)) if on)
+    l0c = "double-buffered" if t.db_l0c == 2 else "one tile (unit flag)"
+    notes = [f"cube tiling: base block m{t.m_t} x n{t.n_t} x k{t.k_t}, stepK {t.step_k} "
+             f"(L1 chunk {t.k_l1}), L0C {l0c}; "
+             f"{t.tiles} tiles over block dim {t.block}",
+             f"L1 reuse: {kept}; A read {t.a_reads:g}x, B read {t.b_reads:g}x from GM",
+             f"cube padding: M {spec.m}->{ceil_to(spec.m, m0)}, N {spec.n}->"
+             f"{ceil_to(spec.n, n0)}, K {spec.k}; output tiles cover {padded} elements for "
+             f"{useful} useful ({100 * (1 - useful / padded):.1f}% waste)"]
+    if fmt:
+        notes.append(f"ND operand(s) {fmt} converted to NZ on the GM->L1 move (nd2nz)")
+    return groups, notes, t
+
+
+def _gemm_stages(chip, spec: GemmSpec, t: GemmTiling) -> tuple[Stage, ...]:
+    m0, k0, n0 = chip.cube_shape(spec.in_dtype)
+    nk = cdiv(spec.k, t.k_t)
+    n_l1 = nk * t.k_t // t.k_l1
+    a_strip = a_tile_bytes(spec, t.m_t)
+    b_strip = spec.k * t.n_t * spec.in_bytes
+    a_chunk = math.ceil(a_strip / t.run_a / n_l1)
+    b_chunk = math.ceil(b_strip / t.run_b / n_l1)
+    mte2 = (_read(chip, a_chunk, spec.miss_a, spec.shared_a, spec.nd2nz_a),
+            _read(chip, b_chunk, spec.miss_b, spec.shared_b, spec.nd2nz_b))
+    head: tuple[Instr, ...] = ()
+    if spec.bias:
+        head += (gm_read(chip, "MTE2", "L1", t.n_t * spec.acc_bytes, 1.0, kind="bias"),)
+    out = t.m_t * t.n_t
+    epi_in = tuple(gm_read(chip, "MTE2", "UB", math.ceil(b * out), miss)
+                   for b, miss in spec.epi_inputs)
+    head += epi_in
+    a_l0 = t.m_t * t.k_t * spec.in_bytes
+    b_l0 = t.k_t * t.n_t * spec.in_bytes
+    a_kind = "img2col" if spec.conv_rows is not None else "copy"
+    mte1 = (local_move(chip, "MTE1", "L1", "L0A", a_l0, a_kind),
+            local_move(chip, "MTE1", "L1", "L0B", b_l0))
+    mmad_cycles = cdiv(t.m_t, m0) * (t.k_t // k0) * cdiv(t.n_t, n0)
+    mmad = (Instr("M", "mmad", int(mmad_cycles + chip.cube_mmad_overhead_cycles)),)
+    # L1 slots: two chunks of each streamed operand; a resident strip is counted half in
+    # each of the two slots, so the peak is strip + two chunks of the other operand
+    a_slot = math.ceil(a_strip / 2) if t.reuse == "A" else math.ceil(a_strip / n_l1)
+    b_slot = math.ceil(b_strip / 2) if t.reuse == "B" else math.ceil(b_strip / n_l1)
+    l1_slot = a_slot + b_slot + (t.n_t * spec.acc_bytes if spec.bias else 0)
+    # L0C: two tiles, or one tile as two half slots (unit flag, module note)
+    l0c_slot = out * spec.acc_bytes // (2 if t.db_l0c == 1 else 1)
+    # one tile in L0C without the unit flag: each tile's mmads wait for the previous tile's
+    # L0C->UB drain (charged to M as a wait before the tile)
+    m_head: tuple[Instr, ...] = ()
+    if t.db_l0c == 1 and not unit_flag(chip):
+        drain = local_move(chip, "V", "L0C", "UB", out * spec.acc_bytes).cycles
+        m_head = (Instr("M", "wait_l0c", drain),)
+    stages = [Stage("MTE2", mte2, units=n_l1, head=head, out_bufs=(("L1", l1_slot),)),
+              Stage("MTE1", mte1, units=nk, out_bufs=(("L0A", a_l0), ("L0B", b_l0))),
+              Stage("M", mmad, units=nk, head=m_head, out_bufs=(("L0C", l0c_slot),))]
+    n_epi = 0
+    if chip.coupled:
+        # the tile leaves L0C through UB in column chunks of cub_n (TBE's CUB_matrix)
+        chunks = t.n_t // t.cub_n
+        part = t.m_t * t.cub_n
+        epi = vec_instrs(chip, spec.epilogue, part)
+        move = local_move(chip, "V", "L0C", "UB", part * spec.acc_bytes)
+        epi_ub = math.ceil(sum(b for b, _ in spec.epi_inputs) * part)
+        vec = ((move,) + epi) * chunks
+        n_epi = issued_instrs(spec.epilogue) * chunks
+        stages.append(Stage("V", vec, out_bufs=(("UB", part * spec.out_bytes + epi_ub),)))
+        stages.append(Stage("MTE3", (gm_write(chip, "MTE3", "UB", out * spec.out_bytes,
+                                              spec.out_through),)))
+    else:
+        stages.append(Stage("FIX", (gm_write(chip, "FIX", "L0C", out * spec.out_bytes,
+                                             spec.out_through),)))
+    n_instr = n_l1 * 2 + nk * 3 + len(head) + n_epi + 2
+    return (scalar_stage(chip, n_instr),) + tuple(stages)
+
+
+def _read(chip, nbytes: int, miss: float, shared: bool, nd2nz: bool) -> Instr:
+    """A GM->L1 operand chunk; an ND operand moves at the nd2nz rate."""
+    ins = gm_read(chip, "MTE2", "L1", nbytes, miss, kind="nd2nz" if nd2nz else "copy",
+                  same_address=shared)
+    if not nd2nz or not chip.path_bytes_per_cycle.gm_l1_nd2nz:
+        return ins
+    scale = chip.path_bytes_per_cycle.gm_l1_nd2nz / chip.path_bytes_per_cycle.gm_l1
+    return Instr(ins.pipe, ins.kind, ins.cycles, ins.nbytes, ins.src, ins.dst, ins.bw * scale,
+                 ins.hbm, ins.tensors)
