@@ -22,12 +22,12 @@ is still updated node by node: only the tiling is shared.
 from __future__ import annotations
 
 import itertools
-from dataclasses import fields, is_dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from . import cube_tiling, tiling
 from .cube_tiling import GemmSpec, GemmTiling
-from .program import CoreGroup, GmFraction
+from .program import CoreGroup, Instr, Segment, Stage
 from .tiling import VecSpec
 
 #: chips whose memos are kept (a sweep varies the chip; older chips' memos are dropped)
@@ -48,25 +48,18 @@ def work_key(kind: str, spec: VecSpec | GemmSpec, cores: int | None = None) -> t
                                      in enumerate(_named(spec))))
 
 
-def _named(obj) -> list[tuple[str, int, int]]:
-    """The distinct GM tensors named by the `GmFraction`s inside a spec, in field order (the
-    first occurrence of each name: its slot)."""
+def _named(spec) -> list[tuple[str, int, int]]:
+    """The distinct GM tensors named by the miss/write fractions of a spec (`GmFraction`), in
+    field order (the first occurrence of each name: its slot)."""
+    if isinstance(spec, VecSpec):
+        fracs = [m for _, m in spec.inputs] + [spec.out_through]
+    else:
+        fracs = [spec.miss_a, spec.miss_b, spec.out_through] + [m for _, m in spec.epi_inputs]
     seen: dict[str, tuple[str, int, int]] = {}
-    _walk(obj, seen)
-    return list(seen.values())
-
-
-def _walk(obj, seen: dict) -> None:
-    if isinstance(obj, GmFraction):
-        for t in obj.tensors:
+    for f in fracs:
+        for t in getattr(f, "tensors", ()):
             seen.setdefault(t[0], t)
-    elif isinstance(obj, tuple):
-        for x in obj:
-            _walk(x, seen)
-    elif is_dataclass(obj) and not isinstance(obj, type):
-        for f in fields(obj):
-            if f.name not in ("parts", "epilogue"):      # instruction classes: no GM tensors
-                _walk(getattr(obj, f.name), seen)
+    return list(seen.values())
 
 
 def _names(spec) -> tuple[str, ...]:
@@ -78,17 +71,24 @@ def _renamed(groups: tuple, old: tuple[str, ...], new: tuple[str, ...]) -> list:
     if old == new:
         return list(groups)
     to = dict(zip(old, new))
+    done: dict[int, Instr] = {}
 
-    def ins_(ins):
+    def ins_(ins: Instr) -> Instr:
         if not ins.tensors:
             return ins
-        return replace(ins, tensors=tuple((to.get(n, n), b, s) for n, b, s in ins.tensors))
+        out = done.get(id(ins))
+        if out is None:
+            out = done[id(ins)] = Instr(ins.pipe, ins.kind, ins.cycles, ins.nbytes, ins.src,
+                                        ins.dst, ins.bw, ins.hbm,
+                                        tuple((to.get(n, n), b, s) for n, b, s in ins.tensors))
+        return out
 
-    def stage(st):
-        return replace(st, instrs=tuple(map(ins_, st.instrs)), head=tuple(map(ins_, st.head)))
+    def stage(st: Stage) -> Stage:
+        return Stage(st.pipe, tuple(map(ins_, st.instrs)), st.units,
+                     tuple(map(ins_, st.head)), st.out_bufs)
 
-    return [replace(g, segments=tuple(replace(sg, stages=tuple(map(stage, sg.stages)))
-                                      for sg in g.segments)) for g in groups]
+    return [CoreGroup(g.cores, tuple(Segment(tuple(map(stage, sg.stages)), sg.count)
+                                     for sg in g.segments), g.template) for g in groups]
 
 
 def _entry(groups: list, names: tuple[str, ...]) -> tuple:

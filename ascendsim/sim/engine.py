@@ -535,6 +535,7 @@ class Engine:
                 yield env.timeout(sink)
             self.pipe_busy[t.task_id] = {}
             self.started.pop(t.task_id, None)
+            self.l2.resync()
             key = None
             if self.replay:
                 roles = self._l2_roles.get(t.task_id, {})

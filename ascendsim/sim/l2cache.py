@@ -170,13 +170,19 @@ class L2Cache:
             self.stats.dropped_bytes += line.dirty
 
     # -- replay (sim/engine.py: a task run alone, replayed from an identical earlier one) ----
+    def resync(self) -> None:
+        """Set the occupancy to the sum of the resident bytes (in LRU order): the running
+        total drifts from it by float rounding, which would make equal contents unequal
+        states. The engine calls it when a task starts."""
+        self.used = sum(ln.resident for ln in self.lines.values())
+
     def state(self, roles: dict[str, int]) -> tuple:
         """The whole cache with names replaced by the task's roles (index of a tensor among
         the task's own, -1 for any other): equal states give an identical task identical
-        hits, misses and evictions (nothing else decides them). Only between tasks (no fills
-        of a running task pending)."""
-        return (self.used, tuple((roles.get(n, -1), ln.size, ln.resident, ln.dirty)
-                                 for n, ln in self.lines.items()))
+        hits, misses and evictions (nothing else decides them; the occupancy is their sum after
+        `resync`). Only between tasks (no fills of a running task pending)."""
+        return tuple((roles.get(n, -1), ln.size, ln.resident, ln.dirty)
+                     for n, ln in self.lines.items())
 
     def roomy(self, sizes: dict[str, int]) -> bool:
         """Whether a task touching only tensors `sizes` (name -> largest size it names) can
