@@ -14,6 +14,8 @@ Parameters (`wrt=None`): the graph's floating-point constants that feed computat
   hyper-parameters, not weights);
 - inputs an op declares untrainable (`OpDef.untrainable_inputs`): BatchNorm's running mean
   and variance are state, updated by a training step, not by gradients;
+- the graph's `buffers`: fixed tables a model builder marks (`Graph.const(..., buffer=True)`:
+  the decoder's rotary cos/sin tables and causal mask);
 - constants only read by integer/shape/index paths (they are not floats, or no gradient
   reaches them).
 Constant fills made by a node (ONNX ConstantOfShape with a constant shape, which the "light"
@@ -78,7 +80,7 @@ def parameters(graph: Graph) -> list[str]:
     uses = _consumers(graph)
     out: list[str] = []
     for name in dict.fromkeys(i for n in graph.nodes for i in n.inputs if i):
-        if name not in graph.constants:
+        if name not in graph.constants or name in graph.buffers:
             continue
         v = graph.values[name]
         if v.dtype not in FLOAT_DTYPES or v.rank == 0 or v.numel <= 1:

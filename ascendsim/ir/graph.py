@@ -68,6 +68,9 @@ class Graph:
         self.inputs: list[str] = []
         self.outputs: list[str] = []
         self.constants: dict[str, ConstData] = {}
+        #: constants that are fixed tables, not weights (rotary tables, a causal mask): a
+        #: training step never trains them (PyTorch's buffers)
+        self.buffers: set[str] = set()
         self.opset: int | None = None
         self._counter = itertools.count()
         self._names: set[str] = set()
@@ -131,8 +134,10 @@ class Graph:
         self.inputs.append(name)
         return value
 
-    def const(self, data: Any, name: str | None = None, dtype: Any = None) -> Value:
-        """Add a constant (initializer); `data` is an array, scalar or LazyTensor."""
+    def const(self, data: Any, name: str | None = None, dtype: Any = None,
+              buffer: bool = False) -> Value:
+        """Add a constant (initializer); `data` is an array, scalar or LazyTensor. `buffer`: a
+        fixed table the model reads but never trains (see `buffers`)."""
         if isinstance(data, LazyTensor):
             shape, dt = data.shape, data.dtype
         else:
@@ -142,6 +147,8 @@ class Graph:
         name = name or self.fresh_value_name("const")
         value = self._add_value(Value(name, tuple(shape), dt))
         self.constants[name] = data
+        if buffer:
+            self.buffers.add(name)
         return value
 
     def weight(self, name: str, shape: Sequence[int], dtype: Any = "float32", seed: int = 0,
@@ -433,6 +440,7 @@ class Graph:
         g.inputs = list(self.inputs)
         g.outputs = list(self.outputs)
         g.constants = dict(self.constants)
+        g.buffers = set(self.buffers)
         g.opset = self.opset
         g._counter = itertools.count(next(self._counter))
         return g
@@ -450,6 +458,8 @@ class Graph:
                 g.values[v] = self.values[v]
                 if v in self.constants:
                     g.constants[v] = self.constants[v]
+                    if v in self.buffers:
+                        g.buffers.add(v)
                 else:
                     g.inputs.append(v)
             for o in n.outputs:
@@ -489,6 +499,7 @@ class Graph:
         used = live | set(self.inputs) | {o for n in self.nodes for o in n.outputs}
         self.values = {k: v for k, v in self.values.items() if k in used}
         self.constants = {k: c for k, c in self.constants.items() if k in used}
+        self.buffers &= self.constants.keys()
         return before - len(self.nodes)
 
     def __repr__(self) -> str:

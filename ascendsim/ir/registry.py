@@ -151,6 +151,9 @@ class OpDef:
     # False when the inputs only order the op (NPUGetFloatStatus reads the hardware status
     # register, not its inputs): the lowering keeps the dependencies but moves no input bytes.
     reads_inputs: bool = True
+    # the input whose device block the op's output is (it writes into it in place: a KV-cache
+    # append); the memory plan allocates no block for that output. None: a new block
+    in_place: int | None = None
     # the vector-Jacobian product (reverse-mode autodiff); None: no gradient rule
     grad: GradRule | None = None
     # inputs that are never trainable parameters even when they are float constants: state

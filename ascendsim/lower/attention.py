@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from ..hw.names import ENGINE_AICORE, TASK_AI_CORE, TASK_MIX_AIC
 from ..ir.graph import Graph, Node
@@ -98,28 +99,75 @@ def _blocks(chip, rows: int, d: int, in_b: int, m0: int, vec_share: int) -> tupl
         sq //= 2
 
 
-def lower_attention(low, node: Node) -> None:
-    """One task for FlashAttentionScore / IncreFlashAttention (see the module note)."""
-    from .lowering import TaskSpec, cube_dtype, padded_bytes
+@dataclass(frozen=True)
+class AttentionDims:
+    """What both fused-attention lowerings (forward, backward) read off the node: q (B, H, S,
+    D), k (B, Hkv, T, D), the mask, the cube mode and the AIC/AIV split."""
+
+    ins: list[str]
+    mask: Value | None
+    b: int
+    h: int
+    s: int
+    d: int
+    hkv: int
+    t: int
+    causal: bool
+    cdt: str               # the cube mode: bf16 on chips with a bf16 cube, else fp16
+    m0: int
+    k0: int
+    n0: int
+    in_b: int
+    split: bool            # split chips: the AIV cores of an AIC run the vector stages
+    vec_share: int         # AIV cores per AIC
+
+    @property
+    def q(self) -> tuple[int, int, int, int]:
+        return self.b, self.h, self.s, self.d
+
+
+def attention_dims(low, node: Node, mask_at: int) -> AttentionDims:
+    """The node's inputs as ND and its `AttentionDims`; `mask_at`: the mask's input index."""
+    from .lowering import cube_dtype
 
     chip = low.chip
     ins = [low.ensure(i, ND) for i in node.inputs if i]
     q, k = low.value(ins[0]), low.value(ins[1])
-    mask = low.value(ins[3]) if len(ins) > 3 else None
     b, h, s, d = (int(x) for x in q.shape)
-    hkv, t = int(k.shape[1]), int(k.shape[2])
-    group = h // hkv
-    causal = bool(node.attrs.get("causal", 0))
     cdt = "bfloat16" if cube_dtype(chip, q.dtype, node.op_type, node.name) == "bfloat16" \
         else "float16"
-    m0, k0, n0 = chip.cube_shape(cdt)
-    in_b = itemsize(q.dtype)
     split = not chip.coupled
-    vec_share = max(1, chip.aiv_cores // chip.ai_cores) if split else 1
+    return AttentionDims(ins, low.value(ins[mask_at]) if len(ins) > mask_at else None,
+                         b, h, s, d, int(k.shape[1]), int(k.shape[2]),
+                         bool(node.attrs.get("causal", 0)), cdt, *chip.cube_shape(cdt),
+                         itemsize(q.dtype), split,
+                         max(1, chip.aiv_cores // chip.ai_cores) if split else 1)
+
+
+def keys_read(per_head: list[int], t: int, tk: int) -> tuple[int, float]:
+    """Keys the query blocks read in all, and their share of the whole key blocks: the last
+    key block ends at T, and its DMA reads only the keys that exist (T = 4097 in a decode step
+    over a 4096-token cache reads 4097 rows, not 33 blocks of 128)."""
+    keys = sum(min(t, nb * tk) for nb in per_head)
+    return keys, keys / (sum(per_head) * tk)
+
+
+def lower_attention(low, node: Node) -> None:
+    """One task for FlashAttentionScore / IncreFlashAttention (see the module note)."""
+    from .lowering import TaskSpec, padded_bytes
+
+    chip = low.chip
+    dims = attention_dims(low, node, 3)
+    ins, mask, cdt, in_b = dims.ins, dims.mask, dims.cdt, dims.in_b
+    b, h, s, d, hkv, t, causal = dims.b, dims.h, dims.s, dims.d, dims.hkv, dims.t, dims.causal
+    m0, k0, n0, split, vec_share = dims.m0, dims.k0, dims.n0, dims.split, dims.vec_share
+    q = low.value(ins[0])
+    group = h // hkv
     stacked = s == 1                         # decode: the G heads of a kv head are the rows
     rows = group if stacked else s
     sq, tk = _blocks(chip, rows, d, in_b, m0, vec_share)
     per_head = _visible_blocks(rows if stacked else s, t, sq, tk, causal, stacked)
+    keys, fill = keys_read(per_head, t, tk)
     heads_per_tile = hkv if stacked else h
     tiles = b * heads_per_tile * len(per_head)
     blocks_per_tile = max(1, round(sum(per_head) / len(per_head)))
@@ -127,15 +175,15 @@ def lower_attention(low, node: Node) -> None:
     per_unit = blocks_per_tile / units          # key blocks one simulated unit stands for
     block = min(chip.ai_cores, tiles)
     # L2: K/V are read once per query block (per head in prefill); the first read misses
-    kv_reads = b * heads_per_tile * sum(per_head) * tk * d * in_b * 2
+    kv_reads = b * heads_per_tile * keys * d * in_b * 2
     miss_k, miss_v = low.miss(ins[1], kv_reads / 2), low.miss(ins[2], kv_reads / 2)
     miss_kv = max(float(miss_k), float(miss_v))
     miss_q = low.miss(ins[0], padded_bytes(q, ND))
     through = low.through([node.outputs[0]], [ND])
     # ---- one unit (a key block) and the per-tile head/tail
     kv_blk = tk * d * in_b
-    mte2 = (gm_read(chip, "MTE2", "L1", round(kv_blk * per_unit), miss_k),
-            gm_read(chip, "MTE2", "L1", round(kv_blk * per_unit), miss_v))
+    mte2 = (gm_read(chip, "MTE2", "L1", round(kv_blk * per_unit * fill), miss_k),
+            gm_read(chip, "MTE2", "L1", round(kv_blk * per_unit * fill), miss_v))
     head = (gm_read(chip, "MTE2", "L1", sq * d * in_b, miss_q, kind="copy_q"),)
     if mask is not None:
         mte2 += (gm_read(chip, "MTE2", "L1", round(sq * tk * itemsize(mask.dtype) * per_unit),

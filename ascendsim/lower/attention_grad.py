@@ -29,7 +29,7 @@ import math
 from ..hw.names import ENGINE_AICORE, TASK_AI_CORE, TASK_MIX_AIC
 from ..ir.ops.llm_grads import attention_grad_flops
 from ..ir.tensor import itemsize
-from .attention import ACC, MAX_UNITS, ND, _blocks, _visible_blocks
+from .attention import ACC, MAX_UNITS, ND, _blocks, _visible_blocks, attention_dims, keys_read
 from .program import CoreGroup, Instr, Phase, Segment, Stage
 from .tiling import cdiv, gm_read, gm_write, local_move, scalar_stage, split_even, vec_instr
 
@@ -39,29 +39,23 @@ BACKWARD_GEMMS = 5
 
 def lower_attention_grad(low, node) -> None:
     """One task for FlashAttentionScoreGrad (see the module note)."""
-    from .lowering import TaskSpec, cube_dtype, padded_bytes
+    from .lowering import TaskSpec, padded_bytes
 
     chip = low.chip
-    ins = [low.ensure(i, ND) for i in node.inputs if i]
+    dims = attention_dims(low, node, 5)
+    ins, mask, cdt, in_b = dims.ins, dims.mask, dims.cdt, dims.in_b
+    b, h, s, d, hkv, t, causal = dims.b, dims.h, dims.s, dims.d, dims.hkv, dims.t, dims.causal
+    m0, k0, n0, split, vec_share = dims.m0, dims.k0, dims.n0, dims.split, dims.vec_share
     q, k = low.value(ins[0]), low.value(ins[1])
-    mask = low.value(ins[5]) if len(ins) > 5 else None
-    b, h, s, d = (int(x) for x in q.shape)
-    hkv, t = int(k.shape[1]), int(k.shape[2])
-    causal = bool(node.attrs.get("causal", 0))
-    cdt = "bfloat16" if cube_dtype(chip, q.dtype, node.op_type, node.name) == "bfloat16" \
-        else "float16"
-    m0, k0, n0 = chip.cube_shape(cdt)
-    in_b = itemsize(q.dtype)
-    split = not chip.coupled
-    vec_share = max(1, chip.aiv_cores // chip.ai_cores) if split else 1
     sq, tk = _blocks(chip, s, 2 * d, in_b, m0, vec_share)
     per_head = _visible_blocks(s, t, sq, tk, causal, False)
+    keys, fill = keys_read(per_head, t, tk)
     tiles = b * h * len(per_head)
     blocks_per_tile = max(1, round(sum(per_head) / len(per_head)))
     units = min(blocks_per_tile, MAX_UNITS)
     per_unit = blocks_per_tile / units
     block = min(chip.ai_cores, tiles)
-    kv_reads = b * h * sum(per_head) * tk * d * in_b * 2
+    kv_reads = b * h * keys * d * in_b * 2
     miss_kv = max(low.miss(ins[1], kv_reads / 2), low.miss(ins[2], kv_reads / 2))
     miss_q = max(low.miss(i, padded_bytes(low.value(i), ND)) for i in (ins[0], ins[3], ins[4]))
     outs = [o for o in node.outputs if o]
@@ -72,7 +66,7 @@ def lower_attention_grad(low, node) -> None:
     # ---- per tile: Q, dO, O in; delta = rowsum(dO * O)
     head = tuple(gm_read(chip, "MTE2", "L1", q_blk, miss_q, kind=kind)
                  for kind in ("copy_q", "copy_dy", "copy_out"))
-    mte2 = tuple(gm_read(chip, "MTE2", "L1", round(kv_blk * per_unit), miss_kv)
+    mte2 = tuple(gm_read(chip, "MTE2", "L1", round(kv_blk * per_unit * fill), miss_kv)
                  for _ in range(2))
     if mask is not None:
         mte2 += (gm_read(chip, "MTE2", "L1", round(sq * tk * itemsize(mask.dtype) * per_unit),

@@ -57,7 +57,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..errors import SimulationError
 from .program import CoreGroup, Instr, Segment, Stage
@@ -195,9 +195,18 @@ def _grid(chip, spec: GemmSpec, m_t: int, n_t: int) -> tuple[int, int, int, int]
 def gemm_tiling(chip, spec: GemmSpec, op: str) -> GemmTiling:
     """The best-estimated tiling that fits L0A/L0B/L0C/L1 (and UB on coupled chips)."""
     try:
-        return _gemm_tiling(chip, spec)
+        return _gemm_tiling(chip, tiling_key(spec))
     except _NoFit as exc:
         raise SimulationError(f"op '{op}': {exc}") from None
+
+
+def tiling_key(spec: GemmSpec) -> GemmSpec:
+    """`spec` without the fields the tiling search never reads (the epilogue's instructions,
+    the output's write-through share, shared operand strips), so GEMMs that differ only there
+    share one search."""
+    if spec.epilogue or spec.out_through != 1.0 or spec.shared_a or spec.shared_b:
+        return replace(spec, epilogue=(), out_through=1.0, shared_a=False, shared_b=False)
+    return spec
 
 
 class _NoFit(Exception):
@@ -250,6 +259,7 @@ def _gemm_tiling(chip, spec: GemmSpec) -> GemmTiling:
                         or tile_acc > chip.l0c_bytes or not cub):
                     continue
                 nk = cdiv(spec.k, k_t)
+                variants = []
                 for r in _L1_STEPS:
                     if r > nk or nk % r:
                         continue
@@ -262,14 +272,15 @@ def _gemm_tiling(chip, spec: GemmSpec) -> GemmTiling:
                     for reuse in REUSE_MODES:
                         if l1_need[reuse] > chip.l1_bytes:
                             continue
-                        cands.append(_estimate(chip, spec, m_t, n_t, k_t, k_l1, reuse,
-                                               db_l0c, cub))
+                        variants.append((k_l1, reuse))
+                if variants:
+                    cands += _estimates(chip, spec, m_t, n_t, k_t, variants, db_l0c, cub)
     if cands:
         # CANN picks the base block with the least GM load (MatMulV3 CalcBase minLoadSize):
         # among the candidates within EST_TOLERANCE of the fastest, the least traffic wins
-        fastest = min(t.est for t in cands)
-        best = min((t for t in cands if t.est <= fastest * (1 + EST_TOLERANCE)),
-                   key=lambda t: (sum(operand_read_bytes(spec, t)), t.est))
+        fastest = min(t[6] for t in cands)
+        near = [GemmTiling(*t) for t in cands if t[6] <= fastest * (1 + EST_TOLERANCE)]
+        best = min(near, key=lambda t: (sum(operand_read_bytes(spec, t)), t.est))
     if best is None:
         (m_t, n_t, k_t), (a, b, c) = smallest
         bufs = [("L0A", a, chip.l0a_bytes), ("L0B", b, chip.l0b_bytes),
@@ -288,32 +299,33 @@ def _gm_l1_bw(chip, nd2nz: bool) -> float:
     return (pb.gm_l1_nd2nz or pb.gm_l1) if nd2nz else pb.gm_l1
 
 
-def _estimate(chip, spec: GemmSpec, m_t: int, n_t: int, k_t: int, k_l1: int, reuse: str,
-              db_l0c: int, cub: int) -> GemmTiling:
-    """A candidate's estimated time: the slowest pipe's period over the tiles of one core,
-    plus the pipeline's fill (the first L1 chunk) and drain (the last output)."""
+def _estimates(chip, spec: GemmSpec, m_t: int, n_t: int, k_t: int,
+               variants: list[tuple[int, str]], db_l0c: int, cub: int) -> list[tuple]:
+    """A candidate's estimated time for each (k_l1, reuse) of one base block, as GemmTiling
+    field tuples: the slowest pipe's period over the tiles of one core, plus the pipeline's
+    fill (the first L1 chunk) and drain (the last output). What the variants share is
+    computed once (the search runs ~1000 candidates per GEMM spec)."""
     m0, k0, n0 = chip.cube_shape(spec.in_dtype)
     c0 = chip.cube_mmad_overhead_cycles
     l2_bw = chip.l2_bandwidth_bytes_per_s / chip.clock_hz
     hbm_bw = chip.hbm_bandwidth_bytes_per_s / chip.clock_hz
     tm, tn, tiles, block = _grid(chip, spec, m_t, n_t)
     per_core = cdiv(tiles, block)
-    run_a = min(per_core, tn) if reuse == "A" else 1
-    run_b = min(per_core, tm) if reuse == "B" else 1
     nk = cdiv(spec.k, k_t)
     mmad = cdiv(m_t, m0) * (k_t // k0) * cdiv(n_t, n0) + c0
     t_m = nk * mmad
     pb = chip.path_bytes_per_cycle
     t_mte1 = nk * (m_t * k_t * spec.in_bytes / pb.l1_l0a + k_t * n_t * spec.in_bytes / pb.l1_l0b)
-    a_b = a_tile_bytes(spec, m_t) / run_a
-    b_b = spec.k * n_t * spec.in_bytes / run_b
+    a_tile = a_tile_bytes(spec, m_t)
+    b_tile = spec.k * n_t * spec.in_bytes
     miss = (spec.miss_a + spec.miss_b) / 2
-    t_mte2 = 0.0
-    for nbytes, nd, m_x in ((a_b, spec.nd2nz_a, spec.miss_a), (b_b, spec.nd2nz_b, spec.miss_b)):
+    dens = []
+    for nd, m_x in ((spec.nd2nz_a, spec.miss_a), (spec.nd2nz_b, spec.miss_b)):
         bw = _gm_l1_bw(chip, nd)
         core_bw = bw * (1 - m_x) + m_x * bw / chip.l2_miss_slowdown
-        t_mte2 += nbytes / min(core_bw, l2_bw / block, hbm_bw / (block * max(miss, 1e-9)))
-    t_mte2 += (nk * k_t // k_l1) * 2 * chip.path_latency_cycles.gm_l1
+        dens.append(min(core_bw, l2_bw / block, hbm_bw / (block * max(miss, 1e-9))))
+    den_a, den_b = dens
+    lat = 2 * chip.path_latency_cycles.gm_l1
     out = m_t * n_t
     if chip.coupled:
         t_out = out * spec.acc_bytes / pb.l0c_ub
@@ -321,12 +333,23 @@ def _estimate(chip, spec: GemmSpec, m_t: int, n_t: int, k_t: int, k_l1: int, reu
     else:
         t_out = out * spec.out_bytes / pb.l0c_gm
         t_st = 0.0
-    period = max(t_m, t_mte1, t_mte2, t_out, t_st)
-    if db_l0c == 1 and not unit_flag(chip):   # one tile in L0C: the cube waits for its drain
-        period = max(period, t_m + t_out)
-    est = per_core * period + (t_mte2 * k_l1 / (nk * k_t)) + t_out + t_st
-    return GemmTiling(m_t, n_t, k_t, k_l1, tiles, block, est, tm, tn, reuse, run_a, run_b,
-                      db_l0c, cub)
+    wait = db_l0c == 1 and not unit_flag(chip)
+    run_a_kept, run_b_kept = min(per_core, tn), min(per_core, tm)
+    rows = []
+    for k_l1, reuse in variants:
+        run_a = run_a_kept if reuse == "A" else 1
+        run_b = run_b_kept if reuse == "B" else 1
+        t_mte2 = 0.0
+        t_mte2 += (a_tile / run_a) / den_a
+        t_mte2 += (b_tile / run_b) / den_b
+        t_mte2 += (nk * k_t // k_l1) * lat
+        period = max(t_m, t_mte1, t_mte2, t_out, t_st)
+        if wait:
+            period = max(period, t_m + t_out)
+        est = per_core * period + (t_mte2 * k_l1 / (nk * k_t)) + t_out + t_st
+        rows.append((m_t, n_t, k_t, k_l1, tiles, block, est, tm, tn, reuse, run_a, run_b,
+                     db_l0c, cub))
+    return rows
 
 
 def gemm_work(chip, spec: GemmSpec, op: str) -> tuple[list[CoreGroup], list[str], GemmTiling]:

@@ -17,7 +17,11 @@ graph is then what is live at once, which this plan computes on the lowered `Pro
   states one for mix kernels, whose cube result waits in GM for the vector phase; other tasks
   have no figure and count 0, which `MemoryPlan.notes` says);
 - inputs_outputs: the graph's inputs and the tensors holding its outputs, live for the whole
-  run (the user allocates them before it starts).
+  run (the user allocates them before it starts);
+- in place: an op that writes into an input (`OpDef.in_place`: KvCacheAppend writes the new
+  tokens into the cache it is given) allocates no block for its output; a graph output
+  written in place into a graph input (decode's present keys into its past keys) is that
+  input's block, counted once.
 
 `peak_bytes` is the largest sum over tasks of the live activations and that task's workspace,
 plus weights and inputs/outputs. Not modelled: GE's block alignment and its size classes (a
@@ -34,6 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import CapacityError
+from ..ir.registry import get_op, has_op
 from .lowering import ND, padded_bytes
 from .program import Program
 
@@ -92,7 +97,11 @@ def _const_key(name: str, data) -> tuple:
 
 def memory_plan(graph, program: Program) -> MemoryPlan:
     """The memory plan of `graph` lowered to `program` (see the module note)."""
-    aliases = program.aliases
+    aliases = dict(program.aliases)
+    for t in program.tasks:        # an op writing into its input: its output is that block
+        k = get_op(t.op_type).in_place if has_op(t.op_type) else None
+        if k is not None and k < len(t.inputs) and t.outputs:
+            aliases[t.outputs[0].name] = t.inputs[k].name
 
     def root(name: str) -> str:
         while name in aliases:
@@ -133,6 +142,11 @@ def memory_plan(graph, program: Program) -> MemoryPlan:
     # activations: producer to last consumer, in launch order
     for k, t in enumerate(tasks):
         for v, fmt in zip(t.outputs, t.output_formats):
+            r = root(v.name)
+            if r != v.name:            # written in place: the block it writes lives on
+                if category.get(r) == "activations":
+                    end[r] = max(end[r], k)
+                continue
             cat = "inputs_outputs" if v.name in produced_io else "activations"
             size = padded_bytes(v, fmt)
             if cat == "inputs_outputs":

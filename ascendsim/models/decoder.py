@@ -176,14 +176,14 @@ class _Decoder:
         inv = cfg.rope_theta ** (-np.arange(0, d, 2, dtype=np.float64) / d)
         ang = np.arange(ctx, ctx + seq, dtype=np.float64)[:, None] * inv[None, :]
         ang = np.concatenate([ang, ang], axis=-1).reshape(1, 1, seq, d)
-        self.cos = self.g.const(np.cos(ang), "rope.cos", dtype=mb.dtype)
-        self.sin = self.g.const(np.sin(ang), "rope.sin", dtype=mb.dtype)
+        self.cos = self.g.const(np.cos(ang), "rope.cos", dtype=mb.dtype, buffer=True)
+        self.sin = self.g.const(np.sin(ang), "rope.sin", dtype=mb.dtype, buffer=True)
         self.mask = None
         if seq > 1:
             t = np.arange(self.total)[None, :]
             i = np.arange(seq)[:, None]
             m = np.where(t <= i + ctx, 0.0, MASKED).reshape(1, 1, seq, self.total)
-            self.mask = self.g.const(m, "attention.causal_mask", dtype=mb.dtype)
+            self.mask = self.g.const(m, "attention.causal_mask", dtype=mb.dtype, buffer=True)
 
     def linear(self, x: Value, name: str, n: int, bias: bool = False) -> Value:
         k = int(x.shape[-1])

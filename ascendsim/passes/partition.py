@@ -53,6 +53,7 @@ compile-time parameters, e.g. a reduce's axes, not data).
 
 from __future__ import annotations
 
+import gc
 from bisect import insort
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -191,6 +192,8 @@ class FusionGraph:
         self.readers = readers
         self.graph_outputs = set(graph.outputs)
         self.succ: list[list[int]] = [self._succ_of(n) for n in self.nodes]
+        #: whether a node may have an empty output name (then `resort` asks Graph.toposort)
+        self._empty_outputs = any(not o for n in self.nodes for o in n.outputs)
         #: constants nothing reads (removed by the next commit, as a full sweep would)
         self.dead_consts: list[str] = [c for c in graph.constants
                                        if c not in readers and c not in self.graph_outputs]
@@ -205,24 +208,41 @@ class FusionGraph:
         """Re-order the graph exactly as `Graph.toposort` does (Kahn's algorithm, ready nodes
         first-in first-out, a node's readers in current order), from the index instead of
         re-reading every value name, then re-index."""
-        live = [i for i, n in enumerate(self.nodes) if n is not None]
-        if any(not o for i in live for o in self.nodes[i].outputs):
+        # the re-index allocates ~10^4 lists that all live on: no cyclic GC passes meanwhile
+        # (nothing here forms cycles; a pass over the large heap costs as much as the sort)
+        gc_was = gc.isenabled()
+        gc.disable()
+        try:
+            self._resort()
+        finally:
+            if gc_was:
+                gc.enable()
+
+    def _resort(self) -> None:
+        nodes = self.nodes
+        live = [i for i, n in enumerate(nodes) if n is not None]
+        if self._empty_outputs and any(not o for i in live for o in nodes[i].outputs):
             # an empty output name is a value to Graph.toposort: let it decide
-            self.graph.nodes = [self.nodes[i] for i in live]
+            self.graph.nodes = [nodes[i] for i in live]
             self.graph.toposort()
         else:
-            producer = self.producer
-            pending = {i: len({producer[v] for v in self.nodes[i].inputs if v in producer})
-                       for i in live}
+            # a node's pending count is its number of distinct producers: how many successor
+            # lists (duplicate-free) name it
+            succ = self.succ
+            pending = [0] * len(nodes)
+            for i in live:
+                for u in succ[i]:
+                    pending[u] += 1
             ready = deque(i for i in live if pending[i] == 0)
             out: list[int] = []
+            append, popleft, push = out.append, ready.popleft, ready.append
             while ready:
-                cur = ready.popleft()
-                out.append(cur)
-                for u in self.succ[cur]:
+                cur = popleft()
+                append(cur)
+                for u in succ[cur]:
                     pending[u] -= 1
                     if pending[u] == 0:
-                        ready.append(u)
+                        push(u)
             self.graph.nodes = [self.nodes[i] for i in live]
             if len(out) != len(live):
                 self.graph.toposort()       # raises the GraphError naming the cycle
@@ -238,13 +258,19 @@ class FusionGraph:
         indices of the live nodes in their new order; producer, readers and successor lists
         are the current ones mapped to new positions (what `_build` would compute anew:
         readers stay sorted and duplicate-free, commits keep them exact)."""
-        new = {old: k for k, old in enumerate(order)}
         nodes = self.nodes
+        new = [0] * len(nodes)
+        for k, old in enumerate(order):
+            new[old] = k
         self.nodes = [nodes[i] for i in order]
-        self.index = {n.name: k for k, n in enumerate(self.nodes)}
-        self.producer = {v: new[i] for v, i in self.producer.items()}
-        self.readers = {v: sorted([new[r] for r in rs]) for v, rs in self.readers.items()}
-        self.succ = [sorted([new[r] for r in self.succ[old]]) for old in order]
+        self.index = dict(zip([n.name for n in self.nodes], range(len(order))))
+        at = new.__getitem__
+        self.producer = dict(zip(self.producer, map(at, self.producer.values())))
+        self.readers = {v: [new[rs[0]]] if len(rs) == 1 else sorted(map(at, rs))
+                        for v, rs in self.readers.items()}
+        succ = self.succ
+        self.succ = [[new[s[0]]] if len(s) == 1 else sorted(map(at, s)) if s else []
+                     for s in (succ[old] for old in order)]
         self.dead_consts = [c for c in self.graph.constants
                             if c not in self.readers and c not in self.graph_outputs]
 
@@ -273,6 +299,7 @@ class FusionGraph:
                     touched.add(v)
         self.nodes[pos] = fused
         self.index[fused.name] = pos
+        self._empty_outputs = self._empty_outputs or any(not o for o in fused.outputs)
         for o in fused.outputs:
             if o:
                 self.producer[o] = pos

@@ -13,6 +13,7 @@ is a table keyed by the bound, not a special case per op.
 from __future__ import annotations
 
 from ..hw.names import AICORE_TASK_TYPES
+from ..sim.engine import KERNEL_START_KIND
 from ..sim.trace import TaskRecord, Trace
 from .summary import (
     PIPE_BOUND,
@@ -38,6 +39,10 @@ ADVICE = {
               "element); align shapes or move control flow to the host",
     "launch": "the op runs shorter than its launch: fuse it with its neighbours (one launch "
               "for several ops) or give it more work per launch (a larger batch)",
+    "kernel start": "the fixed start of every block (instruction fetch, kernel arguments and "
+                    "tiling data read by the scalar unit: the chip's kernel_start_us) is most of "
+                    "the op: fuse it with its neighbours (one start for several ops) or give it "
+                    "more work per launch",
     "aicpu": "it runs on the AI CPU, far slower than an AI Core: rewrite it with AI Core ops "
              "(e.g. Pow(x, 2) -> Mul(x, x)) or avoid the op",
 }
@@ -89,6 +94,11 @@ def explain(trace: Trace, op_name: str) -> str:
     bound = task_bound(task)
     pipe = limiting_pipe(task)
     run_bound = PIPE_BOUND.get(pipe, bound)
+    ivs = trace.intervals_of(task.task_id)
+    # the block's fixed start is scalar time: name it when it is what the scalar pipe did
+    starts = [iv for iv in ivs if iv.kind == KERNEL_START_KIND]
+    start_cycles = max((iv.end - iv.start for iv in starts), default=0)
+    kernel_start = pipe == "S" and start_cycles >= 0.5 * task.pipe_cycles.get("S", 0) > 0
     lw = launch_cycles(task)
     busy = {p: task.pipe_cycles.get(p, 0) / dur for p, _ in PIPE_RATIO_COLUMNS
             if dur > 0 and task.pipe_cycles.get(p, 0) > 0}
@@ -99,14 +109,13 @@ def explain(trace: Trace, op_name: str) -> str:
         others = ", ".join(f"{p} {_pct(r)}" for p, r in sorted(busy.items(), key=lambda kv: -kv[1])
                            if p != pipe)
         lead = (f"while running: {run_bound} bound" if bound == "launch"
-                else f"bound: {bound}")
+                else f"bound: {bound}") + (" (the blocks' kernel start)" if kernel_start else "")
         lines.append(f"{lead} - the limiting pipe is {PIPE_WORDS.get(pipe, pipe)}, busy "
                      f"{_pct(busy.get(pipe, 0.0))} of the task"
                      + (f" (others: {others})" if others else ""))
     elif bound != "launch":
         lines.append(f"bound: {bound}")
 
-    ivs = trace.intervals_of(task.task_id)
     stall = sum(iv.stall for iv in ivs)
     if us(stall) >= 0.005:
         by_pipe: dict[str, int] = {}
@@ -126,17 +135,22 @@ def explain(trace: Trace, op_name: str) -> str:
                          f"other pipes: loads, compute and stores do not fully overlap")
     if lw > 0 and bound != "launch" and lw >= 0.1 * max(dur, 1):
         lines.append(f"its stream waited {us(lw):.2f} us for the launch before it started")
+    if start_cycles and dur > 0 and start_cycles >= 0.2 * dur:
+        lines.append(f"kernel start: {us(start_cycles):.2f} us per block before its first "
+                     f"instruction ({_pct(start_cycles / dur)} of the task)")
     gm = gm_bytes(task)
     if task.flops and gm:
         lines.append(f"{task.flops / gm:.1f} flops per GM byte ({_bytes(gm)} moved to/from "
                      f"L2/HBM)")
     lines.extend(f"note: {n}" for n in task.notes)
-    advice = ADVICE.get(bound, "no advice for this bound")
+    advice = ADVICE.get("kernel start" if kernel_start and bound == "scalar" else bound,
+                        "no advice for this bound")
     sink = getattr(trace.chip, "sink_launch_us", 0.0)
     if bound == "launch" and us(lw) > 1.05 * sink:
         advice += ("; sinking the graph on the device (graph sink) pays the device-side "
                    f"launch ({sink:g} us) instead of the host's")
     lines.append(f"would help: {advice}")
     if bound == "launch" and run_bound in ADVICE and run_bound != "launch":
-        lines.append(f"once launched ({run_bound} bound): {ADVICE[run_bound]}")
+        key = "kernel start" if kernel_start else run_bound
+        lines.append(f"once launched ({run_bound} bound): {ADVICE[key]}")
     return "\n".join(lines)

@@ -716,35 +716,49 @@ class Engine:
         rows = self.rows
         run: _Run | None = None     # the open interval
         run_busy = 0
-        for ins, waits, sets, allocs, frees, tile in queue:
-            if tile != last_tile:
-                if last_tile >= 0:
-                    tile_ends.append(env.now)
-                last_tile = tile
-            for key in waits:
-                c = flags.get(key, 0)
-                if c > 0:
-                    flags[key] = c - 1
-                else:
-                    ev = env.event()
-                    waiters[key] = ev
-                    yield ev
-            for buf, nb in allocs:
-                core.alloc(buf, nb)
-            start = env.now
+        spans = _timeout_spans(queue)
+        clock = 0                   # the end of the last instruction inside a merged timeout
+        for k, (ins, waits, sets, allocs, frees, tile) in enumerate(queue):
+            span = spans[k]
             hbm, own = ins.hbm, ins.busy()
-            if ins.shared and ins.nbytes:
-                # the L2 decides hits now; latency folded into the flow: uncontended it takes
-                # cycles + bytes/bw, under contention the other flows use the bandwidth while
-                # this one waits
-                hbm, bw = self._gm_access(task.task_id, ins.tensors, ins.nbytes, ins.hbm,
-                                          ins.dst == GM, ins.bw, weight)
-                own = ins.cycles + ins.nbytes / bw
-                yield self.fabric.transfer(ins.nbytes, ins.nbytes / own, hbm, weight,
-                                           write=ins.dst == GM)
+            if span < 0:
+                # inside a run of plain timeouts already waited for as one: no flag, buffer
+                # or tile change between them, so each one's times follow by arithmetic
+                start = clock
+                clock = end = start + ins.cycles
             else:
-                yield env.timeout(ins.cycles)
-            end = env.now
+                if tile != last_tile:
+                    if last_tile >= 0:
+                        tile_ends.append(env.now)
+                    last_tile = tile
+                for key in waits:
+                    c = flags.get(key, 0)
+                    if c > 0:
+                        flags[key] = c - 1
+                    else:
+                        ev = env.event()
+                        waiters[key] = ev
+                        yield ev
+                for buf, nb in allocs:
+                    core.alloc(buf, nb)
+                start = env.now
+                if ins.shared and ins.nbytes:
+                    # the L2 decides hits now; latency folded into the flow: uncontended it
+                    # takes cycles + bytes/bw, under contention the other flows use the
+                    # bandwidth while this one waits
+                    hbm, bw = self._gm_access(task.task_id, ins.tensors, ins.nbytes, ins.hbm,
+                                              ins.dst == GM, ins.bw, weight)
+                    own = ins.cycles + ins.nbytes / bw
+                    yield self.fabric.transfer(ins.nbytes, ins.nbytes / own, hbm, weight,
+                                               write=ins.dst == GM)
+                    end = env.now
+                elif span:
+                    yield env.timeout(span)
+                    end = start + ins.cycles
+                else:
+                    yield env.timeout(ins.cycles)
+                    end = env.now
+                clock = end
             if end > start:
                 stall = max(0, int(end - start - math.ceil(own)))
                 src, dst = _lvl(ins.src, hbm), _lvl(ins.dst, hbm)
@@ -1091,6 +1105,43 @@ _GM_KEYS = (("L2", "read"), ("DDR", "read"), ("L2", "write"), ("DDR", "write"))
 def _add(acc: dict, key: tuple[str, str], nbytes: float) -> None:
     if nbytes:
         acc[key] = acc.get(key, 0.0) + nbytes
+
+
+#: expanded queue (by identity; kept alive beside its spans) -> `_timeout_spans`
+_SPANS: dict[int, tuple[list, list[int]]] = {}
+
+
+def _timeout_spans(queue: list) -> list[int]:
+    """Per entry of an expanded pipe queue (`expand_flags`: cached, read-only): the cycles of
+    one timeout covering a run of plain-timeout instructions that starts here (0: no run),
+    or -1 inside such a run. A run never waits, allocates, frees, sets a flag or changes tile
+    between its instructions, so one timeout ends it at the very cycle the instruction-by-
+    instruction timeouts would, and every instruction's start and end follow from the run's
+    start (integer cycles: the sums are exact)."""
+    hit = _SPANS.get(id(queue))
+    if hit is not None and hit[0] is queue:
+        return hit[1]
+    n = len(queue)
+    # a plain timeout (not a flow over the shared fabric) of integer cycles
+    plain = [type(e[0].cycles) is int and not (e[0].nbytes and e[0].shared) for e in queue]
+    # whether entry j and entry j + 1 can be waited for as one timeout
+    joins = [plain[j] and plain[j + 1] and not a[2] and not a[4] and not b[1] and not b[3]
+             and a[5] == b[5] for j, (a, b) in enumerate(zip(queue, queue[1:]))]
+    spans = [0] * n
+    k = 0
+    while k < n:
+        j = k
+        while j < n - 1 and joins[j]:
+            j += 1
+        if j > k:
+            spans[k] = sum(queue[i][0].cycles for i in range(k, j + 1))
+            for i in range(k + 1, j + 1):
+                spans[i] = -1
+        k = j + 1
+    if len(_SPANS) >= 1024:          # as many as expand_flags keeps
+        _SPANS.clear()
+    _SPANS[id(queue)] = (queue, spans)
+    return spans
 
 
 def _lvl(level: str, hbm: float) -> str:

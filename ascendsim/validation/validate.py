@@ -63,6 +63,7 @@ from __future__ import annotations
 import csv
 import math
 import statistics
+import textwrap
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
@@ -327,9 +328,10 @@ class ValidationReport:
             ax.set_xlim(lo, hi)
             ax.set_ylim(lo, hi)
         chips = self.chip or ", ".join(sorted({r.sim_chip for r in pts})) or "-"
+        chips = textwrap.fill(f"ascendsim vs measured on {chips}", 80)   # a title the figure fits
         ax.set_xlabel("measured (row unit)")
         ax.set_ylabel("simulated, as measured x ratio (above the line: model slow)")
-        ax.set_title(f"ascendsim vs measured on {chips}\nmedian |error| (validation rows) "
+        ax.set_title(f"{chips}\nmedian |error| (validation rows) "
                      f"{_pct(self.median_abs_error)}, bias {_num(self.bias)}; hollow = "
                      f"calibration rows", fontsize=10)
         ax.legend(fontsize=7, loc="upper left", ncol=2)

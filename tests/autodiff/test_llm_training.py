@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import ascendsim as asim
-from ascendsim.autodiff import initial_state
+from ascendsim.autodiff import initial_state, parameters
 from ascendsim.ir.tensor import materialize
 
 CHIP = "ascend910b"
@@ -83,11 +83,8 @@ def test_fused_and_unfused_decoders_have_the_same_gradients(moe):
         np.testing.assert_allclose(grad, want, rtol=0, atol=1e-9 * np.abs(want).max(),
                                    err_msg=f"{name} (unfused {twin})")
         matched += 1
-    # every fused parameter has its unfused twin; the unfused graph also trains its causal
-    # mask (a float constant feeding an Add), which FlashAttentionScore reads as causal=1
-    assert matched == len(fused)
-    assert set(plain) - {by_data[(v.shape, v.tobytes())] for v, _ in fused.values()} == \
-        {"attention.causal_mask"}
+    # the same parameters on both sides: the rotary tables and the causal mask are buffers
+    assert matched == len(fused) == len(plain)
 
 
 @pytest.mark.parametrize("moe", [False, True], ids=["dense", "moe"])
@@ -166,3 +163,16 @@ def test_rms_norm_training_form_returns_rstd():
     # RmsNormGrad reads the forward's rstd: no second RmsNorm recomputes it
     assert len(norms) == sum(n.op_type == "RmsNormGrad" for n in step.nodes)
     assert materialize(initial_state(step)[norms[0].inputs[1]]).dtype == np.float32
+
+
+def test_decoder_tables_are_buffers_not_parameters():
+    """The rotary cos/sin tables and the causal mask are fixed tables: a training step never
+    trains them, with or without fusion (the fused graph reads them through RotaryMul)."""
+    dec = _decoder(moe=False, fused=False, dtype="float32")
+    tables = {"rope.cos", "rope.sin", "attention.causal_mask"}
+    assert tables <= dec.buffers
+    assert not tables & set(parameters(dec))
+    fused = _decoder(moe=False, fused=True, dtype="float32")
+    assert {"rope.cos", "rope.sin"} <= fused.buffers
+    assert not tables & set(parameters(fused))
+    assert parameters(dec)        # the weights still are

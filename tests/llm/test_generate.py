@@ -7,6 +7,7 @@ import pytest
 
 import ascendsim as asim
 from ascendsim.llm import activation_peak, decode_contexts, generate
+from ascendsim.lower.lowering import padded_bytes
 from ascendsim.models.decoder import decoder
 
 
@@ -70,3 +71,18 @@ def test_bad_arguments():
         generate("tiny-gqa-1m", new_tokens=0)
     with pytest.raises(asim.ConfigError, match="overrides"):
         generate(lambda **kw: decoder(**kw), layers=1)
+
+
+def test_decode_cache_append_is_in_place_in_the_memory_plan():
+    """KvCacheAppend writes into the cache it is given: the present keys/values of a decode
+    step are the past cache's blocks, counted once (a 7B decode at batch 16 x 4096 then fits
+    the 910B2's 64 GiB: 12.55 GiB of weights + 32 GiB of cache)."""
+    g = decoder("tiny-gqa-1m", batch=2, phase="decode", context_len=40)
+    res = asim.simulate(g, "ascend910b")
+    assert sum("present" in o for o in g.outputs) == 4
+    io = [*g.inputs, *(o for o in g.outputs if "present" not in o)]   # ids, caches, logits
+    assert res.memory.by_category["inputs_outputs"] == sum(
+        padded_bytes(g.values[v], "ND") for v in io)
+    big = decoder("llama2-7b", batch=16, phase="decode", context_len=4096)
+    plan = asim.simulate(big, "ascend910b").memory
+    assert 44 * 2**30 < plan.peak_bytes < 46 * 2**30

@@ -42,6 +42,17 @@ def test_decode_fused_attention_is_hbm_bound_on_the_cache():
     assert res.time_us * 1e-6 <= 1.5 * cache / hbm
 
 
+def test_decode_attention_reads_only_the_keys_that_exist():
+    """A cache of T = 4097 keys (4096 cached + the new token) is not a whole number of key
+    blocks: the last block's DMA reads only its rows, so the fused attention's cache reads
+    are T keys, not the padded blocks (within the L2-miss rounding)."""
+    g = attention_graph(16, 32, 32, 1, 4097, 128, "float16", None)
+    (att,) = asim.simulate(g, "ascend910b").trace.tasks
+    cache = 2 * 16 * 32 * 4097 * 128 * 2
+    reads = att.traffic.get(("DDR", "read"), 0) + att.traffic.get(("L2", "read"), 0)
+    assert cache <= reads <= 1.01 * cache + 2 * 16 * 32 * 128 * 2 * 2
+
+
 def test_kv_cache_append_moves_only_new_tokens():
     g = decoder("tiny-gqa-1m", batch=2, phase="decode", context_len=1000)
     res = asim.simulate(g, "ascend910b")

@@ -8,6 +8,7 @@ import pytest
 import ascendsim as asim
 from ascendsim.api import simulate
 from ascendsim.hw import get_chip
+from ascendsim.lower import cube_tiling as ct
 from ascendsim.lower import lower
 from ascendsim.lower.cube_tiling import GemmSpec, gemm_tiling
 
@@ -145,3 +146,91 @@ def test_one_tile_l0c_waits_for_its_drain_only_without_the_unit_flag():
         t1 = type(t)(**{**t.__dict__, "m_t": 128, "n_t": 256, "db_l0c": 1, "cub_n": 128})
         m_stage = next(s for s in _gemm_stages(chip, spec, t1) if s.pipe == "M")
         assert any(i.kind == "wait_l0c" for i in m_stage.head) is waits, name
+
+
+def _estimate_one(chip, spec: GemmSpec, m_t: int, n_t: int, k_t: int, k_l1: int, reuse: str,
+              db_l0c: int, cub: int) -> ct.GemmTiling:
+    """One candidate's estimate as first written (the reference `_estimates` must equal,
+    float for float): the slowest pipe's period over the tiles of one core, plus the
+    pipeline's fill (the first L1 chunk) and drain (the last output)."""
+    m0, k0, n0 = chip.cube_shape(spec.in_dtype)
+    c0 = chip.cube_mmad_overhead_cycles
+    l2_bw = chip.l2_bandwidth_bytes_per_s / chip.clock_hz
+    hbm_bw = chip.hbm_bandwidth_bytes_per_s / chip.clock_hz
+    tm, tn, tiles, block = ct._grid(chip, spec, m_t, n_t)
+    per_core = ct.cdiv(tiles, block)
+    run_a = min(per_core, tn) if reuse == "A" else 1
+    run_b = min(per_core, tm) if reuse == "B" else 1
+    nk = ct.cdiv(spec.k, k_t)
+    mmad = ct.cdiv(m_t, m0) * (k_t // k0) * ct.cdiv(n_t, n0) + c0
+    t_m = nk * mmad
+    pb = chip.path_bytes_per_cycle
+    t_mte1 = nk * (m_t * k_t * spec.in_bytes / pb.l1_l0a + k_t * n_t * spec.in_bytes / pb.l1_l0b)
+    a_b = ct.a_tile_bytes(spec, m_t) / run_a
+    b_b = spec.k * n_t * spec.in_bytes / run_b
+    miss = (spec.miss_a + spec.miss_b) / 2
+    t_mte2 = 0.0
+    for nbytes, nd, m_x in ((a_b, spec.nd2nz_a, spec.miss_a), (b_b, spec.nd2nz_b, spec.miss_b)):
+        bw = ct._gm_l1_bw(chip, nd)
+        core_bw = bw * (1 - m_x) + m_x * bw / chip.l2_miss_slowdown
+        t_mte2 += nbytes / min(core_bw, l2_bw / block, hbm_bw / (block * max(miss, 1e-9)))
+    t_mte2 += (nk * k_t // k_l1) * 2 * chip.path_latency_cycles.gm_l1
+    out = m_t * n_t
+    if chip.coupled:
+        t_out = out * spec.acc_bytes / pb.l0c_ub
+        t_st = out * spec.out_bytes / pb.ub_gm
+    else:
+        t_out = out * spec.out_bytes / pb.l0c_gm
+        t_st = 0.0
+    period = max(t_m, t_mte1, t_mte2, t_out, t_st)
+    if db_l0c == 1 and not ct.unit_flag(chip):   # one tile in L0C: the cube waits for its drain
+        period = max(period, t_m + t_out)
+    est = per_core * period + (t_mte2 * k_l1 / (nk * k_t)) + t_out + t_st
+    return ct.GemmTiling(m_t, n_t, k_t, k_l1, tiles, block, est, tm, tn, reuse, run_a, run_b,
+                      db_l0c, cub)
+
+
+def _slow_search(chip, spec):
+    """The tiling search as first written: `_estimate_one` per candidate, GemmTiling objects."""
+    cands = []
+    for m_t in ct._MN_EDGES:
+        for n_t in ct._MN_EDGES:
+            for ks in ct._K_STEPS:
+                k_t = ks * chip.cube_shape(spec.in_dtype)[1]
+                nk = -(-spec.k // k_t)
+                for r in ct._L1_STEPS:
+                    if r > nk or nk % r:
+                        continue
+                    for reuse in ct.REUSE_MODES:
+                        for db_l0c in (1, 2):
+                            cands.append(((m_t, n_t, k_t, k_t * r, reuse, db_l0c, n_t),
+                                          _estimate_one(chip, spec, m_t, n_t, k_t, k_t * r,
+                                                       reuse, db_l0c, n_t)))
+    return cands
+
+
+@pytest.mark.parametrize("name", ["ascend910", "ascend910b", "ascend310"])
+def test_batched_estimates_equal_the_one_candidate_estimate(name):
+    """`_estimates` (what the search runs) gives the very floats `_estimate_one` gives, for every
+    candidate: GEMMs and convs, L2 misses, ND operands, a bias."""
+    chip = get_chip(name)
+    specs = [GemmSpec(1, 2048, 1024, 4096, "float16", 2, 2, 4),
+             GemmSpec(8, 196, 1152, 130, "float16", 2, 2, 4, miss_a=0.3, miss_b=0.0,
+                      bias=True, nd2nz_a=True),
+             GemmSpec(32, 3136, 576, 64, "float16", 2, 2, 4, miss_a=1.0, miss_b=0.55,
+                      conv_rows=(56, 58, 1, 3, 3), nd2nz_b=True)]
+    for spec in specs:
+        for (m_t, n_t, k_t, k_l1, reuse, db_l0c, cub), want in _slow_search(chip, spec):
+            (row,) = ct._estimates(chip, spec, m_t, n_t, k_t, [(k_l1, reuse)], db_l0c, cub)
+            assert ct.GemmTiling(*row) == want
+
+
+def test_tiling_ignores_what_the_search_never_reads():
+    """GEMMs that differ only in their epilogue, write-through share or shared strips share a
+    search: the same tiling as each spec searched on its own."""
+    chip = get_chip("ascend910")
+    plain = GemmSpec(1, 1024, 1024, 1024, "float16", 2, 2, 4, miss_a=0.5)
+    other = GemmSpec(1, 1024, 1024, 1024, "float16", 2, 2, 4, miss_a=0.5, out_through=0.25,
+                     shared_a=True)
+    assert ct.tiling_key(other) == plain
+    assert gemm_tiling(chip, other, "mm") == ct._gemm_tiling.__wrapped__(chip, other)

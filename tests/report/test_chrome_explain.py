@@ -129,3 +129,17 @@ def test_comparison_outputs_differ(small_trace: Trace) -> None:
     shapes_only = Comparison(_result(small_trace), _result(small_trace)).table()
     assert shapes_only.row("outputs equal")[1] == "not checked"
     assert "pass inputs=" in shapes_only.row("outputs equal")[3]
+
+
+def test_explain_names_the_kernel_start_of_a_tiny_op():
+    """A 16-element Relu is mostly its block's fixed start (kernel_start_us on pipe S): explain
+    says so and advises more work per launch, not shape alignment."""
+    g = asim.Graph("tiny")
+    x = g.input("x", shape=(16,), dtype="float16")
+    g.output(g.relu(x))
+    res = asim.simulate(g, "ascend910b")
+    text = res.explain(res.trace.tasks[0].op_name)
+    chip = res.trace.chip
+    assert "scalar bound (the blocks' kernel start)" in text
+    assert f"kernel start: {chip.kernel_start_us:.2f} us per block" in text
+    assert "kernel_start_us" in text and "align shapes" not in text

@@ -297,7 +297,7 @@ register(OpDef("KvCacheAppend", _append_infer,
                                                        int(attrs["position"]),
                                                        int(attrs["axis"]) % np.ndim(args[0]))],
                _O, inputs=("cache", "update"), attrs={"position": 0, "axis": 2},
-               flops=lambda i, o, a: 0, vec_class=VecClass.MOVE, vec_instrs=1,
+               flops=lambda i, o, a: 0, vec_class=VecClass.MOVE, vec_instrs=1, in_place=0,
                doc="write new keys/values into the cache at `position` (in place on device)"))
 register(OpDef("FlashAttentionScore", _attention_infer("head_num", None),
                _attention_kernel("scale_value", "causal"), _O, unit=Unit.CUBE,
