@@ -647,18 +647,14 @@ class Engine:
             self.started.setdefault(task.task_id, env.now)
             procs = []
             base = 0
-            joint: dict = {"members": [], "result": None}   # the phase's coalesced groups
             for g in ph.groups:
                 cores = tuple(ids[base + i] for i in range(len(g.cores)))
                 base += len(g.cores)
-                procs.append(env.process(self._group(task, g, cores, joint)))
+                procs.append(env.process(self._group(task, g, cores)))
             yield env.all_of(procs)
             yield lease.release()
 
-    def _group(self, task, g: CoreGroup, cores: tuple[int, ...], joint: dict | None = None,
-               start: bool = True):
-        if joint is None:       # a group alone: its coalesced tiles meet the L2 by themselves
-            joint = {"members": [], "result": None}
+    def _group(self, task, g: CoreGroup, cores: tuple[int, ...], start: bool = True):
         if self.symmetric:
             sets = [cores]
         else:
@@ -670,7 +666,7 @@ class Engine:
             label = f"core {cs[0]}" if len(cs) == 1 else f"cores {cs[0]}-{cs[-1]}"
             core = _Core(self.caps_cube, label, task.op_name, self.peaks)
             if self.detail == "block" and g.tiles >= COALESCE_MIN:
-                procs.extend(self._block(task, g, core, cs, joint))
+                procs.extend(self._block(task, g, core, cs))
             else:
                 queues = expand_flags(g.segments)
                 merge = "tile" if self.detail == "block" else "contig"
@@ -699,8 +695,8 @@ class Engine:
     # -- tile detail -----------------------------------------------------------------------
     def _pipe(self, task, core: _Core, cores: tuple[int, ...], pipe: str, queue: list,
               note: bool = True, merge: str = "contig"):
-        """Execute one pipe's instruction queue in order; returns its busy cycles and the
-        end time of each tile.
+        """Execute one pipe's instruction queue in order; returns its busy cycles, the end
+        time of each tile and the cycles its shared flows were stretched by contention.
 
         Intervals: merge="contig" records back-to-back instructions of one kind as one
         interval (tile detail); "tile" one interval per tile and "all" one for the whole
@@ -716,6 +712,7 @@ class Engine:
         rows = self.rows
         run: _Run | None = None     # the open interval
         run_busy = 0
+        stalled = 0                 # cycles its shared flows took beyond their own time
         spans = _timeout_spans(queue)
         clock = 0                   # the end of the last instruction inside a merged timeout
         for k, (ins, waits, sets, allocs, frees, tile) in enumerate(queue):
@@ -761,6 +758,7 @@ class Engine:
                 clock = end
             if end > start:
                 stall = max(0, int(end - start - math.ceil(own)))
+                stalled += stall
                 src, dst = _lvl(ins.src, hbm), _lvl(ins.dst, hbm)
                 if run is not None and (
                         (merge == "contig" and run.end == start and run.kind == ins.kind
@@ -791,11 +789,10 @@ class Engine:
         tile_ends.append(env.now)
         if note:
             self._note_busy(task.task_id, cores[0], pipe, busy)
-        return busy, tile_ends
+        return busy, tile_ends, stalled
 
     # -- block detail ----------------------------------------------------------------------
-    def _block(self, task, g: CoreGroup, core: _Core, cores: tuple[int, ...],
-               joint: dict) -> list:
+    def _block(self, task, g: CoreGroup, core: _Core, cores: tuple[int, ...]) -> list:
         """Processes for one coalesced core group: PREFIX_TILES tiles in tile detail, then the
         remaining tiles as one interval per pipe at the measured pace (see the module note)."""
         env = self.env
@@ -803,63 +800,112 @@ class Engine:
         queues = expand_flags(prefix)
         stages0 = g.segments[0].stages
         tot = _stage_totals(rest, len(stages0))
-        joint["members"].append((tot, len(cores)))
         n_rest = sum(sg.count for sg in rest)
-        barrier = {"left": len(stages0), "busy": [], "event": env.event(), "joint": joint,
-                   "member": len(joint["members"]) - 1, "l2": None}
+        barrier = {"left": len(stages0), "busy": [], "event": env.event(),
+                   # the pipes with shared bytes run their slices in lock step
+                   "slice": [sum(1 for t in tot if t.shared_bytes), env.event()],
+                   "slice_n": sum(1 for t in tot if t.shared_bytes), "ends": [],
+                   "ahead": 0}
         return [env.process(self._coalesced_pipe(task, core, cores, st.pipe,
                                                  queues[st.pipe], n_rest, tot[j], barrier, j))
                 for j, st in enumerate(stages0)]
 
     def _coalesced_pipe(self, task, core, cores, pipe, queue, n_rest, tot, barrier, j):
         env = self.env
-        busy, tile_ends = yield from self._pipe(task, core, cores, pipe, queue, note=False,
-                                                merge="all")
+        busy, tile_ends, stalled = yield from self._pipe(task, core, cores, pipe, queue,
+                                                         note=False, merge="all")
         # this pipe's pace on the prefix: busy cycles per tile, and the spacing of its tile
-        # completions after the first (which includes the pipeline's own stalls)
-        pace = busy / PREFIX_TILES
+        # completions after the first (which includes the pipeline's own stalls); without
+        # the fabric's contention (`stalled`): the window's flows cross the fabric and meet
+        # their own contention there, which may differ from the prefix's (the L2 writes back
+        # a previous op's dirty lines while the prefix runs, its own later)
+        free = (busy - stalled) / PREFIX_TILES
+        spacing = 0.0
         if len(tile_ends) >= 2:
-            pace = max(pace, (tile_ends[-1] - tile_ends[0]) / (len(tile_ends) - 1))
-        barrier["busy"].append(pace)
+            spacing = (tile_ends[-1] - tile_ends[0]) / (len(tile_ends) - 1)
+        barrier["busy"].append((free, spacing, stalled / PREFIX_TILES))
+        if tot.shared_bytes:
+            barrier["ends"].append((tot.writes, tile_ends))
         barrier["left"] -= 1
         if barrier["left"] == 0:
-            # the L2 decides the remaining tiles' hits as their flows start (every pipe's)
-            joint = barrier["joint"]
-            if joint["result"] is None:
-                joint["result"] = self._coalesced_access(task.task_id, joint["members"])
-            barrier["l2"] = joint["result"][barrier["member"]]
-            # steady-state period: the slowest pace of any pipe
-            barrier["event"].succeed(max(barrier["busy"]))
+            # steady-state period: the slowest pace of any pipe, its own work or the spacing
+            # of its tiles less the most contention any pipe met per tile
+            paces = barrier["busy"]
+            worst = max(p[2] for p in paces)
+            period = max(max(p[0], p[1] - worst) for p in paces)
+            barrier["ahead"] = _read_ahead(barrier["ends"], period, n_rest)
+            barrier["event"].succeed(period)
         period = yield barrier["event"]
-        fixed, at_cap, sbytes = tot.fixed, tot.at_cap, tot.shared_bytes
-        hbm = tot.hbm_bytes / sbytes if sbytes else 0.0
-        if tot.parts:
-            hbm_b, at_cap = barrier["l2"][j]
-            hbm = hbm_b / sbytes
-        window = max(n_rest * period, fixed + at_cap, 1.0)
+        fixed, sbytes = tot.fixed, tot.shared_bytes
         start = env.now
-        stall = 0
-        if sbytes:
-            # every pipe's remaining tiles span the same window (the pipeline's pace); the
-            # bytes still cross the shared L2/HBM and stretch under more contention
-            yield self.fabric.transfer(sbytes, sbytes / window, hbm, len(cores),
-                                       write=tot.writes)
-            elapsed = env.now - start
-            # busy: the pipe's own contended work at its prefix rate (not the idle part of the
-            # window), plus any stretch beyond the window
-            own = max(fixed + at_cap, n_rest * busy / PREFIX_TILES)
-            work = min(elapsed, own + max(0.0, elapsed - window))
-            end = start + int(math.ceil(work))
-            stall = max(0, int(math.ceil(work - fixed - at_cap)))
-        else:
+        if not sbytes:
+            window = max(n_rest * period, fixed, 1.0)
             end = start + int(round(fixed))
+            if end > start:
+                self.rows.append(_Run(ENGINE_AICORE, cores, pipe, task.task_id, task.op_name,
+                                      start, end, tot.kind, tot.nbytes, _lvl(tot.src, 0.0),
+                                      _lvl(tot.dst, 0.0),
+                                      tot.count))
+            self._note_busy(task.task_id, cores[0], pipe, busy + end - start)
+            yield env.timeout(int(math.ceil(window)))
+            return
+        # the remaining tiles in `COALESCED_SLICES` slices, one after the other: each spans
+        # its share of the window (the pipeline's pace), the L2 decides its hits and
+        # write-backs when it starts (so they follow the cache as it fills and as the other
+        # groups' slices use it), and its bytes cross the shared L2/HBM as one flow that
+        # stretches under more contention
+        n_sl = COALESCED_SLICES
+        part, fixed_sl, pace_sl = sbytes / n_sl, fixed / n_sl, n_rest * period / n_sl
+        # the pipe's own work per slice at its prefix rate (not the idle part of a slice)
+        own_sl = n_rest * (busy - stalled) / PREFIX_TILES / n_sl
+        work = stall = hbm_all = 0.0
+        weight = len(cores)
+        # the reads run ahead of the writes by the prefix's pipeline depth (double
+        # buffering): a reading pipe's slice meets the L2 for the slices `ahead` further on
+        ahead = 0 if tot.writes else barrier["ahead"]
+        decided = 0
+        for k in range(n_sl):
+            t0 = env.now
+            if tot.writes:
+                # a pipeline writes a tile after reading it: the reads of a slice starting at
+                # this cycle meet the L2 first (a zero timeout runs after them)
+                yield env.timeout(0)
+            if tot.parts:
+                hbm_b = 0.0
+                while decided < min(n_sl, k + 1 + ahead):
+                    h, at_cap = self._slice_access(task.task_id, tot.parts, n_sl, weight)
+                    hbm_b += h
+                    decided += 1
+            else:
+                hbm_b, at_cap = tot.hbm_bytes / n_sl, tot.at_cap / n_sl
+            window = max(pace_sl, fixed_sl + at_cap, 1.0)
+            yield self.fabric.transfer(part, part / window, hbm_b / part, weight,
+                                       write=tot.writes)
+            elapsed = env.now - t0
+            # busy: its own work, plus any stretch beyond the slice's window
+            done = min(elapsed, max(fixed_sl + at_cap, own_sl) + max(0.0, elapsed - window))
+            work += done
+            stall += max(0.0, done - fixed_sl - at_cap)
+            hbm_all += hbm_b
+            if elapsed < window:       # (times are integers: only differences are floats)
+                yield env.timeout(int(math.ceil(window - elapsed)))
+            # the next slice starts when every pipe has finished this one (a tile's write
+            # follows its read, its read the previous tile's compute)
+            lock = barrier["slice"]
+            lock[0] -= 1
+            if lock[0] == 0:
+                ev = lock[1]
+                lock[0], lock[1] = barrier["slice_n"], env.event()
+                ev.succeed()
+            else:
+                yield lock[1]
+        end = start + int(math.ceil(work))
+        hbm = hbm_all / sbytes
         if end > start:
             self.rows.append(_Run(ENGINE_AICORE, cores, pipe, task.task_id, task.op_name, start,
                                   end, tot.kind, tot.nbytes, _lvl(tot.src, hbm),
-                                  _lvl(tot.dst, hbm), tot.count, stall))
+                                  _lvl(tot.dst, hbm), tot.count, int(math.ceil(stall))))
         self._note_busy(task.task_id, cores[0], pipe, busy + end - start)
-        if env.now - start < window:       # (times are integers: only differences are floats)
-            yield env.timeout(int(math.ceil(window - (env.now - start))))
 
     # -- L2 ------------------------------------------------------------------------------
     def _gm_access(self, tid: int, tensors: tuple, nbytes: float, cold: float, write: bool,
@@ -900,38 +946,18 @@ class Engine:
         base = bw / (1.0 - cold + cold / slow)
         return (miss + evicted) / total, base * (1.0 - frac + frac / slow)
 
-    def _coalesced_access(self, tid: int, members: list) -> list[list[tuple[float, float]]]:
-        """The L2 accesses of the remaining tiles of a phase's coalesced core groups (every
-        group's, every pipe's: `members` = (stage totals, cores)), decided when the first of
-        them starts its window, in `COALESCED_SLICES` interleaved rounds as their tiles
-        interleave them (what stays resident then mixes the tensors and the groups as in tile
-        detail). Returns per member, per stage (HBM bytes per core, cycles of its shared bytes
-        at the de-rated path bandwidth)."""
-        out = [[[0.0, 0.0] for _ in tots] for tots, _ in members]
-        reads: list = []
-        writes: list = []
-        for (tots, weight), accs in zip(members, out):
-            for acc, tot in zip(accs, tots):
-                for tensors, cold, write, bw, nbytes in tot.parts:
-                    (writes if write else reads).append(
-                        (acc, tensors, cold, write, bw, nbytes / COALESCED_SLICES, weight))
-        access = self._gm_access
-
-        def run(items: list) -> None:
-            for acc, tensors, cold, write, bw, part, weight in items:
-                frac, eff = access(tid, tensors, part, cold, write, bw, weight)
-                acc[0] += part * frac
-                acc[1] += part / eff
-
-        # the reads run ahead of the writes (an eighth of the window), as double-buffered
-        # tiles do
-        lead = max(1, COALESCED_SLICES // 8)
-        for rnd in range(COALESCED_SLICES + lead):
-            if rnd < COALESCED_SLICES:
-                run(reads)
-            if rnd >= lead:
-                run(writes)
-        return [[(a, b) for a, b in accs] for accs in out]
+    def _slice_access(self, tid: int, parts: tuple, n_sl: int,
+                      weight: int) -> tuple[float, float]:
+        """The L2 accesses of one slice of a coalesced pipe (`parts`: its stage totals' shared
+        bytes per core by tensors, see `_StageTotals`), decided now. Returns (HBM bytes per
+        core, cycles of its shared bytes at the de-rated path bandwidth)."""
+        hbm_b = at_cap = 0.0
+        for tensors, cold, write, bw, nbytes in parts:
+            part = nbytes / n_sl
+            frac, eff = self._gm_access(tid, tensors, part, cold, write, bw, weight)
+            hbm_b += part * frac
+            at_cap += part / eff
+        return hbm_b, at_cap
 
     def _l2_task_done(self, tid: int) -> None:
         """A task ended: its fills become ordinary residency; an intermediate whose last
@@ -1006,6 +1032,20 @@ def expand_rows(rows: list[_Run]) -> list[Interval]:
     finally:
         if gc_was:
             gc.enable()
+
+
+def _read_ahead(ends: list, period: float, n_rest: int) -> int:
+    """Slices of `COALESCED_SLICES` the reads of a coalesced group run ahead of its writes:
+    the mean lag of the writing pipes' tile completions behind the reading pipes' in the
+    prefix (`ends`: (writes, tile end times) per pipe with shared bytes), in tiles, scaled to
+    the remaining tiles."""
+    reads = [e for w, e in ends if not w]
+    writes = [e for w, e in ends if w]
+    if not reads or not writes or period <= 0 or n_rest <= 0:
+        return 0
+    lag = max(sum(b - a for a, b in zip(min(reads, key=lambda e: e[0]), w)) / len(w)
+              for w in writes) / period
+    return max(0, min(COALESCED_SLICES - 1, round(lag * COALESCED_SLICES / n_rest)))
 
 
 def split_segments(segments, k: int) -> tuple[tuple[Segment, ...], tuple[Segment, ...]]:
