@@ -279,6 +279,9 @@ class _Lowering:
         #: full-size values of an L2 chain's external inputs and outputs (batch chunks read
         #: and write slices of them: the L2 cache sizes them whole)
         self.chain_full: dict[str, Value] = {}
+        #: while a batch chunk of an L2 chain lowers: "#<chunk>", the suffix of the GM names
+        #: of the values it writes inside the chain (see `gm_tensor`)
+        self.chunk_tag = ""
         self.nstreams = streams
         self.stream_last: dict[int, int] = {}
         self.stream_count = [0] * streams
@@ -312,12 +315,20 @@ class _Lowering:
     def gm_tensor(self, name: str, fmt: str | None = None) -> tuple[str, int, int]:
         """(GM name, bytes, bytes this task covers) of a value as the L2 cache tracks it:
         views resolve to the value they alias; a batch chunk's slice of an L2 chain's input
-        or output counts whole, the slice being what the chunk covers."""
+        or output counts whole, the slice being what the chunk covers. A value a batch chunk
+        writes inside the chain (an intermediate, a converted slice of an input) is the
+        chunk's own (`<name>#<chunk>`): GE's memory assigner hands the next chunk the same
+        block, but the cache must see this chunk's copy die after its last reader in the
+        chunk, not after the last chunk's (the next chunks would write it back dirty)."""
         root = self.root(name)
         fmt = ND if (fmt or self.format_of(name)) == "const" else (fmt or self.format_of(name))
         span = padded_bytes(self.value(name), fmt)
         v = self.chain_full.get(root)
-        return root, (padded_bytes(v, fmt) if v is not None else span), span
+        if v is not None:
+            return root, padded_bytes(v, fmt), span
+        if self.chunk_tag and not self.is_const(name):
+            root += self.chunk_tag
+        return root, span, span
 
     def miss(self, name: str, reads: float, fits: bool = True, share: int = 1,
              fmt: str | None = None) -> GmFraction:
@@ -715,8 +726,12 @@ class _Lowering:
                 for key in [key for key in self.converted if key[0] in sub.inputs]:
                     del self.converted[key]
             start = len(self.tasks)
-            for n in sub.nodes:
-                self.node(n)
+            self.chunk_tag = f"#{c}" if k > 1 else ""
+            try:
+                for n in sub.nodes:
+                    self.node(n)
+            finally:
+                self.chunk_tag = ""
             if k > 1:
                 for t in self.tasks[start:]:
                     t.op_name = f"{t.op_name}#{c}"
