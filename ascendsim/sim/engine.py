@@ -33,8 +33,9 @@ of the same flow (its HBM fraction may exceed 1), counted in the task's ("DDR", 
 traffic. When every task is done, what is still dirty is flushed to HBM as one more flow:
 its bytes and cycles are in `Trace.l2` (`L2Stats`), not in the graph's time (the last
 kernel has finished; the data is already visible in L2). A task's recorded GM
-traffic is the simulated one. In block detail the coalesced flow of a pipe asks the cache
-once for all its remaining tiles, per tensor, when it starts.
+traffic is the simulated one. A write-back rides in the flow whose fill evicts it: a line is
+written back when a fill needs it, so write-backs are paced by the fills (the evicting core's
+path cap limits them no more than it limits the fills), and they take HBM bandwidth only.
 
 Symmetric cores. Cores of one `CoreGroup` run the same program from the same instant and get
 the same share of bandwidth, so one set of pipe processes stands for the whole group: its
@@ -47,10 +48,16 @@ back-to-back instructions of one kind on a pipe form one trace interval. detail=
 core group whose program has at least `COALESCE_MIN` tiles runs its first `PREFIX_TILES` tiles
 exactly as in tile detail (flags, buffers, flows), which measures the pipeline's contended
 pace: the largest, over its pipes, of busy cycles per tile and of the spacing of tile
-completions. The remaining identical tiles then run as ONE interval per pipe that spans
-(remaining tiles x pace): fixed cycles as such, and each pipe's GM bytes as one flow capped to
-spread over that window, through the same Fabric, so that contention with everything else in
-flight still stretches it. A group with fewer tiles runs in tile detail (its trace shows one
+completions, less the fabric contention the prefix met (the window's flows meet their own,
+which differs from the prefix's when the prefix evicts a previous op's dirty lines). The
+remaining identical tiles then run as ONE interval per pipe that spans (remaining tiles x
+pace): fixed cycles as such, and each pipe's GM bytes as `COALESCED_SLICES` flows in lock step
+(every pipe's slice k ends before any slice k + 1 starts), each capped to spread over its
+share of the window, through the same Fabric, so that contention with everything else in
+flight still stretches it. The L2 decides each slice's hits and write-backs when it starts
+(the cache's state changes during the window: a single flow would average the write-backs of
+a cache that fills up), the reads ahead of the writes by the prefix's pipeline depth.
+A group with fewer tiles runs in tile detail (its trace shows one
 interval per pipe per tile). The prefix of each pipe is shown as one interval of its busy
 cycles, starting at its first instruction.
 
@@ -109,7 +116,7 @@ PREFIX_TILES = 4
 #: the trace kind of the block start interval on the scalar pipe
 KERNEL_START_KIND = "kernel_start"
 _EPS = 1e-9
-#: a coalesced group's remaining tiles meet the L2 in this many interleaved rounds
+#: a coalesced group's remaining tiles run as this many lock-step slices, each meeting the L2
 COALESCED_SLICES = 16
 
 
