@@ -51,12 +51,13 @@ pace: the largest, over its pipes, of busy cycles per tile and of the spacing of
 completions, less the fabric contention the prefix met (the window's flows meet their own,
 which differs from the prefix's when the prefix evicts a previous op's dirty lines). The
 remaining identical tiles then run as ONE interval per pipe that spans (remaining tiles x
-pace): fixed cycles as such, and each pipe's GM bytes as `COALESCED_SLICES` flows in lock step
-(every pipe's slice k ends before any slice k + 1 starts), each capped to spread over its
-share of the window, through the same Fabric, so that contention with everything else in
+pace): fixed cycles as such, and each pipe's GM bytes as up to `COALESCED_SLICES` flows in
+lock step (every pipe's slice k ends before any slice k + 1 starts), each capped to spread over
+its share of the window, through the same Fabric, so that contention with everything else in
 flight still stretches it. The L2 decides each slice's hits and write-backs when it starts
 (the cache's state changes during the window: a single flow would average the write-backs of
-a cache that fills up), the reads ahead of the writes by the prefix's pipeline depth.
+a cache that fills up), the reads ahead of the writes by the prefix's pipeline depth; once
+the free L2 holds everything the group still moves, the rest is one slice.
 A group with fewer tiles runs in tile detail (its trace shows one
 interval per pipe per tile). The prefix of each pipe is shown as one interval of its busy
 cycles, starting at its first instruction.
@@ -117,7 +118,7 @@ PREFIX_TILES = 4
 KERNEL_START_KIND = "kernel_start"
 _EPS = 1e-9
 #: a coalesced group's remaining tiles run as this many lock-step slices, each meeting the L2
-COALESCED_SLICES = 16
+COALESCED_SLICES = 8
 
 
 # ----------------------------------------------------------------------------- fabric
@@ -808,11 +809,11 @@ class Engine:
         stages0 = g.segments[0].stages
         tot = _stage_totals(rest, len(stages0))
         n_rest = sum(sg.count for sg in rest)
-        barrier = {"left": len(stages0), "busy": [], "event": env.event(),
-                   # the pipes with shared bytes run their slices in lock step
-                   "slice": [sum(1 for t in tot if t.shared_bytes), env.event()],
-                   "slice_n": sum(1 for t in tot if t.shared_bytes), "ends": [],
-                   "ahead": 0}
+        # the pipes with shared bytes run their slices in lock step (`_decide_slice`)
+        members = [(j, t, len(cores)) for j, t in enumerate(tot) if t.shared_bytes]
+        barrier = {"left": len(stages0), "busy": [], "event": env.event(), "ends": [],
+                   "slices": {"members": members, "left": len(members), "event": env.event(),
+                              "flowed": 0, "read": 0, "ahead": 0, "dec": {}}}
         return [env.process(self._coalesced_pipe(task, core, cores, st.pipe,
                                                  queues[st.pipe], n_rest, tot[j], barrier, j))
                 for j, st in enumerate(stages0)]
@@ -840,7 +841,10 @@ class Engine:
             paces = barrier["busy"]
             worst = max(p[2] for p in paces)
             period = max(max(p[0], p[1] - worst) for p in paces)
-            barrier["ahead"] = _read_ahead(barrier["ends"], period, n_rest)
+            sl = barrier["slices"]
+            sl["ahead"] = _read_ahead(barrier["ends"], period, n_rest)
+            if sl["members"]:
+                self._decide_slice(task.task_id, sl)
             barrier["event"].succeed(period)
         period = yield barrier["event"]
         fixed, sbytes = tot.fixed, tot.shared_bytes
@@ -856,56 +860,46 @@ class Engine:
             self._note_busy(task.task_id, cores[0], pipe, busy + end - start)
             yield env.timeout(int(math.ceil(window)))
             return
-        # the remaining tiles in `COALESCED_SLICES` slices, one after the other: each spans
-        # its share of the window (the pipeline's pace), the L2 decides its hits and
-        # write-backs when it starts (so they follow the cache as it fills and as the other
-        # groups' slices use it), and its bytes cross the shared L2/HBM as one flow that
-        # stretches under more contention
+        # the remaining tiles in slices of `COALESCED_SLICES`, one after the other in lock
+        # step (`_decide_slice`): each spans its share of the window (the pipeline's pace)
+        # and its bytes cross the shared L2/HBM as one flow that stretches under more
+        # contention
         n_sl = COALESCED_SLICES
-        part, fixed_sl, pace_sl = sbytes / n_sl, fixed / n_sl, n_rest * period / n_sl
-        # the pipe's own work per slice at its prefix rate (not the idle part of a slice)
-        own_sl = n_rest * (busy - stalled) / PREFIX_TILES / n_sl
+        own = n_rest * (busy - stalled) / PREFIX_TILES   # its own work at its prefix rate
         work = stall = hbm_all = 0.0
-        weight = len(cores)
-        # the reads run ahead of the writes by the prefix's pipeline depth (double
-        # buffering): a reading pipe's slice meets the L2 for the slices `ahead` further on
-        ahead = 0 if tot.writes else barrier["ahead"]
-        decided = 0
-        for k in range(n_sl):
+        sl = barrier["slices"]
+        while True:
             t0 = env.now
-            if tot.writes:
-                # a pipeline writes a tile after reading it: the reads of a slice starting at
-                # this cycle meet the L2 first (a zero timeout runs after them)
-                yield env.timeout(0)
-            if tot.parts:
-                hbm_b = 0.0
-                while decided < min(n_sl, k + 1 + ahead):
-                    h, at_cap = self._slice_access(task.task_id, tot.parts, n_sl, weight)
-                    hbm_b += h
-                    decided += 1
-            else:
-                hbm_b, at_cap = tot.hbm_bytes / n_sl, tot.at_cap / n_sl
-            window = max(pace_sl, fixed_sl + at_cap, 1.0)
-            yield self.fabric.transfer(part, part / window, hbm_b / part, weight,
+            units, hbm_b, at_cap = sl["dec"][j]
+            share = units / n_sl
+            part = sbytes * share
+            window = max(n_rest * period * share, fixed * share + at_cap, 1.0)
+            yield self.fabric.transfer(part, part / window, hbm_b / part, len(cores),
                                        write=tot.writes)
             elapsed = env.now - t0
-            # busy: its own work, plus any stretch beyond the slice's window
-            done = min(elapsed, max(fixed_sl + at_cap, own_sl) + max(0.0, elapsed - window))
+            # busy: its own work (not the idle part of the slice), plus any stretch beyond
+            # the slice's window
+            fixed_at = fixed * share + at_cap
+            done = min(elapsed, max(fixed_at, own * share) + max(0.0, elapsed - window))
             work += done
-            stall += max(0.0, done - fixed_sl - at_cap)
+            stall += max(0.0, done - fixed_at)
             hbm_all += hbm_b
             if elapsed < window:       # (times are integers: only differences are floats)
                 yield env.timeout(int(math.ceil(window - elapsed)))
             # the next slice starts when every pipe has finished this one (a tile's write
             # follows its read, its read the previous tile's compute)
-            lock = barrier["slice"]
-            lock[0] -= 1
-            if lock[0] == 0:
-                ev = lock[1]
-                lock[0], lock[1] = barrier["slice_n"], env.event()
+            last = sl["flowed"] >= n_sl
+            sl["left"] -= 1
+            if sl["left"] == 0:
+                ev = sl["event"]
+                sl["left"], sl["event"] = len(sl["members"]), env.event()
+                if not last:
+                    self._decide_slice(task.task_id, sl)
                 ev.succeed()
             else:
-                yield lock[1]
+                yield sl["event"]
+            if last:
+                break
         end = start + int(math.ceil(work))
         hbm = hbm_all / sbytes
         if end > start:
@@ -953,18 +947,45 @@ class Engine:
         base = bw / (1.0 - cold + cold / slow)
         return (miss + evicted) / total, base * (1.0 - frac + frac / slow)
 
-    def _slice_access(self, tid: int, parts: tuple, n_sl: int,
-                      weight: int) -> tuple[float, float]:
-        """The L2 accesses of one slice of a coalesced pipe (`parts`: its stage totals' shared
-        bytes per core by tensors, see `_StageTotals`), decided now. Returns (HBM bytes per
-        core, cycles of its shared bytes at the de-rated path bandwidth)."""
-        hbm_b = at_cap = 0.0
-        for tensors, cold, write, bw, nbytes in parts:
-            part = nbytes / n_sl
-            frac, eff = self._gm_access(tid, tensors, part, cold, write, bw, weight)
-            hbm_b += part * frac
-            at_cap += part / eff
-        return hbm_b, at_cap
+    def _decide_slice(self, tid: int, sl: dict) -> None:
+        """The L2 accesses of the next slice of a coalesced group's pipes (`sl["members"]`:
+        index, stage totals, cores), decided as it starts: the reads first, and for the
+        slices `ahead` further on (they run ahead of the writes by the prefix's pipeline
+        depth, double buffering), then the writes. A slice is one `COALESCED_SLICES`-th of
+        the remaining tiles, or all that is left once the cache's free bytes hold every byte
+        the group still moves (no eviction can follow: deciding it at once changes nothing).
+        Sets `sl["dec"]`: per member (slices it covers, HBM bytes per core, cycles of its
+        shared bytes at the de-rated path bandwidth)."""
+        n_sl = COALESCED_SLICES
+        flowed = sl["flowed"]
+        rest = n_sl - flowed
+        need = sum(t.shared_bytes * w for _, t, w in sl["members"]) * rest / n_sl
+        units = rest if need <= self.l2.capacity - self.l2.used else 1
+        read_to = n_sl if units == rest else min(n_sl, flowed + units + sl["ahead"])
+        dec = {}
+        eff_of = sl.setdefault("eff", {})
+        for writes in (False, True):
+            for j, t, weight in sl["members"]:
+                if t.writes != writes:
+                    continue
+                new = units if writes else read_to - sl["read"]
+                if not t.parts:
+                    dec[j] = (units, t.hbm_bytes * units / n_sl, t.at_cap * units / n_sl)
+                    continue
+                hbm_b = at_cap = 0.0
+                for i, (tensors, cold, write, bw, nbytes) in enumerate(t.parts):
+                    part = nbytes * new / n_sl
+                    eff = eff_of.get((j, i), bw)     # (reads decided ahead: the last rate)
+                    if part > 0:
+                        frac, eff = self._gm_access(tid, tensors, part, cold, write, bw,
+                                                    weight)
+                        hbm_b += part * frac
+                        eff_of[(j, i)] = eff
+                    at_cap += nbytes * units / n_sl / eff
+                dec[j] = (units, hbm_b, at_cap)
+        sl["read"] = read_to
+        sl["flowed"] = flowed + units
+        sl["dec"] = dec
 
     def _l2_task_done(self, tid: int) -> None:
         """A task ended: its fills become ordinary residency; an intermediate whose last
