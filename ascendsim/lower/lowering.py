@@ -87,6 +87,7 @@ from .aicpu import lower_aicpu
 from .attention import FUSED_HEAD_LOWERINGS, SPECIAL_LOWERINGS
 from .bf16 import BF16_NOTE, bf16_vector_work, vconv_parts, widened
 from .cube_tiling import GemmSpec, gemm_tiling, operand_read_bytes, takes_nd
+from .matmul_format import ND2NZ_DMA_MAX_STRIDE, MatmulFormats, matmul_formats, nd2nz_head
 from .memo import gemm_work, vector_work
 from .program import CoreGroup, GmFraction, Phase, Program, Task
 from .tiling import VecPart, VecSpec, cdiv, ceil_to
@@ -588,8 +589,12 @@ class _Lowering:
         conv = opdef.conv
         x_name, w_name = head.inputs[0], head.inputs[1]
         extra = [i for i in head.inputs[2:] if i]
-        # split chips' MatMul kernels take ND (nd2nz on the GM->L1 move) and give ND
+        # split chips' MatMul kernels take ND (nd2nz on the GM->L1 move) and give ND, unless
+        # CANN's ND/NZ rule sends a 2-D MatMul through TransData to NZ (lower/matmul_format.py)
         nd = not conv and takes_nd(chip)
+        formats = self.split_matmul_formats(head.op_type, x_name, w_name) if nd else None
+        if formats is not None and not formats.nd_in:
+            nd = False
         need = NC1HWC0 if conv else ND if nd else NZ
         x_name = self.ensure(x_name, need) if self.format_of(x_name) != NZ or not nd else x_name
         if not self.is_const(w_name) and (self.format_of(w_name) != NZ or not nd):
@@ -613,9 +618,11 @@ class _Lowering:
                                 self.value(extra[0]) if extra else None)
         batch, m, k, n, conv_rows, bias = geo.batch, geo.m, geo.k, geo.n, geo.conv_rows, geo.bias
         notes.append(geo.note)
+        if formats is not None:
+            notes.append(f"formats: {formats.reason}")
         # the fused tail: element-wise ops per output element, extra inputs from GM
         out_names = list(node.outputs)
-        out_fmt = NC1HWC0 if conv else ND if nd else NZ
+        out_fmt = NC1HWC0 if conv else ND if nd or (formats and formats.nd_out) else NZ
         out_vals = [self.value(o) for o in out_names]
         n_out = max(padded_numel(v, out_fmt) for v in out_vals)
         tail_in = [i for i in node.inputs if i and i not in head.inputs]
@@ -644,6 +651,21 @@ class _Lowering:
                                 self.miss(i, padded_bytes(self.value(i), ND)))
                                for i in tail_in)
         phases: list[Phase] = []
+        # ND operands too wide for the on-the-fly ND->NZ DMA: a vector head converts them
+        head_a, head_b = nd2nz_head(k, n) if nd and formats is not None else (False, False)
+        head_a = head_a and self.format_of(x_name) == ND
+        head_b = head_b and self.format_of(w_name) == ND
+        workspace = 0
+        for operand, v, on in ((x_name, xv, head_a), (w_name, wv, head_b)):
+            if on:
+                ph, ws_fits, hnotes = self.nd2nz_head_phase(operand, v)
+                phases.append(ph)
+                notes += hnotes
+                workspace += padded_bytes(v, NZ)
+                if operand == x_name:
+                    miss_a = 0.0 if ws_fits else 1.0
+                else:
+                    miss_b = 0.0 if ws_fits else 1.0
         split_tail = tail and not chip.coupled
         spec = GemmSpec(batch, m, k, n, cdt, in_b, max(1, round(out_bytes)) if not split_tail
                         else itemsize(head_out.dtype), acc, miss_a, miss_b,
@@ -651,8 +673,8 @@ class _Lowering:
                         () if split_tail else tuple(epi_parts),
                         () if split_tail else epi_inputs, shared_a=gn > 1 and block > 1,
                         shared_b=gm > 1 and block > 1,
-                        nd2nz_a=nd and self.format_of(x_name) == ND,
-                        nd2nz_b=nd and self.format_of(w_name) == ND)
+                        nd2nz_a=nd and self.format_of(x_name) == ND and not head_a,
+                        nd2nz_b=nd and self.format_of(w_name) == ND and not head_b)
         groups, cnotes, t = gemm_work(chip, spec, node.name)
         notes += cnotes
         notes.append(f"L2: A miss {miss_a:.2f}, B miss {miss_b:.2f} when not resident "
@@ -679,11 +701,44 @@ class _Lowering:
             flops += self.vec_parts(tail, per_out, out_names)[2]
         # per-channel outputs of an epilogue (Conv + BNTrainingReduce's sums) are ND vectors
         out_fmts = [out_fmt if self.value(o).rank == head_out.rank else ND for o in out_names]
+        if head_a or head_b:
+            task_type = TASK_MIX_AIC
         task = self.add_task(TaskSpec(name or node.name, op_type or node.op_type, task_type,
                                       phases, ins, out_names, [self.format_of(i) for i in ins],
                                       out_fmts, flops, notes, fused, cube_dtype=cdt))
         if split_tail:   # the cube result waits in a GM workspace for the AIV phase
-            task.workspace_bytes = padded_bytes(head_out, out_fmt)
+            workspace += padded_bytes(head_out, out_fmt)
+        task.workspace_bytes = workspace
+
+    def nd2nz_head_phase(self, name: str, v: Value) -> tuple[Phase, bool, list[str]]:
+        """The AIV phase at a MatMul kernel's head that converts an ND operand too wide for the
+        ND->NZ DMA into an NZ workspace (lower/matmul_format.py); returns the phase, whether
+        the workspace stays in L2 (the cube then reads it from there) and notes."""
+        src_b, dst_b = padded_bytes(v, ND), padded_bytes(v, NZ)
+        n = max(padded_numel(v, ND), padded_numel(v, NZ))
+        # the workspace is no graph value: the cache does not track it, so the lowering
+        # says whether it stays in L2 (the chip's residency limit), as for other workspaces
+        fits = dst_b <= self.chip.l2_resident_bytes
+        spec = VecSpec(n, ((src_b / n, self.miss(name, src_b)),), dst_b / n,
+                       0.0 if fits else 1.0,
+                       (VecPart("unary", v.dtype, max(src_b, dst_b) / n, "vec_transdata"),))
+        groups, vnotes = vector_work(self.chip, spec, f"nd2nz head {name}", self._vcores())
+        notes = [f"'{name}' rows exceed the ND->NZ DMA stride ({ND2NZ_DMA_MAX_STRIDE} "
+                 f"elements): the AIV cores convert it to an NZ workspace at the kernel's head "
+                 f"({src_b} B -> {dst_b} B, {'kept in L2' if fits else 'through HBM'}), then "
+                 f"the cube reads the workspace (MatMulV3 V_HEAD_ND2NZ)"] + vnotes
+        return self._vphase(groups), fits, notes
+
+    def split_matmul_formats(self, op_type: str, x_name: str, w_name: str
+                             ) -> MatmulFormats | None:
+        """CANN's ND/NZ choice for a 2-D MatMul (A 2-D, B 2-D or a vector) on a split chip,
+        None for other cube ops (lower/matmul_format.py)."""
+        xv, wv = self.value(x_name), self.value(w_name)
+        if op_type != "MatMul" or xv.rank != 2 or wv.rank not in (1, 2):
+            return None
+        m, k = (int(d) for d in xv.shape)
+        n = int(wv.shape[-1]) if wv.rank == 2 else 1
+        return matmul_formats(m, k, n, xv.dtype, self.chip.ai_cores)
 
     def _operand_misses(self, probe: GemmSpec, op: str, x_name: str, w_name: str, xv: Value,
                         wv: Value) -> tuple[float, float, bool, int, int, int]:

@@ -15,8 +15,10 @@ How each timing is simulated (`simulate_row`):
   measures the last call (it meets the previous call's dirty output in L2: the loop's steady
   state; `workloads.loop_calls`). Format
   conversions the lowering inserts (TransData) are their own tasks, as msprof lists them, and
-  are not counted. A workload with ``measure = "pipe:P"`` counts the busy cycles of pipe P
-  on the first core instead (instruction-level microbenchmarks, msKPP).
+  are not counted, except in a row whose ``cann_op`` is an aclnn chain (Addmv,
+  `workloads.CANN_CHAINS`): there every kernel the call launches counts (the device events
+  around one call bracket them all). A workload with ``measure = "pipe:P"`` counts the busy
+  cycles of pipe P on the first core instead (instruction-level microbenchmarks, msKPP).
 - ``eager_call``: the graph as given, launched op by op from the host, every task the model
   launches for the call (TransData included). A time (one synchronised call) runs in
   mode="eager" (each task launched after the previous one finished and the host
@@ -81,6 +83,7 @@ from .workloads import (
     decoder_plan,
     decoder_tokens,
     is_earlier_call,
+    measures_whole_call,
     model_plan,
     workload_key,
 )
@@ -422,7 +425,8 @@ class _Runner:
             first = min(iv.core for iv in ivs)
             cycles = sum(iv.duration for iv in ivs if iv.core == first)
         elif row.timing == "msprof_kernel":
-            cycles = sum(t.duration for t in mine)
+            # an aclnn chain (Addmv): every kernel of the call, TransData included
+            cycles = sum(t.duration for t in (call if measures_whole_call(row) else mine))
         elif row.timing == "eager_call" and (row.metric == "throughput" or w.get("loop")):
             # a loop of calls measured as a rate: launches run ahead of the device, so each
             # call costs the slower of its host launches and its dispatches + kernels

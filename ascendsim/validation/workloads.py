@@ -22,8 +22,19 @@ loop does. Assumptions: the earlier outputs are distinct tensors (a loop alterna
 output blocks overwrites the older one in place; the model evicts it, writing back what of it
 is still dirty, which overstates a call whose inputs and two outputs fit in L2 together only
 when that sum exceeds L2); the inputs' format conversions (TransData) run once, before the
-first call, and count for the measured call. Cold rows (L2 flushed between calls) and
-instruction-level rows (``measure`` = "pipe:P" or "launch") run the op once.
+first call, and count for the measured call. Cold rows (L2 flushed between calls),
+instruction-level rows (``measure`` = "pipe:P" or "launch") and aclnn chain rows (below) run
+the op once.
+
+An op row whose ``cann_op`` is in `CANN_CHAINS` measured one aclnn call that launches a chain
+of kernels; its inputs are the aclnn call's, and the graph is the chain as the aclnn source
+builds it (the main op is the node "op", the others "op_<step>"). Such a row's kernel time is
+every kernel of the call (`measures_whole_call`). ``Addmv`` (ops-nn
+matmul/addmv/op_host/op_api/aclnn_addmv.cpp, inputs self [M], mat [M, K], vec [K]; attrs
+alpha, beta, default 1): vec is unsqueezed to [K, 1] (a view), MatMul(mat, vec) gives [M, 1],
+squeezed to [M] (a view); alpha != 1 adds a Mul of the product, beta != 1 a Mul of self; an
+Add of the two gives the output (same dtypes: the source's Casts and its final Cast/ViewCopy
+into a contiguous output of the promoted dtype launch nothing).
 
 Model rows use `ascendsim.models` builders through `MODELS` (a data table: model name ->
 inference builder, training-step builder, and the size arguments the row gives).
@@ -42,7 +53,7 @@ extrapolated linearly (the embedding, final norm and LM head are the constant pa
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -143,7 +154,7 @@ def loop_calls(row: CorpusRow) -> int:
     looped = row.timing == "msprof_kernel" or (
         row.timing == "eager_call" and (row.metric == "throughput" or bool(w.get("loop"))))
     if (not looped or row.data not in ("warm", "unknown") or measure == "launch"
-            or measure.startswith("pipe:")):
+            or measure.startswith("pipe:") or w.get("cann_op", "") in CANN_CHAINS):
         return 1
     return LOOP_CALLS
 
@@ -161,7 +172,8 @@ _GRAPHS: dict[tuple, Graph] = {}
 def _op_graph(w: Mapping[str, Any], warm: bool, calls: int = 1) -> Graph:
     op_type = w["op"]
     opdef = get_op(op_type)          # UnsupportedOpError names an unknown op
-    g = Graph(f"row_{op_type}")
+    chain = CANN_CHAINS.get(w.get("cann_op", ""))
+    g = Graph(f"row_{w.get('cann_op') if chain else op_type}")
     args: list[Any] = []
     for i, spec in enumerate(w["inputs"]):
         dtype = spec.get("dtype", "float16")
@@ -179,6 +191,12 @@ def _op_graph(w: Mapping[str, Any], warm: bool, calls: int = 1) -> Graph:
             x = g.add_node(WARM_OP, [x], name=f"warm_{i}")[0]
         args.append(x)
     attrs = dict(w.get("attrs", {}))
+    if chain is not None:
+        if chain.op != op_type:
+            raise GraphError(f"cann_op {w['cann_op']}: its chain's main op is {chain.op}, "
+                             f"the row says op = {op_type!r}")
+        g.output(*chain.build(g, args, attrs))
+        return g
     unknown = sorted(set(attrs) - set(opdef.attrs))
     if unknown:
         raise GraphError(f"op {op_type}: unknown attribute(s) {', '.join(unknown)}; valid: "
@@ -198,6 +216,67 @@ def _np_dtype(dtype: str) -> str:
 
 def _attr(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
+
+
+# ----------------------------------------------------------------------------- aclnn chains
+@dataclass(frozen=True)
+class CannChain:
+    """An aclnn call that launches several kernels: its main registry op and a builder that
+    adds the chain to a graph from the call's inputs and attributes, returning the outputs."""
+
+    op: str
+    inputs: tuple[str, ...]
+    attrs: tuple[tuple[str, float], ...]
+    build: Callable[[Graph, list[Any], dict[str, Any]], list[Any]]
+
+
+def _chain_args(name: str, chain: CannChain, args: list[Any], attrs: dict[str, Any]
+                ) -> dict[str, Any]:
+    if len(args) != len(chain.inputs):
+        raise GraphError(f"cann_op {name}: takes {len(chain.inputs)} inputs "
+                         f"({', '.join(chain.inputs)}), the row gives {len(args)}")
+    valid = dict(chain.attrs)
+    unknown = sorted(set(attrs) - set(valid))
+    if unknown:
+        raise GraphError(f"cann_op {name}: unknown attribute(s) {', '.join(unknown)}; valid: "
+                         f"{', '.join(valid)}")
+    return {**dict(zip(chain.inputs, args)), **valid, **attrs}
+
+
+def _scaled(g: Graph, x: Any, factor: float, name: str) -> Any:
+    """x, or x times a scalar constant (aclnn's MulScalar) when the factor is not 1."""
+    if float(factor) == 1.0:
+        return x
+    scale = g.const(np.full((1,), factor, dtype=np.float32), name=f"{name}_k", dtype=x.dtype)
+    return g.add_node("Mul", [x, scale], name=name)[0]
+
+
+def _addmv(g: Graph, args: list[Any], attrs: dict[str, Any]) -> list[Any]:
+    a = _chain_args("Addmv", CANN_CHAINS["Addmv"], args, attrs)
+    self_, mat, vec = a["self"], a["mat"], a["vec"]
+    if mat.rank != 2 or vec.rank != 1 or self_.rank > 1:
+        raise GraphError(f"cann_op Addmv: needs self [M] (or a scalar), mat [M, K], vec [K]; "
+                         f"got {self_.shape}, {mat.shape}, {vec.shape}")
+    col = g.add_node("Unsqueeze", [vec, g.const(np.array([1], np.int64), name="op_vec_axis")],
+                     name="op_unsqueeze")[0]
+    prod = g.add_node("MatMul", [mat, col], name=OP_NODE)[0]
+    prod = g.add_node("Squeeze", [prod, g.const(np.array([1], np.int64), name="op_out_axis")],
+                      name="op_squeeze")[0]
+    prod = _scaled(g, prod, a["alpha"], "op_alpha")
+    self_ = _scaled(g, self_, a["beta"], "op_beta")
+    return g.add_node("Add", [prod, self_], name="op_add")
+
+
+#: cann_op -> the kernel chain its aclnn call launches (see the module docstring)
+CANN_CHAINS: dict[str, CannChain] = {
+    "Addmv": CannChain("MatMul", ("self", "mat", "vec"), (("alpha", 1.0), ("beta", 1.0)),
+                       _addmv),
+}
+
+
+def measures_whole_call(row: CorpusRow) -> bool:
+    """Whether a row's kernel time is every kernel its call launches (an aclnn chain)."""
+    return row.workload.get("kind", "op") == "op" and row.workload.get("cann_op") in CANN_CHAINS
 
 
 # ----------------------------------------------------------------------------- model rows
@@ -286,6 +365,7 @@ def decoder_tokens(row: CorpusRow) -> int:
 
 
 __all__ = ["build_op_graph", "loop_calls", "is_earlier_call", "LOOP_CALLS",
+           "measures_whole_call", "CANN_CHAINS", "CannChain",
            "model_plan", "decoder_plan", "decoder_tokens", "model_spec",
            "workload_key", "ModelPlan",
            "ModelSpec", "MODELS", "PRECISION_DTYPES", "OP_NODE", "EXTRAPOLATE_ABOVE_LAYERS"]
