@@ -322,6 +322,16 @@ class Chip:
         "str", choices=("float32",), optional=True,
         doc="how the vector unit computes bf16 data: 'float32' = vconv bf16->fp32, the op's "
             "fp32 instructions, vconv back (it has no bf16 arithmetic); absent: no bf16")
+    matmul_schedule: str | None = _spec(
+        "str", choices=("tbe",), optional=True,
+        doc="whose MatMul kernels the chip runs: 'tbe' = TBE's static matmul schedule "
+            "(mmad_schedule: an operand strip that fits half of L1 is kept there, and L0C is "
+            "double-buffered only when none is); absent: CANN's Matmul tiling (Ascend C)")
+    eager_op_launch_us: float | None = _spec(
+        "float", "us", ge=0, optional=True,
+        doc="host cost of one framework eager op call (torch_npu: Python, ATen dispatch, the "
+            "aclnn workspace query and launch), the host launch of eager_call op rows; "
+            "absent: host_launch_us")
     # provenance: dotted key -> "TAG: source"; not part of equality
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False,
                                        metadata={"kind": "sources"})

@@ -674,7 +674,10 @@ class _Lowering:
                         () if split_tail else epi_inputs, shared_a=gn > 1 and block > 1,
                         shared_b=gm > 1 and block > 1,
                         nd2nz_a=nd and self.format_of(x_name) == ND and not head_a,
-                        nd2nz_b=nd and self.format_of(w_name) == ND and not head_b)
+                        nd2nz_b=nd and self.format_of(w_name) == ND and not head_b,
+                        blocks=int(head.attrs.get("block_dim") or 0),
+                        batched_b=not conv and batch > 1 and wv.rank > 2
+                        and wv.numel > int(wv.shape[-1]) * int(wv.shape[-2]))
         groups, cnotes, t = gemm_work(chip, spec, node.name)
         notes += cnotes
         notes.append(f"L2: A miss {miss_a:.2f}, B miss {miss_b:.2f} when not resident "

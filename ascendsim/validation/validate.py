@@ -31,9 +31,13 @@ How each timing is simulated (`simulate_row`):
   floor today, for a one-task call, is `host_launch_us` +
   `sink_launch_us` + `host_sync_us` = 10.5 + 2.0 + 2.6 = 15.1 us on every built-in chip
   (POCKETLLM's 910A aclnn enqueue and aclrtSynchronizeDevice, reused on 910B/310; the
-  dispatch is a placeholder) plus the kernel; each inserted TransData adds its own.
-  Model rows timed as eager calls run op by op in mode="host" (one step, not synchronised per
-  op). ``measure = "launch"`` counts the host launch lane only (an enqueue-cost measurement).
+  dispatch is a placeholder) plus the kernel; each inserted TransData adds its own. A chip
+  whose file gives `eager_op_launch_us` (a framework's eager op call: torch_npu's Python,
+  ATen dispatch and aclnn calls; the 910B's is calibrated on gemm-910b2-0012) launches the
+  op rows' tasks at that cost instead of `host_launch_us` (not ``measure = "launch"`` rows,
+  which time the AscendCL enqueue alone). Model rows timed as eager calls run op by op in
+  mode="host" (one step, not synchronised per op). ``measure = "launch"`` counts the host
+  launch lane only (an enqueue-cost measurement).
 - ``graph_step`` / ``throughput``: the whole step with the default fusions (fusion=True), the
   graph sunk on the device (mode="sink", `sink_launch_us` per task); throughputs are
   batch (samples, images) or batch x seq_len (tokens) per step time, or FLOP / step time.
@@ -391,6 +395,9 @@ class _Runner:
         if cores:
             chip = chip.replace(ai_cores=min(cores, chip.ai_cores),
                                 aiv_cores=0 if chip.coupled else min(cores, chip.aiv_cores))
+        if (kind == "op" and row.timing == "eager_call" and chip.eager_op_launch_us is not None
+                and row.workload.get("measure", "task") != "launch"):
+            chip = chip.replace(host_launch_us=chip.eager_op_launch_us)
         seconds, work = _KINDS[kind](self, row, chip)
         return _to_unit(row, seconds, work)
 
