@@ -1062,18 +1062,18 @@ def expand_rows(rows: list[_Run]) -> list[Interval]:
             gc.enable()
 
 
-def _read_ahead(ends: list, period: float, n_rest: int) -> int:
-    """Slices of `COALESCED_SLICES` the reads of a coalesced group run ahead of its writes:
-    the mean lag of the writing pipes' tile completions behind the reading pipes' in the
-    prefix (`ends`: (writes, tile end times) per pipe with shared bytes), in tiles, scaled to
-    the remaining tiles."""
+def _read_ahead(ends: list, period: float, n_rest: int) -> float:
+    """Slices of `COALESCED_SLICES` (a fraction of one too) the reads of a coalesced group
+    run ahead of its writes: the mean lag of the writing pipes' tile completions behind the
+    reading pipes' in the prefix (`ends`: (writes, tile end times) per pipe with shared
+    bytes), in tiles, scaled to the remaining tiles."""
     reads = [e for w, e in ends if not w]
     writes = [e for w, e in ends if w]
     if not reads or not writes or period <= 0 or n_rest <= 0:
         return 0
     lag = max(sum(b - a for a, b in zip(min(reads, key=lambda e: e[0]), w)) / len(w)
               for w in writes) / period
-    return max(0, min(COALESCED_SLICES - 1, round(lag * COALESCED_SLICES / n_rest)))
+    return max(0.0, min(COALESCED_SLICES - 1.0, lag * COALESCED_SLICES / n_rest))
 
 
 def split_segments(segments, k: int) -> tuple[tuple[Segment, ...], tuple[Segment, ...]]:
