@@ -12,7 +12,7 @@ Granularity: whole tensors with partial residency in bytes. A tensor (a GM value
 the lowering in `Instr.tensors`) holds `resident` bytes, `dirty` of them not yet in HBM. Byte
 ranges are not tracked because the program has none to give: the instructions of one tile are
 shared by every tile of a segment, and block detail moves the remaining tiles of a core group
-as one flow, so a move knows how many bytes of which tensor it touches, not where. Within a
+in a few slices, so a move knows how many bytes of which tensor it touches, not where. Within a
 tensor, the resident bytes are taken to be spread evenly over it (a read of n bytes finds
 n x resident / size of them), and eviction takes the oldest bytes first (those resident
 before the current task's own fills).
