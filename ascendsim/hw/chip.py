@@ -29,7 +29,8 @@ Timing figures the simulator is expected to use:
   `scalar_ops_per_cycle`.
 - tasks: `host_launch_us` per op launched from the host, `sink_launch_us` per op when the graph
   is sunk on the device; `kernel_start_us` per block on each core (scalar pipe) before the
-  block's first instruction; AI CPU ops cost `ai_cpu_task_launch_us`, then read their
+  block's first instruction, plus `block_start_us` (optional) per block beyond the first of
+  the kernel; AI CPU ops cost `ai_cpu_task_launch_us`, then read their
   inputs and write their outputs through the shared L2/HBM fabric at up to
   `ai_cpu_memory_bytes_per_s` (contending with the AI Cores), and compute elements /
   (`ai_cpu_op_elements_per_cycle[class]` * `ai_cpu_clock_hz`) in between.
@@ -318,6 +319,10 @@ class Chip:
     ai_cpu_memory_bytes_per_s: float = _spec(
         "float", "bytes/s", gt=0, doc="one AI CPU's reads/writes of HBM/DDR (shared fabric)")
     # optional figures (absent from a chip file: None)
+    block_start_us: float | None = _spec(
+        "float", "us", ge=0, optional=True,
+        doc="added to every block's start per block beyond the first: the start-up overhead "
+            "grows with the number of cores a kernel starts; absent: 0")
     vector_bfloat16: str | None = _spec(
         "str", choices=("float32",), optional=True,
         doc="how the vector unit computes bf16 data: 'float32' = vconv bf16->fp32, the op's "

@@ -289,6 +289,10 @@ class _Lowering:
         self.small_consts = {k: v for k, v in graph.constants.items()
                              if isinstance(v, np.ndarray)}
         self.values: dict[str, Value] = dict(graph.values)
+        # a graph input declared in a fractal layout sits in GM in that format
+        for name in graph.inputs:
+            if graph.values[name].layout in (NC1HWC0, NZ):
+                self.fmt[name] = graph.values[name].layout
 
     # -- helpers ---------------------------------------------------------------------------
     def root(self, name: str) -> str:
@@ -502,7 +506,7 @@ class _Lowering:
             if in_vals else 1
         n = max([n] + [b // itemsize(v.dtype) for b, v in zip(out_b, out_vals)])
         n = max(n, 1)
-        vparts, temp, flops, seq_notes = self.vec_parts(parts, n, outs)
+        vparts, temp, flops, seq_notes = self.vec_parts(parts, n, outs, fmt=fmt)
         inputs = tuple((b / n, self.miss(i, b)) for i, b in zip(ins, in_b))
         through = self.through(outs, out_fmts)
         spec = VecSpec(n, inputs, sum(out_b) / n, through, tuple(vparts), temp)
@@ -532,11 +536,12 @@ class _Lowering:
             return None
         return same
 
-    def vec_parts(self, nodes: list, n: int, ext_outs: list[str], scale: float = 1.0
-                  ) -> tuple[list[SeqPart], float, int, list[str]]:
+    def vec_parts(self, nodes: list, n: int, ext_outs: list[str], scale: float = 1.0,
+                  fmt: str = ND) -> tuple[list[SeqPart], float, int, list[str]]:
         """The vector instruction sequences of nodes (lower/vector_seq.py), concatenated, per
         element of a task of `n` elements; UB bytes/element of intermediates and fp32 working
-        buffers; total flops; one note per node naming its sequence."""
+        buffers; total flops; one note per node naming its sequence. `fmt`: the format the
+        main input is read in (it can pick a kernel path, vector_seq.PATHS)."""
         parts: list[SeqPart] = []
         temp = 0.0
         total_flops = 0
@@ -554,7 +559,7 @@ class _Lowering:
                 ins, outs = widened(ins, bf16), widened(outs, bf16)
             seq, work, text = resolve(nd.op_type, opdef, ins, outs, nd.attrs,
                                       big / max(n, 1) * scale, self.const_value,
-                                      self.chip.ub_align_bytes)
+                                      self.chip.ub_align_bytes, fmt, self.chip.name)
             if bf16 is not None:
                 seq = [*before, *seq, *after]
                 text += f"; {BF16_NOTE}"

@@ -68,7 +68,11 @@ into the cold icache, the kernel arguments and tiling data read from GM by the s
 the scalar prologue that derives the block's offsets, and the end-of-kernel synchronisation
 folded in. It delays nothing but the block itself (other tasks' cores run on), shows as one
 "kernel_start" interval per core on pipe S and counts as scalar busy time. It is why a tiny
-kernel costs a few microseconds in msprof however little it moves.
+kernel costs a few microseconds in msprof however little it moves. The start grows with
+the number of blocks the kernel starts (Ascend C best practices, "Setting a Proper Number of
+Cores": core start-up, TLB misses, same-address conflicts and variable initialisation make "the
+header overhead increase with the number of used cores"): `block_start_us` per block beyond
+the first, a chip figure (absent: 0), paid by every block of the kernel.
 
 Scheduler. Streams run their tasks in order; a task also waits for its producers on other
 streams (events). Every task, in every mode, pays the device-side dispatch `sink_launch_us`
@@ -439,6 +443,8 @@ class Engine:
             self._l2_sizes = _gm_tensors(program)
         self.gm_traffic: dict[int, dict[tuple[str, str], float]] = {}   # simulated GM bytes
         self.start_cycles = chip.cycles(chip.kernel_start_us * 1e-6)
+        # the start's growth per further block of the kernel (module note, "Kernel start")
+        self.block_start_cycles = chip.cycles((chip.block_start_us or 0.0) * 1e-6)
         # tasks run one at a time on the device (one stream, sunk): an identical task is
         # replayed, not simulated again (see `replay_key`)
         self.replay = replay and mode == "sink" and program.streams == 1
@@ -658,17 +664,18 @@ class Engine:
             for g in ph.groups:
                 cores = tuple(ids[base + i] for i in range(len(g.cores)))
                 base += len(g.cores)
-                procs.append(env.process(self._group(task, g, cores)))
+                procs.append(env.process(self._group(task, g, cores, blocks=ph.block_dim)))
             yield env.all_of(procs)
             yield lease.release()
 
-    def _group(self, task, g: CoreGroup, cores: tuple[int, ...], start: bool = True):
+    def _group(self, task, g: CoreGroup, cores: tuple[int, ...], start: bool = True,
+               blocks: int = 1):
         if self.symmetric:
             sets = [cores]
         else:
             sets = [(c,) for c in cores]
         if start:
-            yield from self._kernel_start(task, cores, sets)
+            yield from self._kernel_start(task, cores, sets, blocks)
         procs = []
         for cs in sets:
             label = f"core {cs[0]}" if len(cs) == 1 else f"cores {cs[0]}-{cs[-1]}"
@@ -683,10 +690,15 @@ class Engine:
                                                              merge=merge)))
         yield self.env.all_of(procs)
 
-    def _kernel_start(self, task, cores: tuple[int, ...], sets: list):
+    def kernel_start_cycles(self, blocks: int) -> int:
+        """Cycles of each block's start in a kernel of `blocks` blocks (module note)."""
+        return self.start_cycles + max(blocks - 1, 0) * self.block_start_cycles
+
+    def _kernel_start(self, task, cores: tuple[int, ...], sets: list, blocks: int = 1):
         """The block's start on each core before its first instruction (module note, "Kernel
-        start"): `kernel_start_us` on the scalar pipe, one interval per core."""
-        cycles = self.start_cycles
+        start"): `kernel_start_us`, plus `block_start_us` per further block of the kernel, on
+        the scalar pipe, one interval per core."""
+        cycles = self.kernel_start_cycles(blocks)
         if cycles <= 0:
             return
         start = self.env.now

@@ -6,6 +6,9 @@ operand). When the row's data is warm, every non-constant input is first produce
 warm-up task (a Relu named ``warm_<i>``) so that it is resident in L2 when the measured op
 runs, as it is in a benchmark loop that calls the op repeatedly; the warm-up tasks are not
 measured. Cold rows read their inputs from HBM (the lowering's graph inputs are not in L2).
+An input's stated `format` (FRACTAL_NZ, NC1HWC0) becomes the graph input's layout when the
+lowering reads that format in place (element-wise, broadcast, reduce and segment ops), so a
+LayerNorm measured on NZ data takes CANN's NZ kernel path (`_layout`).
 
 Looped rows in steady state. A warm (or unknown) op row timed by msprof over a benchmark loop
 (`msprof_kernel`) or as a loop of back-to-back eager calls (`eager_call` with `loop` or a
@@ -62,7 +65,7 @@ import numpy as np
 from .. import models
 from ..errors import ConfigError, GraphError
 from ..ir import Graph
-from ..ir.registry import get_op
+from ..ir.registry import Category, get_op
 from ..models.decoder import decoder_config
 from .corpus import CorpusRow
 
@@ -186,7 +189,7 @@ def _op_graph(w: Mapping[str, Any], warm: bool, calls: int = 1) -> Graph:
             args.append(g.const(np.asarray(spec["values"], dtype=np.dtype(dtype)).reshape(shape),
                                 name=f"c{i}"))
             continue
-        x = g.input(f"x{i}", shape, dtype)
+        x = g.input(f"x{i}", shape, dtype, _layout(opdef, spec))
         if warm and np.dtype(_np_dtype(dtype)).kind == "f":
             x = g.add_node(WARM_OP, [x], name=f"warm_{i}")[0]
         args.append(x)
@@ -208,6 +211,18 @@ def _op_graph(w: Mapping[str, Any], warm: bool, calls: int = 1) -> Graph:
     outs = g.add_node(op_type, args, attrs, name=OP_NODE)
     g.output(*earlier, *outs)
     return g
+
+
+def _layout(opdef, spec: Mapping[str, Any]) -> str:
+    """The layout an op row's input is declared in: the row's `format` (FRACTAL_NZ,
+    NC1HWC0) for ops the lowering reads in place in that format (element-wise, broadcast,
+    reduce, segment ops: LayerNorm on NZ); ND for the rest, whose measured kernel took the
+    stated format directly where the lowering would insert a TransData (a transpose of NZ
+    data is CANN's ConfusionTransposeD, which the lowering does not model)."""
+    fmt = spec.get("format", "ND")
+    if opdef.category == Category.INJECTIVE or opdef.category > Category.SEGMENT:
+        return "ND"
+    return fmt if fmt in ("FRACTAL_NZ", "NC1HWC0") else "ND"
 
 
 def _np_dtype(dtype: str) -> str:
