@@ -483,9 +483,10 @@ class Chip:
     # -- derived figures ---------------------------------------------------------------------
     @property
     def l2_resident_bytes(self) -> int:
-        """The largest tensor data the model keeps resident in L2: half of it. A rule of this
-        model, not a chip figure (the other half is left to the streaming working sets); the
-        lowering's L2 residency and the L2 batch-split pass both size against it."""
+        """Half of L2: a rule of this model, not a chip figure (the other half is left to the
+        streaming working sets). The lowering's intra-task reuse rule (a task's operands that
+        fit re-read from L2) and the L2 batch-split pass size against it; the simulated L2
+        cache itself uses all of `l2_bytes`."""
         return self.l2_bytes // 2
 
     @property
