@@ -351,9 +351,10 @@ class FusionGraph:
     def creates_cycle(self, group: set[int]) -> str | None:
         """Why contracting `group` into one node would create a cycle (a path that leaves the
         group and re-enters it), or None. Nodes after the group's last member cannot reach
-        back, so the search is pruned there."""
+        back, so the search is pruned there. Its stack is filled from the members in node order,
+        so the path it names depends on the order only, not on the index numbers."""
         last = max(group)
-        stack = [(s, i) for i in group for s in self.succ[i] if s not in group]
+        stack = [(s, i) for i in sorted(group) for s in self.succ[i] if s not in group]
         seen: set[int] = set()
         while stack:
             cur, origin = stack.pop()
