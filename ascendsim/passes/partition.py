@@ -53,9 +53,7 @@ compile-time parameters, e.g. a reduce's axes, not data).
 
 from __future__ import annotations
 
-import gc
 from bisect import insort
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
@@ -63,6 +61,7 @@ from ..ir.graph import Graph, Node
 from ..ir.registry import FUSED_OP, Category, OpDef, Unit, get_op
 from ..ir.tensor import is_static, itemsize, numel
 from .base import YES, Decision, no
+from .order import IncrementalOrder
 
 
 # ----------------------------------------------------------------------------- op properties
@@ -197,6 +196,8 @@ class FusionGraph:
         #: constants nothing reads (removed by the next commit, as a full sweep would)
         self.dead_consts: list[str] = [c for c in graph.constants
                                        if c not in readers and c not in self.graph_outputs]
+        #: the release tree of `resort` (built at the first re-sort, then kept by commits)
+        self._order: IncrementalOrder | None = None
 
     def _succ_of(self, n: Node) -> list[int]:
         readers = self.readers
@@ -206,71 +207,25 @@ class FusionGraph:
 
     def resort(self) -> None:
         """Re-order the graph exactly as `Graph.toposort` does (Kahn's algorithm, ready nodes
-        first-in first-out, a node's readers in current order), from the index instead of
-        re-reading every value name, then re-index."""
-        # the re-index allocates ~10^4 lists that all live on: no cyclic GC passes meanwhile
-        # (nothing here forms cycles; a pass over the large heap costs as much as the sort)
-        gc_was = gc.isenabled()
-        gc.disable()
-        try:
-            self._resort()
-        finally:
-            if gc_was:
-                gc.enable()
-
-    def _resort(self) -> None:
+        first-in first-out, a node's readers in current order). The order is kept in a
+        release tree (`order.IncrementalOrder`, built at the first re-sort): only the ranges
+        of positions whose nodes change are re-ordered and re-indexed; indices stay
+        topological positions (with holes)."""
         nodes = self.nodes
-        live = [i for i, n in enumerate(nodes) if n is not None]
-        if self._empty_outputs and any(not o for i in live for o in nodes[i].outputs):
+        if self._empty_outputs and any(not o for n in nodes if n is not None for o in n.outputs):
             # an empty output name is a value to Graph.toposort: let it decide
-            self.graph.nodes = [nodes[i] for i in live]
+            self.graph.nodes = self.live_nodes()
             self.graph.toposort()
-        else:
-            # a node's pending count is its number of distinct producers: how many successor
-            # lists (duplicate-free) name it
-            succ = self.succ
-            pending = [0] * len(nodes)
-            for i in live:
-                for u in succ[i]:
-                    pending[u] += 1
-            ready = deque(i for i in live if pending[i] == 0)
-            out: list[int] = []
-            append, popleft, push = out.append, ready.popleft, ready.append
-            while ready:
-                cur = popleft()
-                append(cur)
-                for u in succ[cur]:
-                    pending[u] -= 1
-                    if pending[u] == 0:
-                        push(u)
-            self.graph.nodes = [self.nodes[i] for i in live]
-            if len(out) != len(live):
-                self.graph.toposort()       # raises the GraphError naming the cycle
-            self.graph.nodes = [self.nodes[i] for i in out]
             self.resorts += 1
-            self._renumber(out)
+            self._build()
             return
+        if self._order is None:
+            self._order = IncrementalOrder(self)
+        if not self._order.resort():
+            self.graph.nodes = self.live_nodes()
+            self.graph.toposort()       # raises the GraphError naming the cycle
+        self.graph.nodes = self.live_nodes()
         self.resorts += 1
-        self._build()
-
-    def _renumber(self, order: list[int]) -> None:
-        """Re-index after a re-sort without re-reading value names: `order` lists the old
-        indices of the live nodes in their new order; producer, readers and successor lists
-        are the current ones mapped to new positions (what `_build` would compute anew:
-        readers stay sorted and duplicate-free, commits keep them exact)."""
-        nodes = self.nodes
-        new = [0] * len(nodes)
-        for k, old in enumerate(order):
-            new[old] = k
-        self.nodes = [nodes[i] for i in order]
-        self.index = dict(zip([n.name for n in self.nodes], range(len(order))))
-        at = new.__getitem__
-        self.producer = dict(zip(self.producer, map(at, self.producer.values())))
-        self.readers = {v: [new[rs[0]]] if len(rs) == 1 else sorted(map(at, rs))
-                        for v, rs in self.readers.items()}
-        succ = self.succ
-        self.succ = [[new[s[0]]] if len(s) == 1 else sorted(map(at, s)) if s else []
-                     for s in (succ[old] for old in order)]
         self.dead_consts = [c for c in self.graph.constants
                             if c not in self.readers and c not in self.graph_outputs]
 
@@ -314,6 +269,9 @@ class FusionGraph:
         for p in {self.producer[v] for v in touched if v in self.producer}:
             self.succ[p] = self._succ_of(self.nodes[p])
         self.succ[pos] = self._succ_of(fused)
+        if self._order is not None:
+            self._order.touch(group)
+            self._order.touch(self.succ[pos])
         return all(r > pos for o in fused.outputs if o for r in self.readers.get(o, ()))
 
     def users(self, value: str) -> list[Node]:
