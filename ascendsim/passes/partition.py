@@ -194,10 +194,15 @@ class FusionGraph:
         #: whether a node may have an empty output name (then `resort` asks Graph.toposort)
         self._empty_outputs = any(not o for n in self.nodes for o in n.outputs)
         #: constants nothing reads (removed by the next commit, as a full sweep would)
-        self.dead_consts: list[str] = [c for c in graph.constants
-                                       if c not in readers and c not in self.graph_outputs]
+        self.dead_consts: list[str] = []
+        self._find_dead_consts()
         #: the release tree of `resort` (built at the first re-sort, then kept by commits)
         self._order: IncrementalOrder | None = None
+
+    def _find_dead_consts(self) -> None:
+        """Constants nothing reads (the next commit removes them, as a full sweep would)."""
+        self.dead_consts = [c for c in self.graph.constants
+                            if c not in self.readers and c not in self.graph_outputs]
 
     def _succ_of(self, n: Node) -> list[int]:
         readers = self.readers
@@ -226,12 +231,18 @@ class FusionGraph:
             self.graph.toposort()       # raises the GraphError naming the cycle
         self.graph.nodes = self.live_nodes()
         self.resorts += 1
-        self.dead_consts = [c for c in self.graph.constants
-                            if c not in self.readers and c not in self.graph_outputs]
+        self._find_dead_consts()
 
     def live_nodes(self) -> list[Node]:
         """The nodes in order, without the holes left by commits."""
-        return [n for n in self.nodes if n is not None]
+        return list(filter(None, self.nodes))     # a Node is always true
+
+    def describes(self, graph: Graph) -> bool:
+        """Whether this analysis is still exactly that of `graph`: the same graph object, the
+        same node objects in the same order, the same outputs (what the index is built
+        from: nodes are immutable, a rewired node is a new object)."""
+        return (graph is self.graph and set(graph.outputs) == self.graph_outputs
+                and graph.nodes == self.live_nodes())
 
     def commit(self, group: set[int], fused: Node) -> bool:
         """Record that `group` was replaced by `fused` at the index of its last member.
@@ -326,6 +337,22 @@ class FusionGraph:
                             f"'{self.nodes[s].name}'")
                 stack.append((s, origin))
         return None
+
+
+def fusion_graph(graph: Graph, ctx=None) -> FusionGraph:
+    """The analysis of `graph` for a fusion pass: the one the previous fusion pass of the same
+    run (`ctx`, a PassContext) left, when it still describes the graph exactly (consecutive
+    fusion passes), else a new one. A kept analysis has holes where commits removed nodes;
+    every decision of the passes depends on the order of the indices only, not their values."""
+    cache = getattr(ctx, "analyses", None)
+    fg = cache.get("fusion_graph") if cache is not None else None
+    if fg is not None and fg.describes(graph):
+        fg._find_dead_consts()
+        return fg
+    fg = FusionGraph(graph)
+    if cache is not None:
+        cache["fusion_graph"] = fg
+    return fg
 
 
 # ----------------------------------------------------------------------------- chains
@@ -535,7 +562,7 @@ def connected_groups(fg: FusionGraph, candidate: Callable[[Node], bool], max_ops
     return part
 
 
-__all__ = ["FusionGraph", "Partition", "WorkingSet", "chain_forward", "chain_backward",
-           "next_in_chain", "connected_groups", "ub_working_set", "check_ub", "data_inputs",
-           "is_elementwise", "is_basic", "is_absorbable", "is_composite", "is_scalar_const",
-           "op_count", "unit_of", "opdef"]
+__all__ = ["FusionGraph", "fusion_graph", "Partition", "WorkingSet", "chain_forward",
+           "chain_backward", "next_in_chain", "connected_groups", "ub_working_set", "check_ub",
+           "data_inputs", "is_elementwise", "is_basic", "is_absorbable", "is_composite",
+           "is_scalar_const", "op_count", "unit_of", "opdef"]
