@@ -35,7 +35,9 @@ Checks every group must pass before it is committed, each a `Decision` with a re
 * `escapes`: an intermediate read outside the group (or a graph output) is kept by a UB
   group only as its last value; graph kernels instead make it an extra output.
 * `creates_cycle`: the reachability check above, pruned by topological index (a node after
-  the group's last member cannot reach back into it).
+  the group's last member cannot reach back into it). `connected_groups`, which tests
+  thousands of unions of one unchanging graph, first asks bit sets of descendants and
+  ancestors (`Reachability`) and searches only for a union they show cyclic.
 * `ub_working_set`: the group's working set at its *smallest legal tile* must fit the chip's
   UB with double buffering. A tile is one vector repeat (`chip.vector_bytes_per_cycle` bytes
   of the widest dtype), at least one cube output fractal (M0 x N0 from `chip.cube_mkn`) after a
@@ -501,6 +503,43 @@ def check_ub(graph: Graph, nodes: list[Node], chip, fg: FusionGraph | None = Non
 
 
 # ----------------------------------------------------------------------------- connected groups
+class Reachability:
+    """Descendants and ancestors of every node of an unchanging `FusionGraph` as bit sets
+    (Python ints, bit i = index i), for the cycle test of many candidate groups.
+
+    Contracting a group U creates a cycle exactly when some node outside U is both a
+    descendant and an ancestor of U: a path m -> .. -> x -> .. -> m' (m, m' in U) holds a
+    stretch from a member through non-members to a member around x, and such a stretch is
+    what `FusionGraph.creates_cycle` searches for. So with desc(U) and anc(U) the unions of
+    the members' sets, U is refused iff desc(U) & anc(U) has a bit outside U."""
+
+    def __init__(self, fg: FusionGraph) -> None:
+        succ = fg.succ
+        n = len(fg.nodes)
+        desc = [0] * n
+        for v in range(n - 1, -1, -1):         # indices are topological: successors first
+            d = 0
+            for s in succ[v]:
+                d |= desc[s] | (1 << s)
+            desc[v] = d
+        anc = [0] * n
+        for v in range(n):                     # predecessors first
+            if succ[v]:
+                a = anc[v] | (1 << v)
+                for s in succ[v]:
+                    anc[s] |= a
+        self.desc, self.anc = desc, anc
+
+    def cyclic(self, group: Iterable[int]) -> bool:
+        """Whether contracting `group` would create a cycle."""
+        d = a = u = 0
+        for i in group:
+            d |= self.desc[i]
+            a |= self.anc[i]
+            u |= 1 << i
+        return bool(d & a & ~u)
+
+
 @dataclass
 class Partition:
     """Result of `connected_groups`: groups (node lists in topological order) and refused
@@ -530,6 +569,10 @@ def connected_groups(fg: FusionGraph, candidate: Callable[[Node], bool], max_ops
         if n is not None and candidate(n):
             parent[i], members[i], ops[i] = i, {i}, size(n)
     part = Partition()
+    # per group: its descendants, ancestors and members as bit sets (`Reachability`); the
+    # search that names the cycle runs only for a union they show cyclic
+    reach: Reachability | None = None
+    bits: dict[int, tuple[int, int, int]] = {}
     for c in sorted(parent):
         node = fg.nodes[c]
         for v in dict.fromkeys(node.inputs):
@@ -548,12 +591,19 @@ def connected_groups(fg: FusionGraph, candidate: Callable[[Node], bool], max_ops
             if may_merge is not None and not may_merge(gp, gc):
                 continue
             union = members[rp] | members[rc]
-            why = fg.creates_cycle(union)
+            if reach is None:
+                reach = Reachability(fg)
+            dp, ap, up = bits.get(rp) or (reach.desc[rp], reach.anc[rp], 1 << rp)
+            dc, ac, uc = bits.get(rc) or (reach.desc[rc], reach.anc[rc], 1 << rc)
+            d, a, u = dp | dc, ap | ac, up | uc
+            why = fg.creates_cycle(union) if d & a & ~u else None
             if why:
                 part.refused.append((node.name, why))
                 continue
             parent[rc] = rp
             members[rp] = union
+            bits[rp] = (d, a, u)
+            bits.pop(rc, None)
             ops[rp] += ops.pop(rc)
             del members[rc]
     for root in sorted(members):
@@ -562,7 +612,7 @@ def connected_groups(fg: FusionGraph, candidate: Callable[[Node], bool], max_ops
     return part
 
 
-__all__ = ["FusionGraph", "fusion_graph", "Partition", "WorkingSet", "chain_forward",
-           "chain_backward", "next_in_chain", "connected_groups", "ub_working_set", "check_ub",
-           "data_inputs", "is_elementwise", "is_basic", "is_absorbable", "is_composite",
-           "is_scalar_const", "op_count", "unit_of", "opdef"]
+__all__ = ["FusionGraph", "fusion_graph", "Partition", "Reachability", "WorkingSet",
+           "chain_forward", "chain_backward", "next_in_chain", "connected_groups",
+           "ub_working_set", "check_ub", "data_inputs", "is_elementwise", "is_basic",
+           "is_absorbable", "is_composite", "is_scalar_const", "op_count", "unit_of", "opdef"]

@@ -162,3 +162,29 @@ def test_cycle_reason_does_not_depend_on_the_numbering():
         fg = FusionGraph(h)
         reasons.add(fg.creates_cycle(fg.members(group)))
     assert len(reasons) == 1 and None not in reasons
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_reachability_bitsets_refuse_exactly_the_groups_the_search_refuses(seed):
+    """connected_groups asks the bit sets first and searches (for the path to name) only
+    when they show a cycle: both must say the same for every group, holes included."""
+    from ascendsim.passes.partition import Reachability
+
+    rng = random.Random(seed)
+    g = _random_dag(rng, 150)
+    fg = FusionGraph(g)
+    for _ in range(10):                   # some commits: holes and a re-sorted order
+        live = fg.live_nodes()
+        head = rng.choice(live)
+        outs = [r for o in head.outputs for r in fg.users(o)]
+        if outs and not fg.creates_cycle(fg.members([head, outs[0]])):
+            fuse_nodes(g, [head, outs[0]], {"fusion": "UB", "pattern": "test"}, fg=fg)
+    reach = Reachability(fg)
+    live = [i for i, n in enumerate(fg.nodes) if n is not None]
+    cyclic = 0
+    for _ in range(400):
+        group = set(rng.sample(live, rng.randint(2, 6)))
+        expected = fg.creates_cycle(group) is not None
+        assert reach.cyclic(group) == expected
+        cyclic += expected
+    assert 40 < cyclic < 360              # both answers are exercised
