@@ -319,25 +319,33 @@ class FusionGraph:
         return [o for i in sorted(group) for o in self.nodes[i].outputs if o and (
             o in self.graph_outputs or any(r not in group for r in self.readers.get(o, [])))]
 
-    def creates_cycle(self, group: set[int]) -> str | None:
+    def creates_cycle(self, group: set[int], within: set[int] | None = None) -> str | None:
         """Why contracting `group` into one node would create a cycle (a path that leaves the
         group and re-enters it), or None. Nodes after the group's last member cannot reach
         back, so the search is pruned there. Its stack is filled from the members in node order,
-        so the path it names depends on the order only, not on the index numbers."""
+        so the path it names depends on the order only, not on the index numbers. `within`:
+        the non-members that are descendants and ancestors of the group (no other node the
+        search reaches leads back, so leaving them out changes neither the answer nor the
+        path named: see `Reachability`)."""
         last = max(group)
-        stack = [(s, i) for i in sorted(group) for s in self.succ[i] if s not in group]
+        succ = self.succ
+        if within is None:
+            stack = [(s, i) for i in sorted(group) for s in succ[i] if s not in group]
+        else:
+            stack = [(s, i) for i in sorted(group) for s in succ[i] if s in within]
         seen: set[int] = set()
         while stack:
             cur, origin = stack.pop()
             if cur in seen or cur > last:
                 continue
             seen.add(cur)
-            for s in self.succ[cur]:
+            for s in succ[cur]:
                 if s in group:
                     return (f"fusing would create a cycle: '{self.nodes[origin].name}' -> "
                             f"'{self.nodes[cur].name}' (outside the group) -> "
                             f"'{self.nodes[s].name}'")
-                stack.append((s, origin))
+                if within is None or s in within:
+                    stack.append((s, origin))
         return None
 
 
@@ -540,6 +548,16 @@ class Reachability:
         return bool(d & a & ~u)
 
 
+def bit_indices(bits: int) -> set[int]:
+    """The indices of the set bits of a non-negative int."""
+    out: set[int] = set()
+    while bits:
+        low = bits & -bits
+        out.add(low.bit_length() - 1)
+        bits ^= low
+    return out
+
+
 @dataclass
 class Partition:
     """Result of `connected_groups`: groups (node lists in topological order) and refused
@@ -596,7 +614,8 @@ def connected_groups(fg: FusionGraph, candidate: Callable[[Node], bool], max_ops
             dp, ap, up = bits.get(rp) or (reach.desc[rp], reach.anc[rp], 1 << rp)
             dc, ac, uc = bits.get(rc) or (reach.desc[rc], reach.anc[rc], 1 << rc)
             d, a, u = dp | dc, ap | ac, up | uc
-            why = fg.creates_cycle(union) if d & a & ~u else None
+            cyclic = d & a & ~u              # outside nodes on a path back into the union
+            why = fg.creates_cycle(union, within=bit_indices(cyclic)) if cyclic else None
             if why:
                 part.refused.append((node.name, why))
                 continue

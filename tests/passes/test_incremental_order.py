@@ -188,3 +188,24 @@ def test_reachability_bitsets_refuse_exactly_the_groups_the_search_refuses(seed)
         assert reach.cyclic(group) == expected
         cyclic += expected
     assert 40 < cyclic < 360              # both answers are exercised
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_cycle_search_within_the_bitset_region_names_the_same_path(seed):
+    from ascendsim.passes.partition import Reachability, bit_indices
+
+    rng = random.Random(100 + seed)
+    g = _random_dag(rng, 150)
+    fg = FusionGraph(g)
+    reach = Reachability(fg)
+    live = [i for i, n in enumerate(fg.nodes) if n is not None]
+    named = 0
+    for _ in range(300):
+        group = set(rng.sample(live, rng.randint(2, 6)))
+        d = a = u = 0
+        for i in group:
+            d, a, u = d | reach.desc[i], a | reach.anc[i], u | (1 << i)
+        region = bit_indices(d & a & ~u)
+        assert fg.creates_cycle(group, within=region) == fg.creates_cycle(group)
+        named += bool(region)
+    assert named > 30
