@@ -59,6 +59,8 @@ from bisect import insort
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ..ir.graph import Graph, Node
 from ..ir.registry import FUSED_OP, Category, OpDef, Unit, get_op
 from ..ir.tensor import is_static, itemsize, numel
@@ -550,12 +552,8 @@ class Reachability:
 
 def bit_indices(bits: int) -> set[int]:
     """The indices of the set bits of a non-negative int."""
-    out: set[int] = set()
-    while bits:
-        low = bits & -bits
-        out.add(low.bit_length() - 1)
-        bits ^= low
-    return out
+    raw = np.frombuffer(bits.to_bytes((bits.bit_length() + 7) // 8, "little"), np.uint8)
+    return set(np.flatnonzero(np.unpackbits(raw, bitorder="little")).tolist())
 
 
 @dataclass

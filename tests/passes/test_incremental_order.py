@@ -209,3 +209,12 @@ def test_cycle_search_within_the_bitset_region_names_the_same_path(seed):
         assert fg.creates_cycle(group, within=region) == fg.creates_cycle(group)
         named += bool(region)
     assert named > 30
+
+
+def test_bit_indices():
+    from ascendsim.passes.partition import bit_indices
+
+    rng = random.Random(3)
+    for _ in range(100):
+        x = rng.getrandbits(rng.randint(0, 3000))
+        assert bit_indices(x) == {i for i in range(x.bit_length()) if x >> i & 1}
