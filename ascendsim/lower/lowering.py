@@ -311,6 +311,11 @@ class _Lowering:
         self.small_consts = {k: v for k, v in graph.constants.items()
                              if isinstance(v, np.ndarray)}
         self.values: dict[str, Value] = dict(graph.values)
+        #: Value objects whose shape `value` found static, by id (speed only)
+        self._static: dict[int, Value] = {}
+        #: phase_traffic of the core groups seen, by their ids (groups reused from the
+        #: tiling memo give the same traffic; the groups are kept alive here)
+        self._traffic: dict[tuple, tuple[dict, tuple]] = {}
 
     # -- helpers ---------------------------------------------------------------------------
     def root(self, name: str) -> str:
@@ -325,7 +330,11 @@ class _Lowering:
         v = self.values.get(name)
         if v is None:
             raise GraphError(f"lowering: no value '{name}' in graph '{self.g.name}'")
+        if self._static.get(id(v)) is v:          # checked before (kept alive here)
+            return v
+        self._static[id(v)] = v
         if not all(isinstance(d, int) for d in v.shape):
+            del self._static[id(v)]
             raise GraphError(f"value '{name}' has symbolic shape {v.shape}; bind it "
                              f"(Graph.bind) before simulating")
         return v
@@ -372,7 +381,7 @@ class _Lowering:
         sid = self.pick_stream(ins)
         deps = sorted({self.producer[self.root(i)] for i in ins
                        if i and self.root(i) in self.producer})
-        traffic = phase_traffic(phases)
+        traffic = self._phase_traffic(phases)
         task = Task(tid, sid, name, op_type, task_type, tuple(phases), tuple(deps),
                     tuple(self.value(i) for i in ins), tuple(self.value(o) for o in outs),
                     tuple(spec.in_fmts), tuple(out_fmts), int(flops), traffic,
@@ -392,6 +401,16 @@ class _Lowering:
             self.fmt[o] = f
             self.l2.touch(o, padded_bytes(self.value(o), f))
         return task
+
+    def _phase_traffic(self, phases) -> dict[tuple[str, str], int]:
+        """`phase_traffic`, once per distinct tuple of core groups (frozen: equal objects,
+        equal traffic)."""
+        groups = tuple(g for ph in phases for g in ph.groups)
+        key = tuple(map(id, groups))
+        hit = self._traffic.get(key)
+        if hit is None:
+            hit = self._traffic[key] = (phase_traffic(phases), groups)
+        return dict(hit[0])
 
     # -- format conversion -----------------------------------------------------------------
     def ensure(self, name: str, fmt: str) -> str:
@@ -728,7 +747,8 @@ class _Lowering:
             self.values = {**saved, **chunk}
             if k > 1:
                 # each chunk converts its own slice of the chain's inputs
-                for key in [key for key in self.converted if key[0] in sub.inputs]:
+                chain_inputs = set(sub.inputs)
+                for key in [key for key in self.converted if key[0] in chain_inputs]:
                     del self.converted[key]
             start = len(self.tasks)
             for n in sub.nodes:
