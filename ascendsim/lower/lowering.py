@@ -311,6 +311,8 @@ class _Lowering:
         self.small_consts = {k: v for k, v in graph.constants.items()
                              if isinstance(v, np.ndarray)}
         self.values: dict[str, Value] = dict(graph.values)
+        #: rebound subgraphs by (fused node id, input shapes) (the node is kept alive)
+        self._rebound_memo: dict[tuple, tuple[Any, Any]] = {}
         #: Value objects whose shape `value` found static, by id (speed only)
         self._static: dict[int, Value] = {}
         #: phase_traffic of the core groups seen, by their ids (groups reused from the
@@ -741,9 +743,9 @@ class _Lowering:
         self.keep_l2.update(node.attrs.get("l2_values") or inner)
         k = int(node.attrs.get("batch_split") or 1)
         saved = self.values
+        # every chunk has the same shapes: inferred once
+        chunk = _chunk_values(node, k, self.g.constants) if k > 1 else dict(sub.values)
         for c in range(k):
-            chunk = (_chunk_values(node, k, self.g.constants) if k > 1
-                     else dict(sub.values))
             self.values = {**saved, **chunk}
             if k > 1:
                 # each chunk converts its own slice of the chain's inputs
@@ -762,8 +764,19 @@ class _Lowering:
         self.values = saved | {k2: v for k2, v in sub.values.items()
                                if k2 not in saved or k2 in sub.outputs}
 
+    def _rebound(self, node) -> Any:
+        """`rebound_subgraph` of `node` at the current input shapes, once per node and
+        shapes (the chunks of an L2 chain lower the same inner nodes at the same shapes; the
+        subgraph is only read)."""
+        key = (id(node), tuple((v.shape, v.dtype) if (v := self.values.get(i)) is not None
+                               else None for i in node.inputs))
+        hit = self._rebound_memo.get(key)
+        if hit is None:
+            hit = self._rebound_memo[key] = (rebound_subgraph(node, self.values), node)
+        return hit[0]
+
     def fused(self, node) -> None:
-        sub = rebound_subgraph(node, self.values)
+        sub = self._rebound(node)
         kind = node.attrs.get("fusion", "")
         display = node.attrs.get("display_type") or node.op_type
         inner = tuple(n.name for n in sub.nodes)
