@@ -87,6 +87,7 @@ def default_stages() -> list[Stage]:
     from .conv2dbackprop_fusion import DX_UB_PASSES
     from .graph_kernel import BasicOpsFusion, CompositeOpsFusion
     from .l2_fusion import L2BatchSplitFusionPass
+    from .mul_addn_fusion import MulAddNFusion
     from .training_fusion import TRAINING_UB_PASSES
     from .ub_fusion import UB_PASSES
 
@@ -101,7 +102,7 @@ def default_stages() -> list[Stage]:
               (CompositeOpsFusion,), option="graph_kernel"),
         Stage("graph_fusion", "after graph fusion", _graph_fusion_passes()),
         Stage("ub_fusion", "after UB fusion",
-              TRAINING_UB_PASSES + DX_UB_PASSES + UB_PASSES),
+              TRAINING_UB_PASSES + DX_UB_PASSES + (MulAddNFusion,) + UB_PASSES),
         Stage("l2_fusion", "after L2 fusion", (L2BatchSplitFusionPass,), option="l2_fusion"),
     ]
 
