@@ -337,6 +337,12 @@ class Chip:
         doc="host cost of one framework eager op call (torch_npu: Python, ATen dispatch, the "
             "aclnn workspace query and launch), the host launch of eager_call op rows; "
             "absent: host_launch_us")
+    eager_fused_attention_launch_us: float | None = _spec(
+        "float", "us", ge=0, optional=True,
+        doc="host cost of one torch_npu.npu_fused_infer_attention_score call (Python, the "
+            "aclnn FusedInferAttentionScore workspace query with its host tiling, the launch), "
+            "the host launch of eager_call op rows whose cann_op is FusedInferAttentionScore "
+            "(validation.validate.EAGER_LAUNCH_FIGURES); absent: eager_op_launch_us")
     # provenance: dotted key -> "TAG: source"; not part of equality
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False,
                                        metadata={"kind": "sources"})
@@ -477,9 +483,10 @@ class Chip:
     # -- derived figures ---------------------------------------------------------------------
     @property
     def l2_resident_bytes(self) -> int:
-        """The largest tensor data the model keeps resident in L2: half of it. A rule of this
-        model, not a chip figure (the other half is left to the streaming working sets); the
-        lowering's L2 residency and the L2 batch-split pass both size against it."""
+        """Half of L2: a rule of this model, not a chip figure (the other half is left to the
+        streaming working sets). The lowering's intra-task reuse rule (a task's operands that
+        fit re-read from L2) and the L2 batch-split pass size against it; the simulated L2
+        cache itself uses all of `l2_bytes`."""
         return self.l2_bytes // 2
 
     @property

@@ -526,4 +526,4 @@ def _read(chip, nbytes: int, miss: float, shared: bool, nd2nz: bool) -> Instr:
         return ins
     scale = chip.path_bytes_per_cycle.gm_l1_nd2nz / chip.path_bytes_per_cycle.gm_l1
     return Instr(ins.pipe, ins.kind, ins.cycles, ins.nbytes, ins.src, ins.dst, ins.bw * scale,
-                 ins.hbm)
+                 ins.hbm, ins.tensors)

@@ -10,6 +10,25 @@ An input's stated `format` (FRACTAL_NZ, NC1HWC0) becomes the graph input's layou
 lowering reads that format in place (element-wise, broadcast, reduce and segment ops), so a
 LayerNorm measured on NZ data takes CANN's NZ kernel path (`_layout`).
 
+Looped rows in steady state. A warm (or unknown) op row timed by msprof over a benchmark loop
+(`msprof_kernel`) or as a loop of back-to-back eager calls (`eager_call` with `loop` or a
+throughput metric) measures a call that meets what the previous call left in L2: its
+output, dirty (L2 is write-back; the allocator's freed block is not written back by
+anyone), and whatever of the inputs survived. So the graph runs the op `LOOP_CALLS` times on
+the same inputs, earlier calls as nodes named ``prev_call_<i>`` whose outputs are graph
+outputs (the user's tensors of earlier iterations, never dropped from L2 unwritten), and the
+measured call (node "op") is the last; its fills evict the previous output and pay its
+write-back, as each call of the real loop does. Three calls: the second still finds the
+inputs dirty from their warm-up producers (its fills evict them with a write-back no call of a
+long loop pays: the loop's input lines are clean once refilled), the third finds them as the
+loop does. Assumptions: the earlier outputs are distinct tensors (a loop alternating two
+output blocks overwrites the older one in place; the model evicts it, writing back what of it
+is still dirty, which overstates a call whose inputs and two outputs fit in L2 together only
+when that sum exceeds L2); the inputs' format conversions (TransData) run once, before the
+first call, and count for the measured call. Cold rows (L2 flushed between calls),
+instruction-level rows (``measure`` = "pipe:P" or "launch") and aclnn chain rows (below) run
+the op once.
+
 An op row whose ``cann_op`` is in `CANN_CHAINS` measured one aclnn call that launches a chain
 of kernels; its inputs are the aclnn call's, and the graph is the chain as the aclnn source
 builds it (the main op is the node "op", the others "op_<step>"). Such a row's kernel time is
@@ -59,6 +78,10 @@ PRECISION_DTYPES = {"fp16": "float16", "float16": "float16", "mixed": "float16",
 OP_NODE = "op"
 #: op type of the warm-up task that leaves an input in L2 (a copy-like vector op)
 WARM_OP = "Relu"
+#: calls of a looped op row simulated back to back; the last one is measured (module note)
+LOOP_CALLS = 3
+#: name prefix of the earlier calls of a looped op row (not measured)
+PREV_CALL = "prev_call_"
 
 
 @dataclass(frozen=True)
@@ -118,18 +141,38 @@ def workload_key(row: CorpusRow) -> tuple:
 
 # ----------------------------------------------------------------------------- op rows
 def build_op_graph(row: CorpusRow) -> Graph:
-    """The one-op graph of an op row (node "op"), with warm-up producers for warm data."""
-    key = ("op", _freeze(row.workload), row.data in ("warm", "unknown"))
+    """The op graph of an op row (the measured node "op"), with warm-up producers for warm
+    data and, for a looped row, the earlier calls before it (`loop_calls`)."""
+    warm = row.data in ("warm", "unknown")
+    key = ("op", _freeze(row.workload), warm, loop_calls(row))
     if key not in _GRAPHS:
-        _GRAPHS[key] = _op_graph(row.workload, key[2])
+        _GRAPHS[key] = _op_graph(row.workload, warm, key[3])
     return _GRAPHS[key]
+
+
+def loop_calls(row: CorpusRow) -> int:
+    """How many back-to-back calls of the op a row's graph runs (see the module note)."""
+    w = row.workload
+    measure = str(w.get("measure", "task"))
+    looped = row.timing == "msprof_kernel" or (
+        row.timing == "eager_call" and (row.metric == "throughput" or bool(w.get("loop"))))
+    if (not looped or row.data not in ("warm", "unknown") or measure == "launch"
+            or measure.startswith("pipe:") or w.get("cann_op", "") in CANN_CHAINS):
+        return 1
+    return LOOP_CALLS
+
+
+def is_earlier_call(name: str) -> bool:
+    """Whether a task or node name belongs to a looped row's earlier calls (not measured):
+    the call itself or the format conversion of its output."""
+    return PREV_CALL in name
 
 
 #: graphs built so far, by workload key (rows sharing a workload share the graph)
 _GRAPHS: dict[tuple, Graph] = {}
 
 
-def _op_graph(w: Mapping[str, Any], warm: bool) -> Graph:
+def _op_graph(w: Mapping[str, Any], warm: bool, calls: int = 1) -> Graph:
     op_type = w["op"]
     opdef = get_op(op_type)          # UnsupportedOpError names an unknown op
     chain = CANN_CHAINS.get(w.get("cann_op", ""))
@@ -161,8 +204,12 @@ def _op_graph(w: Mapping[str, Any], warm: bool) -> Graph:
     if unknown:
         raise GraphError(f"op {op_type}: unknown attribute(s) {', '.join(unknown)}; valid: "
                          f"{', '.join(sorted(opdef.attrs)) or 'none'}")
-    outs = g.add_node(op_type, args, {k: _attr(v) for k, v in attrs.items()}, name=OP_NODE)
-    g.output(*outs)
+    attrs = {k: _attr(v) for k, v in attrs.items()}
+    earlier = []
+    for c in range(calls - 1):
+        earlier += g.add_node(op_type, args, dict(attrs), name=f"{PREV_CALL}{c}")
+    outs = g.add_node(op_type, args, attrs, name=OP_NODE)
+    g.output(*earlier, *outs)
     return g
 
 
@@ -332,7 +379,8 @@ def decoder_tokens(row: CorpusRow) -> int:
                               else 1)
 
 
-__all__ = ["build_op_graph", "measures_whole_call", "CANN_CHAINS", "CannChain",
+__all__ = ["build_op_graph", "loop_calls", "is_earlier_call", "LOOP_CALLS",
+           "measures_whole_call", "CANN_CHAINS", "CannChain",
            "model_plan", "decoder_plan", "decoder_tokens", "model_spec",
            "workload_key", "ModelPlan",
            "ModelSpec", "MODELS", "PRECISION_DTYPES", "OP_NODE", "EXTRAPOLATE_ABOVE_LAYERS"]
