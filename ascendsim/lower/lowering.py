@@ -66,7 +66,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -202,6 +202,12 @@ class CubeGeometry:
     conv_rows: tuple[int, int, int, int, int] | None
     bias: bool
     note: str
+
+
+class _Shaped(NamedTuple):
+    """A shape standing in for a Value where only `.shape` is read (a weight gradient's view)."""
+
+    shape: tuple
 
 
 def conv_geometry(attrs: dict, transposed: bool, xv: Value, wv: Value, out_v: Value, k0: int,
@@ -624,7 +630,12 @@ class _Lowering:
         if xv.dtype in ("float32", "float64") and cdt == "float16":
             notes.append(f"{xv.dtype} operands run in the cube's float16 mode (CANN "
                          f"allow_fp32_to_fp16 precision mode); GM bytes stay {xv.dtype}")
-        if conv:
+        if conv and opdef.conv_view is not None:     # a weight gradient: the Conv it equals
+            v_attrs, *shapes = opdef.conv_view(head.attrs, xv.shape, wv.shape, out_v.shape)
+            geo = conv_geometry(v_attrs, False, *(_Shaped(sh) for sh in shapes), k0, False)
+            notes.append(f"{head.op_type}: the Conv of X^T {shapes[0]} by dY^T {shapes[1]}, "
+                         f"read in place (no transposes)")
+        elif conv:
             geo = conv_geometry(head.attrs, opdef.transposed, xv, wv, out_v, k0, bool(extra))
         else:
             geo = gemm_geometry(head.attrs, xv, wv, out_v, k0,

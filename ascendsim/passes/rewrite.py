@@ -20,8 +20,9 @@ from ..ir.tensor import LazyTensor, Value, is_static
 
 @functools.cache
 def forward_conv_ops() -> frozenset[str]:
-    """Op types of forward convolutions: the registry's `conv` flag, not `transposed`."""
-    return ops_where(lambda d: d.conv and not d.transposed)
+    """Op types of forward convolutions: the registry's `conv` flag, not `transposed`, not a
+    weight gradient (`conv_view`)."""
+    return ops_where(lambda d: d.conv and not d.transposed and d.conv_view is None)
 
 
 class GraphView:
