@@ -34,8 +34,21 @@ def _resnet(small: bool):
     return asim.models.resnet50_training_step(batch=2 if small else 256)
 
 
+def _resnet_fwd(small: bool):
+    return asim.models.resnet50(batch=2 if small else 32)
+
+
+def _bert_fwd(small: bool):
+    if small:
+        return asim.models.bert_large(batch=1, seq_len=128)
+    return asim.models.bert_large(batch=32, seq_len=512)
+
+
 #: case -> (label, builder, optimize options)
 CASES = {
+    "resnet_fwd": ("ResNet-50 forward (batch 32), default fusions", _resnet_fwd, {}),
+    "bert_fwd": ("BERT-large forward (24 layers, batch 32, seq 512), default fusions",
+                 _bert_fwd, {}),
     "bert_step": ("BERT-large training step (24 layers, batch 32, seq 512), default fusions",
                   _bert, {}),
     "bert_step_gk": ("BERT-large training step (24 layers, batch 32, seq 512), graph kernels",

@@ -4,6 +4,7 @@ simulated events per second, and block vs tile agreement.
     python bench/sim_speed.py                      # pipeline: baseline vs this tree, one run
     python bench/sim_speed.py --baseline REV       # another baseline revision
     python bench/sim_speed.py --cases bert_step    # some of the pipeline cases
+    python bench/sim_speed.py --cases resnet_fwd bert_fwd   # forward passes (issue 11)
     python bench/sim_speed.py --tables             # also the tables below (slow)
     python bench/sim_speed.py --tables --quick     # smaller models, no 4096^3 / 64M tile runs
 
@@ -183,7 +184,8 @@ def pipeline_table(cases: list[str], rev: str) -> list[tuple]:
                     rows.append((CASES[case][0] if r is base else "", label,
                                  f"{r['build_s']:.1f}", f"{r['optimize_s']:.1f}",
                                  f"{r['simulate_s']:.1f}", f"{_total(r):.1f}",
-                                 f"{r['peak_rss_mb']:.0f}", f"{r['cycles']:,}",
+                                 f"{r['peak_rss_mb']:.0f}", f"{r['events']:,}",
+                                 f"{r['cycles']:,}",
                                  f"{_total(base) / _total(r):.1f}x" if r is now else "",
                                  same if r is now else ""))
                 print(f"  measured {case}", file=sys.stderr)
@@ -203,11 +205,15 @@ def _load() -> str:
 def main() -> None:
     from pipeline_worker import CASES
 
+    # the default pipeline table is issue 15's training steps; the forward cases (issue 11's
+    # wall-time check) are asked for by name
+    step_cases = [c for c in CASES if "_step" in c]
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--baseline", default=BASELINE_REV, metavar="REV",
                     help=f"git revision to compare with (default {BASELINE_REV})")
-    ap.add_argument("--cases", nargs="+", choices=sorted(CASES), default=list(CASES),
-                    help="pipeline cases to run (default: all)")
+    ap.add_argument("--cases", nargs="+", choices=sorted(CASES), default=step_cases,
+                    help="pipeline cases to run (default: the training steps)")
     ap.add_argument("--no-pipeline", action="store_true", help="skip the pipeline table")
     ap.add_argument("--tables", action="store_true",
                     help="also the events/s and block-vs-tile tables")
@@ -218,7 +224,7 @@ def main() -> None:
               f"{_load()} at start")
         rows = pipeline_table(args.cases, args.baseline)
         _print(("case", "revision", "build s", "optimise s", "simulate s", "total s",
-                "peak MB", "cycles", "speed-up", "cycles"), rows)
+                "peak MB", "SimPy events", "cycles", "speed-up", "cycles"), rows)
         print(f"{_load()} at end; {os.cpu_count()} CPUs")
     if args.tables:
         _print(("case", "wall s", "events", "events/s", "cycles", "sim us", "note"),
