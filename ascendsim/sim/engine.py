@@ -84,6 +84,7 @@ from simpy.core import EmptySchedule
 from ..errors import ConfigError, SimulationError
 from ..hw.names import ENGINE_AICORE, ENGINE_AICPU, ENGINE_HOST, GM, MODES
 from ..lower.program import CoreGroup, Program, Segment, expand_flags
+from . import fastforward
 from .aicpu import run_aicpu
 from .mix import run_phases
 from .trace import Interval, TaskRecord, Trace
@@ -195,8 +196,7 @@ class Fabric:
             return
         delay = min(math.ceil(max(f.remaining, 0.0) / f.rate - _EPS) if f.rate > 0 else 1
                     for f in self.flows)
-        tok = self.token
-        self.env.timeout(max(delay, 0)).callbacks.append(lambda _ev: self._wake(tok))
+        self.env.timeout(max(delay, 0)).callbacks.append(_Wake(self, self.token))
 
     def _wake(self, tok: int) -> None:
         if tok != self.token:
@@ -212,6 +212,19 @@ class Fabric:
             self.flows.remove(f)
             f.event.succeed()
         self._reschedule()
+
+
+class _Wake:
+    """The callback of a fabric timeout: wakes the fabric if no flow started or ended since
+    (`tok`); an object, not a closure, so the fast-forward can read it (sim/fastforward.py)."""
+
+    __slots__ = ("fabric", "tok")
+
+    def __init__(self, fabric: Fabric, tok: int) -> None:
+        self.fabric, self.tok = fabric, tok
+
+    def __call__(self, _ev) -> None:
+        self.fabric._wake(self.tok)
 
 
 # ----------------------------------------------------------------------------- core state
@@ -370,7 +383,7 @@ class Engine:
 
     def __init__(self, program: Program, mode: str = "sink", symmetric: bool = True,
                  progress: Callable[[int, int], None] | None = None,
-                 replay: bool = True) -> None:
+                 replay: bool = True, fast_forward: bool | None = None) -> None:
         if mode not in MODES:
             raise ConfigError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
         self.p = program
@@ -400,6 +413,10 @@ class Engine:
         # replayed, not simulated again (see `replay_key`)
         self.replay = replay and mode == "sink" and program.streams == 1
         self._replays: dict[tuple, _Replay] = {}
+        # periodic pipe loops advanced by arithmetic (sim/fastforward.py); None: the default
+        if fast_forward is None:
+            fast_forward = fastforward.ENABLED
+        self.ff = fastforward.FastForward(self) if fast_forward else None
 
     # -- running -------------------------------------------------------------------------
     def run(self) -> Trace:
@@ -640,7 +657,13 @@ class Engine:
         run_busy = 0
         spans = _timeout_spans(queue)
         clock = 0                   # the end of the last instruction inside a merged timeout
-        for k, (ins, waits, sets, allocs, frees, tile) in enumerate(queue):
+        k = start = 0
+        n = len(queue)
+        # the fast-forward's view of this pipe; `hook.hot` after a resume: it may move the
+        # pipe ahead by whole periods (its locals shifted: sim/fastforward.py)
+        hook = fastforward.NO_HOOK if self.ff is None else self.ff.enter(core, queue, spans)
+        while k < n:
+            ins, waits, sets, allocs, frees, tile = queue[k]
             span = spans[k]
             if span < 0:
                 # inside a run of plain timeouts already waited for as one: no flag, buffer
@@ -660,6 +683,8 @@ class Engine:
                         ev = env.event()
                         waiters[key] = ev
                         yield ev
+                        if hook.hot:
+                            k, busy, run_busy, start = hook.resume(k, busy, run_busy, start)
                 for buf, nb in allocs:
                     core.alloc(buf, nb)
                 start = env.now
@@ -669,12 +694,18 @@ class Engine:
                     cap = ins.nbytes / (ins.cycles + ins.nbytes / ins.bw)
                     yield self.fabric.transfer(ins.nbytes, cap, ins.hbm, weight,
                                                write=ins.dst == GM)
+                    if hook.hot:
+                        k, busy, run_busy, start = hook.resume(k, busy, run_busy, start)
                     end = env.now
                 elif span:
                     yield env.timeout(span)
+                    if hook.hot:
+                        k, busy, run_busy, start = hook.resume(k, busy, run_busy, start)
                     end = start + ins.cycles
                 else:
                     yield env.timeout(ins.cycles)
+                    if hook.hot:
+                        k, busy, run_busy, start = hook.resume(k, busy, run_busy, start)
                     end = env.now
                 clock = end
             if end > start:
@@ -704,6 +735,9 @@ class Engine:
                     w.succeed()
                 else:
                     flags[key] = flags.get(key, 0) + 1
+            k += 1
+        if self.ff is not None:
+            self.ff.leave(hook)
         if run is not None:
             rows.append(run)
         tile_ends.append(env.now)
