@@ -57,6 +57,8 @@ from simpy.events import Process, Timeout
 ENABLED = True
 #: a pipe drives checkpoints only if its queue has at least this many entries
 MIN_ENTRIES = 64
+#: the driver takes no checkpoint with fewer entries than this left in its tile
+MIN_LEFT = 8
 #: checkpoints kept per live set of pipes
 MAX_SEEN = 64
 #: checkpoints without a jump before the stride doubles, and the largest stride
@@ -85,7 +87,8 @@ class PipeHook:
     `hot` tells the pipe to call `resume` after a yield: it is the driver, or a jump moved it
     ahead (`pending`: entries, busy cycles, interval busy cycles, cycles to add)."""
 
-    __slots__ = ("ff", "frame", "proc", "core", "queue", "spans", "hot", "pending", "index")
+    __slots__ = ("ff", "frame", "proc", "core", "queue", "spans", "hot", "pending", "index",
+                 "tile_end")
 
     def __init__(self, ff: FastForward, frame, proc, core, queue: list, spans: list) -> None:
         self.ff, self.frame, self.proc, self.core = ff, frame, proc, core
@@ -93,6 +96,7 @@ class PipeHook:
         self.hot = False
         self.pending: list[int] | None = None
         self.index = 0
+        self.tile_end = 0          # (driver) the end of the tile of its entry, cached
 
     def resume(self, k: int, busy, run_busy, start):
         """The pipe's locals after a resume: shifted by a jump, then (driver) checkpointed."""
@@ -144,30 +148,40 @@ class FastForward:
         hook = PipeHook(self, sys._getframe(1), self.env.active_process, core, queue, spans)
         self.pipes.append(hook)
         self.by_proc[hook.proc] = hook
-        self._changed()
+        self._forget()
+        drv = self.driver
+        if len(queue) >= MIN_ENTRIES and (drv is None or len(queue) < len(drv.queue)):
+            self._drive(hook)
         return hook
 
     def leave(self, hook: PipeHook) -> None:
         self.pipes.remove(hook)
-        self.by_proc.pop(hook.proc, None)
+        del self.by_proc[hook.proc]
         hook.hot = False
-        self._changed()
+        self._forget()
+        if hook is self.driver:
+            best = None
+            for h in self.pipes:
+                if len(h.queue) >= MIN_ENTRIES and (best is None
+                                                    or len(h.queue) < len(best.queue)):
+                    best = h
+            self._drive(best)
 
-    def _changed(self) -> None:
-        """The live set changed: forget the checkpoints, pick the driver again."""
-        self.seen.clear()
+    def _forget(self) -> None:
+        """The live set changed: the checkpoints no longer compare."""
+        if self.seen:
+            self.seen.clear()
         self.stride, self.tick, self.misses = 1, 0, 0
-        for i, h in enumerate(self.pipes):
-            h.index = i
-        best = None
-        for h in self.pipes:
-            if len(h.queue) >= MIN_ENTRIES and (best is None or len(h.queue) < len(best.queue)):
-                best = h
-        old, self.driver = self.driver, best
-        if old is not None and old is not best:
+
+    def _drive(self, hook: PipeHook | None) -> None:
+        """Make `hook` the driver (the fewest queue entries of at least `MIN_ENTRIES`: the
+        outer loop, whose resumes come once or twice per period)."""
+        old, self.driver = self.driver, hook
+        if old is not None and old is not hook:
             old.hot = old.pending is not None
-        if best is not None:
-            best.hot = True
+        if hook is not None:
+            hook.hot = True
+            hook.tile_end = 0
 
     # -- checkpoints -----------------------------------------------------------------------
     def checkpoint(self, drv: PipeHook, k: int, busy, run_busy, start):
@@ -176,7 +190,9 @@ class FastForward:
         self.tick += 1
         if self.tick % self.stride:
             return None
-        if len(drv.queue) - k < MIN_ENTRIES // 2:
+        if k >= drv.tile_end:
+            drv.tile_end = _tile_end(drv.queue, k)
+        if drv.tile_end - k < MIN_LEFT:     # too few entries left to repeat
             return None
         got = self._snapshot(drv, k, busy, run_busy, start)
         if got is None:
@@ -210,6 +226,8 @@ class FastForward:
             return None
         fabric = self.fabric
         by_proc = self.by_proc
+        for i, h in enumerate(self.pipes):
+            h.index = i
         # queued events, in the order SimPy will process them
         events = []
         for t, prio, _eid, ev in sorted(heap, key=_order):
@@ -316,8 +334,7 @@ class FastForward:
                     return None
         # open intervals: the same one (advancing), or one that looks the same (closed and
         # reopened once per period)
-        for (k1, b1, rb1, run1, rv1, s1), (k2, b2, rb2, run2, rv2, s2) in zip(prev.vals,
-                                                                             cur.vals):
+        for (_, _, rb1, run1, rv1, _), (_, _, rb2, run2, rv2, _) in zip(prev.vals, cur.vals):
             if run1 is None:
                 continue
             if run1 is run2:
@@ -334,7 +351,7 @@ class FastForward:
     def _jump(self, drv: PipeHook, prev: _Snap, cur: _Snap, m: int, period: int, adv: list,
               rows: list):
         """Advance the engine by `m` periods (see the module note); the driver's locals."""
-        from .engine import _Run   # (the engine imports this module)
+        from .engine import _Run  # (the engine imports this module)
 
         env = self.env
         shift = m * period
