@@ -78,6 +78,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import simpy
 from simpy.core import EmptySchedule
 
@@ -897,22 +898,53 @@ def _timeout_spans(queue: list) -> list[int]:
     if hit is not None and hit[0] is queue:
         return hit[1]
     n = len(queue)
-    # a plain timeout (not a flow over the shared fabric) of integer cycles
-    plain = [type(e[0].cycles) is int and not (e[0].nbytes and e[0].shared) for e in queue]
+    # per entry: whether a run may go on after it / may include it after an earlier one (a
+    # plain timeout (not a flow over the shared fabric) of integer cycles that sets or frees
+    # nothing / waits for or allocates nothing), and its cycles if plain; entries recur
+    # (expand_flags repeats them), so each distinct one is looked at once
+    props: dict[int, tuple[bool, bool, int]] = {}
+    goes_on, joins_in, cycles = [], [], []
+    for e in queue:
+        p = props.get(id(e))
+        if p is None:
+            ins = e[0]
+            plain = type(ins.cycles) is int and not (ins.nbytes and ins.shared)
+            p = props[id(e)] = (plain and not e[2] and not e[4], plain and not e[1] and not e[3],
+                                ins.cycles if plain else 0)
+        goes_on.append(p[0])
+        joins_in.append(p[1])
+        cycles.append(p[2])
     # whether entry j and entry j + 1 can be waited for as one timeout
-    joins = [plain[j] and plain[j + 1] and not a[2] and not a[4] and not b[1] and not b[3]
-             and a[5] == b[5] for j, (a, b) in enumerate(zip(queue, queue[1:]))]
-    spans = [0] * n
-    k = 0
-    while k < n:
-        j = k
-        while j < n - 1 and joins[j]:
-            j += 1
-        if j > k:
-            spans[k] = sum(queue[i][0].cycles for i in range(k, j + 1))
-            for i in range(k + 1, j + 1):
-                spans[i] = -1
-        k = j + 1
+    joins = np.array([a and b and x[5] == y[5]
+                      for a, b, x, y in zip(goes_on, joins_in[1:], queue, queue[1:])],
+                     dtype=bool)
+    if not n or not joins.any():
+        spans = [0] * n
+    elif sum(cycles) < 2**62:            # (int64 sums are exact)
+        inside = np.zeros(n, dtype=bool)   # continues the run of the entry before
+        inside[1:] = joins
+        first = np.zeros(n, dtype=bool)
+        first[:-1] = joins
+        first &= ~inside
+        last = inside.copy()
+        last[:-1] &= ~joins
+        total = np.concatenate(([0], np.cumsum(np.array(cycles, dtype=np.int64))))
+        starts, ends = np.flatnonzero(first), np.flatnonzero(last)
+        out = np.zeros(n, dtype=np.int64)
+        out[inside] = -1
+        out[starts] = total[ends + 1] - total[starts]
+        spans = out.tolist()
+    else:
+        spans = [0] * n
+        k = 0
+        while k < n:
+            j = k
+            while j < n - 1 and joins[j]:
+                j += 1
+            if j > k:
+                spans[k] = sum(cycles[k:j + 1])
+                spans[k + 1:j + 1] = [-1] * (j - k)
+            k = j + 1
     if len(_SPANS) >= 1024:          # as many as expand_flags keeps
         _SPANS.clear()
     _SPANS[id(queue)] = (queue, spans)
