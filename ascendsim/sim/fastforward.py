@@ -136,6 +136,7 @@ class FastForward:
         self.by_proc: dict[Any, PipeHook] = {}
         self.driver: PipeHook | None = None
         self.seen: dict[tuple, _Snap] = {}
+        self.light: set[tuple] = set()
         self.stride = 1
         self.tick = 0
         self.misses = 0
@@ -171,6 +172,7 @@ class FastForward:
         """The live set changed: the checkpoints no longer compare."""
         if self.seen:
             self.seen.clear()
+        self.light.clear()
         self.stride, self.tick, self.misses = 1, 0, 0
 
     def _drive(self, hook: PipeHook | None) -> None:
@@ -193,6 +195,13 @@ class FastForward:
         if k >= drv.tile_end:
             drv.tile_end = _tile_end(drv.queue, k)
         if drv.tile_end - k < MIN_LEFT:     # too few entries left to repeat
+            return None
+        # a cheap first filter: the driver's entry and wait seen before in this live set
+        entry = drv.queue[k]
+        light = (id(entry[0]), entry[1], entry[2], entry[5], drv.spans[k],
+                 type(drv.proc._target))
+        if light not in self.light:
+            self.light.add(light)
             return None
         got = self._snapshot(drv, k, busy, run_busy, start)
         if got is None:
