@@ -43,6 +43,10 @@ flight still stretches it. A group with fewer tiles runs in tile detail (its tra
 interval per pipe per tile). The prefix of each pipe is shown as one interval of its busy
 cycles, starting at its first instruction.
 
+Steady state. A tile of thousands of units settles into an exact loop; `sim/fastforward.py`
+notices when the whole state repeats with a time shift and advances the remaining periods by
+arithmetic (same cycles, records and intervals as stepping them; see its note).
+
 Kernel start. Every block (a core's share of an AI Core phase) begins with
 `kernel_start_us` on the scalar pipe before any of its pipes issues: instruction fetch
 into the cold icache, the kernel arguments and tiling data read from GM by the scalar unit,

@@ -159,6 +159,7 @@ class FastForward:
         self.pipes.remove(hook)
         del self.by_proc[hook.proc]
         hook.hot = False
+        hook.frame = hook.proc = None       # (the frame refers back to the hook)
         self._forget()
         if hook is self.driver:
             best = None
