@@ -341,12 +341,13 @@ class _Replay:
     """What an identical later task replays: its duration, the offset of its first core
     grant, its rows (with start/end offsets), per-core busy cycles, buffer and fabric peaks."""
 
-    __slots__ = ("duration", "first", "rows", "busy", "peaks", "fabric")
+    __slots__ = ("duration", "first", "rows", "busy", "peaks", "fabric", "last")
 
     def __init__(self, duration: int, first: int, rows: tuple, busy: dict, peaks: dict,
                  fabric: tuple[float, float]) -> None:
         self.duration, self.first, self.rows = duration, first, rows
         self.busy, self.peaks, self.fabric = busy, peaks, fabric
+        self.last = max((int(b) for _, _, b in rows), default=0)   # the last row's end
 
 
 def replay_key(task) -> tuple:
@@ -407,6 +408,7 @@ class Engine:
         if not chip.coupled:
             self.pools["aiv"] = _Pool(self.env, "AIV", chip.aiv_cores, chip.ai_cores)
         self.rows: list[_Run] = []           # raw intervals
+        self.replayed: list[tuple] = []      # (replay, start, task id, op): rows made lazily
         self.records: list[TaskRecord] = []
         self.peaks: dict[str, int] = {}
         self.pipe_busy: dict[int, dict[str, int]] = {}
@@ -456,9 +458,12 @@ class Engine:
         trace.tasks = sorted(self.records, key=lambda r: r.task_id)
         # intervals are expanded from the rows when first read (Trace.defer_intervals); the
         # last end is the same from the rows (every row becomes intervals with its end)
-        trace.defer_intervals(functools.partial(expand_rows, self.rows))
+        trace.defer_intervals(functools.partial(_expand_with_replays, self.rows,
+                                                self.replayed))
         trace.total_cycles = max([r.end for r in trace.tasks] + [int(r.end) for r in
-                                                                 self.rows] + [0])
+                                                                 self.rows]
+                                 + [start + seen.last for seen, start, _, _ in self.replayed]
+                                 + [0])
         self._check_finite(trace)
         return trace
 
@@ -573,10 +578,8 @@ class Engine:
         env = self.env
         start = env.now + lead
         self.started[t.task_id] = start + seen.first
-        for r, a, b in seen.rows:
-            self.rows.append(_Run(r.engine, r.cores, r.pipe, t.task_id, t.op_name, start + a,
-                                  start + b, r.kind, r.nbytes, r.src, r.dst, r.count, r.stall,
-                                  r.tile))
+        # its rows are made when the intervals are first read (`_replayed_rows`)
+        self.replayed.append((seen, start, t.task_id, t.op_name))
         self.pipe_busy[t.task_id] = {c: dict(b) for c, b in seen.busy.items()}
         _merge_peaks(self.peaks, seen.peaks)
         self.fabric.peak_l2 = max(self.fabric.peak_l2, seen.fabric[0])
@@ -829,6 +832,21 @@ class Engine:
             output_formats=t.output_formats, flops=t.flops, traffic=dict(t.traffic),
             pipe_cycles=dict(busiest), fused_ops=t.fused_ops,
             roofline_cycles=t.roofline_cycles, notes=t.notes)
+
+
+def _expand_with_replays(rows: list[_Run], replayed: list[tuple]) -> list[Interval]:
+    """`expand_rows` over the simulated rows and those of the replayed tasks (each replay's
+    rows shifted to its start)."""
+    gc_was = gc.isenabled()
+    gc.disable()
+    try:
+        extra = [_Run(r.engine, r.cores, r.pipe, task_id, op, start + a, start + b, r.kind,
+                      r.nbytes, r.src, r.dst, r.count, r.stall, r.tile)
+                 for seen, start, task_id, op in replayed for r, a, b in seen.rows]
+    finally:
+        if gc_was:
+            gc.enable()
+    return expand_rows(rows + extra if extra else rows)
 
 
 def expand_rows(rows: list[_Run]) -> list[Interval]:
