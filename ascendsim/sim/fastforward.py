@@ -41,6 +41,15 @@ makes the state ineligible), so every shifted time is exact, and every cycle, ta
 interval and peak equals the stepped simulation (tests/sim/test_fastforward.py). Buffer and
 bandwidth peaks need no change: the skipped periods repeat levels and rates already seen.
 
+State outside this signature. A model whose GM accesses change state that decides later
+timing (an L2 cache: residency, dirty bytes, LRU order, per-task traffic sums) must count
+them in the engine attribute `stateful_accesses`; a period with any such access is then never
+skipped (exact, but loops that stream GM gain nothing). To skip them too, the jump would
+replay the period's recorded accesses m times on the real cache, in order (the same float
+operations as stepping), after a dry run on a copy has checked that every replayed access
+returns the hit fraction and bandwidth it returned in the observed period (the only way an
+access shapes timing); the periods up to the first difference are skipped.
+
 Cost control: a checkpoint costs a few tens of microseconds, so the driver takes one on
 every `stride`-th resume, the stride doubling after a run of checkpoints without a jump.
 """
@@ -66,6 +75,10 @@ PATIENCE = 16
 MAX_STRIDE = 64
 #: the most queued events a checkpoint looks at (more: other work is in flight)
 MAX_QUEUE = 256
+
+#: an engine attribute counting GM accesses with side effects beyond their flow (an L2 cache
+#: whose contents change per access): a period with any is not skipped (see the module note)
+STATEFUL_ACCESSES = "stateful_accesses"
 
 _RESUME = Process._resume
 _FLAG, _TIMEOUT, _FLOW = 0, 1, 2
@@ -116,13 +129,13 @@ class PipeHook:
 
 
 class _Snap:
-    """A checkpoint: its time, per pipe (k, busy, run_busy, run, run fields, start), and how
-    many trace rows the engine held."""
+    """A checkpoint: its time, per pipe (k, busy, run_busy, run, run fields, start), how
+    many trace rows the engine held, and its count of stateful GM accesses."""
 
-    __slots__ = ("now", "vals", "nrows")
+    __slots__ = ("now", "vals", "nrows", "accesses")
 
-    def __init__(self, now: int, vals: list, nrows: int) -> None:
-        self.now, self.vals, self.nrows = now, vals, nrows
+    def __init__(self, now: int, vals: list, nrows: int, accesses: int) -> None:
+        self.now, self.vals, self.nrows, self.accesses = now, vals, nrows, accesses
 
 
 class FastForward:
@@ -316,13 +329,14 @@ class FastForward:
             state.append((tuple(sorted(kv for kv in c.flags.items() if kv[1])),
                           tuple(sorted(c.waiters)), tuple(c.levels.values())))
         sig = (tuple(events), last - now, tuple(flows), tuple(pipes), tuple(state))
-        return sig, _Snap(now, vals, len(self.engine.rows))
+        return sig, _Snap(now, vals, len(self.engine.rows),
+                          getattr(self.engine, STATEFUL_ACCESSES, 0))
 
     # -- the jump --------------------------------------------------------------------------
     def _plan(self, prev: _Snap, cur: _Snap):
         """(periods m, period P, per-pipe entry advance d) for a jump from `cur`, or None."""
         period = cur.now - prev.now
-        if period <= 0:
+        if period <= 0 or cur.accesses != prev.accesses:
             return None
         adv = []
         m = None

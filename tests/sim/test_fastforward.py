@@ -111,3 +111,28 @@ def test_the_module_switch_turns_it_off(monkeypatch):
     on = asim.simulate(_matmul(), "ascend910", fusion=False)
     assert (on.cycles, on.trace.tasks, on.trace.intervals) == \
         (off.cycles, off.trace.tasks, off.trace.intervals)
+
+
+def test_a_period_with_a_stateful_access_is_not_skipped(monkeypatch):
+    """An engine that counts GM accesses with side effects (an L2 cache) gets no jump over a
+    period holding one: here every flow counts, so nothing is skipped and all is equal."""
+    from ascendsim.sim import engine as engine_module
+
+    transfer = engine_module.Fabric.transfer
+
+    def counted(self, *args, **kwargs):
+        owner = counted.engine
+        setattr(owner, fastforward.STATEFUL_ACCESSES,
+                getattr(owner, fastforward.STATEFUL_ACCESSES, 0) + 1)
+        return transfer(self, *args, **kwargs)
+
+    program = lower(_matmul(), "ascend910")
+    full = Engine(program, fast_forward=False)
+    full_trace = full.run()
+    monkeypatch.setattr(engine_module.Fabric, "transfer", counted)
+    eng = Engine(program, fast_forward=True)
+    counted.engine = eng
+    trace = eng.run()
+    assert eng.ff.jumps == 0 and getattr(eng, fastforward.STATEFUL_ACCESSES) > 0
+    assert (trace.total_cycles, trace.tasks, trace.intervals) == \
+        (full_trace.total_cycles, full_trace.tasks, full_trace.intervals)
