@@ -29,7 +29,8 @@ Timing figures the simulator is expected to use:
   `scalar_ops_per_cycle`.
 - tasks: `host_launch_us` per op launched from the host, `sink_launch_us` per op when the graph
   is sunk on the device; `kernel_start_us` per block on each core (scalar pipe) before the
-  block's first instruction; AI CPU ops cost `ai_cpu_task_launch_us`, then read their
+  block's first instruction, plus `block_start_us` (optional) per block beyond the first of
+  the kernel; AI CPU ops cost `ai_cpu_task_launch_us`, then read their
   inputs and write their outputs through the shared L2/HBM fabric at up to
   `ai_cpu_memory_bytes_per_s` (contending with the AI Cores), and compute elements /
   (`ai_cpu_op_elements_per_cycle[class]` * `ai_cpu_clock_hz`) in between.
@@ -318,10 +319,30 @@ class Chip:
     ai_cpu_memory_bytes_per_s: float = _spec(
         "float", "bytes/s", gt=0, doc="one AI CPU's reads/writes of HBM/DDR (shared fabric)")
     # optional figures (absent from a chip file: None)
+    block_start_us: float | None = _spec(
+        "float", "us", ge=0, optional=True,
+        doc="added to every block's start per block beyond the first: the start-up overhead "
+            "grows with the number of cores a kernel starts; absent: 0")
     vector_bfloat16: str | None = _spec(
         "str", choices=("float32",), optional=True,
         doc="how the vector unit computes bf16 data: 'float32' = vconv bf16->fp32, the op's "
             "fp32 instructions, vconv back (it has no bf16 arithmetic); absent: no bf16")
+    matmul_schedule: str | None = _spec(
+        "str", choices=("tbe",), optional=True,
+        doc="whose MatMul kernels the chip runs: 'tbe' = TBE's static matmul schedule "
+            "(mmad_schedule: an operand strip that fits half of L1 is kept there, and L0C is "
+            "double-buffered only when none is); absent: CANN's Matmul tiling (Ascend C)")
+    eager_op_launch_us: float | None = _spec(
+        "float", "us", ge=0, optional=True,
+        doc="host cost of one framework eager op call (torch_npu: Python, ATen dispatch, the "
+            "aclnn workspace query and launch), the host launch of eager_call op rows; "
+            "absent: host_launch_us")
+    eager_fused_attention_launch_us: float | None = _spec(
+        "float", "us", ge=0, optional=True,
+        doc="host cost of one torch_npu.npu_fused_infer_attention_score call (Python, the "
+            "aclnn FusedInferAttentionScore workspace query with its host tiling, the launch), "
+            "the host launch of eager_call op rows whose cann_op is FusedInferAttentionScore "
+            "(validation.validate.EAGER_LAUNCH_FIGURES); absent: eager_op_launch_us")
     # provenance: dotted key -> "TAG: source"; not part of equality
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False,
                                        metadata={"kind": "sources"})
@@ -462,9 +483,10 @@ class Chip:
     # -- derived figures ---------------------------------------------------------------------
     @property
     def l2_resident_bytes(self) -> int:
-        """The largest tensor data the model keeps resident in L2: half of it. A rule of this
-        model, not a chip figure (the other half is left to the streaming working sets); the
-        lowering's L2 residency and the L2 batch-split pass both size against it."""
+        """Half of L2: a rule of this model, not a chip figure (the other half is left to the
+        streaming working sets). The lowering's intra-task reuse rule (a task's operands that
+        fit re-read from L2) and the L2 batch-split pass size against it; the simulated L2
+        cache itself uses all of `l2_bytes`."""
         return self.l2_bytes // 2
 
     @property

@@ -10,7 +10,7 @@ wait_flag and buffer-slot events of the double-buffered chain. Notes on the mode
 """
 
 from .cube_tiling import GemmSpec, gemm_tiling
-from .lowering import L2State, lower, padded_bytes, padded_numel
+from .lowering import lower, padded_bytes, padded_numel
 from .program import (
                       CoreGroup,
                       Instr,
@@ -25,4 +25,4 @@ from .tiling import VecSpec
 
 __all__ = ["lower", "Program", "Task", "Phase", "CoreGroup", "Segment", "Stage", "Instr",
            "expand_flags", "GemmSpec", "VecSpec",
-           "gemm_tiling", "L2State", "padded_bytes", "padded_numel"]
+           "gemm_tiling", "padded_bytes", "padded_numel"]

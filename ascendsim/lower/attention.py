@@ -176,13 +176,14 @@ def lower_attention(low, node: Node) -> None:
     block = min(chip.ai_cores, tiles)
     # L2: K/V are read once per query block (per head in prefill); the first read misses
     kv_reads = b * heads_per_tile * keys * d * in_b * 2
-    miss_kv = max(low.miss(ins[1], kv_reads / 2), low.miss(ins[2], kv_reads / 2))
+    miss_k, miss_v = low.miss(ins[1], kv_reads / 2), low.miss(ins[2], kv_reads / 2)
+    miss_kv = max(float(miss_k), float(miss_v))
     miss_q = low.miss(ins[0], padded_bytes(q, ND))
-    through = low.through(node.outputs[0], ND)
+    through = low.through([node.outputs[0]], [ND])
     # ---- one unit (a key block) and the per-tile head/tail
     kv_blk = tk * d * in_b
-    mte2 = (gm_read(chip, "MTE2", "L1", round(kv_blk * per_unit * fill), miss_kv),
-            gm_read(chip, "MTE2", "L1", round(kv_blk * per_unit * fill), miss_kv))
+    mte2 = (gm_read(chip, "MTE2", "L1", round(kv_blk * per_unit * fill), miss_k),
+            gm_read(chip, "MTE2", "L1", round(kv_blk * per_unit * fill), miss_v))
     head = (gm_read(chip, "MTE2", "L1", sq * d * in_b, miss_q, kind="copy_q"),)
     if mask is not None:
         mte2 += (gm_read(chip, "MTE2", "L1", round(sq * tk * itemsize(mask.dtype) * per_unit),
@@ -257,7 +258,8 @@ def lower_cache_append(low, node: Node) -> None:
     uv = low.value(upd)
     n = max(uv.numel, 1)
     w = itemsize(uv.dtype)
-    spec = VecSpec(n, ((w, low.miss(upd, uv.numel * w)),), w, 1.0,
+    spec = VecSpec(n, ((w, low.miss(upd, uv.numel * w)),), w,
+                   low.through([node.outputs[0]], [ND]),
                    (VecPart("unary", uv.dtype, w, "vec_copy"),))
     groups, notes = vector_work(chip, spec, node.name, low._vcores())
     low.add_task(TaskSpec(node.name, node.op_type, low._vtype(), [low._vphase(groups)],

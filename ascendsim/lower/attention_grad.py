@@ -58,7 +58,8 @@ def lower_attention_grad(low, node) -> None:
     kv_reads = b * h * keys * d * in_b * 2
     miss_kv = max(low.miss(ins[1], kv_reads / 2), low.miss(ins[2], kv_reads / 2))
     miss_q = max(low.miss(i, padded_bytes(low.value(i), ND)) for i in (ins[0], ins[3], ins[4]))
-    through = max(low.through(o, ND) for o in node.outputs)
+    outs = [o for o in node.outputs if o]
+    through = low.through(outs, [ND] * len(outs))
     kv_blk = tk * d * in_b
     q_blk = sq * d * in_b
     sc_blk = sq * tk * in_b

@@ -39,6 +39,21 @@ writes ND (MatMulV2/BatchMatMulV2 on Ascend910B take and give ND: no TransData a
 Coupled chips (910, 310) need FRACTAL_NZ operands in GM and give NZ (the lowering inserts the
 TransData). A constant weight is converted offline on every chip.
 
+TBE. The first-generation 910's MatMul/BatchMatMul kernels are TBE's static matmul schedule
+(chip file `matmul_schedule = "tbe"`; TBE te_schedule/mmad_schedule.py), not Ascend C's: it keeps
+an operand strip in L1 when it fits half of L1 (`get_tensor_reuse`; when both fit, the one
+whose re-reads cost more, A unless baseN > baseM), and it double-buffers L0C only when no strip
+is kept (`open_double_buffer`), so with a kept strip each tile's mmads wait for the previous
+tile's L0C->UB drain. Its base block comes from a C++ tiling generator that is not public; the
+search below picks it.
+
+Block dim. A profile may show a kernel launched on more blocks than the chip has cores (TBE
+MatMul at block_dim 32 on the 30-core first-generation 910): `GemmSpec.blocks` (the MatMul/Gemm
+attribute `block_dim`) spreads the base blocks over that many blocks, and the blocks past the
+core count run in a later round as cores free up ("If the number of available cores is less
+than [block_num], the execution instances will be scheduled and executed in batches", TIK
+"AI Core Parallelism", hiascend.com tbeaicpudevg atlasopdev_10_0060).
+
 One tile is the chain
   S -> MTE2 (GM->L1, per K chunk) -> MTE1 (L1->L0A/L0B, per base K) -> M (mmad per base K)
   -> FIX (L0C->GM)                                       split chips
@@ -111,6 +126,8 @@ class GemmSpec:
     shared_b: bool = False
     nd2nz_a: bool = False       # A is ND in GM: converted to NZ on the GM->L1 move
     nd2nz_b: bool = False
+    blocks: int = 0             # the kernel's block dim when the op fixes it (0: the tiling's)
+    batched_b: bool = False     # B differs per batch (BatchMatMul), so no B strip spans batches
 
 
 @dataclass(frozen=True)
@@ -122,7 +139,7 @@ class GemmTiling:
     k_t: int                    # baseK
     k_l1: int                   # stepK * baseK: K elements per GM->L1 chunk
     tiles: int                  # output base blocks (batch x tm x tn)
-    block: int                  # cores used
+    block: int                  # blocks launched (block dim); more than the cores: rounds
     est: float                  # estimated cycles
     tm: int = 1                 # base blocks along M (x batch)
     tn: int = 1                 # base blocks along N
@@ -136,6 +153,10 @@ class GemmTiling:
     def step_k(self) -> int:
         """Base K blocks per GM->L1 chunk (TCubeTiling stepKa = stepKb)."""
         return self.k_l1 // self.k_t
+
+    def rounds(self, cores: int) -> int:
+        """Rounds the blocks take on `cores` cores (1 unless the block dim exceeds them)."""
+        return cdiv(self.block, cores)
 
     @property
     def a_reads(self) -> float:
@@ -184,12 +205,47 @@ def unit_flag(chip) -> bool:
     return takes_nd(chip)
 
 
+def tbe_matmul(chip, spec: GemmSpec) -> bool:
+    """Whether the GEMM runs TBE's matmul schedule (module note, "TBE"): a MatMul/BatchMatMul
+    (not an implicit-GEMM conv) on a chip whose file says `matmul_schedule = "tbe"`."""
+    return chip.matmul_schedule == "tbe" and spec.conv_rows is None
+
+
+def tbe_reuse(chip, m_t: int, n_t: int, a_strip: float, b_strip: float) -> str:
+    """The operand TBE's matmul schedule keeps in L1 (`get_tensor_reuse`): a strip (the whole
+    K of one tile's rows or columns) that fits half of L1; when both fit, it streams the one
+    whose re-reads cost less, which keeps A unless baseN > baseM."""
+    half = chip.l1_bytes // 2
+    a_fit, b_fit = a_strip <= half, b_strip <= half
+    if a_fit and b_fit:
+        return "A" if m_t >= n_t else "B"
+    return "A" if a_fit else "B" if b_fit else ""
+
+
 def _grid(chip, spec: GemmSpec, m_t: int, n_t: int) -> tuple[int, int, int, int]:
-    """(tm, tn, tiles, block): base blocks along M (x batch) and N, in all, and cores used."""
+    """(tm, tn, tiles, block): base blocks along M (x batch) and N, in all, and the block dim
+    (the op's own when it fixes one, `GemmSpec.blocks`; else one block per core, at most one
+    per base block)."""
     m0, _, n0 = chip.cube_shape(spec.in_dtype)
     tm = spec.batch * cdiv(ceil_to(spec.m, m0), m_t)
     tn = cdiv(ceil_to(spec.n, n0), n_t)
-    return tm, tn, tm * tn, min(chip.ai_cores, tm * tn)
+    block = spec.blocks if spec.blocks else min(chip.ai_cores, tm * tn)
+    return tm, tn, tm * tn, block
+
+
+def core_tiles(tiles: int, blocks: int, cores: int) -> list[tuple[int, int]]:
+    """[(base blocks, how many cores run that many)]: `tiles` spread over `blocks` blocks in
+    contiguous runs (the tail runs shorter), block b on core b mod `cores`. With more blocks
+    than cores the runtime starts the extra blocks as cores free up (rounds), so a core that
+    takes two blocks runs both runs one after the other."""
+    per_block = [n for n, k in split_even(tiles, blocks) for _ in range(k)]
+    per_core = [0] * min(cores, blocks)
+    for b, n in enumerate(per_block):
+        per_core[b % cores] += n
+    counts: dict[int, int] = {}
+    for n in per_core:
+        counts[n] = counts.get(n, 0) + 1
+    return sorted(counts.items(), reverse=True)
 
 
 def gemm_tiling(chip, spec: GemmSpec, op: str) -> GemmTiling:
@@ -229,6 +285,7 @@ def _cub_columns(chip, spec: GemmSpec, m_t: int, n_t: int) -> int:
 def _gemm_tiling(chip, spec: GemmSpec) -> GemmTiling:
     m0, k0, n0 = chip.cube_shape(spec.in_dtype)
     mp, np_ = ceil_to(spec.m, m0), ceil_to(spec.n, n0)
+    tbe = tbe_matmul(chip, spec)
     best: GemmTiling | None = None
     cands: list[GemmTiling] = []
     smallest = None
@@ -240,13 +297,18 @@ def _gemm_tiling(chip, spec: GemmSpec) -> GemmTiling:
                 continue
             tile_acc = m_t * n_t * spec.acc_bytes
             db_l0c = 2 if 2 * tile_acc <= chip.l0c_bytes else 1
+            a_strip = a_tile_bytes(spec, m_t)
+            b_strip = spec.k * n_t * spec.in_bytes
+            modes = REUSE_MODES
+            if tbe:
+                modes = (tbe_reuse(chip, m_t, n_t, a_strip, b_strip),)
+                if modes[0]:
+                    db_l0c = 1
             # a bias on split chips is read from the BiasTable (MatMulV3 CheckBTSize)
             if spec.bias and chip.bt_bytes and n_t * spec.acc_bytes > chip.bt_bytes:
                 continue
             cub = _cub_columns(chip, spec, m_t, n_t) if chip.coupled else n_t
             bias = n_t * spec.acc_bytes if spec.bias else 0
-            a_strip = a_tile_bytes(spec, m_t)
-            b_strip = spec.k * n_t * spec.in_bytes
             for ks in _K_STEPS:
                 k_t = ks * k0
                 if k_t > ceil_to(spec.k, k0) and ks > 1:
@@ -269,7 +331,7 @@ def _gemm_tiling(chip, spec: GemmSpec) -> GemmTiling:
                     l1_need = {"": 2 * (a_chunk + b_chunk) + bias,
                                "A": a_strip + 2 * b_chunk + bias,
                                "B": b_strip + 2 * a_chunk + bias}
-                    for reuse in REUSE_MODES:
+                    for reuse in modes:
                         if l1_need[reuse] > chip.l1_bytes:
                             continue
                         variants.append((k_l1, reuse))
@@ -310,7 +372,9 @@ def _estimates(chip, spec: GemmSpec, m_t: int, n_t: int, k_t: int,
     l2_bw = chip.l2_bandwidth_bytes_per_s / chip.clock_hz
     hbm_bw = chip.hbm_bandwidth_bytes_per_s / chip.clock_hz
     tm, tn, tiles, block = _grid(chip, spec, m_t, n_t)
-    per_core = cdiv(tiles, block)
+    per_block = cdiv(tiles, block)
+    per_core = per_block * cdiv(block, chip.ai_cores)   # the busiest core's base blocks
+    sharing = min(block, chip.ai_cores)                 # cores sharing L2/HBM at once
     nk = cdiv(spec.k, k_t)
     mmad = cdiv(m_t, m0) * (k_t // k0) * cdiv(n_t, n0) + c0
     t_m = nk * mmad
@@ -323,7 +387,7 @@ def _estimates(chip, spec: GemmSpec, m_t: int, n_t: int, k_t: int,
     for nd, m_x in ((spec.nd2nz_a, spec.miss_a), (spec.nd2nz_b, spec.miss_b)):
         bw = _gm_l1_bw(chip, nd)
         core_bw = bw * (1 - m_x) + m_x * bw / chip.l2_miss_slowdown
-        dens.append(min(core_bw, l2_bw / block, hbm_bw / (block * max(miss, 1e-9))))
+        dens.append(min(core_bw, l2_bw / sharing, hbm_bw / (sharing * max(miss, 1e-9))))
     den_a, den_b = dens
     lat = 2 * chip.path_latency_cycles.gm_l1
     out = m_t * n_t
@@ -334,7 +398,10 @@ def _estimates(chip, spec: GemmSpec, m_t: int, n_t: int, k_t: int,
         t_out = out * spec.out_bytes / pb.l0c_gm
         t_st = 0.0
     wait = db_l0c == 1 and not unit_flag(chip)
-    run_a_kept, run_b_kept = min(per_core, tn), min(per_core, tm)
+    # a resident strip serves the tiles of one block's run (rounds start new runs); a batched
+    # B strip serves only the M tiles of its own batch
+    run_a_kept = min(per_block, tn)
+    run_b_kept = min(per_block, tm // spec.batch if spec.batched_b else tm)
     rows = []
     for k_l1, reuse in variants:
         run_a = run_a_kept if reuse == "A" else 1
@@ -358,8 +425,10 @@ def gemm_work(chip, spec: GemmSpec, op: str) -> tuple[list[CoreGroup], list[str]
     stages = _gemm_stages(chip, spec, t)
     groups = []
     core = 0
-    for count, ncores in split_even(t.tiles, t.block):
-        groups.append(CoreGroup(tuple(range(core, core + ncores)), (Segment(stages, count),)))
+    for count, ncores in core_tiles(t.tiles, t.block, chip.ai_cores):
+        if count:
+            groups.append(CoreGroup(tuple(range(core, core + ncores)),
+                                    (Segment(stages, count),)))
         core += ncores
     m0, k0, n0 = chip.cube_shape(spec.in_dtype)
     useful = spec.batch * spec.m * spec.n
@@ -368,16 +437,24 @@ def gemm_work(chip, spec: GemmSpec, op: str) -> tuple[list[CoreGroup], list[str]
             "B": "B strip (K x baseN) kept in L1 across M tiles",
             "": "no operand kept in L1 (each tile re-reads its A and B strips)"}[t.reuse]
     fmt = ", ".join(x for x, on in (("A", spec.nd2nz_a), ("B", spec.nd2nz_b)) if on)
-    l0c = "double-buffered" if t.db_l0c == 2 else "one tile (unit flag)"
+    l0c = ("double-buffered" if t.db_l0c == 2 else "one tile (unit flag)" if unit_flag(chip)
+           else "one tile (each tile's mmads wait for the previous tile's drain)")
     notes = [f"cube tiling: base block m{t.m_t} x n{t.n_t} x k{t.k_t}, stepK {t.step_k} "
              f"(L1 chunk {t.k_l1}), L0C {l0c}; "
-             f"{t.tiles} tiles over block dim {t.block}",
+             f"{t.tiles} tiles over block dim {t.block}" + (
+                 f" on {chip.ai_cores} cores ({t.rounds(chip.ai_cores)} rounds: the blocks "
+                 f"past the core count start as cores free up)"
+                 if t.block > chip.ai_cores else ""),
              f"L1 reuse: {kept}; A read {t.a_reads:g}x, B read {t.b_reads:g}x from GM",
              f"cube padding: M {spec.m}->{ceil_to(spec.m, m0)}, N {spec.n}->"
              f"{ceil_to(spec.n, n0)}, K {spec.k}; output tiles cover {padded} elements for "
              f"{useful} useful ({100 * (1 - useful / padded):.1f}% waste)"]
     if fmt:
         notes.append(f"ND operand(s) {fmt} converted to NZ on the GM->L1 move (nd2nz)")
+    if tbe_matmul(chip, spec):
+        notes.append("TBE matmul schedule (chip file matmul_schedule): "
+                     "a strip that fits half of L1 is kept; L0C is double-buffered only "
+                     "when no strip is kept")
     return groups, notes, t
 
 
@@ -449,4 +526,4 @@ def _read(chip, nbytes: int, miss: float, shared: bool, nd2nz: bool) -> Instr:
         return ins
     scale = chip.path_bytes_per_cycle.gm_l1_nd2nz / chip.path_bytes_per_cycle.gm_l1
     return Instr(ins.pipe, ins.kind, ins.cycles, ins.nbytes, ins.src, ins.dst, ins.bw * scale,
-                 ins.hbm)
+                 ins.hbm, ins.tensors)

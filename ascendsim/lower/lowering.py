@@ -44,14 +44,18 @@ when `chip.cube_mkn` has them (910B: fp32 at a quarter of the fp16 rate), and ev
 else (float32 on 910/310, CANN's allow_fp32_to_fp16) in its float16 mode; GM and buffer
 bytes stay those of the operand dtype.
 
-L2 (simple, documented, static). L2 holds whole tensors in an LRU of `l2_bytes`, updated in
-launch order: a task's output that fits in half of L2 is written to L2 only (write-back) and
-stays resident; a larger one is written through to HBM. An input that is resident is read
-from L2 (miss fraction 0); otherwise its first read of each byte misses, and repeated reads
-of it within the task (a GEMM operand re-read by every tile column) hit L2 when the task's
-operands fit in half of L2, else only reads shared by the cores of one wave (a gm x gn grid
-of concurrently running tiles) hit. The miss fraction of each GM move drives both the HBM
-traffic and the msKPP per-core de-rate.
+L2. Residency is not decided here: the simulator's L2 cache (`ascendsim.sim.l2cache`) tracks
+it while the program runs, shared by every core and stream, and decides when each GM move
+starts what part of it hits. The lowering states only each task's own access pattern, the
+same whatever ran before: a read's miss fraction when nothing of the tensor is resident
+yet (its first read of each byte misses; repeated reads of it within the task, a GEMM
+operand re-read by every tile column, hit L2 when the task's operands fit in half of L2,
+else only reads shared by the cores of one wave, a gm x gn grid of concurrently running
+tiles, hit), and the GM tensor each move touches (`GmFraction`). Writes land in L2 (write
+fraction 0); the cache writes dirty data back to HBM on eviction and at the end of the
+graph. The miss fraction of a move (decided at run time) drives both its HBM traffic and
+the msKPP per-core de-rate. The static `Task.traffic` and roofline are those of a cold L2
+with every write kept; the trace's task traffic is the simulated one.
 
 Streams. With `streams=1` every task is on stream 0 in graph order. With more, a task
 continues its first producer's stream when that producer is the stream's last task, else it
@@ -61,7 +65,6 @@ opens the least-used stream; a task waits for every producer (cross-stream event
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,9 +86,10 @@ from ..ir.tensor import Value, itemsize
 from .aicpu import lower_aicpu
 from .attention import FUSED_HEAD_LOWERINGS, SPECIAL_LOWERINGS
 from .bf16 import BF16_NOTE, bf16_vector_work, vconv_parts, widened
-from .cube_tiling import GemmSpec, a_tile_bytes, gemm_tiling, takes_nd
+from .cube_tiling import GemmSpec, gemm_tiling, operand_read_bytes, takes_nd
+from .matmul_format import ND2NZ_DMA_MAX_STRIDE, MatmulFormats, matmul_formats, nd2nz_head
 from .memo import gemm_work, vector_work
-from .program import CoreGroup, Phase, Program, Task
+from .program import CoreGroup, GmFraction, Phase, Program, Task
 from .tiling import VecPart, VecSpec, cdiv, ceil_to
 from .vector_seq import SeqPart, resolve, vclass_of_registry
 
@@ -251,40 +255,10 @@ def gemm_geometry(attrs: dict, xv: Value, wv: Value, out_v: Value, k0: int,
     return CubeGeometry(batch, m, k, n, None, bias, f"GEMM: batch {batch}, M {m}, K {k}, N {n}")
 
 
-# ----------------------------------------------------------------------------- L2 state
-class L2State:
-    """Whole tensors resident in L2, least recently used first (launch order)."""
-
-    def __init__(self, capacity: int, resident_limit: int) -> None:
-        self.capacity = capacity
-        self.resident_limit = resident_limit   # a tensor above this never stays (chip rule)
-        self.lru: OrderedDict[str, int] = OrderedDict()
-        self.used = 0
-
-    def fits(self, nbytes: int) -> bool:
-        return nbytes <= self.resident_limit
-
-    def resident(self, name: str) -> bool:
-        return name in self.lru
-
-    def touch(self, name: str, nbytes: int) -> None:
-        if not self.fits(nbytes):
-            return
-        if name in self.lru:
-            self.lru.move_to_end(name)
-            return
-        self.lru[name] = nbytes
-        self.used += nbytes
-        while self.used > self.capacity:
-            _, old = self.lru.popitem(last=False)
-            self.used -= old
-
-
-def miss_fraction(resident: bool, unique: float, reads: float, fits: bool,
-                  share: int = 1) -> float:
-    """L2 miss fraction of a task's reads of one tensor (see the module note)."""
-    if resident:
-        return 0.0
+# ----------------------------------------------------------------------------- L2 reuse
+def miss_fraction(unique: float, reads: float, fits: bool, share: int = 1) -> float:
+    """L2 miss fraction of a task's reads of one tensor when none of it is resident yet (see
+    the module note; the simulator's L2 cache scales it by what is resident at the time)."""
     if reads <= 0:
         return 1.0
     compulsory = min(1.0, unique / reads)
@@ -303,14 +277,22 @@ class _Lowering:
         self.alias: dict[str, str] = {}
         self.producer: dict[str, int] = {}
         self.converted: dict[tuple[str, str], str] = {}
-        self.l2 = L2State(chip.l2_bytes, chip.l2_resident_bytes)
-        self.keep_l2: set[str] = set()
+        #: full-size values of an L2 chain's external inputs and outputs (batch chunks read
+        #: and write slices of them: the L2 cache sizes them whole)
+        self.chain_full: dict[str, Value] = {}
+        #: while a batch chunk of an L2 chain lowers: "#<chunk>", the suffix of the GM names
+        #: of the values it writes inside the chain (see `gm_tensor`)
+        self.chunk_tag = ""
         self.nstreams = streams
         self.stream_last: dict[int, int] = {}
         self.stream_count = [0] * streams
         self.small_consts = {k: v for k, v in graph.constants.items()
                              if isinstance(v, np.ndarray)}
         self.values: dict[str, Value] = dict(graph.values)
+        # a graph input declared in a fractal layout sits in GM in that format
+        for name in graph.inputs:
+            if graph.values[name].layout in (NC1HWC0, NZ):
+                self.fmt[name] = graph.values[name].layout
 
     # -- helpers ---------------------------------------------------------------------------
     def root(self, name: str) -> str:
@@ -335,21 +317,38 @@ class _Lowering:
             return "const"
         return self.fmt.get(self.root(name), self.fmt.get(name, ND))
 
+    def gm_tensor(self, name: str, fmt: str | None = None) -> tuple[str, int, int]:
+        """(GM name, bytes, bytes this task covers) of a value as the L2 cache tracks it:
+        views resolve to the value they alias; a batch chunk's slice of an L2 chain's input
+        or output counts whole, the slice being what the chunk covers. A value a batch chunk
+        writes inside the chain (an intermediate, a converted slice of an input) is the
+        chunk's own (`<name>#<chunk>`): GE's memory assigner hands the next chunk the same
+        block, but the cache must see this chunk's copy die after its last reader in the
+        chunk, not after the last chunk's (the next chunks would write it back dirty)."""
+        root = self.root(name)
+        fmt = ND if (fmt or self.format_of(name)) == "const" else (fmt or self.format_of(name))
+        span = padded_bytes(self.value(name), fmt)
+        v = self.chain_full.get(root)
+        if v is not None:
+            return root, padded_bytes(v, fmt), span
+        if self.chunk_tag and not self.is_const(name):
+            root += self.chunk_tag
+        return root, span, span
+
     def miss(self, name: str, reads: float, fits: bool = True, share: int = 1,
-             fmt: str | None = None) -> float:
+             fmt: str | None = None) -> GmFraction:
+        """Miss fraction of `reads` bytes of `name` when none of it is resident (module
+        note), naming the tensor for the simulator's L2 cache."""
         v = self.value(name)
         unique = padded_bytes(v, fmt or self.format_of(name))
-        root = self.root(name)
-        fits = fits and self.l2.fits(unique)
-        m = miss_fraction(self.l2.resident(root) or root in self.keep_l2, unique, reads,
-                          fits, share)
-        return m
+        fits = fits and unique <= self.chip.l2_resident_bytes
+        return GmFraction(miss_fraction(unique, reads, fits, share),
+                          (self.gm_tensor(name, fmt),))
 
-    def through(self, name: str, fmt: str) -> float:
-        """Fraction of an output written through to HBM (0 when it stays in L2)."""
-        if name in self.keep_l2:
-            return 0.0
-        return 0.0 if self.l2.fits(padded_bytes(self.value(name), fmt)) else 1.0
+    def through(self, names: list[str], fmts: list[str]) -> GmFraction:
+        """A write of `names` (in formats `fmts`) into GM: it lands in L2 (fraction 0); the
+        simulator's L2 cache writes it back to HBM when it evicts it or at the end."""
+        return GmFraction(0.0, tuple(self.gm_tensor(n, f) for n, f in zip(names, fmts)))
 
     def pick_stream(self, inputs: list[str]) -> int:
         if self.nstreams == 1:
@@ -365,7 +364,7 @@ class _Lowering:
         return min(range(self.nstreams), key=lambda s: (self.stream_count[s], s))
 
     def add_task(self, spec: TaskSpec) -> Task:
-        """Append a task (streams, dependencies, traffic, roofline) and update formats and L2."""
+        """Append a task (streams, dependencies, traffic, roofline) and update formats."""
         name, op_type, task_type, phases = spec.name, spec.op_type, spec.task_type, spec.phases
         ins, outs, out_fmts, flops = spec.ins, spec.outs, spec.out_fmts, spec.flops
         tid = len(self.tasks)
@@ -373,24 +372,20 @@ class _Lowering:
         deps = sorted({self.producer[self.root(i)] for i in ins
                        if i and self.root(i) in self.producer})
         traffic = phase_traffic(phases)
+        cube = any(p for p in phases if p.engine == ENGINE_AICORE and _has_pipe(p, "M"))
+        compute = compute_cycles(self.chip, flops if task_type != TASK_AI_CPU else 0, cube,
+                                 spec.cube_dtype)
         task = Task(tid, sid, name, op_type, task_type, tuple(phases), tuple(deps),
                     tuple(self.value(i) for i in ins), tuple(self.value(o) for o in outs),
                     tuple(spec.in_fmts), tuple(out_fmts), int(flops), traffic,
-                    roofline(self.chip, phases, flops if task_type != TASK_AI_CPU else 0,
-                             traffic, cube=any(p for p in phases if p.engine == ENGINE_AICORE
-                                               and _has_pipe(p, "M")),
-                             cube_dtype=spec.cube_dtype),
-                    tuple(spec.notes), spec.fused)
+                    int(math.floor(max(compute, memory_cycles(self.chip, traffic)))),
+                    tuple(spec.notes), spec.fused, compute_cycles=compute)
         self.tasks.append(task)
         self.stream_last[sid] = tid
         self.stream_count[sid] += 1
-        for i in ins:
-            if i:
-                self.l2.touch(self.root(i), padded_bytes(self.value(i), self.format_of(i)))
         for o, f in zip(outs, out_fmts):
             self.producer[o] = tid
             self.fmt[o] = f
-            self.l2.touch(o, padded_bytes(self.value(o), f))
         return task
 
     # -- format conversion -----------------------------------------------------------------
@@ -411,7 +406,7 @@ class _Lowering:
         src_b, dst_b = padded_bytes(v, have), padded_bytes(v, fmt)
         n = max(padded_numel(v, have), padded_numel(v, fmt))
         spec = VecSpec(n, ((src_b / n, self.miss(name, src_b)),), dst_b / n,
-                       self.through(new, fmt),
+                       self.through([new], [fmt]),
                        (VecPart("unary", v.dtype, max(src_b, dst_b) / n, "vec_transdata"),))
         groups, notes = vector_work(self.chip, spec, f"TransData {name}", self._vcores())
         self.add_task(TaskSpec(
@@ -511,9 +506,9 @@ class _Lowering:
             if in_vals else 1
         n = max([n] + [b // itemsize(v.dtype) for b, v in zip(out_b, out_vals)])
         n = max(n, 1)
-        vparts, temp, flops, seq_notes = self.vec_parts(parts, n, outs)
+        vparts, temp, flops, seq_notes = self.vec_parts(parts, n, outs, fmt=fmt)
         inputs = tuple((b / n, self.miss(i, b)) for i, b in zip(ins, in_b))
-        through = max((self.through(o, f) for o, f in zip(outs, out_fmts)), default=1.0)
+        through = self.through(outs, out_fmts)
         spec = VecSpec(n, inputs, sum(out_b) / n, through, tuple(vparts), temp)
         groups, vnotes = vector_work(self.chip, spec, node.name, self._vcores())
         if not ext_in and node.inputs:
@@ -541,11 +536,12 @@ class _Lowering:
             return None
         return same
 
-    def vec_parts(self, nodes: list, n: int, ext_outs: list[str], scale: float = 1.0
-                  ) -> tuple[list[SeqPart], float, int, list[str]]:
+    def vec_parts(self, nodes: list, n: int, ext_outs: list[str], scale: float = 1.0,
+                  fmt: str = ND) -> tuple[list[SeqPart], float, int, list[str]]:
         """The vector instruction sequences of nodes (lower/vector_seq.py), concatenated, per
         element of a task of `n` elements; UB bytes/element of intermediates and fp32 working
-        buffers; total flops; one note per node naming its sequence."""
+        buffers; total flops; one note per node naming its sequence. `fmt`: the format the
+        main input is read in (it can pick a kernel path, vector_seq.PATHS)."""
         parts: list[SeqPart] = []
         temp = 0.0
         total_flops = 0
@@ -563,7 +559,7 @@ class _Lowering:
                 ins, outs = widened(ins, bf16), widened(outs, bf16)
             seq, work, text = resolve(nd.op_type, opdef, ins, outs, nd.attrs,
                                       big / max(n, 1) * scale, self.const_value,
-                                      self.chip.ub_align_bytes)
+                                      self.chip.ub_align_bytes, fmt, self.chip.name)
             if bf16 is not None:
                 seq = [*before, *seq, *after]
                 text += f"; {BF16_NOTE}"
@@ -598,8 +594,12 @@ class _Lowering:
         conv = opdef.conv
         x_name, w_name = head.inputs[0], head.inputs[1]
         extra = [i for i in head.inputs[2:] if i]
-        # split chips' MatMul kernels take ND (nd2nz on the GM->L1 move) and give ND
+        # split chips' MatMul kernels take ND (nd2nz on the GM->L1 move) and give ND, unless
+        # CANN's ND/NZ rule sends a 2-D MatMul through TransData to NZ (lower/matmul_format.py)
         nd = not conv and takes_nd(chip)
+        formats = self.split_matmul_formats(head.op_type, x_name, w_name) if nd else None
+        if formats is not None and not formats.nd_in:
+            nd = False
         need = NC1HWC0 if conv else ND if nd else NZ
         x_name = self.ensure(x_name, need) if self.format_of(x_name) != NZ or not nd else x_name
         if not self.is_const(w_name) and (self.format_of(w_name) != NZ or not nd):
@@ -623,9 +623,11 @@ class _Lowering:
                                 self.value(extra[0]) if extra else None)
         batch, m, k, n, conv_rows, bias = geo.batch, geo.m, geo.k, geo.n, geo.conv_rows, geo.bias
         notes.append(geo.note)
+        if formats is not None:
+            notes.append(f"formats: {formats.reason}")
         # the fused tail: element-wise ops per output element, extra inputs from GM
         out_names = list(node.outputs)
-        out_fmt = NC1HWC0 if conv else ND if nd else NZ
+        out_fmt = NC1HWC0 if conv else ND if nd or (formats and formats.nd_out) else NZ
         out_vals = [self.value(o) for o in out_names]
         n_out = max(padded_numel(v, out_fmt) for v in out_vals)
         tail_in = [i for i in node.inputs if i and i not in head.inputs]
@@ -642,7 +644,8 @@ class _Lowering:
                          conv_rows=conv_rows)
         miss_a, miss_b, fits, gm, gn, block = self._operand_misses(probe, node.name, x_name,
                                                                    w_name, xv, wv)
-        through = max(self.through(o, out_fmt) for o in out_names)
+        through = self.through(out_names, [out_fmt if self.value(o).rank == head_out.rank
+                                           else ND for o in out_names])
         epi_parts: list[SeqPart] = []
         epi_inputs: tuple = ()
         if tail:
@@ -653,6 +656,21 @@ class _Lowering:
                                 self.miss(i, padded_bytes(self.value(i), ND)))
                                for i in tail_in)
         phases: list[Phase] = []
+        # ND operands too wide for the on-the-fly ND->NZ DMA: a vector head converts them
+        head_a, head_b = nd2nz_head(k, n) if nd and formats is not None else (False, False)
+        head_a = head_a and self.format_of(x_name) == ND
+        head_b = head_b and self.format_of(w_name) == ND
+        workspace = 0
+        for operand, v, on in ((x_name, xv, head_a), (w_name, wv, head_b)):
+            if on:
+                ph, ws_fits, hnotes = self.nd2nz_head_phase(operand, v)
+                phases.append(ph)
+                notes += hnotes
+                workspace += padded_bytes(v, NZ)
+                if operand == x_name:
+                    miss_a = 0.0 if ws_fits else 1.0
+                else:
+                    miss_b = 0.0 if ws_fits else 1.0
         split_tail = tail and not chip.coupled
         spec = GemmSpec(batch, m, k, n, cdt, in_b, max(1, round(out_bytes)) if not split_tail
                         else itemsize(head_out.dtype), acc, miss_a, miss_b,
@@ -660,13 +678,17 @@ class _Lowering:
                         () if split_tail else tuple(epi_parts),
                         () if split_tail else epi_inputs, shared_a=gn > 1 and block > 1,
                         shared_b=gm > 1 and block > 1,
-                        nd2nz_a=nd and self.format_of(x_name) == ND,
-                        nd2nz_b=nd and self.format_of(w_name) == ND)
+                        nd2nz_a=nd and self.format_of(x_name) == ND and not head_a,
+                        nd2nz_b=nd and self.format_of(w_name) == ND and not head_b,
+                        blocks=int(head.attrs.get("block_dim") or 0),
+                        batched_b=not conv and batch > 1 and wv.rank > 2
+                        and wv.numel > int(wv.shape[-1]) * int(wv.shape[-2]))
         groups, cnotes, t = gemm_work(chip, spec, node.name)
         notes += cnotes
-        notes.append(f"L2: A miss {miss_a:.2f}, B miss {miss_b:.2f} (operands "
-                     f"{'fit' if fits else 'do not fit'} in half of L2, wave {gm}x{gn}); "
-                     f"output {'written through to HBM' if through else 'kept in L2'}")
+        notes.append(f"L2: A miss {miss_a:.2f}, B miss {miss_b:.2f} when not resident "
+                     f"(operands {'fit' if fits else 'do not fit'} in half of L2, wave "
+                     f"{gm}x{gn}); the output is written to L2 (the simulated L2 decides hits "
+                     f"and write-backs)")
         if bias:
             notes.append("bias accumulated in L0C (no extra pass over the output)")
         phases.append(Phase(ENGINE_AICORE, tuple(groups)))
@@ -687,11 +709,44 @@ class _Lowering:
             flops += self.vec_parts(tail, per_out, out_names)[2]
         # per-channel outputs of an epilogue (Conv + BNTrainingReduce's sums) are ND vectors
         out_fmts = [out_fmt if self.value(o).rank == head_out.rank else ND for o in out_names]
+        if head_a or head_b:
+            task_type = TASK_MIX_AIC
         task = self.add_task(TaskSpec(name or node.name, op_type or node.op_type, task_type,
                                       phases, ins, out_names, [self.format_of(i) for i in ins],
                                       out_fmts, flops, notes, fused, cube_dtype=cdt))
         if split_tail:   # the cube result waits in a GM workspace for the AIV phase
-            task.workspace_bytes = padded_bytes(head_out, out_fmt)
+            workspace += padded_bytes(head_out, out_fmt)
+        task.workspace_bytes = workspace
+
+    def nd2nz_head_phase(self, name: str, v: Value) -> tuple[Phase, bool, list[str]]:
+        """The AIV phase at a MatMul kernel's head that converts an ND operand too wide for the
+        ND->NZ DMA into an NZ workspace (lower/matmul_format.py); returns the phase, whether
+        the workspace stays in L2 (the cube then reads it from there) and notes."""
+        src_b, dst_b = padded_bytes(v, ND), padded_bytes(v, NZ)
+        n = max(padded_numel(v, ND), padded_numel(v, NZ))
+        # the workspace is no graph value: the cache does not track it, so the lowering
+        # says whether it stays in L2 (the chip's residency limit), as for other workspaces
+        fits = dst_b <= self.chip.l2_resident_bytes
+        spec = VecSpec(n, ((src_b / n, self.miss(name, src_b)),), dst_b / n,
+                       0.0 if fits else 1.0,
+                       (VecPart("unary", v.dtype, max(src_b, dst_b) / n, "vec_transdata"),))
+        groups, vnotes = vector_work(self.chip, spec, f"nd2nz head {name}", self._vcores())
+        notes = [f"'{name}' rows exceed the ND->NZ DMA stride ({ND2NZ_DMA_MAX_STRIDE} "
+                 f"elements): the AIV cores convert it to an NZ workspace at the kernel's head "
+                 f"({src_b} B -> {dst_b} B, {'kept in L2' if fits else 'through HBM'}), then "
+                 f"the cube reads the workspace (MatMulV3 V_HEAD_ND2NZ)"] + vnotes
+        return self._vphase(groups), fits, notes
+
+    def split_matmul_formats(self, op_type: str, x_name: str, w_name: str
+                             ) -> MatmulFormats | None:
+        """CANN's ND/NZ choice for a 2-D MatMul (A 2-D, B 2-D or a vector) on a split chip,
+        None for other cube ops (lower/matmul_format.py)."""
+        xv, wv = self.value(x_name), self.value(w_name)
+        if op_type != "MatMul" or xv.rank != 2 or wv.rank not in (1, 2):
+            return None
+        m, k = (int(d) for d in xv.shape)
+        n = int(wv.shape[-1]) if wv.rank == 2 else 1
+        return matmul_formats(m, k, n, xv.dtype, self.chip.ai_cores)
 
     def _operand_misses(self, probe: GemmSpec, op: str, x_name: str, w_name: str, xv: Value,
                         wv: Value) -> tuple[float, float, bool, int, int, int]:
@@ -706,22 +761,25 @@ class _Lowering:
         a_unique = padded_bytes(xv, self.format_of(x_name) if self.format_of(x_name) !=
                                 "const" else ND)
         w_unique = wv.numel * itemsize(wv.dtype)
-        fits = self.l2.fits(a_unique + w_unique)
-        a_reads = max(t0.tiles * a_tile_bytes(probe, t0.m_t), a_unique)
-        miss_a = self.miss(x_name, a_reads, fits, gn)
-        miss_b = self.miss(w_name, tm * w_unique, fits, gm)
+        fits = a_unique + w_unique <= self.chip.l2_resident_bytes
+        # the reads as the CANN tiling does them (L1-resident strips are not re-read): the
+        # cold miss fraction is the share of them that first touches each byte
+        a_reads, b_reads = operand_read_bytes(probe, t0)
+        miss_a = self.miss(x_name, max(a_reads, a_unique), fits, gn)
+        miss_b = self.miss(w_name, max(b_reads, w_unique), fits, gm)
         return miss_a, miss_b, fits, gm, gn, t0.block
 
     # -- fused -----------------------------------------------------------------------------
     def l2_fused(self, node) -> None:
-        """L2 fusion: the inner ops stay separate tasks; their intermediates (`l2_values`, or
-        every inner value) are kept in L2; with `batch_split = k` the chain runs k times on
-        `chunk_batch` samples (tasks named `<op>#<chunk>`)."""
+        """L2 fusion: the inner ops stay separate tasks handing their intermediates over through
+        L2 (the simulated L2 keeps what fits); with `batch_split = k` the chain runs k times on
+        `chunk_batch` samples (tasks named `<op>#<chunk>`), each chunk's intermediates reusing
+        the previous chunk's (same names: the same buffers)."""
         sub = node.subgraph
-        inner = [v for v in sub.values if v not in sub.inputs and v not in sub.outputs]
-        self.keep_l2.update(node.attrs.get("l2_values") or inner)
         k = int(node.attrs.get("batch_split") or 1)
         saved = self.values
+        self.chain_full = {n: saved[n] for n in (*sub.inputs, *sub.outputs)
+                           if n in saved} if k > 1 else {}
         for c in range(k):
             chunk = (_chunk_values(node, k, self.g.constants) if k > 1
                      else dict(sub.values))
@@ -731,13 +789,18 @@ class _Lowering:
                 for key in [key for key in self.converted if key[0] in sub.inputs]:
                     del self.converted[key]
             start = len(self.tasks)
-            for n in sub.nodes:
-                self.node(n)
+            self.chunk_tag = f"#{c}" if k > 1 else ""
+            try:
+                for n in sub.nodes:
+                    self.node(n)
+            finally:
+                self.chunk_tag = ""
             if k > 1:
                 for t in self.tasks[start:]:
                     t.op_name = f"{t.op_name}#{c}"
                     t.notes = t.notes + (f"L2 fusion: batch chunk {c + 1} of {k} "
                                          f"({node.attrs.get('chunk_batch')} samples)",)
+        self.chain_full = {}
         # consumers outside the chain see the full-size outputs
         self.values = saved | {k2: v for k2, v in sub.values.items()
                                if k2 not in saved or k2 in sub.outputs}
@@ -831,12 +894,15 @@ def _account(add, ins, times: int) -> None:
         add((ins.dst, "write"), b)
 
 
-def roofline(chip, phases, flops: int, traffic: dict, cube: bool,
-             cube_dtype: str = "float16") -> int:
-    """max(flops / chip peak, DDR bytes / HBM bandwidth, GM bytes / L2 bandwidth,
-    GM writes / L2 write bandwidth), cycles; the peak is the cube's in `cube_dtype` mode."""
+def compute_cycles(chip, flops: int, cube: bool, cube_dtype: str = "float16") -> float:
+    """flops / chip peak, cycles (0 off the cube); the peak is the cube's in `cube_dtype`."""
     peak = chip.ai_cores * chip.flops_per_cycle(cube_dtype) if cube else 0
-    compute = flops / peak if peak else 0.0
+    return flops / peak if peak else 0.0
+
+
+def memory_cycles(chip, traffic: dict) -> float:
+    """max(DDR bytes / HBM bandwidth, GM bytes / L2 bandwidth, GM writes / L2 write
+    bandwidth), cycles."""
     ddr = traffic.get(("DDR", "read"), 0) + traffic.get(("DDR", "write"), 0)
     gm = ddr + traffic.get(("L2", "read"), 0) + traffic.get(("L2", "write"), 0) \
         - traffic.get(("DDR", "write"), 0)
@@ -844,7 +910,7 @@ def roofline(chip, phases, flops: int, traffic: dict, cube: bool,
     l2_bw = chip.l2_bandwidth_bytes_per_s / chip.clock_hz
     l2_wr = chip.l2_write_bandwidth_bytes_per_s / chip.clock_hz
     writes = traffic.get(("L2", "write"), 0)
-    return int(math.floor(max(compute, ddr / hbm_bw, gm / l2_bw, writes / l2_wr)))
+    return max(ddr / hbm_bw, gm / l2_bw, writes / l2_wr)
 
 
 def lower(graph, chip: Any = "ascend910", detail: str = "block", streams: int = 1) -> Program:

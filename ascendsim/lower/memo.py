@@ -6,9 +6,13 @@ of instructions (`tiling.vector_work`, `cube_tiling.gemm_work`). Both are pure f
 chip, the spec and the core count (the op name only appears in error messages), and the spec
 holds everything about the node that decides its work: the element count and bytes per
 element (so op, attributes, shapes, dtypes and formats, as the lowering derived them), the
-vector instruction classes, the L2 miss fractions of every input and the write-through of the
-output (so the L2 residency the node's inputs meet, as long as the lowering models L2: once
-the engine owns L2 those fields leave the spec and the key shrinks with it). `work_key` is
+vector instruction classes, the cold L2 miss fractions of every input (the node's own reuse
+pattern). The engine's L2 cache decides hits from the GM tensors each move names, which the
+miss fractions carry (`GmFraction.tensors`, copied into `Instr.tensors`); float equality
+ignores them, so `work_key` adds them with each name replaced by its slot (order of first
+appearance) and its size and span kept: the 24 layers' equal nodes share a key. A reuse under
+other names gets the work with the names substituted (`_renamed`: new groups marked with the
+work's `template` number, which the engine's replay key compares). `work_key` is
 that key; a result is reused only under an equal key, so a reused node gets exactly the
 groups a fresh tiling would give (tests/lower/test_memo.py checks whole simulations against
 a run with the memo off). The lowering's own state (formats, L2 LRU, streams, dependencies)
@@ -17,11 +21,13 @@ is still updated node by node: only the tiling is shared.
 
 from __future__ import annotations
 
+import itertools
+from dataclasses import replace
 from typing import Any
 
 from . import cube_tiling, tiling
 from .cube_tiling import GemmSpec, GemmTiling
-from .program import CoreGroup
+from .program import CoreGroup, Instr, Segment, Stage
 from .tiling import VecSpec
 
 #: chips whose memos are kept (a sweep varies the chip; older chips' memos are dropped)
@@ -32,11 +38,63 @@ MAX_ENTRIES = 50_000
 _enabled = True
 _by_chip: dict[int, tuple[Any, dict]] = {}     # id(chip) -> (chip kept alive, memo)
 _counts = {"hits": 0, "misses": 0}
+_templates = itertools.count(1)
 
 
 def work_key(kind: str, spec: VecSpec | GemmSpec, cores: int | None = None) -> tuple:
-    """Everything that decides a node's tiled work besides the chip (see the module note)."""
-    return (kind, spec, cores)
+    """Everything that decides a node's tiled work besides the chip and the GM tensor names
+    (see the module note)."""
+    return (kind, spec, cores, tuple((slot, size, span) for slot, (_, size, span)
+                                     in enumerate(_named(spec))))
+
+
+def _named(spec) -> list[tuple[str, int, int]]:
+    """The distinct GM tensors named by the miss/write fractions of a spec (`GmFraction`), in
+    field order (the first occurrence of each name: its slot)."""
+    if isinstance(spec, VecSpec):
+        fracs = [m for _, m in spec.inputs] + [spec.out_through]
+    else:
+        fracs = [spec.miss_a, spec.miss_b, spec.out_through] + [m for _, m in spec.epi_inputs]
+    seen: dict[str, tuple[str, int, int]] = {}
+    for f in fracs:
+        for t in getattr(f, "tensors", ()):
+            seen.setdefault(t[0], t)
+    return list(seen.values())
+
+
+def _names(spec) -> tuple[str, ...]:
+    return tuple(t[0] for t in _named(spec))
+
+
+def _renamed(groups: tuple, old: tuple[str, ...], new: tuple[str, ...]) -> list:
+    """`groups` with the GM tensor names `old` replaced by `new` (same slots)."""
+    if old == new:
+        return list(groups)
+    to = dict(zip(old, new))
+    done: dict[int, Instr] = {}
+
+    def ins_(ins: Instr) -> Instr:
+        if not ins.tensors:
+            return ins
+        out = done.get(id(ins))
+        if out is None:
+            out = done[id(ins)] = Instr(ins.pipe, ins.kind, ins.cycles, ins.nbytes, ins.src,
+                                        ins.dst, ins.bw, ins.hbm,
+                                        tuple((to.get(n, n), b, s) for n, b, s in ins.tensors))
+        return out
+
+    def stage(st: Stage) -> Stage:
+        return Stage(st.pipe, tuple(map(ins_, st.instrs)), st.units,
+                     tuple(map(ins_, st.head)), st.out_bufs)
+
+    return [CoreGroup(g.cores, tuple(Segment(tuple(map(stage, sg.stages)), sg.count)
+                                     for sg in g.segments), g.template) for g in groups]
+
+
+def _entry(groups: list, names: tuple[str, ...]) -> tuple:
+    """A memo entry: the groups marked with a fresh template number, and their names."""
+    tid = next(_templates)
+    return tuple(replace(g, template=tid) for g in groups), names
 
 
 def stats() -> dict[str, int]:
@@ -77,13 +135,16 @@ def vector_work(chip, spec: VecSpec, op: str, cores: int) -> tuple[list[CoreGrou
         return tiling.vector_work(chip, spec, op, cores)
     memo = _memo(chip)
     key = work_key("vector", spec, cores)
+    names = _names(spec)
     hit = memo.get(key)
     if hit is None:
-        hit = memo[key] = tiling.vector_work(chip, spec, op, cores)
+        groups, notes = tiling.vector_work(chip, spec, op, cores)
+        hit = memo[key] = (_entry(groups, names), notes)
         _counts["misses"] += 1
     else:
         _counts["hits"] += 1
-    return list(hit[0]), list(hit[1])
+    (groups, old), notes = hit
+    return _renamed(groups, old, names), list(notes)
 
 
 def gemm_work(chip, spec: GemmSpec, op: str) -> tuple[list[CoreGroup], list[str], GemmTiling]:
@@ -92,13 +153,16 @@ def gemm_work(chip, spec: GemmSpec, op: str) -> tuple[list[CoreGroup], list[str]
         return cube_tiling.gemm_work(chip, spec, op)
     memo = _memo(chip)
     key = work_key("gemm", spec)
+    names = _names(spec)
     hit = memo.get(key)
     if hit is None:
-        hit = memo[key] = cube_tiling.gemm_work(chip, spec, op)
+        groups, notes, t = cube_tiling.gemm_work(chip, spec, op)
+        hit = memo[key] = (_entry(groups, names), notes, t)
         _counts["misses"] += 1
     else:
         _counts["hits"] += 1
-    return list(hit[0]), list(hit[1]), hit[2]
+    (groups, old), notes, t = hit
+    return _renamed(groups, old, names), list(notes), t
 
 
 __all__ = ["vector_work", "gemm_work", "work_key", "set_enabled", "stats", "clear"]

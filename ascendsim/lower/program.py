@@ -19,10 +19,18 @@ buffers compiles: stage j waits for the data flag of stage j-1 and for the slot-
 stage j+1 from two handoffs earlier.
 
 `Instr` is a single instruction on one pipe: fixed `cycles` (compute, or the on-chip part of
-a move), or a move of `nbytes` from `src` to `dst` at `bw` bytes/cycle after `cycles` of fixed
-latency. Moves that touch global memory (src or dst "GM") pass through the chip's shared L2
-and HBM bandwidth in the simulator; `hbm` is the fraction of their bytes that also go to HBM
-(an L2 miss on a read, a write-through on a write).
+a move), or a move of `nbytes` from `src` to `dst` at `bw` bytes/cycle after `cycles` of
+fixed latency. Moves that touch global memory (src or dst "GM") pass through the chip's
+shared L2 and HBM bandwidth in the simulator; `hbm` is the fraction of their bytes that also
+go to HBM when nothing of the tensor is in L2 yet: on a read, the misses of the task's own
+access pattern (its first read of each byte, and re-reads the lowering's reuse rule says
+miss); on a write, 0 (GM writes land in L2). `tensors` names the GM tensors the move
+touches, each with its size in bytes and the bytes of it the task covers (a batch chunk
+covers a slice); the simulator's L2 cache (`ascendsim.sim.l2cache`) uses them to decide,
+when the move starts, which part of a read is already resident (a hit) and what a write
+evicts. A move without `tensors` (a GM workspace, a bias) keeps its lowered `hbm` as is. The
+lowering hands the names to the tiling code inside the miss fraction itself (`GmFraction`),
+so the tiling specs stay plain numbers.
 """
 
 from __future__ import annotations
@@ -33,6 +41,28 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..hw.names import ENGINE_AICORE, ENGINE_AICPU, GM
+
+
+class GmFraction(float):
+    """A miss (read) or write-through (write) fraction that also names the GM tensors the move
+    touches, as (name, bytes, span) triples: `gm_read`/`gm_write` copy them into
+    `Instr.tensors`.
+    Arithmetic on it gives a plain float (the names do not survive a mix of operands)."""
+
+    tensors: tuple[tuple[str, int, int], ...]
+
+    def __new__(cls, value: float, tensors: tuple[tuple[str, int, int], ...]) -> GmFraction:
+        obj = super().__new__(cls, value)
+        obj.tensors = tensors
+        return obj
+
+    def __reduce__(self):
+        return (GmFraction, (float(self), self.tensors))
+
+
+def gm_tensors(fraction: float) -> tuple[tuple[str, int, int], ...]:
+    """The tensors a `GmFraction` names; () for a plain float."""
+    return getattr(fraction, "tensors", ())
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +77,7 @@ class Instr:
     dst: str = ""
     bw: float = 0.0           # bytes/cycle of the move's path on one core (0: not a move)
     hbm: float = 0.0          # fraction of the bytes that also cross HBM/DDR (GM moves)
+    tensors: tuple[tuple[str, int, int], ...] = ()   # GM tensors: (name, bytes, task's span)
 
     @property
     def shared(self) -> bool:
@@ -92,6 +123,9 @@ class CoreGroup:
 
     cores: tuple[int, ...]
     segments: tuple[Segment, ...]
+    #: the lowering memo's work this group is a copy of, with other GM tensor names (0: none);
+    #: groups of one template differ only in the names (the engine's replay key uses it)
+    template: int = field(default=0, compare=False)
 
     @property
     def tiles(self) -> int:
@@ -144,6 +178,7 @@ class Task:
     notes: tuple[str, ...] = ()
     fused_ops: tuple[str, ...] = ()
     workspace_bytes: int = 0             # GM scratch the kernel needs while it runs
+    compute_cycles: float = 0.0          # flops / chip peak (the roofline's compute side)
 
     @property
     def block_dim(self) -> int:

@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass
 
 from ..errors import SimulationError
-from .program import GM, CoreGroup, Instr, Segment, Stage
+from .program import GM, CoreGroup, Instr, Segment, Stage, gm_tensors
 from .vector_seq import SeqPart, part_cycles
 
 
@@ -50,14 +50,16 @@ def gm_read(chip, pipe: str, dst: str, nbytes: int, miss: float, kind: str = "co
     eff = bw * (1.0 - miss) + miss * bw / chip.l2_miss_slowdown
     if same_address:
         eff /= chip.gm_same_address_slowdown
-    return Instr(pipe, kind, int(round(lat)), int(nbytes), GM, dst, eff, miss)
+    return Instr(pipe, kind, int(round(lat)), int(nbytes), GM, dst, eff, float(miss),
+                 gm_tensors(miss))
 
 
 def gm_write(chip, pipe: str, src: str, nbytes: int, through: float) -> Instr:
     """A src -> GM move; `through` = fraction written through to HBM (does not stay in L2)."""
     bw = chip.path_bytes_per_cycle.get(src.lower(), "gm")
     lat = chip.path_latency_cycles.get(src.lower(), "gm")
-    return Instr(pipe, "copy", int(round(lat)), int(nbytes), src, GM, bw, through)
+    return Instr(pipe, "copy", int(round(lat)), int(nbytes), src, GM, bw, float(through),
+                 gm_tensors(through))
 
 
 def local_move(chip, pipe: str, src: str, dst: str, nbytes: int, kind: str = "copy") -> Instr:

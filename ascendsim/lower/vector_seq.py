@@ -10,6 +10,13 @@ instructions of its `vec_class` and its `vec_extra` ones (`derived_steps`); so e
 exactly one sequence, and `explain()` shows it in the task's notes. A fused UB op
 concatenates its members' sequences.
 
+Kernel paths. Where CANN picks a different kernel by chip, format, dtype and shape, `PATHS`
+holds the alternatives, each with the condition CANN's op implementation checks; the first
+that applies replaces the op's row of SEQUENCES (`sequence_for`), and `explain()` names it.
+LayerNorm on fp16 FRACTAL_NZ data on an Ascend910-class chip sums its rows on the cube
+(TBE layer_norm.py `_check_vector_to_cube`, layer_norm_cube.py): four full-shape vector passes
+instead of fifteen and two reduce trees.
+
 Steps are of three shapes:
 - ELEM: one instruction over every element of the op (vsub, vexp, vmul ...), in the op's
   compute dtype;
@@ -84,13 +91,17 @@ class OpSequence:
     """An op's vector instructions; `fp32`: computes in float32 (casts 2-byte floats up
     before step `cast_at`, the steps before it run in the input's dtype, and back after the
     last); `rows`: how the reduced rows are found (a key of ROW_RULES); `narrow`: a
-    conversion whose repeats count the narrower dtype's elements (Cast)."""
+    conversion whose repeats count the narrower dtype's elements (Cast); `stat_width`: values
+    per row the ROW steps work on (1; 16 where the statistics come from the cube as 16-wide
+    fractal columns); `note`: what `explain` adds about the kernel path."""
 
     steps: tuple[Step, ...]
     fp32: bool = False
     rows: str = ""
     narrow: bool = False
     cast_at: int = 0
+    stat_width: int = 1
+    note: str = ""
 
 
 def _e(instr: str, vclass: str, count: float = 1.0) -> Step:
@@ -166,6 +177,67 @@ SEQUENCES: dict[str, OpSequence] = {
     "Sqrt": OpSequence((_e("vsqrt", "sqrt"),)),
     "Cast": OpSequence((_e("vconv", "unary"),), narrow=True),
 }
+
+#: CANN's LayerNorm on fp16 FRACTAL_NZ data where the reductions run on the cube
+#: (ops/built-in/tbe/impl/layer_norm.py `_check_vector_to_cube` -> tbe/dsl/compute/
+#: layer_norm_cube.py, scheduled by static_schedule/layer_norm_cube_schedule.py): per 16 rows
+#: the cube computes sum(x) as x . ones and sum(x*x) as the diagonal of x . x^T (fp16 in, fp32
+#: in L0C, 2 * L/16 fractal mmads); the vector casts x to fp32 (cast_x_ub), moves the two
+#: 16x16 sums from L0C (on coupled chips L0C -> UB is a V-pipe move), derives mean and variance
+#: and rsqrt = exp(-0.5 * ln(var + eps)) on those 16-wide statistics (nz_mean, xx_sum_cub
+#: broadcast, xx_sum, mean_mul, nz_var, var_add_eps, vlog, var_log_mul, vexp), casts mean and
+#: variance to fp16, then makes four full-shape fp32 passes: x - mean, * rsqrt, * gamma,
+#: + beta (x_sub_mean, mean_mul_var, scale_mul, scale_add; the statistics are read with a
+#: stride, not materialised), and casts the result back (cast_res).
+_LAYER_NORM_CUBE = (
+    _w("vmov (L0C->UB: sum x)"), _w("vmuls"), _w("vmov (L0C->UB: sum x*x)"),
+    _w("vbrcb (diagonal)"), _w("vmuls"), _w("vmul", "binary"), _w("vsub", "binary"),
+    _w("vadds"), _w("vln", "exp"), _w("vmuls"), _w("vexp", "exp"),
+    _w("vconv f32->f16 (mean)"), _w("vconv f32->f16 (variance)"),
+    _e("vsub", "binary"), _e("vmul", "binary"), _e("vmul", "binary"), _e("vadd", "binary"))
+
+#: chips whose CANN short SoC version takes the LayerNorm cube path (`_check_vector_to_cube`
+#: lists Ascend910 - every first-generation 910 SoC, 910A/910B/910ProA/910ProB - and Ascend310P,
+#: with 610 and 310B that ascendsim has no chip for; neither the A2 "910B" (Ascend910B1..B4)
+#: nor the Ascend310)
+LAYER_NORM_CUBE_CHIPS = frozenset({"ascend910", "ascend910b_gen1", "ascend310p"})
+#: the widest reduced row the cube path takes (ori_shape[-1] <= 1024; NZ shape[-4] <= 64)
+LAYER_NORM_CUBE_MAX_ROW = 1024
+
+
+def _layer_norm_cube(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str) -> bool:
+    """Whether CANN runs this LayerNorm on its cube path (`_check_vector_to_cube`, impl_mode
+    high_performance, CANN's default): FRACTAL_NZ float16 data of rank 2 or 3 normalised over
+    its last axis only, that axis at most 1024 long, on an Ascend910-class chip."""
+    if chip_name not in LAYER_NORM_CUBE_CHIPS or fmt != "FRACTAL_NZ" or not ins:
+        return False
+    x = ins[0]
+    shape = [int(d) for d in x.shape]
+    return (x.dtype == "float16" and len(shape) in (2, 3)
+            and _norm_axis(attrs.get("axis", -1), len(shape)) == len(shape) - 1
+            and shape[-1] <= LAYER_NORM_CUBE_MAX_ROW)
+
+
+#: op type -> (when a kernel path applies (inputs, attrs, the main input's format, chip name),
+#: its sequence); the first that applies replaces the op's row of SEQUENCES
+PATHS: dict[str, tuple[tuple[Callable[..., bool], OpSequence], ...]] = {
+    "LayerNormalization": ((_layer_norm_cube, OpSequence(
+        _LAYER_NORM_CUBE, fp32=True, rows="from_axis", stat_width=16,
+        note="CANN's cube path (layer_norm_cube): the row sums run on the cube as "
+             "x . ones and x . x^T, 2 x L/16 mmads per 16 rows, not simulated on the M "
+             "pipe (small beside the V work and overlapped by its double buffering)")),),
+}
+
+
+def sequence_for(op_type: str, ins: Sequence[Value], attrs: dict, fmt: str = "ND",
+                 chip_name: str = "") -> OpSequence | None:
+    """The op's sequence: the first kernel path of PATHS that applies, else its row of
+    SEQUENCES (None: the registry's cost fields describe it)."""
+    for applies, seq in PATHS.get(op_type, ()):
+        if applies(ins, attrs, fmt, chip_name):
+            return seq
+    return SEQUENCES.get(op_type)
+
 
 #: the scalar-operand form of binary instructions (x + 2.0: vadds at the unary rate)
 _SCALAR_FORM = {"vadd": "vadds", "vsub": "vadds", "vmul": "vmuls", "vmax": "vmaxs",
@@ -281,16 +353,18 @@ def derived_steps(opdef: Any, ins: Sequence[Value], outs: Sequence[Value],
 
 def resolve(op_type: str, opdef: Any, ins: Sequence[Value], outs: Sequence[Value],
             attrs: dict, per_task: float, const: Callable[[str], Any] | None = None,
-            align_bytes: int = 32) -> tuple[list[SeqPart], float, str]:
+            align_bytes: int = 32, fmt: str = "ND",
+            chip_name: str = "") -> tuple[list[SeqPart], float, str]:
     """An op's sequence as task parts: `per_task` is the op's largest operand's elements per
-    element of the task (1 for a lone op). Returns (parts, extra UB bytes per task element
-    for its fp32 working buffers, a one-line description for `explain`)."""
+    element of the task (1 for a lone op); `fmt` the format its main input is read in and
+    `chip_name` the chip (they pick a kernel path, PATHS). Returns (parts, extra UB bytes per
+    task element for its fp32 working buffers, a one-line description for `explain`)."""
     const = const or (lambda name: None)
     vals = [*ins, *outs]
     big = max([v.numel for v in vals] + [1])
     width = max([itemsize(v.dtype) for v in vals] + [1])
     dtype = max(vals, key=lambda v: itemsize(v.dtype)).dtype if vals else "float16"
-    seq = SEQUENCES.get(op_type)
+    seq = sequence_for(op_type, ins, attrs, fmt, chip_name)
     if seq is None:
         steps = derived_steps(opdef, ins, outs, attrs)
         parts = [SeqPart(s.instr, s.vclass, dtype, width, ELEM, per_task, 0, s.count)
@@ -342,7 +416,8 @@ def resolve(op_type: str, opdef: Any, ins: Sequence[Value], outs: Sequence[Value
                                  in_elems * pad(item), math.ceil(length * pad(item)),
                                  s.count))
         elif s.shape == ROW:
-            parts.append(SeqPart(s.instr, s.vclass, cdtype, item, ROW, rows, 0, s.count))
+            parts.append(SeqPart(s.instr, s.vclass, cdtype, item, ROW, rows * seq.stat_width,
+                                 0, s.count))
         else:
             instr, vclass = s.instr, s.vclass
             if vclass == "binary" and scalar and not seq.rows:
@@ -357,7 +432,8 @@ def resolve(op_type: str, opdef: Any, ins: Sequence[Value], outs: Sequence[Value
                              out.numel * scale * pad(itemsize(out.dtype))))
     text = ("vector sequence" + (f" ({data.dtype} computed in float32)" if cast else "")
             + (f", rows of {length}" + (f" strided by {inner}" if strided else "")
-               if seq.rows else "") + ": " + ", ".join(_describe(p) for p in parts))
+               if seq.rows else "") + ": " + ", ".join(_describe(p) for p in parts)
+            + (f"; {seq.note}" if seq.note else ""))
     return parts, temp, text
 
 
@@ -415,7 +491,8 @@ def sequence_text(parts: Sequence[SeqPart]) -> str:
     return ", ".join(_describe(p) for p in parts)
 
 
-__all__ = ["ELEM", "REDUCE", "REPEAT_BYTES", "ROW", "ROW_RULES", "SEQUENCES", "OpSequence",
-           "SeqPart", "Step", "VEC_CLASS", "derived_steps", "instr_cycles", "part_cycles",
-           "reduce_row_cycles", "repeat_cycles", "resolve", "sequence_text",
+__all__ = ["ELEM", "LAYER_NORM_CUBE_CHIPS", "LAYER_NORM_CUBE_MAX_ROW", "PATHS", "REDUCE",
+           "REPEAT_BYTES", "ROW", "ROW_RULES", "SEQUENCES", "OpSequence", "SeqPart", "Step",
+           "VEC_CLASS", "derived_steps", "instr_cycles", "part_cycles", "reduce_row_cycles",
+           "repeat_cycles", "resolve", "sequence_for", "sequence_text",
            "vclass_of_registry"]

@@ -4,12 +4,13 @@ is split (batch 8 run as 4 x batch 2) when that is faster.
 
 What the lowering already does, and what this pass adds
 -------------------------------------------------------
-`ascendsim.lower` keeps any task output that fits in half of L2 resident and reads it from
-there (its L2 model), so a small intermediate needs no pass to stay in L2. What it cannot do
-alone is make a large one fit. `L2BatchSplitFusionPass` finds *chains* of AI Core ops that
-are batch-separable (every data input and output has the batch N as its leading dimension:
-element-wise, broadcast, segment (pooling) and cube ops, and UB-fused nodes made of them)
-and whose intermediates do not fit, and replaces each with one FusedOp, fusion "L2":
+The simulated L2 (`ascendsim.sim.l2cache`, an LRU write-back cache) keeps a task output that
+fits resident until something newer pushes it out, so a small intermediate needs no pass to
+stay in L2. What it cannot do alone is make a large one fit. `L2BatchSplitFusionPass` finds
+*chains* of AI Core ops that are batch-separable (every data input and output has the batch
+N as its leading dimension: element-wise, broadcast, segment (pooling) and cube ops, and UB-
+fused nodes made of them) and whose intermediates do not fit, and replaces each with one
+FusedOp, fusion "L2":
 
 - `node.subgraph` is the original chain (so values are unchanged: the ops are batch-separable);
 - `attrs["batch_split"] = k`: the chain runs as k chunks of `attrs["chunk_batch"] = N / k`
@@ -17,21 +18,23 @@ and whose intermediates do not fit, and replaces each with one FusedOp, fusion "
 - `attrs["l2_values"]`: the intermediates, which stay in L2 (a chunk's intermediate fits).
 
 k is the smallest divisor of N for which the largest intermediate of a chunk fits in half of
-L2 (the lowering's residency threshold). The split is made only when it is faster, decided in
-two steps. A quick static screen: unsplit, every intermediate that does not fit is written to
-and read back from HBM (2 x bytes / `hbm_bandwidth_bytes_per_s`); split, it moves through L2
-(2 x bytes / `l2_bandwidth_bytes_per_s`) but every op of the chain pays (k - 1) more launches
-(`sink_launch_us`: GE runs graphs sunk on the device); a chain the screen rejects is refused.
-Then the decision: the chain alone, as a graph, is lowered and simulated on the chip both ways
-(the context's `cost_model`: lowering + engine with the caller's detail, mode and streams)
-for k and for the next divisor of N; smaller chunks also make cube and vector tiles less
-efficient, which only the simulation sees. The faster split is kept when its simulated time is
-below the unsplit chain's.
+L2 (`chip.l2_resident_bytes`: the rest is left to the chunk's inputs and outputs). The split
+is made only when it is faster, decided in two steps. A quick static screen: unsplit, every
+intermediate that does not fit is written to and read back from HBM (2 x bytes /
+`hbm_bandwidth_bytes_per_s`); split, it moves through L2 (2 x bytes /
+`l2_bandwidth_bytes_per_s`) but every op of the chain pays (k - 1) more launches
+(`sink_launch_us`: GE runs graphs sunk on the device); a chain the screen rejects is
+refused. Then the decision: the chain alone, as a graph, is lowered and simulated on the
+chip both ways (the context's `cost_model`: lowering + engine with the caller's detail, mode
+and streams) for k and for the next divisor of N; smaller chunks also make cube and vector
+tiles less efficient, which only the simulation sees. The faster split is kept when its
+simulated time is below the unsplit chain's.
 Refusals carry the figures (screen estimate or simulated times) in the log.
 
-Lowering contract: a FusedOp with fusion "L2" lowers its inner nodes as separate tasks with
-`l2_values` resident in L2; with `batch_split = k > 1`, each inner node is lowered k times on
-`chunk_batch`-sized shapes (see the report of issue 5 for the lines the lowering needs).
+Lowering contract: a FusedOp with fusion "L2" lowers its inner nodes as separate tasks (the
+simulated L2 keeps `l2_values` if they fit; each chunk reuses the previous chunk's buffers);
+with `batch_split = k > 1`, each inner node is lowered k times on `chunk_batch`-sized shapes
+(see the report of issue 5 for the lines the lowering needs).
 """
 
 from __future__ import annotations

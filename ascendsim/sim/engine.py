@@ -25,6 +25,18 @@ bytes / path bandwidth): uncontended it takes exactly latency + bytes/bw; under 
 the bandwidth it leaves idle while "in latency" goes to the other flows (requests overlap in
 the memory system), so a memory-bound op reaches the shared bandwidth.
 
+L2 as a cache (`l2cache.L2Cache`, one per run). When a GM move that names its tensors starts,
+the cache decides its miss bytes (HBM bytes of the flow, and the msKPP per-core de-rate
+`bw x (1 - miss + miss / l2_miss_slowdown)` at that fraction) and what it evicts: the dirty
+bytes it evicts must reach HBM before their lines take the new data, so they are HBM bytes
+of the same flow (its HBM fraction may exceed 1), counted in the task's ("DDR", "write")
+traffic. When every task is done, what is still dirty is flushed to HBM as one more flow:
+its bytes and cycles are in `Trace.l2` (`L2Stats`), not in the graph's time (the last
+kernel has finished; the data is already visible in L2). A task's recorded GM
+traffic is the simulated one. A write-back rides in the flow whose fill evicts it: a line is
+written back when a fill needs it, so write-backs are paced by the fills (the evicting core's
+path cap limits them no more than it limits the fills), and they take HBM bandwidth only.
+
 Symmetric cores. Cores of one `CoreGroup` run the same program from the same instant and get
 the same share of bandwidth, so one set of pipe processes stands for the whole group: its
 flows weigh `len(cores)` in the sharing, and its intervals are replicated for every core of
@@ -36,10 +48,17 @@ back-to-back instructions of one kind on a pipe form one trace interval. detail=
 core group whose program has at least `COALESCE_MIN` tiles runs its first `PREFIX_TILES` tiles
 exactly as in tile detail (flags, buffers, flows), which measures the pipeline's contended
 pace: the largest, over its pipes, of busy cycles per tile and of the spacing of tile
-completions. The remaining identical tiles then run as ONE interval per pipe that spans
-(remaining tiles x pace): fixed cycles as such, and each pipe's GM bytes as one flow capped to
-spread over that window, through the same Fabric, so that contention with everything else in
-flight still stretches it. A group with fewer tiles runs in tile detail (its trace shows one
+completions, less the fabric contention the prefix met (the window's flows meet their own,
+which differs from the prefix's when the prefix evicts a previous op's dirty lines). The
+remaining identical tiles then run as ONE interval per pipe that spans (remaining tiles x
+pace): fixed cycles as such, and each pipe's GM bytes as up to `COALESCED_SLICES` flows in
+lock step (every pipe's slice k ends before any slice k + 1 starts), each capped to spread over
+its share of the window, through the same Fabric, so that contention with everything else in
+flight still stretches it. The L2 decides each slice's hits and write-backs when it starts
+(the cache's state changes during the window: a single flow would average the write-backs of
+a cache that fills up), the reads ahead of the writes by the prefix's pipeline depth; once
+the free L2 holds everything the group still moves, the rest is one slice.
+A group with fewer tiles runs in tile detail (its trace shows one
 interval per pipe per tile). The prefix of each pipe is shown as one interval of its busy
 cycles, starting at its first instruction.
 
@@ -53,7 +72,11 @@ into the cold icache, the kernel arguments and tiling data read from GM by the s
 the scalar prologue that derives the block's offsets, and the end-of-kernel synchronisation
 folded in. It delays nothing but the block itself (other tasks' cores run on), shows as one
 "kernel_start" interval per core on pipe S and counts as scalar busy time. It is why a tiny
-kernel costs a few microseconds in msprof however little it moves.
+kernel costs a few microseconds in msprof however little it moves. The start grows with
+the number of blocks the kernel starts (Ascend C best practices, "Setting a Proper Number of
+Cores": core start-up, TLB misses, same-address conflicts and variable initialisation make "the
+header overhead increase with the number of used cores"): `block_start_us` per block beyond
+the first, a chip figure (absent: 0), paid by every block of the kernel.
 
 Scheduler. Streams run their tasks in order; a task also waits for its producers on other
 streams (events). Every task, in every mode, pays the device-side dispatch `sink_launch_us`
@@ -75,6 +98,7 @@ kernel's AIC and AIV phases, which overlap as their cross-core flags allow
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import gc
 import math
@@ -88,9 +112,11 @@ from simpy.core import EmptySchedule
 
 from ..errors import ConfigError, SimulationError
 from ..hw.names import ENGINE_AICORE, ENGINE_AICPU, ENGINE_HOST, GM, MODES
+from ..lower.lowering import memory_cycles
 from ..lower.program import CoreGroup, Program, Segment, expand_flags
 from . import fastforward
 from .aicpu import run_aicpu
+from .l2cache import L2Cache
 from .mix import run_phases
 from .trace import Interval, TaskRecord, Trace
 
@@ -101,6 +127,8 @@ PREFIX_TILES = 4
 #: the trace kind of the block start interval on the scalar pipe
 KERNEL_START_KIND = "kernel_start"
 _EPS = 1e-9
+#: a coalesced group's remaining tiles run as this many lock-step slices, each meeting the L2
+COALESCED_SLICES = 8
 
 
 # ----------------------------------------------------------------------------- fabric
@@ -334,6 +362,8 @@ class _StageTotals:
     src: str
     dst: str
     writes: bool          # the shared bytes are mostly writes
+    #: shared bytes per core by (tensors, cold miss fraction, write, path bandwidth)
+    parts: tuple[tuple[tuple, float, bool, float, float], ...] = ()
 
 
 # ----------------------------------------------------------------------------- replay
@@ -341,12 +371,16 @@ class _Replay:
     """What an identical later task replays: its duration, the offset of its first core
     grant, its rows (with start/end offsets), per-core busy cycles, buffer and fabric peaks."""
 
-    __slots__ = ("duration", "first", "rows", "busy", "peaks", "fabric", "last")
+    __slots__ = ("duration", "first", "rows", "busy", "peaks", "fabric", "l2", "gm", "stats",
+                 "roomy", "last")
 
     def __init__(self, duration: int, first: int, rows: tuple, busy: dict, peaks: dict,
-                 fabric: tuple[float, float]) -> None:
+                 fabric: tuple[float, float], l2: tuple, gm: dict, stats: dict,
+                 roomy: bool) -> None:
         self.duration, self.first, self.rows = duration, first, rows
         self.busy, self.peaks, self.fabric = busy, peaks, fabric
+        self.l2, self.gm, self.stats = l2, gm, stats   # L2 transition, GM traffic, L2 stats
+        self.roomy = roomy                             # the transition is an own_transition
         self.last = max((int(b) for _, _, b in rows), default=0)   # the last row's end
 
 
@@ -354,13 +388,22 @@ def replay_key(task) -> tuple:
     """Everything that decides a task's simulated timing when it runs alone on the device (one
     stream, sunk: the previous task has released every core and the fabric is idle when it
     starts, and every time is an integer cycle, so its timing relative to its start does not
-    depend on when it starts): its phases. Identical work shares its CoreGroup objects (the
-    lowering's memo), so groups are compared by identity (they are frozen and the program
-    keeps them alive); the rest of a Phase by value; the task type decides whether a split
-    chip's AIC and AIV phases overlap (sim/mix.py)."""
+    depend on when it starts): its phases, and the L2 contents it meets. Identical work shares
+    its lowering memo template (`CoreGroup.template`: the same instructions, other GM tensor
+    names), else its CoreGroup objects, so groups are compared by template or identity (they
+    are frozen and the program keeps them alive); the rest of a Phase by value; the task type
+    decides whether a split chip's AIC and AIV phases overlap (sim/mix.py). The L2 part
+    (added by the engine) is, when the task cannot evict anything (`L2Cache.roomy`: the free
+    bytes hold all of its tensors), only its own tensors' residency by role (order of first
+    appearance in its moves; `own_state`), else the whole LRU with its tensors by role
+    (`state`: any line may be evicted). Equal states give equal hits, misses and write-backs;
+    a replay also replays the cache's transition (with the same float increments of its
+    occupancy), the task's GM traffic and the L2 byte counts."""
     return (task.task_type, *((ph.engine, ph.aicpu_cycles, ph.aicpu_cores, ph.vector_cores,
                                ph.aicpu_launch_cycles, ph.aicpu_read_bytes,
-                               ph.aicpu_write_bytes, tuple(map(id, ph.groups)))
+                               ph.aicpu_write_bytes,
+                               tuple((g.template, 0) if g.template else (0, id(g))
+                                     for g in ph.groups))
                               for ph in task.phases))
 
 
@@ -415,7 +458,13 @@ class Engine:
         self.events = 0
         self.started: dict[int, int] = {}     # task id -> when its first phase got cores
         self.progress = progress              # progress(tasks done, tasks in all), optional
+        self.l2 = L2Cache(chip.l2_bytes)
+        self._l2_reads, self._l2_writes, self._l2_readers, self._l2_roles, \
+            self._l2_sizes = _gm_tensors(program)
+        self.gm_traffic: dict[int, dict[tuple[str, str], float]] = {}   # simulated GM bytes
         self.start_cycles = chip.cycles(chip.kernel_start_us * 1e-6)
+        # the start's growth per further block of the kernel (module note, "Kernel start")
+        self.block_start_cycles = chip.cycles((chip.block_start_us or 0.0) * 1e-6)
         # tasks run one at a time on the device (one stream, sunk): an identical task is
         # replayed, not simulated again (see `replay_key`)
         self.replay = replay and mode == "sink" and program.streams == 1
@@ -424,6 +473,7 @@ class Engine:
         if fast_forward is None:
             fast_forward = fastforward.ENABLED
         self.ff = fastforward.FastForward(self) if fast_forward else None
+        self.stateful_accesses = 0            # GM accesses that changed the L2 (fastforward)
 
     # -- running -------------------------------------------------------------------------
     def run(self) -> Trace:
@@ -437,6 +487,7 @@ class Engine:
             mine = [t for t in tasks if t.stream_id == sid]
             if mine:
                 env.process(self._stream(mine))
+        env.process(self._flush(tasks))
         n = 0
         # the run allocates 10^5..10^6 small objects that live to the end: pausing the
         # cyclic GC (not needed: nothing here forms cycles that must die early) halves it
@@ -455,6 +506,7 @@ class Engine:
         if missing:
             raise SimulationError(f"deadlock: task(s) {', '.join(missing[:5])} never finished")
         trace = Trace(self.chip, detail=self.detail)
+        trace.l2 = self.l2.stats
         trace.tasks = sorted(self.records, key=lambda r: r.task_id)
         # intervals are expanded from the rows when first read (Trace.defer_intervals); the
         # last end is the same from the rows (every row becomes intervals with its end)
@@ -525,7 +577,16 @@ class Engine:
                     yield done
             if self.mode == "sink":
                 launch_start = env.now
-            key = replay_key(t) if self.replay else None
+            key = None
+            if self.replay:
+                # (one stream, sunk: nothing runs during the dispatch, so the L2 met after it
+                # is the L2 now)
+                self.l2.resync()
+                roles = self._l2_roles.get(t.task_id, {})
+                if self.l2.roomy(self._l2_sizes.get(t.task_id, {})):
+                    key = (replay_key(t), "roomy", self.l2.own_state(roles))
+                else:
+                    key = (replay_key(t), "full", self.l2.state(roles))
             seen = self._replays.get(key) if key is not None else None
             self.pipe_busy[t.task_id] = {}
             self.started.pop(t.task_id, None)
@@ -534,12 +595,15 @@ class Engine:
             else:
                 if sink:                  # device-side dispatch, in every mode
                     yield env.timeout(sink)
+                if not self.replay:
+                    self.l2.resync()
                 yield from self._run_phases(t, key)
             end = env.now
             start = self.started.get(t.task_id, end)
             self.records.append(self._record(t, start, end, launch_start,
                                              max(0, start - prev_end)))
             prev_end = end
+            self._l2_task_done(t.task_id)
             self.done[t.task_id].succeed()
             if self.progress is not None:
                 self.progress(len(self.records), len(self.p.tasks))
@@ -553,6 +617,13 @@ class Engine:
             yield from run_phases(self, t)      # in turn; a 910B mix kernel overlapped
             return
         start, first_row = env.now, len(self.rows)
+        l2_before, roles = list(self.l2.lines), self._l2_roles.get(t.task_id, {})
+        stats = self.l2.stats
+        stats_before = dataclasses.asdict(stats)
+        outer_l2_peak, stats.peak_resident = stats.peak_resident, 0.0
+        roomy = key[1] == "roomy"
+        if roomy:
+            self.l2.log = []
         outer_peaks, self.peaks = self.peaks, {}
         fabric = self.fabric
         outer_fabric, (fabric.peak_l2, fabric.peak_hbm) = (fabric.peak_l2, fabric.peak_hbm), \
@@ -565,11 +636,20 @@ class Engine:
             fabric.peak_l2 = max(outer_fabric[0], task_fabric[0])
             fabric.peak_hbm = max(outer_fabric[1], task_fabric[1])
             _merge_peaks(self.peaks, task_peaks)
+            task_l2_peak = stats.peak_resident
+            stats.peak_resident = max(outer_l2_peak, task_l2_peak)
+        transition = (self.l2.own_transition(l2_before, roles) if roomy else
+                      self.l2.transition(l2_before, roles))
+        self.l2.log = None
+        if transition is None:
+            return
+        deltas = {k: v - stats_before[k] for k, v in dataclasses.asdict(stats).items()}
+        deltas["peak_resident"] = task_l2_peak
         self._replays[key] = _Replay(
             env.now - start, self.started.get(t.task_id, env.now) - start,
             tuple((r, r.start - start, r.end - start) for r in self.rows[first_row:]),
             {c: dict(b) for c, b in self.pipe_busy[t.task_id].items()}, task_peaks,
-            task_fabric)
+            task_fabric, transition, dict(self.gm_traffic.get(t.task_id, {})), deltas, roomy)
 
     def _replay(self, t, seen: _Replay, lead: int = 0):
         """An identical task simulated before (see `replay_key`): the same rows, busy cycles
@@ -584,6 +664,19 @@ class Engine:
         _merge_peaks(self.peaks, seen.peaks)
         self.fabric.peak_l2 = max(self.fabric.peak_l2, seen.fabric[0])
         self.fabric.peak_hbm = max(self.fabric.peak_hbm, seen.fabric[1])
+        roles = self._l2_roles.get(t.task_id, {})
+        by_role = sorted(roles, key=roles.__getitem__)
+        stats = self.l2.stats
+        if seen.roomy:
+            self.l2.apply_own(seen.l2, by_role)
+        else:
+            self.l2.apply(seen.l2, by_role)
+            stats.peak_resident = max(stats.peak_resident, seen.stats["peak_resident"])
+        if seen.gm:
+            self.gm_traffic[t.task_id] = dict(seen.gm)
+        for k, v in seen.stats.items():
+            if k not in ("peak_resident", "flush_cycles"):
+                setattr(stats, k, getattr(stats, k) + v)
         if seen.duration + lead:
             yield env.timeout(seen.duration + lead)
 
@@ -606,17 +699,18 @@ class Engine:
             for g in ph.groups:
                 cores = tuple(ids[base + i] for i in range(len(g.cores)))
                 base += len(g.cores)
-                procs.append(env.process(self._group(task, g, cores)))
+                procs.append(env.process(self._group(task, g, cores, blocks=ph.block_dim)))
             yield env.all_of(procs)
             yield lease.release()
 
-    def _group(self, task, g: CoreGroup, cores: tuple[int, ...], start: bool = True):
+    def _group(self, task, g: CoreGroup, cores: tuple[int, ...], start: bool = True,
+               blocks: int = 1):
         if self.symmetric:
             sets = [cores]
         else:
             sets = [(c,) for c in cores]
         if start:
-            yield from self._kernel_start(task, cores, sets)
+            yield from self._kernel_start(task, cores, sets, blocks)
         procs = []
         for cs in sets:
             label = f"core {cs[0]}" if len(cs) == 1 else f"cores {cs[0]}-{cs[-1]}"
@@ -631,10 +725,15 @@ class Engine:
                                                              merge=merge)))
         yield self.env.all_of(procs)
 
-    def _kernel_start(self, task, cores: tuple[int, ...], sets: list):
+    def kernel_start_cycles(self, blocks: int) -> int:
+        """Cycles of each block's start in a kernel of `blocks` blocks (module note)."""
+        return self.start_cycles + max(blocks - 1, 0) * self.block_start_cycles
+
+    def _kernel_start(self, task, cores: tuple[int, ...], sets: list, blocks: int = 1):
         """The block's start on each core before its first instruction (module note, "Kernel
-        start"): `kernel_start_us` on the scalar pipe, one interval per core."""
-        cycles = self.start_cycles
+        start"): `kernel_start_us`, plus `block_start_us` per further block of the kernel, on
+        the scalar pipe, one interval per core."""
+        cycles = self.kernel_start_cycles(blocks)
         if cycles <= 0:
             return
         start = self.env.now
@@ -651,8 +750,8 @@ class Engine:
     # -- tile detail -----------------------------------------------------------------------
     def _pipe(self, task, core: _Core, cores: tuple[int, ...], pipe: str, queue: list,
               note: bool = True, merge: str = "contig"):
-        """Execute one pipe's instruction queue in order; returns its busy cycles and the
-        end time of each tile.
+        """Execute one pipe's instruction queue in order; returns its busy cycles, the end
+        time of each tile and the cycles its shared flows were stretched by contention.
 
         Intervals: merge="contig" records back-to-back instructions of one kind as one
         interval (tile detail); "tile" one interval per tile and "all" one for the whole
@@ -668,6 +767,7 @@ class Engine:
         rows = self.rows
         run: _Run | None = None     # the open interval
         run_busy = 0
+        stalled = 0                 # cycles its shared flows took beyond their own time
         spans = _timeout_spans(queue)
         clock = 0                   # the end of the last instruction inside a merged timeout
         k = start = 0
@@ -678,6 +778,7 @@ class Engine:
         while k < n:
             ins, waits, sets, allocs, frees, tile = queue[k]
             span = spans[k]
+            hbm, own = ins.hbm, ins.busy()
             if span < 0:
                 # inside a run of plain timeouts already waited for as one: no flag, buffer
                 # or tile change between them, so each one's times follow by arithmetic
@@ -702,10 +803,13 @@ class Engine:
                     core.alloc(buf, nb)
                 start = env.now
                 if ins.shared and ins.nbytes:
-                    # latency folded into the flow: uncontended it takes cycles + bytes/bw,
-                    # under contention the other flows use the bandwidth while this one waits
-                    cap = ins.nbytes / (ins.cycles + ins.nbytes / ins.bw)
-                    yield self.fabric.transfer(ins.nbytes, cap, ins.hbm, weight,
+                    # the L2 decides hits now; latency folded into the flow: uncontended it
+                    # takes cycles + bytes/bw, under contention the other flows use the
+                    # bandwidth while this one waits
+                    hbm, bw = self._gm_access(task.task_id, ins.tensors, ins.nbytes, ins.hbm,
+                                              ins.dst == GM, ins.bw, weight)
+                    own = ins.cycles + ins.nbytes / bw
+                    yield self.fabric.transfer(ins.nbytes, ins.nbytes / own, hbm, weight,
                                                write=ins.dst == GM)
                     if hook.hot:
                         k, busy, run_busy, start = hook.resume(k, busy, run_busy, start)
@@ -722,8 +826,9 @@ class Engine:
                     end = env.now
                 clock = end
             if end > start:
-                stall = max(0, int(end - start - math.ceil(ins.busy())))
-                src, dst = _lvl(ins.src, ins.hbm), _lvl(ins.dst, ins.hbm)
+                stall = max(0, int(end - start - math.ceil(own)))
+                stalled += stall
+                src, dst = _lvl(ins.src, hbm), _lvl(ins.dst, hbm)
                 if run is not None and (
                         (merge == "contig" and run.end == start and run.kind == ins.kind
                          and run.src == src and run.dst == dst)
@@ -756,7 +861,7 @@ class Engine:
         tile_ends.append(env.now)
         if note:
             self._note_busy(task.task_id, cores[0], pipe, busy)
-        return busy, tile_ends
+        return busy, tile_ends, stalled
 
     # -- block detail ----------------------------------------------------------------------
     def _block(self, task, g: CoreGroup, core: _Core, cores: tuple[int, ...]) -> list:
@@ -768,55 +873,215 @@ class Engine:
         stages0 = g.segments[0].stages
         tot = _stage_totals(rest, len(stages0))
         n_rest = sum(sg.count for sg in rest)
-        barrier = {"left": len(stages0), "busy": [], "event": env.event()}
+        # the pipes with shared bytes run their slices in lock step (`_decide_slice`)
+        members = [(j, t, len(cores)) for j, t in enumerate(tot) if t.shared_bytes]
+        barrier = {"left": len(stages0), "busy": [], "event": env.event(), "ends": [],
+                   "slices": {"members": members, "left": len(members), "event": env.event(),
+                              "flowed": 0, "read": 0, "ahead": 0, "dec": {}}}
         return [env.process(self._coalesced_pipe(task, core, cores, st.pipe,
-                                                 queues[st.pipe], n_rest, tot[j], barrier))
+                                                 queues[st.pipe], n_rest, tot[j], barrier, j))
                 for j, st in enumerate(stages0)]
 
-    def _coalesced_pipe(self, task, core, cores, pipe, queue, n_rest, tot, barrier):
+    def _coalesced_pipe(self, task, core, cores, pipe, queue, n_rest, tot, barrier, j):
         env = self.env
-        busy, tile_ends = yield from self._pipe(task, core, cores, pipe, queue, note=False,
-                                                merge="all")
+        busy, tile_ends, stalled = yield from self._pipe(task, core, cores, pipe, queue,
+                                                         note=False, merge="all")
         # this pipe's pace on the prefix: busy cycles per tile, and the spacing of its tile
-        # completions after the first (which includes the pipeline's own stalls)
-        pace = busy / PREFIX_TILES
+        # completions after the first (which includes the pipeline's own stalls); without
+        # the fabric's contention (`stalled`): the window's flows cross the fabric and meet
+        # their own contention there, which may differ from the prefix's (the L2 writes back
+        # a previous op's dirty lines while the prefix runs, its own later)
+        free = (busy - stalled) / PREFIX_TILES
+        spacing = 0.0
         if len(tile_ends) >= 2:
-            pace = max(pace, (tile_ends[-1] - tile_ends[0]) / (len(tile_ends) - 1))
-        barrier["busy"].append(pace)
+            spacing = (tile_ends[-1] - tile_ends[0]) / (len(tile_ends) - 1)
+        barrier["busy"].append((free, spacing, stalled / PREFIX_TILES))
+        if tot.shared_bytes:
+            barrier["ends"].append((tot.writes, tile_ends))
         barrier["left"] -= 1
         if barrier["left"] == 0:
-            # steady-state period: the slowest pace of any pipe
-            barrier["event"].succeed(max(barrier["busy"]))
+            # steady-state period: the slowest pace of any pipe, its own work or the spacing
+            # of its tiles less the most contention any pipe met per tile
+            paces = barrier["busy"]
+            worst = max(p[2] for p in paces)
+            period = max(max(p[0], p[1] - worst) for p in paces)
+            sl = barrier["slices"]
+            sl["ahead"] = _read_ahead(barrier["ends"], period, n_rest)
+            if sl["members"]:
+                self._decide_slice(task.task_id, sl)
+            barrier["event"].succeed(period)
         period = yield barrier["event"]
-        fixed, at_cap, sbytes = tot.fixed, tot.at_cap, tot.shared_bytes
-        window = max(n_rest * period, fixed + at_cap, 1.0)
+        fixed, sbytes = tot.fixed, tot.shared_bytes
         start = env.now
-        hbm = tot.hbm_bytes / sbytes if sbytes else 0.0
-        stall = 0
-        if sbytes:
-            # every pipe's remaining tiles span the same window (the pipeline's pace); the
-            # bytes still cross the shared L2/HBM and stretch under more contention
-            yield self.fabric.transfer(sbytes, sbytes / window, hbm, len(cores),
-                                       write=tot.writes)
-            elapsed = env.now - start
-            # busy: the pipe's own contended work at its prefix rate (not the idle part of the
-            # window), plus any stretch beyond the window
-            own = max(fixed + at_cap, n_rest * busy / PREFIX_TILES)
-            work = min(elapsed, own + max(0.0, elapsed - window))
-            end = start + int(math.ceil(work))
-            stall = max(0, int(math.ceil(work - fixed - at_cap)))
-        else:
+        if not sbytes:
+            window = max(n_rest * period, fixed, 1.0)
             end = start + int(round(fixed))
+            if end > start:
+                self.rows.append(_Run(ENGINE_AICORE, cores, pipe, task.task_id, task.op_name,
+                                      start, end, tot.kind, tot.nbytes, _lvl(tot.src, 0.0),
+                                      _lvl(tot.dst, 0.0),
+                                      tot.count))
+            self._note_busy(task.task_id, cores[0], pipe, busy + end - start)
+            yield env.timeout(int(math.ceil(window)))
+            return
+        # the remaining tiles in slices of `COALESCED_SLICES`, one after the other in lock
+        # step (`_decide_slice`): each spans its share of the window (the pipeline's pace)
+        # and its bytes cross the shared L2/HBM as one flow that stretches under more
+        # contention
+        n_sl = COALESCED_SLICES
+        own = n_rest * (busy - stalled) / PREFIX_TILES   # its own work at its prefix rate
+        work = stall = hbm_all = 0.0
+        sl = barrier["slices"]
+        while True:
+            t0 = env.now
+            units, hbm_b, at_cap = sl["dec"][j]
+            share = units / n_sl
+            part = sbytes * share
+            window = max(n_rest * period * share, fixed * share + at_cap, 1.0)
+            yield self.fabric.transfer(part, part / window, hbm_b / part, len(cores),
+                                       write=tot.writes)
+            elapsed = env.now - t0
+            # busy: its own work (not the idle part of the slice), plus any stretch beyond
+            # the slice's window
+            fixed_at = fixed * share + at_cap
+            done = min(elapsed, max(fixed_at, own * share) + max(0.0, elapsed - window))
+            work += done
+            stall += max(0.0, done - fixed_at)
+            hbm_all += hbm_b
+            if elapsed < window:       # (times are integers: only differences are floats)
+                yield env.timeout(int(math.ceil(window - elapsed)))
+            # the next slice starts when every pipe has finished this one (a tile's write
+            # follows its read, its read the previous tile's compute)
+            last = sl["flowed"] >= n_sl
+            sl["left"] -= 1
+            if sl["left"] == 0:
+                ev = sl["event"]
+                sl["left"], sl["event"] = len(sl["members"]), env.event()
+                if not last:
+                    self._decide_slice(task.task_id, sl)
+                ev.succeed()
+            else:
+                yield sl["event"]
+            if last:
+                break
+        end = start + int(math.ceil(work))
+        hbm = hbm_all / sbytes
         if end > start:
             self.rows.append(_Run(ENGINE_AICORE, cores, pipe, task.task_id, task.op_name, start,
                                   end, tot.kind, tot.nbytes, _lvl(tot.src, hbm),
-                                  _lvl(tot.dst, hbm), tot.count, stall))
+                                  _lvl(tot.dst, hbm), tot.count, int(math.ceil(stall))))
         self._note_busy(task.task_id, cores[0], pipe, busy + end - start)
-        if env.now - start < window:       # (times are integers: only differences are floats)
-            yield env.timeout(int(math.ceil(window - (env.now - start))))
+
+    # -- L2 ------------------------------------------------------------------------------
+    def _gm_access(self, tid: int, tensors: tuple, nbytes: float, cold: float, write: bool,
+                   bw: float, weight: int) -> tuple[float, float]:
+        """A GM move of `nbytes` per core on `weight` cores, starting now: the L2 decides its
+        HBM fraction (misses, and the dirty bytes it evicts) and the per-core path bandwidth
+        at its miss fraction (the lowering's `bw` is de-rated for `cold`). Returns
+        (HBM fraction, bandwidth)."""
+        self.stateful_accesses += 1      # (the fast-forward skips no period holding one)
+        total = nbytes * weight
+        tr = self.gm_traffic.setdefault(tid, {})
+        if not tensors:                       # a workspace or a bias: as lowered
+            if write:
+                _add(tr, ("L2", "write"), total)
+                _add(tr, ("DDR", "write"), total * cold)
+            else:
+                _add(tr, ("L2", "read"), total * (1 - cold))
+                _add(tr, ("DDR", "read"), total * cold)
+            return cold, bw
+        whole = sum(t[1] for t in tensors) if len(tensors) > 1 else tensors[0][1]
+        whole = whole or 1
+        evicted = 0.0
+        if write:
+            for name, size, _ in tensors:
+                evicted += self.l2.write(tid, name, size, total * size / whole)
+            _add(tr, ("L2", "write"), total)
+            _add(tr, ("DDR", "write"), evicted)
+            return evicted / total, bw
+        miss = 0.0
+        for name, size, span in tensors:
+            m, wb = self.l2.read(tid, name, size, total * size / whole, cold, span)
+            miss += m
+            evicted += wb
+        _add(tr, ("L2", "read"), total - miss)
+        _add(tr, ("DDR", "read"), miss)
+        _add(tr, ("DDR", "write"), evicted)
+        frac = miss / total
+        slow = self.chip.l2_miss_slowdown
+        base = bw / (1.0 - cold + cold / slow)
+        return (miss + evicted) / total, base * (1.0 - frac + frac / slow)
+
+    def _decide_slice(self, tid: int, sl: dict) -> None:
+        """The L2 accesses of the next slice of a coalesced group's pipes (`sl["members"]`:
+        index, stage totals, cores), decided as it starts: the reads first, and for the
+        slices `ahead` further on (they run ahead of the writes by the prefix's pipeline
+        depth, double buffering), then the writes. A slice is one `COALESCED_SLICES`-th of
+        the remaining tiles, or all that is left once the cache's free bytes hold every byte
+        the group still moves (no eviction can follow: deciding it at once changes nothing).
+        Sets `sl["dec"]`: per member (slices it covers, HBM bytes per core, cycles of its
+        shared bytes at the de-rated path bandwidth)."""
+        n_sl = COALESCED_SLICES
+        flowed = sl["flowed"]
+        rest = n_sl - flowed
+        need = sum(t.shared_bytes * w for _, t, w in sl["members"]) * rest / n_sl
+        units = rest if need <= self.l2.capacity - self.l2.used else 1
+        read_to = n_sl if units == rest else min(n_sl, flowed + units + sl["ahead"])
+        dec = {}
+        eff_of = sl.setdefault("eff", {})
+        for writes in (False, True):
+            for j, t, weight in sl["members"]:
+                if t.writes != writes:
+                    continue
+                new = units if writes else read_to - sl["read"]
+                if not t.parts:
+                    dec[j] = (units, t.hbm_bytes * units / n_sl, t.at_cap * units / n_sl)
+                    continue
+                hbm_b = at_cap = 0.0
+                for i, (tensors, cold, write, bw, nbytes) in enumerate(t.parts):
+                    part = nbytes * new / n_sl
+                    eff = eff_of.get((j, i), bw)     # (reads decided ahead: the last rate)
+                    if part > 0:
+                        frac, eff = self._gm_access(tid, tensors, part, cold, write, bw,
+                                                    weight)
+                        hbm_b += part * frac
+                        eff_of[(j, i)] = eff
+                    at_cap += nbytes * units / n_sl / eff
+                dec[j] = (units, hbm_b, at_cap)
+        sl["read"] = read_to
+        sl["flowed"] = flowed + units
+        sl["dec"] = dec
+
+    def _l2_task_done(self, tid: int) -> None:
+        """A task ended: its fills become ordinary residency; an intermediate whose last
+        reader this was (or that nobody reads) is dead and leaves L2 (`L2Cache.drop`)."""
+        self.l2.end_task(tid)
+        readers = self._l2_readers
+        for name in self._l2_reads.get(tid, ()):
+            readers[name] -= 1
+            if readers[name] == 0:
+                self.l2.drop(name)
+        for name in self._l2_writes.get(tid, ()):
+            if readers.get(name) == 0:
+                self.l2.drop(name)
+
+    def _flush(self, tasks):
+        """End of the graph: write back what is still dirty, as one flow L2 -> HBM."""
+        if tasks:
+            yield self.env.all_of([self.done[t.task_id] for t in tasks])
+        last = self.env.now
+        nbytes = self.l2.flush()
+        if nbytes > 0:
+            yield self.fabric.transfer(nbytes, self.fabric.hbm_bw, 1.0)
+        self.l2.stats.flush_cycles = int(self.env.now - last)
 
     # -- results ---------------------------------------------------------------------------
     def _record(self, t, start, end, launch_start, wait) -> TaskRecord:
+        traffic = self._traffic(t)
+        roofline = t.roofline_cycles
+        if t.task_id in self.gm_traffic:       # the task's moves as simulated
+            roofline = int(math.floor(max(t.compute_cycles,
+                                          memory_cycles(self.chip, traffic))))
         per_core = self.pipe_busy.get(t.task_id, {})
         busiest = max(per_core.values(), key=lambda d: (sum(d.values()), sorted(d.items())),
                       default={})
@@ -829,9 +1094,20 @@ class Engine:
             input_formats=t.input_formats,
             output_shapes=tuple(_shape(v) for v in t.outputs),
             output_dtypes=tuple(v.dtype for v in t.outputs),
-            output_formats=t.output_formats, flops=t.flops, traffic=dict(t.traffic),
+            output_formats=t.output_formats, flops=t.flops, traffic=traffic,
             pipe_cycles=dict(busiest), fused_ops=t.fused_ops,
-            roofline_cycles=t.roofline_cycles, notes=t.notes)
+            roofline_cycles=roofline, notes=t.notes)
+
+    def _traffic(self, t) -> dict[tuple[str, str], int]:
+        """A task's traffic: the lowered on-chip bytes, and the GM bytes as simulated (hits,
+        misses, writes, write-backs it caused); AI CPU tasks keep their lowered DDR bytes."""
+        out = dict(t.traffic)
+        gm = self.gm_traffic.get(t.task_id)
+        if gm is not None:
+            for key in _GM_KEYS:
+                out.pop(key, None)
+            out.update({k: int(round(v)) for k, v in gm.items() if round(v)})
+        return out
 
 
 def _expand_with_replays(rows: list[_Run], replayed: list[tuple]) -> list[Interval]:
@@ -866,6 +1142,20 @@ def expand_rows(rows: list[_Run]) -> list[Interval]:
             gc.enable()
 
 
+def _read_ahead(ends: list, period: float, n_rest: int) -> float:
+    """Slices of `COALESCED_SLICES` (a fraction of one too) the reads of a coalesced group
+    run ahead of its writes: the mean lag of the writing pipes' tile completions behind the
+    reading pipes' in the prefix (`ends`: (writes, tile end times) per pipe with shared
+    bytes), in tiles, scaled to the remaining tiles."""
+    reads = [e for w, e in ends if not w]
+    writes = [e for w, e in ends if w]
+    if not reads or not writes or period <= 0 or n_rest <= 0:
+        return 0
+    lag = max(sum(b - a for a, b in zip(min(reads, key=lambda e: e[0]), w)) / len(w)
+              for w in writes) / period
+    return max(0.0, min(COALESCED_SLICES - 1.0, lag * COALESCED_SLICES / n_rest))
+
+
 def split_segments(segments, k: int) -> tuple[tuple[Segment, ...], tuple[Segment, ...]]:
     """The first `k` tiles of a segment list, and the rest."""
     head: list[Segment] = []
@@ -891,6 +1181,7 @@ def _stage_totals(segments, n: int) -> list[_StageTotals]:
         fixed = at_cap = sbytes = hbytes = wbytes = 0.0
         nbytes = count = 0
         kind = src = dst = ""
+        parts: dict[tuple, float] = {}
         for sg in segments:
             st = sg.stages[j]
             for ins, times in [(i, st.units) for i in st.instrs] + [(i, 1) for i in st.head]:
@@ -905,9 +1196,63 @@ def _stage_totals(segments, n: int) -> list[_StageTotals]:
                     sbytes += ins.nbytes * k
                     hbytes += ins.nbytes * ins.hbm * k
                     wbytes += ins.nbytes * k if ins.dst == GM else 0.0
+                    key = (ins.tensors, ins.hbm, ins.dst == GM, ins.bw)
+                    parts[key] = parts.get(key, 0.0) + ins.nbytes * k
         out.append(_StageTotals(fixed, at_cap, sbytes, hbytes, nbytes, count, kind, src, dst,
-                                wbytes > sbytes / 2))
+                                wbytes > sbytes / 2,
+                                tuple((*key, b) for key, b in parts.items())))
     return out
+
+
+def _gm_tensors(program: Program) -> tuple[dict, dict, dict, dict, dict]:
+    """Per task the GM tensors its moves read and write (`Instr.tensors`), per
+    intermediate (a tensor some task writes, not a graph output) how many tasks read it, and
+    per task its tensors' roles (name -> order of first appearance in its moves: replay) and
+    sizes (name -> the largest size its moves give)."""
+    reads: dict[int, set[str]] = {}
+    writes: dict[int, set[str]] = {}
+    roles: dict[int, dict[str, int]] = {}
+    sizes: dict[int, dict[str, int]] = {}
+    for t in program.tasks:
+        mine: dict[str, int] = {}
+        big: dict[str, int] = {}
+        for ph in t.phases:
+            for g in ph.groups:
+                for sg in g.segments:
+                    for st in sg.stages:
+                        for ins in st.head + st.instrs:
+                            if ins.tensors:
+                                side = writes if ins.dst == GM else reads
+                                side.setdefault(t.task_id, set()).update(
+                                    n[0] for n in ins.tensors)
+                                for n in ins.tensors:
+                                    mine.setdefault(n[0], len(mine))
+                                    if n[1] > big.get(n[0], -1):
+                                        big[n[0]] = n[1]
+        if mine:
+            roles[t.task_id] = mine
+            sizes[t.task_id] = big
+    outputs = set()
+    for name in program.output_values:
+        while name in program.aliases:
+            name = program.aliases[name]
+        outputs.add(name)
+    written = set().union(*writes.values()) - outputs
+    readers = dict.fromkeys(written, 0)
+    for names in reads.values():
+        for n in names & written:
+            readers[n] += 1
+    return ({tid: sorted(n for n in names if n in written) for tid, names in reads.items()},
+            {tid: sorted(names & written) for tid, names in writes.items()}, readers, roles,
+            sizes)
+
+
+_GM_KEYS = (("L2", "read"), ("DDR", "read"), ("L2", "write"), ("DDR", "write"))
+
+
+def _add(acc: dict, key: tuple[str, str], nbytes: float) -> None:
+    if nbytes:
+        acc[key] = acc.get(key, 0.0) + nbytes
 
 
 #: expanded queue (by identity; kept alive beside its spans) -> `_timeout_spans`

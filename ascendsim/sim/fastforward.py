@@ -321,7 +321,7 @@ class FastForward:
             pipes.append((id(ins), waits, sets, allocs, frees, tile, h.spans[kh], site,
                           loc.get("key") if site == _FLAG else None,
                           sh - now if site != _FLAG else None, rsig))
-            vals.append((kh, bh, rbh, run, rvals, sh))
+            vals.append((kh, bh, rbh, run, rvals, sh, loc.get("stalled", 0)))
             if h.core not in cores:
                 cores.append(h.core)
         state = []
@@ -340,9 +340,10 @@ class FastForward:
             return None
         adv = []
         m = None
-        for h, (k1, b1, *_), (k2, b2, *_) in zip(self.pipes, prev.vals, cur.vals):
+        for h, v1, v2 in zip(self.pipes, prev.vals, cur.vals):
+            (k1, b1), (k2, b2) = v1[:2], v2[:2]
             d = k2 - k1
-            if d < 0 or (d == 0 and b2 != b1):
+            if d < 0 or (d == 0 and b2 != b1) or v1[6] != v2[6]:   # (no stalls: no GM flows)
                 return None
             adv.append(d)
             if d:
@@ -358,7 +359,7 @@ class FastForward:
                     return None
         # open intervals: the same one (advancing), or one that looks the same (closed and
         # reopened once per period)
-        for (_, _, rb1, run1, rv1, _), (_, _, rb2, run2, rv2, _) in zip(prev.vals, cur.vals):
+        for (_, _, rb1, run1, rv1, *_), (_, _, rb2, run2, rv2, *_) in zip(prev.vals, cur.vals):
             if run1 is None:
                 continue
             if run1 is run2:
@@ -390,8 +391,8 @@ class FastForward:
                             r.tile) for r in rows)
         result = None
         for h, d, v1, v2 in zip(self.pipes, adv, prev.vals, cur.vals):
-            k1, b1, rb1, run1, rv1, _ = v1
-            k2, b2, rb2, run2, rv2, _ = v2
+            k1, b1, rb1, run1, rv1, *_ = v1
+            k2, b2, rb2, run2, rv2, *_ = v2
             drb = 0
             if run2 is not None:
                 if run1 is run2:

@@ -90,7 +90,8 @@ def run_mix(engine, task, producer: Phase, consumer: Phase):
     made = env.event()                   # fires with the AIC's end: the last tile's flag
     aic = env.process(_side(engine, task, producer, None, made))
     coalesced = max(g.tiles for g in producer.groups) >= COALESCE_MIN
-    start = engine.start_cycles + first_tiles_cycles(producer, PREFIX_TILES if coalesced else 1)
+    start = engine.kernel_start_cycles(producer.block_dim) + \
+        first_tiles_cycles(producer, PREFIX_TILES if coalesced else 1)
     aiv = env.process(_side(engine, task, consumer, (start, made,
                                                        last_tile_cycles(consumer, producer)),
                             None))
@@ -112,7 +113,7 @@ def _side(engine, task, ph: Phase, gate, made):
         t0 = env.now
         engine.started.setdefault(task.task_id, t0)
         sets = [ids] if engine.symmetric else [(c,) for c in ids]
-        yield from engine._kernel_start(task, ids, sets)
+        yield from engine._kernel_start(task, ids, sets, ph.block_dim)
         if gate is not None and t0 + gate[0] > env.now:
             yield env.timeout(t0 + gate[0] - env.now)        # the flag of the first tiles
         procs, base = [], 0

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..hw.names import on_ai_core
 
@@ -91,6 +91,8 @@ class Trace:
     intervals: list[Interval] = field(default_factory=list)
     total_cycles: int = 0
     detail: str = "block"
+    #: the run's L2 byte totals and end-of-graph flush (`ascendsim.sim.l2cache.L2Stats`)
+    l2: Any = None
 
     def us(self, cycles: float) -> float:
         """Cycles of the AI Core clock in microseconds."""

@@ -62,7 +62,8 @@ def fittable_params(chip: Chip) -> tuple[str, ...]:
     for f in fields(chip):
         meta = f.metadata
         if meta.get("kind") == "float":
-            out.append(f.name)
+            if getattr(chip, f.name) is not None:    # an optional figure the chip lacks
+                out.append(f.name)
         elif meta.get("group") is not None:
             group = getattr(chip, f.name)
             for sub in fields(meta["group"]):

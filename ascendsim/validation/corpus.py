@@ -40,6 +40,15 @@ flat list, e.g. GroupedMatmul's cumulative group_list). An op row may set ``loop
 time is the mean of a loop of back-to-back calls (event timing around N calls), so it is
 simulated as the loop's steady state per call, like an eager throughput.
 
+Timings (``timing``): ``msprof_kernel`` (a kernel's device time as msprof reports it from a
+benchmark loop), ``eager_call`` (torch_npu-style calls from the host: one synchronised call,
+or with ``loop``/a throughput metric a loop of back-to-back calls), ``graph_step`` (a sunk
+graph step), ``throughput`` (a rate over whole steps). Steady-state assumption: an
+``msprof_kernel`` row and a looped ``eager_call`` row on warm (or unknown) data measure a call
+that meets the previous call's output still dirty in L2 and pays its write-back when its own
+fills evict it; they are simulated as the last of three back-to-back calls
+(`workloads.loop_calls`). A ``cold`` row assumes L2 is flushed between calls.
+
 Structural faults (a missing or mistyped key, an unknown family/role/timing/unit, a
 duplicate id) raise `ConfigError` naming the file, the row id and the key. Whether the
 workload builds and simulates is decided later, per row, by `validate()`.

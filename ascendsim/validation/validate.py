@@ -10,10 +10,15 @@ and validation rows added later are summarised apart as "new".
 How each timing is simulated (`simulate_row`):
 
 - ``msprof_kernel``: the graph as given (fusion=False), sink mode; the kernel time of the
-  op's own task(s) (start of its first instruction to its end: no launch). Format
+  op's own task(s) (start of its first instruction to its end: no launch). msprof times a
+  kernel inside a benchmark loop, so a warm row runs the op three times back to back and
+  measures the last call (it meets the previous call's dirty output in L2: the loop's steady
+  state; `workloads.loop_calls`). Format
   conversions the lowering inserts (TransData) are their own tasks, as msprof lists them, and
-  are not counted. A workload with ``measure = "pipe:P"`` counts the busy cycles of pipe P
-  on the first core instead (instruction-level microbenchmarks, msKPP).
+  are not counted, except in a row whose ``cann_op`` is an aclnn chain (Addmv,
+  `workloads.CANN_CHAINS`): there every kernel the call launches counts (the device events
+  around one call bracket them all). A workload with ``measure = "pipe:P"`` counts the busy
+  cycles of pipe P on the first core instead (instruction-level microbenchmarks, msKPP).
 - ``eager_call``: the graph as given, launched op by op from the host, every task the model
   launches for the call (TransData included). A time (one synchronised call) runs in
   mode="eager" (each task launched after the previous one finished and the host
@@ -21,18 +26,26 @@ How each timing is simulated (`simulate_row`):
   the host's synchronisation after its last task. A throughput (a loop of calls, e.g. TFLOPS
   of torch.matmul in a loop) runs in mode="host" (launches run ahead of the device) and takes
   the loop's steady state, max(the call's host launches, its device-side dispatches and
-  kernels back to back). The per-call floor today, for a one-task call, is `host_launch_us` +
+  kernels back to back), the call being the last of three back to back on warm data (it
+  meets the previous call's dirty output in L2, as every call of the loop does). The per-call
+  floor today, for a one-task call, is `host_launch_us` +
   `sink_launch_us` + `host_sync_us` = 10.5 + 2.0 + 2.6 = 15.1 us on every built-in chip
   (POCKETLLM's 910A aclnn enqueue and aclrtSynchronizeDevice, reused on 910B/310; the
-  dispatch is a placeholder) plus the kernel; each inserted TransData adds its own.
-  Model rows timed as eager calls run op by op in mode="host" (one step, not synchronised per
-  op). ``measure = "launch"`` counts the host launch lane only (an enqueue-cost measurement).
+  dispatch is a placeholder) plus the kernel; each inserted TransData adds its own. A chip
+  whose file gives `eager_op_launch_us` (a framework's eager op call: torch_npu's Python,
+  ATen dispatch and aclnn calls; the 910B's is calibrated on gemm-910b2-0012) launches the
+  op rows' tasks at that cost instead of `host_launch_us` (not ``measure = "launch"`` rows,
+  which time the AscendCL enqueue alone); a call whose host side differs from a plain op's
+  takes its own figure where the chip gives one (`EAGER_LAUNCH_FIGURES`: torch_npu's
+  npu_fused_infer_attention_score, `eager_fused_attention_launch_us`). Model rows timed as
+  eager calls run op by op in mode="host" (one step, not synchronised per op).
+  ``measure = "launch"`` counts the host launch lane only (an enqueue-cost measurement).
 - ``graph_step`` / ``throughput``: the whole step with the default fusions (fusion=True), the
   graph sunk on the device (mode="sink", `sink_launch_us` per task); throughputs are
   batch (samples, images) or batch x seq_len (tokens) per step time, or FLOP / step time.
 - Op rows with ``loop = true`` (a time averaged over a loop of back-to-back calls, event
   timing around N calls) run as an eager throughput does (mode="host", the loop's steady
-  state per call) and report that time.
+  state per call, the last of three calls on warm data) and report that time.
 - Decoder rows (``kind = "decoder"``): the measured step (prefill or one decode token) of
   `ascendsim.models.decoder`, fused with the default passes; ``launch = "graph"`` sinks it
   (mode="sink"), ``launch = "eager"`` launches the fused graph op by op from the host
@@ -40,9 +53,11 @@ How each timing is simulated (`simulate_row`):
   PyTorch eager do. tokens/s counts the step's tokens (batch x prompt in prefill, batch in
   decode); a time is the step's time (a decode row's TPOT).
 - Warm vs cold L2 (the row's `data`): warm (and unknown) op rows produce each input with a
-  warm-up task first, so the lowering's L2 model holds it resident (when it fits in half of
-  L2) and the measured op reads it from L2; cold rows read graph inputs from HBM (first read
-  of each byte misses). Model rows run as a whole step: the model's own L2 state decides.
+  warm-up task first, so the simulated L2 cache holds what of it fits when the op reads it;
+  looped warm rows (msprof_kernel, looped eager_call) measure the last of three calls (the
+  steady state: it meets the previous call's dirty output); cold rows read graph inputs from
+  HBM (first read of each byte misses) and run the op once. Model rows run as a whole step:
+  the model's own L2 state decides.
   DMA probe rows give the L2 miss fraction explicitly (msKPP curves assume hits).
 
 Rows that fail to build or simulate get status "error" with the reason (the run goes on);
@@ -73,6 +88,8 @@ from .workloads import (
     build_op_graph,
     decoder_plan,
     decoder_tokens,
+    is_earlier_call,
+    measures_whole_call,
     model_plan,
     workload_key,
 )
@@ -380,6 +397,11 @@ class _Runner:
         if cores:
             chip = chip.replace(ai_cores=min(cores, chip.ai_cores),
                                 aiv_cores=0 if chip.coupled else min(cores, chip.aiv_cores))
+        if (kind == "op" and row.timing == "eager_call"
+                and row.workload.get("measure", "task") != "launch"):
+            launch = eager_launch_us(chip, row.workload.get("cann_op", ""))
+            if launch is not None:
+                chip = chip.replace(host_launch_us=launch)
         seconds, work = _KINDS[kind](self, row, chip)
         return _to_unit(row, seconds, work)
 
@@ -397,7 +419,9 @@ class _Runner:
             raise AscendSimError(f"no task ran the op (tasks: "
                                  f"{', '.join(t.op_name for t in trace.tasks)})")
         call = [t for t in trace.tasks if not t.op_name.startswith("warm_")
-                and not any(f.startswith("warm_") for f in t.fused_ops)]
+                and not any(f.startswith("warm_") for f in t.fused_ops)
+                and not is_earlier_call(t.op_name)
+                and not any(is_earlier_call(f) for f in t.fused_ops)]
         call_ids = {t.task_id for t in call}
         host = [iv for iv in trace.intervals if iv.pipe == "HOST" and iv.task_id in call_ids]
         if measure == "launch":
@@ -412,7 +436,8 @@ class _Runner:
             first = min(iv.core for iv in ivs)
             cycles = sum(iv.duration for iv in ivs if iv.core == first)
         elif row.timing == "msprof_kernel":
-            cycles = sum(t.duration for t in mine)
+            # an aclnn chain (Addmv): every kernel of the call, TransData included
+            cycles = sum(t.duration for t in (call if measures_whole_call(row) else mine))
         elif row.timing == "eager_call" and (row.metric == "throughput" or w.get("loop")):
             # a loop of calls measured as a rate: launches run ahead of the device, so each
             # call costs the slower of its host launches and its dispatches + kernels
@@ -464,6 +489,19 @@ class _Runner:
         w = row.workload
         cycles = transfer_cycles(chip, w["src"], w["dst"], w["bytes"], w.get("l2_miss", 0.0))
         return chip.seconds(cycles), {"byte": w["bytes"]}
+
+
+#: cann_op -> the chip figure that is its framework eager call's host cost, where that call's
+#: host side differs from a plain op's (`eager_op_launch_us`); absent figures fall back to it
+EAGER_LAUNCH_FIGURES = {"FusedInferAttentionScore": "eager_fused_attention_launch_us"}
+
+
+def eager_launch_us(chip: Chip, cann_op: str) -> float | None:
+    """The host cost of one framework eager call of `cann_op` on `chip` (None: the chip gives
+    no eager figure, so its `host_launch_us` stands)."""
+    figure = EAGER_LAUNCH_FIGURES.get(cann_op)
+    specific = getattr(chip, figure) if figure else None
+    return specific if specific is not None else chip.eager_op_launch_us
 
 
 def _op_mode(row: CorpusRow, measure: str) -> str:

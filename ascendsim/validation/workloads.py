@@ -6,6 +6,38 @@ operand). When the row's data is warm, every non-constant input is first produce
 warm-up task (a Relu named ``warm_<i>``) so that it is resident in L2 when the measured op
 runs, as it is in a benchmark loop that calls the op repeatedly; the warm-up tasks are not
 measured. Cold rows read their inputs from HBM (the lowering's graph inputs are not in L2).
+An input's stated `format` (FRACTAL_NZ, NC1HWC0) becomes the graph input's layout when the
+lowering reads that format in place (element-wise, broadcast, reduce and segment ops), so a
+LayerNorm measured on NZ data takes CANN's NZ kernel path (`_layout`).
+
+Looped rows in steady state. A warm (or unknown) op row timed by msprof over a benchmark loop
+(`msprof_kernel`) or as a loop of back-to-back eager calls (`eager_call` with `loop` or a
+throughput metric) measures a call that meets what the previous call left in L2: its
+output, dirty (L2 is write-back; the allocator's freed block is not written back by
+anyone), and whatever of the inputs survived. So the graph runs the op `LOOP_CALLS` times on
+the same inputs, earlier calls as nodes named ``prev_call_<i>`` whose outputs are graph
+outputs (the user's tensors of earlier iterations, never dropped from L2 unwritten), and the
+measured call (node "op") is the last; its fills evict the previous output and pay its
+write-back, as each call of the real loop does. Three calls: the second still finds the
+inputs dirty from their warm-up producers (its fills evict them with a write-back no call of a
+long loop pays: the loop's input lines are clean once refilled), the third finds them as the
+loop does. Assumptions: the earlier outputs are distinct tensors (a loop alternating two
+output blocks overwrites the older one in place; the model evicts it, writing back what of it
+is still dirty, which overstates a call whose inputs and two outputs fit in L2 together only
+when that sum exceeds L2); the inputs' format conversions (TransData) run once, before the
+first call, and count for the measured call. Cold rows (L2 flushed between calls),
+instruction-level rows (``measure`` = "pipe:P" or "launch") and aclnn chain rows (below) run
+the op once.
+
+An op row whose ``cann_op`` is in `CANN_CHAINS` measured one aclnn call that launches a chain
+of kernels; its inputs are the aclnn call's, and the graph is the chain as the aclnn source
+builds it (the main op is the node "op", the others "op_<step>"). Such a row's kernel time is
+every kernel of the call (`measures_whole_call`). ``Addmv`` (ops-nn
+matmul/addmv/op_host/op_api/aclnn_addmv.cpp, inputs self [M], mat [M, K], vec [K]; attrs
+alpha, beta, default 1): vec is unsqueezed to [K, 1] (a view), MatMul(mat, vec) gives [M, 1],
+squeezed to [M] (a view); alpha != 1 adds a Mul of the product, beta != 1 a Mul of self; an
+Add of the two gives the output (same dtypes: the source's Casts and its final Cast/ViewCopy
+into a contiguous output of the promoted dtype launch nothing).
 
 Model rows use `ascendsim.models` builders through `MODELS` (a data table: model name ->
 inference builder, training-step builder, and the size arguments the row gives).
@@ -24,7 +56,7 @@ extrapolated linearly (the embedding, final norm and LM head are the constant pa
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +65,7 @@ import numpy as np
 from .. import models
 from ..errors import ConfigError, GraphError
 from ..ir import Graph
-from ..ir.registry import get_op
+from ..ir.registry import Category, get_op
 from ..models.decoder import decoder_config
 from .corpus import CorpusRow
 
@@ -46,6 +78,10 @@ PRECISION_DTYPES = {"fp16": "float16", "float16": "float16", "mixed": "float16",
 OP_NODE = "op"
 #: op type of the warm-up task that leaves an input in L2 (a copy-like vector op)
 WARM_OP = "Relu"
+#: calls of a looped op row simulated back to back; the last one is measured (module note)
+LOOP_CALLS = 3
+#: name prefix of the earlier calls of a looped op row (not measured)
+PREV_CALL = "prev_call_"
 
 
 @dataclass(frozen=True)
@@ -105,21 +141,42 @@ def workload_key(row: CorpusRow) -> tuple:
 
 # ----------------------------------------------------------------------------- op rows
 def build_op_graph(row: CorpusRow) -> Graph:
-    """The one-op graph of an op row (node "op"), with warm-up producers for warm data."""
-    key = ("op", _freeze(row.workload), row.data in ("warm", "unknown"))
+    """The op graph of an op row (the measured node "op"), with warm-up producers for warm
+    data and, for a looped row, the earlier calls before it (`loop_calls`)."""
+    warm = row.data in ("warm", "unknown")
+    key = ("op", _freeze(row.workload), warm, loop_calls(row))
     if key not in _GRAPHS:
-        _GRAPHS[key] = _op_graph(row.workload, key[2])
+        _GRAPHS[key] = _op_graph(row.workload, warm, key[3])
     return _GRAPHS[key]
+
+
+def loop_calls(row: CorpusRow) -> int:
+    """How many back-to-back calls of the op a row's graph runs (see the module note)."""
+    w = row.workload
+    measure = str(w.get("measure", "task"))
+    looped = row.timing == "msprof_kernel" or (
+        row.timing == "eager_call" and (row.metric == "throughput" or bool(w.get("loop"))))
+    if (not looped or row.data not in ("warm", "unknown") or measure == "launch"
+            or measure.startswith("pipe:") or w.get("cann_op", "") in CANN_CHAINS):
+        return 1
+    return LOOP_CALLS
+
+
+def is_earlier_call(name: str) -> bool:
+    """Whether a task or node name belongs to a looped row's earlier calls (not measured):
+    the call itself or the format conversion of its output."""
+    return PREV_CALL in name
 
 
 #: graphs built so far, by workload key (rows sharing a workload share the graph)
 _GRAPHS: dict[tuple, Graph] = {}
 
 
-def _op_graph(w: Mapping[str, Any], warm: bool) -> Graph:
+def _op_graph(w: Mapping[str, Any], warm: bool, calls: int = 1) -> Graph:
     op_type = w["op"]
     opdef = get_op(op_type)          # UnsupportedOpError names an unknown op
-    g = Graph(f"row_{op_type}")
+    chain = CANN_CHAINS.get(w.get("cann_op", ""))
+    g = Graph(f"row_{w.get('cann_op') if chain else op_type}")
     args: list[Any] = []
     for i, spec in enumerate(w["inputs"]):
         dtype = spec.get("dtype", "float16")
@@ -132,18 +189,40 @@ def _op_graph(w: Mapping[str, Any], warm: bool) -> Graph:
             args.append(g.const(np.asarray(spec["values"], dtype=np.dtype(dtype)).reshape(shape),
                                 name=f"c{i}"))
             continue
-        x = g.input(f"x{i}", shape, dtype)
+        x = g.input(f"x{i}", shape, dtype, _layout(opdef, spec))
         if warm and np.dtype(_np_dtype(dtype)).kind == "f":
             x = g.add_node(WARM_OP, [x], name=f"warm_{i}")[0]
         args.append(x)
     attrs = dict(w.get("attrs", {}))
+    if chain is not None:
+        if chain.op != op_type:
+            raise GraphError(f"cann_op {w['cann_op']}: its chain's main op is {chain.op}, "
+                             f"the row says op = {op_type!r}")
+        g.output(*chain.build(g, args, attrs))
+        return g
     unknown = sorted(set(attrs) - set(opdef.attrs))
     if unknown:
         raise GraphError(f"op {op_type}: unknown attribute(s) {', '.join(unknown)}; valid: "
                          f"{', '.join(sorted(opdef.attrs)) or 'none'}")
-    outs = g.add_node(op_type, args, {k: _attr(v) for k, v in attrs.items()}, name=OP_NODE)
-    g.output(*outs)
+    attrs = {k: _attr(v) for k, v in attrs.items()}
+    earlier = []
+    for c in range(calls - 1):
+        earlier += g.add_node(op_type, args, dict(attrs), name=f"{PREV_CALL}{c}")
+    outs = g.add_node(op_type, args, attrs, name=OP_NODE)
+    g.output(*earlier, *outs)
     return g
+
+
+def _layout(opdef, spec: Mapping[str, Any]) -> str:
+    """The layout an op row's input is declared in: the row's `format` (FRACTAL_NZ,
+    NC1HWC0) for ops the lowering reads in place in that format (element-wise, broadcast,
+    reduce, segment ops: LayerNorm on NZ); ND for the rest, whose measured kernel took the
+    stated format directly where the lowering would insert a TransData (a transpose of NZ
+    data is CANN's ConfusionTransposeD, which the lowering does not model)."""
+    fmt = spec.get("format", "ND")
+    if opdef.category == Category.INJECTIVE or opdef.category > Category.SEGMENT:
+        return "ND"
+    return fmt if fmt in ("FRACTAL_NZ", "NC1HWC0") else "ND"
 
 
 def _np_dtype(dtype: str) -> str:
@@ -152,6 +231,67 @@ def _np_dtype(dtype: str) -> str:
 
 def _attr(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
+
+
+# ----------------------------------------------------------------------------- aclnn chains
+@dataclass(frozen=True)
+class CannChain:
+    """An aclnn call that launches several kernels: its main registry op and a builder that
+    adds the chain to a graph from the call's inputs and attributes, returning the outputs."""
+
+    op: str
+    inputs: tuple[str, ...]
+    attrs: tuple[tuple[str, float], ...]
+    build: Callable[[Graph, list[Any], dict[str, Any]], list[Any]]
+
+
+def _chain_args(name: str, chain: CannChain, args: list[Any], attrs: dict[str, Any]
+                ) -> dict[str, Any]:
+    if len(args) != len(chain.inputs):
+        raise GraphError(f"cann_op {name}: takes {len(chain.inputs)} inputs "
+                         f"({', '.join(chain.inputs)}), the row gives {len(args)}")
+    valid = dict(chain.attrs)
+    unknown = sorted(set(attrs) - set(valid))
+    if unknown:
+        raise GraphError(f"cann_op {name}: unknown attribute(s) {', '.join(unknown)}; valid: "
+                         f"{', '.join(valid)}")
+    return {**dict(zip(chain.inputs, args)), **valid, **attrs}
+
+
+def _scaled(g: Graph, x: Any, factor: float, name: str) -> Any:
+    """x, or x times a scalar constant (aclnn's MulScalar) when the factor is not 1."""
+    if float(factor) == 1.0:
+        return x
+    scale = g.const(np.full((1,), factor, dtype=np.float32), name=f"{name}_k", dtype=x.dtype)
+    return g.add_node("Mul", [x, scale], name=name)[0]
+
+
+def _addmv(g: Graph, args: list[Any], attrs: dict[str, Any]) -> list[Any]:
+    a = _chain_args("Addmv", CANN_CHAINS["Addmv"], args, attrs)
+    self_, mat, vec = a["self"], a["mat"], a["vec"]
+    if mat.rank != 2 or vec.rank != 1 or self_.rank > 1:
+        raise GraphError(f"cann_op Addmv: needs self [M] (or a scalar), mat [M, K], vec [K]; "
+                         f"got {self_.shape}, {mat.shape}, {vec.shape}")
+    col = g.add_node("Unsqueeze", [vec, g.const(np.array([1], np.int64), name="op_vec_axis")],
+                     name="op_unsqueeze")[0]
+    prod = g.add_node("MatMul", [mat, col], name=OP_NODE)[0]
+    prod = g.add_node("Squeeze", [prod, g.const(np.array([1], np.int64), name="op_out_axis")],
+                      name="op_squeeze")[0]
+    prod = _scaled(g, prod, a["alpha"], "op_alpha")
+    self_ = _scaled(g, self_, a["beta"], "op_beta")
+    return g.add_node("Add", [prod, self_], name="op_add")
+
+
+#: cann_op -> the kernel chain its aclnn call launches (see the module docstring)
+CANN_CHAINS: dict[str, CannChain] = {
+    "Addmv": CannChain("MatMul", ("self", "mat", "vec"), (("alpha", 1.0), ("beta", 1.0)),
+                       _addmv),
+}
+
+
+def measures_whole_call(row: CorpusRow) -> bool:
+    """Whether a row's kernel time is every kernel its call launches (an aclnn chain)."""
+    return row.workload.get("kind", "op") == "op" and row.workload.get("cann_op") in CANN_CHAINS
 
 
 # ----------------------------------------------------------------------------- model rows
@@ -239,6 +379,8 @@ def decoder_tokens(row: CorpusRow) -> int:
                               else 1)
 
 
-__all__ = ["build_op_graph", "model_plan", "decoder_plan", "decoder_tokens", "model_spec",
+__all__ = ["build_op_graph", "loop_calls", "is_earlier_call", "LOOP_CALLS",
+           "measures_whole_call", "CANN_CHAINS", "CannChain",
+           "model_plan", "decoder_plan", "decoder_tokens", "model_spec",
            "workload_key", "ModelPlan",
            "ModelSpec", "MODELS", "PRECISION_DTYPES", "OP_NODE", "EXTRAPOLATE_ABOVE_LAYERS"]

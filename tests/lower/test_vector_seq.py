@@ -158,7 +158,12 @@ def test_layer_norm_near_its_roofline():
     g = _graph("LayerNormalization", (16384, 768), "float16")
     for chip in ("ascend910b", "ascend910b_gen1"):
         task = simulate(g, chip, fusion=False).trace.task("op")
-        assert 1.5 * task.roofline_cycles <= task.duration <= 5.0 * task.roofline_cycles, chip
+        # the roofline with the output counted at HBM as well (the simulated L2 keeps the
+        # output and the trace's roofline leaves it out: it reaches HBM after the task)
+        c = get_chip(chip)
+        hbm = 2 * 16384 * 768 * 2 / (c.hbm_bandwidth_bytes_per_s / c.clock_hz)
+        roof = max(task.roofline_cycles, hbm)
+        assert 1.5 * roof <= task.duration <= 5.0 * roof, chip
 
 
 def test_fused_ub_op_concatenates_its_members_sequences():

@@ -22,6 +22,7 @@ from ascendsim.validation.validate import (
     validate,
     validate_rows,
 )
+from ascendsim.validation.workloads import LOOP_CALLS, PREV_CALL, build_op_graph, loop_calls
 
 ADD = {"kind": "op", "op": "Add", "inputs": [{"shape": [1024], "dtype": "float16"},
                                              {"shape": [1024], "dtype": "float16"}]}
@@ -141,6 +142,44 @@ def test_cold_data_is_not_faster_than_warm():
     warm = validate_rows([row(workload=big)]).rows[0].simulated
     cold = validate_rows([row(workload=big, data="cold")]).rows[0].simulated
     assert cold > warm * 1.05
+
+
+def test_looped_rows_run_the_op_back_to_back_and_measure_the_last_call():
+    """msprof_kernel and looped eager rows on warm data: LOOP_CALLS calls of the op, the last
+    one ("op") measured; cold and instruction-level rows run it once."""
+    g = build_op_graph(row())
+    assert [n.name for n in g.nodes if n.op_type == "Add"] == [
+        f"{PREV_CALL}{i}" for i in range(LOOP_CALLS - 1)] + ["op"]
+    assert loop_calls(row(timing="eager_call", workload={**ADD, "loop": True})) == LOOP_CALLS
+    assert loop_calls(row(timing="eager_call")) == 1            # one synchronised call
+    assert loop_calls(row(data="cold")) == 1                    # L2 flushed between calls
+    assert loop_calls(row(workload={**ADD, "measure": "pipe:V"})) == 1
+
+
+def test_steady_state_call_pays_the_previous_outputs_write_back():
+    """A 32 MiB copy on the 910 (32 MiB L2): each call of the loop evicts the previous call's
+    dirty output, so the measured call writes back about one output's bytes to HBM and takes
+    longer than a lone call, which writes back only what of its own output its later tiles
+    push out (the rest stays in L2; the end-of-graph flush is untimed)."""
+    import ascendsim as asim
+    big = {"kind": "op", "op": "Relu", "inputs": [{"shape": [16 * 2 ** 20], "dtype": "float16"}]}
+    out_bytes = 16 * 2 ** 20 * 2
+    looped = row(workload=big)
+    trace = asim.simulate(build_op_graph(looped), "ascend910", fusion=False).trace
+    op = next(t for t in trace.tasks if t.op_name == "op")
+    assert 0.8 * out_bytes <= op.traffic[("DDR", "write")] <= 1.25 * out_bytes
+    steady = validate_rows([looped]).rows[0].simulated
+    assert steady == pytest.approx(trace.chip.seconds(op.duration) * 1e6, rel=1e-6)
+    lone = asim.simulate(build_op_graph(row(workload=big, data="cold")), "ascend910",
+                         fusion=False).trace
+    lone_op = next(t for t in lone.tasks if t.op_name == "op")
+    lone_wb = lone_op.traffic.get(("DDR", "write"), 0)
+    assert lone_wb < 0.6 * out_bytes < op.traffic[("DDR", "write")] - 0.25 * out_bytes
+    assert op.duration > 1.1 * lone_op.duration
+    # a small op's loop fits in L2: nothing is evicted, the steady state is the lone call
+    small = asim.simulate(build_op_graph(row()), "ascend910", fusion=False).trace
+    assert next(t for t in small.tasks if t.op_name == "op").traffic.get(("DDR", "write"),
+                                                                          0) == 0
 
 
 def test_model_rows_extrapolate_deep_transformers_linearly():

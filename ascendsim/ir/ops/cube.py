@@ -63,7 +63,14 @@ def _check_bias(bias: Value | None, n: object, dtype: str, what: str) -> None:
 
 
 # ----------------------------------------------------------------------------- MatMul
+def _check_block_dim(attrs) -> None:
+    if attrs.get("block_dim", 0) < 0:
+        raise GraphError(f"block_dim must be >= 0 (0: the cube tiling chooses), got "
+                         f"{attrs['block_dim']}")
+
+
 def _matmul_infer(ins, attrs, consts):
+    _check_block_dim(attrs)
     a, b = ins[0], ins[1]
     bias = ins[2] if len(ins) > 2 else None
     dtype = _same_dtype(a, b, MATMUL_DTYPES)
@@ -90,14 +97,17 @@ def _matmul_flops(ins, outs, attrs) -> int:
 register(OpDef(
     "MatMul", _matmul_infer, kmm.matmul, Category.CUBE, unit=Unit.CUBE,
     inputs=("a", "b", "bias?"), flops=_matmul_flops, builder="matmul",
+    attrs={"block_dim": 0},
     doc="numpy.matmul semantics; optional 1-D bias along the last axis (CANN MatMulV2, "
-        "non-ONNX extension used by MatMulBiasAdd fusion); int8 -> int32"))
+        "non-ONNX extension used by MatMulBiasAdd fusion); int8 -> int32. block_dim: the "
+        "kernel's block dim when a profile fixes it (0: the cube tiling chooses)"))
 
 
 # ----------------------------------------------------------------------------- Gemm
 def _gemm_infer(ins, attrs, consts):
     a, b = ins[0], ins[1]
     c = ins[2] if len(ins) > 2 else None
+    _check_block_dim(attrs)
     dtype = _same_dtype(a, b, FLOATS)
     if a.rank != 2 or b.rank != 2:
         raise GraphError(f"Gemm needs 2-D A and B, got {a.shape} and {b.shape}")
@@ -124,7 +134,10 @@ def _gemm_flops(ins, outs, attrs) -> int:
 
 register(OpDef(
     "Gemm", _gemm_infer, kmm.gemm, Category.CUBE, unit=Unit.CUBE, inputs=("a", "b", "c?"),
-    attrs={"alpha": 1.0, "beta": 1.0, "transA": 0, "transB": 0}, flops=_gemm_flops))
+    attrs={"alpha": 1.0, "beta": 1.0, "transA": 0, "transB": 0, "block_dim": 0},
+    flops=_gemm_flops,
+    doc="ONNX Gemm; block_dim: the kernel's block dim when a profile fixes it (0: the cube "
+        "tiling chooses)"))
 
 
 # ----------------------------------------------------------------------------- BiasAdd

@@ -1,0 +1,114 @@
+"""Which formats a 2-D MatMul runs in on a split chip (910B): ND in flight, or NZ via TransData.
+
+Note on the model
+-----------------
+On split chips the MatMul kernels read ND operands and convert them to FRACTAL_NZ on the GM->L1
+move (`cube_tiling.takes_nd`), but not for every shape. CANN's aclnn MatMul path (ops-nn
+`matmul/common/op_host/op_api/matmul_util.cpp`, `SetMmSupportFormat` -> `IsFormatSupportNd` ->
+`IsNdToNzOnTheFly`, Atlas A2 = DAV_2201) keeps ND only when the on-the-fly conversion is
+efficient; otherwise it converts both operands to NZ with TransData tasks, runs the NZ kernel
+and converts the output back (`ExecMmOpWithBias`: TransData -> MatMul -> TransData). For
+float16 and bfloat16 operands (float32 always stays ND) with A = M x K, B = K x N, no
+transposes, the rule is, in order:
+
+1. both operands small (M*K and K*N each at most `ND_SMALL_LIMIT` elements): ND;
+2. K == 1: ND;
+3. K >= `SPLIT_K_MIN_K` and (M // 128) * (N // 128) < cube cores / 2 (few output blocks, a
+   split-K kernel; the source's `std::ceil` wraps an integer division, so it floors): ND;
+4. otherwise ND only when each operand's inner (contiguous) axis, K for A and N for B, is in
+   [`INNER_MIN`, `INNER_MAX`] or is below `INNER_MIN` and a multiple of 16.
+
+When the rule says NZ, the output is NZ too (and converted back to ND after the kernel) unless
+N is a multiple of `NZ_ND_OUT_ALIGN` elements (`CheckMMV3NzNzNdSupport`: MatMulV3 NZ x NZ -> ND;
+256 for 2-byte dtypes). A matrix-vector product (B = K x 1: aclnnAddmv and aclnnMv unsqueeze
+the vector) has N = 1 as B's inner axis, so a float16/bfloat16 GEMV larger than the small
+limit and below the split-K rule runs on NZ operands, paying a TransData of the whole matrix
+and the vector padded to 16 columns.
+
+An ND operand whose rows are longer than `ND2NZ_DMA_MAX_STRIDE` elements cannot be converted on
+the GM->L1 move at all: the DMA's source row stride (`copy_gm_to_cbuf_multi_nd2nz` srcDValue,
+CCE intrinsic API) is a 16-bit count, [1, 65535] elements. MatMulV3 then converts that operand
+with the vector cores at the head of the kernel, into a GM workspace in NZ, before the cube
+phase (ops-nn matmul_v3_base_tiling.cpp `GetMoreArgs`: nd2nzA/B when the inner size exceeds
+ND2NZ_ON_THE_FLY_LIMIT = 65535; `MixNd2NzType::V_HEAD_ND2NZ`, "all cores do nd2nz at the
+head"); `nd2nz_head` says which operands (A's rows are K long, B's N long; a matrix-vector
+product's B, which CANN lays out as a 1 x K row, then converts only K elements, which this
+model leaves out).
+
+The rule is the aclnn (op-by-op, torch_npu) path's; this model applies it to every 2-D MatMul
+node on a split chip. Batched MatMuls (BatchMatMul's own util) keep ND.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: IsNdToNzOnTheFly kInnerAxisMaxLimit: the largest inner axis (and the "small" size) for ND
+INNER_MAX = 65535
+#: IsNdToNzOnTheFly kInnerAxisMinLimit: below this an inner axis must be 16-aligned for ND
+INNER_MIN = 128
+#: elements of each operand under which both stay ND (kInnerAxisMaxLimit reused as a size)
+ND_SMALL_LIMIT = 65535
+#: IsSplitKThenForbiddenNd2Nz smallMNsplitKThres: K at or above this may keep ND (split K)
+SPLIT_K_MIN_K = 15000
+#: IsSplitKThenForbiddenNd2Nz align128: the M/N block edge that counts output blocks
+SPLIT_K_BLOCK = 128
+#: CheckMMV3NzNzNdSupport ALIGN_UNIT_MAP for 2-byte dtypes: N multiple giving an ND output
+NZ_ND_OUT_ALIGN = 256
+#: element alignment of a short inner axis that still allows ND (`& 0xF`)
+SHORT_INNER_ALIGN = 16
+#: the ND->NZ DMA's largest source row stride, in elements (srcDValue, uint16)
+ND2NZ_DMA_MAX_STRIDE = 65535
+#: dtypes the rule applies to (IsFormatSupportNd: others always take ND on DAV_2201)
+RULE_DTYPES = ("float16", "bfloat16")
+
+
+@dataclass(frozen=True)
+class MatmulFormats:
+    """The formats a MatMul's operands and output take in GM, and why."""
+
+    nd_in: bool          # operands read as ND (converted on the GM->L1 move)
+    nd_out: bool         # output written as ND
+    reason: str
+
+
+def _inner_ok(n: int) -> bool:
+    return INNER_MIN <= n <= INNER_MAX or (n < INNER_MIN and n % SHORT_INNER_ALIGN == 0)
+
+
+def matmul_formats(m: int, k: int, n: int, dtype: str, cube_cores: int) -> MatmulFormats:
+    """The aclnn format choice for a 2-D MatMul A (m x k) @ B (k x n) on a split chip (see the
+    module note); `cube_cores` is the chip's AI Core (AIC) count."""
+    if dtype not in RULE_DTYPES:
+        return MatmulFormats(True, True, f"{dtype} operands stay ND (the ND/NZ rule covers "
+                                         f"float16 and bfloat16 only)")
+    if m * k <= ND_SMALL_LIMIT and k * n <= ND_SMALL_LIMIT:
+        return MatmulFormats(True, True, f"both operands at most {ND_SMALL_LIMIT} elements: ND")
+    if k == 1:
+        return MatmulFormats(True, True, "K = 1: ND")
+    blocks = (m // SPLIT_K_BLOCK) * (n // SPLIT_K_BLOCK)
+    if k >= SPLIT_K_MIN_K and blocks < cube_cores // 2:
+        return MatmulFormats(True, True, f"K {k} >= {SPLIT_K_MIN_K} with {blocks} "
+                                         f"{SPLIT_K_BLOCK}x{SPLIT_K_BLOCK} output blocks < "
+                                         f"{cube_cores // 2} (split K): ND")
+    if _inner_ok(k) and _inner_ok(n):
+        return MatmulFormats(True, True, f"inner axes K {k} and N {n} convert on the fly: ND")
+    bad = " and ".join(f"{name} {v}" for name, v in (("K", k), ("N", n)) if not _inner_ok(v))
+    out_nd = n % NZ_ND_OUT_ALIGN == 0
+    return MatmulFormats(False, out_nd, (
+        f"inner axis {bad} outside [{INNER_MIN}, {INNER_MAX}] and not a short multiple of "
+        f"{SHORT_INNER_ALIGN}: operands converted to FRACTAL_NZ by TransData (CANN "
+        f"matmul_util IsNdToNzOnTheFly), output "
+        + ("ND (N multiple of 256: MatMulV3 NZ x NZ -> ND)" if out_nd
+           else "NZ, converted back to ND")))
+
+
+def nd2nz_head(k: int, n: int) -> tuple[bool, bool]:
+    """Whether an ND A (rows of k elements) and an ND B (rows of n elements) exceed the
+    on-the-fly conversion's row stride and are converted at the kernel's head by the vector
+    cores (see the module note)."""
+    return k > ND2NZ_DMA_MAX_STRIDE, n > ND2NZ_DMA_MAX_STRIDE
+
+
+__all__ = ["MatmulFormats", "matmul_formats", "nd2nz_head", "ND2NZ_DMA_MAX_STRIDE", "INNER_MAX",
+           "INNER_MIN", "ND_SMALL_LIMIT", "SPLIT_K_MIN_K"]

@@ -1,0 +1,68 @@
+"""A cube op whose block dim is fixed (MatMul/Gemm attribute `block_dim`, as a profile shows
+it): the base blocks are spread over that many blocks, and blocks past the core count run in
+a second round on the cores that free up (hpm-bert-0001: MatMul at block dim 32 on the
+30-core first-generation 910)."""
+
+import pytest
+
+import ascendsim as asim
+from ascendsim.errors import GraphError
+from ascendsim.hw import get_chip
+from ascendsim.lower.cube_tiling import core_tiles
+
+GEN1 = "ascend910b_gen1"      # 30 AI Cores
+
+
+def _gemm(m, k, n, block_dim=0):
+    g = asim.Graph("gemm")
+    a, b = g.input("a", (m, k), "float16"), g.input("b", (n, k), "float16")
+    g.output(*g.add_node("Gemm", [a, b], {"transB": 1, "block_dim": block_dim}, name="mm"))
+    return g
+
+
+def _task(g, chip):
+    return asim.simulate(g, chip, fusion=False, detail="block").trace.task("mm")
+
+
+def test_blocks_past_the_core_count_land_on_the_first_cores():
+    # 768 base blocks in 32 runs of 24: blocks 30 and 31 go to cores 0 and 1
+    assert core_tiles(768, 32, 30) == [(48, 2), (24, 28)]
+    # one block per core: the contiguous runs as before (a shorter tail run)
+    assert core_tiles(100, 30, 30) == [(4, 10), (3, 20)]
+    # more blocks than base blocks: empty blocks cost nothing
+    assert core_tiles(3, 8, 30) == [(1, 3), (0, 5)]
+
+
+def test_block_dim_32_on_30_cores_takes_two_rounds():
+    """32 equal blocks on 30 cores: two cores run two blocks, so the op takes about twice one
+    block's time; on a 32-core chip the same 32 blocks run in one round. Bounds: 1.8-2.1x
+    (the second round runs on 2 cores, which see less L2/HBM contention)."""
+    g = _gemm(4096, 768, 768, block_dim=32)
+    two_rounds = _task(g, get_chip(GEN1))
+    one_round = _task(g, get_chip(GEN1).replace(ai_cores=32))
+    ratio = two_rounds.duration / one_round.duration
+    assert 1.8 <= ratio <= 2.1, ratio
+    note = " ".join(asim.simulate(g, GEN1, fusion=False).explain("mm").splitlines())
+    assert "block dim 32 on 30 cores (2 rounds" in note
+
+
+def test_block_dim_0_keeps_the_tilings_own_split():
+    g0, g30 = _gemm(4096, 768, 768), _gemm(4096, 768, 768, block_dim=30)
+    chip = get_chip(GEN1)
+    assert _task(g0, chip).duration == _task(g30, chip).duration
+    assert _task(g0, chip).block_dim == 30
+
+
+def test_a_block_dim_at_the_core_count_is_faster_than_one_past_it():
+    chip = get_chip(GEN1)
+    assert (_task(_gemm(4096, 768, 768, 30), chip).duration
+            < _task(_gemm(4096, 768, 768, 31), chip).duration)
+
+
+def test_negative_block_dim_is_a_graph_error_naming_it():
+    with pytest.raises(GraphError, match="block_dim must be >= 0"):
+        _gemm(64, 64, 64, block_dim=-1)
+    g = asim.Graph("mm")
+    with pytest.raises(GraphError, match="block_dim"):
+        g.add_node("MatMul", [g.input("a", (16, 16), "float16"),
+                              g.input("b", (16, 16), "float16")], {"block_dim": "x"})

@@ -1,0 +1,126 @@
+"""CANN's ND/NZ choice for a 2-D MatMul on a split chip (lower/matmul_format.py) and what it
+makes the lowering launch for a matrix-vector product (GEMV): which kernels, in which
+formats, and their cycles against a roofline derived from the chip's bandwidths."""
+
+from __future__ import annotations
+
+import pytest
+
+import ascendsim as asim
+from ascendsim.hw import get_chip
+from ascendsim.ir import Graph
+from ascendsim.lower.matmul_format import matmul_formats
+
+CORES = 24    # the 910B2's AI Cores (AIC)
+
+
+# ----------------------------------------------------------------------------- the rule
+@pytest.mark.parametrize("m, k, n, dtype, nd_in, nd_out", [
+    (4096, 4096, 1, "float16", False, False),    # GEMV: B's inner axis N = 1
+    (4096, 4096, 1, "bfloat16", False, False),
+    (256, 256, 1, "float16", False, False),      # M*K = 65536: one above the small limit
+    (255, 256, 1, "float16", True, True),        # M*K = 65280 and K*N small: ND
+    (64, 64, 1, "float16", True, True),
+    (1024, 65536, 1, "float16", True, True),     # K >= 15000, 8*0 blocks < 12: split K
+    (4096, 4096, 1, "float32", True, True),      # float32 always ND
+    (4096, 4096, 4096, "float16", True, True),   # both inner axes in [128, 65535]
+    (4096, 96, 4096, "float16", True, True),     # short K, a multiple of 16
+    (4096, 100, 4096, "float16", False, True),   # short K, not 16-aligned; N % 256 == 0
+    (4096, 4096, 100, "float16", False, False),  # short N, not 16-aligned: NZ out too
+    (4096, 1, 4096, "float16", True, True),      # K = 1
+    (4096, 70000, 256, "float16", False, True),  # K > 65535, 32*2 blocks: NZ in, ND out
+])
+def test_nd_nz_rule_follows_cann(m, k, n, dtype, nd_in, nd_out):
+    f = matmul_formats(m, k, n, dtype, CORES)
+    assert (f.nd_in, f.nd_out) == (nd_in, nd_out), f.reason
+
+
+def test_split_k_exemption_depends_on_the_core_count():
+    """(M//128)*(N//128) = 8 output blocks: under half of 24 cores (ND), not under half of 16
+    (then the inner axis K = 65536 > 65535 decides: NZ)."""
+    assert matmul_formats(1024, 65536, 128, "float16", 24).nd_in
+    assert not matmul_formats(1024, 65536, 128, "float16", 16).nd_in
+
+
+# ----------------------------------------------------------------------------- lowering
+def _gemv(m: int, k: int, dtype: str) -> Graph:
+    g = Graph("gemv")
+    mat = g.input("mat", (m, k), dtype)
+    vec = g.input("vec", (k, 1), dtype)
+    g.output(g.add_node("MatMul", [mat, vec], name="mv")[0])
+    return g
+
+
+def _tasks(m: int, k: int, dtype: str, chip: str = "ascend910b"):
+    res = asim.simulate(_gemv(m, k, dtype), chip, fusion=False, mode="sink")
+    return res, res.trace.tasks
+
+
+def test_fp16_gemv_on_910b_runs_on_nz_operands_through_transdata():
+    _, tasks = _tasks(4096, 4096, "float16")
+    assert [t.op_type for t in tasks] == ["TransData", "TransData", "MatMul", "TransData"]
+    assert [t.op_name for t in tasks] == [
+        "trans_data_mat_ND_to_FRACTAL_NZ", "trans_data_vec_ND_to_FRACTAL_NZ", "mv",
+        "trans_data_mv_FRACTAL_NZ_to_ND"]
+
+
+@pytest.mark.parametrize("m, k, dtype", [(4096, 4096, "float32"), (64, 64, "float16"),
+                                         (1024, 65536, "bfloat16")])
+def test_gemvs_the_rule_keeps_nd_launch_the_matmul_alone(m, k, dtype):
+    _, tasks = _tasks(m, k, dtype)
+    assert [t.op_type for t in tasks] == ["MatMul"]
+
+
+def test_gemv_on_a_coupled_chip_is_unchanged_by_the_split_chip_rule():
+    """The 910 always converts MatMul operands to NZ (its own rule), for float32 too."""
+    _, tasks = _tasks(1024, 1024, "float16", "ascend910")
+    assert [t.op_type for t in tasks].count("MatMul") == 1
+    assert tasks[0].op_type == "TransData"
+
+
+def test_fp16_gemv_kernels_within_their_roofline():
+    """Roofline per kernel, from the chip file: the ND->NZ TransData of the cold 4096x4096
+    matrix reads it from HBM (>= bytes / HBM bandwidth); the NZ MatMul reads the converted
+    matrix (kept in L2 by the model: >= bytes / L2 bandwidth) and its cube work (N padded to
+    16) is far below that. Each kernel stays within 2.5x of its bound (tiles, fills, the
+    conversion's vector passes)."""
+    chip = get_chip("ascend910b")
+    res, tasks = _tasks(4096, 4096, "float16")
+    mat_bytes = 4096 * 4096 * 2
+    td = res.chip.seconds(tasks[0].duration)
+    mm = res.chip.seconds(tasks[2].duration)
+    td_roof = mat_bytes / chip.hbm_bandwidth_bytes_per_s
+    mm_roof = max(mat_bytes / chip.l2_bandwidth_bytes_per_s,
+                  2 * 4096 * 4096 * 16 / chip.peak_flops("float16"))
+    assert td_roof <= td <= 2.5 * td_roof
+    assert mm_roof <= mm <= 2.5 * mm_roof
+    # the vector conversion of the [K, 1] vector pads it to 16 columns and stays small
+    assert res.chip.seconds(tasks[1].duration) < 0.1 * td
+
+
+def test_explain_names_the_format_choice():
+    res, _ = _tasks(4096, 4096, "float16")
+    text = res.explain("mv")
+    assert "FRACTAL_NZ by TransData" in text and "IsNdToNzOnTheFly" in text
+
+
+# ----------------------------------------------------------------------------- nd2nz head
+def test_rows_wider_than_the_nd2nz_dma_stride_get_a_vector_head():
+    """A = 1024 x 65536: its rows exceed the ND->NZ DMA's 65535-element source stride, so the
+    MatMul kernel (one task) converts A on the AIV cores into an NZ workspace first, then the
+    cube reads the workspace: the task costs at least the conversion's HBM traffic (read A,
+    write the workspace, which does not fit in L2) plus the cube's read of it, and more than
+    the same MatMul with rows one fractal narrower (65520, converted on the fly)."""
+    chip = get_chip("ascend910b")
+    res, tasks = _tasks(1024, 65536, "float16")
+    assert [t.op_type for t in tasks] == ["MatMul"]
+    mm = tasks[0]
+    assert mm.task_type == "MIX_AIC"
+    assert "exceed the ND->NZ DMA stride" in res.explain("mv")
+    a_bytes = 1024 * 65536 * 2
+    roof = 3 * a_bytes / chip.hbm_bandwidth_bytes_per_s
+    t = res.chip.seconds(mm.duration)
+    assert roof <= t <= 2.5 * roof
+    res_n, tasks_n = _tasks(1024, 65520, "float16")
+    assert "exceed the ND->NZ DMA stride" not in res_n.explain("mv")
+    assert t > 1.5 * res_n.chip.seconds(tasks_n[0].duration)

@@ -1,0 +1,69 @@
+"""The kernel start's growth with the number of blocks (`block_start_us`, engine note "Kernel
+start"): every block of a kernel of B blocks starts with kernel_start_us + (B - 1) x
+block_start_us. Its size on the first-generation 910 is calibrated on the ResNet-50 weight
+casts of kernel_start.toml; these tests check how the engine applies it."""
+
+import pytest
+
+import ascendsim as asim
+from ascendsim.api import simulate
+from ascendsim.errors import ConfigError
+from ascendsim.hw import get_chip
+from ascendsim.sim.engine import KERNEL_START_KIND
+from ascendsim.validation.corpus import load_corpus
+from ascendsim.validation.validate import validate_rows
+
+GEN1 = "ascend910b_gen1"
+
+
+def _relu(n: int, chip):
+    g = asim.Graph("t")
+    g.output(g.relu(g.input("x", (n,), "float16"), name="r"))
+    res = simulate(g, chip, fusion=False)
+    return res, res.trace.task("r")
+
+
+def test_every_block_pays_the_start_of_the_whole_kernel():
+    """A Relu over 1M fp16 elements runs on every core of the 910 gen1; each block's
+    kernel_start interval is kernel_start_us + (blocks - 1) x block_start_us, and the kernel
+    is longer than without the figure by exactly that (blocks - 1) x block_start_us."""
+    chip = get_chip(GEN1)
+    assert chip.block_start_us and chip.block_start_us > 0
+    res, task = _relu(1 << 20, chip)
+    blocks = task.block_dim
+    assert blocks == chip.ai_cores
+    start = chip.cycles(chip.kernel_start_us * 1e-6)
+    extra = (blocks - 1) * chip.cycles(chip.block_start_us * 1e-6)
+    starts = [iv for iv in res.trace.intervals_of(task.task_id) if iv.kind == KERNEL_START_KIND]
+    assert len(starts) == blocks
+    assert {iv.duration for iv in starts} == {start + extra}
+    _, without = _relu(1 << 20, chip.replace(block_start_us=None))
+    assert task.duration - without.duration == extra
+
+
+def test_a_one_block_kernel_pays_only_the_start():
+    chip = get_chip(GEN1)
+    _, task = _relu(16, chip)
+    _, without = _relu(16, chip.replace(block_start_us=None))
+    assert task.block_dim == 1 and task.duration == without.duration
+
+
+def test_chips_without_the_figure_are_unchanged():
+    """Only the first-generation 910 has a calibrated figure; elsewhere it is absent (no
+    guessed value) and a kernel's start is kernel_start_us on every core."""
+    for name in ("ascend910", "ascend910b", "ascend310"):
+        assert get_chip(name).block_start_us is None
+
+
+def test_a_negative_figure_is_a_config_error_naming_it():
+    with pytest.raises(ConfigError, match="block_start_us"):
+        get_chip(GEN1).replace(block_start_us=-0.1)
+
+
+def test_its_calibration_rows_are_reproduced():
+    """The two weight casts it was fitted to simulate within the fit's residual (15 %)."""
+    rows = [r for r in load_corpus() if "block_start_us" in r.calibrates]
+    assert len(rows) == 2
+    rep = validate_rows(rows)
+    for r in rep.rows:
+        assert r.status == "ok" and abs(r.error) < 0.15, (r.id, r.ratio)
