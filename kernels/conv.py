@@ -186,6 +186,42 @@ def conv(args: list, attrs: dict) -> list[np.ndarray]:
     return [conv_values(args[0], args[1], args[2] if len(args) > 2 else None, attrs)]
 
 
+def conv_backprop_filter_view(x_shape: tuple, dy_shape: tuple, filter_shape: tuple,
+                               attrs: dict) -> tuple[dict, tuple, tuple, tuple]:
+    """A 2-D/3-D weight gradient dW[m, c, k] = sum_{n, p} dy[n, m, p] x[n, c, s p + d k - pad]
+    seen as a Conv of x^T (C, N, *S) by dy^T (M, N, *P): that Conv's attrs (strides = the
+    forward's dilations, dilations = its strides, the end pads trimmed so the output is exactly
+    the kernel), and the shapes (x^T cropped where the forward left trailing rows unread,
+    dy^T, dW^T). Group 1 only."""
+    spatial = tuple(int(d) for d in x_shape[2:])
+    kernel = tuple(int(k) for k in filter_shape[2:])
+    win = resolve_window(spatial, kernel, attrs)
+    s, d, pb = win.strides, win.dilations, list(win.pads_begin)
+    ps = tuple(int(p) for p in dy_shape[2:])
+    pe = [(k - 1) * di + si * (p - 1) + 1 - h - b
+          for k, di, si, p, h, b in zip(kernel, d, s, ps, spatial, pb)]
+    ends = tuple(h + min(e, 0) for h, e in zip(spatial, pe))
+    view_attrs = {"kernel_shape": list(ps), "strides": list(d), "dilations": list(s),
+                  "pads": pb + [max(e, 0) for e in pe], "group": 1}
+    xt = (int(x_shape[1]), int(x_shape[0])) + ends
+    dyt = (int(dy_shape[1]), int(dy_shape[0])) + ps
+    dwt = (int(filter_shape[1]), int(filter_shape[0])) + kernel
+    return view_attrs, xt, dyt, dwt
+
+
+def conv_backprop_filter(args: list, attrs: dict) -> list[np.ndarray]:
+    """Registry kernel of Conv2DBackpropFilter: (X, dY) -> [dW], the Conv of x^T by dy^T of
+    `conv_backprop_filter_view` (fp32 accumulation, as the forward Conv)."""
+    x, dy = args[0], args[1]
+    filt = tuple(int(v) for v in attrs["filter_shape"])
+    view, xt_shape, _, _ = conv_backprop_filter_view(x.shape, dy.shape, filt, attrs)
+    crop = (slice(None), slice(None)) + tuple(slice(0, e) for e in xt_shape[2:])
+    xt = np.ascontiguousarray(np.swapaxes(x, 0, 1)[crop])
+    dyt = np.ascontiguousarray(np.swapaxes(dy, 0, 1))
+    dwt = conv_values(xt, dyt, None, view)
+    return [np.ascontiguousarray(np.swapaxes(dwt, 0, 1))]
+
+
 def conv_transpose_geometry(x_shape: tuple, w_shape: tuple, attrs: dict) -> tuple[Window, tuple]:
     """(window with resolved pads, output spatial size) of an ONNX ConvTranspose.
 

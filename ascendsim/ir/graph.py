@@ -364,6 +364,7 @@ class Graph:
         """Check names, edges, acyclicity and shapes; raise GraphError naming the culprit."""
         seen_nodes: set[str] = set()
         produced: dict[str, str] = {}
+        inputs = set(self.inputs)         # a training step has ~10^3 state inputs
         for n in self.nodes:
             if n.name in seen_nodes:
                 raise GraphError(f"duplicate node name '{n.name}' in graph '{self.name}'")
@@ -372,21 +373,21 @@ class Graph:
                 if o in produced:
                     raise GraphError(f"value '{o}' is produced by both node '{produced[o]}' "
                                      f"and node '{n.name}'")
-                if o in self.inputs or o in self.constants:
+                if o in inputs or o in self.constants:
                     raise GraphError(f"node '{n.name}' writes '{o}', which is a graph input "
                                      f"or constant")
                 produced[o] = n.name
         for n in self.nodes:
             get_op(n.op_type, n.name)
             for i in n.inputs:
-                if i and i not in produced and i not in self.inputs and i not in self.constants:
+                if i and i not in produced and i not in inputs and i not in self.constants:
                     raise GraphError(f"node '{n.name}' ({n.op_type}) reads '{i}', which no node "
                                      f"produces and is neither an input nor a constant")
             for o in n.outputs:
                 if o not in self.values:
                     raise GraphError(f"node '{n.name}' output '{o}' has no Value")
         for o in self.outputs:
-            if o not in produced and o not in self.inputs and o not in self.constants:
+            if o not in produced and o not in inputs and o not in self.constants:
                 raise GraphError(f"graph output '{o}' is not produced by any node")
         self.toposort()
 

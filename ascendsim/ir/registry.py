@@ -162,6 +162,9 @@ class OpDef:
     # identity flags the passes and lowering ask instead of comparing op-type strings
     conv: bool = False                # a convolution (Conv, ConvTranspose): NC1HWC0, img2col
     transposed: bool = False          # ... the transposed (backward-data) form
+    # ... a weight gradient: (attrs, x, dy, dW shapes) -> the Conv it is laid out as
+    # (attrs, X, W, Y shapes), for the cube's implicit-GEMM geometry
+    conv_view: Callable[[dict, tuple, tuple, tuple], tuple] | None = None
     control: ControlFlow | None = None   # control flow with body graphs (If, Loop, Scan)
 
     def run_kernel(self, args: list, attrs: dict, run_body: BodyRunner) -> list:

@@ -33,9 +33,12 @@ ONNX_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: 
                16: "bfloat16"}
 
 
+_DTYPE_SET = frozenset(DTYPES)
+
+
 def dtype_name(dtype: object) -> str:
     """Normalise a numpy dtype, type or name to one of DTYPES."""
-    if isinstance(dtype, str) and dtype == "bfloat16":
+    if isinstance(dtype, str) and dtype in _DTYPE_SET:   # already a name: numpy's own
         return dtype
     try:
         name = np.dtype(dtype).name  # type: ignore[arg-type]

@@ -66,7 +66,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -204,6 +204,12 @@ class CubeGeometry:
     note: str
 
 
+class _Shaped(NamedTuple):
+    """A shape standing in for a Value where only `.shape` is read (a weight gradient's view)."""
+
+    shape: tuple
+
+
 def conv_geometry(attrs: dict, transposed: bool, xv: Value, wv: Value, out_v: Value, k0: int,
                   has_bias: bool) -> CubeGeometry:
     """A convolution as an implicit GEMM: M = N*Ho*Wo, K = ceil(Cin/group)*kh*kw, N = Cout/group,
@@ -293,6 +299,10 @@ class _Lowering:
         for name in graph.inputs:
             if graph.values[name].layout in (NC1HWC0, NZ):
                 self.fmt[name] = graph.values[name].layout
+        #: rebound subgraphs by (fused node id, input shapes) (the node is kept alive)
+        self._rebound_memo: dict[tuple, tuple[Any, Any]] = {}
+        #: Value objects whose shape `value` found static, by id (speed only)
+        self._static: dict[int, Value] = {}
 
     # -- helpers ---------------------------------------------------------------------------
     def root(self, name: str) -> str:
@@ -307,7 +317,11 @@ class _Lowering:
         v = self.values.get(name)
         if v is None:
             raise GraphError(f"lowering: no value '{name}' in graph '{self.g.name}'")
+        if self._static.get(id(v)) is v:          # checked before (kept alive here)
+            return v
+        self._static[id(v)] = v
         if not all(isinstance(d, int) for d in v.shape):
+            del self._static[id(v)]
             raise GraphError(f"value '{name}' has symbolic shape {v.shape}; bind it "
                              f"(Graph.bind) before simulating")
         return v
@@ -616,7 +630,12 @@ class _Lowering:
         if xv.dtype in ("float32", "float64") and cdt == "float16":
             notes.append(f"{xv.dtype} operands run in the cube's float16 mode (CANN "
                          f"allow_fp32_to_fp16 precision mode); GM bytes stay {xv.dtype}")
-        if conv:
+        if conv and opdef.conv_view is not None:     # a weight gradient: the Conv it equals
+            v_attrs, *shapes = opdef.conv_view(head.attrs, xv.shape, wv.shape, out_v.shape)
+            geo = conv_geometry(v_attrs, False, *(_Shaped(sh) for sh in shapes), k0, False)
+            notes.append(f"{head.op_type}: the Conv of X^T {shapes[0]} by dY^T {shapes[1]}, "
+                         f"read in place (no transposes)")
+        elif conv:
             geo = conv_geometry(head.attrs, opdef.transposed, xv, wv, out_v, k0, bool(extra))
         else:
             geo = gemm_geometry(head.attrs, xv, wv, out_v, k0,
@@ -780,13 +799,14 @@ class _Lowering:
         saved = self.values
         self.chain_full = {n: saved[n] for n in (*sub.inputs, *sub.outputs)
                            if n in saved} if k > 1 else {}
+        # every chunk has the same shapes: inferred once
+        chunk = _chunk_values(node, k, self.g.constants) if k > 1 else dict(sub.values)
         for c in range(k):
-            chunk = (_chunk_values(node, k, self.g.constants) if k > 1
-                     else dict(sub.values))
             self.values = {**saved, **chunk}
             if k > 1:
                 # each chunk converts its own slice of the chain's inputs
-                for key in [key for key in self.converted if key[0] in sub.inputs]:
+                chain_inputs = set(sub.inputs)
+                for key in [key for key in self.converted if key[0] in chain_inputs]:
                     del self.converted[key]
             start = len(self.tasks)
             self.chunk_tag = f"#{c}" if k > 1 else ""
@@ -805,8 +825,19 @@ class _Lowering:
         self.values = saved | {k2: v for k2, v in sub.values.items()
                                if k2 not in saved or k2 in sub.outputs}
 
+    def _rebound(self, node) -> Any:
+        """`rebound_subgraph` of `node` at the current input shapes, once per node and
+        shapes (the chunks of an L2 chain lower the same inner nodes at the same shapes; the
+        subgraph is only read)."""
+        key = (id(node), tuple((v.shape, v.dtype) if (v := self.values.get(i)) is not None
+                               else None for i in node.inputs))
+        hit = self._rebound_memo.get(key)
+        if hit is None:
+            hit = self._rebound_memo[key] = (rebound_subgraph(node, self.values), node)
+        return hit[0]
+
     def fused(self, node) -> None:
-        sub = rebound_subgraph(node, self.values)
+        sub = self._rebound(node)
         kind = node.attrs.get("fusion", "")
         display = node.attrs.get("display_type") or node.op_type
         inner = tuple(n.name for n in sub.nodes)

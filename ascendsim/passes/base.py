@@ -151,6 +151,8 @@ class PassContext:
     outputs: tuple[str, ...] | None = None
     graph_id: int = 0
     options: dict[str, Any] = field(default_factory=dict)
+    #: analyses a pass leaves for the next one of the same run (`partition.fusion_graph`)
+    analyses: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 
 class Pass(ABC):

@@ -57,9 +57,17 @@ class CommonSubexpressionEliminationPass(Pass):
         seen: dict[tuple, Node] = {}
         dup: list[Node] = []
         outputs = set(graph.outputs)
-        for idx in range(len(graph.nodes)):
-            # re-read by position: replace_uses rebuilds the list, keeping order and length
-            node = graph.nodes[idx]
+        # value -> the value read instead (a duplicate's output -> the kept node's); applied
+        # to each node as the scan reaches it, which is what `Graph.replace_uses` per merge
+        # did (readers come after the duplicate; a kept node's outputs are never renamed)
+        renamed: dict[str, str] = {}
+        nodes = graph.nodes
+        for idx in range(len(nodes)):
+            node = nodes[idx]
+            if renamed and not renamed.keys().isdisjoint(node.inputs):
+                node = nodes[idx] = Node(node.name, node.op_type,
+                                         tuple(renamed.get(i, i) for i in node.inputs),
+                                         node.outputs, node.attrs, node.subgraph)
             key = _key(node)
             if key is None:
                 continue
@@ -75,7 +83,7 @@ class CommonSubexpressionEliminationPass(Pass):
                 continue
             for old, new in zip(node.outputs, first.outputs):
                 if old:
-                    graph.replace_uses(old, new)
+                    renamed[old] = new
             dup.append(node)
             res.effected("CommonSubexpression")
         if dup:

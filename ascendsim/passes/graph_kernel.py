@@ -33,8 +33,8 @@ from ..ir.graph import Graph, Node
 from ..ir.registry import Unit
 from .base import GRAPH_KERNEL, Pass, PassContext, PassResult
 from .partition import (
-    FusionGraph,
     connected_groups,
+    fusion_graph,
     is_absorbable,
     is_basic,
     is_composite,
@@ -83,7 +83,7 @@ class _GraphKernelPass(Pass):
 
     def run(self, graph: Graph, ctx: PassContext) -> PassResult:
         res = self.new_result()
-        fg = FusionGraph(graph)
+        fg = fusion_graph(graph, ctx)
         part = connected_groups(fg, lambda n: self.candidate(graph, n), max_ops_of(ctx),
                                 self.may_merge)
         for node_name, why in part.refused:

@@ -43,7 +43,7 @@ from ..ir.graph import Graph, Node
 from ..ir.registry import Category, Unit, weight_inputs
 from ..ir.tensor import is_static
 from .base import L2_FUSION, CostModel, Pass, PassContext, PassResult
-from .partition import FusionGraph, data_inputs, opdef, unit_of
+from .partition import FusionGraph, data_inputs, fusion_graph, opdef, unit_of
 from .ub_fusion import display_type, fuse_nodes
 
 #: categories whose ops compute each batch sample independently
@@ -160,7 +160,7 @@ class L2BatchSplitFusionPass(Pass):
         g = fg.graph
         taken: set[str] = set()
         out: list[list[Node]] = []
-        for node in fg.nodes:
+        for node in fg.live_nodes():
             if node.name in taken:
                 continue
             n = batch_separable(g, node)
@@ -186,7 +186,7 @@ class L2BatchSplitFusionPass(Pass):
         chip = ctx.chip
         budget = chip.l2_resident_bytes
         memo: dict = {}
-        fg = FusionGraph(graph)
+        fg = fusion_graph(graph, ctx)
         for chain in self.chains(fg):
             inter = [o for n in chain[:-1] for o in n.outputs if o]
             sizes = {v: graph.values[v].nbytes for v in inter}

@@ -35,7 +35,9 @@ Checks every group must pass before it is committed, each a `Decision` with a re
 * `escapes`: an intermediate read outside the group (or a graph output) is kept by a UB
   group only as its last value; graph kernels instead make it an extra output.
 * `creates_cycle`: the reachability check above, pruned by topological index (a node after
-  the group's last member cannot reach back into it).
+  the group's last member cannot reach back into it). `connected_groups`, which tests
+  thousands of unions of one unchanging graph, first asks bit sets of descendants and
+  ancestors (`Reachability`) and searches only for a union they show cyclic.
 * `ub_working_set`: the group's working set at its *smallest legal tile* must fit the chip's
   UB with double buffering. A tile is one vector repeat (`chip.vector_bytes_per_cycle` bytes
   of the widest dtype), at least one cube output fractal (M0 x N0 from `chip.cube_mkn`) after a
@@ -53,16 +55,17 @@ compile-time parameters, e.g. a reduce's axes, not data).
 
 from __future__ import annotations
 
-import gc
 from bisect import insort
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from ..ir.graph import Graph, Node
 from ..ir.registry import FUSED_OP, Category, OpDef, Unit, get_op
 from ..ir.tensor import is_static, itemsize, numel
 from .base import YES, Decision, no
+from .order import IncrementalOrder
 
 
 # ----------------------------------------------------------------------------- op properties
@@ -195,8 +198,15 @@ class FusionGraph:
         #: whether a node may have an empty output name (then `resort` asks Graph.toposort)
         self._empty_outputs = any(not o for n in self.nodes for o in n.outputs)
         #: constants nothing reads (removed by the next commit, as a full sweep would)
-        self.dead_consts: list[str] = [c for c in graph.constants
-                                       if c not in readers and c not in self.graph_outputs]
+        self.dead_consts: list[str] = []
+        self._find_dead_consts()
+        #: the release tree of `resort` (built at the first re-sort, then kept by commits)
+        self._order: IncrementalOrder | None = None
+
+    def _find_dead_consts(self) -> None:
+        """Constants nothing reads (the next commit removes them, as a full sweep would)."""
+        self.dead_consts = [c for c in self.graph.constants
+                            if c not in self.readers and c not in self.graph_outputs]
 
     def _succ_of(self, n: Node) -> list[int]:
         readers = self.readers
@@ -206,77 +216,37 @@ class FusionGraph:
 
     def resort(self) -> None:
         """Re-order the graph exactly as `Graph.toposort` does (Kahn's algorithm, ready nodes
-        first-in first-out, a node's readers in current order), from the index instead of
-        re-reading every value name, then re-index."""
-        # the re-index allocates ~10^4 lists that all live on: no cyclic GC passes meanwhile
-        # (nothing here forms cycles; a pass over the large heap costs as much as the sort)
-        gc_was = gc.isenabled()
-        gc.disable()
-        try:
-            self._resort()
-        finally:
-            if gc_was:
-                gc.enable()
-
-    def _resort(self) -> None:
+        first-in first-out, a node's readers in current order). The order is kept in a
+        release tree (`order.IncrementalOrder`, built at the first re-sort): only the ranges
+        of positions whose nodes change are re-ordered and re-indexed; indices stay
+        topological positions (with holes)."""
         nodes = self.nodes
-        live = [i for i, n in enumerate(nodes) if n is not None]
-        if self._empty_outputs and any(not o for i in live for o in nodes[i].outputs):
+        if self._empty_outputs and any(not o for n in nodes if n is not None for o in n.outputs):
             # an empty output name is a value to Graph.toposort: let it decide
-            self.graph.nodes = [nodes[i] for i in live]
+            self.graph.nodes = self.live_nodes()
             self.graph.toposort()
-        else:
-            # a node's pending count is its number of distinct producers: how many successor
-            # lists (duplicate-free) name it
-            succ = self.succ
-            pending = [0] * len(nodes)
-            for i in live:
-                for u in succ[i]:
-                    pending[u] += 1
-            ready = deque(i for i in live if pending[i] == 0)
-            out: list[int] = []
-            append, popleft, push = out.append, ready.popleft, ready.append
-            while ready:
-                cur = popleft()
-                append(cur)
-                for u in succ[cur]:
-                    pending[u] -= 1
-                    if pending[u] == 0:
-                        push(u)
-            self.graph.nodes = [self.nodes[i] for i in live]
-            if len(out) != len(live):
-                self.graph.toposort()       # raises the GraphError naming the cycle
-            self.graph.nodes = [self.nodes[i] for i in out]
             self.resorts += 1
-            self._renumber(out)
+            self._build()
             return
+        if self._order is None:
+            self._order = IncrementalOrder(self)
+        if not self._order.resort():
+            self.graph.nodes = self.live_nodes()
+            self.graph.toposort()       # raises the GraphError naming the cycle
+        self.graph.nodes = self.live_nodes()
         self.resorts += 1
-        self._build()
-
-    def _renumber(self, order: list[int]) -> None:
-        """Re-index after a re-sort without re-reading value names: `order` lists the old
-        indices of the live nodes in their new order; producer, readers and successor lists
-        are the current ones mapped to new positions (what `_build` would compute anew:
-        readers stay sorted and duplicate-free, commits keep them exact)."""
-        nodes = self.nodes
-        new = [0] * len(nodes)
-        for k, old in enumerate(order):
-            new[old] = k
-        self.nodes = [nodes[i] for i in order]
-        self.index = dict(zip([n.name for n in self.nodes], range(len(order))))
-        at = new.__getitem__
-        self.producer = dict(zip(self.producer, map(at, self.producer.values())))
-        self.readers = {v: [new[rs[0]]] if len(rs) == 1 else sorted(map(at, rs))
-                        for v, rs in self.readers.items()}
-        succ = self.succ
-        self.succ = [[new[s[0]]] if len(s) == 1 else sorted(map(at, s)) if s else []
-                     for s in (succ[old] for old in order)]
-        self.dead_consts = [c for c in self.graph.constants
-                            if c not in self.readers and c not in self.graph_outputs]
+        self._find_dead_consts()
 
     def live_nodes(self) -> list[Node]:
         """The nodes in order, without the holes left by commits."""
-        return [n for n in self.nodes if n is not None]
+        return list(filter(None, self.nodes))     # a Node is always true
+
+    def describes(self, graph: Graph) -> bool:
+        """Whether this analysis is still exactly that of `graph`: the same graph object, the
+        same node objects in the same order, the same outputs (what the index is built
+        from: nodes are immutable, a rewired node is a new object)."""
+        return (graph is self.graph and set(graph.outputs) == self.graph_outputs
+                and graph.nodes == self.live_nodes())
 
     def commit(self, group: set[int], fused: Node) -> bool:
         """Record that `group` was replaced by `fused` at the index of its last member.
@@ -314,6 +284,9 @@ class FusionGraph:
         for p in {self.producer[v] for v in touched if v in self.producer}:
             self.succ[p] = self._succ_of(self.nodes[p])
         self.succ[pos] = self._succ_of(fused)
+        if self._order is not None:
+            self._order.touch(group)
+            self._order.touch(self.succ[pos])
         return all(r > pos for o in fused.outputs if o for r in self.readers.get(o, ()))
 
     def users(self, value: str) -> list[Node]:
@@ -348,25 +321,50 @@ class FusionGraph:
         return [o for i in sorted(group) for o in self.nodes[i].outputs if o and (
             o in self.graph_outputs or any(r not in group for r in self.readers.get(o, [])))]
 
-    def creates_cycle(self, group: set[int]) -> str | None:
+    def creates_cycle(self, group: set[int], within: set[int] | None = None) -> str | None:
         """Why contracting `group` into one node would create a cycle (a path that leaves the
         group and re-enters it), or None. Nodes after the group's last member cannot reach
-        back, so the search is pruned there."""
+        back, so the search is pruned there. Its stack is filled from the members in node order,
+        so the path it names depends on the order only, not on the index numbers. `within`:
+        the non-members that are descendants and ancestors of the group (no other node the
+        search reaches leads back, so leaving them out changes neither the answer nor the
+        path named: see `Reachability`)."""
         last = max(group)
-        stack = [(s, i) for i in group for s in self.succ[i] if s not in group]
+        succ = self.succ
+        if within is None:
+            stack = [(s, i) for i in sorted(group) for s in succ[i] if s not in group]
+        else:
+            stack = [(s, i) for i in sorted(group) for s in succ[i] if s in within]
         seen: set[int] = set()
         while stack:
             cur, origin = stack.pop()
             if cur in seen or cur > last:
                 continue
             seen.add(cur)
-            for s in self.succ[cur]:
+            for s in succ[cur]:
                 if s in group:
                     return (f"fusing would create a cycle: '{self.nodes[origin].name}' -> "
                             f"'{self.nodes[cur].name}' (outside the group) -> "
                             f"'{self.nodes[s].name}'")
-                stack.append((s, origin))
+                if within is None or s in within:
+                    stack.append((s, origin))
         return None
+
+
+def fusion_graph(graph: Graph, ctx=None) -> FusionGraph:
+    """The analysis of `graph` for a fusion pass: the one the previous fusion pass of the same
+    run (`ctx`, a PassContext) left, when it still describes the graph exactly (consecutive
+    fusion passes), else a new one. A kept analysis has holes where commits removed nodes;
+    every decision of the passes depends on the order of the indices only, not their values."""
+    cache = getattr(ctx, "analyses", None)
+    fg = cache.get("fusion_graph") if cache is not None else None
+    if fg is not None and fg.describes(graph):
+        fg._find_dead_consts()
+        return fg
+    fg = FusionGraph(graph)
+    if cache is not None:
+        cache["fusion_graph"] = fg
+    return fg
 
 
 # ----------------------------------------------------------------------------- chains
@@ -515,6 +513,49 @@ def check_ub(graph: Graph, nodes: list[Node], chip, fg: FusionGraph | None = Non
 
 
 # ----------------------------------------------------------------------------- connected groups
+class Reachability:
+    """Descendants and ancestors of every node of an unchanging `FusionGraph` as bit sets
+    (Python ints, bit i = index i), for the cycle test of many candidate groups.
+
+    Contracting a group U creates a cycle exactly when some node outside U is both a
+    descendant and an ancestor of U: a path m -> .. -> x -> .. -> m' (m, m' in U) holds a
+    stretch from a member through non-members to a member around x, and such a stretch is
+    what `FusionGraph.creates_cycle` searches for. So with desc(U) and anc(U) the unions of
+    the members' sets, U is refused iff desc(U) & anc(U) has a bit outside U."""
+
+    def __init__(self, fg: FusionGraph) -> None:
+        succ = fg.succ
+        n = len(fg.nodes)
+        desc = [0] * n
+        for v in range(n - 1, -1, -1):         # indices are topological: successors first
+            d = 0
+            for s in succ[v]:
+                d |= desc[s] | (1 << s)
+            desc[v] = d
+        anc = [0] * n
+        for v in range(n):                     # predecessors first
+            if succ[v]:
+                a = anc[v] | (1 << v)
+                for s in succ[v]:
+                    anc[s] |= a
+        self.desc, self.anc = desc, anc
+
+    def cyclic(self, group: Iterable[int]) -> bool:
+        """Whether contracting `group` would create a cycle."""
+        d = a = u = 0
+        for i in group:
+            d |= self.desc[i]
+            a |= self.anc[i]
+            u |= 1 << i
+        return bool(d & a & ~u)
+
+
+def bit_indices(bits: int) -> set[int]:
+    """The indices of the set bits of a non-negative int."""
+    raw = np.frombuffer(bits.to_bytes((bits.bit_length() + 7) // 8, "little"), np.uint8)
+    return set(np.flatnonzero(np.unpackbits(raw, bitorder="little")).tolist())
+
+
 @dataclass
 class Partition:
     """Result of `connected_groups`: groups (node lists in topological order) and refused
@@ -544,6 +585,10 @@ def connected_groups(fg: FusionGraph, candidate: Callable[[Node], bool], max_ops
         if n is not None and candidate(n):
             parent[i], members[i], ops[i] = i, {i}, size(n)
     part = Partition()
+    # per group: its descendants, ancestors and members as bit sets (`Reachability`); the
+    # search that names the cycle runs only for a union they show cyclic
+    reach: Reachability | None = None
+    bits: dict[int, tuple[int, int, int]] = {}
     for c in sorted(parent):
         node = fg.nodes[c]
         for v in dict.fromkeys(node.inputs):
@@ -562,12 +607,20 @@ def connected_groups(fg: FusionGraph, candidate: Callable[[Node], bool], max_ops
             if may_merge is not None and not may_merge(gp, gc):
                 continue
             union = members[rp] | members[rc]
-            why = fg.creates_cycle(union)
+            if reach is None:
+                reach = Reachability(fg)
+            dp, ap, up = bits.get(rp) or (reach.desc[rp], reach.anc[rp], 1 << rp)
+            dc, ac, uc = bits.get(rc) or (reach.desc[rc], reach.anc[rc], 1 << rc)
+            d, a, u = dp | dc, ap | ac, up | uc
+            cyclic = d & a & ~u              # outside nodes on a path back into the union
+            why = fg.creates_cycle(union, within=bit_indices(cyclic)) if cyclic else None
             if why:
                 part.refused.append((node.name, why))
                 continue
             parent[rc] = rp
             members[rp] = union
+            bits[rp] = (d, a, u)
+            bits.pop(rc, None)
             ops[rp] += ops.pop(rc)
             del members[rc]
     for root in sorted(members):
@@ -576,7 +629,7 @@ def connected_groups(fg: FusionGraph, candidate: Callable[[Node], bool], max_ops
     return part
 
 
-__all__ = ["FusionGraph", "Partition", "WorkingSet", "chain_forward", "chain_backward",
-           "next_in_chain", "connected_groups", "ub_working_set", "check_ub", "data_inputs",
-           "is_elementwise", "is_basic", "is_absorbable", "is_composite", "is_scalar_const",
-           "op_count", "unit_of", "opdef"]
+__all__ = ["FusionGraph", "fusion_graph", "Partition", "Reachability", "WorkingSet",
+           "chain_forward", "chain_backward", "next_in_chain", "connected_groups",
+           "ub_working_set", "check_ub", "data_inputs", "is_elementwise", "is_basic",
+           "is_absorbable", "is_composite", "is_scalar_const", "op_count", "unit_of", "opdef"]

@@ -20,8 +20,9 @@ from ..ir.tensor import LazyTensor, Value, is_static
 
 @functools.cache
 def forward_conv_ops() -> frozenset[str]:
-    """Op types of forward convolutions: the registry's `conv` flag, not `transposed`."""
-    return ops_where(lambda d: d.conv and not d.transposed)
+    """Op types of forward convolutions: the registry's `conv` flag, not `transposed`, not a
+    weight gradient (`conv_view`)."""
+    return ops_where(lambda d: d.conv and not d.transposed and d.conv_view is None)
 
 
 class GraphView:
@@ -29,9 +30,16 @@ class GraphView:
 
     def __init__(self, graph: Graph) -> None:
         self.graph = graph
-        self.producers: dict[str, Node] = graph.producers()
-        self.consumers: dict[str, list[Node]] = graph.consumers()
         self.outputs = set(graph.outputs)
+
+    # built on first use: most anchors of a scan are rejected by op type before any lookup
+    @functools.cached_property
+    def producers(self) -> dict[str, Node]:
+        return self.graph.producers()
+
+    @functools.cached_property
+    def consumers(self) -> dict[str, list[Node]]:
+        return self.graph.consumers()
 
     def producer(self, value: str, op_types: Iterable[str] | None = None) -> Node | None:
         """The node making `value`, if any (and if its op type is one of `op_types`)."""

@@ -104,12 +104,21 @@ def infer_node(graph: Graph, node: Node) -> list[tuple[tuple, str]]:
     return _registry_infer(graph, node)
 
 
+def _same_spec(value: Value, shape: tuple, dtype: str) -> bool:
+    """`value` already records exactly this shape (dims of the same types) and dtype."""
+    return (value.dtype == dtype and value.shape == shape
+            and all(type(a) is type(b) for a, b in zip(value.shape, shape)))
+
+
 def reinfer(graph: Graph) -> None:
-    """Re-infer every node's outputs in order (fused nodes keep their subgraph's shapes)."""
+    """Re-infer every node's outputs in order (fused nodes keep their subgraph's shapes). A
+    value whose spec does not change keeps its Value object (the verifier then knows it
+    unchanged)."""
     for node in graph.nodes:
         if node.subgraph is not None:
             continue
         for o, (s, d) in zip(node.outputs, infer_node(graph, node)):
             if o:
                 old = graph.values[o]
-                graph.values[o] = Value(o, s, d, old.layout)
+                if not (type(old.shape) is tuple and _same_spec(old, s, d)):
+                    graph.values[o] = Value(o, s, d, old.layout)

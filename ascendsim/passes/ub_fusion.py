@@ -42,6 +42,7 @@ from .partition import (
     check_ub,
     connected_groups,
     data_inputs,
+    fusion_graph,
     is_elementwise,
     is_scalar_const,
     opdef,
@@ -210,7 +211,7 @@ class UbFusionPass(Pass):
         # anchors tried, and nodes that matched nothing (fusing never makes a match possible:
         # a fused node is opaque to every UB pattern)
         skip: set[str] = set()
-        fg = FusionGraph(graph)
+        fg = fusion_graph(graph, ctx)
         # After a commit the scan goes on from the anchor: every node before it was tried
         # already, and the fused node takes an index after it (see FusionGraph.commit). Only
         # when the commit re-sorted the graph does the scan restart from the top.
@@ -375,7 +376,7 @@ class AutomaticUbFusion(UbFusionPass):
         if rules.automatic_max < 2:
             res.note(f"rule set '{rules.name}' has no automatic UB fusion")
             return res
-        fg = FusionGraph(graph)
+        fg = fusion_graph(graph, ctx)
         part = connected_groups(fg, lambda n: is_elementwise(graph, n), rules.automatic_max)
         for node_name, why in part.refused:
             res.matched(self.pattern)

@@ -121,28 +121,66 @@ def _fingerprint(graph: Graph) -> tuple:
             tuple(graph.inputs), tuple(graph.outputs))
 
 
+class _Clean:
+    """What the last successful check of a Verifier saw: the (non-loop) nodes it passed, by
+    id, and the names whose Value or constant object changed since. A node in `nodes` that
+    reads and writes no changed name has exactly the `_signature` it passed with."""
+
+    def __init__(self, nodes: dict[int, Node], changed: set[str]) -> None:
+        self.nodes = nodes
+        self.changed = changed
+
+    def unchanged(self, node: Node) -> bool:
+        return (self.nodes.get(id(node)) is node and self.changed.isdisjoint(node.inputs)
+                and self.changed.isdisjoint(node.outputs))
+
+
+def _changed_names(old: dict, new: dict) -> set[str]:
+    """Keys whose object differs between two name -> object maps (added and removed too)."""
+    get = old.get
+    changed = {k for k, v in new.items() if get(k) is not v}
+    if len(old) + len(changed) != len(new):         # some were removed
+        changed.update(k for k in old if k not in new)
+    return changed
+
+
 class Verifier:
     """`verify_graph` with a memory of the nodes already checked (see the module note); one
     per optimisation run, called after every pass. A graph the pass left exactly as the last
     successful check saw it (same `_fingerprint`: a pass that found nothing to do) is not
-    walked again."""
+    walked again. Otherwise the structural checks walk the whole graph, but a node the last
+    check passed, whose inputs and outputs name the same Value and constant objects as then,
+    is not looked up or re-inferred (found from one diff of the value and constant maps, not
+    a per-node signature)."""
 
     def __init__(self) -> None:
         self._memo: _Memo = {}
         self._last: tuple | None = None
         self._alive: tuple = ()          # the objects whose ids `_last` holds stay alive
+        self._passed: dict[int, Node] = {}
+        self._values: dict = {}
+        self._consts: dict = {}
 
     def __call__(self, graph: Graph, pass_name: str | None = None, where: str = "") -> None:
         fp = _fingerprint(graph)
         if fp == self._last:
             return
-        _verify(graph, where, self._memo, pass_name)
+        changed = _changed_names(self._values, graph.values)
+        changed |= _changed_names(self._consts, graph.constants)
+        passed: dict[int, Node] = {}
+        _verify(graph, where, self._memo, pass_name, _Clean(self._passed, changed), passed)
         self._last = fp
         self._alive = (list(graph.nodes), list(graph.values.values()),
                        list(graph.constants.values()))
+        self._passed = passed
+        self._values = dict(graph.values)
+        self._consts = dict(graph.constants)
 
 
-def _verify(graph: Graph, where: str, memo: _Memo | None, pass_name: str | None = None) -> None:
+def _verify(graph: Graph, where: str, memo: _Memo | None, pass_name: str | None = None,
+            clean: _Clean | None = None, passed: dict[int, Node] | None = None) -> None:
+    """Check `graph`; `clean`: what the last check passed (skipped here), `passed`: filled
+    with the non-loop nodes this check passes (for the next one)."""
     if pass_name:
         where = f"pass '{pass_name}' broke graph '{graph.name}': "
     defined = set(graph.inputs) | set(graph.constants)
@@ -166,7 +204,12 @@ def _verify(graph: Graph, where: str, memo: _Memo | None, pass_name: str | None 
             if o not in graph.values:
                 raise _fail(where, f"node '{node.name}' output '{o}' has no Value")
             defined.add(o)
+        if clean is not None and clean.unchanged(node):
+            passed[id(node)] = node
+            continue
         get_op(node.op_type, node.name)
+        if passed is not None and not is_loop(node):
+            passed[id(node)] = node      # recorded now: a failure raises, ending the check
         if node.subgraph is not None:
             if not _unchanged(memo, graph, node):
                 _check_fused(graph, node, where, memo)

@@ -74,3 +74,50 @@ def test_verifier_skips_an_unchanged_graph_but_not_a_changed_one():
     g.values[y.name] = Value(y.name, (5,), "float32")
     with pytest.raises(GraphError, match="pass 'Broken' broke graph 'v'"):
         check(g, "Broken")
+
+
+def _verdict(check, graph) -> str:
+    try:
+        check(graph, "P")
+    except GraphError as exc:
+        return str(exc)
+    return "ok"
+
+
+def test_verifier_that_skips_passed_nodes_gives_the_full_check_verdict():
+    """After each edit (a value re-shaped, a constant replaced, a node rewired, a repair) the
+    verifier that skips nodes it passed before says exactly what a full check says."""
+    import numpy as np
+
+    from ascendsim.ir.graph import Node
+    from ascendsim.passes.verify import verify_graph
+
+    g = asim.Graph("v")
+    x = g.input("x", (2, 6))
+    shape = g.const(np.array([3, 4], np.int64), name="shape")
+    r = g.reshape(g.relu(x), shape)
+    g.output(g.exp(g.neg(r)))
+    check = Verifier()
+    full = lambda graph, name: verify_graph(graph, name)  # noqa: E731
+    assert _verdict(check, g) == _verdict(full, g) == "ok"
+    relu, reshape, neg = g.nodes[0], g.nodes[1], g.nodes[2]
+    edits = [
+        # a Value object replaced by a wrong one: the writer is re-inferred
+        lambda: g.values.__setitem__(neg.outputs[0], Value(neg.outputs[0], (4, 3), "float32")),
+        lambda: g.values.__setitem__(neg.outputs[0], Value(neg.outputs[0], (3, 4), "float32")),
+        # the constant a Reshape reads as its shape replaced: the Reshape is re-inferred
+        lambda: g.constants.__setitem__("shape", np.array([4, 3], np.int64)),
+        lambda: g.constants.__setitem__("shape", np.array([3, 4], np.int64)),
+        # a node rewired to read a value of another shape (a new Node object)
+        lambda: g.nodes.__setitem__(2, Node(neg.name, "Neg", (relu.outputs[0],), neg.outputs)),
+        lambda: g.nodes.__setitem__(2, neg),
+        # the Reshape's output re-declared: the readers see a new Value object
+        lambda: g.values.__setitem__(reshape.outputs[0],
+                                     Value(reshape.outputs[0], (12,), "float32")),
+    ]
+    verdicts = []
+    for edit in edits:
+        edit()
+        verdicts.append(_verdict(check, g))
+        assert verdicts[-1] == _verdict(full, g)
+    assert verdicts[1::2] == ["ok"] * 3 and len(set(verdicts[::2])) == 4   # four failures

@@ -256,6 +256,53 @@ register(OpDef(
     flops=_conv_transpose_flops))
 
 
+def _filter_grad_infer(ins, attrs, consts):
+    x, dy = ins[0], ins[1]
+    filt = attrs.get("filter_shape")
+    if not filt or len(filt) != len(x.shape) or len(x.shape) < 3:
+        raise GraphError(f"Conv2DBackpropFilter: filter_shape {filt} must give (M, C, *kernel) "
+                         f"for X '{x.name}' of rank {len(x.shape)}")
+    if len(dy.shape) != len(x.shape):
+        raise GraphError(f"Conv2DBackpropFilter: dY '{dy.name}' {dy.shape} and X '{x.name}' "
+                         f"{x.shape} differ in rank")
+    if _check_group(attrs["group"]) != 1:
+        raise GraphError(f"Conv2DBackpropFilter: group {attrs['group']} is not supported "
+                         f"(group 1 only; grouped weight gradients stay a Conv)")
+    filt = tuple(int(d) for d in filt)
+    for what, have, want in (("batch", dy.shape[0], x.shape[0]), ("dY channels", dy.shape[1],
+                             filt[0]), ("X channels", x.shape[1], filt[1])):
+        if _known(have, want) and int(have) != int(want):
+            raise GraphError(f"Conv2DBackpropFilter: {what} {have} does not match {want} "
+                             f"(X '{x.name}' {x.shape}, dY '{dy.name}' {dy.shape}, filter {filt})")
+    win = resolve_window(x.shape[2:], filt[2:], attrs)
+    if _known(*win.out) and tuple(win.out) != tuple(dy.shape[2:]):
+        raise GraphError(f"Conv2DBackpropFilter: dY '{dy.name}' spatial {tuple(dy.shape[2:])} is "
+                         f"not the forward output {tuple(win.out)} of X '{x.name}' {x.shape}")
+    return [(filt, x.dtype)]
+
+
+def _filter_grad_flops(ins, outs, attrs) -> int:
+    dy, w = ins[1], outs[0]
+    return 2 * dy.numel * int(w.shape[1]) * prod(int(k) for k in w.shape[2:])
+
+
+def _filter_grad_view(attrs: dict, x_shape: tuple, dy_shape: tuple, out_shape: tuple) -> tuple:
+    return kconv.conv_backprop_filter_view(x_shape, dy_shape, out_shape, attrs)
+
+
+# CANN's weight-gradient kernel (MindSpore's Conv2D bprop and torch_npu's convolution_backward
+# launch it; the ResNet-50 training profile of Huawei-Performance-Model/Ascend-910B,
+# resnet50_16_224_224, runs one Conv2DBackpropFilter per conv): x and dy are read in their
+# NC1HWC0 layout, the N/C swaps of the Conv it equals are addressing, not data movement.
+register(OpDef(
+    "Conv2DBackpropFilter", _filter_grad_infer, kconv.conv_backprop_filter, Category.CUBE,
+    unit=Unit.CUBE, inputs=("x", "dy"), conv=True, conv_view=_filter_grad_view,
+    builder="conv_backprop_filter",
+    attrs={**_WINDOW_ATTRS, "group": 1, "filter_shape": None}, flops=_filter_grad_flops,
+    doc="dW of a group-1 Conv from its input X and output gradient dY (CANN "
+        "Conv2DBackpropFilter): the Conv of X^T by dY^T, one cube kernel"))
+
+
 # ----------------------------------------------------------------------------- gradients
 # dA = dY B^T and dB = A^T dY on the cube (Gemm/MatMul with transposed operands); Conv's data
 # gradient is a ConvTranspose by the same weight, its weight gradient a Conv of the input by
@@ -343,6 +390,11 @@ def _conv_weight_grad(ctx, x, dy, xs, ys, kernel, win, group) -> Value:
     g = ctx.g
     n, c = xs[:2]
     rank = len(xs)
+    if group == 1:     # CANN's one-kernel weight gradient (the Conv below, without transposes)
+        return g.conv_backprop_filter(
+            x, dy, filter_shape=[int(ys[1]), int(c)] + list(kernel),
+            strides=list(win.strides), dilations=list(win.dilations),
+            pads=list(win.pads_begin) + list(win.pads_end))
     sp = list(range(3, rank + 1))
     cg = c // group
     if group == 1:
