@@ -64,7 +64,9 @@ cycles, starting at its first instruction.
 
 Steady state. A tile of thousands of units settles into an exact loop; `sim/fastforward.py`
 notices when the whole state repeats with a time shift and advances the remaining periods by
-arithmetic (same cycles, records and intervals as stepping them; see its note).
+arithmetic (same cycles, records and intervals as stepping them; see its note). The L2
+accesses of the skipped periods are made on the cache, after a copy has shown they give the
+results the observed period's did.
 
 Kernel start. Every block (a core's share of an AI Core phase) begins with
 `kernel_start_us` on the scalar pipe before any of its pipes issues: instruction fetch
@@ -472,8 +474,11 @@ class Engine:
         # periodic pipe loops advanced by arithmetic (sim/fastforward.py); None: the default
         if fast_forward is None:
             fast_forward = fastforward.ENABLED
+        # GM accesses outside the pipes that changed the L2 (the fast-forward skips no period
+        # holding one); the pipes' own are logged for it (`_pipe_gm_access`)
+        self.stateful_accesses = 0
+        self.gm_log: list[tuple] | None = [] if fast_forward else None
         self.ff = fastforward.FastForward(self) if fast_forward else None
-        self.stateful_accesses = 0            # GM accesses that changed the L2 (fastforward)
 
     # -- running -------------------------------------------------------------------------
     def run(self) -> Trace:
@@ -798,7 +803,8 @@ class Engine:
                         waiters[key] = ev
                         yield ev
                         if hook.hot:
-                            k, busy, run_busy, start = hook.resume(k, busy, run_busy, start)
+                            k, busy, run_busy, start, stalled = hook.resume(
+                                k, busy, run_busy, start, stalled)
                 for buf, nb in allocs:
                     core.alloc(buf, nb)
                 start = env.now
@@ -806,23 +812,26 @@ class Engine:
                     # the L2 decides hits now; latency folded into the flow: uncontended it
                     # takes cycles + bytes/bw, under contention the other flows use the
                     # bandwidth while this one waits
-                    hbm, bw = self._gm_access(task.task_id, ins.tensors, ins.nbytes, ins.hbm,
-                                              ins.dst == GM, ins.bw, weight)
+                    hbm, bw = self._pipe_gm_access(task.task_id, ins.tensors, ins.nbytes,
+                                                   ins.hbm, ins.dst == GM, ins.bw, weight)
                     own = ins.cycles + ins.nbytes / bw
                     yield self.fabric.transfer(ins.nbytes, ins.nbytes / own, hbm, weight,
                                                write=ins.dst == GM)
                     if hook.hot:
-                        k, busy, run_busy, start = hook.resume(k, busy, run_busy, start)
+                        k, busy, run_busy, start, stalled = hook.resume(
+                            k, busy, run_busy, start, stalled)
                     end = env.now
                 elif span:
                     yield env.timeout(span)
                     if hook.hot:
-                        k, busy, run_busy, start = hook.resume(k, busy, run_busy, start)
+                        k, busy, run_busy, start, stalled = hook.resume(
+                            k, busy, run_busy, start, stalled)
                     end = start + ins.cycles
                 else:
                     yield env.timeout(ins.cycles)
                     if hook.hot:
-                        k, busy, run_busy, start = hook.resume(k, busy, run_busy, start)
+                        k, busy, run_busy, start, stalled = hook.resume(
+                            k, busy, run_busy, start, stalled)
                     end = env.now
                 clock = end
             if end > start:
@@ -980,8 +989,25 @@ class Engine:
         at its miss fraction (the lowering's `bw` is de-rated for `cold`). Returns
         (HBM fraction, bandwidth)."""
         self.stateful_accesses += 1      # (the fast-forward skips no period holding one)
+        return self.l2_access(self.l2, self.gm_traffic.setdefault(tid, {}), tid, tensors,
+                              nbytes, cold, write, bw, weight)
+
+    def _pipe_gm_access(self, tid: int, tensors: tuple, nbytes: float, cold: float,
+                        write: bool, bw: float, weight: int) -> tuple[float, float]:
+        """`_gm_access` of a pipe's move, logged with its result: the fast-forward replays a
+        period's log on the cache when it skips the period (sim/fastforward.py)."""
+        out = self.l2_access(self.l2, self.gm_traffic.setdefault(tid, {}), tid, tensors,
+                             nbytes, cold, write, bw, weight)
+        log = self.gm_log
+        if log is not None:
+            log.append((tid, tensors, nbytes, cold, write, bw, weight, out))
+        return out
+
+    def l2_access(self, l2: L2Cache, tr: dict, tid: int, tensors: tuple, nbytes: float,
+                  cold: float, write: bool, bw: float, weight: int) -> tuple[float, float]:
+        """The body of `_gm_access` on cache `l2`, adding the task's bytes to `tr` (the
+        fast-forward runs it on a copy of the cache to check a period before skipping it)."""
         total = nbytes * weight
-        tr = self.gm_traffic.setdefault(tid, {})
         if not tensors:                       # a workspace or a bias: as lowered
             if write:
                 _add(tr, ("L2", "write"), total)
@@ -995,13 +1021,13 @@ class Engine:
         evicted = 0.0
         if write:
             for name, size, _ in tensors:
-                evicted += self.l2.write(tid, name, size, total * size / whole)
+                evicted += l2.write(tid, name, size, total * size / whole)
             _add(tr, ("L2", "write"), total)
             _add(tr, ("DDR", "write"), evicted)
             return evicted / total, bw
         miss = 0.0
         for name, size, span in tensors:
-            m, wb = self.l2.read(tid, name, size, total * size / whole, cold, span)
+            m, wb = l2.read(tid, name, size, total * size / whole, cold, span)
             miss += m
             evicted += wb
         _add(tr, ("L2", "read"), total - miss)

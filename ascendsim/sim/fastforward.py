@@ -41,14 +41,22 @@ makes the state ineligible), so every shifted time is exact, and every cycle, ta
 interval and peak equals the stepped simulation (tests/sim/test_fastforward.py). Buffer and
 bandwidth peaks need no change: the skipped periods repeat levels and rates already seen.
 
-State outside this signature. A model whose GM accesses change state that decides later
-timing (an L2 cache: residency, dirty bytes, LRU order, per-task traffic sums) must count
-them in the engine attribute `stateful_accesses`; a period with any such access is then never
-skipped (exact, but loops that stream GM gain nothing). To skip them too, the jump would
-replay the period's recorded accesses m times on the real cache, in order (the same float
-operations as stepping), after a dry run on a copy has checked that every replayed access
-returns the hit fraction and bandwidth it returned in the observed period (the only way an
-access shapes timing); the periods up to the first difference are skipped.
+State outside this signature: the L2 cache. A pipe's GM move asks the engine's L2 cache
+(`Engine._pipe_gm_access`) for its HBM fraction and path bandwidth, and the cache's contents
+(residency, dirty bytes, LRU order, the running task's fills) and the per-task byte sums
+change with every access, so they are not in the signature. Those two results are all an
+access gives the timing: a move's flow takes its bytes, HBM fraction and rate from them, its
+stall from the bandwidth. The engine logs each pipe access with its arguments and results
+(`gm_log`); a checkpoint notes the log's length. A jump over m periods whose observed period
+made accesses A then (1) dry-runs A m times, in order, on a copy of the cache
+(`L2Cache.copy`, `_l2_periods`); (2) keeps the periods up to the first access whose result
+differs, bit for bit, from the one observed (with equal results, the run from the
+checkpoint is the observed one shifted, access after access, so those periods are exactly
+what stepping would do); (3) makes the kept periods' accesses on the real cache and byte
+sums, in order (`_replay`: the same float operations on the same values as stepping). The
+pipes' `stalled` cycles (their shared flows' time beyond their own) advance like `busy`.
+A GM access by anything else (a coalesced block-detail slice's decision) counts in the
+engine attribute `stateful_accesses`; no period holding one is skipped.
 
 Cost control: a checkpoint costs a few tens of microseconds, so the driver takes one on
 every `stride`-th resume, the stride doubling after a run of checkpoints without a jump.
@@ -76,8 +84,8 @@ MAX_STRIDE = 64
 #: the most queued events a checkpoint looks at (more: other work is in flight)
 MAX_QUEUE = 256
 
-#: an engine attribute counting GM accesses with side effects beyond their flow (an L2 cache
-#: whose contents change per access): a period with any is not skipped (see the module note)
+#: an engine attribute counting GM accesses with side effects beyond their flow made outside
+#: the pipes' logged ones: a period with any is not skipped (see the module note)
 STATEFUL_ACCESSES = "stateful_accesses"
 
 _RESUME = Process._resume
@@ -98,7 +106,8 @@ class PipeHook:
     """One live `_pipe` process: its frame (read for its locals), queue and pending shift.
 
     `hot` tells the pipe to call `resume` after a yield: it is the driver, or a jump moved it
-    ahead (`pending`: entries, busy cycles, interval busy cycles, cycles to add)."""
+    ahead (`pending`: entries, busy cycles, interval busy cycles, cycles, stall cycles to
+    add)."""
 
     __slots__ = ("ff", "frame", "proc", "core", "queue", "spans", "hot", "pending", "index",
                  "tile_end")
@@ -111,7 +120,7 @@ class PipeHook:
         self.index = 0
         self.tile_end = 0          # (driver) the end of the tile of its entry, cached
 
-    def resume(self, k: int, busy, run_busy, start):
+    def resume(self, k: int, busy, run_busy, start, stalled):
         """The pipe's locals after a resume: shifted by a jump, then (driver) checkpointed."""
         pend = self.pending
         if pend is not None:
@@ -120,22 +129,25 @@ class PipeHook:
             busy += pend[1]
             run_busy += pend[2]
             start += pend[3]
+            stalled += pend[4]
             self.hot = self.ff.driver is self
         if self.ff.driver is self:
-            out = self.ff.checkpoint(self, k, busy, run_busy, start)
+            out = self.ff.checkpoint(self, k, busy, run_busy, start, stalled)
             if out is not None:
                 return out
-        return k, busy, run_busy, start
+        return k, busy, run_busy, start, stalled
 
 
 class _Snap:
-    """A checkpoint: its time, per pipe (k, busy, run_busy, run, run fields, start), how
-    many trace rows the engine held, and its count of stateful GM accesses."""
+    """A checkpoint: its time, per pipe (k, busy, run_busy, run, run fields, start, stalled),
+    how many trace rows the engine held, its count of stateful GM accesses outside the pipes
+    and the length of the engine's log of the pipes' GM accesses."""
 
-    __slots__ = ("now", "vals", "nrows", "accesses")
+    __slots__ = ("now", "vals", "nrows", "accesses", "nlog")
 
-    def __init__(self, now: int, vals: list, nrows: int, accesses: int) -> None:
+    def __init__(self, now: int, vals: list, nrows: int, accesses: int, nlog: int) -> None:
         self.now, self.vals, self.nrows, self.accesses = now, vals, nrows, accesses
+        self.nlog = nlog
 
 
 class FastForward:
@@ -155,6 +167,9 @@ class FastForward:
         self.misses = 0
         self.jumps = 0            # jumps made (tests check the fast path ran)
         self.skipped = 0          # cycles skipped by them
+        self.replayed = 0         # GM accesses replayed on the L2 by them
+        # the engine's log of its pipes' GM accesses with their results (None: it has none)
+        self.engine_log: list | None = getattr(engine, "gm_log", None)
 
     # -- the live set ----------------------------------------------------------------------
     def enter(self, core, queue: list, spans: list) -> PipeHook:
@@ -184,10 +199,17 @@ class FastForward:
 
     def _forget(self) -> None:
         """The live set changed: the checkpoints no longer compare."""
-        if self.seen:
-            self.seen.clear()
+        self._clear_seen()
         self.light.clear()
         self.stride, self.tick, self.misses = 1, 0, 0
+
+    def _clear_seen(self) -> None:
+        """Drop the checkpoints, and with them the log of GM accesses they index."""
+        if self.seen:
+            self.seen.clear()
+        log = self.engine_log
+        if log:
+            log.clear()
 
     def _drive(self, hook: PipeHook | None) -> None:
         """Make `hook` the driver (the fewest queue entries of at least `MIN_ENTRIES`: the
@@ -200,7 +222,7 @@ class FastForward:
             hook.tile_end = 0
 
     # -- checkpoints -----------------------------------------------------------------------
-    def checkpoint(self, drv: PipeHook, k: int, busy, run_busy, start):
+    def checkpoint(self, drv: PipeHook, k: int, busy, run_busy, start, stalled):
         """At a resume of the driver: record the state; jump if it repeats a recorded one.
         Returns the driver's shifted locals after a jump, else None."""
         self.tick += 1
@@ -217,14 +239,15 @@ class FastForward:
         if light not in self.light:
             self.light.add(light)
             return None
-        got = self._snapshot(drv, k, busy, run_busy, start)
+        got = self._snapshot(drv, k, busy, run_busy, start, stalled)
         if got is None:
             return self._missed()
         sig, snap = got
         prev = self.seen.get(sig)
         if prev is None:
             if len(self.seen) >= MAX_SEEN:
-                self.seen.clear()
+                self._clear_seen()
+                snap.nlog = 0
             self.seen[sig] = snap
             return self._missed()
         plan = self._plan(prev, snap)
@@ -240,7 +263,7 @@ class FastForward:
             self.misses = 0
         return None
 
-    def _snapshot(self, drv: PipeHook, k: int, busy, run_busy, start):
+    def _snapshot(self, drv: PipeHook, k: int, busy, run_busy, start, stalled):
         """(signature, snapshot) of the engine's state now, or None if it is not eligible."""
         env = self.env
         now = env._now
@@ -285,15 +308,17 @@ class FastForward:
         for h in self.pipes:
             loc = h.frame.f_locals
             if h is drv:                 # running: just resumed from its target
-                kh, bh, rbh, sh = k, busy, run_busy, start
+                kh, bh, rbh, sh, st = k, busy, run_busy, start, stalled
             else:                         # suspended on its target
-                kh, bh, rbh, sh = loc["k"], loc["busy"], loc["run_busy"], loc["start"]
+                kh, bh, rbh, sh, st = (loc["k"], loc["busy"], loc["run_busy"], loc["start"],
+                                       loc["stalled"])
                 pend = h.pending
                 if pend is not None:
                     kh += pend[0]
                     bh += pend[1]
                     rbh += pend[2]
                     sh += pend[3]
+                    st += pend[4]
             target = h.proc._target
             if target is loc.get("ev"):
                 site = _FLAG
@@ -301,7 +326,8 @@ class FastForward:
                 site = _TIMEOUT
             else:
                 site = _FLOW
-            if type(sh) is not int or type(bh) is not int or type(rbh) is not int:
+            if (type(sh) is not int or type(bh) is not int or type(rbh) is not int
+                    or type(st) is not int):
                 return None
             ins, waits, sets, allocs, frees, tile = h.queue[kh]
             run = loc["run"]
@@ -321,7 +347,7 @@ class FastForward:
             pipes.append((id(ins), waits, sets, allocs, frees, tile, h.spans[kh], site,
                           loc.get("key") if site == _FLAG else None,
                           sh - now if site != _FLAG else None, rsig))
-            vals.append((kh, bh, rbh, run, rvals, sh, loc.get("stalled", 0)))
+            vals.append((kh, bh, rbh, run, rvals, sh, st))
             if h.core not in cores:
                 cores.append(h.core)
         state = []
@@ -329,12 +355,15 @@ class FastForward:
             state.append((tuple(sorted(kv for kv in c.flags.items() if kv[1])),
                           tuple(sorted(c.waiters)), tuple(c.levels.values())))
         sig = (tuple(events), last - now, tuple(flows), tuple(pipes), tuple(state))
+        log = self.engine_log
         return sig, _Snap(now, vals, len(self.engine.rows),
-                          getattr(self.engine, STATEFUL_ACCESSES, 0))
+                          getattr(self.engine, STATEFUL_ACCESSES, 0),
+                          len(log) if log is not None else 0)
 
     # -- the jump --------------------------------------------------------------------------
     def _plan(self, prev: _Snap, cur: _Snap):
-        """(periods m, period P, per-pipe entry advance d) for a jump from `cur`, or None."""
+        """(periods m, period P, per-pipe entry advance d, the period's trace rows and GM
+        accesses) for a jump from `cur`, or None."""
         period = cur.now - prev.now
         if period <= 0 or cur.accesses != prev.accesses:
             return None
@@ -343,7 +372,7 @@ class FastForward:
         for h, v1, v2 in zip(self.pipes, prev.vals, cur.vals):
             (k1, b1), (k2, b2) = v1[:2], v2[:2]
             d = k2 - k1
-            if d < 0 or (d == 0 and b2 != b1) or v1[6] != v2[6]:   # (no stalls: no GM flows)
+            if d < 0 or (d == 0 and (b2 != b1 or v1[6] != v2[6])):
                 return None
             adv.append(d)
             if d:
@@ -371,15 +400,50 @@ class FastForward:
         rows = self.engine.rows[prev.nrows:cur.nrows]
         if any(type(r.start) is not int or type(r.end) is not int for r in rows):
             return None
-        return m, period, adv, rows
+        accesses = self.engine_log[prev.nlog:cur.nlog] if cur.nlog > prev.nlog else []
+        if accesses:
+            m = self._l2_periods(accesses, m)
+            if m < 1:
+                return None
+        return m, period, adv, rows, accesses
+
+    def _l2_periods(self, accesses: list, m: int) -> int:
+        """How many of the next `m` periods make the observed period's GM accesses with the
+        same results (HBM fraction, bandwidth: all an access gives the timing), tried in
+        order on a copy of the L2 cache; the periods up to the first difference."""
+        engine = self.engine
+        access = engine.l2_access
+        l2 = engine.l2.copy()
+        scratch: dict = {}          # (the per-task byte sums: they shape no timing)
+        for i in range(m):
+            for tid, tensors, nbytes, cold, write, bw, weight, out in accesses:
+                if access(l2, scratch, tid, tensors, nbytes, cold, write, bw, weight) != out:
+                    return i
+        return m
+
+    def _replay(self, accesses: list, m: int) -> None:
+        """Make the accesses of `m` skipped periods on the real cache, in order: the same
+        operations, on the same values, as stepping through them (checked by `_l2_periods`
+        to give the observed results)."""
+        engine = self.engine
+        access, l2, traffic = engine.l2_access, engine.l2, engine.gm_traffic
+        for _ in range(m):
+            for tid, tensors, nbytes, cold, write, bw, weight, out in accesses:
+                got = access(l2, traffic.setdefault(tid, {}), tid, tensors, nbytes, cold,
+                             write, bw, weight)
+                if got != out:   # (cannot happen: the copy gave these results)
+                    raise RuntimeError("fast-forward: an L2 replay differs from its dry run")
+        self.replayed += m * len(accesses)
 
     def _jump(self, drv: PipeHook, prev: _Snap, cur: _Snap, m: int, period: int, adv: list,
-              rows: list):
+              rows: list, accesses: list):
         """Advance the engine by `m` periods (see the module note); the driver's locals."""
         from .engine import _Run  # (the engine imports this module)
 
         env = self.env
         shift = m * period
+        if accesses:
+            self._replay(accesses, m)
         env._queue[:] = [(t + shift, p, e, ev) for t, p, e, ev in env._queue]
         env._now += shift
         self.fabric.last += shift
@@ -404,15 +468,16 @@ class FastForward:
                 else:
                     run2.start += shift
                     run2.end += shift
-            delta = (m * d, m * (b2 - b1), drb, shift)
+            delta = (m * d, m * (b2 - b1), drb, shift, m * (v2[6] - v1[6]))
             if h is drv:
-                result = (k2 + delta[0], b2 + delta[1], rb2 + delta[2], v2[5] + shift)
+                result = (k2 + delta[0], b2 + delta[1], rb2 + delta[2], v2[5] + shift,
+                          v2[6] + delta[4])
             elif h.pending is None:
                 h.pending = list(delta)
                 h.hot = True
             else:
                 h.pending = [a + b for a, b in zip(h.pending, delta)]
-        self.seen.clear()
+        self._clear_seen()
         self.jumps += 1
         self.skipped += shift
         return result

@@ -49,22 +49,25 @@ def _run(graph: asim.Graph, chip: str, ff: bool, detail: str = "block", mode: st
     engine = Engine(program, mode=mode, symmetric=symmetric, fast_forward=ff)
     trace = engine.run()
     figures = (trace.total_cycles, trace.tasks, trace.intervals, engine.peaks,
-               engine.fabric.peak_l2, engine.fabric.peak_hbm)
+               engine.fabric.peak_l2, engine.fabric.peak_hbm, trace.l2, engine.gm_traffic)
     return figures, engine
 
 
-def _same(graph, chip, **kw) -> tuple[int, int, int]:
-    """Assert both forms agree; (jumps, events with, events without)."""
+def _same(graph, chip, jumps: bool = True, **kw) -> tuple[int, int, int]:
+    """Assert both forms agree and (`jumps`) that the fast path skipped periods holding L2
+    accesses (replayed on the cache); (jumps, events with, events without)."""
     full, slow = _run(graph, chip, False, **kw)
     fast, eng = _run(graph, chip, True, **kw)
     assert fast[0] == full[0]                   # cycles
     assert fast[1] == full[1]                   # every task record
     assert len(fast[2]) == len(full[2])
     assert fast[2] == full[2]                   # every interval
-    assert fast[3:] == full[3:]                 # buffer and L2/HBM peaks
-    # the fast path ran, or every period it saw held an L2 access (not skipped: see the
-    # module note, "State outside this signature")
-    assert eng.ff.jumps > 0 or eng.stateful_accesses > 0
+    assert fast[3:6] == full[3:6]               # buffer and L2/HBM peaks
+    assert fast[6] == full[6]                   # L2 stats (floats, bit for bit)
+    assert fast[7] == full[7]                   # every task's GM bytes per level
+    if jumps:
+        assert eng.ff.jumps > 0 and eng.ff.replayed > 0
+        assert eng.events < slow.events
     return eng.ff.jumps, eng.events, slow.events
 
 
@@ -72,9 +75,11 @@ def _same(graph, chip, **kw) -> tuple[int, int, int]:
 @pytest.mark.parametrize("detail", ["block", "tile"])
 def test_fast_forward_equals_stepping_on_gemm_and_conv(chip, detail):
     for build in (_conv, _matmul):
+        # (the 310's conv in tile detail: the driving pipe has one entry per tile and a jump
+        # never crosses a tile's end, so nothing is skipped, and all stays equal)
+        jumps = not (chip == "ascend310" and detail == "tile" and build is _conv)
         for mode in ("sink", "host"):
-            _, fast_events, slow_events = _same(build(), chip, detail=detail, mode=mode)
-            assert fast_events <= slow_events
+            _same(build(), chip, jumps=jumps, detail=detail, mode=mode)
 
 
 @pytest.mark.parametrize("kw", [dict(streams=2), dict(streams=2, mode="host"),
@@ -134,3 +139,28 @@ def test_a_period_with_a_stateful_access_is_not_skipped(monkeypatch):
     assert eng.ff.jumps == 0 and getattr(eng, fastforward.STATEFUL_ACCESSES) > 0
     assert (trace.total_cycles, trace.tasks, trace.intervals) == \
         (full_trace.total_cycles, full_trace.tasks, full_trace.intervals)
+
+
+def test_an_l2_copy_answers_as_the_cache_and_leaves_it_alone():
+    """The fast-forward's dry run: a copy gives the same results as the cache it copies,
+    access after access, and changes nothing in it."""
+    from dataclasses import replace
+
+    from ascendsim.sim.l2cache import L2Cache
+
+    l2 = L2Cache(1000)
+    l2.read(1, "a", 600, 300.0, 1.0)
+    l2.write(1, "b", 300, 300.0)
+    l2.log = []
+    copy = l2.copy()
+    before = (l2.state({}), l2.used, replace(l2.stats),
+              {n: dict(ln.fills) for n, ln in l2.lines.items()})
+    assert copy.log is None and copy.stats == l2.stats and copy.stats is not l2.stats
+    results = [copy.read(1, "a", 600, 200.0, 1.0), copy.read(2, "c", 500, 500.0, 0.5),
+               copy.write(2, "b", 300, 100.0)]
+    assert (l2.state({}), l2.used, l2.stats,
+            {n: dict(ln.fills) for n, ln in l2.lines.items()}) == before
+    assert l2.log == []
+    assert [l2.read(1, "a", 600, 200.0, 1.0), l2.read(2, "c", 500, 500.0, 0.5),
+            l2.write(2, "b", 300, 100.0)] == results
+    assert l2.state({}) == copy.state({}) and l2.stats == copy.stats and l2.used == copy.used
