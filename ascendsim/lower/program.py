@@ -36,6 +36,7 @@ so the tiling specs stay plain numbers.
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -231,6 +232,14 @@ def expand_flags(segments: tuple[Segment, ...]) -> dict[str, list[QueueEntry]]:
     after the last unit of a group it sets its data flag / frees the slot it read and sets
     the slot-free flag back to its producer. Two slots per link: double buffering.
     Cached (the same tiles recur in every layer of a model): treat the queues as read-only.
+
+    A unit's entries depend on u only through u == 0, u modulo the handoff groups of its
+    two links, the parity of both handoff counts and whether two slots have been produced,
+    so from its third slot on a stage's units repeat with the period 2 x lcm of its group
+    sizes, and inside one input handoff group (no input flag but at its ends) with twice its
+    output group: one period is built and repeated (the same entry objects; a big tile has
+    10^4 units). The queues equal the unit-by-unit construction
+    (tests/lower/test_expand_flags.py).
     """
     stages0 = segments[0].stages
     n = len(stages0)
@@ -244,36 +253,85 @@ def expand_flags(segments: tuple[Segment, ...]) -> dict[str, list[QueueEntry]]:
         links = [_handoffs(st[j].units, st[j + 1].units) for j in range(n - 1)]
         for _ in range(seg.count):
             for j in range(n):
-                q = queues[pipes[j]]
                 stage = st[j]
                 units = stage.units
-                for u in range(units):
-                    waits: list = []
-                    sets: list = []
-                    allocs: tuple = ()
-                    frees: tuple = ()
-                    if j > 0:
-                        _, _, gc = links[j - 1]
-                        if u % gc == 0:
-                            waits.append((pipes[j - 1], pipes[j], h_in[j] % 2))
-                    if j < n - 1:
-                        _, gp, _ = links[j]
-                        if u % gp == 0:
-                            if h_out[j] >= 2:
-                                waits.append((pipes[j + 1], pipes[j], h_out[j] % 2))
-                            allocs = stage.out_bufs
-                    instrs = (stage.head + stage.instrs) if u == 0 else stage.instrs
-                    if j < n - 1 and (u + 1) % links[j][1] == 0:
-                        sets.append((pipes[j], pipes[j + 1], h_out[j] % 2))
-                        h_out[j] += 1
-                    if j > 0 and (u + 1) % links[j - 1][2] == 0:
-                        sets.append((pipes[j], pipes[j - 1], h_in[j] % 2))
-                        frees = st[j - 1].out_bufs
-                        h_in[j] += 1
-                    last = len(instrs) - 1
-                    for k, ins in enumerate(instrs):
-                        q.append((ins, tuple(waits) if k == 0 else (),
-                                  tuple(sets) if k == last else (),
-                                  allocs if k == 0 else (), frees if k == last else (), tile))
+                g_in = links[j - 1][2] if j > 0 else 0        # units per consumed handoff
+                g_out = links[j][1] if j < n - 1 else 0       # units per produced handoff
+                unit = functools.partial(_unit_entries, stage, pipes, j, g_in, g_out,
+                                         h_in[j], h_out[j], st[j - 1].out_bufs if j else (),
+                                         tile)
+                q = queues[pipes[j]]
+                # from u0 on (past unit 0 and the first two produced slots) the units repeat
+                # with `period`; inside one handoff group of a link, with the other link's
+                p_in = 2 * g_in if g_in else 1
+                p_out = 2 * g_out if g_out else 1
+                u0 = min(max(1, (2 - h_out[j]) * g_out if g_out else 1), units)
+                period = math.lcm(p_in, p_out)
+                if units - u0 >= 3 * period or (g_in <= p_out and g_out <= p_in):
+                    for u in range(u0):
+                        q.extend(unit(u))
+                    _extend_units(q, unit, u0, units, period)
+                else:
+                    # long input groups: inside, no input flag and the output's pattern;
+                    # long output groups: inside, no output flag or slot and the input's
+                    g, inner, first = ((g_in, p_out, u0) if g_in > p_out else (g_out, p_in, 1))
+                    for a in range(0, units, g):
+                        b = min(a + g, units)
+                        lo = min(max(a + 1, first), b)
+                        for u in range(a, lo):
+                            q.extend(unit(u))
+                        if lo < b - 1:
+                            _extend_units(q, unit, lo, b - 1, inner)
+                        if lo <= b - 1:
+                            q.extend(unit(b - 1))
+                if g_out:
+                    h_out[j] += units // g_out
+                if g_in:
+                    h_in[j] += units // g_in
             tile += 1
     return queues
+
+
+def _extend_units(q: list, unit, lo: int, hi: int, period: int) -> None:
+    """Append the entries of units lo .. hi - 1, which repeat with `period` from lo on: one
+    period built, then repeated."""
+    if hi - lo < 3 * period:
+        for u in range(lo, hi):
+            q.extend(unit(u))
+        return
+    block: list = []
+    for u in range(lo, lo + period):
+        block.extend(unit(u))
+    reps = (hi - lo) // period
+    q.extend(block * reps)
+    for u in range(lo + reps * period, hi):
+        q.extend(unit(u))
+
+
+def _unit_entries(stage: Stage, pipes: list, j: int, g_in: int, g_out: int, h_in0: int,
+                  h_out0: int, in_bufs: tuple, tile: int, u: int) -> list[QueueEntry]:
+    """The queue entries of unit `u` of stage `j` in one tile (see `expand_flags`); `h_in0`,
+    `h_out0`: the stage's handoff counts at the tile's start; g_in/g_out: units per handoff
+    of its input/output link (0: no such link)."""
+    waits: list = []
+    sets: list = []
+    allocs: tuple = ()
+    frees: tuple = ()
+    if g_in and u % g_in == 0:
+        waits.append((pipes[j - 1], pipes[j], (h_in0 + u // g_in) % 2))
+    if g_out and u % g_out == 0:
+        h = h_out0 + u // g_out
+        if h >= 2:
+            waits.append((pipes[j + 1], pipes[j], h % 2))
+        allocs = stage.out_bufs
+    instrs = (stage.head + stage.instrs) if u == 0 else stage.instrs
+    if g_out and (u + 1) % g_out == 0:
+        sets.append((pipes[j], pipes[j + 1], (h_out0 + u // g_out) % 2))
+    if g_in and (u + 1) % g_in == 0:
+        sets.append((pipes[j], pipes[j - 1], (h_in0 + u // g_in) % 2))
+        frees = in_bufs
+    last = len(instrs) - 1
+    waits_t, sets_t = tuple(waits), tuple(sets)
+    return [(ins, waits_t if k == 0 else (), sets_t if k == last else (),
+             allocs if k == 0 else (), frees if k == last else (), tile)
+            for k, ins in enumerate(instrs)]

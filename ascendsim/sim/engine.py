@@ -62,6 +62,12 @@ A group with fewer tiles runs in tile detail (its trace shows one
 interval per pipe per tile). The prefix of each pipe is shown as one interval of its busy
 cycles, starting at its first instruction.
 
+Steady state. A tile of thousands of units settles into an exact loop; `sim/fastforward.py`
+notices when the whole state repeats with a time shift and advances the remaining periods by
+arithmetic (same cycles, records and intervals as stepping them; see its note). The L2
+accesses of the skipped periods are made on the cache, after a copy has shown they give the
+results the observed period's did.
+
 Kernel start. Every block (a core's share of an AI Core phase) begins with
 `kernel_start_us` on the scalar pipe before any of its pipes issues: instruction fetch
 into the cold icache, the kernel arguments and tiling data read from GM by the scalar unit,
@@ -102,6 +108,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import simpy
 from simpy.core import EmptySchedule
 
@@ -109,6 +116,7 @@ from ..errors import ConfigError, SimulationError
 from ..hw.names import ENGINE_AICORE, ENGINE_AICPU, ENGINE_HOST, GM, MODES
 from ..lower.lowering import memory_cycles
 from ..lower.program import CoreGroup, Program, Segment, expand_flags
+from . import fastforward
 from .aicpu import run_aicpu
 from .l2cache import L2Cache
 from .mix import run_phases
@@ -223,8 +231,7 @@ class Fabric:
             return
         delay = min(math.ceil(max(f.remaining, 0.0) / f.rate - _EPS) if f.rate > 0 else 1
                     for f in self.flows)
-        tok = self.token
-        self.env.timeout(max(delay, 0)).callbacks.append(lambda _ev: self._wake(tok))
+        self.env.timeout(max(delay, 0)).callbacks.append(_Wake(self, self.token))
 
     def _wake(self, tok: int) -> None:
         if tok != self.token:
@@ -240,6 +247,19 @@ class Fabric:
             self.flows.remove(f)
             f.event.succeed()
         self._reschedule()
+
+
+class _Wake:
+    """The callback of a fabric timeout: wakes the fabric if no flow started or ended since
+    (`tok`); an object, not a closure, so the fast-forward can read it (sim/fastforward.py)."""
+
+    __slots__ = ("fabric", "tok")
+
+    def __init__(self, fabric: Fabric, tok: int) -> None:
+        self.fabric, self.tok = fabric, tok
+
+    def __call__(self, _ev) -> None:
+        self.fabric._wake(self.tok)
 
 
 # ----------------------------------------------------------------------------- core state
@@ -354,7 +374,7 @@ class _Replay:
     grant, its rows (with start/end offsets), per-core busy cycles, buffer and fabric peaks."""
 
     __slots__ = ("duration", "first", "rows", "busy", "peaks", "fabric", "l2", "gm", "stats",
-                 "roomy")
+                 "roomy", "last")
 
     def __init__(self, duration: int, first: int, rows: tuple, busy: dict, peaks: dict,
                  fabric: tuple[float, float], l2: tuple, gm: dict, stats: dict,
@@ -363,6 +383,7 @@ class _Replay:
         self.busy, self.peaks, self.fabric = busy, peaks, fabric
         self.l2, self.gm, self.stats = l2, gm, stats   # L2 transition, GM traffic, L2 stats
         self.roomy = roomy                             # the transition is an own_transition
+        self.last = max((int(b) for _, _, b in rows), default=0)   # the last row's end
 
 
 def replay_key(task) -> tuple:
@@ -413,7 +434,7 @@ class Engine:
 
     def __init__(self, program: Program, mode: str = "sink", symmetric: bool = True,
                  progress: Callable[[int, int], None] | None = None,
-                 replay: bool = True) -> None:
+                 replay: bool = True, fast_forward: bool | None = None) -> None:
         if mode not in MODES:
             raise ConfigError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
         self.p = program
@@ -432,6 +453,7 @@ class Engine:
         if not chip.coupled:
             self.pools["aiv"] = _Pool(self.env, "AIV", chip.aiv_cores, chip.ai_cores)
         self.rows: list[_Run] = []           # raw intervals
+        self.replayed: list[tuple] = []      # (replay, start, task id, op): rows made lazily
         self.records: list[TaskRecord] = []
         self.peaks: dict[str, int] = {}
         self.pipe_busy: dict[int, dict[str, int]] = {}
@@ -449,6 +471,14 @@ class Engine:
         # replayed, not simulated again (see `replay_key`)
         self.replay = replay and mode == "sink" and program.streams == 1
         self._replays: dict[tuple, _Replay] = {}
+        # periodic pipe loops advanced by arithmetic (sim/fastforward.py); None: the default
+        if fast_forward is None:
+            fast_forward = fastforward.ENABLED
+        # GM accesses outside the pipes that changed the L2 (the fast-forward skips no period
+        # holding one); the pipes' own are logged for it (`_pipe_gm_access`)
+        self.stateful_accesses = 0
+        self.gm_log: list[tuple] | None = [] if fast_forward else None
+        self.ff = fastforward.FastForward(self) if fast_forward else None
 
     # -- running -------------------------------------------------------------------------
     def run(self) -> Trace:
@@ -485,9 +515,12 @@ class Engine:
         trace.tasks = sorted(self.records, key=lambda r: r.task_id)
         # intervals are expanded from the rows when first read (Trace.defer_intervals); the
         # last end is the same from the rows (every row becomes intervals with its end)
-        trace.defer_intervals(functools.partial(expand_rows, self.rows))
+        trace.defer_intervals(functools.partial(_expand_with_replays, self.rows,
+                                                self.replayed))
         trace.total_cycles = max([r.end for r in trace.tasks] + [int(r.end) for r in
-                                                                 self.rows] + [0])
+                                                                 self.rows]
+                                 + [start + seen.last for seen, start, _, _ in self.replayed]
+                                 + [0])
         self._check_finite(trace)
         return trace
 
@@ -542,26 +575,34 @@ class Engine:
             if self.mode != "sink":
                 launch_start = yield self.launched[t.task_id]
             for d in t.deps:
-                yield self.done[d]
+                done = self.done[d]
+                # replaying (one stream, sunk: nothing else runs), an ended task's done event
+                # being handled changes nothing: go on without waiting for that step
+                if not (self.replay and done.triggered):
+                    yield done
             if self.mode == "sink":
                 launch_start = env.now
-            if sink:                      # device-side dispatch, in every mode
-                yield env.timeout(sink)
-            self.pipe_busy[t.task_id] = {}
-            self.started.pop(t.task_id, None)
-            self.l2.resync()
             key = None
             if self.replay:
+                # (one stream, sunk: nothing runs during the dispatch, so the L2 met after it
+                # is the L2 now)
+                self.l2.resync()
                 roles = self._l2_roles.get(t.task_id, {})
                 if self.l2.roomy(self._l2_sizes.get(t.task_id, {})):
                     key = (replay_key(t), "roomy", self.l2.own_state(roles))
                 else:
                     key = (replay_key(t), "full", self.l2.state(roles))
             seen = self._replays.get(key) if key is not None else None
-            if seen is None:
-                yield from self._run_phases(t, key)
+            self.pipe_busy[t.task_id] = {}
+            self.started.pop(t.task_id, None)
+            if seen is not None:          # the dispatch and the replay as one timeout
+                yield from self._replay(t, seen, sink)
             else:
-                yield from self._replay(t, seen)
+                if sink:                  # device-side dispatch, in every mode
+                    yield env.timeout(sink)
+                if not self.replay:
+                    self.l2.resync()
+                yield from self._run_phases(t, key)
             end = env.now
             start = self.started.get(t.task_id, end)
             self.records.append(self._record(t, start, end, launch_start,
@@ -615,16 +656,15 @@ class Engine:
             {c: dict(b) for c, b in self.pipe_busy[t.task_id].items()}, task_peaks,
             task_fabric, transition, dict(self.gm_traffic.get(t.task_id, {})), deltas, roomy)
 
-    def _replay(self, t, seen: _Replay):
+    def _replay(self, t, seen: _Replay, lead: int = 0):
         """An identical task simulated before (see `replay_key`): the same rows, busy cycles
-        and peaks, shifted to now; one timeout instead of its events."""
+        and peaks, shifted to `lead` cycles from now (its dispatch); one timeout instead of its
+        events (nothing else runs meanwhile)."""
         env = self.env
-        start = env.now
+        start = env.now + lead
         self.started[t.task_id] = start + seen.first
-        for r, a, b in seen.rows:
-            self.rows.append(_Run(r.engine, r.cores, r.pipe, t.task_id, t.op_name, start + a,
-                                  start + b, r.kind, r.nbytes, r.src, r.dst, r.count, r.stall,
-                                  r.tile))
+        # its rows are made when the intervals are first read (`_replayed_rows`)
+        self.replayed.append((seen, start, t.task_id, t.op_name))
         self.pipe_busy[t.task_id] = {c: dict(b) for c, b in seen.busy.items()}
         _merge_peaks(self.peaks, seen.peaks)
         self.fabric.peak_l2 = max(self.fabric.peak_l2, seen.fabric[0])
@@ -642,8 +682,8 @@ class Engine:
         for k, v in seen.stats.items():
             if k not in ("peak_resident", "flush_cycles"):
                 setattr(stats, k, getattr(stats, k) + v)
-        if seen.duration:
-            yield env.timeout(seen.duration)
+        if seen.duration + lead:
+            yield env.timeout(seen.duration + lead)
 
     def _phase(self, task, ph):
         env = self.env
@@ -735,7 +775,13 @@ class Engine:
         stalled = 0                 # cycles its shared flows took beyond their own time
         spans = _timeout_spans(queue)
         clock = 0                   # the end of the last instruction inside a merged timeout
-        for k, (ins, waits, sets, allocs, frees, tile) in enumerate(queue):
+        k = start = 0
+        n = len(queue)
+        # the fast-forward's view of this pipe; `hook.hot` after a resume: it may move the
+        # pipe ahead by whole periods (its locals shifted: sim/fastforward.py)
+        hook = fastforward.NO_HOOK if self.ff is None else self.ff.enter(core, queue, spans)
+        while k < n:
+            ins, waits, sets, allocs, frees, tile = queue[k]
             span = spans[k]
             hbm, own = ins.hbm, ins.busy()
             if span < 0:
@@ -756,6 +802,9 @@ class Engine:
                         ev = env.event()
                         waiters[key] = ev
                         yield ev
+                        if hook.hot:
+                            k, busy, run_busy, start, stalled = hook.resume(
+                                k, busy, run_busy, start, stalled)
                 for buf, nb in allocs:
                     core.alloc(buf, nb)
                 start = env.now
@@ -763,17 +812,26 @@ class Engine:
                     # the L2 decides hits now; latency folded into the flow: uncontended it
                     # takes cycles + bytes/bw, under contention the other flows use the
                     # bandwidth while this one waits
-                    hbm, bw = self._gm_access(task.task_id, ins.tensors, ins.nbytes, ins.hbm,
-                                              ins.dst == GM, ins.bw, weight)
+                    hbm, bw = self._pipe_gm_access(task.task_id, ins.tensors, ins.nbytes,
+                                                   ins.hbm, ins.dst == GM, ins.bw, weight)
                     own = ins.cycles + ins.nbytes / bw
                     yield self.fabric.transfer(ins.nbytes, ins.nbytes / own, hbm, weight,
                                                write=ins.dst == GM)
+                    if hook.hot:
+                        k, busy, run_busy, start, stalled = hook.resume(
+                            k, busy, run_busy, start, stalled)
                     end = env.now
                 elif span:
                     yield env.timeout(span)
+                    if hook.hot:
+                        k, busy, run_busy, start, stalled = hook.resume(
+                            k, busy, run_busy, start, stalled)
                     end = start + ins.cycles
                 else:
                     yield env.timeout(ins.cycles)
+                    if hook.hot:
+                        k, busy, run_busy, start, stalled = hook.resume(
+                            k, busy, run_busy, start, stalled)
                     end = env.now
                 clock = end
             if end > start:
@@ -804,6 +862,9 @@ class Engine:
                     w.succeed()
                 else:
                     flags[key] = flags.get(key, 0) + 1
+            k += 1
+        if self.ff is not None:
+            self.ff.leave(hook)
         if run is not None:
             rows.append(run)
         tile_ends.append(env.now)
@@ -927,8 +988,26 @@ class Engine:
         HBM fraction (misses, and the dirty bytes it evicts) and the per-core path bandwidth
         at its miss fraction (the lowering's `bw` is de-rated for `cold`). Returns
         (HBM fraction, bandwidth)."""
+        self.stateful_accesses += 1      # (the fast-forward skips no period holding one)
+        return self.l2_access(self.l2, self.gm_traffic.setdefault(tid, {}), tid, tensors,
+                              nbytes, cold, write, bw, weight)
+
+    def _pipe_gm_access(self, tid: int, tensors: tuple, nbytes: float, cold: float,
+                        write: bool, bw: float, weight: int) -> tuple[float, float]:
+        """`_gm_access` of a pipe's move, logged with its result: the fast-forward replays a
+        period's log on the cache when it skips the period (sim/fastforward.py)."""
+        out = self.l2_access(self.l2, self.gm_traffic.setdefault(tid, {}), tid, tensors,
+                             nbytes, cold, write, bw, weight)
+        log = self.gm_log
+        if log is not None:
+            log.append((tid, tensors, nbytes, cold, write, bw, weight, out))
+        return out
+
+    def l2_access(self, l2: L2Cache, tr: dict, tid: int, tensors: tuple, nbytes: float,
+                  cold: float, write: bool, bw: float, weight: int) -> tuple[float, float]:
+        """The body of `_gm_access` on cache `l2`, adding the task's bytes to `tr` (the
+        fast-forward runs it on a copy of the cache to check a period before skipping it)."""
         total = nbytes * weight
-        tr = self.gm_traffic.setdefault(tid, {})
         if not tensors:                       # a workspace or a bias: as lowered
             if write:
                 _add(tr, ("L2", "write"), total)
@@ -942,13 +1021,13 @@ class Engine:
         evicted = 0.0
         if write:
             for name, size, _ in tensors:
-                evicted += self.l2.write(tid, name, size, total * size / whole)
+                evicted += l2.write(tid, name, size, total * size / whole)
             _add(tr, ("L2", "write"), total)
             _add(tr, ("DDR", "write"), evicted)
             return evicted / total, bw
         miss = 0.0
         for name, size, span in tensors:
-            m, wb = self.l2.read(tid, name, size, total * size / whole, cold, span)
+            m, wb = l2.read(tid, name, size, total * size / whole, cold, span)
             miss += m
             evicted += wb
         _add(tr, ("L2", "read"), total - miss)
@@ -1055,6 +1134,21 @@ class Engine:
                 out.pop(key, None)
             out.update({k: int(round(v)) for k, v in gm.items() if round(v)})
         return out
+
+
+def _expand_with_replays(rows: list[_Run], replayed: list[tuple]) -> list[Interval]:
+    """`expand_rows` over the simulated rows and those of the replayed tasks (each replay's
+    rows shifted to its start)."""
+    gc_was = gc.isenabled()
+    gc.disable()
+    try:
+        extra = [_Run(r.engine, r.cores, r.pipe, task_id, op, start + a, start + b, r.kind,
+                      r.nbytes, r.src, r.dst, r.count, r.stall, r.tile)
+                 for seen, start, task_id, op in replayed for r, a, b in seen.rows]
+    finally:
+        if gc_was:
+            gc.enable()
+    return expand_rows(rows + extra if extra else rows)
 
 
 def expand_rows(rows: list[_Run]) -> list[Interval]:
@@ -1202,22 +1296,53 @@ def _timeout_spans(queue: list) -> list[int]:
     if hit is not None and hit[0] is queue:
         return hit[1]
     n = len(queue)
-    # a plain timeout (not a flow over the shared fabric) of integer cycles
-    plain = [type(e[0].cycles) is int and not (e[0].nbytes and e[0].shared) for e in queue]
+    # per entry: whether a run may go on after it / may include it after an earlier one (a
+    # plain timeout (not a flow over the shared fabric) of integer cycles that sets or frees
+    # nothing / waits for or allocates nothing), and its cycles if plain; entries recur
+    # (expand_flags repeats them), so each distinct one is looked at once
+    props: dict[int, tuple[bool, bool, int]] = {}
+    goes_on, joins_in, cycles = [], [], []
+    for e in queue:
+        p = props.get(id(e))
+        if p is None:
+            ins = e[0]
+            plain = type(ins.cycles) is int and not (ins.nbytes and ins.shared)
+            p = props[id(e)] = (plain and not e[2] and not e[4], plain and not e[1] and not e[3],
+                                ins.cycles if plain else 0)
+        goes_on.append(p[0])
+        joins_in.append(p[1])
+        cycles.append(p[2])
     # whether entry j and entry j + 1 can be waited for as one timeout
-    joins = [plain[j] and plain[j + 1] and not a[2] and not a[4] and not b[1] and not b[3]
-             and a[5] == b[5] for j, (a, b) in enumerate(zip(queue, queue[1:]))]
-    spans = [0] * n
-    k = 0
-    while k < n:
-        j = k
-        while j < n - 1 and joins[j]:
-            j += 1
-        if j > k:
-            spans[k] = sum(queue[i][0].cycles for i in range(k, j + 1))
-            for i in range(k + 1, j + 1):
-                spans[i] = -1
-        k = j + 1
+    joins = np.array([a and b and x[5] == y[5]
+                      for a, b, x, y in zip(goes_on, joins_in[1:], queue, queue[1:])],
+                     dtype=bool)
+    if not n or not joins.any():
+        spans = [0] * n
+    elif sum(cycles) < 2**62:            # (int64 sums are exact)
+        inside = np.zeros(n, dtype=bool)   # continues the run of the entry before
+        inside[1:] = joins
+        first = np.zeros(n, dtype=bool)
+        first[:-1] = joins
+        first &= ~inside
+        last = inside.copy()
+        last[:-1] &= ~joins
+        total = np.concatenate(([0], np.cumsum(np.array(cycles, dtype=np.int64))))
+        starts, ends = np.flatnonzero(first), np.flatnonzero(last)
+        out = np.zeros(n, dtype=np.int64)
+        out[inside] = -1
+        out[starts] = total[ends + 1] - total[starts]
+        spans = out.tolist()
+    else:
+        spans = [0] * n
+        k = 0
+        while k < n:
+            j = k
+            while j < n - 1 and joins[j]:
+                j += 1
+            if j > k:
+                spans[k] = sum(cycles[k:j + 1])
+                spans[k + 1:j + 1] = [-1] * (j - k)
+            k = j + 1
     if len(_SPANS) >= 1024:          # as many as expand_flags keeps
         _SPANS.clear()
     _SPANS[id(queue)] = (queue, spans)

@@ -48,7 +48,7 @@ fabric flows, so they share HBM bandwidth with everything else in flight.
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 class _Line:
@@ -253,6 +253,20 @@ class L2Cache:
             ln.resident, ln.dirty = resident, dirty
             lines[before[at] if at >= 0 else roles[role]] = ln
         self.lines, self.used = lines, used
+
+    def copy(self) -> L2Cache:
+        """An independent copy (lines, fills, occupancy, touched sets, stats; no replay log):
+        the fast-forward tries a period's accesses on it before making them for real."""
+        new = L2Cache.__new__(L2Cache)
+        new.capacity, new.used, new.log = self.capacity, self.used, None
+        new.stats = replace(self.stats)
+        new._touched = {t: set(names) for t, names in self._touched.items()}
+        lines: OrderedDict[str, _Line] = OrderedDict()
+        for name, ln in self.lines.items():
+            c = lines[name] = _Line.__new__(_Line)
+            c.size, c.resident, c.dirty, c.fills = ln.size, ln.resident, ln.dirty, dict(ln.fills)
+        new.lines = lines
+        return new
 
     # -- queries ---------------------------------------------------------------------------
     def resident(self, name: str) -> float:
