@@ -734,7 +734,7 @@ class Engine:
         """Cycles of each block's start in a kernel of `blocks` blocks (module note)."""
         return self.start_cycles + max(blocks - 1, 0) * self.block_start_cycles
 
-    def _kernel_start(self, task, cores: tuple[int, ...], sets: list, blocks: int = 1):
+    def _kernel_start(self, task, cores: tuple[int, ...], sets: list, blocks: int):
         """The block's start on each core before its first instruction (module note, "Kernel
         start"): `kernel_start_us`, plus `block_start_us` per further block of the kernel, on
         the scalar pipe, one interval per core."""
