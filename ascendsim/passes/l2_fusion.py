@@ -56,12 +56,18 @@ def batch_separable(graph: Graph, node: Node, batch: int | None = None,
     (every data input and output that is not a constant leads with N), else None. `consts`:
     names that are constants of an enclosing graph (a fused node's weights are inputs of its
     subgraph)."""
-    consts = consts | frozenset(graph.constants)
+    return _separable(graph, node, batch, consts | frozenset(graph.constants))
+
+
+def _separable(graph: Graph, node: Node, batch: int | None, consts: frozenset[str]) -> int | None:
+    """`batch_separable` with `consts` already holding `graph`'s constants (a pass testing
+    every node of a large graph builds that set once)."""
     if node.subgraph is not None:
         if node.attrs.get("fusion") != "UB":
             return None
-        inner = [batch_separable(node.subgraph, n, batch, consts)
-                 for n in node.subgraph.nodes]
+        sub = node.subgraph
+        inner_consts = consts | frozenset(sub.constants)
+        inner = [_separable(sub, n, batch, inner_consts) for n in sub.nodes]
         if not inner or any(b is None for b in inner) or len(set(inner)) != 1:
             return None
         return inner[0]
@@ -70,9 +76,9 @@ def batch_separable(graph: Graph, node: Node, batch: int | None = None,
         return None
     # weights (constants, or a cube op's computed W) are shared by every chunk; activations
     # lead with N
-    shared = consts | weight_inputs(node)
+    weights = weight_inputs(node)
     vals = [graph.values[v] for v in (*data_inputs(graph, node), *node.outputs)
-            if v and v not in shared]
+            if v and v not in consts and v not in weights]
     if not vals or any(not is_static(v.shape) or v.rank < 2 for v in vals):
         return None
     leads = {v.shape[0] for v in vals}
@@ -158,12 +164,13 @@ class L2BatchSplitFusionPass(Pass):
 
     def chains(self, fg: FusionGraph) -> list[list[Node]]:
         g = fg.graph
+        consts = frozenset(g.constants)
         taken: set[str] = set()
         out: list[list[Node]] = []
         for node in fg.live_nodes():
             if node.name in taken:
                 continue
-            n = batch_separable(g, node)
+            n = _separable(g, node, None, consts)
             if n is None:
                 continue
             chain = [node]
@@ -173,7 +180,7 @@ class L2BatchSplitFusionPass(Pass):
                     break
                 readers = fg.users(outs[0])
                 if len(readers) != 1 or readers[0].name in taken or \
-                        batch_separable(g, readers[0], n) is None:
+                        _separable(g, readers[0], n, consts) is None:
                     break
                 chain.append(readers[0])
             if len(chain) > 1:

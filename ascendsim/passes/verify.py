@@ -20,6 +20,9 @@ created or re-wired are re-inferred. The structural checks stay whole-graph (the
 
 from __future__ import annotations
 
+from itertools import compress
+from operator import attrgetter, is_not
+
 import numpy as np
 
 from ..errors import AscendSimError, GraphError
@@ -137,11 +140,120 @@ class _Clean:
 
 def _changed_names(old: dict, new: dict) -> set[str]:
     """Keys whose object differs between two name -> object maps (added and removed too)."""
-    get = old.get
-    changed = {k for k, v in new.items() if get(k) is not v}
+    changed = set(compress(new, map(is_not, map(old.get, new), new.values())))
     if len(old) + len(changed) != len(new):         # some were removed
         changed.update(k for k in old if k not in new)
     return changed
+
+
+class _Structure:
+    """The structure the last successful check passed: the nodes in order (by id, kept alive
+    here so ids stay unique), the node writing each value, the ids of the nodes reading each
+    value, the graph inputs. Enough to re-check only what a pass changed (`_recheck`)."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.nodes = list(graph.nodes)
+        self.byid: dict[int, Node] = dict(zip(map(id, self.nodes), self.nodes))
+        self.producer: dict[str, Node] = {o: n for n in self.nodes for o in n.outputs if o}
+        readers: dict[str, set[int]] = {}
+        for n in self.nodes:
+            for v in n.inputs:
+                if v:
+                    readers.setdefault(v, set()).add(id(n))
+        self.readers = readers
+        self.inputs = tuple(graph.inputs)
+
+
+_node_name = attrgetter("name")
+
+
+def _recheck(graph: Graph, st: _Structure, changed: set[str], memo: _Memo,
+             old_passed: dict[int, Node], where: str) -> dict[int, Node] | None:
+    """The verdict of `_verify` on `graph` from what changed since `st` passed: the nodes a
+    pass added, the nodes reading or writing a value whose writer, Value or constant changed,
+    and the whole-graph facts that C-level set and list operations check (unique names, the
+    kept nodes in their old relative order). Returns the passed-node map on success, None when
+    it cannot prove the graph sound (the caller then runs the full check, which names the
+    first fault exactly). `st` is updated only on success."""
+    nodes = graph.nodes
+    if tuple(graph.inputs) != st.inputs:
+        return None
+    ids = list(map(id, nodes))
+    idset = set(ids)
+    if len(idset) != len(ids) or len(set(map(_node_name, nodes))) != len(ids):
+        return None
+    old = st.byid
+    # nodes kept from the last check keep their relative order (then every edge between two
+    # kept nodes that both still read and write the same names stays forward)
+    if list(filter(old.__contains__, ids)) != list(filter(idset.__contains__, map(id, st.nodes))):
+        return None
+    pos = dict(zip(ids, range(len(ids))))
+    byid = dict(zip(ids, nodes))
+    added_ids = idset.difference(old)
+    removed_ids = set(old).difference(idset)
+    added = [byid[i] for i in sorted(added_ids, key=pos.__getitem__)]
+    removed = [old[i] for i in removed_ids]
+    consts, values, inputs = graph.constants, graph.values, set(graph.inputs)
+    producer = dict(st.producer)
+    watch = set(changed)
+    for n in removed:
+        for o in n.outputs:
+            if o:
+                if producer.get(o) is n:
+                    del producer[o]
+                watch.add(o)
+    for n in added:
+        for o in n.outputs:
+            if o:
+                if o in producer or o in inputs or o in consts or o not in values:
+                    return None
+                producer[o] = n
+                watch.add(o)
+    for c in changed:
+        if c in consts and (c not in values or c in producer):
+            return None
+    for o in graph.outputs:
+        if o not in inputs and o not in consts and o not in producer:
+            return None
+    # the nodes to re-check: added, reading or writing a watched name, or not passed last time
+    dirty = set(added_ids)
+    dirty.update(idset.difference(old_passed))
+    for v in watch:
+        r = st.readers.get(v)
+        if r:
+            dirty.update(r & idset)
+        p = st.producer.get(v)
+        if p is not None and id(p) in idset:
+            dirty.add(id(p))
+    order = sorted(dirty, key=pos.__getitem__)
+    for i in order:
+        n, at = byid[i], pos[i]
+        for v in n.inputs:
+            if v and v not in inputs and v not in consts:
+                p = producer.get(v)
+                if p is None or pos[id(p)] >= at:
+                    return None
+        for o in n.outputs:
+            if o and (o not in values or o in consts or o in inputs):
+                return None
+    passed = dict(old_passed)
+    for i in removed_ids:
+        passed.pop(i, None)
+    try:
+        for i in order:
+            _check_node(graph, byid[i], where, memo, passed)
+    except GraphError:
+        return None
+    for n in removed:
+        for v in n.inputs:
+            if v and v in st.readers:
+                st.readers[v].discard(id(n))
+    for n in added:
+        for v in n.inputs:
+            if v:
+                st.readers.setdefault(v, set()).add(id(n))
+    st.nodes, st.byid, st.producer = list(nodes), byid, producer
+    return passed
 
 
 class Verifier:
@@ -160,6 +272,7 @@ class Verifier:
         self._passed: dict[int, Node] = {}
         self._values: dict = {}
         self._consts: dict = {}
+        self._structure: _Structure | None = None
 
     def __call__(self, graph: Graph, pass_name: str | None = None, where: str = "") -> None:
         fp = _fingerprint(graph)
@@ -167,8 +280,17 @@ class Verifier:
             return
         changed = _changed_names(self._values, graph.values)
         changed |= _changed_names(self._consts, graph.constants)
-        passed: dict[int, Node] = {}
-        _verify(graph, where, self._memo, pass_name, _Clean(self._passed, changed), passed)
+        if pass_name:
+            where = f"pass '{pass_name}' broke graph '{graph.name}': "
+        st, self._structure = self._structure, None     # kept only when a check succeeds
+        passed = None
+        if st is not None:
+            passed = _recheck(graph, st, changed, self._memo, self._passed, where)
+        if passed is None:
+            passed = {}
+            _verify(graph, where, self._memo, None, _Clean(self._passed, changed), passed)
+            st = _Structure(graph)
+        self._structure = st
         self._last = fp
         self._alive = (list(graph.nodes), list(graph.values.values()),
                        list(graph.constants.values()))
@@ -205,38 +327,46 @@ def _verify(graph: Graph, where: str, memo: _Memo | None, pass_name: str | None 
                 raise _fail(where, f"node '{node.name}' output '{o}' has no Value")
             defined.add(o)
         if clean is not None and clean.unchanged(node):
-            passed[id(node)] = node
+            passed[id(node)] = node      # type: ignore[index]
             continue
-        get_op(node.op_type, node.name)
-        if passed is not None and not is_loop(node):
-            passed[id(node)] = node      # recorded now: a failure raises, ending the check
-        if node.subgraph is not None:
-            if not _unchanged(memo, graph, node):
-                _check_fused(graph, node, where, memo)
-                if memo is not None:
-                    memo[id(node)] = _signature(graph, node)
-            continue
-        if _unchanged(memo, graph, node):
-            continue
-        try:
-            specs = infer_node(graph, node)
-            recorded = [(tuple(graph.values[o].shape), graph.values[o].dtype)
-                        for o in node.outputs if o]
-            if accepts(graph, node, recorded, specs):
-                if memo is not None and not is_loop(node):
-                    memo[id(node)] = _signature(graph, node)
-                continue
-        except AscendSimError as exc:
-            raise _fail(where, str(exc)) from None
-        for o, (shape, dtype) in zip(node.outputs, specs):
-            v = graph.values[o]
-            if tuple(shape) != tuple(v.shape) or dtype_name(dtype) != v.dtype:
-                raise _fail(where, f"node '{node.name}' ({node.op_type}) output '{o}' is "
-                                   f"recorded as {v.dtype}{list(v.shape)} but infers to "
-                                   f"{dtype}{list(shape)}")
+        _check_node(graph, node, where, memo, passed)
     for o in graph.outputs:
         if o not in defined:
             raise _fail(where, f"graph output '{o}' is not produced")
+
+
+def _check_node(graph: Graph, node: Node, where: str, memo: _Memo | None,
+                passed: dict[int, Node] | None) -> None:
+    """The per-node checks after the structural ones: a known op, a fused node intact, the
+    recorded output shapes and dtypes equal to a fresh inference (skipped when `memo` shows the
+    node passed with the same objects)."""
+    get_op(node.op_type, node.name)
+    if passed is not None and not is_loop(node):
+        passed[id(node)] = node      # recorded now: a failure raises, ending the check
+    if node.subgraph is not None:
+        if not _unchanged(memo, graph, node):
+            _check_fused(graph, node, where, memo)
+            if memo is not None:
+                memo[id(node)] = _signature(graph, node)
+        return
+    if _unchanged(memo, graph, node):
+        return
+    try:
+        specs = infer_node(graph, node)
+        recorded = [(tuple(graph.values[o].shape), graph.values[o].dtype)
+                    for o in node.outputs if o]
+        if accepts(graph, node, recorded, specs):
+            if memo is not None and not is_loop(node):
+                memo[id(node)] = _signature(graph, node)
+            return
+    except AscendSimError as exc:
+        raise _fail(where, str(exc)) from None
+    for o, (shape, dtype) in zip(node.outputs, specs):
+        v = graph.values[o]
+        if tuple(shape) != tuple(v.shape) or dtype_name(dtype) != v.dtype:
+            raise _fail(where, f"node '{node.name}' ({node.op_type}) output '{o}' is "
+                               f"recorded as {v.dtype}{list(v.shape)} but infers to "
+                               f"{dtype}{list(shape)}")
 
 
 __all__ = ["verify_graph", "Verifier"]
