@@ -282,7 +282,7 @@ class Verifier:
         changed |= _changed_names(self._consts, graph.constants)
         if pass_name:
             where = f"pass '{pass_name}' broke graph '{graph.name}': "
-        st, self._structure = self._structure, None     # kept only when a check succeeds
+        st = self._structure          # as the last success left it (a failure changes nothing)
         passed = None
         if st is not None:
             passed = _recheck(graph, st, changed, self._memo, self._passed, where)
