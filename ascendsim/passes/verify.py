@@ -15,13 +15,16 @@ Run after every pass of a 10k-node graph, full shape inference each time would d
 `optimize`; a `Verifier` therefore remembers the nodes it has checked: a node that is the
 same object, reading and writing the same Value objects and the same constant data as when it
 last passed, infers the same (inference is a pure function of those), so only nodes a pass
-created or re-wired are re-inferred. The structural checks stay whole-graph (they are linear).
+created or re-wired are re-inferred. The structural checks are incremental too: the nodes a
+pass kept stay in their old relative order (one C-level list comparison), so only the edges of
+added nodes and of values whose writer changed are re-checked (`_recheck`); anything it cannot
+prove falls back to the whole-graph walk, which names the first fault.
 """
 
 from __future__ import annotations
 
 from itertools import compress
-from operator import attrgetter, is_not
+from operator import attrgetter, is_, is_not
 
 import numpy as np
 
@@ -32,8 +35,8 @@ from ..ir.registry import Category, get_op
 from ..ir.tensor import dtype_name
 from .shapes import accepts, infer_node, is_loop
 
-#: id(node) -> the objects its last successful inference check depended on
-_Memo = dict[int, tuple]
+#: node -> the objects its last successful inference check depended on (Nodes hash by identity)
+_Memo = dict[Node, tuple]
 
 
 def _fail(where: str, msg: str) -> GraphError:
@@ -103,7 +106,7 @@ def _unchanged(memo: _Memo | None, graph: Graph, node: Node) -> bool:
     """Whether `node` passed the inference check before with the same inputs and outputs."""
     if memo is None or is_loop(node):
         return False
-    old = memo.get(id(node))
+    old = memo.get(node)
     if old is None:
         return False
     sig = _signature(graph, node)
@@ -115,26 +118,23 @@ def verify_graph(graph: Graph, pass_name: str | None = None, where: str = "") ->
     _verify(graph, where, None, pass_name)
 
 
-def _fingerprint(graph: Graph) -> tuple:
-    """The identities everything `_verify` reads hangs on: the node objects in order (frozen:
-    a rewire makes a new Node), the Value and constant objects by name, inputs and outputs.
-    Equal fingerprints mean every node's `_signature` and every structural check is as before."""
-    return (tuple(map(id, graph.nodes)), tuple(graph.values), tuple(map(id, graph.values.values())),
-            tuple(graph.constants), tuple(map(id, graph.constants.values())),
-            tuple(graph.inputs), tuple(graph.outputs))
+def _same_objects(old: dict, new: dict) -> bool:
+    """Whether two name -> object maps hold the very same objects under the same names."""
+    return len(old) == len(new) and all(map(is_, map(old.get, new), new.values()))
 
 
 class _Clean:
-    """What the last successful check of a Verifier saw: the (non-loop) nodes it passed, by
-    id, and the names whose Value or constant object changed since. A node in `nodes` that
-    reads and writes no changed name has exactly the `_signature` it passed with."""
+    """What the last successful check of a Verifier saw: the (non-loop) nodes it passed (Node
+    objects hash by identity) and the names whose Value or constant object changed since. A
+    node in `nodes` that reads and writes no changed name has exactly the `_signature` it
+    passed with."""
 
-    def __init__(self, nodes: dict[int, Node], changed: set[str]) -> None:
+    def __init__(self, nodes: set[Node], changed: set[str]) -> None:
         self.nodes = nodes
         self.changed = changed
 
     def unchanged(self, node: Node) -> bool:
-        return (self.nodes.get(id(node)) is node and self.changed.isdisjoint(node.inputs)
+        return (node in self.nodes and self.changed.isdisjoint(node.inputs)
                 and self.changed.isdisjoint(node.outputs))
 
 
@@ -146,53 +146,58 @@ def _changed_names(old: dict, new: dict) -> set[str]:
     return changed
 
 
+_node_name = attrgetter("name")
+
+
 class _Structure:
-    """The structure the last successful check passed: the nodes in order (by id, kept alive
-    here so ids stay unique), the node writing each value, the ids of the nodes reading each
-    value, the graph inputs. Enough to re-check only what a pass changed (`_recheck`)."""
+    """The structure the last successful check passed: the nodes in order and as a set (Node
+    objects hash and compare by identity), the node writing each value, the nodes reading
+    each value, the graph inputs. Enough to re-check only what a pass changed (`_recheck`)."""
 
     def __init__(self, graph: Graph) -> None:
         self.nodes = list(graph.nodes)
-        self.byid: dict[int, Node] = dict(zip(map(id, self.nodes), self.nodes))
+        self.nodeset: set[Node] = set(self.nodes)
+        self.names: set[str] = set(map(_node_name, self.nodes))
         self.producer: dict[str, Node] = {o: n for n in self.nodes for o in n.outputs if o}
-        readers: dict[str, set[int]] = {}
+        readers: dict[str, set[Node]] = {}
         for n in self.nodes:
             for v in n.inputs:
                 if v:
-                    readers.setdefault(v, set()).add(id(n))
+                    readers.setdefault(v, set()).add(n)
         self.readers = readers
         self.inputs = tuple(graph.inputs)
 
 
-_node_name = attrgetter("name")
 
 
 def _recheck(graph: Graph, st: _Structure, changed: set[str], memo: _Memo,
-             old_passed: dict[int, Node], where: str) -> dict[int, Node] | None:
+             old_passed: set[Node], where: str) -> set[Node] | None:
     """The verdict of `_verify` on `graph` from what changed since `st` passed: the nodes a
     pass added, the nodes reading or writing a value whose writer, Value or constant changed,
     and the whole-graph facts that C-level set and list operations check (unique names, the
-    kept nodes in their old relative order). Returns the passed-node map on success, None when
+    kept nodes in their old relative order). Returns the passed nodes on success, None when
     it cannot prove the graph sound (the caller then runs the full check, which names the
     first fault exactly). `st` is updated only on success."""
     nodes = graph.nodes
     if tuple(graph.inputs) != st.inputs:
         return None
-    ids = list(map(id, nodes))
-    idset = set(ids)
-    if len(idset) != len(ids) or len(set(map(_node_name, nodes))) != len(ids):
+    nodeset = set(nodes)
+    if len(nodeset) != len(nodes):
         return None
-    old = st.byid
+    old = st.nodeset
     # nodes kept from the last check keep their relative order (then every edge between two
     # kept nodes that both still read and write the same names stays forward)
-    if list(filter(old.__contains__, ids)) != list(filter(idset.__contains__, map(id, st.nodes))):
+    if list(filter(old.__contains__, nodes)) != list(filter(nodeset.__contains__, st.nodes)):
         return None
-    pos = dict(zip(ids, range(len(ids))))
-    byid = dict(zip(ids, nodes))
-    added_ids = idset.difference(old)
-    removed_ids = set(old).difference(idset)
-    added = [byid[i] for i in sorted(added_ids, key=pos.__getitem__)]
-    removed = [old[i] for i in removed_ids]
+    pos = dict(zip(nodes, range(len(nodes))))
+    added_set = nodeset - old
+    removed = old - nodeset
+    added = sorted(added_set, key=pos.__getitem__)
+    names = st.names - set(map(_node_name, removed))
+    added_names = set(map(_node_name, added))
+    if len(added_names) != len(added) or not names.isdisjoint(added_names):
+        return None
+    names |= added_names
     consts, values, inputs = graph.constants, graph.values, set(graph.inputs)
     producer = dict(st.producer)
     watch = set(changed)
@@ -216,68 +221,68 @@ def _recheck(graph: Graph, st: _Structure, changed: set[str], memo: _Memo,
         if o not in inputs and o not in consts and o not in producer:
             return None
     # the nodes to re-check: added, reading or writing a watched name, or not passed last time
-    dirty = set(added_ids)
-    dirty.update(idset.difference(old_passed))
+    dirty = nodeset - old_passed
     for v in watch:
         r = st.readers.get(v)
         if r:
-            dirty.update(r & idset)
+            dirty.update(r & nodeset)
         p = st.producer.get(v)
-        if p is not None and id(p) in idset:
-            dirty.add(id(p))
+        if p is not None and p in nodeset:
+            dirty.add(p)
     order = sorted(dirty, key=pos.__getitem__)
-    for i in order:
-        n, at = byid[i], pos[i]
+    for n in order:
+        at = pos[n]
         for v in n.inputs:
             if v and v not in inputs and v not in consts:
                 p = producer.get(v)
-                if p is None or pos[id(p)] >= at:
+                if p is None or pos[p] >= at:
                     return None
         for o in n.outputs:
             if o and (o not in values or o in consts or o in inputs):
                 return None
-    passed = dict(old_passed)
-    for i in removed_ids:
-        passed.pop(i, None)
+    passed = old_passed - removed
     try:
-        for i in order:
-            _check_node(graph, byid[i], where, memo, passed)
+        for n in order:
+            _check_node(graph, n, where, memo, passed)
     except GraphError:
         return None
     for n in removed:
         for v in n.inputs:
             if v and v in st.readers:
-                st.readers[v].discard(id(n))
+                st.readers[v].discard(n)
     for n in added:
         for v in n.inputs:
             if v:
-                st.readers.setdefault(v, set()).add(id(n))
-    st.nodes, st.byid, st.producer = list(nodes), byid, producer
+                st.readers.setdefault(v, set()).add(n)
+    st.nodes, st.nodeset, st.producer, st.names = list(nodes), nodeset, producer, names
     return passed
 
 
 class Verifier:
-    """`verify_graph` with a memory of the nodes already checked (see the module note); one
-    per optimisation run, called after every pass. A graph the pass left exactly as the last
-    successful check saw it (same `_fingerprint`: a pass that found nothing to do) is not
-    walked again. Otherwise the structural checks walk the whole graph, but a node the last
-    check passed, whose inputs and outputs name the same Value and constant objects as then,
-    is not looked up or re-inferred (found from one diff of the value and constant maps, not
-    a per-node signature)."""
+    """`verify_graph` with a memory of the graph it last passed (see the module note); one per
+    optimisation run, called after every pass. A graph the pass left as the last successful
+    check saw it (the same node objects in order, equal Values, the same constant objects,
+    inputs and outputs: a pass that found nothing to do) is not walked again. Otherwise only
+    what changed is re-checked (`_recheck`: added nodes, the readers and writers of values
+    whose writer, Value or constant changed, after whole-graph set and list checks); when that
+    cannot prove the graph sound, the full check runs and names the first fault. A node the
+    last check passed, whose inputs and outputs name the same Value and constant objects as
+    then, is not looked up or re-inferred."""
 
     def __init__(self) -> None:
         self._memo: _Memo = {}
-        self._last: tuple | None = None
-        self._alive: tuple = ()          # the objects whose ids `_last` holds stay alive
-        self._passed: dict[int, Node] = {}
+        self._nodes: list[Node] | None = None      # the graph the last success saw
+        self._io: tuple = ()
+        self._passed: set[Node] = set()
         self._values: dict = {}
         self._consts: dict = {}
         self._structure: _Structure | None = None
 
     def __call__(self, graph: Graph, pass_name: str | None = None, where: str = "") -> None:
-        fp = _fingerprint(graph)
-        if fp == self._last:
-            return
+        io = (tuple(graph.inputs), tuple(graph.outputs))
+        if (graph.nodes == self._nodes and io == self._io and graph.values == self._values
+                and _same_objects(self._consts, graph.constants)):
+            return          # Nodes compare by identity; an equal Value infers the same
         changed = _changed_names(self._values, graph.values)
         changed |= _changed_names(self._consts, graph.constants)
         if pass_name:
@@ -287,20 +292,19 @@ class Verifier:
         if st is not None:
             passed = _recheck(graph, st, changed, self._memo, self._passed, where)
         if passed is None:
-            passed = {}
+            passed = set()
             _verify(graph, where, self._memo, None, _Clean(self._passed, changed), passed)
             st = _Structure(graph)
         self._structure = st
-        self._last = fp
-        self._alive = (list(graph.nodes), list(graph.values.values()),
-                       list(graph.constants.values()))
+        self._nodes = list(graph.nodes)
+        self._io = io
         self._passed = passed
         self._values = dict(graph.values)
         self._consts = dict(graph.constants)
 
 
 def _verify(graph: Graph, where: str, memo: _Memo | None, pass_name: str | None = None,
-            clean: _Clean | None = None, passed: dict[int, Node] | None = None) -> None:
+            clean: _Clean | None = None, passed: set[Node] | None = None) -> None:
     """Check `graph`; `clean`: what the last check passed (skipped here), `passed`: filled
     with the non-loop nodes this check passes (for the next one)."""
     if pass_name:
@@ -327,7 +331,7 @@ def _verify(graph: Graph, where: str, memo: _Memo | None, pass_name: str | None 
                 raise _fail(where, f"node '{node.name}' output '{o}' has no Value")
             defined.add(o)
         if clean is not None and clean.unchanged(node):
-            passed[id(node)] = node      # type: ignore[index]
+            passed.add(node)             # type: ignore[union-attr]
             continue
         _check_node(graph, node, where, memo, passed)
     for o in graph.outputs:
@@ -336,18 +340,18 @@ def _verify(graph: Graph, where: str, memo: _Memo | None, pass_name: str | None 
 
 
 def _check_node(graph: Graph, node: Node, where: str, memo: _Memo | None,
-                passed: dict[int, Node] | None) -> None:
+                passed: set[Node] | None) -> None:
     """The per-node checks after the structural ones: a known op, a fused node intact, the
     recorded output shapes and dtypes equal to a fresh inference (skipped when `memo` shows the
     node passed with the same objects)."""
     get_op(node.op_type, node.name)
     if passed is not None and not is_loop(node):
-        passed[id(node)] = node      # recorded now: a failure raises, ending the check
+        passed.add(node)             # recorded now: a failure raises, ending the check
     if node.subgraph is not None:
         if not _unchanged(memo, graph, node):
             _check_fused(graph, node, where, memo)
             if memo is not None:
-                memo[id(node)] = _signature(graph, node)
+                memo[node] = _signature(graph, node)
         return
     if _unchanged(memo, graph, node):
         return
@@ -357,7 +361,7 @@ def _check_node(graph: Graph, node: Node, where: str, memo: _Memo | None,
                     for o in node.outputs if o]
         if accepts(graph, node, recorded, specs):
             if memo is not None and not is_loop(node):
-                memo[id(node)] = _signature(graph, node)
+                memo[node] = _signature(graph, node)
             return
     except AscendSimError as exc:
         raise _fail(where, str(exc)) from None
