@@ -71,8 +71,10 @@ class ConstantFoldingPass(Pass):
             if not folded:
                 break
             # folded nodes leave the graph once per round, not one list rebuild per fold
+            gone = [n for n in graph.nodes if n.name in folded]
             graph.nodes = [n for n in graph.nodes if n.name not in folded]
-            reinfer(graph)
+            # their outputs are constants now: only what reads them (and so on) re-infers
+            reinfer(graph, {o for n in gone for o in n.outputs if o})
         else:
             res.note(f"stopped after {MAX_ROUNDS} fold/infer rounds")
         return res

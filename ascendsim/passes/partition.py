@@ -321,33 +321,39 @@ class FusionGraph:
         return [o for i in sorted(group) for o in self.nodes[i].outputs if o and (
             o in self.graph_outputs or any(r not in group for r in self.readers.get(o, [])))]
 
-    def creates_cycle(self, group: set[int], within: set[int] | None = None) -> str | None:
+    def creates_cycle(self, group: set[int], within: set[int] | int | None = None) -> str | None:
         """Why contracting `group` into one node would create a cycle (a path that leaves the
         group and re-enters it), or None. Nodes after the group's last member cannot reach
-        back, so the search is pruned there. Its stack is filled from the members in node order,
-        so the path it names depends on the order only, not on the index numbers. `within`:
-        the non-members that are descendants and ancestors of the group (no other node the
-        search reaches leads back, so leaving them out changes neither the answer nor the
-        path named: see `Reachability`)."""
+        back, so the search is pruned there. It is a depth-first search from the members'
+        successors, the last member's last successor first (a stack filled in node order), so
+        the path it names depends on the order only, not on the index numbers; it starts from
+        the next successor only when the previous one's search found nothing, so a cycle near
+        the group's end is named without visiting the rest. `within`: the non-members that
+        are descendants and ancestors of the group, as a set or a bit set (bit i = index i; no
+        other node the search reaches leads back, so leaving them out changes neither the
+        answer nor the path named: see `Reachability`)."""
         last = max(group)
         succ = self.succ
-        if within is None:
-            stack = [(s, i) for i in sorted(group) for s in succ[i] if s not in group]
-        else:
-            stack = [(s, i) for i in sorted(group) for s in succ[i] if s in within]
+        if isinstance(within, int):
+            within = bit_indices(within)
         seen: set[int] = set()
-        while stack:
-            cur, origin = stack.pop()
-            if cur in seen or cur > last:
-                continue
-            seen.add(cur)
-            for s in succ[cur]:
-                if s in group:
-                    return (f"fusing would create a cycle: '{self.nodes[origin].name}' -> "
-                            f"'{self.nodes[cur].name}' (outside the group) -> "
-                            f"'{self.nodes[s].name}'")
-                if within is None or s in within:
-                    stack.append((s, origin))
+        for origin in sorted(group, reverse=True):
+            for first in reversed(succ[origin]):
+                if first in group if within is None else first not in within:
+                    continue
+                stack = [first]
+                while stack:
+                    cur = stack.pop()
+                    if cur in seen or cur > last:
+                        continue
+                    seen.add(cur)
+                    for s in succ[cur]:
+                        if s in group:
+                            return (f"fusing would create a cycle: '{self.nodes[origin].name}' -> "
+                                    f"'{self.nodes[cur].name}' (outside the group) -> "
+                                    f"'{self.nodes[s].name}'")
+                        if within is None or s in within:
+                            stack.append(s)
         return None
 
 
@@ -602,9 +608,9 @@ def connected_groups(fg: FusionGraph, candidate: Callable[[Node], bool], max_ops
                 part.refused.append((node.name, f"size limit: {ops[rp]} + {ops[rc]} ops > "
                                                 f"{max_ops}"))
                 continue
-            gp = [fg.nodes[i] for i in sorted(members[rp])]
-            gc = [fg.nodes[i] for i in sorted(members[rc])]
-            if may_merge is not None and not may_merge(gp, gc):
+            if may_merge is not None and not may_merge(
+                    [fg.nodes[i] for i in sorted(members[rp])],
+                    [fg.nodes[i] for i in sorted(members[rc])]):
                 continue
             union = members[rp] | members[rc]
             if reach is None:
@@ -613,7 +619,7 @@ def connected_groups(fg: FusionGraph, candidate: Callable[[Node], bool], max_ops
             dc, ac, uc = bits.get(rc) or (reach.desc[rc], reach.anc[rc], 1 << rc)
             d, a, u = dp | dc, ap | ac, up | uc
             cyclic = d & a & ~u              # outside nodes on a path back into the union
-            why = fg.creates_cycle(union, within=bit_indices(cyclic)) if cyclic else None
+            why = fg.creates_cycle(union, within=cyclic) if cyclic else None
             if why:
                 part.refused.append((node.name, why))
                 continue

@@ -110,15 +110,27 @@ def _same_spec(value: Value, shape: tuple, dtype: str) -> bool:
             and all(type(a) is type(b) for a, b in zip(value.shape, shape)))
 
 
-def reinfer(graph: Graph) -> None:
+def reinfer(graph: Graph, changed: set[str] | None = None) -> None:
     """Re-infer every node's outputs in order (fused nodes keep their subgraph's shapes). A
     value whose spec does not change keeps its Value object (the verifier then knows it
-    unchanged)."""
+    unchanged).
+
+    `changed`: the names whose Value or constness changed since the graph was consistent
+    (every node's outputs as `infer_node` gives them, as the verifier checks); then only the
+    nodes reading one of them, or a value this re-inference replaced, are re-inferred (a
+    node's inference reads only its inputs' Values and constants, so the others would keep
+    their Values). A pass that folded a few nodes of a large graph re-infers their readers,
+    not the graph."""
+    dirty = None if changed is None else set(changed)
     for node in graph.nodes:
         if node.subgraph is not None:
+            continue
+        if dirty is not None and dirty.isdisjoint(node.inputs):
             continue
         for o, (s, d) in zip(node.outputs, infer_node(graph, node)):
             if o:
                 old = graph.values[o]
                 if not (type(old.shape) is tuple and _same_spec(old, s, d)):
                     graph.values[o] = Value(o, s, d, old.layout)
+                    if dirty is not None:
+                        dirty.add(o)

@@ -207,8 +207,29 @@ def test_cycle_search_within_the_bitset_region_names_the_same_path(seed):
             d, a, u = d | reach.desc[i], a | reach.anc[i], u | (1 << i)
         region = bit_indices(d & a & ~u)
         assert fg.creates_cycle(group, within=region) == fg.creates_cycle(group)
+        assert fg.creates_cycle(group, within=d & a & ~u) == fg.creates_cycle(group)
+        assert fg.creates_cycle(group) == _eager_cycle_search(fg, group)
         named += bool(region)
     assert named > 30
+
+
+def _eager_cycle_search(fg: FusionGraph, group: set[int]) -> str | None:
+    """The search `creates_cycle` made before it started lazily from one successor at a
+    time (the reference its lazy order must reproduce: the same path named)."""
+    last = max(group)
+    stack = [(s, i) for i in sorted(group) for s in fg.succ[i] if s not in group]
+    seen: set[int] = set()
+    while stack:
+        cur, origin = stack.pop()
+        if cur in seen or cur > last:
+            continue
+        seen.add(cur)
+        for s in fg.succ[cur]:
+            if s in group:
+                return (f"fusing would create a cycle: '{fg.nodes[origin].name}' -> "
+                        f"'{fg.nodes[cur].name}' (outside the group) -> '{fg.nodes[s].name}'")
+            stack.append((s, origin))
+    return None
 
 
 def test_bit_indices():
