@@ -86,6 +86,11 @@ class Graph:
             self._names_key = key
         return self._names
 
+    def nodes_changed(self) -> None:
+        """Say that `nodes` was edited in place (same list object): the name index is rebuilt
+        at its next use."""
+        self._names_key = (0, -1)
+
     def discard_nodes(self, nodes: Iterable[Node]) -> list[int]:
         """Remove these nodes (found by identity, else by name) from `nodes` in place, keeping the
         name index; return the indices they had, ascending. A rewrite of a few nodes of a

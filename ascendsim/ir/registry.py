@@ -259,7 +259,8 @@ def _load_families() -> None:
 
 def get_op(op_type: str, node: str | None = None) -> OpDef:
     """The OpDef of an op type, or UnsupportedOpError naming the node."""
-    _load_families()
+    if not _families_loaded:    # called ~10^5 times per optimize: no call once loaded
+        _load_families()
     try:
         return _REGISTRY[op_type]
     except KeyError:

@@ -255,6 +255,7 @@ class IncrementalOrder:
         for o, n, _ in moved:
             p = new[o]
             nodes[p] = n
+            fg.place(p, n)
             index[n.name] = p
             for v in n.outputs:
                 if v:

@@ -55,7 +55,7 @@ compile-time parameters, e.g. a reduce's axes, not data).
 
 from __future__ import annotations
 
-from bisect import insort
+from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
@@ -202,6 +202,12 @@ class FusionGraph:
         self._find_dead_consts()
         #: the release tree of `resort` (built at the first re-sort, then kept by commits)
         self._order: IncrementalOrder | None = None
+        #: the graph's node list as this analysis keeps it in step (`sync_nodes`): the list
+        #: object, the indices of the holes (sorted: an index's list position is the index
+        #: less the holes before it) and the number of live nodes
+        self._list: list[Node] | None = graph.nodes
+        self._holes: list[int] = []
+        self._live = len(self.nodes)
 
     def _find_dead_consts(self) -> None:
         """Constants nothing reads (the next commit removes them, as a full sweep would)."""
@@ -233,9 +239,49 @@ class FusionGraph:
         if not self._order.resort():
             self.graph.nodes = self.live_nodes()
             self.graph.toposort()       # raises the GraphError naming the cycle
-        self.graph.nodes = self.live_nodes()
+        if not self._synced(0):         # else `place` kept the graph's list in step
+            self._relist()
         self.resorts += 1
         self._find_dead_consts()
+
+    def _synced(self, extra: int) -> bool:
+        """Whether the graph's node list is the one this analysis keeps in step (the live
+        nodes in order, plus `extra` nodes appended since)."""
+        lst = self.graph.nodes
+        return lst is self._list and len(lst) == self._live + extra
+
+    def _relist(self) -> None:
+        """Give the graph a fresh list of the live nodes (and the holes index to keep it)."""
+        self.graph.nodes = self._list = self.live_nodes()
+        self._holes = [i for i, n in enumerate(self.nodes) if n is None]
+        self._live = len(self._list)
+
+    def place(self, index: int, node: Node) -> None:
+        """`resort` moved `node` to live position `index`: the same in the graph's list."""
+        lst = self._list
+        if lst is not None and lst is self.graph.nodes:
+            lst[index - bisect_left(self._holes, index)] = node
+            self.graph.nodes_changed()
+
+    def sync_nodes(self, group: set[int], fused: Node) -> None:
+        """After `commit(group, fused)` of a fused node the graph appended: make the graph's
+        node list the live nodes in order, editing it in place (the members out, the fused
+        node at the last member's place) instead of rebuilding it from the indices."""
+        lst = self.graph.nodes
+        if not (self._synced(1) and lst[-1] is fused):
+            self._relist()
+            return
+        lst.pop()
+        members = sorted(group)
+        holes = self._holes
+        at = [m - bisect_left(holes, m) for m in members]
+        for r in reversed(at[:-1]):
+            del lst[r]
+        lst[at[-1] - (len(members) - 1)] = fused
+        for m in members[:-1]:
+            insort(holes, m)
+        self._live -= len(members) - 1
+        self.graph.nodes_changed()
 
     def live_nodes(self) -> list[Node]:
         """The nodes in order, without the holes left by commits."""

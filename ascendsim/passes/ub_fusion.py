@@ -161,7 +161,7 @@ def fuse_nodes(graph: Graph, nodes: Sequence[Node], attrs: dict, name: str | Non
     # reader of one of its outputs placed between the members); constants can only die
     # where the members read them
     in_order = fg.commit(group, fused)
-    graph.nodes = fg.live_nodes()
+    fg.sync_nodes(group, fused)
     if not in_order:
         fg.resort()
     dead = [*fg.dead_consts, *(v for n in order for v in n.inputs

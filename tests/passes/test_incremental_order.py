@@ -38,6 +38,11 @@ def _random_dag(rng: random.Random, n: int, inputs: int = 3) -> Graph:
 
 
 def _same_analysis(fg: FusionGraph) -> None:
+    # the graph's node list, edited in place by commits and re-sorts, is the live nodes (the
+    # same objects, in order), and the holes index is that of the analysis
+    assert fg.graph.nodes == fg.live_nodes()
+    if fg.graph.nodes is fg._list:
+        assert fg._holes == [i for i, n in enumerate(fg.nodes) if n is None]
     fresh = FusionGraph(fg.graph)
     assert [n.name for n in fg.live_nodes()] == [n.name for n in fresh.nodes]
     m = {i: fresh.index[n.name] for i, n in enumerate(fg.nodes) if n is not None}
