@@ -121,13 +121,15 @@ class Graph:
     def fresh_value_name(self, base: str) -> str:
         return self._fresh(base, self.values)
 
-    def _add_value(self, value: Value) -> Value:
+    def _add_value(self, value: Value, checked: bool = False) -> Value:
+        """Add `value`; `checked`: the caller ran `check_value` on it already."""
         if not isinstance(value.name, str) or not value.name:
             raise GraphError(f"graph '{self.name}': a value needs a non-empty name, got "
                              f"{value.name!r}")
         if value.name in self.values:
             raise GraphError(f"duplicate value name '{value.name}' in graph '{self.name}'")
-        check_value(value, f"graph '{self.name}'")
+        if not checked:
+            check_value(value, f"graph '{self.name}'")
         self.values[value.name] = value
         return value
 
@@ -222,7 +224,7 @@ class Graph:
             raise GraphError(f"node '{name}' ({op_type}) makes {len(out_specs)} outputs, "
                              f"{len(outputs)} names were given")
         outs = [self._add_value(check_value(Value(o, tuple(s), dtype_name(d)),
-                                            f"node '{name}' ({op_type})"))
+                                            f"node '{name}' ({op_type})"), checked=True)
                 for o, (s, d) in zip(outputs, out_specs)]
         names = self._node_names()
         node = Node(name, op_type, in_names, tuple(outputs), full_attrs, subgraph)
@@ -341,6 +343,8 @@ class Graph:
     # ----------------------------------------------------------------- structure
     def toposort(self) -> None:
         """Order nodes so that producers come before consumers; GraphError names a cycle."""
+        if self._kahn_keeps_order():
+            return
         produced = {o: n.name for n in self.nodes for o in n.outputs}
         by_name = {n.name: n for n in self.nodes}
         deps = {n.name: {produced[i] for i in n.inputs if i in produced} for n in self.nodes}
@@ -364,6 +368,27 @@ class Graph:
             raise GraphError(f"graph '{self.name}' has a cycle through node(s) "
                              f"{', '.join(stuck[:8])}")
         self.nodes = out
+
+    def _kahn_keeps_order(self) -> bool:
+        """Whether `toposort` (Kahn's algorithm, ready nodes first-in first-out, a node's
+        readers in current order) would return the order as it is: exactly when every node
+        reads only values made before it and its *release* (the position of its latest
+        producer) never decreases along the order (see `passes/order.py`). One walk, no sort:
+        a builder's graph is usually already in that order."""
+        at: dict[str, int] = {}
+        for i, n in enumerate(self.nodes):
+            for o in n.outputs:
+                at[o] = i                 # the last producer, as `toposort` maps them
+        if len({n.name for n in self.nodes}) != len(self.nodes):
+            return False                  # duplicate names: let the full sort decide
+        last = -1
+        get = at.get
+        for i, n in enumerate(self.nodes):
+            r = max([get(v, -1) for v in n.inputs], default=-1)
+            if r >= i or r < last:
+                return False
+            last = r
+        return True
 
     def validate(self) -> None:
         """Check names, edges, acyclicity and shapes; raise GraphError naming the culprit."""
