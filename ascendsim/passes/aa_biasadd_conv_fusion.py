@@ -40,6 +40,9 @@ class AABiasaddConvFusion(RewritePass):
     patterns = ("AABiasaddConvFusion",)
     disableable = False
 
+    def anchor_types(self) -> frozenset[str] | None:
+        return frozenset(BIAS_OPS)
+
     def match(self, graph: Graph, node: Node, view: GraphView) -> Match | None:
         if node.op_type not in BIAS_OPS:
             return None

@@ -209,6 +209,11 @@ class RewritePass(Pass):
     def match(self, graph: Graph, node: Node, view: GraphView) -> Match | None:
         """The pattern rooted at `node`, or None."""
 
+    def anchor_types(self) -> frozenset[str] | None:
+        """The op types `match` can root a pattern at (it returns None at every other node),
+        so a scan passes the rest over without a call; None: any op type."""
+        return None
+
     def check(self, graph: Graph, m: Match, view: GraphView, ctx: PassContext) -> Decision:
         return YES
 
@@ -222,11 +227,14 @@ class RewritePass(Pass):
         res = self.new_result()
         default = self.pattern or self.patterns[0]
         decided: set[str] = set()
+        anchors = self.anchor_types()
         while True:
             view = GraphView(graph)
             touched: set[str] = set()
             applied = deferred = 0
-            for node in list(graph.nodes):
+            nodes = list(graph.nodes) if anchors is None else \
+                [n for n in graph.nodes if n.op_type in anchors]
+            for node in nodes:
                 if node.name in decided or node.name in touched:
                     continue
                 m = self.match(graph, node, view)

@@ -49,6 +49,9 @@ class ChannelAlignFusionPass(RewritePass):
     patterns = ("ChannelAlignFusion",)
     default_on = False
 
+    def anchor_types(self) -> frozenset[str] | None:
+        return forward_conv_ops()
+
     def match(self, graph: Graph, node: Node, view: GraphView) -> Match | None:
         if node.op_type not in forward_conv_ops():
             return None

@@ -71,6 +71,9 @@ class Conv2DBackpropEltwiseFusionPass(UbFusionPass):
     patterns = ("Conv2DBackpropEltwiseFusion",)
     pattern = "Conv2DBackpropEltwiseFusion"
 
+    def anchor_types(self) -> frozenset[str] | None:
+        return frozenset((RELU_GRAD_SELECT,))       # `_relu_grad`
+
     def match(self, fg: FusionGraph, node: Node, rules: UbRules) -> list[Node] | None:
         found = _relu_grad(fg, node)
         if found is None:
@@ -86,6 +89,9 @@ class Conv2DBackpropEltwiseEltwiseFusionPass(UbFusionPass):
     name = "Conv2DBackpropEltwiseEltwiseFusionPass"
     patterns = ("Conv2DBackpropEltwiseEltwiseFusion",)
     pattern = "Conv2DBackpropEltwiseEltwiseFusion"
+
+    def anchor_types(self) -> frozenset[str] | None:
+        return frozenset((RELU_GRAD_SELECT,))       # `_relu_grad`
 
     def match(self, fg: FusionGraph, node: Node, rules: UbRules) -> list[Node] | None:
         found = _relu_grad(fg, node)

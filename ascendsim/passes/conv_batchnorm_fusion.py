@@ -27,6 +27,9 @@ class ConvBatchnormFusionPass(RewritePass):
     group = GRAPH_FUSION
     patterns = ("ConvBatchnormFusion",)
 
+    def anchor_types(self) -> frozenset[str] | None:
+        return frozenset(BN_OPS)
+
     def match(self, graph: Graph, node: Node, view: GraphView) -> Match | None:
         if node.op_type not in BN_OPS:
             return None

@@ -71,6 +71,9 @@ class FlashAttentionFusionPass(RewritePass):
     group = GRAPH_FUSION
     patterns = ("FlashAttentionScoreFusion", "IncreFlashAttentionFusion")
 
+    def anchor_types(self) -> frozenset[str] | None:
+        return frozenset((SOFTMAX,))
+
     def match(self, graph: Graph, node: Node, view: GraphView) -> Match | None:
         if node.op_type != SOFTMAX:
             return None

@@ -86,6 +86,9 @@ class GeluFusionPass(RewritePass):
     group = GRAPH_FUSION
     patterns = ("GeluErfFusion", "GeluTanhFusion")
 
+    def anchor_types(self) -> frozenset[str] | None:
+        return frozenset((ERF, TANH))
+
     def match(self, graph: Graph, node: Node, view: GraphView) -> Match | None:
         if node.op_type == ERF:
             sc = _scaled(view, node.inputs[0], 1.0 / SQRT2)

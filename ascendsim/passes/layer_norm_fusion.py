@@ -39,6 +39,9 @@ class LayerNormFusionPass(RewritePass):
     group = GRAPH_FUSION
     patterns = ("LayerNormFusion",)
 
+    def anchor_types(self) -> frozenset[str] | None:
+        return frozenset((DIV,))
+
     def match(self, graph: Graph, node: Node, view: GraphView) -> Match | None:
         if node.op_type != DIV:
             return None

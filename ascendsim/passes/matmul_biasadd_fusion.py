@@ -26,6 +26,9 @@ class MatMulBiasAddFusionPass(RewritePass):
     patterns = ("MatMulBiasAddFusion",)
     batch = True            # one rewrite per layer: every disjoint match of a scan
 
+    def anchor_types(self) -> frozenset[str] | None:
+        return frozenset(BIAS_OPS)
+
     def match(self, graph: Graph, node: Node, view: GraphView) -> Match | None:
         if node.op_type not in BIAS_OPS:
             return None

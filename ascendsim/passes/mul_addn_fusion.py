@@ -43,6 +43,9 @@ class MulAddNFusion(UbFusionPass):
     patterns = ("MulAddNFusion",)
     pattern = "MulAddNFusion"
 
+    def anchor_types(self) -> frozenset[str] | None:
+        return frozenset(ADDN_OPS)
+
     def match(self, fg: FusionGraph, node: Node, rules: UbRules) -> list[Node] | None:
         if node.op_type not in ADDN_OPS or node.subgraph is not None \
                 or len([i for i in node.inputs if i]) != 2 \

@@ -22,6 +22,9 @@ class PowToMulFusionPass(RewritePass):
     group = GRAPH_FUSION
     patterns = ("PowToMulFusion",)
 
+    def anchor_types(self) -> frozenset[str] | None:
+        return frozenset((POW,))
+
     def match(self, graph: Graph, node: Node, view: GraphView) -> Match | None:
         if node.op_type != POW:
             return None

@@ -37,6 +37,9 @@ class RmsNormFusionPass(RewritePass):
     group = GRAPH_FUSION
     patterns = ("RmsNormFusion",)
 
+    def anchor_types(self) -> frozenset[str] | None:
+        return frozenset((DIV,))
+
     def match(self, graph: Graph, node: Node, view: GraphView) -> Match | None:
         if node.op_type != DIV:
             return None

@@ -26,6 +26,9 @@ class RotaryMulFusionPass(RewritePass):
     group = GRAPH_FUSION
     patterns = ("RotaryMulFusion",)
 
+    def anchor_types(self) -> frozenset[str] | None:
+        return frozenset((ADD,))
+
     def match(self, graph: Graph, node: Node, view: GraphView) -> Match | None:
         if node.op_type != ADD:
             return None

@@ -40,6 +40,9 @@ class SoftmaxSmallOpFusionPass(RewritePass):
     patterns = ("SoftmaxSmallOpFusion",)
     default_on = False
 
+    def anchor_types(self) -> frozenset[str] | None:
+        return frozenset((DIV,))
+
     def match(self, graph: Graph, node: Node, view: GraphView) -> Match | None:
         if node.op_type != DIV:
             return None

@@ -47,6 +47,9 @@ class SwiGluFusionPass(RewritePass):
     group = GRAPH_FUSION
     patterns = ("SwiGluFusion",)
 
+    def anchor_types(self) -> frozenset[str] | None:
+        return frozenset((MUL,))
+
     def match(self, graph: Graph, node: Node, view: GraphView) -> Match | None:
         if node.op_type != MUL:
             return None

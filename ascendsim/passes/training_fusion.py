@@ -80,6 +80,9 @@ class TbeConvBnreduceFusionPass(_MultiOutputUbPass):
     patterns = ("TbeConvBnreduceFusion",)
     pattern = "TbeConvBnreduceFusion"
 
+    def anchor_types(self) -> frozenset[str] | None:
+        return forward_conv_ops()
+
     def match(self, fg: FusionGraph, node: Node, rules: UbRules) -> list[Node] | None:
         if node.subgraph is not None or node.op_type not in forward_conv_ops() \
                 or unit_of(fg.graph, node) != Unit.CUBE:
@@ -103,6 +106,9 @@ class TbeBnupdateEltwiseEltwiseFusionPass(_MultiOutputUbPass):
     patterns = ("TbeBnupdateEltwiseEltwiseFusion",)
     pattern = "TbeBnupdateEltwiseEltwiseFusion"
     followers = 2
+
+    def anchor_types(self) -> frozenset[str] | None:
+        return frozenset((BN_UPDATE,))
 
     def match(self, fg: FusionGraph, node: Node, rules: UbRules) -> list[Node] | None:
         if node.subgraph is not None or node.op_type != BN_UPDATE \
@@ -142,6 +148,9 @@ class MatmulDropoutDoMaskAddFusionPass(_MultiOutputUbPass):
     name = "MatmulDropoutDoMaskAddFusionPass"
     patterns = ("MatmulDropoutDoMaskAddFusion",)
     pattern = "MatmulDropoutDoMaskAddFusion"
+
+    def anchor_types(self) -> frozenset[str] | None:
+        return frozenset(ADD_OPS)
 
     def match(self, fg: FusionGraph, node: Node, rules: UbRules) -> list[Node] | None:
         if node.subgraph is not None or node.op_type not in ADD_OPS:

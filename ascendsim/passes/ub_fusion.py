@@ -32,7 +32,7 @@ from abc import abstractmethod
 from collections.abc import Callable, Container, Sequence
 
 from ..ir.graph import Graph, Node
-from ..ir.registry import Category, Unit
+from ..ir.registry import Category, Unit, ops_where
 from .base import UB_FUSION, YES, Decision, Pass, PassContext, PassResult, no
 from .fusion_rules import UbRules, get_rules
 from .partition import (
@@ -186,6 +186,11 @@ class UbFusionPass(Pass):
         calls it; a pass with its own `run` (AutomaticUbFusion) leaves it matching nothing."""
         return None
 
+    def anchor_types(self) -> frozenset[str] | None:
+        """The op types `match` can anchor a group at (it returns None for every other node),
+        so the scan passes the rest over without a call; None: any op type."""
+        return None
+
     def last_values(self, group: list[Node]) -> set[str]:
         """Values the group may hand outside (the chain's last value)."""
         return {o for o in group[-1].outputs if o}
@@ -216,10 +221,12 @@ class UbFusionPass(Pass):
         # already, and the fused node takes an index after it (see FusionGraph.commit). Only
         # when the commit re-sorted the graph does the scan restart from the top.
         start = 0
+        anchors = self.anchor_types()
         while True:
             for pos in range(start, len(fg.nodes)):
                 node = fg.nodes[pos]
-                if node is None or node.name in skip:
+                if node is None or node.name in skip or (
+                        anchors is not None and node.op_type not in anchors):
                     continue
                 skip.add(node.name)
                 group = self.match(fg, node, rules)
@@ -276,6 +283,9 @@ class TbeConvElemwiseFusionPass(UbFusionPass):
     patterns = ("TbeConvElemwiseFusion",)
     pattern = "TbeConvElemwiseFusion"
 
+    def anchor_types(self) -> frozenset[str] | None:
+        return ops_where(lambda d: d.category == Category.CUBE)
+
     def match(self, fg: FusionGraph, node: Node, rules: UbRules) -> list[Node] | None:
         if node.subgraph is not None or opdef(node).category != Category.CUBE \
                 or unit_of(fg.graph, node) != Unit.CUBE or rules.conv_eltwise_max == 0:
@@ -296,6 +306,9 @@ class _AnchoredPass(UbFusionPass):
     @abstractmethod
     def limits(self, rules: UbRules) -> tuple[int, int, int]:
         """(ops before the anchor, ops after it, total) allowed by `rules`."""
+
+    def anchor_types(self) -> frozenset[str] | None:
+        return ops_where(lambda d: d.category == self.anchor)
 
     def match(self, fg: FusionGraph, node: Node, rules: UbRules) -> list[Node] | None:
         pre_max, post_max, total = self.limits(rules)
@@ -349,6 +362,9 @@ class TbeEltwiseFusionPass(UbFusionPass):
     name = "TbeEltwiseFusionPass"
     patterns = ("TbeEltwiseFusion",)
     pattern = "TbeEltwiseFusion"
+
+    def anchor_types(self) -> frozenset[str] | None:
+        return ops_where(lambda d: d.category <= Category.BROADCAST)   # `is_elementwise`
 
     def match(self, fg: FusionGraph, node: Node, rules: UbRules) -> list[Node] | None:
         if rules.eltwise_max < 2 or not is_elementwise(fg.graph, node):
