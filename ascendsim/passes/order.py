@@ -29,6 +29,7 @@ Positions are the FusionGraph's indices (with the holes commits leave), never re
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from collections import deque
 from collections.abc import Iterable
 
@@ -250,8 +251,8 @@ class IncrementalOrder:
         at = new.get
         # lists that name a moved position: the moved nodes' own successor lists, their
         # producers' successor lists, the reader lists of the values they read
-        preds = {producer[v] for _, n, _ in moved for v in n.inputs if v in producer}
-        values = {v for _, n, _ in moved for v in n.inputs if v}
+        producer_before = {v: producer[v] for _, n, _ in moved for v in n.inputs
+                           if v in producer}
         for o, n, _ in moved:
             p = new[o]
             nodes[p] = n
@@ -262,15 +263,35 @@ class IncrementalOrder:
                     producer[v] = p
         for o, _, s in moved:
             succ[new[o]] = sorted(at(x, x) for x in s)
-        for p in preds:
-            if p not in new:
-                succ[p] = sorted(at(x, x) for x in succ[p])
-        for v in values:
-            readers[v] = sorted(at(x, x) for x in readers[v])
+        # a list naming a moved reader holds its old position once (lists are sorted and
+        # duplicate-free): replace those entries in place (bisect), not the whole list
+        # re-mapped and re-sorted (a value read by hundreds of nodes)
+        pred_moves: dict[int, list[int]] = {}
+        value_moves: dict[str, list[int]] = {}
+        for o, n, _ in moved:
+            ins = {v for v in n.inputs if v}
+            for v in ins:
+                value_moves.setdefault(v, []).append(o)
+            for q in {producer_before[v] for v in ins if v in producer_before}:
+                if q not in new:
+                    pred_moves.setdefault(q, []).append(o)
+        for q, olds in pred_moves.items():
+            _replace_sorted(succ[q], olds, new)
+        for v, olds in value_moves.items():
+            _replace_sorted(readers[v], olds, new)
         # releases: the moved nodes and the readers of what they write
         self._dirty.update(new.values())
         for _, n, _ in moved:
             self._dirty.update(succ[index[n.name]])
+
+
+def _replace_sorted(positions: list[int], olds: list[int], new: dict[int, int]) -> None:
+    """In a sorted duplicate-free list holding each of `olds` once, replace every old position
+    by `new[old]`, keeping the list sorted (what re-mapping and re-sorting it gives)."""
+    for o in olds:
+        del positions[bisect_left(positions, o)]
+    for o in olds:
+        insort(positions, new[o])
 
 
 __all__ = ["IncrementalOrder", "ReleaseTree"]
