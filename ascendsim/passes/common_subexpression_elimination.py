@@ -52,8 +52,14 @@ class CommonSubexpressionEliminationPass(Pass):
     group = GE
     patterns = ("CommonSubexpression",)
 
+    def __init__(self) -> None:
+        #: node -> its `_key` (a pure function of the immutable node): the stage's next
+        #: round re-reads the nodes no pass replaced without freezing their attributes again
+        self._keys: dict[Node, tuple | None] = {}
+
     def run(self, graph: Graph, ctx: PassContext) -> PassResult:
         res = self.new_result()
+        keys = self._keys
         seen: dict[tuple, Node] = {}
         dup: list[Node] = []
         outputs = set(graph.outputs)
@@ -68,7 +74,10 @@ class CommonSubexpressionEliminationPass(Pass):
                 node = nodes[idx] = Node(node.name, node.op_type,
                                          tuple(renamed.get(i, i) for i in node.inputs),
                                          node.outputs, node.attrs, node.subgraph)
-            key = _key(node)
+            try:
+                key = keys[node]
+            except KeyError:
+                key = keys[node] = _key(node)
             if key is None:
                 continue
             first = seen.get(key)
