@@ -537,7 +537,8 @@ class Graph:
         of nodes removed."""
         live = self.ancestors(self.outputs)
         before = len(self.nodes)
-        self.nodes = [n for n in self.nodes if any(o in live for o in n.outputs if o)]
+        # (no empty name is live: ancestors walks non-empty inputs from named outputs)
+        self.nodes = [n for n in self.nodes if not live.isdisjoint(n.outputs)]
         used = live | set(self.inputs) | {o for n in self.nodes for o in n.outputs}
         self.values = {k: v for k, v in self.values.items() if k in used}
         self.constants = {k: c for k, c in self.constants.items() if k in used}
