@@ -60,6 +60,12 @@ class ConstantFoldingPass(Pass):
     group = GE
     patterns = ("ConstantFolding", "ShapeFolding")
 
+    def __init__(self) -> None:
+        #: node -> its op's shape-only inputs, or None when it can never fold (not
+        #: deterministic, or a subgraph): facts of the immutable node, kept across the rounds
+        #: of the GE stage so a re-scan looks up only what folds change (constness, shapes)
+        self._foldable: dict[Node, tuple[int, ...] | None] = {}
+
     def run(self, graph: Graph, ctx: PassContext) -> PassResult:
         res = self.new_result()
         refused: set[str] = set()
@@ -81,10 +87,15 @@ class ConstantFoldingPass(Pass):
 
     def _kind(self, graph: Graph, node: Node) -> str | None:
         """'ShapeFolding', 'ConstantFolding' or None (cannot fold)."""
-        opdef = get_op(node.op_type, node.name)
-        if not opdef.deterministic or _has_graph_attr(node):
+        try:
+            shape_only = self._foldable[node]
+        except KeyError:
+            opdef = get_op(node.op_type, node.name)
+            shape_only = self._foldable[node] = (
+                None if not opdef.deterministic or _has_graph_attr(node)
+                else tuple(opdef.shape_only_inputs))
+        if shape_only is None:
             return None
-        shape_only = opdef.shape_only_inputs
         if shape_only:
             ok = all(is_static(graph.values[node.inputs[i]].shape) for i in shape_only
                      if i < len(node.inputs) and node.inputs[i])
