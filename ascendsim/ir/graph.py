@@ -72,10 +72,6 @@ class Graph:
         #: training step never trains them (PyTorch's buffers)
         self.buffers: set[str] = set()
         self.opset: int | None = None
-        #: node -> `inference_signature` when this graph inferred the node's outputs (add_node,
-        #: infer_shapes): a memo the pass verifier starts from (an entry whose objects are
-        #: still the graph's says the node's recorded outputs are its inference)
-        self.inferred: dict[Node, tuple] = {}
         self._counter = itertools.count()
         self._names: set[str] = set()
         self._names_key: tuple[int, int] = (0, -1)
@@ -232,10 +228,6 @@ class Graph:
                 for o, (s, d) in zip(outputs, out_specs)]
         names = self._node_names()
         node = Node(name, op_type, in_names, tuple(outputs), full_attrs, subgraph)
-        if subgraph is None:
-            self.inferred[node] = (node, full_attrs, None, *in_vals,
-                                   *[self.constants.get(n) if n else None for n in in_names],
-                                   *outs)
         if at is None:
             self.nodes.append(node)
         else:
@@ -460,8 +452,6 @@ class Graph:
                 old = self.values[o]
                 self.values[o] = check_value(Value(o, tuple(s), dtype_name(d), old.layout),
                                              f"node '{n.name}' ({n.op_type})")
-            if n.subgraph is None:
-                self.inferred[n] = inference_signature(self, n)
 
     def bind(self, **dims: int) -> Graph:
         """A copy with symbolic input dims bound (e.g. ``g.bind(batch=8)``), shapes re-inferred."""
@@ -483,7 +473,6 @@ class Graph:
         g.constants = dict(self.constants)
         g.buffers = set(self.buffers)
         g.opset = self.opset
-        g.inferred = dict(self.inferred)
         g._counter = itertools.count(next(self._counter))
         return g
 
@@ -635,16 +624,6 @@ def input_shape(shape: Any, what: str) -> tuple:
             raise GraphError(f"{what}: dimension {i} is {d!r} ({type(d).__name__}); a dim is "
                              f"a non-negative integer or a symbolic name")
     return tuple(dims)
-
-
-def inference_signature(graph: Graph, node: Node) -> tuple:
-    """What the shape inference of `node` depends on, as objects compared by identity: the
-    node, its attributes and subgraph, its inputs' Values and constants, its outputs' Values.
-    Two equal signatures (element by element `is`) mean the same inference result."""
-    return (node, node.attrs, node.subgraph,
-            *(graph.values.get(i) if i else None for i in node.inputs),
-            *(graph.constants.get(i) if i else None for i in node.inputs),
-            *(graph.values[o] for o in node.outputs if o))
 
 
 def check_value(value: Value, where: str) -> Value:

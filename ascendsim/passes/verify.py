@@ -30,7 +30,7 @@ import numpy as np
 
 from ..errors import AscendSimError, GraphError
 from ..execute.composite import plan
-from ..ir.graph import Graph, Node, inference_signature
+from ..ir.graph import Graph, Node
 from ..ir.registry import Category, get_op
 from ..ir.tensor import dtype_name
 from .shapes import accepts, infer_node, is_loop
@@ -96,7 +96,10 @@ def _check_plan(node: Node, where: str) -> None:
 
 def _signature(graph: Graph, node: Node) -> tuple:
     """What the inference of `node` depends on, as objects compared by identity."""
-    return inference_signature(graph, node)
+    return (node, node.attrs, node.subgraph,
+            *(graph.values.get(i) if i else None for i in node.inputs),
+            *(graph.constants.get(i) if i else None for i in node.inputs),
+            *(graph.values[o] for o in node.outputs if o))
 
 
 def _unchanged(memo: _Memo | None, graph: Graph, node: Node) -> bool:
@@ -276,11 +279,6 @@ class Verifier:
         self._structure: _Structure | None = None
 
     def __call__(self, graph: Graph, pass_name: str | None = None, where: str = "") -> None:
-        if not self._memo:
-            # the first check: the nodes the graph itself inferred (its builder's add_node)
-            # and still holds with the same objects need no second inference
-            self._memo.update((n, sig) for n, sig in getattr(graph, "inferred", {}).items()
-                              if n.subgraph is None and not is_loop(n))
         io = (tuple(graph.inputs), tuple(graph.outputs))
         if (graph.nodes == self._nodes and io == self._io and graph.values == self._values
                 and _same_objects(self._consts, graph.constants)):

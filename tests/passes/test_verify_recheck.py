@@ -133,39 +133,3 @@ def test_recheck_names_the_pass_and_the_node_a_removed_producer_left_dangling():
     with pytest.raises(GraphError, match=f"pass 'Broken' broke graph 'r0': node "
                                          f"'{reader.name}'.*'{victim.outputs[0]}'"):
         check(g, "Broken")
-
-
-def test_first_check_trusts_only_the_builder_inference_whose_objects_are_unchanged(monkeypatch):
-    """The graph's own record of what add_node inferred spares the first check a second
-    inference, but an edit since (a Value or a constant replaced) is re-inferred and caught."""
-    from ascendsim.passes import shapes
-
-    calls: list[str] = []
-    infer = shapes.infer_node
-
-    def counted(graph, node):
-        calls.append(node.name)
-        return infer(graph, node)
-
-    monkeypatch.setattr(verify, "infer_node", counted)
-
-    def build() -> asim.Graph:
-        g = asim.Graph("b")
-        x = g.input("x", (2, 6))
-        r = g.reshape(g.relu(x), np.array([3, 4], np.int64))
-        g.output(g.exp(r))
-        return g
-
-    Verifier()(build(), "first")
-    assert calls == []                          # every node as its builder inferred it
-    g = build()
-    reshape = g.nodes[1]
-    g.constants[reshape.inputs[1]] = np.array([4, 3], np.int64)   # the shape read changed
-    with pytest.raises(GraphError, match=f"'{reshape.name}'"):
-        Verifier()(g, "first")
-    assert calls == [reshape.name]
-    g = build()
-    out = g.nodes[2].outputs[0]
-    g.values[out] = Value(out, (4, 3), "float32")                # a recorded output changed
-    with pytest.raises(GraphError, match=f"'{g.nodes[2].name}'"):
-        Verifier()(g, "first")
