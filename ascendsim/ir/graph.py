@@ -213,7 +213,8 @@ class Graph:
         values = [a for a in inputs if isinstance(a, Value)]
         like = next((v.dtype for v in values if v.dtype != "bool"),
                     values[0].dtype if values else None)
-        in_names = tuple(self._as_input(a, like, f"{op_type} '{name}'") for a in inputs)
+        where = f"{op_type} '{name}'"
+        in_names = tuple([self._as_input(a, like, where) for a in inputs])
         full_attrs = self._check_attrs(opdef, attrs or {}, name)
         in_vals = [self.values[n] if n else None for n in in_names]
         out_specs = self._infer(opdef, name, in_vals, in_names, full_attrs)
@@ -223,8 +224,9 @@ class Graph:
         if len(outputs) != len(out_specs):
             raise GraphError(f"node '{name}' ({op_type}) makes {len(out_specs)} outputs, "
                              f"{len(outputs)} names were given")
-        outs = [self._add_value(check_value(Value(o, tuple(s), dtype_name(d)),
-                                            f"node '{name}' ({op_type})"), checked=True)
+        where = f"node '{name}' ({op_type})"
+        outs = [self._add_value(check_value(Value(o, tuple(s), dtype_name(d)), where),
+                                checked=True)
                 for o, (s, d) in zip(outputs, out_specs)]
         names = self._node_names()
         node = Node(name, op_type, in_names, tuple(outputs), full_attrs, subgraph)
