@@ -51,6 +51,8 @@ import math
 
 from ..lower.program import CoreGroup, Instr, Segment, Stage
 
+#: chunk long tiles in block detail (bench/unit_block.py compares both forms)
+ENABLED = True
 #: block detail chunks a group with fewer tiles than the engine's COALESCE_MIN only if a tile
 #: has at least this many units on one stage (shorter loops step exactly as before) ...
 UNIT_MIN = 128
@@ -66,7 +68,7 @@ def chunked(g: CoreGroup, min_tiles: int) -> tuple[tuple[Segment, ...], bool]:
     """The segments block detail runs for `g`, and whether they are chunk tiles: its own
     when it has `min_tiles` tiles or more or no long unit loop, else its tiles split into
     chunk tiles (module note)."""
-    if g.tiles >= min_tiles:
+    if g.tiles >= min_tiles or not ENABLED:
         return g.segments, False
     segments = _chunk_segments(g.segments, min_tiles)
     return segments, segments is not g.segments
