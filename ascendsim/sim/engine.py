@@ -66,7 +66,8 @@ the L0C drain and the store in the last), coalesced as above, except that the pa
 busiest loop stage's own work per chunk (the per-tile stages and the once-per-tile heads left
 out) and the last chunk runs exactly after the window, so the last tile's drain follows its
 loop in order (its note). The prefix of each pipe is shown as one interval of its busy
-cycles, starting at its first instruction (a chunked group: prefix, window and last chunk).
+cycles, starting at its first instruction, the rest as one more (a chunked group's last chunk
+as a third).
 
 Steady state. A tile of thousands of units settles into an exact loop; `sim/fastforward.py`
 notices when the whole state repeats with a time shift and advances the remaining periods by
