@@ -899,7 +899,7 @@ def phase_traffic(phases) -> dict[tuple[str, str], int]:
     for ph in phases:
         for g in ph.groups:
             mult = len(g.cores)
-            for seg in g.segments:
+            for seg in g.layout:          # (names do not matter: no renamed copy built)
                 for st in seg.stages:
                     for ins, times in ((i, st.units) for i in st.instrs):
                         _account(add, ins, mult * seg.count * times)

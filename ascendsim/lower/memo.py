@@ -22,12 +22,11 @@ is still updated node by node: only the tiling is shared.
 from __future__ import annotations
 
 import itertools
-from dataclasses import replace
 from typing import Any
 
 from . import cube_tiling, tiling
 from .cube_tiling import GemmSpec, GemmTiling
-from .program import CoreGroup, Instr, Segment, Stage
+from .program import CoreGroup, Renaming
 from .tiling import VecSpec
 
 #: chips whose memos are kept (a sweep varies the chip; older chips' memos are dropped)
@@ -67,34 +66,18 @@ def _names(spec) -> tuple[str, ...]:
 
 
 def _renamed(groups: tuple, old: tuple[str, ...], new: tuple[str, ...]) -> list:
-    """`groups` with the GM tensor names `old` replaced by `new` (same slots)."""
+    """`groups` with the GM tensor names `old` replaced by `new` (same slots): groups that
+    build their instructions when first read (`CoreGroup.renamed`)."""
     if old == new:
         return list(groups)
-    to = dict(zip(old, new))
-    done: dict[int, Instr] = {}
-
-    def ins_(ins: Instr) -> Instr:
-        if not ins.tensors:
-            return ins
-        out = done.get(id(ins))
-        if out is None:
-            out = done[id(ins)] = Instr(ins.pipe, ins.kind, ins.cycles, ins.nbytes, ins.src,
-                                        ins.dst, ins.bw, ins.hbm,
-                                        tuple((to.get(n, n), b, s) for n, b, s in ins.tensors))
-        return out
-
-    def stage(st: Stage) -> Stage:
-        return Stage(st.pipe, tuple(map(ins_, st.instrs)), st.units,
-                     tuple(map(ins_, st.head)), st.out_bufs)
-
-    return [CoreGroup(g.cores, tuple(Segment(tuple(map(stage, sg.stages)), sg.count)
-                                     for sg in g.segments), g.template) for g in groups]
+    rename = Renaming(dict(zip(old, new)))
+    return [CoreGroup.renamed(g, rename) for g in groups]
 
 
 def _entry(groups: list, names: tuple[str, ...]) -> tuple:
     """A memo entry: the groups marked with a fresh template number, and their names."""
     tid = next(_templates)
-    return tuple(replace(g, template=tid) for g in groups), names
+    return tuple(g.with_template(tid) for g in groups), names
 
 
 def stats() -> dict[str, int]:
