@@ -64,6 +64,7 @@ opens the least-used stream; a task waits for every producer (cross-stream event
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -126,22 +127,36 @@ def vec_class_of(opdef: Any, ins: list[Value]) -> str:
 # ----------------------------------------------------------------------------- formats
 def c0_of(dtype: str) -> int:
     """NC1HWC0's C0: 32 for 1-byte dtypes (the int8 K fractal), else 16."""
-    return FRACTAL_INT8 if itemsize(dtype) == 1 else FRACTAL
+    return FRACTAL_INT8 if _itemsize(dtype) == 1 else FRACTAL
 
 
 def padded_numel(v: Value, fmt: str) -> int:
     """Elements a value occupies in a format (NC1HWC0 pads C to C0, NZ pads the last 2 dims)."""
-    shape = [int(d) for d in v.shape]
-    if fmt == NC1HWC0 and len(shape) >= 3:
-        shape[1] = ceil_to(shape[1], c0_of(v.dtype))
-    elif fmt == NZ and len(shape) >= 2:
-        shape[-1] = ceil_to(shape[-1], FRACTAL)
-        shape[-2] = ceil_to(shape[-2], FRACTAL)
-    return math.prod(shape)
+    key = (v.shape, v.dtype, fmt)
+    n = _PADDED.get(key)
+    if n is None:
+        shape = [int(d) for d in v.shape]
+        if fmt == NC1HWC0 and len(shape) >= 3:
+            shape[1] = ceil_to(shape[1], c0_of(v.dtype))
+        elif fmt == NZ and len(shape) >= 2:
+            shape[-1] = ceil_to(shape[-1], FRACTAL)
+            shape[-2] = ceil_to(shape[-2], FRACTAL)
+        n = math.prod(shape)
+        if len(_PADDED) >= _PADDED_MAX:
+            _PADDED.clear()
+        _PADDED[key] = n
+    return n
 
 
 def padded_bytes(v: Value, fmt: str) -> int:
-    return padded_numel(v, fmt) * itemsize(v.dtype)
+    return padded_numel(v, fmt) * _itemsize(v.dtype)
+
+
+#: padded_numel by (shape, dtype, format): every layer of a model asks for the same shapes
+_PADDED: dict[tuple, int] = {}
+_PADDED_MAX = 1 << 16
+#: `itemsize` by dtype name (numpy's dtype lookup is slow for the lowering's many calls)
+_itemsize = functools.lru_cache(maxsize=None)(itemsize)
 
 
 @dataclass
@@ -274,6 +289,10 @@ def miss_fraction(unique: float, reads: float, fits: bool, share: int = 1) -> fl
 
 
 # ----------------------------------------------------------------------------- lowering
+#: "no value before" in `_Lowering._undo`
+_UNSET = object()
+
+
 class _Lowering:
     def __init__(self, graph, chip, streams: int) -> None:
         self.g = graph
@@ -283,6 +302,13 @@ class _Lowering:
         self.alias: dict[str, str] = {}
         self.producer: dict[str, int] = {}
         self.converted: dict[tuple[str, str], str] = {}
+        #: the keys of `converted` by value (an L2 chain's chunks drop their inputs' ones)
+        self._converted_by_root: dict[str, list[tuple[str, str]]] = {}
+        #: inside a batch chunk of an L2 chain: each value it sets -> the value before
+        #: (`_UNSET`: none), restored after the chunk (`set_value`)
+        self._undo: dict[str, Any] | None = None
+        #: add_task's traffic and cube flag by the phases' memo templates (`_phase_facts`)
+        self._facts: dict[tuple, tuple[dict, bool]] = {}
         #: full-size values of an L2 chain's external inputs and outputs (batch chunks read
         #: and write slices of them: the L2 cache sizes them whole)
         self.chain_full: dict[str, Value] = {}
@@ -313,6 +339,14 @@ class _Lowering:
     def is_const(self, name: str) -> bool:
         return self.root(name) in self.g.constants
 
+    def set_value(self, name: str, v: Value) -> None:
+        """Set a value's shape; inside a batch chunk of an L2 chain, undone after the chunk
+        (`l2_fused`: every chunk starts from the values before the chain)."""
+        undo = self._undo
+        if undo is not None and name not in undo:
+            undo[name] = self.values.get(name, _UNSET)
+        self.values[name] = v
+
     def value(self, name: str) -> Value:
         v = self.values.get(name)
         if v is None:
@@ -327,9 +361,11 @@ class _Lowering:
         return v
 
     def format_of(self, name: str) -> str:
-        if self.is_const(name):
+        root = self.root(name)
+        if root in self.g.constants:
             return "const"
-        return self.fmt.get(self.root(name), self.fmt.get(name, ND))
+        fmt = self.fmt
+        return fmt.get(root, fmt.get(name, ND))
 
     def gm_tensor(self, name: str, fmt: str | None = None) -> tuple[str, int, int]:
         """(GM name, bytes, bytes this task covers) of a value as the L2 cache tracks it:
@@ -385,8 +421,7 @@ class _Lowering:
         sid = self.pick_stream(ins)
         deps = sorted({self.producer[self.root(i)] for i in ins
                        if i and self.root(i) in self.producer})
-        traffic = phase_traffic(phases)
-        cube = any(p for p in phases if p.engine == ENGINE_AICORE and _has_pipe(p, "M"))
+        traffic, cube = self._phase_facts(phases)
         compute = compute_cycles(self.chip, flops if task_type != TASK_AI_CPU else 0, cube,
                                  spec.cube_dtype)
         task = Task(tid, sid, name, op_type, task_type, tuple(phases), tuple(deps),
@@ -402,6 +437,23 @@ class _Lowering:
             self.fmt[o] = f
         return task
 
+    def _phase_facts(self, phases) -> tuple[dict, bool]:
+        """The phases' traffic (`phase_traffic`, a fresh dict) and whether they use the cube;
+        kept by the groups' memo templates when every group has one (equal templates: equal
+        instructions but for GM tensor names, which neither reads)."""
+        key = tuple((p.engine, *(g.template for g in p.groups)) for p in phases)
+        if all(all(k[1:]) for k in key):
+            hit = self._facts.get(key)
+            if hit is not None:
+                return dict(hit[0]), hit[1]
+        else:
+            key = None
+        traffic = phase_traffic(phases)
+        cube = any(p for p in phases if p.engine == ENGINE_AICORE and _has_pipe(p, "M"))
+        if key is not None:
+            self._facts[key] = (dict(traffic), cube)
+        return traffic, cube
+
     # -- format conversion -----------------------------------------------------------------
     def ensure(self, name: str, fmt: str) -> str:
         """The name of `name` in format `fmt`, inserting one TransData task if needed."""
@@ -413,10 +465,10 @@ class _Lowering:
         if key in self.converted:
             new = self.converted[key]
             # the converted value follows the shape seen now (an L2 chain's batch chunk)
-            self.values[new] = Value(new, v.shape, v.dtype, fmt)
+            self.set_value(new, Value(new, v.shape, v.dtype, fmt))
             return new
         new = f"{v.name}@{fmt}"
-        self.values[new] = Value(new, v.shape, v.dtype, fmt)
+        self.set_value(new, Value(new, v.shape, v.dtype, fmt))
         src_b, dst_b = padded_bytes(v, have), padded_bytes(v, fmt)
         n = max(padded_numel(v, have), padded_numel(v, fmt))
         spec = VecSpec(n, ((src_b / n, self.miss(name, src_b)),), dst_b / n,
@@ -428,6 +480,7 @@ class _Lowering:
             [self._vphase(groups)], [name], [new], [have], [fmt], 0,
             notes + [f"format conversion {have} -> {fmt}: {src_b} B -> {dst_b} B"]))
         self.converted[key] = new
+        self._converted_by_root.setdefault(key[0], []).append(key)
         return new
 
     def _vcores(self) -> int:
@@ -516,9 +569,9 @@ class _Lowering:
         in_b = [padded_bytes(v, fmt if self.format_of(i) == fmt else ND)
                 for i, v in zip(ins, in_vals)]
         out_b = [padded_bytes(v, f) for v, f in zip(out_vals, out_fmts)]
-        n = max(in_b[k] // itemsize(in_vals[k].dtype) for k in range(len(in_vals))) \
+        n = max(in_b[k] // _itemsize(in_vals[k].dtype) for k in range(len(in_vals))) \
             if in_vals else 1
-        n = max([n] + [b // itemsize(v.dtype) for b, v in zip(out_b, out_vals)])
+        n = max([n] + [b // _itemsize(v.dtype) for b, v in zip(out_b, out_vals)])
         n = max(n, 1)
         vparts, temp, flops, seq_notes = self.vec_parts(parts, n, outs, fmt=fmt)
         inputs = tuple((b / n, self.miss(i, b)) for i, b in zip(ins, in_b))
@@ -582,7 +635,7 @@ class _Lowering:
             notes.append(text if len(nodes) == 1 else f"{nd.name} ({nd.op_type}): {text}")
             for o in outs:
                 if o.name not in ext_outs:
-                    temp += o.numel * itemsize(o.dtype) / max(n, 1) * scale
+                    temp += o.numel * _itemsize(o.dtype) / max(n, 1) * scale
         return parts, temp, total_flops, notes
 
     def const_value(self, name: str) -> Any:
@@ -622,7 +675,7 @@ class _Lowering:
         out_v = self.sub_value(head, head.outputs[0])
         cdt = cube_dtype(chip, xv.dtype, head.op_type, head.name)
         m0, k0, n0 = chip.cube_shape(cdt)
-        in_b = itemsize(xv.dtype)
+        in_b = _itemsize(xv.dtype)
         notes: list[str] = []
         if cdt == "bfloat16":
             notes.append(f"bfloat16 operands run in the cube's bf16 mode (cube_mkn.bfloat16 "
@@ -692,7 +745,7 @@ class _Lowering:
                     miss_b = 0.0 if ws_fits else 1.0
         split_tail = tail and not chip.coupled
         spec = GemmSpec(batch, m, k, n, cdt, in_b, max(1, round(out_bytes)) if not split_tail
-                        else itemsize(head_out.dtype), acc, miss_a, miss_b,
+                        else _itemsize(head_out.dtype), acc, miss_a, miss_b,
                         0.0 if split_tail else through, bias, conv_rows,
                         () if split_tail else tuple(epi_parts),
                         () if split_tail else epi_inputs, shared_a=gn > 1 and block > 1,
@@ -713,7 +766,7 @@ class _Lowering:
         phases.append(Phase(ENGINE_AICORE, tuple(groups)))
         task_type = TASK_AI_CORE
         if split_tail:
-            vspec = VecSpec(per_out, ((itemsize(head_out.dtype), 0.0),) + epi_inputs,
+            vspec = VecSpec(per_out, ((_itemsize(head_out.dtype), 0.0),) + epi_inputs,
                             out_bytes, through, tuple(epi_parts))
             vgroups, vnotes = vector_work(chip, vspec, node.name, chip.vector_cores)
             phases.append(self._vphase(vgroups))
@@ -779,7 +832,7 @@ class _Lowering:
         gm = max(1, min(tm * probe.batch, cdiv(t0.block, gn)))
         a_unique = padded_bytes(xv, self.format_of(x_name) if self.format_of(x_name) !=
                                 "const" else ND)
-        w_unique = wv.numel * itemsize(wv.dtype)
+        w_unique = wv.numel * _itemsize(wv.dtype)
         fits = a_unique + w_unique <= self.chip.l2_resident_bytes
         # the reads as the CANN tiling does them (L1-resident strips are not re-read): the
         # cold miss fraction is the share of them that first touches each byte
@@ -796,18 +849,23 @@ class _Lowering:
         the previous chunk's (same names: the same buffers)."""
         sub = node.subgraph
         k = int(node.attrs.get("batch_split") or 1)
-        saved = self.values
-        self.chain_full = {n: saved[n] for n in (*sub.inputs, *sub.outputs)
-                           if n in saved} if k > 1 else {}
+        values = self.values
+        self.chain_full = {n: values[n] for n in (*sub.inputs, *sub.outputs)
+                           if n in values} if k > 1 else {}
         # every chunk has the same shapes: inferred once
-        chunk = _chunk_values(node, k, self.g.constants) if k > 1 else dict(sub.values)
+        chunk = _chunk_values(node, k, self.g.constants) if k > 1 else sub.values
+        outer = self._undo
         for c in range(k):
-            self.values = {**saved, **chunk}
+            # the chunk's values over the outer ones; what the chunk sets is undone after it
+            # (`set_value`): each chunk starts from the same values
+            undo = self._undo = {}
+            for key, v in chunk.items():
+                self.set_value(key, v)
             if k > 1:
                 # each chunk converts its own slice of the chain's inputs
-                chain_inputs = set(sub.inputs)
-                for key in [key for key in self.converted if key[0] in chain_inputs]:
-                    del self.converted[key]
+                for name in sub.inputs:
+                    for key in self._converted_by_root.pop(name, ()):
+                        self.converted.pop(key, None)
             start = len(self.tasks)
             self.chunk_tag = f"#{c}" if k > 1 else ""
             try:
@@ -815,6 +873,12 @@ class _Lowering:
                     self.node(n)
             finally:
                 self.chunk_tag = ""
+                self._undo = outer
+                for key, old in undo.items():
+                    if old is _UNSET:
+                        del values[key]
+                    else:
+                        values[key] = old
             if k > 1:
                 for t in self.tasks[start:]:
                     t.op_name = f"{t.op_name}#{c}"
@@ -822,8 +886,10 @@ class _Lowering:
                                          f"({node.attrs.get('chunk_batch')} samples)",)
         self.chain_full = {}
         # consumers outside the chain see the full-size outputs
-        self.values = saved | {k2: v for k2, v in sub.values.items()
-                               if k2 not in saved or k2 in sub.outputs}
+        outs = set(sub.outputs)
+        for k2, v in sub.values.items():
+            if k2 not in values or k2 in outs:
+                self.set_value(k2, v)
 
     def _rebound(self, node) -> Any:
         """`rebound_subgraph` of `node` at the current input shapes, once per node and
