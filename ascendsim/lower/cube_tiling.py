@@ -285,40 +285,45 @@ def _cub_columns(chip, spec: GemmSpec, m_t: int, n_t: int) -> int:
 def _gemm_tiling(chip, spec: GemmSpec) -> GemmTiling:
     m0, k0, n0 = chip.cube_shape(spec.in_dtype)
     mp, np_ = ceil_to(spec.m, m0), ceil_to(spec.n, n0)
+    kp = ceil_to(spec.k, k0)
     tbe = tbe_matmul(chip, spec)
     best: GemmTiling | None = None
-    cands: list[GemmTiling] = []
+    cands: list[tuple] = []
     smallest = None
+    ctx = _SearchContext(chip, spec)
+    in_b, acc_b = spec.in_bytes, spec.acc_bytes
+    l0a_cap, l0b_cap, l0c_cap, l1_cap = chip.l0a_bytes, chip.l0b_bytes, chip.l0c_bytes, \
+        chip.l1_bytes
+    bt = chip.bt_bytes if spec.bias else 0
     for m_t in _MN_EDGES:
         if m_t > max(mp, m0) * 2 and m_t > m0:
             continue
+        a_strip = a_tile_bytes(spec, m_t)
         for n_t in _MN_EDGES:
             if n_t > max(np_, n0) * 2 and n_t > n0:
                 continue
-            tile_acc = m_t * n_t * spec.acc_bytes
-            db_l0c = 2 if 2 * tile_acc <= chip.l0c_bytes else 1
-            a_strip = a_tile_bytes(spec, m_t)
-            b_strip = spec.k * n_t * spec.in_bytes
+            tile_acc = m_t * n_t * acc_b
+            db_l0c = 2 if 2 * tile_acc <= l0c_cap else 1
+            b_strip = spec.k * n_t * in_b
             modes = REUSE_MODES
             if tbe:
                 modes = (tbe_reuse(chip, m_t, n_t, a_strip, b_strip),)
                 if modes[0]:
                     db_l0c = 1
             # a bias on split chips is read from the BiasTable (MatMulV3 CheckBTSize)
-            if spec.bias and chip.bt_bytes and n_t * spec.acc_bytes > chip.bt_bytes:
+            if bt and n_t * acc_b > bt:
                 continue
             cub = _cub_columns(chip, spec, m_t, n_t) if chip.coupled else n_t
-            bias = n_t * spec.acc_bytes if spec.bias else 0
+            bias = n_t * acc_b if spec.bias else 0
+            block = None
             for ks in _K_STEPS:
                 k_t = ks * k0
-                if k_t > ceil_to(spec.k, k0) and ks > 1:
+                if k_t > kp and ks > 1:
                     continue
-                l0a, l0b = 2 * m_t * k_t * spec.in_bytes, 2 * k_t * n_t * spec.in_bytes
-                need = (l0a, l0b, tile_acc)
-                if smallest is None or sum(need) < sum(smallest[1]):
-                    smallest = ((m_t, n_t, k_t), need)
-                if (l0a > chip.l0a_bytes or l0b > chip.l0b_bytes
-                        or tile_acc > chip.l0c_bytes or not cub):
+                l0a, l0b = 2 * m_t * k_t * in_b, 2 * k_t * n_t * in_b
+                if smallest is None or l0a + l0b + tile_acc < smallest[2]:
+                    smallest = ((m_t, n_t, k_t), (l0a, l0b, tile_acc), l0a + l0b + tile_acc)
+                if l0a > l0a_cap or l0b > l0b_cap or tile_acc > l0c_cap or not cub:
                     continue
                 nk = cdiv(spec.k, k_t)
                 variants = []
@@ -327,16 +332,18 @@ def _gemm_tiling(chip, spec: GemmSpec) -> GemmTiling:
                         continue
                     k_l1 = k_t * r
                     a_chunk = math.ceil(a_strip * k_l1 / spec.k)
-                    b_chunk = k_l1 * n_t * spec.in_bytes
-                    l1_need = {"": 2 * (a_chunk + b_chunk) + bias,
-                               "A": a_strip + 2 * b_chunk + bias,
-                               "B": b_strip + 2 * a_chunk + bias}
+                    b_chunk = k_l1 * n_t * in_b
                     for reuse in modes:
-                        if l1_need[reuse] > chip.l1_bytes:
+                        need = (2 * (a_chunk + b_chunk) + bias if not reuse else
+                                a_strip + 2 * b_chunk + bias if reuse == "A" else
+                                b_strip + 2 * a_chunk + bias)
+                        if need > l1_cap:
                             continue
                         variants.append((k_l1, reuse))
                 if variants:
-                    cands += _estimates(chip, spec, m_t, n_t, k_t, variants, db_l0c, cub)
+                    if block is None:
+                        block = _BlockFacts(ctx, m_t, n_t)
+                    cands += _estimate_rows(ctx, block, k_t, variants, db_l0c, cub)
     if cands:
         # CANN picks the base block with the least GM load (MatMulV3 CalcBase minLoadSize):
         # among the candidates within EST_TOLERANCE of the fastest, the least traffic wins
@@ -344,7 +351,7 @@ def _gemm_tiling(chip, spec: GemmSpec) -> GemmTiling:
         near = [GemmTiling(*t) for t in cands if t[6] <= fastest * (1 + EST_TOLERANCE)]
         best = min(near, key=lambda t: (sum(operand_read_bytes(spec, t)), t.est))
     if best is None:
-        (m_t, n_t, k_t), (a, b, c) = smallest
+        (m_t, n_t, k_t), (a, b, c), _ = smallest
         bufs = [("L0A", a, chip.l0a_bytes), ("L0B", b, chip.l0b_bytes),
                 ("L0C", c, chip.l0c_bytes)]
         name, req, cap = next(((n, r, c) for n, r, c in bufs if r > c),
@@ -361,51 +368,104 @@ def _gm_l1_bw(chip, nd2nz: bool) -> float:
     return (pb.gm_l1_nd2nz or pb.gm_l1) if nd2nz else pb.gm_l1
 
 
+class _SearchContext:
+    """What every candidate of one search reads of the chip and the spec (looked up once)."""
+
+    __slots__ = ("chip", "spec", "m0", "k0", "n0", "c0", "l2_bw", "hbm_bw", "l1_l0a",
+                 "l1_l0b", "lat", "coupled", "l0c_ub", "ub_gm", "l0c_gm", "unit_flag",
+                 "cores", "slow", "dens")
+
+    def __init__(self, chip, spec: GemmSpec) -> None:
+        self.chip, self.spec = chip, spec
+        self.m0, self.k0, self.n0 = chip.cube_shape(spec.in_dtype)
+        self.c0 = chip.cube_mmad_overhead_cycles
+        self.l2_bw = chip.l2_bandwidth_bytes_per_s / chip.clock_hz
+        self.hbm_bw = chip.hbm_bandwidth_bytes_per_s / chip.clock_hz
+        pb = chip.path_bytes_per_cycle
+        self.l1_l0a, self.l1_l0b = pb.l1_l0a, pb.l1_l0b
+        self.lat = 2 * chip.path_latency_cycles.gm_l1
+        self.coupled = chip.coupled
+        if chip.coupled:
+            self.l0c_ub, self.ub_gm, self.l0c_gm = pb.l0c_ub, pb.ub_gm, None
+        else:
+            self.l0c_ub, self.ub_gm, self.l0c_gm = None, None, pb.l0c_gm
+        self.unit_flag = unit_flag(chip)
+        self.cores = chip.ai_cores
+        self.slow = chip.l2_miss_slowdown
+        #: per number of cores sharing L2/HBM: the A and B read bandwidths
+        self.dens: dict[int, tuple[float, float]] = {}
+
+
+class _BlockFacts:
+    """What the candidates of one base block (m_t x n_t) share."""
+
+    __slots__ = ("m_t", "n_t", "tm", "tn", "tiles", "block", "per_core", "den_a", "den_b",
+                 "a_tile", "b_tile", "t_out", "t_st", "run_a_kept", "run_b_kept")
+
+    def __init__(self, ctx: _SearchContext, m_t: int, n_t: int) -> None:
+        chip, spec = ctx.chip, ctx.spec
+        self.m_t, self.n_t = m_t, n_t
+        tm, tn, tiles, block = _grid(chip, spec, m_t, n_t)
+        self.tm, self.tn, self.tiles, self.block = tm, tn, tiles, block
+        per_block = cdiv(tiles, block)
+        self.per_core = per_block * cdiv(block, ctx.cores)   # the busiest core's base blocks
+        sharing = min(block, ctx.cores)                      # cores sharing L2/HBM at once
+        dens = ctx.dens.get(sharing)
+        if dens is None:
+            miss = (spec.miss_a + spec.miss_b) / 2
+            got = []
+            for nd, m_x in ((spec.nd2nz_a, spec.miss_a), (spec.nd2nz_b, spec.miss_b)):
+                bw = _gm_l1_bw(chip, nd)
+                core_bw = bw * (1 - m_x) + m_x * bw / ctx.slow
+                got.append(min(core_bw, ctx.l2_bw / sharing,
+                               ctx.hbm_bw / (sharing * max(miss, 1e-9))))
+            dens = ctx.dens[sharing] = (got[0], got[1])
+        self.den_a, self.den_b = dens
+        self.a_tile = a_tile_bytes(spec, m_t)
+        self.b_tile = spec.k * n_t * spec.in_bytes
+        out = m_t * n_t
+        if ctx.coupled:
+            self.t_out = out * spec.acc_bytes / ctx.l0c_ub
+            self.t_st = out * spec.out_bytes / ctx.ub_gm
+        else:
+            self.t_out = out * spec.out_bytes / ctx.l0c_gm
+            self.t_st = 0.0
+        # a resident strip serves the tiles of one block's run (rounds start new runs); a
+        # batched B strip serves only the M tiles of its own batch
+        self.run_a_kept = min(per_block, tn)
+        self.run_b_kept = min(per_block, tm // spec.batch if spec.batched_b else tm)
+
+
 def _estimates(chip, spec: GemmSpec, m_t: int, n_t: int, k_t: int,
                variants: list[tuple[int, str]], db_l0c: int, cub: int) -> list[tuple]:
     """A candidate's estimated time for each (k_l1, reuse) of one base block, as GemmTiling
     field tuples: the slowest pipe's period over the tiles of one core, plus the pipeline's
     fill (the first L1 chunk) and drain (the last output). What the variants share is
-    computed once (the search runs ~1000 candidates per GEMM spec)."""
-    m0, k0, n0 = chip.cube_shape(spec.in_dtype)
-    c0 = chip.cube_mmad_overhead_cycles
-    l2_bw = chip.l2_bandwidth_bytes_per_s / chip.clock_hz
-    hbm_bw = chip.hbm_bandwidth_bytes_per_s / chip.clock_hz
-    tm, tn, tiles, block = _grid(chip, spec, m_t, n_t)
-    per_block = cdiv(tiles, block)
-    per_core = per_block * cdiv(block, chip.ai_cores)   # the busiest core's base blocks
-    sharing = min(block, chip.ai_cores)                 # cores sharing L2/HBM at once
+    computed once (the search runs ~1000 candidates per GEMM spec; it keeps what the
+    candidates of one spec and one base block share: `_SearchContext`, `_BlockFacts`)."""
+    ctx = _SearchContext(chip, spec)
+    return _estimate_rows(ctx, _BlockFacts(ctx, m_t, n_t), k_t, variants, db_l0c, cub)
+
+
+def _estimate_rows(ctx: _SearchContext, f: _BlockFacts, k_t: int,
+                   variants: list[tuple[int, str]], db_l0c: int, cub: int) -> list[tuple]:
+    """`_estimates` from the search's shared facts."""
+    spec = ctx.spec
+    m_t, n_t = f.m_t, f.n_t
     nk = cdiv(spec.k, k_t)
-    mmad = cdiv(m_t, m0) * (k_t // k0) * cdiv(n_t, n0) + c0
+    mmad = cdiv(m_t, ctx.m0) * (k_t // ctx.k0) * cdiv(n_t, ctx.n0) + ctx.c0
     t_m = nk * mmad
-    pb = chip.path_bytes_per_cycle
-    t_mte1 = nk * (m_t * k_t * spec.in_bytes / pb.l1_l0a + k_t * n_t * spec.in_bytes / pb.l1_l0b)
-    a_tile = a_tile_bytes(spec, m_t)
-    b_tile = spec.k * n_t * spec.in_bytes
-    miss = (spec.miss_a + spec.miss_b) / 2
-    dens = []
-    for nd, m_x in ((spec.nd2nz_a, spec.miss_a), (spec.nd2nz_b, spec.miss_b)):
-        bw = _gm_l1_bw(chip, nd)
-        core_bw = bw * (1 - m_x) + m_x * bw / chip.l2_miss_slowdown
-        dens.append(min(core_bw, l2_bw / sharing, hbm_bw / (sharing * max(miss, 1e-9))))
-    den_a, den_b = dens
-    lat = 2 * chip.path_latency_cycles.gm_l1
-    out = m_t * n_t
-    if chip.coupled:
-        t_out = out * spec.acc_bytes / pb.l0c_ub
-        t_st = out * spec.out_bytes / pb.ub_gm
-    else:
-        t_out = out * spec.out_bytes / pb.l0c_gm
-        t_st = 0.0
-    wait = db_l0c == 1 and not unit_flag(chip)
-    # a resident strip serves the tiles of one block's run (rounds start new runs); a batched
-    # B strip serves only the M tiles of its own batch
-    run_a_kept = min(per_block, tn)
-    run_b_kept = min(per_block, tm // spec.batch if spec.batched_b else tm)
+    t_mte1 = nk * (m_t * k_t * spec.in_bytes / ctx.l1_l0a
+                   + k_t * n_t * spec.in_bytes / ctx.l1_l0b)
+    a_tile, b_tile, den_a, den_b = f.a_tile, f.b_tile, f.den_a, f.den_b
+    lat = ctx.lat
+    t_out, t_st = f.t_out, f.t_st
+    wait = db_l0c == 1 and not ctx.unit_flag
+    per_core, tiles, block, tm, tn = f.per_core, f.tiles, f.block, f.tm, f.tn
     rows = []
     for k_l1, reuse in variants:
-        run_a = run_a_kept if reuse == "A" else 1
-        run_b = run_b_kept if reuse == "B" else 1
+        run_a = f.run_a_kept if reuse == "A" else 1
+        run_b = f.run_b_kept if reuse == "B" else 1
         t_mte2 = 0.0
         t_mte2 += (a_tile / run_a) / den_a
         t_mte2 += (b_tile / run_b) / den_b
