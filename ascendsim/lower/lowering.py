@@ -64,7 +64,6 @@ opens the least-used stream; a task waits for every producer (cross-stream event
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -127,7 +126,7 @@ def vec_class_of(opdef: Any, ins: list[Value]) -> str:
 # ----------------------------------------------------------------------------- formats
 def c0_of(dtype: str) -> int:
     """NC1HWC0's C0: 32 for 1-byte dtypes (the int8 K fractal), else 16."""
-    return FRACTAL_INT8 if _itemsize(dtype) == 1 else FRACTAL
+    return FRACTAL_INT8 if itemsize(dtype) == 1 else FRACTAL
 
 
 def padded_numel(v: Value, fmt: str) -> int:
@@ -149,14 +148,12 @@ def padded_numel(v: Value, fmt: str) -> int:
 
 
 def padded_bytes(v: Value, fmt: str) -> int:
-    return padded_numel(v, fmt) * _itemsize(v.dtype)
+    return padded_numel(v, fmt) * itemsize(v.dtype)
 
 
 #: padded_numel by (shape, dtype, format): every layer of a model asks for the same shapes
 _PADDED: dict[tuple, int] = {}
 _PADDED_MAX = 1 << 16
-#: `itemsize` by dtype name (numpy's dtype lookup is slow for the lowering's many calls)
-_itemsize = functools.lru_cache(maxsize=None)(itemsize)
 
 
 @dataclass
@@ -307,8 +304,10 @@ class _Lowering:
         #: inside a batch chunk of an L2 chain: each value it sets -> the value before
         #: (`_UNSET`: none), restored after the chunk (`set_value`)
         self._undo: dict[str, Any] | None = None
+        #: `_node_seq` results by node key: [(constants read, by input index; result)]
+        self._seq_memo: dict[tuple, list] = {}
         #: add_task's traffic and cube flag by the phases' memo templates (`_phase_facts`)
-        self._facts: dict[tuple, tuple[dict, bool]] = {}
+        self._facts: dict[tuple, tuple[dict, bool, float]] = {}
         #: full-size values of an L2 chain's external inputs and outputs (batch chunks read
         #: and write slices of them: the L2 cache sizes them whole)
         self.chain_full: dict[str, Value] = {}
@@ -376,12 +375,15 @@ class _Lowering:
         block, but the cache must see this chunk's copy die after its last reader in the
         chunk, not after the last chunk's (the next chunks would write it back dirty)."""
         root = self.root(name)
-        fmt = ND if (fmt or self.format_of(name)) == "const" else (fmt or self.format_of(name))
+        fmt = fmt or self.format_of(name)
+        if fmt == "const":
+            fmt = ND
         span = padded_bytes(self.value(name), fmt)
-        v = self.chain_full.get(root)
-        if v is not None:
-            return root, padded_bytes(v, fmt), span
-        if self.chunk_tag and not self.is_const(name):
+        if self.chain_full:
+            v = self.chain_full.get(root)
+            if v is not None:
+                return root, padded_bytes(v, fmt), span
+        if self.chunk_tag and root not in self.g.constants:
             root += self.chunk_tag
         return root, span, span
 
@@ -390,7 +392,8 @@ class _Lowering:
         """Miss fraction of `reads` bytes of `name` when none of it is resident (module
         note), naming the tensor for the simulator's L2 cache."""
         v = self.value(name)
-        unique = padded_bytes(v, fmt or self.format_of(name))
+        fmt = fmt or self.format_of(name)
+        unique = padded_bytes(v, fmt)
         fits = fits and unique <= self.chip.l2_resident_bytes
         return GmFraction(miss_fraction(unique, reads, fits, share),
                           (self.gm_tensor(name, fmt),))
@@ -419,15 +422,15 @@ class _Lowering:
         ins, outs, out_fmts, flops = spec.ins, spec.outs, spec.out_fmts, spec.flops
         tid = len(self.tasks)
         sid = self.pick_stream(ins)
-        deps = sorted({self.producer[self.root(i)] for i in ins
-                       if i and self.root(i) in self.producer})
-        traffic, cube = self._phase_facts(phases)
+        producer = self.producer
+        deps = sorted({producer[r] for i in ins if i and (r := self.root(i)) in producer})
+        traffic, cube, memory = self._phase_facts(phases)
         compute = compute_cycles(self.chip, flops if task_type != TASK_AI_CPU else 0, cube,
                                  spec.cube_dtype)
         task = Task(tid, sid, name, op_type, task_type, tuple(phases), tuple(deps),
                     tuple(self.value(i) for i in ins), tuple(self.value(o) for o in outs),
                     tuple(spec.in_fmts), tuple(out_fmts), int(flops), traffic,
-                    int(math.floor(max(compute, memory_cycles(self.chip, traffic)))),
+                    int(math.floor(max(compute, memory))),
                     tuple(spec.notes), spec.fused, compute_cycles=compute)
         self.tasks.append(task)
         self.stream_last[sid] = tid
@@ -437,22 +440,24 @@ class _Lowering:
             self.fmt[o] = f
         return task
 
-    def _phase_facts(self, phases) -> tuple[dict, bool]:
-        """The phases' traffic (`phase_traffic`, a fresh dict) and whether they use the cube;
-        kept by the groups' memo templates when every group has one (equal templates: equal
-        instructions but for GM tensor names, which neither reads)."""
+    def _phase_facts(self, phases) -> tuple[dict, bool, float]:
+        """The phases' traffic (`phase_traffic`, a fresh dict), whether they use the cube,
+        and the traffic's `memory_cycles`; kept by the groups' memo templates when every
+        group has one (equal templates: equal instructions but for GM tensor names, which
+        none of these reads)."""
         key = tuple((p.engine, *(g.template for g in p.groups)) for p in phases)
         if all(all(k[1:]) for k in key):
             hit = self._facts.get(key)
             if hit is not None:
-                return dict(hit[0]), hit[1]
+                return dict(hit[0]), hit[1], hit[2]
         else:
             key = None
         traffic = phase_traffic(phases)
         cube = any(p for p in phases if p.engine == ENGINE_AICORE and _has_pipe(p, "M"))
+        memory = memory_cycles(self.chip, traffic)
         if key is not None:
-            self._facts[key] = (dict(traffic), cube)
-        return traffic, cube
+            self._facts[key] = (dict(traffic), cube, memory)
+        return traffic, cube, memory
 
     # -- format conversion -----------------------------------------------------------------
     def ensure(self, name: str, fmt: str) -> str:
@@ -569,9 +574,9 @@ class _Lowering:
         in_b = [padded_bytes(v, fmt if self.format_of(i) == fmt else ND)
                 for i, v in zip(ins, in_vals)]
         out_b = [padded_bytes(v, f) for v, f in zip(out_vals, out_fmts)]
-        n = max(in_b[k] // _itemsize(in_vals[k].dtype) for k in range(len(in_vals))) \
+        n = max(in_b[k] // itemsize(in_vals[k].dtype) for k in range(len(in_vals))) \
             if in_vals else 1
-        n = max([n] + [b // _itemsize(v.dtype) for b, v in zip(out_b, out_vals)])
+        n = max([n] + [b // itemsize(v.dtype) for b, v in zip(out_b, out_vals)])
         n = max(n, 1)
         vparts, temp, flops, seq_notes = self.vec_parts(parts, n, outs, fmt=fmt)
         inputs = tuple((b / n, self.miss(i, b)) for i, b in zip(ins, in_b))
@@ -617,26 +622,59 @@ class _Lowering:
             opdef = get_op(nd.op_type, nd.name)
             ins = [self.sub_value(nd, i) for i in nd.inputs if i] if opdef.reads_inputs else []
             outs = [self.sub_value(nd, o) for o in nd.outputs]
-            flops = int(opdef.flops(ins, outs, nd.attrs))
+            seq, work, text, flops, extra = self._node_seq(nd, opdef, ins, outs, n, ext_outs,
+                                                           scale, fmt)
             total_flops += flops
-            big = max([v.numel for v in ins + outs] + [1])
-            bf16 = bf16_vector_work(self.chip, opdef, nd.name, ins, outs)
-            if bf16 is not None:   # bf16 math as fp32 between vconvs (lower/bf16.py)
-                before, after = vconv_parts(ins, outs, scale / max(n, 1))
-                ins, outs = widened(ins, bf16), widened(outs, bf16)
-            seq, work, text = resolve(nd.op_type, opdef, ins, outs, nd.attrs,
-                                      big / max(n, 1) * scale, self.const_value,
-                                      self.chip.ub_align_bytes, fmt, self.chip.name)
-            if bf16 is not None:
-                seq = [*before, *seq, *after]
-                text += f"; {BF16_NOTE}"
             parts += seq
             temp += work
             notes.append(text if len(nodes) == 1 else f"{nd.name} ({nd.op_type}): {text}")
-            for o in outs:
-                if o.name not in ext_outs:
-                    temp += o.numel * _itemsize(o.dtype) / max(n, 1) * scale
+            for b in extra:
+                temp += b
         return parts, temp, total_flops, notes
+
+    def _node_seq(self, nd, opdef, ins: list, outs: list, n: int, ext_outs: list[str],
+                  scale: float, fmt: str) -> tuple[list[SeqPart], float, str, int, list]:
+        """One node's part of `vec_parts`: its sequence, working bytes, note, flops and the
+        UB bytes per element of its outputs that stay inside the task. Kept by everything
+        it reads but the names (op, attributes, operand shapes/dtypes/layouts, which outputs
+        leave the task, n, scale, format), with the constant data it read checked on reuse:
+        identical layers resolve once."""
+        key = None
+        akey = _attrs_key(nd.attrs)
+        if akey is not None:
+            key = (nd.op_type, akey, n, scale, fmt,
+                   tuple((v.shape, v.dtype, v.layout) for v in ins),
+                   tuple((v.shape, v.dtype, v.layout, v.name in ext_outs) for v in outs))
+            for consts, hit in self._seq_memo.get(key, ()):
+                if all(_same_const(self.const_value(ins[i].name), c) for i, c in consts):
+                    seq, work, text, flops, extra = hit
+                    return list(seq), work, text, flops, extra
+        read: list[tuple[int, Any]] = []
+        in_names = [v.name for v in ins]
+
+        def const(name: str) -> Any:
+            c = self.const_value(name)
+            read.append((in_names.index(name) if name in in_names else -1, c))
+            return c
+
+        flops = int(opdef.flops(ins, outs, nd.attrs))
+        big = max([v.numel for v in ins + outs] + [1])
+        bf16 = bf16_vector_work(self.chip, opdef, nd.name, ins, outs)
+        if bf16 is not None:   # bf16 math as fp32 between vconvs (lower/bf16.py)
+            before, after = vconv_parts(ins, outs, scale / max(n, 1))
+            ins, outs = widened(ins, bf16), widened(outs, bf16)
+        seq, work, text = resolve(nd.op_type, opdef, ins, outs, nd.attrs,
+                                  big / max(n, 1) * scale, const,
+                                  self.chip.ub_align_bytes, fmt, self.chip.name)
+        if bf16 is not None:
+            seq = [*before, *seq, *after]
+            text += f"; {BF16_NOTE}"
+        extra = [o.numel * itemsize(o.dtype) / max(n, 1) * scale for o in outs
+                 if o.name not in ext_outs]
+        if key is not None and all(i >= 0 for i, _ in read):
+            self._seq_memo.setdefault(key, []).append(
+                (tuple(read), (tuple(seq), work, text, flops, extra)))
+        return seq, work, text, flops, extra
 
     def const_value(self, name: str) -> Any:
         """The constant data of a value (a fused node's own constants first), or None."""
@@ -675,7 +713,7 @@ class _Lowering:
         out_v = self.sub_value(head, head.outputs[0])
         cdt = cube_dtype(chip, xv.dtype, head.op_type, head.name)
         m0, k0, n0 = chip.cube_shape(cdt)
-        in_b = _itemsize(xv.dtype)
+        in_b = itemsize(xv.dtype)
         notes: list[str] = []
         if cdt == "bfloat16":
             notes.append(f"bfloat16 operands run in the cube's bf16 mode (cube_mkn.bfloat16 "
@@ -745,7 +783,7 @@ class _Lowering:
                     miss_b = 0.0 if ws_fits else 1.0
         split_tail = tail and not chip.coupled
         spec = GemmSpec(batch, m, k, n, cdt, in_b, max(1, round(out_bytes)) if not split_tail
-                        else _itemsize(head_out.dtype), acc, miss_a, miss_b,
+                        else itemsize(head_out.dtype), acc, miss_a, miss_b,
                         0.0 if split_tail else through, bias, conv_rows,
                         () if split_tail else tuple(epi_parts),
                         () if split_tail else epi_inputs, shared_a=gn > 1 and block > 1,
@@ -766,7 +804,7 @@ class _Lowering:
         phases.append(Phase(ENGINE_AICORE, tuple(groups)))
         task_type = TASK_AI_CORE
         if split_tail:
-            vspec = VecSpec(per_out, ((_itemsize(head_out.dtype), 0.0),) + epi_inputs,
+            vspec = VecSpec(per_out, ((itemsize(head_out.dtype), 0.0),) + epi_inputs,
                             out_bytes, through, tuple(epi_parts))
             vgroups, vnotes = vector_work(chip, vspec, node.name, chip.vector_cores)
             phases.append(self._vphase(vgroups))
@@ -832,7 +870,7 @@ class _Lowering:
         gm = max(1, min(tm * probe.batch, cdiv(t0.block, gn)))
         a_unique = padded_bytes(xv, self.format_of(x_name) if self.format_of(x_name) !=
                                 "const" else ND)
-        w_unique = wv.numel * _itemsize(wv.dtype)
+        w_unique = wv.numel * itemsize(wv.dtype)
         fits = a_unique + w_unique <= self.chip.l2_resident_bytes
         # the reads as the CANN tiling does them (L1-resident strips are not re-read): the
         # cold miss fraction is the share of them that first touches each byte
@@ -928,6 +966,47 @@ class _Lowering:
                              f"in UB"])
         finally:
             self._sub = None
+
+
+def _attrs_key(attrs: dict) -> tuple | None:
+    """A node's attributes as a hashable key that tells apart anything that could lower
+    differently (types, float bits, -0.0); None when one is not a plain scalar or a
+    sequence of them (such a node is not kept by `_node_seq`)."""
+    out = []
+    for k, v in attrs.items():
+        kv = _plain_key(v)
+        if kv is None:
+            return None
+        out.append((k, kv))
+    return tuple(out)
+
+
+def _plain_key(v: Any) -> tuple | None:
+    t = type(v)
+    if t is float:
+        return (t, v.hex())
+    if t in (int, str, bool) or v is None:
+        return (t, v)
+    if t in (list, tuple):
+        items = []
+        for x in v:
+            kx = _plain_key(x)
+            if kx is None:
+                return None
+            items.append(kx)
+        return (t, tuple(items))
+    return None
+
+
+def _same_const(a: Any, b: Any) -> bool:
+    """Whether two constants (arrays, scalars or None) are the same data."""
+    if a is b:
+        return True
+    if a is None or b is None or type(a) is not type(b):
+        return False
+    if isinstance(a, np.ndarray):
+        return a.dtype == b.dtype and a.shape == b.shape and bool(np.array_equal(a, b))
+    return bool(a == b)
 
 
 def _chunk_values(node, k: int, outer_constants) -> dict[str, Value]:

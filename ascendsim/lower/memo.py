@@ -43,8 +43,15 @@ _templates = itertools.count(1)
 def work_key(kind: str, spec: VecSpec | GemmSpec, cores: int | None = None) -> tuple:
     """Everything that decides a node's tiled work besides the chip and the GM tensor names
     (see the module note)."""
-    return (kind, spec, cores, tuple((slot, size, span) for slot, (_, size, span)
-                                     in enumerate(_named(spec))))
+    return _key_names(kind, spec, cores)[0]
+
+
+def _key_names(kind: str, spec, cores: int | None) -> tuple[tuple, tuple[str, ...]]:
+    """`work_key` and the spec's GM tensor names by slot."""
+    named = _named(spec)
+    return ((kind, spec, cores, tuple((slot, size, span) for slot, (_, size, span)
+                                      in enumerate(named))),
+            tuple(t[0] for t in named))
 
 
 def _named(spec) -> list[tuple[str, int, int]]:
@@ -57,12 +64,9 @@ def _named(spec) -> list[tuple[str, int, int]]:
     seen: dict[str, tuple[str, int, int]] = {}
     for f in fracs:
         for t in getattr(f, "tensors", ()):
-            seen.setdefault(t[0], t)
+            if t[0] not in seen:
+                seen[t[0]] = t
     return list(seen.values())
-
-
-def _names(spec) -> tuple[str, ...]:
-    return tuple(t[0] for t in _named(spec))
 
 
 def _renamed(groups: tuple, old: tuple[str, ...], new: tuple[str, ...]) -> list:
@@ -117,8 +121,7 @@ def vector_work(chip, spec: VecSpec, op: str, cores: int) -> tuple[list[CoreGrou
     if not _enabled:
         return tiling.vector_work(chip, spec, op, cores)
     memo = _memo(chip)
-    key = work_key("vector", spec, cores)
-    names = _names(spec)
+    key, names = _key_names("vector", spec, cores)
     hit = memo.get(key)
     if hit is None:
         groups, notes = tiling.vector_work(chip, spec, op, cores)
@@ -135,8 +138,7 @@ def gemm_work(chip, spec: GemmSpec, op: str) -> tuple[list[CoreGroup], list[str]
     if not _enabled:
         return cube_tiling.gemm_work(chip, spec, op)
     memo = _memo(chip)
-    key = work_key("gemm", spec)
-    names = _names(spec)
+    key, names = _key_names("gemm", spec, None)
     hit = memo.get(key)
     if hit is None:
         groups, notes, t = cube_tiling.gemm_work(chip, spec, op)
