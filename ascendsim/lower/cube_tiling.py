@@ -74,6 +74,8 @@ import functools
 import math
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from ..errors import SimulationError
 from .program import CoreGroup, Instr, Segment, Stage
 from .tiling import (
@@ -283,18 +285,94 @@ def _cub_columns(chip, spec: GemmSpec, m_t: int, n_t: int) -> int:
 
 @functools.lru_cache(maxsize=4096)
 def _gemm_tiling(chip, spec: GemmSpec) -> GemmTiling:
+    """The search: every candidate's estimate, then CANN's pick."""
+    c, est = _search_estimates(chip, spec)
+    # CANN picks the base block with the least GM load (MatMulV3 CalcBase minLoadSize):
+    # among the candidates within EST_TOLERANCE of the fastest, the least traffic wins
+    fastest = float(est.min())
+    near = [c.tiling(i, float(est[i]))
+            for i in np.flatnonzero(est <= fastest * (1 + EST_TOLERANCE))]
+    return min(near, key=lambda t: (sum(operand_read_bytes(spec, t)), t.est))
+
+
+def _search_estimates(chip, spec: GemmSpec) -> tuple[_Candidates, np.ndarray]:
+    """Every candidate of the search (`_candidates`) and its estimate: `_estimates` for all
+    candidates at once (the same float operations, so the same floats)."""
+    c = _candidates(chip, replace(spec, miss_a=0.0, miss_b=0.0))
+    # the GM->L1 read bandwidths per number of cores sharing L2/HBM (as `_BlockFacts`)
+    ctx = _SearchContext(chip, spec)
+    dens = np.array([_dens(ctx, sharing) for sharing in c.sharings])
+    den_a, den_b = dens[c.sharing, 0], dens[c.sharing, 1]
+    t_mte2 = 0.0 + c.a_bytes / den_a
+    t_mte2 = t_mte2 + c.b_bytes / den_b
+    t_mte2 = t_mte2 + c.lat
+    period = np.maximum(np.maximum(np.maximum(np.maximum(c.t_m, c.t_mte1), t_mte2), c.t_out),
+                        c.t_st)
+    period = np.where(c.wait, np.maximum(period, c.t_m + c.t_out), period)
+    return c, c.per_core * period + (t_mte2 * c.k_l1 / c.nk_kt) + c.t_out + c.t_st
+
+
+def _dens(ctx: _SearchContext, sharing: int) -> tuple[float, float]:
+    """The A and B GM->L1 read bandwidths per core with `sharing` cores on L2/HBM at once."""
+    dens = ctx.dens.get(sharing)
+    if dens is None:
+        chip, spec = ctx.chip, ctx.spec
+        miss = (spec.miss_a + spec.miss_b) / 2
+        got = []
+        for nd, m_x in ((spec.nd2nz_a, spec.miss_a), (spec.nd2nz_b, spec.miss_b)):
+            bw = _gm_l1_bw(chip, nd)
+            core_bw = bw * (1 - m_x) + m_x * bw / ctx.slow
+            got.append(min(core_bw, ctx.l2_bw / sharing,
+                           ctx.hbm_bw / (sharing * max(miss, 1e-9))))
+        dens = ctx.dens[sharing] = (got[0], got[1])
+    return dens
+
+
+class _Candidates:
+    """Every candidate tiling of one GEMM shape (a spec without its miss fractions, which
+    only the read bandwidths depend on), in search order, as arrays: the GemmTiling fields
+    but the estimate, and the terms of the estimate that do not depend on the misses."""
+
+    #: GemmTiling fields kept (ints; `reuse` as an index into REUSE_MODES), in class order
+    FIELDS = ("m_t", "n_t", "k_t", "k_l1", "tiles", "block", "tm", "tn", "reuse", "run_a",
+              "run_b", "db_l0c", "cub")
+
+    def __len__(self) -> int:
+        return len(self.k_l1)
+
+    def tiling(self, i: int, est: float) -> GemmTiling:
+        """Candidate `i` with its estimate."""
+        f = [int(getattr(self, name)[i]) for name in self.FIELDS]
+        f[8] = REUSE_MODES[f[8]]
+        return GemmTiling(*f[:6], est, *f[6:])
+
+
+#: the stepK candidates as an array (the grid's second axis)
+_R = np.array(_L1_STEPS, dtype=np.int64)
+#: `_candidates`' row columns: these ints, then wait and the three reuse modes, then these
+#: floats
+_INT_COLUMNS = ("m_t", "n_t", "k_t", "tiles", "block", "tm", "tn", "db_l0c", "cub", "nk",
+                "sharing", "run_a_kept", "run_b_kept", "bias")
+_FLOAT_COLUMNS = ("a_tile", "b_tile", "t_m", "t_mte1", "t_out", "t_st", "per_core")   # (doc)
+
+
+@functools.lru_cache(maxsize=1024)
+def _candidates(chip, spec: GemmSpec) -> _Candidates:
+    """The candidates that fit L0A/L0B/L0C/L1 (and UB on coupled chips), in search order
+    (base block M then N, baseK, stepK, reuse mode), each with what its estimate
+    (`_estimate_rows`) needs that does not depend on the misses; `_NoFit` naming the
+    buffer when none fits. The grid of stepK x reuse mode is checked with arrays (the same
+    integer and float operations as one at a time: the values stay below 2**53)."""
     m0, k0, n0 = chip.cube_shape(spec.in_dtype)
     mp, np_ = ceil_to(spec.m, m0), ceil_to(spec.n, n0)
     kp = ceil_to(spec.k, k0)
     tbe = tbe_matmul(chip, spec)
-    best: GemmTiling | None = None
-    cands: list[tuple] = []
-    smallest = None
     ctx = _SearchContext(chip, spec)
     in_b, acc_b = spec.in_bytes, spec.acc_bytes
-    l0a_cap, l0b_cap, l0c_cap, l1_cap = chip.l0a_bytes, chip.l0b_bytes, chip.l0c_bytes, \
-        chip.l1_bytes
     bt = chip.bt_bytes if spec.bias else 0
+    # one row per (base block, baseK) that fits L0A/L0B/L0C (and has a UB column chunk)
+    rows: list[tuple] = []
+    sharings: dict[int, int] = {}
     for m_t in _MN_EDGES:
         if m_t > max(mp, m0) * 2 and m_t > m0:
             continue
@@ -303,64 +381,113 @@ def _gemm_tiling(chip, spec: GemmSpec) -> GemmTiling:
             if n_t > max(np_, n0) * 2 and n_t > n0:
                 continue
             tile_acc = m_t * n_t * acc_b
-            db_l0c = 2 if 2 * tile_acc <= l0c_cap else 1
+            db_l0c = 2 if 2 * tile_acc <= chip.l0c_bytes else 1
             b_strip = spec.k * n_t * in_b
-            modes = REUSE_MODES
+            modes = (True, True, True)              # REUSE_MODES: A, B, neither
             if tbe:
-                modes = (tbe_reuse(chip, m_t, n_t, a_strip, b_strip),)
-                if modes[0]:
+                keep = tbe_reuse(chip, m_t, n_t, a_strip, b_strip)
+                modes = tuple(m == keep for m in REUSE_MODES)
+                if keep:
                     db_l0c = 1
             # a bias on split chips is read from the BiasTable (MatMulV3 CheckBTSize)
             if bt and n_t * acc_b > bt:
                 continue
             cub = _cub_columns(chip, spec, m_t, n_t) if chip.coupled else n_t
-            bias = n_t * acc_b if spec.bias else 0
-            block = None
+            if tile_acc > chip.l0c_bytes or not cub:
+                continue
+            f = None
             for ks in _K_STEPS:
                 k_t = ks * k0
                 if k_t > kp and ks > 1:
                     continue
-                l0a, l0b = 2 * m_t * k_t * in_b, 2 * k_t * n_t * in_b
-                if smallest is None or l0a + l0b + tile_acc < smallest[2]:
-                    smallest = ((m_t, n_t, k_t), (l0a, l0b, tile_acc), l0a + l0b + tile_acc)
-                if l0a > l0a_cap or l0b > l0b_cap or tile_acc > l0c_cap or not cub:
+                if 2 * m_t * k_t * in_b > chip.l0a_bytes or 2 * k_t * n_t * in_b > \
+                        chip.l0b_bytes:
                     continue
+                if f is None:
+                    f = _BlockFacts(ctx, m_t, n_t)
+                    sharing = sharings.setdefault(min(f.block, ctx.cores), len(sharings))
                 nk = cdiv(spec.k, k_t)
-                variants = []
-                for r in _L1_STEPS:
-                    if r > nk or nk % r:
-                        continue
-                    k_l1 = k_t * r
-                    a_chunk = math.ceil(a_strip * k_l1 / spec.k)
-                    b_chunk = k_l1 * n_t * in_b
-                    for reuse in modes:
-                        need = (2 * (a_chunk + b_chunk) + bias if not reuse else
-                                a_strip + 2 * b_chunk + bias if reuse == "A" else
-                                b_strip + 2 * a_chunk + bias)
-                        if need > l1_cap:
-                            continue
-                        variants.append((k_l1, reuse))
-                if variants:
-                    if block is None:
-                        block = _BlockFacts(ctx, m_t, n_t)
-                    cands += _estimate_rows(ctx, block, k_t, variants, db_l0c, cub)
-    if cands:
-        # CANN picks the base block with the least GM load (MatMulV3 CalcBase minLoadSize):
-        # among the candidates within EST_TOLERANCE of the fastest, the least traffic wins
-        fastest = min(t[6] for t in cands)
-        near = [GemmTiling(*t) for t in cands if t[6] <= fastest * (1 + EST_TOLERANCE)]
-        best = min(near, key=lambda t: (sum(operand_read_bytes(spec, t)), t.est))
-    if best is None:
-        (m_t, n_t, k_t), (a, b, c), _ = smallest
-        bufs = [("L0A", a, chip.l0a_bytes), ("L0B", b, chip.l0b_bytes),
-                ("L0C", c, chip.l0c_bytes)]
-        name, req, cap = next(((n, r, c) for n, r, c in bufs if r > c),
-                              ("L1", 2 * (m_t + n_t) * k_t * spec.in_bytes, chip.l1_bytes))
-        if name == "L1" and chip.coupled and not _cub_columns(chip, spec, m_t, n_t):
-            name, req, cap = "UB", 2 * m_t * 16 * spec.out_bytes, chip.ub_bytes
-        raise _NoFit(f"{name} of core 0 ({cap} B) cannot hold the minimum cube tile "
-                     f"{m_t}x{k_t}x{n_t} with double buffering ({req} B)")
-    return best
+                mmad = cdiv(m_t, ctx.m0) * (k_t // ctx.k0) * cdiv(n_t, ctx.n0) + ctx.c0
+                t_mte1 = nk * (m_t * k_t * spec.in_bytes / ctx.l1_l0a
+                               + k_t * n_t * spec.in_bytes / ctx.l1_l0b)
+                rows.append((m_t, n_t, k_t, f.tiles, f.block, f.tm, f.tn, db_l0c, cub, nk,
+                             sharing, f.run_a_kept, f.run_b_kept,
+                             n_t * acc_b if spec.bias else 0,
+                             db_l0c == 1 and not ctx.unit_flag, *modes, a_strip, b_strip,
+                             nk * mmad, t_mte1, f.t_out, f.t_st, f.per_core))
+    c = _Candidates()
+    if rows:
+        # every row's numbers in one array (the ints are below 2**53: exact as floats)
+        arr = np.array(rows, dtype=np.float64)
+        n_int = len(_INT_COLUMNS)
+        ints = arr[:, :n_int].astype(np.int64)
+        col = {k: i for i, k in enumerate(_INT_COLUMNS)}
+        wait, modes_ok = arr[:, n_int] != 0, arr[:, n_int + 1:n_int + 4] != 0
+        floats = arr[:, n_int + 4:]
+        nk, k_t, n_t = ints[:, col["nk"]], ints[:, col["k_t"]], ints[:, col["n_t"]]
+        a_tile, b_tile = floats[:, 0], floats[:, 1]
+        # (row, stepK, mode) grid; a stepK divides the K blocks
+        k_l1 = k_t[:, None] * _R[None, :]
+        r_ok = (_R[None, :] <= nk[:, None]) & (nk[:, None] % _R[None, :] == 0)
+        a_chunk = np.ceil(a_tile[:, None] * k_l1 / spec.k)
+        b_chunk = k_l1 * n_t[:, None] * in_b
+        bias = ints[:, col["bias"], None]
+        need = np.empty(k_l1.shape + (3,))
+        need[:, :, 0] = a_tile[:, None] + 2 * b_chunk + bias      # A kept in L1
+        need[:, :, 1] = b_tile[:, None] + 2 * a_chunk + bias      # B kept in L1
+        need[:, :, 2] = 2 * (a_chunk + b_chunk) + bias            # neither
+        ok = (need <= chip.l1_bytes) & r_ok[:, :, None] & modes_ok[:, None, :]
+        row, step, mode = np.nonzero(ok)              # (C order: the search order)
+        ci, cf = ints[row], floats[row]
+        for name in ("m_t", "n_t", "k_t", "tiles", "block", "tm", "tn", "db_l0c", "cub",
+                     "sharing"):
+            setattr(c, name, ci[:, col[name]])
+        c.k_l1 = k_l1[row, step]
+        c.reuse = mode
+        c.run_a = np.where(mode == 0, ci[:, col["run_a_kept"]], 1)
+        c.run_b = np.where(mode == 1, ci[:, col["run_b_kept"]], 1)
+        c.wait = wait[row]
+        # (each as `_estimate_rows` computes it)
+        c.a_bytes = cf[:, 0] / c.run_a
+        c.b_bytes = cf[:, 1] / c.run_b
+        c.nk_kt = ci[:, col["nk"]] * c.k_t
+        c.lat = (c.nk_kt // c.k_l1) * ctx.lat
+        c.t_m, c.t_mte1, c.t_out, c.t_st, c.per_core = cf[:, 2:].T
+        c.sharings = sorted(sharings, key=sharings.__getitem__)
+    if not rows or not len(c):
+        raise _NoFit(_no_fit(chip, spec))
+    return c
+
+
+def _no_fit(chip, spec: GemmSpec) -> str:
+    """Why no tile shape fits: the buffer the smallest candidate tile overflows."""
+    m0, k0, n0 = chip.cube_shape(spec.in_dtype)
+    mp, np_ = ceil_to(spec.m, m0), ceil_to(spec.n, n0)
+    smallest = None
+    for m_t in _MN_EDGES:
+        if m_t > max(mp, m0) * 2 and m_t > m0:
+            continue
+        for n_t in _MN_EDGES:
+            if n_t > max(np_, n0) * 2 and n_t > n0:
+                continue
+            if spec.bias and chip.bt_bytes and n_t * spec.acc_bytes > chip.bt_bytes:
+                continue
+            tile_acc = m_t * n_t * spec.acc_bytes
+            for ks in _K_STEPS:
+                k_t = ks * k0
+                if k_t > ceil_to(spec.k, k0) and ks > 1:
+                    continue
+                need = (2 * m_t * k_t * spec.in_bytes, 2 * k_t * n_t * spec.in_bytes, tile_acc)
+                if smallest is None or sum(need) < sum(smallest[1]):
+                    smallest = ((m_t, n_t, k_t), need)
+    (m_t, n_t, k_t), (a, b, c) = smallest
+    bufs = [("L0A", a, chip.l0a_bytes), ("L0B", b, chip.l0b_bytes), ("L0C", c, chip.l0c_bytes)]
+    name, req, cap = next(((n, r, c) for n, r, c in bufs if r > c),
+                          ("L1", 2 * (m_t + n_t) * k_t * spec.in_bytes, chip.l1_bytes))
+    if name == "L1" and chip.coupled and not _cub_columns(chip, spec, m_t, n_t):
+        name, req, cap = "UB", 2 * m_t * 16 * spec.out_bytes, chip.ub_bytes
+    return (f"{name} of core 0 ({cap} B) cannot hold the minimum cube tile "
+            f"{m_t}x{k_t}x{n_t} with double buffering ({req} B)")
 
 
 def _gm_l1_bw(chip, nd2nz: bool) -> float:
@@ -410,17 +537,7 @@ class _BlockFacts:
         per_block = cdiv(tiles, block)
         self.per_core = per_block * cdiv(block, ctx.cores)   # the busiest core's base blocks
         sharing = min(block, ctx.cores)                      # cores sharing L2/HBM at once
-        dens = ctx.dens.get(sharing)
-        if dens is None:
-            miss = (spec.miss_a + spec.miss_b) / 2
-            got = []
-            for nd, m_x in ((spec.nd2nz_a, spec.miss_a), (spec.nd2nz_b, spec.miss_b)):
-                bw = _gm_l1_bw(chip, nd)
-                core_bw = bw * (1 - m_x) + m_x * bw / ctx.slow
-                got.append(min(core_bw, ctx.l2_bw / sharing,
-                               ctx.hbm_bw / (sharing * max(miss, 1e-9))))
-            dens = ctx.dens[sharing] = (got[0], got[1])
-        self.den_a, self.den_b = dens
+        self.den_a, self.den_b = _dens(ctx, sharing)
         self.a_tile = a_tile_bytes(spec, m_t)
         self.b_tile = spec.k * n_t * spec.in_bytes
         out = m_t * n_t
