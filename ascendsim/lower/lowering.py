@@ -326,8 +326,9 @@ class _Lowering:
                 self.fmt[name] = graph.values[name].layout
         #: rebound subgraphs by (fused node id, input shapes) (the node is kept alive)
         self._rebound_memo: dict[tuple, tuple[Any, Any]] = {}
-        #: Value objects whose shape `value` found static, by id (speed only)
-        self._static: dict[int, Value] = {}
+        #: `values` whose shape `value` found static (speed only; `set_value` and the undo
+        #: of an L2 chunk drop what they change)
+        self._checked: dict[str, Value] = {}
 
     # -- helpers ---------------------------------------------------------------------------
     def root(self, name: str) -> str:
@@ -345,18 +346,19 @@ class _Lowering:
         if undo is not None and name not in undo:
             undo[name] = self.values.get(name, _UNSET)
         self.values[name] = v
+        self._checked.pop(name, None)
 
     def value(self, name: str) -> Value:
+        v = self._checked.get(name)
+        if v is not None:
+            return v
         v = self.values.get(name)
         if v is None:
             raise GraphError(f"lowering: no value '{name}' in graph '{self.g.name}'")
-        if self._static.get(id(v)) is v:          # checked before (kept alive here)
-            return v
-        self._static[id(v)] = v
         if not all(isinstance(d, int) for d in v.shape):
-            del self._static[id(v)]
             raise GraphError(f"value '{name}' has symbolic shape {v.shape}; bind it "
                              f"(Graph.bind) before simulating")
+        self._checked[name] = v
         return v
 
     def format_of(self, name: str) -> str:
@@ -571,24 +573,24 @@ class _Lowering:
                 ins.append(self.ensure(i, fmt))
         in_vals = [self.value(i) for i in ins]
         out_vals = [self.value(o) for o in outs]
-        in_b = [padded_bytes(v, fmt if self.format_of(i) == fmt else ND)
-                for i, v in zip(ins, in_vals)]
+        in_fmts = [self.format_of(i) for i in ins]
+        in_b = [padded_bytes(v, fmt if f == fmt else ND) for f, v in zip(in_fmts, in_vals)]
         out_b = [padded_bytes(v, f) for v, f in zip(out_vals, out_fmts)]
         n = max(in_b[k] // itemsize(in_vals[k].dtype) for k in range(len(in_vals))) \
             if in_vals else 1
         n = max([n] + [b // itemsize(v.dtype) for b, v in zip(out_b, out_vals)])
         n = max(n, 1)
         vparts, temp, flops, seq_notes = self.vec_parts(parts, n, outs, fmt=fmt)
-        inputs = tuple((b / n, self.miss(i, b)) for i, b in zip(ins, in_b))
+        inputs = tuple((b / n, self.miss(i, b, fmt=f)) for i, b, f in zip(ins, in_b, in_fmts))
         through = self.through(outs, out_fmts)
         spec = VecSpec(n, inputs, sum(out_b) / n, through, tuple(vparts), temp)
         groups, vnotes = vector_work(self.chip, spec, node.name, self._vcores())
         if not ext_in and node.inputs:
             ins = [i for i in node.inputs if i]   # dependencies only: no bytes moved
+            in_fmts = [self.format_of(i) for i in ins]
             vnotes = vnotes + ["inputs order the op only (no input bytes read)"]
         self.add_task(TaskSpec(name or node.name, op_type or node.op_type, self._vtype(),
-                               [self._vphase(groups)], ins, outs,
-                               [self.format_of(i) for i in ins], out_fmts, flops,
+                               [self._vphase(groups)], ins, outs, in_fmts, out_fmts, flops,
                                (notes or []) + seq_notes + vnotes, fused))
 
     def keeps_format(self, main: str, fmt: str, outs: list[str]) -> list[bool] | None:
@@ -913,6 +915,7 @@ class _Lowering:
                 self.chunk_tag = ""
                 self._undo = outer
                 for key, old in undo.items():
+                    self._checked.pop(key, None)
                     if old is _UNSET:
                         del values[key]
                     else:
