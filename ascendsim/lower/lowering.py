@@ -447,13 +447,17 @@ class _Lowering:
         and the traffic's `memory_cycles`; kept by the groups' memo templates when every
         group has one (equal templates: equal instructions but for GM tensor names, which
         none of these reads)."""
-        key = tuple((p.engine, *(g.template for g in p.groups)) for p in phases)
-        if all(all(k[1:]) for k in key):
+        key: tuple | None = ()
+        for p in phases:
+            templates = tuple(g.template for g in p.groups)
+            if 0 in templates:
+                key = None
+                break
+            key += ((p.engine, templates),)
+        if key is not None:
             hit = self._facts.get(key)
             if hit is not None:
                 return dict(hit[0]), hit[1], hit[2]
-        else:
-            key = None
         traffic = phase_traffic(phases)
         cube = any(p for p in phases if p.engine == ENGINE_AICORE and _has_pipe(p, "M"))
         memory = memory_cycles(self.chip, traffic)
