@@ -567,21 +567,21 @@ class _Lowering:
         ins = []
         # an operand 8x smaller than the op's largest value (a per-channel or per-row
         # vector, a broadcast statistic) is read as it is
-        biggest = max(self.value(v).numel for v in [*ext_in, *outs])
-        for i in ext_in:
-            v = self.value(i)
+        value = self.value
+        ext_vals = [value(i) for i in ext_in]
+        out_vals = [value(o) for o in outs]
+        biggest = max([v.numel for v in ext_vals] + [v.numel for v in out_vals])
+        for i, v in zip(ext_in, ext_vals):
             small = is_small_operand(v.numel, biggest) or v.rank < 2
             if fmt == ND or small or self.is_const(i):
                 ins.append(self.ensure(i, ND) if not self.is_const(i) and not small else i)
             else:
                 ins.append(self.ensure(i, fmt))
-        in_vals = [self.value(i) for i in ins]
-        out_vals = [self.value(o) for o in outs]
+        in_vals = [value(i) for i in ins]
         in_fmts = [self.format_of(i) for i in ins]
         in_b = [padded_bytes(v, fmt if f == fmt else ND) for f, v in zip(in_fmts, in_vals)]
         out_b = [padded_bytes(v, f) for v, f in zip(out_vals, out_fmts)]
-        n = max(in_b[k] // itemsize(in_vals[k].dtype) for k in range(len(in_vals))) \
-            if in_vals else 1
+        n = max([b // itemsize(v.dtype) for b, v in zip(in_b, in_vals)]) if in_vals else 1
         n = max([n] + [b // itemsize(v.dtype) for b, v in zip(out_b, out_vals)])
         n = max(n, 1)
         vparts, temp, flops, seq_notes = self.vec_parts(parts, n, outs, fmt=fmt)

@@ -26,7 +26,7 @@ from typing import Any
 
 from . import cube_tiling, tiling
 from .cube_tiling import GemmSpec, GemmTiling
-from .program import CoreGroup, Renaming
+from .program import CoreGroup
 from .tiling import VecSpec
 
 #: chips whose memos are kept (a sweep varies the chip; older chips' memos are dropped)
@@ -74,7 +74,7 @@ def _renamed(groups: tuple, old: tuple[str, ...], new: tuple[str, ...]) -> list:
     build their instructions when first read (`CoreGroup.renamed`)."""
     if old == new:
         return list(groups)
-    rename = Renaming(dict(zip(old, new)))
+    rename = dict(zip(old, new))
     return [CoreGroup.renamed(g, rename) for g in groups]
 
 

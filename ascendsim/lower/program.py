@@ -139,12 +139,14 @@ class CoreGroup:
         #: uses it)
         self.template = template
         self._base: CoreGroup | None = None
-        self._rename: Renaming | None = None
+        self._rename: dict[str, str] | None = None
         self._gm: tuple | None = None
 
     @classmethod
-    def renamed(cls, base: CoreGroup, rename: Renaming) -> CoreGroup:
-        """`base` with the GM tensor names of its moves substituted by `rename` (lazily)."""
+    def renamed(cls, base: CoreGroup, rename: dict[str, str]) -> CoreGroup:
+        """`base` with the GM tensor names of its moves substituted (lazily): `rename` maps
+        old names to new ones (a plain dict of strings: nothing for the garbage collector to
+        track, one per reused task)."""
         g = cls.__new__(cls)
         g.cores, g._segments, g.template = base.cores, None, base.template
         g._base, g._rename, g._gm = base, rename, None
@@ -160,7 +162,7 @@ class CoreGroup:
     def segments(self) -> tuple[Segment, ...]:
         segs = self._segments
         if segs is None:
-            segs = self._segments = self._rename.segments(self._base.segments)
+            segs = self._segments = Renaming(self._rename).segments(self._base.segments)
         return segs
 
     @property
@@ -177,7 +179,7 @@ class CoreGroup:
         got = self._gm
         if got is None:
             if self._base is not None:
-                to = self._rename.to
+                to = self._rename
                 got = tuple((to.get(n, n), b, w) for n, b, w in self._base.gm_tensors)
             else:
                 seen: dict = {}
@@ -202,7 +204,7 @@ class CoreGroup:
 
     def _same(self, other: CoreGroup) -> bool:
         return (self._base is not None and self._base is other._base
-                and self._rename.to == other._rename.to)
+                and self._rename == other._rename)
 
     def __eq__(self, other: object) -> bool:
         if other.__class__ is not CoreGroup:
@@ -224,17 +226,14 @@ class CoreGroup:
 
 
 class Renaming:
-    """GM tensor names to substitute in the instructions of a memo reuse's groups (`to`: old
-    name -> new name); each instruction is rebuilt once however many groups share it."""
+    """GM tensor names to substitute in the instructions of a group (`to`: old name -> new
+    name); each instruction is rebuilt once however many stages share it."""
 
     __slots__ = ("to", "_done")
 
     def __init__(self, to: dict[str, str]) -> None:
         self.to = to
         self._done: dict[int, Instr] = {}
-
-    def __reduce__(self):
-        return (Renaming, (self.to,))
 
     def instr(self, ins: Instr) -> Instr:
         if not ins.tensors:
