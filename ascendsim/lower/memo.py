@@ -12,7 +12,8 @@ miss fractions carry (`GmFraction.tensors`, copied into `Instr.tensors`); float 
 ignores them, so `work_key` adds them with each name replaced by its slot (order of first
 appearance) and its size and span kept: the 24 layers' equal nodes share a key. A reuse under
 other names gets the work with the names substituted (`_renamed`: new groups marked with the
-work's `template` number, which the engine's replay key compares). `work_key` is
+work's `template` number, which the engine's replay key compares; each builds its renamed
+instructions only when they are read, `CoreGroup.renamed`). `work_key` is
 that key; a result is reused only under an equal key, so a reused node gets exactly the
 groups a fresh tiling would give (tests/lower/test_memo.py checks whole simulations against
 a run with the memo off). The lowering's own state (formats, L2 LRU, streams, dependencies)
