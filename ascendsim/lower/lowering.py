@@ -329,6 +329,8 @@ class _Lowering:
         #: `values` whose shape `value` found static (speed only; `set_value` and the undo
         #: of an L2 chunk drop what they change)
         self._checked: dict[str, Value] = {}
+        #: whether a shape is static, by shape (`sub_value`)
+        self._static_shapes: dict[tuple, bool] = {}
 
     # -- helpers ---------------------------------------------------------------------------
     def root(self, name: str) -> str:
@@ -691,10 +693,15 @@ class _Lowering:
 
     def sub_value(self, node, name: str) -> Value:
         sub = getattr(self, "_sub", None)
-        if sub is not None and name in sub.values:
-            v = sub.values[name]
-            if all(isinstance(d, int) for d in v.shape):
-                return v
+        if sub is not None:
+            v = sub.values.get(name)
+            if v is not None:
+                static = self._static_shapes.get(v.shape)
+                if static is None:
+                    static = self._static_shapes[v.shape] = all(isinstance(d, int)
+                                                                for d in v.shape)
+                if static:
+                    return v
         return self.value(name)
 
     # -- cube ------------------------------------------------------------------------------
