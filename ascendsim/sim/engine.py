@@ -1284,17 +1284,12 @@ def _gm_tensors(program: Program) -> tuple[dict, dict, dict, dict, dict]:
         big: dict[str, int] = {}
         for ph in t.phases:
             for g in ph.groups:
-                for sg in g.segments:
-                    for st in sg.stages:
-                        for ins in st.head + st.instrs:
-                            if ins.tensors:
-                                side = writes if ins.dst == GM else reads
-                                side.setdefault(t.task_id, set()).update(
-                                    n[0] for n in ins.tensors)
-                                for n in ins.tensors:
-                                    mine.setdefault(n[0], len(mine))
-                                    if n[1] > big.get(n[0], -1):
-                                        big[n[0]] = n[1]
+                # (the group's distinct tensors in order of first appearance in its moves)
+                for name, size, write in g.gm_tensors:
+                    (writes if write else reads).setdefault(t.task_id, set()).add(name)
+                    mine.setdefault(name, len(mine))
+                    if size > big.get(name, -1):
+                        big[name] = size
         if mine:
             roles[t.task_id] = mine
             sizes[t.task_id] = big
