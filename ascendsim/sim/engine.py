@@ -99,10 +99,10 @@ kernel's AIC and AIV phases, which overlap as their cross-core flags allow
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import gc
+import heapq
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -110,7 +110,6 @@ from typing import Any
 
 import numpy as np
 import simpy
-from simpy.core import EmptySchedule
 
 from ..errors import ConfigError, SimulationError
 from ..hw.names import ENGINE_AICORE, ENGINE_AICPU, ENGINE_HOST, GM, MODES
@@ -182,24 +181,35 @@ class Fabric:
         return ev
 
     def _advance(self) -> None:
-        dt = self.env.now - self.last
+        now = self.env._now
+        dt = now - self.last
         if dt:
             for f in self.flows:
                 f.remaining -= f.rate * dt
-        self.last = self.env.now
+        self.last = now
 
     def _rates(self) -> None:
         """Progressive filling: raise every unfrozen rate together until a cap or a resource
-        binds, freeze what is bound, repeat."""
-        active = list(self.flows)
-        for f in active:
+        binds, freeze what is bound, repeat. (Each pass sums in flow order, as `sum` would:
+        the same floats bit for bit.)"""
+        flows = self.flows
+        for f in flows:
             f.rate = 0.0
-        res_l2, res_hbm, res_wr = self.l2_bw, self.hbm_bw, self.l2_write_bw
+        active = flows
+        l2_bw, hbm_bw, wr_bw = self.l2_bw, self.hbm_bw, self.l2_write_bw
+        res_l2, res_hbm, res_wr = l2_bw, hbm_bw, wr_bw
         while active:
-            s_l2 = sum(f.weight for f in active)
-            s_hbm = sum(f.weight * f.hbm for f in active)
-            s_wr = sum(f.weight for f in active if f.write)
-            d = min(f.cap - f.rate for f in active)
+            s_l2 = s_hbm = s_wr = 0
+            d = None
+            for f in active:
+                w = f.weight
+                s_l2 += w
+                s_hbm += w * f.hbm
+                if f.write:
+                    s_wr += w
+                g = f.cap - f.rate
+                if d is None or g < d:          # (`min`: the first of the least)
+                    d = g
             if s_l2 > 0:
                 d = min(d, res_l2 / s_l2)
             if s_hbm > 0:
@@ -212,39 +222,54 @@ class Fabric:
             res_l2 -= d * s_l2
             res_hbm -= d * s_hbm
             res_wr -= d * s_wr
-            sat_l2 = res_l2 <= _EPS * self.l2_bw
-            sat_hbm = res_hbm <= _EPS * self.hbm_bw
-            sat_wr = math.isfinite(res_wr) and res_wr <= _EPS * self.l2_write_bw
-            if sat_l2:
+            if res_l2 <= _EPS * l2_bw:          # L2 saturated: every flow is bound
                 break
+            sat_hbm = res_hbm <= _EPS * hbm_bw
+            sat_wr = math.isfinite(res_wr) and res_wr <= _EPS * wr_bw
             active = [f for f in active if f.cap - f.rate > _EPS * f.cap
                       and not (sat_hbm and f.hbm > 0) and not (sat_wr and f.write)]
-        use_l2 = sum(f.weight * f.rate for f in self.flows)
-        use_hbm = sum(f.weight * f.rate * f.hbm for f in self.flows)
-        self.peak_l2 = max(self.peak_l2, use_l2)
-        self.peak_hbm = max(self.peak_hbm, use_hbm)
+        use_l2 = use_hbm = 0
+        for f in flows:
+            wr = f.weight * f.rate
+            use_l2 += wr
+            use_hbm += wr * f.hbm
+        if use_l2 > self.peak_l2:
+            self.peak_l2 = use_l2
+        if use_hbm > self.peak_hbm:
+            self.peak_hbm = use_hbm
 
     def _reschedule(self) -> None:
         self._rates()
         self.token += 1
         if not self.flows:
             return
-        delay = min(math.ceil(max(f.remaining, 0.0) / f.rate - _EPS) if f.rate > 0 else 1
-                    for f in self.flows)
-        self.env.timeout(max(delay, 0)).callbacks.append(_Wake(self, self.token))
+        delay = None
+        for f in self.flows:
+            rate = f.rate
+            if rate > 0:
+                left = f.remaining
+                if left < 0.0:
+                    left = 0.0
+                t = math.ceil(left / rate - _EPS)
+            else:
+                t = 1
+            if delay is None or t < delay:
+                delay = t
+        self.env.timeout(delay if delay > 0 else 0).callbacks.append(_Wake(self, self.token))
 
     def _wake(self, tok: int) -> None:
         if tok != self.token:
             return
         self._advance()
-        done = [f for f in self.flows if f.remaining <= _EPS * max(f.size, 1.0)
+        flows = self.flows
+        done = [f for f in flows if f.remaining <= _EPS * max(f.size, 1.0)
                 or f.remaining <= f.rate * 1e-6]
-        if not done and self.flows:
+        if not done and flows:
             # the earliest flow ends within this cycle (integer rounding): finish it
-            first = min(self.flows, key=lambda f: f.remaining / f.rate if f.rate else math.inf)
+            first = min(flows, key=lambda f: f.remaining / f.rate if f.rate else math.inf)
             done = [first]
         for f in done:
-            self.flows.remove(f)
+            flows.remove(f)
             f.event.succeed()
         self._reschedule()
 
@@ -493,16 +518,12 @@ class Engine:
             if mine:
                 env.process(self._stream(mine))
         env.process(self._flush(tasks))
-        n = 0
         # the run allocates 10^5..10^6 small objects that live to the end: pausing the
         # cyclic GC (not needed: nothing here forms cycles that must die early) halves it
         gc_was = gc.isenabled()
         gc.disable()
         try:
-            with contextlib.suppress(EmptySchedule):   # SimPy's "no events left": done
-                while True:
-                    env.step()
-                    n += 1
+            n = _run_events(env)
         finally:
             if gc_was:
                 gc.enable()
@@ -762,10 +783,15 @@ class Engine:
         interval (tile detail); "tile" one interval per tile and "all" one for the whole
         queue (block detail), starting with the first instruction and lasting the busy
         cycles (the waits in between are left out, so no interval overlaps the next).
+        (The fast-forward reads this generator's locals by name: `k`, `busy`, `run_busy`,
+        `start`, `stalled`, `run`, `merge`, `ev`, `key`; sim/fastforward.py.)
         """
         env = self.env
+        timeout, event = env.timeout, env.event
         flags, waiters = core.flags, core.waiters
+        levels, caps, peaks = core.levels, core.caps, core.peaks
         weight = len(cores)
+        task_id, op = task.task_id, task.op_name
         busy = 0
         tile_ends = []              # when each tile's last instruction on this pipe ended
         last_tile = -1
@@ -774,6 +800,8 @@ class Engine:
         run_busy = 0
         stalled = 0                 # cycles its shared flows took beyond their own time
         spans = _timeout_spans(queue)
+        entries = _entries(queue)
+        contig, per_tile = merge == "contig", merge == "tile"
         clock = 0                   # the end of the last instruction inside a merged timeout
         k = start = 0
         n = len(queue)
@@ -781,68 +809,77 @@ class Engine:
         # pipe ahead by whole periods (its locals shifted: sim/fastforward.py)
         hook = fastforward.NO_HOOK if self.ff is None else self.ff.enter(core, queue, spans)
         while k < n:
-            ins, waits, sets, allocs, frees, tile = queue[k]
+            (ins, waits, sets, allocs, frees, tile, flow, own, cycles, cown, kind, src, dst,
+             _, _, _) = entries[k]
             span = spans[k]
-            hbm, own = ins.hbm, ins.busy()
             if span < 0:
                 # inside a run of plain timeouts already waited for as one: no flag, buffer
                 # or tile change between them, so each one's times follow by arithmetic
                 start = clock
-                clock = end = start + ins.cycles
+                clock = end = start + cycles
             else:
                 if tile != last_tile:
                     if last_tile >= 0:
-                        tile_ends.append(env.now)
+                        tile_ends.append(env._now)
                     last_tile = tile
-                for key in waits:
-                    c = flags.get(key, 0)
-                    if c > 0:
-                        flags[key] = c - 1
-                    else:
-                        ev = env.event()
-                        waiters[key] = ev
-                        yield ev
-                        if hook.hot:
-                            k, busy, run_busy, start, stalled = hook.resume(
-                                k, busy, run_busy, start, stalled)
-                for buf, nb in allocs:
-                    core.alloc(buf, nb)
-                start = env.now
-                if ins.shared and ins.nbytes:
+                if waits:
+                    for key in waits:
+                        c = flags.get(key, 0)
+                        if c > 0:
+                            flags[key] = c - 1
+                        else:
+                            ev = event()
+                            waiters[key] = ev
+                            yield ev
+                            if hook.hot:
+                                k, busy, run_busy, start, stalled = hook.resume(
+                                    k, busy, run_busy, start, stalled)
+                if allocs:
+                    for buf, nb in allocs:       # (`_Core.alloc`, inline)
+                        level = levels[buf] + nb
+                        if level > caps[buf]:
+                            core.alloc(buf, nb)  # (raises: over capacity)
+                        levels[buf] = level
+                        if level > peaks.get(buf, 0):
+                            peaks[buf] = level
+                start = env._now
+                if flow:
                     # the L2 decides hits now; latency folded into the flow: uncontended it
                     # takes cycles + bytes/bw, under contention the other flows use the
                     # bandwidth while this one waits
-                    hbm, bw = self._pipe_gm_access(task.task_id, ins.tensors, ins.nbytes,
-                                                   ins.hbm, ins.dst == GM, ins.bw, weight)
-                    own = ins.cycles + ins.nbytes / bw
-                    yield self.fabric.transfer(ins.nbytes, ins.nbytes / own, hbm, weight,
-                                               write=ins.dst == GM)
+                    nbytes, write = ins.nbytes, ins.dst == GM
+                    hbm, bw = self._pipe_gm_access(task_id, ins.tensors, nbytes, ins.hbm,
+                                                   write, ins.bw, weight)
+                    own = cycles + nbytes / bw
+                    cown = math.ceil(own)
+                    src, dst = _lvl(ins.src, hbm), _lvl(ins.dst, hbm)
+                    yield self.fabric.transfer(nbytes, nbytes / own, hbm, weight, write=write)
                     if hook.hot:
                         k, busy, run_busy, start, stalled = hook.resume(
                             k, busy, run_busy, start, stalled)
-                    end = env.now
+                    end = env._now
                 elif span:
-                    yield env.timeout(span)
+                    yield timeout(span)
                     if hook.hot:
                         k, busy, run_busy, start, stalled = hook.resume(
                             k, busy, run_busy, start, stalled)
-                    end = start + ins.cycles
+                    end = start + cycles
                 else:
-                    yield env.timeout(ins.cycles)
+                    yield timeout(cycles)
                     if hook.hot:
                         k, busy, run_busy, start, stalled = hook.resume(
                             k, busy, run_busy, start, stalled)
-                    end = env.now
+                    end = env._now
                 clock = end
             if end > start:
-                stall = max(0, int(end - start - math.ceil(own)))
+                took = end - start
+                stall = max(0, int(took - cown))
                 stalled += stall
-                src, dst = _lvl(ins.src, hbm), _lvl(ins.dst, hbm)
                 if run is not None and (
-                        (merge == "contig" and run.end == start and run.kind == ins.kind
-                         and run.src == src and run.dst == dst)
-                        or (merge == "tile" and run.tile == tile) or merge == "all"):
-                    run_busy += end - start
+                        (contig and run.end == start and run.kind == kind and run.src == src
+                         and run.dst == dst)
+                        or (per_tile and run.tile == tile) or merge == "all"):
+                    run_busy += took
                     run.end = run.start + run_busy
                     run.nbytes += ins.nbytes
                     run.count += 1
@@ -850,26 +887,28 @@ class Engine:
                 else:
                     if run is not None:
                         rows.append(run)
-                    run = _Run(ENGINE_AICORE, cores, pipe, task.task_id, task.op_name, start,
-                               end, ins.kind, ins.nbytes, src, dst, 1, stall, tile)
-                    run_busy = end - start
-                busy += end - start
-            for buf, nb in frees:
-                core.free(buf, nb)
-            for key in sets:
-                w = waiters.pop(key, None)
-                if w is not None:
-                    w.succeed()
-                else:
-                    flags[key] = flags.get(key, 0) + 1
+                    run = _Run(ENGINE_AICORE, cores, pipe, task_id, op, start, end, kind,
+                               ins.nbytes, src, dst, 1, stall, tile)
+                    run_busy = took
+                busy += took
+            if frees:
+                for buf, nb in frees:
+                    levels[buf] -= nb
+            if sets:
+                for key in sets:
+                    w = waiters.pop(key, None)
+                    if w is not None:
+                        w.succeed()
+                    else:
+                        flags[key] = flags.get(key, 0) + 1
             k += 1
         if self.ff is not None:
             self.ff.leave(hook)
         if run is not None:
             rows.append(run)
-        tile_ends.append(env.now)
+        tile_ends.append(env._now)
         if note:
-            self._note_busy(task.task_id, cores[0], pipe, busy)
+            self._note_busy(task_id, cores[0], pipe, busy)
         return busy, tile_ends, stalled
 
     # -- block detail ----------------------------------------------------------------------
@@ -1136,6 +1175,25 @@ class Engine:
         return out
 
 
+def _run_events(env: simpy.Environment) -> int:
+    """`env.step()` until no event is left (SimPy's loop, inline: the same order, the same
+    callbacks, a failed event not defused raised as SimPy raises it); returns the events."""
+    queue = env._queue              # (the fast-forward edits it in place: the same list)
+    pop = heapq.heappop
+    n = 0
+    while queue:
+        env._now, _, _, event = pop(queue)
+        callbacks, event.callbacks = event.callbacks, None
+        for callback in callbacks:
+            callback(event)
+        if not event._ok and not hasattr(event, "_defused"):
+            exc = type(event._value)(*event._value.args)
+            exc.__cause__ = event._value
+            raise exc
+        n += 1
+    return n
+
+
 def _expand_with_replays(rows: list[_Run], replayed: list[tuple]) -> list[Interval]:
     """`expand_rows` over the simulated rows and those of the replayed tasks (each replay's
     rows shifted to its start)."""
@@ -1283,6 +1341,42 @@ def _add(acc: dict, key: tuple[str, str], nbytes: float) -> None:
 
 #: expanded queue (by identity; kept alive beside its spans) -> `_timeout_spans`
 _SPANS: dict[int, tuple[list, list[int]]] = {}
+#: expanded queue (by identity; kept alive beside its entries) -> `_entries`
+_ENTRIES: dict[int, tuple[list, list[tuple]]] = {}
+
+
+def _entries(queue: list) -> list[tuple]:
+    """Per entry of an expanded pipe queue (`expand_flags`: cached, read-only): its six
+    fields followed by what `_pipe` derives from its instruction, the same every time it
+    runs: whether it is a flow over the shared fabric, its uncontended cycles (`Instr.busy`)
+    and their ceiling, its fixed cycles, kind, and the trace levels of its source and
+    destination (a flow's are decided by the L2 when it starts), then whether a merged
+    timeout may go on after it / include it after an earlier one and its plain cycles
+    (`_timeout_spans`). Entries recur (expand_flags repeats them): each distinct one is
+    looked at once."""
+    hit = _ENTRIES.get(id(queue))
+    if hit is not None and hit[0] is queue:
+        return hit[1]
+    made: dict[int, tuple] = {}
+
+    def derive(e: tuple) -> tuple:
+        ins = e[0]
+        flow = bool(ins.shared and ins.nbytes)
+        own = ins.busy()
+        # a plain timeout: not a flow over the shared fabric, integer cycles
+        plain = type(ins.cycles) is int and not flow
+        out = made[id(e)] = (*e, flow, own, ins.cycles, math.ceil(own), ins.kind,
+                             _lvl(ins.src, ins.hbm), _lvl(ins.dst, ins.hbm),
+                             plain and not e[2] and not e[4], plain and not e[1] and not e[3],
+                             ins.cycles if plain else 0)
+        return out
+
+    get = made.get
+    out = [get(id(e)) or derive(e) for e in queue]
+    if len(_ENTRIES) >= 1024:        # as many as expand_flags keeps
+        _ENTRIES.clear()
+    _ENTRIES[id(queue)] = (queue, out)
+    return out
 
 
 def _timeout_spans(queue: list) -> list[int]:
@@ -1296,22 +1390,13 @@ def _timeout_spans(queue: list) -> list[int]:
     if hit is not None and hit[0] is queue:
         return hit[1]
     n = len(queue)
-    # per entry: whether a run may go on after it / may include it after an earlier one (a
-    # plain timeout (not a flow over the shared fabric) of integer cycles that sets or frees
-    # nothing / waits for or allocates nothing), and its cycles if plain; entries recur
-    # (expand_flags repeats them), so each distinct one is looked at once
-    props: dict[int, tuple[bool, bool, int]] = {}
-    goes_on, joins_in, cycles = [], [], []
-    for e in queue:
-        p = props.get(id(e))
-        if p is None:
-            ins = e[0]
-            plain = type(ins.cycles) is int and not (ins.nbytes and ins.shared)
-            p = props[id(e)] = (plain and not e[2] and not e[4], plain and not e[1] and not e[3],
-                                ins.cycles if plain else 0)
-        goes_on.append(p[0])
-        joins_in.append(p[1])
-        cycles.append(p[2])
+    # per entry (`_entries`): whether a run may go on after it / may include it after an
+    # earlier one (a plain timeout (not a flow over the shared fabric) of integer cycles that
+    # sets or frees nothing / waits for or allocates nothing), and its cycles if plain
+    entries = _entries(queue)
+    goes_on = [e[13] for e in entries]
+    joins_in = [e[14] for e in entries]
+    cycles = [e[15] for e in entries]
     # whether entry j and entry j + 1 can be waited for as one timeout
     joins = np.array([a and b and x[5] == y[5]
                       for a, b, x, y in zip(goes_on, joins_in[1:], queue, queue[1:])],
