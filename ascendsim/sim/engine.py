@@ -873,7 +873,8 @@ class Engine:
                 clock = end
             if end > start:
                 took = end - start
-                stall = max(0, int(took - cown))
+                stall = took - cown            # (max(0, int(took - cown)))
+                stall = int(stall) if stall > 0 else 0
                 stalled += stall
                 if run is not None and (
                         (contig and run.end == start and run.kind == kind and run.src == src
@@ -1341,42 +1342,71 @@ def _add(acc: dict, key: tuple[str, str], nbytes: float) -> None:
 
 #: expanded queue (by identity; kept alive beside its spans) -> `_timeout_spans`
 _SPANS: dict[int, tuple[list, list[int]]] = {}
-#: expanded queue (by identity; kept alive beside its entries) -> `_entries`
-_ENTRIES: dict[int, tuple[list, list[tuple]]] = {}
+#: expanded queue (by identity; kept alive beside them) -> `_entries`, distinct entry indices
+_ENTRIES: dict[int, tuple[list, list[tuple], np.ndarray, list[tuple]]] = {}
+
+
+#: Instr (by identity; kept alive beside it) -> what `_pipe` derives from it (`_derive`)
+_INSTRS: dict[int, tuple] = {}
+#: a queue shorter than this is prepared in plain Python (numpy's per-call cost dominates)
+_SHORT_QUEUE = 64
+
+
+def _derive(e: tuple) -> tuple:
+    """One queue entry's six fields, then what `_pipe` derives from its instruction (see
+    `_entries`) and what `_timeout_spans` needs of it."""
+    ins = e[0]
+    hit = _INSTRS.get(id(ins))
+    if hit is None or hit[0] is not ins:
+        flow = bool(ins.shared and ins.nbytes)
+        own = ins.busy()
+        # a plain timeout: not a flow over the shared fabric, integer cycles
+        plain = type(ins.cycles) is int and not flow
+        if len(_INSTRS) >= 65536:
+            _INSTRS.clear()
+        hit = _INSTRS[id(ins)] = (ins, (flow, own, ins.cycles, math.ceil(own), ins.kind,
+                                        _lvl(ins.src, ins.hbm), _lvl(ins.dst, ins.hbm)),
+                                  plain, ins.cycles if plain else 0)
+    plain = hit[2]
+    return (*e, *hit[1], plain and not e[2] and not e[4], plain and not e[1] and not e[3],
+            hit[3])
+
+
+def _prepared(queue: list) -> tuple[list[tuple], np.ndarray | None, list[tuple]]:
+    """`_entries` of `queue`; for a long queue also the index of each entry among its distinct
+    entry objects and those distinct entries' derived tuples (else None and the entries).
+    Cached by queue identity."""
+    hit = _ENTRIES.get(id(queue))
+    if hit is not None and hit[0] is queue:
+        return hit[1], hit[2], hit[3]
+    if len(queue) < _SHORT_QUEUE:
+        entries = [_derive(e) for e in queue]
+        index, infos = None, entries
+    else:
+        # entries recur (expand_flags repeats the same objects): each distinct one is
+        # derived once, and the queue maps to them by index (C loops: map, dict lookups)
+        ids = list(map(id, queue))
+        distinct = dict(zip(ids, queue))            # (in order of first appearance)
+        at = dict(zip(distinct, range(len(distinct))))
+        idx = list(map(at.__getitem__, ids))
+        infos = [_derive(e) for e in distinct.values()]
+        entries = list(map(infos.__getitem__, idx))
+        index = np.array(idx, dtype=np.int64)
+    if len(_ENTRIES) >= 1024:        # as many as expand_flags keeps
+        _ENTRIES.clear()
+    _ENTRIES[id(queue)] = (queue, entries, index, infos)
+    return entries, index, infos
 
 
 def _entries(queue: list) -> list[tuple]:
     """Per entry of an expanded pipe queue (`expand_flags`: cached, read-only): its six
     fields followed by what `_pipe` derives from its instruction, the same every time it
-    runs: whether it is a flow over the shared fabric, its uncontended cycles (`Instr.busy`)
-    and their ceiling, its fixed cycles, kind, and the trace levels of its source and
-    destination (a flow's are decided by the L2 when it starts), then whether a merged
-    timeout may go on after it / include it after an earlier one and its plain cycles
-    (`_timeout_spans`). Entries recur (expand_flags repeats them): each distinct one is
-    looked at once."""
-    hit = _ENTRIES.get(id(queue))
-    if hit is not None and hit[0] is queue:
-        return hit[1]
-    made: dict[int, tuple] = {}
-
-    def derive(e: tuple) -> tuple:
-        ins = e[0]
-        flow = bool(ins.shared and ins.nbytes)
-        own = ins.busy()
-        # a plain timeout: not a flow over the shared fabric, integer cycles
-        plain = type(ins.cycles) is int and not flow
-        out = made[id(e)] = (*e, flow, own, ins.cycles, math.ceil(own), ins.kind,
-                             _lvl(ins.src, ins.hbm), _lvl(ins.dst, ins.hbm),
-                             plain and not e[2] and not e[4], plain and not e[1] and not e[3],
-                             ins.cycles if plain else 0)
-        return out
-
-    get = made.get
-    out = [get(id(e)) or derive(e) for e in queue]
-    if len(_ENTRIES) >= 1024:        # as many as expand_flags keeps
-        _ENTRIES.clear()
-    _ENTRIES[id(queue)] = (queue, out)
-    return out
+    runs: whether it is a flow over the shared fabric, its uncontended cycles (`Instr.busy`),
+    its fixed cycles and the ceiling of the uncontended ones, its kind, and the trace levels
+    of its source and destination (a flow's are decided by the L2 when it starts); then
+    whether a merged timeout may go on after it / include it after an earlier one and its
+    plain cycles (`_timeout_spans`)."""
+    return _prepared(queue)[0]
 
 
 def _timeout_spans(queue: list) -> list[int]:
@@ -1391,43 +1421,58 @@ def _timeout_spans(queue: list) -> list[int]:
         return hit[1]
     n = len(queue)
     # per entry (`_entries`): whether a run may go on after it / may include it after an
-    # earlier one (a plain timeout (not a flow over the shared fabric) of integer cycles that
-    # sets or frees nothing / waits for or allocates nothing), and its cycles if plain
-    entries = _entries(queue)
-    goes_on = [e[13] for e in entries]
-    joins_in = [e[14] for e in entries]
-    cycles = [e[15] for e in entries]
-    # whether entry j and entry j + 1 can be waited for as one timeout
-    joins = np.array([a and b and x[5] == y[5]
-                      for a, b, x, y in zip(goes_on, joins_in[1:], queue, queue[1:])],
-                     dtype=bool)
-    if not n or not joins.any():
-        spans = [0] * n
-    elif sum(cycles) < 2**62:            # (int64 sums are exact)
-        inside = np.zeros(n, dtype=bool)   # continues the run of the entry before
-        inside[1:] = joins
-        first = np.zeros(n, dtype=bool)
-        first[:-1] = joins
-        first &= ~inside
-        last = inside.copy()
-        last[:-1] &= ~joins
-        total = np.concatenate(([0], np.cumsum(np.array(cycles, dtype=np.int64))))
-        starts, ends = np.flatnonzero(first), np.flatnonzero(last)
-        out = np.zeros(n, dtype=np.int64)
-        out[inside] = -1
-        out[starts] = total[ends + 1] - total[starts]
-        spans = out.tolist()
-    else:
-        spans = [0] * n
+    # earlier one (a plain timeout (not a flow over the shared fabric) of integer cycles
+    # that sets or frees nothing / waits for or allocates nothing), its tile and its cycles
+    # if plain
+    entries, index, infos = _prepared(queue)
+    spans = [0] * n
+    if index is None:               # a short queue: the runs in plain Python
         k = 0
         while k < n:
             j = k
-            while j < n - 1 and joins[j]:
+            while j < n - 1 and entries[j][13] and entries[j + 1][14] \
+                    and entries[j][5] == entries[j + 1][5]:
                 j += 1
             if j > k:
-                spans[k] = sum(cycles[k:j + 1])
+                spans[k] = sum(e[15] for e in entries[k:j + 1])
                 spans[k + 1:j + 1] = [-1] * (j - k)
             k = j + 1
+    else:
+        goes_on = np.array([x[13] for x in infos], dtype=bool)[index]
+        joins_in = np.array([x[14] for x in infos], dtype=bool)[index]
+        tiles = np.array([x[5] for x in infos], dtype=np.int64)[index]
+        # whether entry j and entry j + 1 can be waited for as one timeout
+        joins = goes_on[:-1] & joins_in[1:] & (tiles[:-1] == tiles[1:])
+        cycles = [x[15] for x in infos]
+        counts = np.bincount(index, minlength=len(infos)).tolist()
+        if not joins.any():
+            pass
+        elif sum(c * m for c, m in zip(cycles, counts)) < 2**62:   # (int64 sums are exact)
+            inside = np.zeros(n, dtype=bool)   # continues the run of the entry before
+            inside[1:] = joins
+            first = np.zeros(n, dtype=bool)
+            first[:-1] = joins
+            first &= ~inside
+            last = inside.copy()
+            last[:-1] &= ~joins
+            total = np.concatenate(([0], np.cumsum(np.array(cycles, dtype=np.int64)[index])))
+            starts, ends = np.flatnonzero(first), np.flatnonzero(last)
+            out = np.zeros(n, dtype=np.int64)
+            out[inside] = -1
+            out[starts] = total[ends + 1] - total[starts]
+            spans = out.tolist()
+        else:
+            cycles = [cycles[i] for i in index.tolist()]
+            joins = joins.tolist()
+            k = 0
+            while k < n:
+                j = k
+                while j < n - 1 and joins[j]:
+                    j += 1
+                if j > k:
+                    spans[k] = sum(cycles[k:j + 1])
+                    spans[k + 1:j + 1] = [-1] * (j - k)
+                k = j + 1
     if len(_SPANS) >= 1024:          # as many as expand_flags keeps
         _SPANS.clear()
     _SPANS[id(queue)] = (queue, spans)

@@ -97,7 +97,8 @@ class L2Cache:
         """A read of `nbytes` of tensor `name` (`size` bytes) by task `task`, which covers
         `span` bytes of it (default: all); `cold` = its miss fraction with nothing resident.
         Returns (bytes from HBM, dirty bytes evicted)."""
-        line = self.lines.get(name)
+        lines = self.lines
+        line = lines.get(name)
         if line is None:
             line = self._line(name, size)
         elif task not in line.fills:
@@ -105,7 +106,7 @@ class L2Cache:
             # below this tensor (free bytes and older tensors), LRU evicts the resident part
             # just before the scan reaches it (the LRU cliff), so none of it is usable
             room = self.capacity - self.used
-            for other, ln in self.lines.items():
+            for other, ln in lines.items():
                 if other == name:
                     break
                 room += ln.resident
@@ -114,14 +115,22 @@ class L2Cache:
             lost = cover * (1.0 - line.resident / line.size) > room * (1 + 1e-9)
             line.fills[task] = line.resident if lost else 0.0
             self._touched.setdefault(task, set()).add(name)
-        else:
-            line = self._line(name, size)
-        own = min(line.fills.get(task, 0.0), line.resident)
-        prior = line.resident - own
-        miss = nbytes * cold * (1.0 - min(1.0, prior / line.size))
-        fill = min(miss, line.size - line.resident)
+        else:                              # (`_line`, inline)
+            if size > line.size:
+                line.size = float(size)
+            lines.move_to_end(name)
+        resident, lsize = line.resident, line.size
+        own = line.fills.get(task, 0.0)
+        if resident < own:                 # (the `min`s as `min` picks: the first of equals)
+            own = resident
+        seen = (resident - own) / lsize
+        miss = nbytes * cold * (1.0 - (seen if seen < 1.0 else 1.0))
+        fill = miss
+        room = lsize - resident
+        if room < fill:
+            fill = room
         if fill > 0:
-            line.resident += fill
+            line.resident = resident + fill
             line.fills[task] = own + fill
             self._touched.setdefault(task, set()).add(name)
             self.used += fill
@@ -294,8 +303,11 @@ class L2Cache:
         """Evict least recently used bytes until the capacity holds; `keep` (just accessed,
         the most recent) goes last. Returns the dirty bytes written back."""
         st = self.stats
-        if self.used > st.peak_resident:
-            st.peak_resident = min(self.used, self.capacity)
+        used = self.used
+        if used > st.peak_resident:
+            st.peak_resident = min(used, self.capacity)
+        if used <= self.capacity * (1 + 1e-12):
+            return 0.0                      # (nothing to evict: writeback_bytes + 0.0 as is)
         written = 0.0
         while self.used > self.capacity * (1 + 1e-12):
             name, line = next(iter(self.lines.items()))
