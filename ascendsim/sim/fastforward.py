@@ -66,6 +66,7 @@ from __future__ import annotations
 
 import bisect
 import sys
+from types import MethodType
 from typing import Any
 
 from simpy.events import Process, Timeout
@@ -276,12 +277,12 @@ class FastForward:
             h.index = i
         # queued events, in the order SimPy will process them
         events = []
-        for t, prio, _eid, ev in sorted(heap, key=_order):
+        for t, prio, _eid, ev in sorted(heap):     # (ids are unique: as by (t, prio, id))
             cbs = ev.callbacks
             if type(t) is not int or cbs is None or len(cbs) != 1:
                 return None
             cb = cbs[0]
-            if getattr(cb, "__func__", None) is _RESUME:
+            if type(cb) is MethodType and cb.__func__ is _RESUME:
                 h = by_proc.get(cb.__self__)
                 if h is None:
                     return None
@@ -380,12 +381,6 @@ class FastForward:
                 m = mp if m is None else min(m, mp)
         if not m or m < 1:
             return None
-        # the entries ahead must repeat with each pipe's advance for m periods
-        for h, d, (k2, *_) in zip(self.pipes, adv, cur.vals):
-            if d:
-                m = min(m, _repeats(h.queue, h.spans, k2, d, m))
-                if m < 1:
-                    return None
         # open intervals: the same one (advancing), or one that looks the same (closed and
         # reopened once per period)
         for (_, _, rb1, run1, rv1, *_), (_, _, rb2, run2, rv2, *_) in zip(prev.vals, cur.vals):
@@ -400,26 +395,40 @@ class FastForward:
         rows = self.engine.rows[prev.nrows:cur.nrows]
         if any(type(r.start) is not int or type(r.end) is not int for r in rows):
             return None
+        # the L2 (`_l2_periods`): the first period's accesses before the entries are compared
+        # (the cheaper test, and the one that fails most often while the cache fills up)
         accesses = self.engine_log[prev.nlog:cur.nlog] if cur.nlog > prev.nlog else []
+        l2 = None
         if accesses:
-            m = self._l2_periods(accesses, m)
-            if m < 1:
+            l2 = self.engine.l2.copy()
+            if self._l2_run(l2, accesses, 0, 1) < 1:
                 return None
+        # the entries ahead must repeat with each pipe's advance for m periods
+        for h, d, (k2, *_) in zip(self.pipes, adv, cur.vals):
+            if d:
+                m = min(m, _repeats(h.queue, h.spans, k2, d, m))
+                if m < 1:
+                    return None
+        if accesses:
+            m = self._l2_run(l2, accesses, 1, m)
         return m, period, adv, rows, accesses
 
     def _l2_periods(self, accesses: list, m: int) -> int:
         """How many of the next `m` periods make the observed period's GM accesses with the
         same results (HBM fraction, bandwidth: all an access gives the timing), tried in
         order on a copy of the L2 cache; the periods up to the first difference."""
-        engine = self.engine
-        access = engine.l2_access
-        l2 = engine.l2.copy()
+        return self._l2_run(self.engine.l2.copy(), accesses, 0, m)
+
+    def _l2_run(self, l2, accesses: list, lo: int, hi: int) -> int:
+        """Periods `lo` .. `hi` - 1 of `_l2_periods` on the cache copy `l2` (which has made
+        the periods before `lo`): `hi`, or the first whose results differ."""
+        access = self.engine.l2_access
         scratch: dict = {}          # (the per-task byte sums: they shape no timing)
-        for i in range(m):
+        for i in range(lo, hi):
             for tid, tensors, nbytes, cold, write, bw, weight, out in accesses:
                 if access(l2, scratch, tid, tensors, nbytes, cold, write, bw, weight) != out:
                     return i
-        return m
+        return hi
 
     def _replay(self, accesses: list, m: int) -> None:
         """Make the accesses of `m` skipped periods on the real cache, in order: the same

@@ -48,7 +48,7 @@ fabric flows, so they share HBM bandwidth with everything else in flight.
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 
 class _Line:
@@ -268,11 +268,13 @@ class L2Cache:
         the fast-forward tries a period's accesses on it before making them for real."""
         new = L2Cache.__new__(L2Cache)
         new.capacity, new.used, new.log = self.capacity, self.used, None
-        new.stats = replace(self.stats)
+        stats = new.stats = L2Stats.__new__(L2Stats)
+        stats.__dict__.update(self.stats.__dict__)
         new._touched = {t: set(names) for t, names in self._touched.items()}
         lines: OrderedDict[str, _Line] = OrderedDict()
+        make = _Line.__new__
         for name, ln in self.lines.items():
-            c = lines[name] = _Line.__new__(_Line)
+            c = lines[name] = make(_Line)
             c.size, c.resident, c.dirty, c.fills = ln.size, ln.resident, ln.dirty, dict(ln.fills)
         new.lines = lines
         return new
