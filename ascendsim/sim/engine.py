@@ -399,7 +399,7 @@ class _Replay:
     grant, its rows (with start/end offsets), per-core busy cycles, buffer and fabric peaks."""
 
     __slots__ = ("duration", "first", "rows", "busy", "peaks", "fabric", "l2", "gm", "stats",
-                 "roomy", "last")
+                 "roomy", "last", "sums")
 
     def __init__(self, duration: int, first: int, rows: tuple, busy: dict, peaks: dict,
                  fabric: tuple[float, float], l2: tuple, gm: dict, stats: dict,
@@ -409,6 +409,9 @@ class _Replay:
         self.l2, self.gm, self.stats = l2, gm, stats   # L2 transition, GM traffic, L2 stats
         self.roomy = roomy                             # the transition is an own_transition
         self.last = max((int(b) for _, _, b in rows), default=0)   # the last row's end
+        # the L2 byte counts a replay adds (the peak is a maximum, the flush comes later)
+        self.sums = [(k, v) for k, v in stats.items()
+                     if k not in ("peak_resident", "flush_cycles")]
 
 
 def replay_key(task) -> tuple:
@@ -488,6 +491,9 @@ class Engine:
         self.l2 = L2Cache(chip.l2_bytes)
         self._l2_reads, self._l2_writes, self._l2_readers, self._l2_roles, \
             self._l2_sizes = _gm_tensors(program)
+        # per task its own tensors' names by role (roles number them in order of appearance)
+        self._l2_by_role = {tid: list(roles) for tid, roles in self._l2_roles.items()}
+        self._memory_cycles: dict[tuple, float] = {}    # `_record`'s memo of memory_cycles
         self.gm_traffic: dict[int, dict[tuple[str, str], float]] = {}   # simulated GM bytes
         self.start_cycles = chip.cycles(chip.kernel_start_us * 1e-6)
         # the start's growth per further block of the kernel (module note, "Kernel start")
@@ -686,23 +692,28 @@ class Engine:
         self.started[t.task_id] = start + seen.first
         # its rows are made when the intervals are first read (`_replayed_rows`)
         self.replayed.append((seen, start, t.task_id, t.op_name))
-        self.pipe_busy[t.task_id] = {c: dict(b) for c, b in seen.busy.items()}
+        # (read-only from here on: `_record` copies the busiest core's)
+        self.pipe_busy[t.task_id] = seen.busy
         _merge_peaks(self.peaks, seen.peaks)
-        self.fabric.peak_l2 = max(self.fabric.peak_l2, seen.fabric[0])
-        self.fabric.peak_hbm = max(self.fabric.peak_hbm, seen.fabric[1])
-        roles = self._l2_roles.get(t.task_id, {})
-        by_role = sorted(roles, key=roles.__getitem__)
-        stats = self.l2.stats
+        fabric = self.fabric
+        if seen.fabric[0] > fabric.peak_l2:
+            fabric.peak_l2 = seen.fabric[0]
+        if seen.fabric[1] > fabric.peak_hbm:
+            fabric.peak_hbm = seen.fabric[1]
+        by_role = self._l2_by_role.get(t.task_id, ())
+        l2 = self.l2
+        stats = l2.stats
         if seen.roomy:
-            self.l2.apply_own(seen.l2, by_role)
+            l2.apply_own(seen.l2, by_role)
         else:
-            self.l2.apply(seen.l2, by_role)
-            stats.peak_resident = max(stats.peak_resident, seen.stats["peak_resident"])
+            l2.apply(seen.l2, by_role)
+            if seen.stats["peak_resident"] > stats.peak_resident:
+                stats.peak_resident = seen.stats["peak_resident"]
         if seen.gm:
             self.gm_traffic[t.task_id] = dict(seen.gm)
-        for k, v in seen.stats.items():
-            if k not in ("peak_resident", "flush_cycles"):
-                setattr(stats, k, getattr(stats, k) + v)
+        counts = stats.__dict__              # (L2Stats: a plain dataclass)
+        for k, v in seen.sums:
+            counts[k] = counts[k] + v
         if seen.duration + lead:
             yield env.timeout(seen.duration + lead)
 
@@ -1146,20 +1157,28 @@ class Engine:
         traffic = self._traffic(t)
         roofline = t.roofline_cycles
         if t.task_id in self.gm_traffic:       # the task's moves as simulated
-            roofline = int(math.floor(max(t.compute_cycles,
-                                          memory_cycles(self.chip, traffic))))
+            # (`memory_cycles` reads these four figures only: one call per distinct four)
+            key = (traffic.get(("DDR", "read"), 0), traffic.get(("DDR", "write"), 0),
+                   traffic.get(("L2", "read"), 0), traffic.get(("L2", "write"), 0))
+            mem = self._memory_cycles.get(key)
+            if mem is None:
+                mem = self._memory_cycles[key] = memory_cycles(self.chip, traffic)
+            roofline = int(math.floor(max(t.compute_cycles, mem)))
         per_core = self.pipe_busy.get(t.task_id, {})
-        busiest = max(per_core.values(), key=lambda d: (sum(d.values()), sorted(d.items())),
-                      default={})
+        if len(per_core) == 1:
+            busiest, = per_core.values()
+        else:
+            busiest = max(per_core.values(),
+                          key=lambda d: (sum(d.values()), sorted(d.items())), default={})
         return TaskRecord(
             task_id=t.task_id, stream_id=t.stream_id, op_name=t.op_name, op_type=t.op_type,
             task_type=t.task_type, start=start, end=end, launch_start=launch_start, wait=wait,
             block_dim=t.block_dim,
-            input_shapes=tuple(_shape(v) for v in t.inputs),
-            input_dtypes=tuple(v.dtype for v in t.inputs),
+            input_shapes=tuple([_shape(v) for v in t.inputs]),
+            input_dtypes=tuple([v.dtype for v in t.inputs]),
             input_formats=t.input_formats,
-            output_shapes=tuple(_shape(v) for v in t.outputs),
-            output_dtypes=tuple(v.dtype for v in t.outputs),
+            output_shapes=tuple([_shape(v) for v in t.outputs]),
+            output_dtypes=tuple([v.dtype for v in t.outputs]),
             output_formats=t.output_formats, flops=t.flops, traffic=traffic,
             pipe_cycles=dict(busiest), fused_ops=t.fused_ops,
             roofline_cycles=roofline, notes=t.notes)
@@ -1172,7 +1191,10 @@ class Engine:
         if gm is not None:
             for key in _GM_KEYS:
                 out.pop(key, None)
-            out.update({k: int(round(v)) for k, v in gm.items() if round(v)})
+            for k, v in gm.items():
+                v = round(v)
+                if v:
+                    out[k] = int(v)
         return out
 
 
@@ -1485,5 +1507,18 @@ def _lvl(level: str, hbm: float) -> str:
     return "DDR" if hbm > 0 else "L2"
 
 
+#: shape -> its text in a TaskRecord (the shapes of a model recur)
+_SHAPES: dict[tuple, str] = {}
+
+
 def _shape(v) -> str:
-    return ",".join(str(d) for d in v.shape)
+    shape = v.shape
+    try:
+        return _SHAPES[shape]
+    except KeyError:
+        text = ",".join(str(d) for d in shape)
+        if len(_SHAPES) < 65536:
+            _SHAPES[shape] = text
+        return text
+    except TypeError:                # (an unhashable shape)
+        return ",".join(str(d) for d in shape)
