@@ -99,17 +99,17 @@ kernel's AIC and AIV phases, which overlap as their cross-core flags allow
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import gc
-import heapq
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from heapq import heappop, heappush
 from typing import Any
 
 import numpy as np
 import simpy
+from simpy.events import NORMAL, Timeout
 
 from ..errors import ConfigError, SimulationError
 from ..hw.names import ENGINE_AICORE, ENGINE_AICPU, ENGINE_HOST, GM, MODES
@@ -255,7 +255,13 @@ class Fabric:
                 t = 1
             if delay is None or t < delay:
                 delay = t
-        self.env.timeout(delay if delay > 0 else 0).callbacks.append(_Wake(self, self.token))
+        # (SimPy's Timeout with the wake as its callback, built and scheduled inline)
+        env = self.env
+        delay = delay if delay > 0 else 0
+        tmo = Timeout.__new__(Timeout)
+        tmo.env, tmo.callbacks, tmo._value, tmo._delay, tmo._ok = \
+            env, [_Wake(self, self.token)], None, delay, True
+        heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), tmo))
 
     def _wake(self, tok: int) -> None:
         if tok != self.token:
@@ -598,7 +604,7 @@ class Engine:
         prev_end = 0
         sink = self.chip.cycles(self.chip.sink_launch_us * 1e-6)
         for t in tasks:
-            launch_start = env.now
+            launch_start = env._now
             if self.mode != "sink":
                 launch_start = yield self.launched[t.task_id]
             for d in t.deps:
@@ -608,7 +614,7 @@ class Engine:
                 if not (self.replay and done.triggered):
                     yield done
             if self.mode == "sink":
-                launch_start = env.now
+                launch_start = env._now
             key = None
             if self.replay:
                 # (one stream, sunk: nothing runs during the dispatch, so the L2 met after it
@@ -630,7 +636,7 @@ class Engine:
                 if not self.replay:
                     self.l2.resync()
                 yield from self._run_phases(t, key)
-            end = env.now
+            end = env._now
             start = self.started.get(t.task_id, end)
             self.records.append(self._record(t, start, end, launch_start,
                                              max(0, start - prev_end)))
@@ -648,10 +654,10 @@ class Engine:
         if key is None:
             yield from run_phases(self, t)      # in turn; a 910B mix kernel overlapped
             return
-        start, first_row = env.now, len(self.rows)
+        start, first_row = env._now, len(self.rows)
         l2_before, roles = list(self.l2.lines), self._l2_roles.get(t.task_id, {})
         stats = self.l2.stats
-        stats_before = dataclasses.asdict(stats)
+        stats_before = dict(stats.__dict__)    # (L2Stats: plain float and int fields)
         outer_l2_peak, stats.peak_resident = stats.peak_resident, 0.0
         roomy = key[1] == "roomy"
         if roomy:
@@ -675,10 +681,10 @@ class Engine:
         self.l2.log = None
         if transition is None:
             return
-        deltas = {k: v - stats_before[k] for k, v in dataclasses.asdict(stats).items()}
+        deltas = {k: v - stats_before[k] for k, v in stats.__dict__.items()}
         deltas["peak_resident"] = task_l2_peak
         self._replays[key] = _Replay(
-            env.now - start, self.started.get(t.task_id, env.now) - start,
+            env._now - start, self.started.get(t.task_id, env._now) - start,
             tuple((r, r.start - start, r.end - start) for r in self.rows[first_row:]),
             {c: dict(b) for c, b in self.pipe_busy[t.task_id].items()}, task_peaks,
             task_fabric, transition, dict(self.gm_traffic.get(t.task_id, {})), deltas, roomy)
@@ -688,7 +694,7 @@ class Engine:
         and peaks, shifted to `lead` cycles from now (its dispatch); one timeout instead of its
         events (nothing else runs meanwhile)."""
         env = self.env
-        start = env.now + lead
+        start = env._now + lead
         self.started[t.task_id] = start + seen.first
         # its rows are made when the intervals are first read (`_replayed_rows`)
         self.replayed.append((seen, start, t.task_id, t.op_name))
@@ -798,7 +804,10 @@ class Engine:
         `start`, `stalled`, `run`, `merge`, `ev`, `key`; sim/fastforward.py.)
         """
         env = self.env
-        timeout, event = env.timeout, env.event
+        event = env.event
+        # SimPy's Timeout built and scheduled inline (`env.timeout` does the same through
+        # three calls): the pipe's most frequent event
+        heap, ids, make = env._queue, env._eid, Timeout.__new__
         flags, waiters = core.flags, core.waiters
         levels, caps, peaks = core.levels, core.caps, core.peaks
         weight = len(cores)
@@ -870,13 +879,23 @@ class Engine:
                             k, busy, run_busy, start, stalled)
                     end = env._now
                 elif span:
-                    yield timeout(span)
+                    tmo = make(Timeout)
+                    tmo.env, tmo.callbacks, tmo._value, tmo._delay, tmo._ok = \
+                        env, [], None, span, True
+                    heappush(heap, (start + span, NORMAL, next(ids), tmo))
+                    yield tmo
                     if hook.hot:
                         k, busy, run_busy, start, stalled = hook.resume(
                             k, busy, run_busy, start, stalled)
                     end = start + cycles
                 else:
-                    yield timeout(cycles)
+                    if cycles < 0:
+                        raise ValueError(f"Negative delay {cycles}")
+                    tmo = make(Timeout)
+                    tmo.env, tmo.callbacks, tmo._value, tmo._delay, tmo._ok = \
+                        env, [], None, cycles, True
+                    heappush(heap, (start + cycles, NORMAL, next(ids), tmo))
+                    yield tmo
                     if hook.hot:
                         k, busy, run_busy, start, stalled = hook.resume(
                             k, busy, run_busy, start, stalled)
@@ -1202,7 +1221,7 @@ def _run_events(env: simpy.Environment) -> int:
     """`env.step()` until no event is left (SimPy's loop, inline: the same order, the same
     callbacks, a failed event not defused raised as SimPy raises it); returns the events."""
     queue = env._queue              # (the fast-forward edits it in place: the same list)
-    pop = heapq.heappop
+    pop = heappop
     n = 0
     while queue:
         env._now, _, _, event = pop(queue)
