@@ -109,7 +109,7 @@ from typing import Any
 
 import numpy as np
 import simpy
-from simpy.events import NORMAL, Timeout
+from simpy.events import NORMAL, Event, Timeout
 
 from ..errors import ConfigError, SimulationError
 from ..hw.names import ENGINE_AICORE, ENGINE_AICPU, ENGINE_HOST, GM, MODES
@@ -500,6 +500,7 @@ class Engine:
         # per task its own tensors' names by role (roles number them in order of appearance)
         self._l2_by_role = {tid: list(roles) for tid, roles in self._l2_roles.items()}
         self._memory_cycles: dict[tuple, float] = {}    # `_record`'s memo of memory_cycles
+        self.l2_miss_slowdown = chip.l2_miss_slowdown
         self.gm_traffic: dict[int, dict[tuple[str, str], float]] = {}   # simulated GM bytes
         self.start_cycles = chip.cycles(chip.kernel_start_us * 1e-6)
         # the start's growth per further block of the kernel (module note, "Kernel start")
@@ -804,10 +805,9 @@ class Engine:
         `start`, `stalled`, `run`, `merge`, `ev`, `key`; sim/fastforward.py.)
         """
         env = self.env
-        event = env.event
-        # SimPy's Timeout built and scheduled inline (`env.timeout` does the same through
-        # three calls): the pipe's most frequent event
-        heap, ids, make = env._queue, env._eid, Timeout.__new__
+        # SimPy's events built, triggered and scheduled inline (`env.timeout`, `env.event`,
+        # `Event.succeed` do the same through two or three calls): the pipes make most events
+        heap, ids, make = env._queue, env._eid, object.__new__
         flags, waiters = core.flags, core.waiters
         levels, caps, peaks = core.levels, core.caps, core.peaks
         weight = len(cores)
@@ -848,7 +848,8 @@ class Engine:
                         if c > 0:
                             flags[key] = c - 1
                         else:
-                            ev = event()
+                            ev = make(Event)     # (`env.event()`, inline)
+                            ev.env, ev.callbacks = env, []
                             waiters[key] = ev
                             yield ev
                             if hook.hot:
@@ -928,8 +929,9 @@ class Engine:
             if sets:
                 for key in sets:
                     w = waiters.pop(key, None)
-                    if w is not None:
-                        w.succeed()
+                    if w is not None:               # (`w.succeed()`, inline)
+                        w._ok, w._value = True, None
+                        heappush(heap, (env._now, NORMAL, next(ids), w))
                     else:
                         flags[key] = flags.get(key, 0) + 1
             k += 1
@@ -1100,11 +1102,16 @@ class Engine:
             m, wb = l2.read(tid, name, size, total * size / whole, cold, span)
             miss += m
             evicted += wb
-        _add(tr, ("L2", "read"), total - miss)
-        _add(tr, ("DDR", "read"), miss)
-        _add(tr, ("DDR", "write"), evicted)
+        # (`_add`, inline)
+        hit = total - miss
+        if hit:
+            tr[_L2_READ] = tr.get(_L2_READ, 0.0) + hit
+        if miss:
+            tr[_DDR_READ] = tr.get(_DDR_READ, 0.0) + miss
+        if evicted:
+            tr[_DDR_WRITE] = tr.get(_DDR_WRITE, 0.0) + evicted
         frac = miss / total
-        slow = self.chip.l2_miss_slowdown
+        slow = self.l2_miss_slowdown
         base = bw / (1.0 - cold + cold / slow)
         return (miss + evicted) / total, base * (1.0 - frac + frac / slow)
 
@@ -1374,6 +1381,7 @@ def _gm_tensors(program: Program) -> tuple[dict, dict, dict, dict, dict]:
 
 
 _GM_KEYS = (("L2", "read"), ("DDR", "read"), ("L2", "write"), ("DDR", "write"))
+_L2_READ, _DDR_READ, _L2_WRITE, _DDR_WRITE = _GM_KEYS
 
 
 def _add(acc: dict, key: tuple[str, str], nbytes: float) -> None:
