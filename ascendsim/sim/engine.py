@@ -193,6 +193,9 @@ class Fabric:
         binds, freeze what is bound, repeat. (Each pass sums in flow order, as `sum` would:
         the same floats bit for bit.)"""
         flows = self.flows
+        if len(flows) == 1:
+            self._rate_one(flows[0])
+            return
         for f in flows:
             f.rate = 0.0
         active = flows
@@ -233,6 +236,46 @@ class Fabric:
             wr = f.weight * f.rate
             use_l2 += wr
             use_hbm += wr * f.hbm
+        if use_l2 > self.peak_l2:
+            self.peak_l2 = use_l2
+        if use_hbm > self.peak_hbm:
+            self.peak_hbm = use_hbm
+
+    def _rate_one(self, f: _Flow) -> None:
+        """`_rates` of a single flow in flight (the common case): the same passes and the
+        same float operations on scalars."""
+        f.rate = 0.0
+        w, hbm, write, cap = f.weight, f.hbm, f.write, f.cap
+        l2_bw, hbm_bw, wr_bw = self.l2_bw, self.hbm_bw, self.l2_write_bw
+        res_l2, res_hbm, res_wr = l2_bw, hbm_bw, wr_bw
+        s_l2 = 0 + w                   # (the sums of one term, as `_rates` makes them)
+        s_hbm = 0 + w * hbm
+        s_wr = 0 + w if write else 0
+        rate = 0.0
+        while True:
+            d = cap - rate
+            if s_l2 > 0:
+                d = min(d, res_l2 / s_l2)
+            if s_hbm > 0:
+                d = min(d, res_hbm / s_hbm)
+            if s_wr > 0:
+                d = min(d, res_wr / s_wr)
+            d = max(d, 0.0)
+            rate += d
+            res_l2 -= d * s_l2
+            res_hbm -= d * s_hbm
+            res_wr -= d * s_wr
+            if res_l2 <= _EPS * l2_bw:
+                break
+            sat_hbm = res_hbm <= _EPS * hbm_bw
+            sat_wr = math.isfinite(res_wr) and res_wr <= _EPS * wr_bw
+            if not (cap - rate > _EPS * cap and not (sat_hbm and hbm > 0)
+                    and not (sat_wr and write)):
+                break
+        f.rate = rate
+        wr = w * rate
+        use_l2 = 0 + wr
+        use_hbm = 0 + wr * hbm
         if use_l2 > self.peak_l2:
             self.peak_l2 = use_l2
         if use_hbm > self.peak_hbm:
