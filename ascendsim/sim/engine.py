@@ -448,11 +448,11 @@ class _Replay:
     grant, its rows (with start/end offsets), per-core busy cycles, buffer and fabric peaks."""
 
     __slots__ = ("duration", "first", "rows", "busy", "peaks", "fabric", "l2", "gm", "stats",
-                 "roomy", "last", "sums")
+                 "roomy", "last", "sums", "block_dim")
 
     def __init__(self, duration: int, first: int, rows: tuple, busy: dict, peaks: dict,
                  fabric: tuple[float, float], l2: tuple, gm: dict, stats: dict,
-                 roomy: bool) -> None:
+                 roomy: bool, block_dim: int = 0) -> None:
         self.duration, self.first, self.rows = duration, first, rows
         self.busy, self.peaks, self.fabric = busy, peaks, fabric
         self.l2, self.gm, self.stats = l2, gm, stats   # L2 transition, GM traffic, L2 stats
@@ -461,6 +461,8 @@ class _Replay:
         # the L2 byte counts a replay adds (the peak is a maximum, the flush comes later)
         self.sums = [(k, v) for k, v in stats.items()
                      if k not in ("peak_resident", "flush_cycles")]
+        # the task's cores (equal keys: equal groups, so equal block dims, as the rows' cores)
+        self.block_dim = block_dim
 
 
 def replay_key(task) -> tuple:
@@ -683,7 +685,7 @@ class Engine:
             end = env._now
             start = self.started.get(t.task_id, end)
             self.records.append(self._record(t, start, end, launch_start,
-                                             max(0, start - prev_end)))
+                                             max(0, start - prev_end), seen))
             prev_end = end
             self._l2_task_done(t.task_id)
             self.done[t.task_id].succeed()
@@ -731,7 +733,8 @@ class Engine:
             env._now - start, self.started.get(t.task_id, env._now) - start,
             tuple((r, r.start - start, r.end - start) for r in self.rows[first_row:]),
             {c: dict(b) for c, b in self.pipe_busy[t.task_id].items()}, task_peaks,
-            task_fabric, transition, dict(self.gm_traffic.get(t.task_id, {})), deltas, roomy)
+            task_fabric, transition, dict(self.gm_traffic.get(t.task_id, {})), deltas, roomy,
+            t.block_dim)
 
     def _replay(self, t, seen: _Replay, lead: int = 0):
         """An identical task simulated before (see `replay_key`): the same rows, busy cycles
@@ -1222,7 +1225,8 @@ class Engine:
         self.l2.stats.flush_cycles = int(self.env.now - last)
 
     # -- results ---------------------------------------------------------------------------
-    def _record(self, t, start, end, launch_start, wait) -> TaskRecord:
+    def _record(self, t, start, end, launch_start, wait,
+                seen: _Replay | None = None) -> TaskRecord:
         traffic = self._traffic(t)
         roofline = t.roofline_cycles
         if t.task_id in self.gm_traffic:       # the task's moves as simulated
@@ -1242,7 +1246,7 @@ class Engine:
         return TaskRecord(
             task_id=t.task_id, stream_id=t.stream_id, op_name=t.op_name, op_type=t.op_type,
             task_type=t.task_type, start=start, end=end, launch_start=launch_start, wait=wait,
-            block_dim=t.block_dim,
+            block_dim=t.block_dim if seen is None else seen.block_dim,
             input_shapes=tuple([_shape(v) for v in t.inputs]),
             input_dtypes=tuple([v.dtype for v in t.inputs]),
             input_formats=t.input_formats,

@@ -257,9 +257,10 @@ class L2Cache:
         before = list(self.lines)
         used, entries = transition
         lines: OrderedDict[str, _Line] = OrderedDict()
+        make = _Line.__new__
         for at, role, size, resident, dirty in entries:
-            ln = _Line(size)
-            ln.resident, ln.dirty = resident, dirty
+            ln = make(_Line)             # (`_Line(size)`: `size` is a float already)
+            ln.size, ln.resident, ln.dirty, ln.fills = size, resident, dirty, {}
             lines[before[at] if at >= 0 else roles[role]] = ln
         self.lines, self.used = lines, used
 
