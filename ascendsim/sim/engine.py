@@ -171,7 +171,9 @@ class Fabric:
                  write: bool = False):
         """An event that fires when `nbytes` have moved (per core; `weight` identical cores);
         `write` marks a move into GM (shares the L2 write bandwidth)."""
-        ev = self.env.event()
+        env = self.env
+        ev = object.__new__(Event)          # (`env.event()`, inline)
+        ev.env, ev.callbacks = env, []
         if nbytes <= 0:
             ev.succeed()
             return ev
@@ -317,9 +319,12 @@ class Fabric:
             # the earliest flow ends within this cycle (integer rounding): finish it
             first = min(flows, key=lambda f: f.remaining / f.rate if f.rate else math.inf)
             done = [first]
+        env = self.env
         for f in done:
             flows.remove(f)
-            f.event.succeed()
+            ev = f.event                    # (`succeed()`, inline)
+            ev._ok, ev._value = True, None
+            heappush(env._queue, (env._now, NORMAL, next(env._eid), ev))
         self._reschedule()
 
 

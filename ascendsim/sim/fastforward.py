@@ -298,9 +298,12 @@ class FastForward:
         flows = []
         for f in fabric.flows:
             cbs = f.event.callbacks
-            if not cbs or len(cbs) != 1 or getattr(cbs[0], "__func__", None) is not _RESUME:
+            if not cbs or len(cbs) != 1:
                 return None
-            h = by_proc.get(cbs[0].__self__)
+            cb = cbs[0]
+            if type(cb) is not MethodType or cb.__func__ is not _RESUME:
+                return None
+            h = by_proc.get(cb.__self__)
             if h is None:
                 return None
             flows.append((f.remaining, f.size, f.cap, f.hbm, f.weight, f.write, f.rate, h.index))

@@ -183,15 +183,16 @@ class L2Cache:
         """Set the occupancy to the sum of the resident bytes (in LRU order): the running
         total drifts from it by float rounding, which would make equal contents unequal
         states. The engine calls it when a task starts."""
-        self.used = sum(ln.resident for ln in self.lines.values())
+        self.used = sum([ln.resident for ln in self.lines.values()])   # (in order, from 0)
 
     def state(self, roles: dict[str, int]) -> tuple:
         """The whole cache with names replaced by the task's roles (index of a tensor among
         the task's own, -1 for any other): equal states give an identical task identical
         hits, misses and evictions (nothing else decides them; the occupancy is their sum after
         `resync`). Only between tasks (no fills of a running task pending)."""
-        return tuple((roles.get(n, -1), ln.size, ln.resident, ln.dirty)
-                     for n, ln in self.lines.items())
+        get = roles.get
+        return tuple([(get(n, -1), ln.size, ln.resident, ln.dirty)
+                      for n, ln in self.lines.items()])
 
     def roomy(self, sizes: dict[str, int]) -> bool:
         """Whether a task touching only tensors `sizes` (name -> largest size it names) can
