@@ -140,6 +140,11 @@ class L2Cache:
         st.read_bytes += nbytes
         st.miss_bytes += miss
         st.hit_bytes += nbytes - miss
+        used = self.used                   # (`_evict` when nothing is to evict, inline)
+        if used <= self.capacity * (1 + 1e-12):
+            if used > st.peak_resident:
+                st.peak_resident = min(used, self.capacity)
+            return miss, 0.0
         return miss, self._evict(name)
 
     def write(self, task: int, name: str, size: int, nbytes: float) -> float:
