@@ -109,7 +109,7 @@ from typing import Any
 
 import numpy as np
 import simpy
-from simpy.events import NORMAL, Event, Timeout
+from simpy.events import NORMAL, PENDING, Event, Timeout
 
 from ..errors import ConfigError, SimulationError
 from ..hw.names import ENGINE_AICORE, ENGINE_AICPU, ENGINE_HOST, GM, MODES
@@ -547,8 +547,6 @@ class Engine:
         self.l2 = L2Cache(chip.l2_bytes)
         self._l2_reads, self._l2_writes, self._l2_readers, self._l2_roles, \
             self._l2_sizes = _gm_tensors(program)
-        # per task its own tensors' names by role (roles number them in order of appearance)
-        self._l2_by_role = {tid: list(roles) for tid, roles in self._l2_roles.items()}
         self._memory_cycles: dict[tuple, float] = {}    # `_record`'s memo of memory_cycles
         self.l2_miss_slowdown = chip.l2_miss_slowdown
         self.gm_traffic: dict[int, dict[tuple[str, str], float]] = {}   # simulated GM bytes
@@ -662,7 +660,8 @@ class Engine:
                 done = self.done[d]
                 # replaying (one stream, sunk: nothing else runs), an ended task's done event
                 # being handled changes nothing: go on without waiting for that step
-                if not (self.replay and done.triggered):
+                # (`done.triggered`, inline)
+                if not (self.replay and done._value is not PENDING):
                     yield done
             if self.mode == "sink":
                 launch_start = env._now
@@ -677,11 +676,11 @@ class Engine:
                 else:
                     key = (replay_key(t), "full", self.l2.state(roles))
             seen = self._replays.get(key) if key is not None else None
-            self.pipe_busy[t.task_id] = {}
             self.started.pop(t.task_id, None)
             if seen is not None:          # the dispatch and the replay as one timeout
                 yield from self._replay(t, seen, sink)
             else:
+                self.pipe_busy[t.task_id] = {}
                 if sink:                  # device-side dispatch, in every mode
                     yield env.timeout(sink)
                 if not self.replay:
@@ -758,7 +757,8 @@ class Engine:
             fabric.peak_l2 = seen.fabric[0]
         if seen.fabric[1] > fabric.peak_hbm:
             fabric.peak_hbm = seen.fabric[1]
-        by_role = self._l2_by_role.get(t.task_id, ())
+        # its own tensors' names by role (roles number them in order of first appearance)
+        by_role = list(self._l2_roles.get(t.task_id, ()))
         l2 = self.l2
         stats = l2.stats
         if seen.roomy:

@@ -59,7 +59,10 @@ A GM access by anything else (a coalesced block-detail slice's decision) counts 
 engine attribute `stateful_accesses`; no period holding one is skipped.
 
 Cost control: a checkpoint costs a few tens of microseconds, so the driver takes one on
-every `stride`-th resume, the stride doubling after a run of checkpoints without a jump.
+every `stride`-th resume, the stride doubling after a run of checkpoints without a jump. A
+recurring signature is tried first with the observed period's L2 accesses on the cache copy
+(while the cache fills, the first period already differs: most tries end there), then with
+the entries ahead; the periods kept are the same whichever test comes first.
 """
 
 from __future__ import annotations
