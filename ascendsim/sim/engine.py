@@ -216,12 +216,19 @@ class Fabric:
                 if d is None or g < d:          # (`min`: the first of the least)
                     d = g
             if s_l2 > 0:
-                d = min(d, res_l2 / s_l2)
+                x = res_l2 / s_l2
+                if x < d:               # (`min(d, x)`)
+                    d = x
             if s_hbm > 0:
-                d = min(d, res_hbm / s_hbm)
+                x = res_hbm / s_hbm
+                if x < d:               # (`min(d, x)`)
+                    d = x
             if s_wr > 0:
-                d = min(d, res_wr / s_wr)
-            d = max(d, 0.0)
+                x = res_wr / s_wr
+                if x < d:               # (`min(d, x)`)
+                    d = x
+            if 0.0 > d:                 # (`max(d, 0.0)`)
+                d = 0.0
             for f in active:
                 f.rate += d
             res_l2 -= d * s_l2
@@ -257,12 +264,19 @@ class Fabric:
         while True:
             d = cap - rate
             if s_l2 > 0:
-                d = min(d, res_l2 / s_l2)
+                x = res_l2 / s_l2
+                if x < d:               # (`min(d, x)`)
+                    d = x
             if s_hbm > 0:
-                d = min(d, res_hbm / s_hbm)
+                x = res_hbm / s_hbm
+                if x < d:               # (`min(d, x)`)
+                    d = x
             if s_wr > 0:
-                d = min(d, res_wr / s_wr)
-            d = max(d, 0.0)
+                x = res_wr / s_wr
+                if x < d:               # (`min(d, x)`)
+                    d = x
+            if 0.0 > d:                 # (`max(d, 0.0)`)
+                d = 0.0
             rate += d
             res_l2 -= d * s_l2
             res_hbm -= d * s_hbm

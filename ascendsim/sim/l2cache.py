@@ -151,9 +151,12 @@ class L2Cache:
         """A write of `nbytes` of tensor `name` (`size` bytes): resident and dirty in L2.
         Returns the dirty bytes evicted to make room."""
         line = self._line(name, size)
-        add = min(nbytes, line.size - line.resident)
+        add = line.size - line.resident    # (the `min`s as `min` picks: the first of equals)
+        if not add < nbytes:
+            add = nbytes
         line.resident += add
-        line.dirty = min(line.resident, line.dirty + nbytes)
+        dirty = line.dirty + nbytes
+        line.dirty = dirty if dirty < line.resident else line.resident
         self.used += add
         if self.log is not None and add:
             self.log.append(add)
@@ -320,7 +323,9 @@ class L2Cache:
         written = 0.0
         while self.used > self.capacity * (1 + 1e-12):
             name, line = next(iter(self.lines.items()))
-            take = min(self.used - self.capacity, line.resident)
+            take = self.used - self.capacity
+            if line.resident < take:        # (`min`: the first of equals)
+                take = line.resident
             if take < line.resident:        # part of the oldest tensor goes
                 dirty = line.dirty * take / line.resident
                 line.dirty -= dirty
