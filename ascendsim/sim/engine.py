@@ -562,7 +562,7 @@ class Engine:
         self._l2_reads, self._l2_writes, self._l2_readers, self._l2_roles, \
             self._l2_sizes = _gm_tensors(program)
         self._memory_cycles: dict[tuple, float] = {}    # `_record`'s memo of memory_cycles
-        self.l2_miss_slowdown = chip.l2_miss_slowdown
+        self._l2_miss_slowdown = chip.l2_miss_slowdown
         self.gm_traffic: dict[int, dict[tuple[str, str], float]] = {}   # simulated GM bytes
         self.start_cycles = chip.cycles(chip.kernel_start_us * 1e-6)
         # the start's growth per further block of the kernel (module note, "Kernel start")
@@ -771,8 +771,8 @@ class Engine:
             fabric.peak_l2 = seen.fabric[0]
         if seen.fabric[1] > fabric.peak_hbm:
             fabric.peak_hbm = seen.fabric[1]
-        # its own tensors' names by role (roles number them in order of first appearance)
-        by_role = list(self._l2_roles.get(t.task_id, ()))
+        roles = self._l2_roles.get(t.task_id, {})
+        by_role = sorted(roles, key=roles.__getitem__)
         l2 = self.l2
         stats = l2.stats
         if seen.roomy:
@@ -866,8 +866,8 @@ class Engine:
         interval (tile detail); "tile" one interval per tile and "all" one for the whole
         queue (block detail), starting with the first instruction and lasting the busy
         cycles (the waits in between are left out, so no interval overlaps the next).
-        (The fast-forward reads this generator's locals by name: `k`, `busy`, `run_busy`,
-        `start`, `stalled`, `run`, `merge`, `ev`, `key`; sim/fastforward.py.)
+        (The fast-forward reads its locals `k`, `busy`, `run_busy`, `start`, `stalled`, `run`,
+        `ev`, `key` from `hook.at`, set before each yield; sim/fastforward.py.)
         """
         env = self.env
         # SimPy's events built, triggered and scheduled inline (`env.timeout`, `env.event`,
@@ -892,7 +892,9 @@ class Engine:
         n = len(queue)
         # the fast-forward's view of this pipe; `hook.hot` after a resume: it may move the
         # pipe ahead by whole periods (its locals shifted: sim/fastforward.py)
-        hook = fastforward.NO_HOOK if self.ff is None else self.ff.enter(core, queue, spans)
+        # (before each yield the pipe leaves its locals in `hook.at` for the checkpoints)
+        hook = (fastforward.NO_HOOK if self.ff is None
+                else self.ff.enter(core, queue, spans, merge))
         while k < n:
             (ins, waits, sets, allocs, frees, tile, flow, own, cycles, cown, kind, src, dst,
              _, _, _) = entries[k]
@@ -916,6 +918,7 @@ class Engine:
                             ev = make(Event)     # (`env.event()`, inline)
                             ev.env, ev.callbacks = env, []
                             waiters[key] = ev
+                            hook.at = (k, busy, run_busy, start, stalled, run, ev, key)
                             yield ev
                             if hook.hot:
                                 k, busy, run_busy, start, stalled = hook.resume(
@@ -939,7 +942,9 @@ class Engine:
                     own = cycles + nbytes / bw
                     cown = math.ceil(own)
                     src, dst = _lvl(ins.src, hbm), _lvl(ins.dst, hbm)
-                    yield self.fabric.transfer(nbytes, nbytes / own, hbm, weight, write=write)
+                    tmo = self.fabric.transfer(nbytes, nbytes / own, hbm, weight, write=write)
+                    hook.at = (k, busy, run_busy, start, stalled, run, None, None)
+                    yield tmo
                     if hook.hot:
                         k, busy, run_busy, start, stalled = hook.resume(
                             k, busy, run_busy, start, stalled)
@@ -949,6 +954,7 @@ class Engine:
                     tmo.env, tmo.callbacks, tmo._value, tmo._delay, tmo._ok = \
                         env, [], None, span, True
                     heappush(heap, (start + span, NORMAL, next(ids), tmo))
+                    hook.at = (k, busy, run_busy, start, stalled, run, None, None)
                     yield tmo
                     if hook.hot:
                         k, busy, run_busy, start, stalled = hook.resume(
@@ -961,6 +967,7 @@ class Engine:
                     tmo.env, tmo.callbacks, tmo._value, tmo._delay, tmo._ok = \
                         env, [], None, cycles, True
                     heappush(heap, (start + cycles, NORMAL, next(ids), tmo))
+                    hook.at = (k, busy, run_busy, start, stalled, run, None, None)
                     yield tmo
                     if hook.hot:
                         k, busy, run_busy, start, stalled = hook.resume(
@@ -1176,7 +1183,7 @@ class Engine:
         if evicted:
             tr[_DDR_WRITE] = tr.get(_DDR_WRITE, 0.0) + evicted
         frac = miss / total
-        slow = self.l2_miss_slowdown
+        slow = self._l2_miss_slowdown
         base = bw / (1.0 - cold + cold / slow)
         return (miss + evicted) / total, base * (1.0 - frac + frac / slow)
 

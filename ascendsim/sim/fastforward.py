@@ -97,9 +97,9 @@ _FLAG, _TIMEOUT, _FLOW = 0, 1, 2
 
 
 class _NoHook:
-    """The hook of a pipe when the fast-forward is off: never hot."""
+    """The hook of a pipe when the fast-forward is off: never hot (`at` is never read)."""
 
-    __slots__ = ()
+    __slots__ = ("at",)
     hot = False
 
 
@@ -114,10 +114,14 @@ class PipeHook:
     add)."""
 
     __slots__ = ("ff", "frame", "proc", "core", "queue", "spans", "hot", "pending", "index",
-                 "tile_end")
+                 "tile_end", "merge", "at")
 
-    def __init__(self, ff: FastForward, frame, proc, core, queue: list, spans: list) -> None:
+    def __init__(self, ff: FastForward, frame, proc, core, queue: list, spans: list,
+                 merge: str | None = None) -> None:
         self.ff, self.frame, self.proc, self.core = ff, frame, proc, core
+        # the pipe's interval merge rule, and its locals (k, busy, run_busy, start, stalled,
+        # run, ev, key) as it left them at its last yield (None: read from its frame)
+        self.merge, self.at = merge, None
         self.queue, self.spans = queue, spans
         self.hot = False
         self.pending: list[int] | None = None
@@ -176,9 +180,11 @@ class FastForward:
         self.engine_log: list | None = getattr(engine, "gm_log", None)
 
     # -- the live set ----------------------------------------------------------------------
-    def enter(self, core, queue: list, spans: list) -> PipeHook:
-        """Register the calling `_pipe` generator (its frame and process)."""
-        hook = PipeHook(self, sys._getframe(1), self.env.active_process, core, queue, spans)
+    def enter(self, core, queue: list, spans: list, merge: str | None = None) -> PipeHook:
+        """Register the calling `_pipe` generator (its frame and process); with `merge`, it
+        leaves its locals in `hook.at` before each yield (cheaper than its frame's)."""
+        hook = PipeHook(self, sys._getframe(1), self.env.active_process, core, queue, spans,
+                        merge)
         self.pipes.append(hook)
         self.by_proc[hook.proc] = hook
         self._forget()
@@ -191,7 +197,7 @@ class FastForward:
         self.pipes.remove(hook)
         del self.by_proc[hook.proc]
         hook.hot = False
-        hook.frame = hook.proc = None       # (the frame refers back to the hook)
+        hook.frame = hook.proc = hook.at = None     # (the frame refers back to the hook)
         self._forget()
         if hook is self.driver:
             best = None
@@ -313,12 +319,16 @@ class FastForward:
         # the pipes
         pipes, vals, cores = [], [], []
         for h in self.pipes:
-            loc = h.frame.f_locals
+            at, merge = h.at, h.merge
+            if at is None or merge is None:
+                loc = h.frame.f_locals
+                at = (loc["k"], loc["busy"], loc["run_busy"], loc["start"], loc["stalled"],
+                      loc["run"], loc.get("ev"), loc.get("key"))
+                merge = loc["merge"]
             if h is drv:                 # running: just resumed from its target
                 kh, bh, rbh, sh, st = k, busy, run_busy, start, stalled
             else:                         # suspended on its target
-                kh, bh, rbh, sh, st = (loc["k"], loc["busy"], loc["run_busy"], loc["start"],
-                                       loc["stalled"])
+                kh, bh, rbh, sh, st = at[:5]
                 pend = h.pending
                 if pend is not None:
                     kh += pend[0]
@@ -327,7 +337,7 @@ class FastForward:
                     sh += pend[3]
                     st += pend[4]
             target = h.proc._target
-            if target is loc.get("ev"):
+            if target is at[6]:
                 site = _FLAG
             elif type(target) is Timeout:
                 site = _TIMEOUT
@@ -337,12 +347,11 @@ class FastForward:
                     or type(st) is not int):
                 return None
             ins, waits, sets, allocs, frees, tile = h.queue[kh]
-            run = loc["run"]
+            run = at[5]
             if run is None:
                 rsig = rvals = None
             else:
                 # what decides whether the next instruction joins the open interval
-                merge = loc["merge"]
                 if merge == "contig":   # back to back, same kind and levels
                     rsig = (run.kind, run.src, run.dst,
                             run.end == (now if site == _FLAG else sh))
@@ -352,7 +361,7 @@ class FastForward:
                     rsig = ()
                 rvals = (run.start, run.end, run.count, run.nbytes, run.stall)
             pipes.append((id(ins), waits, sets, allocs, frees, tile, h.spans[kh], site,
-                          loc.get("key") if site == _FLAG else None,
+                          at[7] if site == _FLAG else None,
                           sh - now if site != _FLAG else None, rsig))
             vals.append((kh, bh, rbh, run, rvals, sh, st))
             if h.core not in cores:
