@@ -59,8 +59,15 @@ flight still stretches it. The L2 decides each slice's hits and write-backs when
 a cache that fills up), the reads ahead of the writes by the prefix's pipeline depth; once
 the free L2 holds everything the group still moves, the rest is one slice.
 A group with fewer tiles runs in tile detail (its trace shows one
-interval per pipe per tile). The prefix of each pipe is shown as one interval of its busy
-cycles, starting at its first instruction.
+interval per pipe per tile), unless its tiles hold long unit loops (a weight gradient's or a
+long-K GEMM's K loop of hundreds to thousands of k-steps): `sim/coalesce.py` then splits each
+tile into identical chunk tiles of a few dozen units (the per-tile setup in the first chunk,
+the L0C drain and the store in the last), coalesced as above, except that the pace is the
+busiest loop stage's own work per chunk (the per-tile stages and the once-per-tile heads left
+out) and the last chunk runs exactly after the window, so the last tile's drain follows its
+loop in order (its note). The prefix of each pipe is shown as one interval of its busy
+cycles, starting at its first instruction, the rest as one more (a chunked group's last chunk
+as a third).
 
 Steady state. A tile of thousands of units settles into an exact loop; `sim/fastforward.py`
 notices when the whole state repeats with a time shift and advances the remaining periods by
@@ -115,7 +122,7 @@ from ..errors import ConfigError, SimulationError
 from ..hw.names import ENGINE_AICORE, ENGINE_AICPU, ENGINE_HOST, GM, MODES
 from ..lower.lowering import memory_cycles
 from ..lower.program import CoreGroup, Program, Segment, expand_flags
-from . import fastforward
+from . import coalesce, fastforward
 from .aicpu import run_aicpu
 from .l2cache import L2Cache
 from .mix import run_phases
@@ -824,10 +831,13 @@ class Engine:
         for cs in sets:
             label = f"core {cs[0]}" if len(cs) == 1 else f"cores {cs[0]}-{cs[-1]}"
             core = _Core(self.caps_cube, label, task.op_name, self.peaks)
-            if self.detail == "block" and g.tiles >= COALESCE_MIN:
-                procs.extend(self._block(task, g, core, cs))
+            segments, chunks = g.segments, False
+            if self.detail == "block":       # (a few tiles of long unit loops: chunk tiles)
+                segments, chunks = coalesce.chunked(g, COALESCE_MIN)
+            if self.detail == "block" and sum(sg.count for sg in segments) >= COALESCE_MIN:
+                procs.extend(self._block(task, segments, core, cs, chunks))
             else:
-                queues = expand_flags(g.segments)
+                queues = expand_flags(segments)
                 merge = "tile" if self.detail == "block" else "contig"
                 for pipe, q in queues.items():
                     procs.append(self.env.process(self._pipe(task, core, cs, pipe, q,
@@ -1017,18 +1027,30 @@ class Engine:
         return busy, tile_ends, stalled
 
     # -- block detail ----------------------------------------------------------------------
-    def _block(self, task, g: CoreGroup, core: _Core, cores: tuple[int, ...]) -> list:
-        """Processes for one coalesced core group: PREFIX_TILES tiles in tile detail, then the
-        remaining tiles as one interval per pipe at the measured pace (see the module note)."""
+    def _block(self, task, segments: tuple[Segment, ...], core: _Core,
+               cores: tuple[int, ...], chunks: bool = False) -> list:
+        """Processes for one coalesced core group (its tiles, or with `chunks` the chunk
+        tiles of sim/coalesce.py): PREFIX_TILES tiles in tile detail, then the remaining tiles
+        as one interval per pipe at the measured pace (see the module note)."""
         env = self.env
-        prefix, rest = split_segments(g.segments, PREFIX_TILES)
+        prefix, rest = split_segments(segments, PREFIX_TILES)
         queues = expand_flags(prefix)
-        stages0 = g.segments[0].stages
+        stages0 = segments[0].stages
+        suffix = None
+        if chunks:
+            # the last chunk tile runs exactly after the window, on a fresh core: the tile's
+            # drain after its loop (the last units, the per-tile stages) in order
+            rest, last = split_segments(rest, sum(sg.count for sg in rest) - 1)
+            suffix = (_Core(self.caps_cube, core.label, task.op_name, self.peaks),
+                      expand_flags(last))
         tot = _stage_totals(rest, len(stages0))
         n_rest = sum(sg.count for sg in rest)
         # the pipes with shared bytes run their slices in lock step (`_decide_slice`)
         members = [(j, t, len(cores)) for j, t in enumerate(tot) if t.shared_bytes]
+        # the pace is the paced stages' (coalesce.pace_profile: chunk tiles' per-tile work
+        # is left out)
         barrier = {"left": len(stages0), "busy": [], "event": env.event(), "ends": [],
+                   "pace": coalesce.pace_profile(segments, prefix, chunks), "suffix": suffix,
                    "slices": {"members": members, "left": len(members), "event": env.event(),
                               "flowed": 0, "read": 0, "ahead": 0, "dec": {}}}
         return [env.process(self._coalesced_pipe(task, core, cores, st.pipe,
@@ -1044,11 +1066,13 @@ class Engine:
         # the fabric's contention (`stalled`): the window's flows cross the fabric and meet
         # their own contention there, which may differ from the prefix's (the L2 writes back
         # a previous op's dirty lines while the prefix runs, its own later)
-        free = (busy - stalled) / PREFIX_TILES
+        paced, once = barrier["pace"]
+        free = max(0.0, busy - stalled - once[j]) / PREFIX_TILES
         spacing = 0.0
         if len(tile_ends) >= 2:
             spacing = (tile_ends[-1] - tile_ends[0]) / (len(tile_ends) - 1)
-        barrier["busy"].append((free, spacing, stalled / PREFIX_TILES))
+        if paced[j]:
+            barrier["busy"].append((free, spacing, stalled / PREFIX_TILES))
         if tot.shared_bytes:
             barrier["ends"].append((tot.writes, tile_ends))
         barrier["left"] -= 1
@@ -1058,6 +1082,11 @@ class Engine:
             paces = barrier["busy"]
             worst = max(p[2] for p in paces)
             period = max(max(p[0], p[1] - worst) for p in paces)
+            if barrier["suffix"] is not None:
+                # chunk tiles: the loop's own work per chunk. Its stages are a chain of
+                # double-buffered handoffs of fixed work, whose pace is its busiest stage's; the
+                # spacing of a few short chunks still holds the pipeline's fill
+                period = max(p[0] for p in paces)
             sl = barrier["slices"]
             sl["ahead"] = _read_ahead(barrier["ends"], period, n_rest)
             if sl["members"]:
@@ -1076,13 +1105,15 @@ class Engine:
                                       tot.count))
             self._note_busy(task.task_id, cores[0], pipe, busy + end - start)
             yield env.timeout(int(math.ceil(window)))
+            yield from self._suffix(task, cores, pipe, barrier)
             return
         # the remaining tiles in slices of `COALESCED_SLICES`, one after the other in lock
         # step (`_decide_slice`): each spans its share of the window (the pipeline's pace)
         # and its bytes cross the shared L2/HBM as one flow that stretches under more
         # contention
         n_sl = COALESCED_SLICES
-        own = n_rest * (busy - stalled) / PREFIX_TILES   # its own work at its prefix rate
+        # its own work at its prefix rate
+        own = n_rest * max(0.0, busy - stalled - once[j]) / PREFIX_TILES
         work = stall = hbm_all = 0.0
         sl = barrier["slices"]
         while True:
@@ -1124,6 +1155,13 @@ class Engine:
                                   end, tot.kind, tot.nbytes, _lvl(tot.src, hbm),
                                   _lvl(tot.dst, hbm), tot.count, int(math.ceil(stall))))
         self._note_busy(task.task_id, cores[0], pipe, busy + end - start)
+        yield from self._suffix(task, cores, pipe, barrier)
+
+    def _suffix(self, task, cores, pipe, barrier):
+        """A chunked group's last chunk tile on `pipe`, exactly, after its window (`_block`)."""
+        if barrier["suffix"] is not None:
+            core, queues = barrier["suffix"]
+            yield from self._pipe(task, core, cores, pipe, queues[pipe], merge="all")
 
     # -- L2 ------------------------------------------------------------------------------
     def _gm_access(self, tid: int, tensors: tuple, nbytes: float, cold: float, write: bool,
@@ -1391,6 +1429,8 @@ def _stage_totals(segments, n: int) -> list[_StageTotals]:
         for sg in segments:
             st = sg.stages[j]
             for ins, times in [(i, st.units) for i in st.instrs] + [(i, 1) for i in st.head]:
+                if ins.kind == coalesce.HANDOFF_KIND:      # a chunk's handoff: no work
+                    continue
                 k = times * sg.count
                 count += k
                 nbytes += ins.nbytes * k
