@@ -107,7 +107,6 @@ kernel's AIC and AIV phases, which overlap as their cross-core flags allow
 from __future__ import annotations
 
 import functools
-import gc
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -119,6 +118,7 @@ import simpy
 from simpy.events import NORMAL, PENDING, Event, Timeout
 
 from ..errors import ConfigError, SimulationError
+from ..gcpause import gc_paused
 from ..hw.names import ENGINE_AICORE, ENGINE_AICPU, ENGINE_HOST, GM, MODES
 from ..lower.lowering import memory_cycles
 from ..lower.program import CoreGroup, Program, Segment, expand_flags
@@ -600,15 +600,9 @@ class Engine:
             if mine:
                 env.process(self._stream(mine))
         env.process(self._flush(tasks))
-        # the run allocates 10^5..10^6 small objects that live to the end: pausing the
-        # cyclic GC (not needed: nothing here forms cycles that must die early) halves it
-        gc_was = gc.isenabled()
-        gc.disable()
-        try:
+        # the run allocates 10^5..10^6 small objects that live to the end (ascendsim.gcpause)
+        with gc_paused():
             n = _run_events(env)
-        finally:
-            if gc_was:
-                gc.enable()
         self.events = n
         missing = [t.op_name for t in tasks if not self.done[t.task_id].processed]
         if missing:
@@ -1357,23 +1351,16 @@ def _run_events(env: simpy.Environment) -> int:
 def _expand_with_replays(rows: list[_Run], replayed: list[tuple]) -> list[Interval]:
     """`expand_rows` over the simulated rows and those of the replayed tasks (each replay's
     rows shifted to its start)."""
-    gc_was = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():
         extra = [_Run(r.engine, r.cores, r.pipe, task_id, op, start + a, start + b, r.kind,
                       r.nbytes, r.src, r.dst, r.count, r.stall, r.tile)
                  for seen, start, task_id, op in replayed for r, a, b in seen.rows]
-    finally:
-        if gc_was:
-            gc.enable()
     return expand_rows(rows + extra if extra else rows)
 
 
 def expand_rows(rows: list[_Run]) -> list[Interval]:
     """Intervals per core, in start order (rows of a core group expanded per core)."""
-    gc_was = gc.isenabled()
-    gc.disable()                 # 10^6 tuples that all live on: no cyclic GC passes meanwhile
-    try:
+    with gc_paused():            # 10^6 tuples that all live on (ascendsim.gcpause)
         out = []
         for r in sorted(rows, key=lambda r: (r.start, r.engine, r.cores[0], r.pipe)):
             start, end, stall = int(r.start), int(r.end), int(r.stall)
@@ -1381,9 +1368,6 @@ def expand_rows(rows: list[_Run]) -> list[Interval]:
                 out.append(Interval(r.engine, c, r.pipe, r.task_id, r.op, start, end, r.kind,
                                     r.nbytes, r.src, r.dst, r.count, stall))
         return out
-    finally:
-        if gc_was:
-            gc.enable()
 
 
 def _read_ahead(ends: list, period: float, n_rest: int) -> float:
