@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .errors import ConfigError, GraphError, SimulationError
+from .gcpause import gc_paused
 from .hw import Chip, get_chip
 from .hw.names import DETAILS, MODES
 from .ir import Graph
@@ -220,8 +221,9 @@ def optimize(graph: Graph, chip: str | Chip = DEFAULT_CHIP, *, detail: str = DEF
 
     resolved = _resolve_chip(chip, options)
     options.pop("chip", None)
-    return run_passes(graph, chip=resolved,
-                      cost_model=cost_model(resolved, detail, mode, streams), **options)
+    with gc_paused():
+        return run_passes(graph, chip=resolved,
+                          cost_model=cost_model(resolved, detail, mode, streams), **options)
 
 
 def simulate(graph: Graph, chip: str | Chip = DEFAULT_CHIP, fusion: FusionOption = True,
@@ -264,13 +266,15 @@ def simulate(graph: Graph, chip: str | Chip = DEFAULT_CHIP, fusion: FusionOption
         graph, pass_log = opt.graph, opt.log
     t0 = time.perf_counter()
     try:
-        program = lower(graph, chip, detail=detail, streams=streams)
-        memory = memory_plan(graph, program)
+        with gc_paused():
+            program = lower(graph, chip, detail=detail, streams=streams)
+            memory = memory_plan(graph, program)
         if check_capacity:
             memory.check(chip.hbm_bytes, chip.name)
         t1 = time.perf_counter()
-        engine = Engine(program, mode=mode, symmetric=symmetric, progress=progress)
-        trace = engine.run()
+        with gc_paused():
+            engine = Engine(program, mode=mode, symmetric=symmetric, progress=progress)
+            trace = engine.run()
     except OverflowError as exc:     # a time became infinite (a rate of ~0): not a result
         from .sim.engine import user_figures
 

@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError, GraphError
+from ..gcpause import gc_paused
 from ..ir.graph import Graph, Node
 from ..ir.registry import Category, Unit, get_op
 from ..ir.tensor import ConstData, LazyTensor, Value, as_storage, materialize
@@ -106,6 +107,7 @@ def _check(graph: Graph, loss: Any, optimizer: str, loss_scale: Any, lr: float) 
                               f"'dynamic' or None")
 
 
+@gc_paused()
 def training_step(graph: Graph, loss: str | Value = "softmax_cross_entropy",
                   optimizer: str = "momentum", lr: float = 0.01, *, momentum: float = 0.9,
                   betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,

@@ -74,6 +74,8 @@ import functools
 import math
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from ..errors import SimulationError
 from .program import CoreGroup, Instr, Segment, Stage
 from .tiling import (
@@ -283,11 +285,184 @@ def _cub_columns(chip, spec: GemmSpec, m_t: int, n_t: int) -> int:
 
 @functools.lru_cache(maxsize=4096)
 def _gemm_tiling(chip, spec: GemmSpec) -> GemmTiling:
+    """The search: every candidate's estimate, then CANN's pick."""
+    c, est = _search_estimates(chip, spec)
+    # CANN picks the base block with the least GM load (MatMulV3 CalcBase minLoadSize):
+    # among the candidates within EST_TOLERANCE of the fastest, the least traffic wins
+    fastest = float(est.min())
+    near = [c.tiling(i, float(est[i]))
+            for i in np.flatnonzero(est <= fastest * (1 + EST_TOLERANCE))]
+    return min(near, key=lambda t: (sum(operand_read_bytes(spec, t)), t.est))
+
+
+def _search_estimates(chip, spec: GemmSpec) -> tuple[_Candidates, np.ndarray]:
+    """Every candidate of the search (`_candidates`) and its estimate: `_estimates` for all
+    candidates at once (the same float operations, so the same floats)."""
+    c = _candidates(chip, replace(spec, miss_a=0.0, miss_b=0.0))
+    # the GM->L1 read bandwidths per number of cores sharing L2/HBM (as `_BlockFacts`)
+    ctx = _SearchContext(chip, spec)
+    dens = np.array([_dens(ctx, sharing) for sharing in c.sharings])
+    den_a, den_b = dens[c.sharing, 0], dens[c.sharing, 1]
+    t_mte2 = 0.0 + c.a_bytes / den_a
+    t_mte2 = t_mte2 + c.b_bytes / den_b
+    t_mte2 = t_mte2 + c.lat
+    period = np.maximum(np.maximum(np.maximum(np.maximum(c.t_m, c.t_mte1), t_mte2), c.t_out),
+                        c.t_st)
+    period = np.where(c.wait, np.maximum(period, c.t_m + c.t_out), period)
+    return c, c.per_core * period + (t_mte2 * c.k_l1 / c.nk_kt) + c.t_out + c.t_st
+
+
+def _dens(ctx: _SearchContext, sharing: int) -> tuple[float, float]:
+    """The A and B GM->L1 read bandwidths per core with `sharing` cores on L2/HBM at once."""
+    dens = ctx.dens.get(sharing)
+    if dens is None:
+        chip, spec = ctx.chip, ctx.spec
+        miss = (spec.miss_a + spec.miss_b) / 2
+        got = []
+        for nd, m_x in ((spec.nd2nz_a, spec.miss_a), (spec.nd2nz_b, spec.miss_b)):
+            bw = _gm_l1_bw(chip, nd)
+            core_bw = bw * (1 - m_x) + m_x * bw / ctx.slow
+            got.append(min(core_bw, ctx.l2_bw / sharing,
+                           ctx.hbm_bw / (sharing * max(miss, 1e-9))))
+        dens = ctx.dens[sharing] = (got[0], got[1])
+    return dens
+
+
+class _Candidates:
+    """Every candidate tiling of one GEMM shape (a spec without its miss fractions, which
+    only the read bandwidths depend on), in search order, as arrays: the GemmTiling fields
+    but the estimate, and the terms of the estimate that do not depend on the misses."""
+
+    #: GemmTiling fields kept (ints; `reuse` as an index into REUSE_MODES), in class order
+    FIELDS = ("m_t", "n_t", "k_t", "k_l1", "tiles", "block", "tm", "tn", "reuse", "run_a",
+              "run_b", "db_l0c", "cub")
+
+    def __len__(self) -> int:
+        return len(self.k_l1)
+
+    def tiling(self, i: int, est: float) -> GemmTiling:
+        """Candidate `i` with its estimate."""
+        f = [int(getattr(self, name)[i]) for name in self.FIELDS]
+        f[8] = REUSE_MODES[f[8]]
+        return GemmTiling(*f[:6], est, *f[6:])
+
+
+#: the stepK candidates as an array (the grid's second axis)
+_R = np.array(_L1_STEPS, dtype=np.int64)
+#: `_candidates`' row columns: these ints, then wait and the three reuse modes, then these
+#: floats
+_INT_COLUMNS = ("m_t", "n_t", "k_t", "tiles", "block", "tm", "tn", "db_l0c", "cub", "nk",
+                "sharing", "run_a_kept", "run_b_kept", "bias")
+_FLOAT_COLUMNS = ("a_tile", "b_tile", "t_m", "t_mte1", "t_out", "t_st", "per_core")   # (doc)
+
+
+@functools.lru_cache(maxsize=1024)
+def _candidates(chip, spec: GemmSpec) -> _Candidates:
+    """The candidates that fit L0A/L0B/L0C/L1 (and UB on coupled chips), in search order
+    (base block M then N, baseK, stepK, reuse mode), each with what its estimate
+    (`_estimate_rows`) needs that does not depend on the misses; `_NoFit` naming the
+    buffer when none fits. The grid of stepK x reuse mode is checked with arrays (the same
+    integer and float operations as one at a time: the values stay below 2**53)."""
     m0, k0, n0 = chip.cube_shape(spec.in_dtype)
     mp, np_ = ceil_to(spec.m, m0), ceil_to(spec.n, n0)
+    kp = ceil_to(spec.k, k0)
     tbe = tbe_matmul(chip, spec)
-    best: GemmTiling | None = None
-    cands: list[GemmTiling] = []
+    ctx = _SearchContext(chip, spec)
+    in_b, acc_b = spec.in_bytes, spec.acc_bytes
+    bt = chip.bt_bytes if spec.bias else 0
+    # one row per (base block, baseK) that fits L0A/L0B/L0C (and has a UB column chunk)
+    rows: list[tuple] = []
+    sharings: dict[int, int] = {}
+    for m_t in _MN_EDGES:
+        if m_t > max(mp, m0) * 2 and m_t > m0:
+            continue
+        a_strip = a_tile_bytes(spec, m_t)
+        for n_t in _MN_EDGES:
+            if n_t > max(np_, n0) * 2 and n_t > n0:
+                continue
+            tile_acc = m_t * n_t * acc_b
+            db_l0c = 2 if 2 * tile_acc <= chip.l0c_bytes else 1
+            b_strip = spec.k * n_t * in_b
+            modes = (True, True, True)              # REUSE_MODES: A, B, neither
+            if tbe:
+                keep = tbe_reuse(chip, m_t, n_t, a_strip, b_strip)
+                modes = tuple(m == keep for m in REUSE_MODES)
+                if keep:
+                    db_l0c = 1
+            # a bias on split chips is read from the BiasTable (MatMulV3 CheckBTSize)
+            if bt and n_t * acc_b > bt:
+                continue
+            cub = _cub_columns(chip, spec, m_t, n_t) if chip.coupled else n_t
+            if tile_acc > chip.l0c_bytes or not cub:
+                continue
+            f = None
+            for ks in _K_STEPS:
+                k_t = ks * k0
+                if k_t > kp and ks > 1:
+                    continue
+                if 2 * m_t * k_t * in_b > chip.l0a_bytes or 2 * k_t * n_t * in_b > \
+                        chip.l0b_bytes:
+                    continue
+                if f is None:
+                    f = _BlockFacts(ctx, m_t, n_t)
+                    sharing = sharings.setdefault(min(f.block, ctx.cores), len(sharings))
+                nk = cdiv(spec.k, k_t)
+                mmad = cdiv(m_t, ctx.m0) * (k_t // ctx.k0) * cdiv(n_t, ctx.n0) + ctx.c0
+                t_mte1 = nk * (m_t * k_t * spec.in_bytes / ctx.l1_l0a
+                               + k_t * n_t * spec.in_bytes / ctx.l1_l0b)
+                rows.append((m_t, n_t, k_t, f.tiles, f.block, f.tm, f.tn, db_l0c, cub, nk,
+                             sharing, f.run_a_kept, f.run_b_kept,
+                             n_t * acc_b if spec.bias else 0,
+                             db_l0c == 1 and not ctx.unit_flag, *modes, a_strip, b_strip,
+                             nk * mmad, t_mte1, f.t_out, f.t_st, f.per_core))
+    c = _Candidates()
+    if rows:
+        # every row's numbers in one array (the ints are below 2**53: exact as floats)
+        arr = np.array(rows, dtype=np.float64)
+        n_int = len(_INT_COLUMNS)
+        ints = arr[:, :n_int].astype(np.int64)
+        col = {k: i for i, k in enumerate(_INT_COLUMNS)}
+        wait, modes_ok = arr[:, n_int] != 0, arr[:, n_int + 1:n_int + 4] != 0
+        floats = arr[:, n_int + 4:]
+        nk, k_t, n_t = ints[:, col["nk"]], ints[:, col["k_t"]], ints[:, col["n_t"]]
+        a_tile, b_tile = floats[:, 0], floats[:, 1]
+        # (row, stepK, mode) grid; a stepK divides the K blocks
+        k_l1 = k_t[:, None] * _R[None, :]
+        r_ok = (_R[None, :] <= nk[:, None]) & (nk[:, None] % _R[None, :] == 0)
+        a_chunk = np.ceil(a_tile[:, None] * k_l1 / spec.k)
+        b_chunk = k_l1 * n_t[:, None] * in_b
+        bias = ints[:, col["bias"], None]
+        need = np.empty(k_l1.shape + (3,))
+        need[:, :, 0] = a_tile[:, None] + 2 * b_chunk + bias      # A kept in L1
+        need[:, :, 1] = b_tile[:, None] + 2 * a_chunk + bias      # B kept in L1
+        need[:, :, 2] = 2 * (a_chunk + b_chunk) + bias            # neither
+        ok = (need <= chip.l1_bytes) & r_ok[:, :, None] & modes_ok[:, None, :]
+        row, step, mode = np.nonzero(ok)              # (C order: the search order)
+        ci, cf = ints[row], floats[row]
+        for name in ("m_t", "n_t", "k_t", "tiles", "block", "tm", "tn", "db_l0c", "cub",
+                     "sharing"):
+            setattr(c, name, ci[:, col[name]])
+        c.k_l1 = k_l1[row, step]
+        c.reuse = mode
+        c.run_a = np.where(mode == 0, ci[:, col["run_a_kept"]], 1)
+        c.run_b = np.where(mode == 1, ci[:, col["run_b_kept"]], 1)
+        c.wait = wait[row]
+        # (each as `_estimate_rows` computes it)
+        c.a_bytes = cf[:, 0] / c.run_a
+        c.b_bytes = cf[:, 1] / c.run_b
+        c.nk_kt = ci[:, col["nk"]] * c.k_t
+        c.lat = (c.nk_kt // c.k_l1) * ctx.lat
+        c.t_m, c.t_mte1, c.t_out, c.t_st, c.per_core = cf[:, 2:].T
+        c.sharings = sorted(sharings, key=sharings.__getitem__)
+    if not rows or not len(c):
+        raise _NoFit(_no_fit(chip, spec))
+    return c
+
+
+def _no_fit(chip, spec: GemmSpec) -> str:
+    """Why no tile shape fits: the buffer the smallest candidate tile overflows."""
+    m0, k0, n0 = chip.cube_shape(spec.in_dtype)
+    mp, np_ = ceil_to(spec.m, m0), ceil_to(spec.n, n0)
     smallest = None
     for m_t in _MN_EDGES:
         if m_t > max(mp, m0) * 2 and m_t > m0:
@@ -295,65 +470,24 @@ def _gemm_tiling(chip, spec: GemmSpec) -> GemmTiling:
         for n_t in _MN_EDGES:
             if n_t > max(np_, n0) * 2 and n_t > n0:
                 continue
-            tile_acc = m_t * n_t * spec.acc_bytes
-            db_l0c = 2 if 2 * tile_acc <= chip.l0c_bytes else 1
-            a_strip = a_tile_bytes(spec, m_t)
-            b_strip = spec.k * n_t * spec.in_bytes
-            modes = REUSE_MODES
-            if tbe:
-                modes = (tbe_reuse(chip, m_t, n_t, a_strip, b_strip),)
-                if modes[0]:
-                    db_l0c = 1
-            # a bias on split chips is read from the BiasTable (MatMulV3 CheckBTSize)
             if spec.bias and chip.bt_bytes and n_t * spec.acc_bytes > chip.bt_bytes:
                 continue
-            cub = _cub_columns(chip, spec, m_t, n_t) if chip.coupled else n_t
-            bias = n_t * spec.acc_bytes if spec.bias else 0
+            tile_acc = m_t * n_t * spec.acc_bytes
             for ks in _K_STEPS:
                 k_t = ks * k0
                 if k_t > ceil_to(spec.k, k0) and ks > 1:
                     continue
-                l0a, l0b = 2 * m_t * k_t * spec.in_bytes, 2 * k_t * n_t * spec.in_bytes
-                need = (l0a, l0b, tile_acc)
+                need = (2 * m_t * k_t * spec.in_bytes, 2 * k_t * n_t * spec.in_bytes, tile_acc)
                 if smallest is None or sum(need) < sum(smallest[1]):
                     smallest = ((m_t, n_t, k_t), need)
-                if (l0a > chip.l0a_bytes or l0b > chip.l0b_bytes
-                        or tile_acc > chip.l0c_bytes or not cub):
-                    continue
-                nk = cdiv(spec.k, k_t)
-                variants = []
-                for r in _L1_STEPS:
-                    if r > nk or nk % r:
-                        continue
-                    k_l1 = k_t * r
-                    a_chunk = math.ceil(a_strip * k_l1 / spec.k)
-                    b_chunk = k_l1 * n_t * spec.in_bytes
-                    l1_need = {"": 2 * (a_chunk + b_chunk) + bias,
-                               "A": a_strip + 2 * b_chunk + bias,
-                               "B": b_strip + 2 * a_chunk + bias}
-                    for reuse in modes:
-                        if l1_need[reuse] > chip.l1_bytes:
-                            continue
-                        variants.append((k_l1, reuse))
-                if variants:
-                    cands += _estimates(chip, spec, m_t, n_t, k_t, variants, db_l0c, cub)
-    if cands:
-        # CANN picks the base block with the least GM load (MatMulV3 CalcBase minLoadSize):
-        # among the candidates within EST_TOLERANCE of the fastest, the least traffic wins
-        fastest = min(t[6] for t in cands)
-        near = [GemmTiling(*t) for t in cands if t[6] <= fastest * (1 + EST_TOLERANCE)]
-        best = min(near, key=lambda t: (sum(operand_read_bytes(spec, t)), t.est))
-    if best is None:
-        (m_t, n_t, k_t), (a, b, c) = smallest
-        bufs = [("L0A", a, chip.l0a_bytes), ("L0B", b, chip.l0b_bytes),
-                ("L0C", c, chip.l0c_bytes)]
-        name, req, cap = next(((n, r, c) for n, r, c in bufs if r > c),
-                              ("L1", 2 * (m_t + n_t) * k_t * spec.in_bytes, chip.l1_bytes))
-        if name == "L1" and chip.coupled and not _cub_columns(chip, spec, m_t, n_t):
-            name, req, cap = "UB", 2 * m_t * 16 * spec.out_bytes, chip.ub_bytes
-        raise _NoFit(f"{name} of core 0 ({cap} B) cannot hold the minimum cube tile "
-                     f"{m_t}x{k_t}x{n_t} with double buffering ({req} B)")
-    return best
+    (m_t, n_t, k_t), (a, b, c) = smallest
+    bufs = [("L0A", a, chip.l0a_bytes), ("L0B", b, chip.l0b_bytes), ("L0C", c, chip.l0c_bytes)]
+    name, req, cap = next(((n, r, c) for n, r, c in bufs if r > c),
+                          ("L1", 2 * (m_t + n_t) * k_t * spec.in_bytes, chip.l1_bytes))
+    if name == "L1" and chip.coupled and not _cub_columns(chip, spec, m_t, n_t):
+        name, req, cap = "UB", 2 * m_t * 16 * spec.out_bytes, chip.ub_bytes
+    return (f"{name} of core 0 ({cap} B) cannot hold the minimum cube tile "
+            f"{m_t}x{k_t}x{n_t} with double buffering ({req} B)")
 
 
 def _gm_l1_bw(chip, nd2nz: bool) -> float:
@@ -361,51 +495,94 @@ def _gm_l1_bw(chip, nd2nz: bool) -> float:
     return (pb.gm_l1_nd2nz or pb.gm_l1) if nd2nz else pb.gm_l1
 
 
+class _SearchContext:
+    """What every candidate of one search reads of the chip and the spec (looked up once)."""
+
+    __slots__ = ("chip", "spec", "m0", "k0", "n0", "c0", "l2_bw", "hbm_bw", "l1_l0a",
+                 "l1_l0b", "lat", "coupled", "l0c_ub", "ub_gm", "l0c_gm", "unit_flag",
+                 "cores", "slow", "dens")
+
+    def __init__(self, chip, spec: GemmSpec) -> None:
+        self.chip, self.spec = chip, spec
+        self.m0, self.k0, self.n0 = chip.cube_shape(spec.in_dtype)
+        self.c0 = chip.cube_mmad_overhead_cycles
+        self.l2_bw = chip.l2_bandwidth_bytes_per_s / chip.clock_hz
+        self.hbm_bw = chip.hbm_bandwidth_bytes_per_s / chip.clock_hz
+        pb = chip.path_bytes_per_cycle
+        self.l1_l0a, self.l1_l0b = pb.l1_l0a, pb.l1_l0b
+        self.lat = 2 * chip.path_latency_cycles.gm_l1
+        self.coupled = chip.coupled
+        if chip.coupled:
+            self.l0c_ub, self.ub_gm, self.l0c_gm = pb.l0c_ub, pb.ub_gm, None
+        else:
+            self.l0c_ub, self.ub_gm, self.l0c_gm = None, None, pb.l0c_gm
+        self.unit_flag = unit_flag(chip)
+        self.cores = chip.ai_cores
+        self.slow = chip.l2_miss_slowdown
+        #: per number of cores sharing L2/HBM: the A and B read bandwidths
+        self.dens: dict[int, tuple[float, float]] = {}
+
+
+class _BlockFacts:
+    """What the candidates of one base block (m_t x n_t) share."""
+
+    __slots__ = ("m_t", "n_t", "tm", "tn", "tiles", "block", "per_core", "den_a", "den_b",
+                 "a_tile", "b_tile", "t_out", "t_st", "run_a_kept", "run_b_kept")
+
+    def __init__(self, ctx: _SearchContext, m_t: int, n_t: int) -> None:
+        chip, spec = ctx.chip, ctx.spec
+        self.m_t, self.n_t = m_t, n_t
+        tm, tn, tiles, block = _grid(chip, spec, m_t, n_t)
+        self.tm, self.tn, self.tiles, self.block = tm, tn, tiles, block
+        per_block = cdiv(tiles, block)
+        self.per_core = per_block * cdiv(block, ctx.cores)   # the busiest core's base blocks
+        sharing = min(block, ctx.cores)                      # cores sharing L2/HBM at once
+        self.den_a, self.den_b = _dens(ctx, sharing)
+        self.a_tile = a_tile_bytes(spec, m_t)
+        self.b_tile = spec.k * n_t * spec.in_bytes
+        out = m_t * n_t
+        if ctx.coupled:
+            self.t_out = out * spec.acc_bytes / ctx.l0c_ub
+            self.t_st = out * spec.out_bytes / ctx.ub_gm
+        else:
+            self.t_out = out * spec.out_bytes / ctx.l0c_gm
+            self.t_st = 0.0
+        # a resident strip serves the tiles of one block's run (rounds start new runs); a
+        # batched B strip serves only the M tiles of its own batch
+        self.run_a_kept = min(per_block, tn)
+        self.run_b_kept = min(per_block, tm // spec.batch if spec.batched_b else tm)
+
+
 def _estimates(chip, spec: GemmSpec, m_t: int, n_t: int, k_t: int,
                variants: list[tuple[int, str]], db_l0c: int, cub: int) -> list[tuple]:
     """A candidate's estimated time for each (k_l1, reuse) of one base block, as GemmTiling
     field tuples: the slowest pipe's period over the tiles of one core, plus the pipeline's
     fill (the first L1 chunk) and drain (the last output). What the variants share is
-    computed once (the search runs ~1000 candidates per GEMM spec)."""
-    m0, k0, n0 = chip.cube_shape(spec.in_dtype)
-    c0 = chip.cube_mmad_overhead_cycles
-    l2_bw = chip.l2_bandwidth_bytes_per_s / chip.clock_hz
-    hbm_bw = chip.hbm_bandwidth_bytes_per_s / chip.clock_hz
-    tm, tn, tiles, block = _grid(chip, spec, m_t, n_t)
-    per_block = cdiv(tiles, block)
-    per_core = per_block * cdiv(block, chip.ai_cores)   # the busiest core's base blocks
-    sharing = min(block, chip.ai_cores)                 # cores sharing L2/HBM at once
+    computed once (the search runs ~1000 candidates per GEMM spec; it keeps what the
+    candidates of one spec and one base block share: `_SearchContext`, `_BlockFacts`)."""
+    ctx = _SearchContext(chip, spec)
+    return _estimate_rows(ctx, _BlockFacts(ctx, m_t, n_t), k_t, variants, db_l0c, cub)
+
+
+def _estimate_rows(ctx: _SearchContext, f: _BlockFacts, k_t: int,
+                   variants: list[tuple[int, str]], db_l0c: int, cub: int) -> list[tuple]:
+    """`_estimates` from the search's shared facts."""
+    spec = ctx.spec
+    m_t, n_t = f.m_t, f.n_t
     nk = cdiv(spec.k, k_t)
-    mmad = cdiv(m_t, m0) * (k_t // k0) * cdiv(n_t, n0) + c0
+    mmad = cdiv(m_t, ctx.m0) * (k_t // ctx.k0) * cdiv(n_t, ctx.n0) + ctx.c0
     t_m = nk * mmad
-    pb = chip.path_bytes_per_cycle
-    t_mte1 = nk * (m_t * k_t * spec.in_bytes / pb.l1_l0a + k_t * n_t * spec.in_bytes / pb.l1_l0b)
-    a_tile = a_tile_bytes(spec, m_t)
-    b_tile = spec.k * n_t * spec.in_bytes
-    miss = (spec.miss_a + spec.miss_b) / 2
-    dens = []
-    for nd, m_x in ((spec.nd2nz_a, spec.miss_a), (spec.nd2nz_b, spec.miss_b)):
-        bw = _gm_l1_bw(chip, nd)
-        core_bw = bw * (1 - m_x) + m_x * bw / chip.l2_miss_slowdown
-        dens.append(min(core_bw, l2_bw / sharing, hbm_bw / (sharing * max(miss, 1e-9))))
-    den_a, den_b = dens
-    lat = 2 * chip.path_latency_cycles.gm_l1
-    out = m_t * n_t
-    if chip.coupled:
-        t_out = out * spec.acc_bytes / pb.l0c_ub
-        t_st = out * spec.out_bytes / pb.ub_gm
-    else:
-        t_out = out * spec.out_bytes / pb.l0c_gm
-        t_st = 0.0
-    wait = db_l0c == 1 and not unit_flag(chip)
-    # a resident strip serves the tiles of one block's run (rounds start new runs); a batched
-    # B strip serves only the M tiles of its own batch
-    run_a_kept = min(per_block, tn)
-    run_b_kept = min(per_block, tm // spec.batch if spec.batched_b else tm)
+    t_mte1 = nk * (m_t * k_t * spec.in_bytes / ctx.l1_l0a
+                   + k_t * n_t * spec.in_bytes / ctx.l1_l0b)
+    a_tile, b_tile, den_a, den_b = f.a_tile, f.b_tile, f.den_a, f.den_b
+    lat = ctx.lat
+    t_out, t_st = f.t_out, f.t_st
+    wait = db_l0c == 1 and not ctx.unit_flag
+    per_core, tiles, block, tm, tn = f.per_core, f.tiles, f.block, f.tm, f.tn
     rows = []
     for k_l1, reuse in variants:
-        run_a = run_a_kept if reuse == "A" else 1
-        run_b = run_b_kept if reuse == "B" else 1
+        run_a = f.run_a_kept if reuse == "A" else 1
+        run_b = f.run_b_kept if reuse == "B" else 1
         t_mte2 = 0.0
         t_mte2 += (a_tile / run_a) / den_a
         t_mte2 += (b_tile / run_b) / den_b

@@ -131,17 +131,29 @@ def c0_of(dtype: str) -> int:
 
 def padded_numel(v: Value, fmt: str) -> int:
     """Elements a value occupies in a format (NC1HWC0 pads C to C0, NZ pads the last 2 dims)."""
-    shape = [int(d) for d in v.shape]
-    if fmt == NC1HWC0 and len(shape) >= 3:
-        shape[1] = ceil_to(shape[1], c0_of(v.dtype))
-    elif fmt == NZ and len(shape) >= 2:
-        shape[-1] = ceil_to(shape[-1], FRACTAL)
-        shape[-2] = ceil_to(shape[-2], FRACTAL)
-    return math.prod(shape)
+    key = (v.shape, v.dtype, fmt)
+    n = _PADDED.get(key)
+    if n is None:
+        shape = [int(d) for d in v.shape]
+        if fmt == NC1HWC0 and len(shape) >= 3:
+            shape[1] = ceil_to(shape[1], c0_of(v.dtype))
+        elif fmt == NZ and len(shape) >= 2:
+            shape[-1] = ceil_to(shape[-1], FRACTAL)
+            shape[-2] = ceil_to(shape[-2], FRACTAL)
+        n = math.prod(shape)
+        if len(_PADDED) >= _PADDED_MAX:
+            _PADDED.clear()
+        _PADDED[key] = n
+    return n
 
 
 def padded_bytes(v: Value, fmt: str) -> int:
     return padded_numel(v, fmt) * itemsize(v.dtype)
+
+
+#: padded_numel by (shape, dtype, format): every layer of a model asks for the same shapes
+_PADDED: dict[tuple, int] = {}
+_PADDED_MAX = 1 << 16
 
 
 @dataclass
@@ -274,6 +286,10 @@ def miss_fraction(unique: float, reads: float, fits: bool, share: int = 1) -> fl
 
 
 # ----------------------------------------------------------------------------- lowering
+#: "no value before" in `_Lowering._undo`
+_UNSET = object()
+
+
 class _Lowering:
     def __init__(self, graph, chip, streams: int) -> None:
         self.g = graph
@@ -283,6 +299,15 @@ class _Lowering:
         self.alias: dict[str, str] = {}
         self.producer: dict[str, int] = {}
         self.converted: dict[tuple[str, str], str] = {}
+        #: the keys of `converted` by value (an L2 chain's chunks drop their inputs' ones)
+        self._converted_by_root: dict[str, list[tuple[str, str]]] = {}
+        #: inside a batch chunk of an L2 chain: each value it sets -> the value before
+        #: (`_UNSET`: none), restored after the chunk (`set_value`)
+        self._undo: dict[str, Any] | None = None
+        #: `_node_seq` results by node key: [(constants read, by input index; result)]
+        self._seq_memo: dict[tuple, list] = {}
+        #: add_task's traffic and cube flag by the phases' memo templates (`_phase_facts`)
+        self._facts: dict[tuple, tuple[dict, bool, float]] = {}
         #: full-size values of an L2 chain's external inputs and outputs (batch chunks read
         #: and write slices of them: the L2 cache sizes them whole)
         self.chain_full: dict[str, Value] = {}
@@ -301,8 +326,11 @@ class _Lowering:
                 self.fmt[name] = graph.values[name].layout
         #: rebound subgraphs by (fused node id, input shapes) (the node is kept alive)
         self._rebound_memo: dict[tuple, tuple[Any, Any]] = {}
-        #: Value objects whose shape `value` found static, by id (speed only)
-        self._static: dict[int, Value] = {}
+        #: `values` whose shape `value` found static (speed only; `set_value` and the undo
+        #: of an L2 chunk drop what they change)
+        self._checked: dict[str, Value] = {}
+        #: whether a shape is static, by shape (`sub_value`)
+        self._static_shapes: dict[tuple, bool] = {}
 
     # -- helpers ---------------------------------------------------------------------------
     def root(self, name: str) -> str:
@@ -313,23 +341,34 @@ class _Lowering:
     def is_const(self, name: str) -> bool:
         return self.root(name) in self.g.constants
 
+    def set_value(self, name: str, v: Value) -> None:
+        """Set a value's shape; inside a batch chunk of an L2 chain, undone after the chunk
+        (`l2_fused`: every chunk starts from the values before the chain)."""
+        undo = self._undo
+        if undo is not None and name not in undo:
+            undo[name] = self.values.get(name, _UNSET)
+        self.values[name] = v
+        self._checked.pop(name, None)
+
     def value(self, name: str) -> Value:
+        v = self._checked.get(name)
+        if v is not None:
+            return v
         v = self.values.get(name)
         if v is None:
             raise GraphError(f"lowering: no value '{name}' in graph '{self.g.name}'")
-        if self._static.get(id(v)) is v:          # checked before (kept alive here)
-            return v
-        self._static[id(v)] = v
         if not all(isinstance(d, int) for d in v.shape):
-            del self._static[id(v)]
             raise GraphError(f"value '{name}' has symbolic shape {v.shape}; bind it "
                              f"(Graph.bind) before simulating")
+        self._checked[name] = v
         return v
 
     def format_of(self, name: str) -> str:
-        if self.is_const(name):
+        root = self.root(name)
+        if root in self.g.constants:
             return "const"
-        return self.fmt.get(self.root(name), self.fmt.get(name, ND))
+        fmt = self.fmt
+        return fmt.get(root, fmt.get(name, ND))
 
     def gm_tensor(self, name: str, fmt: str | None = None) -> tuple[str, int, int]:
         """(GM name, bytes, bytes this task covers) of a value as the L2 cache tracks it:
@@ -340,12 +379,15 @@ class _Lowering:
         block, but the cache must see this chunk's copy die after its last reader in the
         chunk, not after the last chunk's (the next chunks would write it back dirty)."""
         root = self.root(name)
-        fmt = ND if (fmt or self.format_of(name)) == "const" else (fmt or self.format_of(name))
+        fmt = fmt or self.format_of(name)
+        if fmt == "const":
+            fmt = ND
         span = padded_bytes(self.value(name), fmt)
-        v = self.chain_full.get(root)
-        if v is not None:
-            return root, padded_bytes(v, fmt), span
-        if self.chunk_tag and not self.is_const(name):
+        if self.chain_full:
+            v = self.chain_full.get(root)
+            if v is not None:
+                return root, padded_bytes(v, fmt), span
+        if self.chunk_tag and root not in self.g.constants:
             root += self.chunk_tag
         return root, span, span
 
@@ -354,7 +396,8 @@ class _Lowering:
         """Miss fraction of `reads` bytes of `name` when none of it is resident (module
         note), naming the tensor for the simulator's L2 cache."""
         v = self.value(name)
-        unique = padded_bytes(v, fmt or self.format_of(name))
+        fmt = fmt or self.format_of(name)
+        unique = padded_bytes(v, fmt)
         fits = fits and unique <= self.chip.l2_resident_bytes
         return GmFraction(miss_fraction(unique, reads, fits, share),
                           (self.gm_tensor(name, fmt),))
@@ -383,16 +426,15 @@ class _Lowering:
         ins, outs, out_fmts, flops = spec.ins, spec.outs, spec.out_fmts, spec.flops
         tid = len(self.tasks)
         sid = self.pick_stream(ins)
-        deps = sorted({self.producer[self.root(i)] for i in ins
-                       if i and self.root(i) in self.producer})
-        traffic = phase_traffic(phases)
-        cube = any(p for p in phases if p.engine == ENGINE_AICORE and _has_pipe(p, "M"))
+        producer = self.producer
+        deps = sorted({producer[r] for i in ins if i and (r := self.root(i)) in producer})
+        traffic, cube, memory = self._phase_facts(phases)
         compute = compute_cycles(self.chip, flops if task_type != TASK_AI_CPU else 0, cube,
                                  spec.cube_dtype)
         task = Task(tid, sid, name, op_type, task_type, tuple(phases), tuple(deps),
                     tuple(self.value(i) for i in ins), tuple(self.value(o) for o in outs),
                     tuple(spec.in_fmts), tuple(out_fmts), int(flops), traffic,
-                    int(math.floor(max(compute, memory_cycles(self.chip, traffic)))),
+                    int(math.floor(max(compute, memory))),
                     tuple(spec.notes), spec.fused, compute_cycles=compute)
         self.tasks.append(task)
         self.stream_last[sid] = tid
@@ -401,6 +443,29 @@ class _Lowering:
             self.producer[o] = tid
             self.fmt[o] = f
         return task
+
+    def _phase_facts(self, phases) -> tuple[dict, bool, float]:
+        """The phases' traffic (`phase_traffic`, a fresh dict), whether they use the cube,
+        and the traffic's `memory_cycles`; kept by the groups' memo templates when every
+        group has one (equal templates: equal instructions but for GM tensor names, which
+        none of these reads)."""
+        key: tuple | None = ()
+        for p in phases:
+            templates = tuple(g.template for g in p.groups)
+            if 0 in templates:
+                key = None
+                break
+            key += ((p.engine, templates),)
+        if key is not None:
+            hit = self._facts.get(key)
+            if hit is not None:
+                return dict(hit[0]), hit[1], hit[2]
+        traffic = phase_traffic(phases)
+        cube = any(p for p in phases if p.engine == ENGINE_AICORE and _has_pipe(p, "M"))
+        memory = memory_cycles(self.chip, traffic)
+        if key is not None:
+            self._facts[key] = (dict(traffic), cube, memory)
+        return traffic, cube, memory
 
     # -- format conversion -----------------------------------------------------------------
     def ensure(self, name: str, fmt: str) -> str:
@@ -413,10 +478,10 @@ class _Lowering:
         if key in self.converted:
             new = self.converted[key]
             # the converted value follows the shape seen now (an L2 chain's batch chunk)
-            self.values[new] = Value(new, v.shape, v.dtype, fmt)
+            self.set_value(new, Value(new, v.shape, v.dtype, fmt))
             return new
         new = f"{v.name}@{fmt}"
-        self.values[new] = Value(new, v.shape, v.dtype, fmt)
+        self.set_value(new, Value(new, v.shape, v.dtype, fmt))
         src_b, dst_b = padded_bytes(v, have), padded_bytes(v, fmt)
         n = max(padded_numel(v, have), padded_numel(v, fmt))
         spec = VecSpec(n, ((src_b / n, self.miss(name, src_b)),), dst_b / n,
@@ -428,6 +493,7 @@ class _Lowering:
             [self._vphase(groups)], [name], [new], [have], [fmt], 0,
             notes + [f"format conversion {have} -> {fmt}: {src_b} B -> {dst_b} B"]))
         self.converted[key] = new
+        self._converted_by_root.setdefault(key[0], []).append(key)
         return new
 
     def _vcores(self) -> int:
@@ -503,34 +569,34 @@ class _Lowering:
         ins = []
         # an operand 8x smaller than the op's largest value (a per-channel or per-row
         # vector, a broadcast statistic) is read as it is
-        biggest = max(self.value(v).numel for v in [*ext_in, *outs])
-        for i in ext_in:
-            v = self.value(i)
+        value = self.value
+        ext_vals = [value(i) for i in ext_in]
+        out_vals = [value(o) for o in outs]
+        biggest = max([v.numel for v in ext_vals] + [v.numel for v in out_vals])
+        for i, v in zip(ext_in, ext_vals):
             small = is_small_operand(v.numel, biggest) or v.rank < 2
             if fmt == ND or small or self.is_const(i):
                 ins.append(self.ensure(i, ND) if not self.is_const(i) and not small else i)
             else:
                 ins.append(self.ensure(i, fmt))
-        in_vals = [self.value(i) for i in ins]
-        out_vals = [self.value(o) for o in outs]
-        in_b = [padded_bytes(v, fmt if self.format_of(i) == fmt else ND)
-                for i, v in zip(ins, in_vals)]
+        in_vals = [value(i) for i in ins]
+        in_fmts = [self.format_of(i) for i in ins]
+        in_b = [padded_bytes(v, fmt if f == fmt else ND) for f, v in zip(in_fmts, in_vals)]
         out_b = [padded_bytes(v, f) for v, f in zip(out_vals, out_fmts)]
-        n = max(in_b[k] // itemsize(in_vals[k].dtype) for k in range(len(in_vals))) \
-            if in_vals else 1
+        n = max([b // itemsize(v.dtype) for b, v in zip(in_b, in_vals)]) if in_vals else 1
         n = max([n] + [b // itemsize(v.dtype) for b, v in zip(out_b, out_vals)])
         n = max(n, 1)
         vparts, temp, flops, seq_notes = self.vec_parts(parts, n, outs, fmt=fmt)
-        inputs = tuple((b / n, self.miss(i, b)) for i, b in zip(ins, in_b))
+        inputs = tuple((b / n, self.miss(i, b, fmt=f)) for i, b, f in zip(ins, in_b, in_fmts))
         through = self.through(outs, out_fmts)
         spec = VecSpec(n, inputs, sum(out_b) / n, through, tuple(vparts), temp)
         groups, vnotes = vector_work(self.chip, spec, node.name, self._vcores())
         if not ext_in and node.inputs:
             ins = [i for i in node.inputs if i]   # dependencies only: no bytes moved
+            in_fmts = [self.format_of(i) for i in ins]
             vnotes = vnotes + ["inputs order the op only (no input bytes read)"]
         self.add_task(TaskSpec(name or node.name, op_type or node.op_type, self._vtype(),
-                               [self._vphase(groups)], ins, outs,
-                               [self.format_of(i) for i in ins], out_fmts, flops,
+                               [self._vphase(groups)], ins, outs, in_fmts, out_fmts, flops,
                                (notes or []) + seq_notes + vnotes, fused))
 
     def keeps_format(self, main: str, fmt: str, outs: list[str]) -> list[bool] | None:
@@ -564,26 +630,59 @@ class _Lowering:
             opdef = get_op(nd.op_type, nd.name)
             ins = [self.sub_value(nd, i) for i in nd.inputs if i] if opdef.reads_inputs else []
             outs = [self.sub_value(nd, o) for o in nd.outputs]
-            flops = int(opdef.flops(ins, outs, nd.attrs))
+            seq, work, text, flops, extra = self._node_seq(nd, opdef, ins, outs, n, ext_outs,
+                                                           scale, fmt)
             total_flops += flops
-            big = max([v.numel for v in ins + outs] + [1])
-            bf16 = bf16_vector_work(self.chip, opdef, nd.name, ins, outs)
-            if bf16 is not None:   # bf16 math as fp32 between vconvs (lower/bf16.py)
-                before, after = vconv_parts(ins, outs, scale / max(n, 1))
-                ins, outs = widened(ins, bf16), widened(outs, bf16)
-            seq, work, text = resolve(nd.op_type, opdef, ins, outs, nd.attrs,
-                                      big / max(n, 1) * scale, self.const_value,
-                                      self.chip.ub_align_bytes, fmt, self.chip.name)
-            if bf16 is not None:
-                seq = [*before, *seq, *after]
-                text += f"; {BF16_NOTE}"
             parts += seq
             temp += work
             notes.append(text if len(nodes) == 1 else f"{nd.name} ({nd.op_type}): {text}")
-            for o in outs:
-                if o.name not in ext_outs:
-                    temp += o.numel * itemsize(o.dtype) / max(n, 1) * scale
+            for b in extra:
+                temp += b
         return parts, temp, total_flops, notes
+
+    def _node_seq(self, nd, opdef, ins: list, outs: list, n: int, ext_outs: list[str],
+                  scale: float, fmt: str) -> tuple[list[SeqPart], float, str, int, list]:
+        """One node's part of `vec_parts`: its sequence, working bytes, note, flops and the
+        UB bytes per element of its outputs that stay inside the task. Kept by everything
+        it reads but the names (op, attributes, operand shapes/dtypes/layouts, which outputs
+        leave the task, n, scale, format), with the constant data it read checked on reuse:
+        identical layers resolve once."""
+        key = None
+        akey = _attrs_key(nd.attrs)
+        if akey is not None:
+            key = (nd.op_type, akey, n, scale, fmt,
+                   tuple((v.shape, v.dtype, v.layout) for v in ins),
+                   tuple((v.shape, v.dtype, v.layout, v.name in ext_outs) for v in outs))
+            for consts, hit in self._seq_memo.get(key, ()):
+                if all(_same_const(self.const_value(ins[i].name), c) for i, c in consts):
+                    seq, work, text, flops, extra = hit
+                    return list(seq), work, text, flops, extra
+        read: list[tuple[int, Any]] = []
+        in_names = [v.name for v in ins]
+
+        def const(name: str) -> Any:
+            c = self.const_value(name)
+            read.append((in_names.index(name) if name in in_names else -1, c))
+            return c
+
+        flops = int(opdef.flops(ins, outs, nd.attrs))
+        big = max([v.numel for v in ins + outs] + [1])
+        bf16 = bf16_vector_work(self.chip, opdef, nd.name, ins, outs)
+        if bf16 is not None:   # bf16 math as fp32 between vconvs (lower/bf16.py)
+            before, after = vconv_parts(ins, outs, scale / max(n, 1))
+            ins, outs = widened(ins, bf16), widened(outs, bf16)
+        seq, work, text = resolve(nd.op_type, opdef, ins, outs, nd.attrs,
+                                  big / max(n, 1) * scale, const,
+                                  self.chip.ub_align_bytes, fmt, self.chip.name)
+        if bf16 is not None:
+            seq = [*before, *seq, *after]
+            text += f"; {BF16_NOTE}"
+        extra = [o.numel * itemsize(o.dtype) / max(n, 1) * scale for o in outs
+                 if o.name not in ext_outs]
+        if key is not None and all(i >= 0 for i, _ in read):
+            self._seq_memo.setdefault(key, []).append(
+                (tuple(read), (tuple(seq), work, text, flops, extra)))
+        return seq, work, text, flops, extra
 
     def const_value(self, name: str) -> Any:
         """The constant data of a value (a fused node's own constants first), or None."""
@@ -594,10 +693,15 @@ class _Lowering:
 
     def sub_value(self, node, name: str) -> Value:
         sub = getattr(self, "_sub", None)
-        if sub is not None and name in sub.values:
-            v = sub.values[name]
-            if all(isinstance(d, int) for d in v.shape):
-                return v
+        if sub is not None:
+            v = sub.values.get(name)
+            if v is not None:
+                static = self._static_shapes.get(v.shape)
+                if static is None:
+                    static = self._static_shapes[v.shape] = all(isinstance(d, int)
+                                                                for d in v.shape)
+                if static:
+                    return v
         return self.value(name)
 
     # -- cube ------------------------------------------------------------------------------
@@ -796,18 +900,23 @@ class _Lowering:
         the previous chunk's (same names: the same buffers)."""
         sub = node.subgraph
         k = int(node.attrs.get("batch_split") or 1)
-        saved = self.values
-        self.chain_full = {n: saved[n] for n in (*sub.inputs, *sub.outputs)
-                           if n in saved} if k > 1 else {}
+        values = self.values
+        self.chain_full = {n: values[n] for n in (*sub.inputs, *sub.outputs)
+                           if n in values} if k > 1 else {}
         # every chunk has the same shapes: inferred once
-        chunk = _chunk_values(node, k, self.g.constants) if k > 1 else dict(sub.values)
+        chunk = _chunk_values(node, k, self.g.constants) if k > 1 else sub.values
+        outer = self._undo
         for c in range(k):
-            self.values = {**saved, **chunk}
+            # the chunk's values over the outer ones; what the chunk sets is undone after it
+            # (`set_value`): each chunk starts from the same values
+            undo = self._undo = {}
+            for key, v in chunk.items():
+                self.set_value(key, v)
             if k > 1:
                 # each chunk converts its own slice of the chain's inputs
-                chain_inputs = set(sub.inputs)
-                for key in [key for key in self.converted if key[0] in chain_inputs]:
-                    del self.converted[key]
+                for name in sub.inputs:
+                    for key in self._converted_by_root.pop(name, ()):
+                        self.converted.pop(key, None)
             start = len(self.tasks)
             self.chunk_tag = f"#{c}" if k > 1 else ""
             try:
@@ -815,6 +924,13 @@ class _Lowering:
                     self.node(n)
             finally:
                 self.chunk_tag = ""
+                self._undo = outer
+                for key, old in undo.items():
+                    self._checked.pop(key, None)
+                    if old is _UNSET:
+                        del values[key]
+                    else:
+                        values[key] = old
             if k > 1:
                 for t in self.tasks[start:]:
                     t.op_name = f"{t.op_name}#{c}"
@@ -822,8 +938,10 @@ class _Lowering:
                                          f"({node.attrs.get('chunk_batch')} samples)",)
         self.chain_full = {}
         # consumers outside the chain see the full-size outputs
-        self.values = saved | {k2: v for k2, v in sub.values.items()
-                               if k2 not in saved or k2 in sub.outputs}
+        outs = set(sub.outputs)
+        for k2, v in sub.values.items():
+            if k2 not in values or k2 in outs:
+                self.set_value(k2, v)
 
     def _rebound(self, node) -> Any:
         """`rebound_subgraph` of `node` at the current input shapes, once per node and
@@ -864,6 +982,47 @@ class _Lowering:
             self._sub = None
 
 
+def _attrs_key(attrs: dict) -> tuple | None:
+    """A node's attributes as a hashable key that tells apart anything that could lower
+    differently (types, float bits, -0.0); None when one is not a plain scalar or a
+    sequence of them (such a node is not kept by `_node_seq`)."""
+    out = []
+    for k, v in attrs.items():
+        kv = _plain_key(v)
+        if kv is None:
+            return None
+        out.append((k, kv))
+    return tuple(out)
+
+
+def _plain_key(v: Any) -> tuple | None:
+    t = type(v)
+    if t is float:
+        return (t, v.hex())
+    if t in (int, str, bool) or v is None:
+        return (t, v)
+    if t in (list, tuple):
+        items = []
+        for x in v:
+            kx = _plain_key(x)
+            if kx is None:
+                return None
+            items.append(kx)
+        return (t, tuple(items))
+    return None
+
+
+def _same_const(a: Any, b: Any) -> bool:
+    """Whether two constants (arrays, scalars or None) are the same data."""
+    if a is b:
+        return True
+    if a is None or b is None or type(a) is not type(b):
+        return False
+    if isinstance(a, np.ndarray):
+        return a.dtype == b.dtype and a.shape == b.shape and bool(np.array_equal(a, b))
+    return bool(a == b)
+
+
 def _chunk_values(node, k: int, outer_constants) -> dict[str, Value]:
     """Values of a batch-split L2 chain for one chunk: every activation input (not a weight,
     computed or constant, nor another constant of the outer graph) whose leading dim is the
@@ -899,7 +1058,7 @@ def phase_traffic(phases) -> dict[tuple[str, str], int]:
     for ph in phases:
         for g in ph.groups:
             mult = len(g.cores)
-            for seg in g.segments:
+            for seg in g.layout:          # (names do not matter: no renamed copy built)
                 for st in seg.stages:
                     for ins, times in ((i, st.units) for i in st.instrs):
                         _account(add, ins, mult * seg.count * times)

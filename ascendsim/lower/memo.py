@@ -12,7 +12,8 @@ miss fractions carry (`GmFraction.tensors`, copied into `Instr.tensors`); float 
 ignores them, so `work_key` adds them with each name replaced by its slot (order of first
 appearance) and its size and span kept: the 24 layers' equal nodes share a key. A reuse under
 other names gets the work with the names substituted (`_renamed`: new groups marked with the
-work's `template` number, which the engine's replay key compares). `work_key` is
+work's `template` number, which the engine's replay key compares; each builds its renamed
+instructions only when they are read, `CoreGroup.renamed`). `work_key` is
 that key; a result is reused only under an equal key, so a reused node gets exactly the
 groups a fresh tiling would give (tests/lower/test_memo.py checks whole simulations against
 a run with the memo off). The lowering's own state (formats, L2 LRU, streams, dependencies)
@@ -22,12 +23,11 @@ is still updated node by node: only the tiling is shared.
 from __future__ import annotations
 
 import itertools
-from dataclasses import replace
 from typing import Any
 
 from . import cube_tiling, tiling
 from .cube_tiling import GemmSpec, GemmTiling
-from .program import CoreGroup, Instr, Segment, Stage
+from .program import CoreGroup
 from .tiling import VecSpec
 
 #: chips whose memos are kept (a sweep varies the chip; older chips' memos are dropped)
@@ -44,8 +44,15 @@ _templates = itertools.count(1)
 def work_key(kind: str, spec: VecSpec | GemmSpec, cores: int | None = None) -> tuple:
     """Everything that decides a node's tiled work besides the chip and the GM tensor names
     (see the module note)."""
-    return (kind, spec, cores, tuple((slot, size, span) for slot, (_, size, span)
-                                     in enumerate(_named(spec))))
+    return _key_names(kind, spec, cores)[0]
+
+
+def _key_names(kind: str, spec, cores: int | None) -> tuple[tuple, tuple[str, ...]]:
+    """`work_key` and the spec's GM tensor names by slot."""
+    named = _named(spec)
+    return ((kind, spec, cores, tuple((slot, size, span) for slot, (_, size, span)
+                                      in enumerate(named))),
+            tuple(t[0] for t in named))
 
 
 def _named(spec) -> list[tuple[str, int, int]]:
@@ -58,43 +65,24 @@ def _named(spec) -> list[tuple[str, int, int]]:
     seen: dict[str, tuple[str, int, int]] = {}
     for f in fracs:
         for t in getattr(f, "tensors", ()):
-            seen.setdefault(t[0], t)
+            if t[0] not in seen:
+                seen[t[0]] = t
     return list(seen.values())
 
 
-def _names(spec) -> tuple[str, ...]:
-    return tuple(t[0] for t in _named(spec))
-
-
 def _renamed(groups: tuple, old: tuple[str, ...], new: tuple[str, ...]) -> list:
-    """`groups` with the GM tensor names `old` replaced by `new` (same slots)."""
+    """`groups` with the GM tensor names `old` replaced by `new` (same slots): groups that
+    build their instructions when first read (`CoreGroup.renamed`)."""
     if old == new:
         return list(groups)
-    to = dict(zip(old, new))
-    done: dict[int, Instr] = {}
-
-    def ins_(ins: Instr) -> Instr:
-        if not ins.tensors:
-            return ins
-        out = done.get(id(ins))
-        if out is None:
-            out = done[id(ins)] = Instr(ins.pipe, ins.kind, ins.cycles, ins.nbytes, ins.src,
-                                        ins.dst, ins.bw, ins.hbm,
-                                        tuple((to.get(n, n), b, s) for n, b, s in ins.tensors))
-        return out
-
-    def stage(st: Stage) -> Stage:
-        return Stage(st.pipe, tuple(map(ins_, st.instrs)), st.units,
-                     tuple(map(ins_, st.head)), st.out_bufs)
-
-    return [CoreGroup(g.cores, tuple(Segment(tuple(map(stage, sg.stages)), sg.count)
-                                     for sg in g.segments), g.template) for g in groups]
+    rename = dict(zip(old, new))
+    return [CoreGroup.renamed(g, rename) for g in groups]
 
 
 def _entry(groups: list, names: tuple[str, ...]) -> tuple:
     """A memo entry: the groups marked with a fresh template number, and their names."""
     tid = next(_templates)
-    return tuple(replace(g, template=tid) for g in groups), names
+    return tuple(g.with_template(tid) for g in groups), names
 
 
 def stats() -> dict[str, int]:
@@ -134,8 +122,7 @@ def vector_work(chip, spec: VecSpec, op: str, cores: int) -> tuple[list[CoreGrou
     if not _enabled:
         return tiling.vector_work(chip, spec, op, cores)
     memo = _memo(chip)
-    key = work_key("vector", spec, cores)
-    names = _names(spec)
+    key, names = _key_names("vector", spec, cores)
     hit = memo.get(key)
     if hit is None:
         groups, notes = tiling.vector_work(chip, spec, op, cores)
@@ -152,8 +139,7 @@ def gemm_work(chip, spec: GemmSpec, op: str) -> tuple[list[CoreGroup], list[str]
     if not _enabled:
         return cube_tiling.gemm_work(chip, spec, op)
     memo = _memo(chip)
-    key = work_key("gemm", spec)
-    names = _names(spec)
+    key, names = _key_names("gemm", spec, None)
     hit = memo.get(key)
     if hit is None:
         groups, notes, t = cube_tiling.gemm_work(chip, spec, op)

@@ -138,7 +138,8 @@ def memory_plan(graph, program: Program) -> MemoryPlan:
     for r in io:
         if r in graph.values and r not in category:
             live(r, padded_bytes(graph.values[r], ND), "inputs_outputs", 0, last)
-    produced_io = {r for r in io if r not in graph.inputs}
+    graph_inputs = set(graph.inputs)
+    produced_io = {r for r in io if r not in graph_inputs}
     # activations: producer to last consumer, in launch order
     for k, t in enumerate(tasks):
         for v, fmt in zip(t.outputs, t.output_formats):

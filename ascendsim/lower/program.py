@@ -117,23 +117,143 @@ class Segment:
     count: int
 
 
-@dataclass(frozen=True)
 class CoreGroup:
-    """Cores (indices within the phase's engine) that run the same program of segments."""
+    """Cores (indices within the phase's engine) that run the same program of segments.
 
-    cores: tuple[int, ...]
-    segments: tuple[Segment, ...]
-    #: the lowering memo's work this group is a copy of, with other GM tensor names (0: none);
-    #: groups of one template differ only in the names (the engine's replay key uses it)
-    template: int = field(default=0, compare=False)
+    Frozen: treat every attribute as read-only. A group the lowering memo reuses under other
+    GM tensor names (`renamed`) keeps its template's group and the new names and builds its
+    segments (the same instructions with the names substituted) only when something reads
+    `segments`: most reused tasks are replayed by the engine, which reads their tensor names
+    (`gm_tensors`) and their template, never their instructions. Equality is by cores and
+    segments, as for any group.
+    """
+
+    __slots__ = ("cores", "_segments", "template", "_base", "_rename", "_gm")
+
+    def __init__(self, cores: tuple[int, ...], segments: tuple[Segment, ...],
+                 template: int = 0) -> None:
+        self.cores = cores
+        self._segments = segments
+        #: the lowering memo's work this group is a copy of, with other GM tensor names (0:
+        #: none); groups of one template differ only in the names (the engine's replay key
+        #: uses it)
+        self.template = template
+        self._base: CoreGroup | None = None
+        self._rename: dict[str, str] | None = None
+        self._gm: tuple | None = None
+
+    @classmethod
+    def renamed(cls, base: CoreGroup, rename: dict[str, str]) -> CoreGroup:
+        """`base` with the GM tensor names of its moves substituted (lazily): `rename` maps
+        old names to new ones (a plain dict of strings: nothing for the garbage collector to
+        track, one per reused task)."""
+        g = cls.__new__(cls)
+        g.cores, g._segments, g.template = base.cores, None, base.template
+        g._base, g._rename, g._gm = base, rename, None
+        return g
+
+    def with_template(self, template: int) -> CoreGroup:
+        """This group marked as the memo's template `template`."""
+        if self._base is not None:
+            return CoreGroup.renamed(self._base.with_template(template), self._rename)
+        return CoreGroup(self.cores, self._segments, template)
+
+    @property
+    def segments(self) -> tuple[Segment, ...]:
+        segs = self._segments
+        if segs is None:
+            segs = self._segments = Renaming(self._rename).segments(self._base.segments)
+        return segs
+
+    @property
+    def layout(self) -> tuple[Segment, ...]:
+        """The segments up to GM tensor names (a renamed group's template's, built no copy):
+        for whatever does not read the names (traffic, pipes, tile counts, cycles)."""
+        return self._base.layout if self._base is not None else self._segments
+
+    @property
+    def gm_tensors(self) -> tuple[tuple[str, int, bool], ...]:
+        """The distinct (GM tensor name, size, written) triples the group's moves name
+        (`Instr.tensors`; written: the move's dst is GM), in order of first appearance over
+        segments, stages, and each stage's head then instructions."""
+        got = self._gm
+        if got is None:
+            if self._base is not None:
+                to = self._rename
+                got = tuple((to.get(n, n), b, w) for n, b, w in self._base.gm_tensors)
+            else:
+                seen: dict = {}
+                for sg in self._segments:
+                    for st in sg.stages:
+                        for ins in st.head + st.instrs:
+                            if ins.tensors:
+                                w = ins.dst == GM
+                                for n, b, _ in ins.tensors:
+                                    seen.setdefault((n, b, w), None)
+                got = tuple(seen)
+            self._gm = got
+        return got
 
     @property
     def tiles(self) -> int:
-        return sum(s.count for s in self.segments)
+        return sum(s.count for s in self.layout)
 
     @property
     def pipes(self) -> tuple[str, ...]:
-        return tuple(st.pipe for st in self.segments[0].stages)
+        return tuple(st.pipe for st in self.layout[0].stages)
+
+    def _same(self, other: CoreGroup) -> bool:
+        return (self._base is not None and self._base is other._base
+                and self._rename == other._rename)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not CoreGroup:
+            return NotImplemented
+        return self is other or (self.cores == other.cores
+                                 and (self._same(other) or self.segments == other.segments))
+
+    def __hash__(self) -> int:
+        return hash((self.cores, self.segments))
+
+    def __repr__(self) -> str:
+        return (f"CoreGroup(cores={self.cores!r}, segments={self.segments!r}, "
+                f"template={self.template!r})")
+
+    def __reduce__(self):
+        if self._base is not None and self._segments is None:
+            return (CoreGroup.renamed, (self._base, self._rename))
+        return (CoreGroup, (self.cores, self.segments, self.template))
+
+
+class Renaming:
+    """GM tensor names to substitute in the instructions of a group (`to`: old name -> new
+    name); each instruction is rebuilt once however many stages share it."""
+
+    __slots__ = ("to", "_done")
+
+    def __init__(self, to: dict[str, str]) -> None:
+        self.to = to
+        self._done: dict[int, Instr] = {}
+
+    def instr(self, ins: Instr) -> Instr:
+        if not ins.tensors:
+            return ins
+        out = self._done.get(id(ins))
+        if out is None:
+            to = self.to
+            out = self._done[id(ins)] = Instr(
+                ins.pipe, ins.kind, ins.cycles, ins.nbytes, ins.src, ins.dst, ins.bw, ins.hbm,
+                tuple((to.get(n, n), b, s) for n, b, s in ins.tensors))
+        return out
+
+    def stage(self, st: Stage) -> Stage:
+        ins_ = self.instr
+        return Stage(st.pipe, tuple(map(ins_, st.instrs)), st.units, tuple(map(ins_, st.head)),
+                     st.out_bufs)
+
+    def segments(self, segments: tuple[Segment, ...]) -> tuple[Segment, ...]:
+        stage = self.stage
+        return tuple(Segment(tuple(map(stage, sg.stages)), sg.count) for sg in segments)
 
 
 @dataclass(frozen=True)

@@ -59,8 +59,15 @@ flight still stretches it. The L2 decides each slice's hits and write-backs when
 a cache that fills up), the reads ahead of the writes by the prefix's pipeline depth; once
 the free L2 holds everything the group still moves, the rest is one slice.
 A group with fewer tiles runs in tile detail (its trace shows one
-interval per pipe per tile). The prefix of each pipe is shown as one interval of its busy
-cycles, starting at its first instruction.
+interval per pipe per tile), unless its tiles hold long unit loops (a weight gradient's or a
+long-K GEMM's K loop of hundreds to thousands of k-steps): `sim/coalesce.py` then splits each
+tile into identical chunk tiles of a few dozen units (the per-tile setup in the first chunk,
+the L0C drain and the store in the last), coalesced as above, except that the pace is the
+busiest loop stage's own work per chunk (the per-tile stages and the once-per-tile heads left
+out) and the last chunk runs exactly after the window, so the last tile's drain follows its
+loop in order (its note). The prefix of each pipe is shown as one interval of its busy
+cycles, starting at its first instruction, the rest as one more (a chunked group's last chunk
+as a third).
 
 Steady state. A tile of thousands of units settles into an exact loop; `sim/fastforward.py`
 notices when the whole state repeats with a time shift and advances the remaining periods by
@@ -99,24 +106,23 @@ kernel's AIC and AIV phases, which overlap as their cross-core flags allow
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
 import functools
-import gc
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from heapq import heappop, heappush
 from typing import Any
 
 import numpy as np
 import simpy
-from simpy.core import EmptySchedule
+from simpy.events import NORMAL, PENDING, Event, Timeout
 
 from ..errors import ConfigError, SimulationError
+from ..gcpause import gc_paused
 from ..hw.names import ENGINE_AICORE, ENGINE_AICPU, ENGINE_HOST, GM, MODES
 from ..lower.lowering import memory_cycles
 from ..lower.program import CoreGroup, Program, Segment, expand_flags
-from . import fastforward
+from . import coalesce, fastforward
 from .aicpu import run_aicpu
 from .l2cache import L2Cache
 from .mix import run_phases
@@ -172,7 +178,9 @@ class Fabric:
                  write: bool = False):
         """An event that fires when `nbytes` have moved (per core; `weight` identical cores);
         `write` marks a move into GM (shares the L2 write bandwidth)."""
-        ev = self.env.event()
+        env = self.env
+        ev = object.__new__(Event)          # (`env.event()`, inline)
+        ev.env, ev.callbacks = env, []
         if nbytes <= 0:
             ev.succeed()
             return ev
@@ -182,70 +190,162 @@ class Fabric:
         return ev
 
     def _advance(self) -> None:
-        dt = self.env.now - self.last
+        now = self.env._now
+        dt = now - self.last
         if dt:
             for f in self.flows:
                 f.remaining -= f.rate * dt
-        self.last = self.env.now
+        self.last = now
 
     def _rates(self) -> None:
         """Progressive filling: raise every unfrozen rate together until a cap or a resource
-        binds, freeze what is bound, repeat."""
-        active = list(self.flows)
-        for f in active:
+        binds, freeze what is bound, repeat. (Each pass sums in flow order, as `sum` would:
+        the same floats bit for bit.)"""
+        flows = self.flows
+        if len(flows) == 1:
+            self._rate_one(flows[0])
+            return
+        for f in flows:
             f.rate = 0.0
-        res_l2, res_hbm, res_wr = self.l2_bw, self.hbm_bw, self.l2_write_bw
+        active = flows
+        l2_bw, hbm_bw, wr_bw = self.l2_bw, self.hbm_bw, self.l2_write_bw
+        res_l2, res_hbm, res_wr = l2_bw, hbm_bw, wr_bw
         while active:
-            s_l2 = sum(f.weight for f in active)
-            s_hbm = sum(f.weight * f.hbm for f in active)
-            s_wr = sum(f.weight for f in active if f.write)
-            d = min(f.cap - f.rate for f in active)
+            s_l2 = s_hbm = s_wr = 0
+            d = None
+            for f in active:
+                w = f.weight
+                s_l2 += w
+                s_hbm += w * f.hbm
+                if f.write:
+                    s_wr += w
+                g = f.cap - f.rate
+                if d is None or g < d:          # (`min`: the first of the least)
+                    d = g
             if s_l2 > 0:
-                d = min(d, res_l2 / s_l2)
+                x = res_l2 / s_l2
+                if x < d:               # (`min(d, x)`)
+                    d = x
             if s_hbm > 0:
-                d = min(d, res_hbm / s_hbm)
+                x = res_hbm / s_hbm
+                if x < d:               # (`min(d, x)`)
+                    d = x
             if s_wr > 0:
-                d = min(d, res_wr / s_wr)
-            d = max(d, 0.0)
+                x = res_wr / s_wr
+                if x < d:               # (`min(d, x)`)
+                    d = x
+            if 0.0 > d:                 # (`max(d, 0.0)`)
+                d = 0.0
             for f in active:
                 f.rate += d
             res_l2 -= d * s_l2
             res_hbm -= d * s_hbm
             res_wr -= d * s_wr
-            sat_l2 = res_l2 <= _EPS * self.l2_bw
-            sat_hbm = res_hbm <= _EPS * self.hbm_bw
-            sat_wr = math.isfinite(res_wr) and res_wr <= _EPS * self.l2_write_bw
-            if sat_l2:
+            if res_l2 <= _EPS * l2_bw:          # L2 saturated: every flow is bound
                 break
+            sat_hbm = res_hbm <= _EPS * hbm_bw
+            sat_wr = math.isfinite(res_wr) and res_wr <= _EPS * wr_bw
             active = [f for f in active if f.cap - f.rate > _EPS * f.cap
                       and not (sat_hbm and f.hbm > 0) and not (sat_wr and f.write)]
-        use_l2 = sum(f.weight * f.rate for f in self.flows)
-        use_hbm = sum(f.weight * f.rate * f.hbm for f in self.flows)
-        self.peak_l2 = max(self.peak_l2, use_l2)
-        self.peak_hbm = max(self.peak_hbm, use_hbm)
+        use_l2 = use_hbm = 0
+        for f in flows:
+            wr = f.weight * f.rate
+            use_l2 += wr
+            use_hbm += wr * f.hbm
+        if use_l2 > self.peak_l2:
+            self.peak_l2 = use_l2
+        if use_hbm > self.peak_hbm:
+            self.peak_hbm = use_hbm
+
+    def _rate_one(self, f: _Flow) -> None:
+        """`_rates` of a single flow in flight (the common case): the same passes and the
+        same float operations on scalars."""
+        f.rate = 0.0
+        w, hbm, write, cap = f.weight, f.hbm, f.write, f.cap
+        l2_bw, hbm_bw, wr_bw = self.l2_bw, self.hbm_bw, self.l2_write_bw
+        res_l2, res_hbm, res_wr = l2_bw, hbm_bw, wr_bw
+        s_l2 = 0 + w                   # (the sums of one term, as `_rates` makes them)
+        s_hbm = 0 + w * hbm
+        s_wr = 0 + w if write else 0
+        rate = 0.0
+        while True:
+            d = cap - rate
+            if s_l2 > 0:
+                x = res_l2 / s_l2
+                if x < d:               # (`min(d, x)`)
+                    d = x
+            if s_hbm > 0:
+                x = res_hbm / s_hbm
+                if x < d:               # (`min(d, x)`)
+                    d = x
+            if s_wr > 0:
+                x = res_wr / s_wr
+                if x < d:               # (`min(d, x)`)
+                    d = x
+            if 0.0 > d:                 # (`max(d, 0.0)`)
+                d = 0.0
+            rate += d
+            res_l2 -= d * s_l2
+            res_hbm -= d * s_hbm
+            res_wr -= d * s_wr
+            if res_l2 <= _EPS * l2_bw:
+                break
+            sat_hbm = res_hbm <= _EPS * hbm_bw
+            sat_wr = math.isfinite(res_wr) and res_wr <= _EPS * wr_bw
+            if not (cap - rate > _EPS * cap and not (sat_hbm and hbm > 0)
+                    and not (sat_wr and write)):
+                break
+        f.rate = rate
+        wr = w * rate
+        use_l2 = 0 + wr
+        use_hbm = 0 + wr * hbm
+        if use_l2 > self.peak_l2:
+            self.peak_l2 = use_l2
+        if use_hbm > self.peak_hbm:
+            self.peak_hbm = use_hbm
 
     def _reschedule(self) -> None:
         self._rates()
         self.token += 1
         if not self.flows:
             return
-        delay = min(math.ceil(max(f.remaining, 0.0) / f.rate - _EPS) if f.rate > 0 else 1
-                    for f in self.flows)
-        self.env.timeout(max(delay, 0)).callbacks.append(_Wake(self, self.token))
+        delay = None
+        for f in self.flows:
+            rate = f.rate
+            if rate > 0:
+                left = f.remaining
+                if left < 0.0:
+                    left = 0.0
+                t = math.ceil(left / rate - _EPS)
+            else:
+                t = 1
+            if delay is None or t < delay:
+                delay = t
+        # (SimPy's Timeout with the wake as its callback, built and scheduled inline)
+        env = self.env
+        delay = delay if delay > 0 else 0
+        tmo = Timeout.__new__(Timeout)
+        tmo.env, tmo.callbacks, tmo._value, tmo._delay, tmo._ok = \
+            env, [_Wake(self, self.token)], None, delay, True
+        heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), tmo))
 
     def _wake(self, tok: int) -> None:
         if tok != self.token:
             return
         self._advance()
-        done = [f for f in self.flows if f.remaining <= _EPS * max(f.size, 1.0)
+        flows = self.flows
+        done = [f for f in flows if f.remaining <= _EPS * max(f.size, 1.0)
                 or f.remaining <= f.rate * 1e-6]
-        if not done and self.flows:
+        if not done and flows:
             # the earliest flow ends within this cycle (integer rounding): finish it
-            first = min(self.flows, key=lambda f: f.remaining / f.rate if f.rate else math.inf)
+            first = min(flows, key=lambda f: f.remaining / f.rate if f.rate else math.inf)
             done = [first]
+        env = self.env
         for f in done:
-            self.flows.remove(f)
-            f.event.succeed()
+            flows.remove(f)
+            ev = f.event                    # (`succeed()`, inline)
+            ev._ok, ev._value = True, None
+            heappush(env._queue, (env._now, NORMAL, next(env._eid), ev))
         self._reschedule()
 
 
@@ -374,16 +474,21 @@ class _Replay:
     grant, its rows (with start/end offsets), per-core busy cycles, buffer and fabric peaks."""
 
     __slots__ = ("duration", "first", "rows", "busy", "peaks", "fabric", "l2", "gm", "stats",
-                 "roomy", "last")
+                 "roomy", "last", "sums", "block_dim")
 
     def __init__(self, duration: int, first: int, rows: tuple, busy: dict, peaks: dict,
                  fabric: tuple[float, float], l2: tuple, gm: dict, stats: dict,
-                 roomy: bool) -> None:
+                 roomy: bool, block_dim: int = 0) -> None:
         self.duration, self.first, self.rows = duration, first, rows
         self.busy, self.peaks, self.fabric = busy, peaks, fabric
         self.l2, self.gm, self.stats = l2, gm, stats   # L2 transition, GM traffic, L2 stats
         self.roomy = roomy                             # the transition is an own_transition
         self.last = max((int(b) for _, _, b in rows), default=0)   # the last row's end
+        # the L2 byte counts a replay adds (the peak is a maximum, the flush comes later)
+        self.sums = [(k, v) for k, v in stats.items()
+                     if k not in ("peak_resident", "flush_cycles")]
+        # the task's cores (equal keys: equal groups, so equal block dims, as the rows' cores)
+        self.block_dim = block_dim
 
 
 def replay_key(task) -> tuple:
@@ -463,6 +568,8 @@ class Engine:
         self.l2 = L2Cache(chip.l2_bytes)
         self._l2_reads, self._l2_writes, self._l2_readers, self._l2_roles, \
             self._l2_sizes = _gm_tensors(program)
+        self._memory_cycles: dict[tuple, float] = {}    # `_record`'s memo of memory_cycles
+        self._l2_miss_slowdown = chip.l2_miss_slowdown
         self.gm_traffic: dict[int, dict[tuple[str, str], float]] = {}   # simulated GM bytes
         self.start_cycles = chip.cycles(chip.kernel_start_us * 1e-6)
         # the start's growth per further block of the kernel (module note, "Kernel start")
@@ -493,19 +600,9 @@ class Engine:
             if mine:
                 env.process(self._stream(mine))
         env.process(self._flush(tasks))
-        n = 0
-        # the run allocates 10^5..10^6 small objects that live to the end: pausing the
-        # cyclic GC (not needed: nothing here forms cycles that must die early) halves it
-        gc_was = gc.isenabled()
-        gc.disable()
-        try:
-            with contextlib.suppress(EmptySchedule):   # SimPy's "no events left": done
-                while True:
-                    env.step()
-                    n += 1
-        finally:
-            if gc_was:
-                gc.enable()
+        # the run allocates 10^5..10^6 small objects that live to the end (ascendsim.gcpause)
+        with gc_paused():
+            n = _run_events(env)
         self.events = n
         missing = [t.op_name for t in tasks if not self.done[t.task_id].processed]
         if missing:
@@ -571,17 +668,18 @@ class Engine:
         prev_end = 0
         sink = self.chip.cycles(self.chip.sink_launch_us * 1e-6)
         for t in tasks:
-            launch_start = env.now
+            launch_start = env._now
             if self.mode != "sink":
                 launch_start = yield self.launched[t.task_id]
             for d in t.deps:
                 done = self.done[d]
                 # replaying (one stream, sunk: nothing else runs), an ended task's done event
                 # being handled changes nothing: go on without waiting for that step
-                if not (self.replay and done.triggered):
+                # (`done.triggered`, inline)
+                if not (self.replay and done._value is not PENDING):
                     yield done
             if self.mode == "sink":
-                launch_start = env.now
+                launch_start = env._now
             key = None
             if self.replay:
                 # (one stream, sunk: nothing runs during the dispatch, so the L2 met after it
@@ -593,20 +691,20 @@ class Engine:
                 else:
                     key = (replay_key(t), "full", self.l2.state(roles))
             seen = self._replays.get(key) if key is not None else None
-            self.pipe_busy[t.task_id] = {}
             self.started.pop(t.task_id, None)
             if seen is not None:          # the dispatch and the replay as one timeout
                 yield from self._replay(t, seen, sink)
             else:
+                self.pipe_busy[t.task_id] = {}
                 if sink:                  # device-side dispatch, in every mode
                     yield env.timeout(sink)
                 if not self.replay:
                     self.l2.resync()
                 yield from self._run_phases(t, key)
-            end = env.now
+            end = env._now
             start = self.started.get(t.task_id, end)
             self.records.append(self._record(t, start, end, launch_start,
-                                             max(0, start - prev_end)))
+                                             max(0, start - prev_end), seen))
             prev_end = end
             self._l2_task_done(t.task_id)
             self.done[t.task_id].succeed()
@@ -621,10 +719,10 @@ class Engine:
         if key is None:
             yield from run_phases(self, t)      # in turn; a 910B mix kernel overlapped
             return
-        start, first_row = env.now, len(self.rows)
+        start, first_row = env._now, len(self.rows)
         l2_before, roles = list(self.l2.lines), self._l2_roles.get(t.task_id, {})
         stats = self.l2.stats
-        stats_before = dataclasses.asdict(stats)
+        stats_before = dict(stats.__dict__)    # (L2Stats: plain float and int fields)
         outer_l2_peak, stats.peak_resident = stats.peak_resident, 0.0
         roomy = key[1] == "roomy"
         if roomy:
@@ -648,40 +746,47 @@ class Engine:
         self.l2.log = None
         if transition is None:
             return
-        deltas = {k: v - stats_before[k] for k, v in dataclasses.asdict(stats).items()}
+        deltas = {k: v - stats_before[k] for k, v in stats.__dict__.items()}
         deltas["peak_resident"] = task_l2_peak
         self._replays[key] = _Replay(
-            env.now - start, self.started.get(t.task_id, env.now) - start,
+            env._now - start, self.started.get(t.task_id, env._now) - start,
             tuple((r, r.start - start, r.end - start) for r in self.rows[first_row:]),
             {c: dict(b) for c, b in self.pipe_busy[t.task_id].items()}, task_peaks,
-            task_fabric, transition, dict(self.gm_traffic.get(t.task_id, {})), deltas, roomy)
+            task_fabric, transition, dict(self.gm_traffic.get(t.task_id, {})), deltas, roomy,
+            t.block_dim)
 
     def _replay(self, t, seen: _Replay, lead: int = 0):
         """An identical task simulated before (see `replay_key`): the same rows, busy cycles
         and peaks, shifted to `lead` cycles from now (its dispatch); one timeout instead of its
         events (nothing else runs meanwhile)."""
         env = self.env
-        start = env.now + lead
+        start = env._now + lead
         self.started[t.task_id] = start + seen.first
         # its rows are made when the intervals are first read (`_replayed_rows`)
         self.replayed.append((seen, start, t.task_id, t.op_name))
-        self.pipe_busy[t.task_id] = {c: dict(b) for c, b in seen.busy.items()}
+        # (read-only from here on: `_record` copies the busiest core's)
+        self.pipe_busy[t.task_id] = seen.busy
         _merge_peaks(self.peaks, seen.peaks)
-        self.fabric.peak_l2 = max(self.fabric.peak_l2, seen.fabric[0])
-        self.fabric.peak_hbm = max(self.fabric.peak_hbm, seen.fabric[1])
+        fabric = self.fabric
+        if seen.fabric[0] > fabric.peak_l2:
+            fabric.peak_l2 = seen.fabric[0]
+        if seen.fabric[1] > fabric.peak_hbm:
+            fabric.peak_hbm = seen.fabric[1]
         roles = self._l2_roles.get(t.task_id, {})
         by_role = sorted(roles, key=roles.__getitem__)
-        stats = self.l2.stats
+        l2 = self.l2
+        stats = l2.stats
         if seen.roomy:
-            self.l2.apply_own(seen.l2, by_role)
+            l2.apply_own(seen.l2, by_role)
         else:
-            self.l2.apply(seen.l2, by_role)
-            stats.peak_resident = max(stats.peak_resident, seen.stats["peak_resident"])
+            l2.apply(seen.l2, by_role)
+            if seen.stats["peak_resident"] > stats.peak_resident:
+                stats.peak_resident = seen.stats["peak_resident"]
         if seen.gm:
             self.gm_traffic[t.task_id] = dict(seen.gm)
-        for k, v in seen.stats.items():
-            if k not in ("peak_resident", "flush_cycles"):
-                setattr(stats, k, getattr(stats, k) + v)
+        counts = stats.__dict__              # (L2Stats: a plain dataclass)
+        for k, v in seen.sums:
+            counts[k] = counts[k] + v
         if seen.duration + lead:
             yield env.timeout(seen.duration + lead)
 
@@ -720,10 +825,13 @@ class Engine:
         for cs in sets:
             label = f"core {cs[0]}" if len(cs) == 1 else f"cores {cs[0]}-{cs[-1]}"
             core = _Core(self.caps_cube, label, task.op_name, self.peaks)
-            if self.detail == "block" and g.tiles >= COALESCE_MIN:
-                procs.extend(self._block(task, g, core, cs))
+            segments, chunks = g.segments, False
+            if self.detail == "block":       # (a few tiles of long unit loops: chunk tiles)
+                segments, chunks = coalesce.chunked(g, COALESCE_MIN)
+            if self.detail == "block" and sum(sg.count for sg in segments) >= COALESCE_MIN:
+                procs.extend(self._block(task, segments, core, cs, chunks))
             else:
-                queues = expand_flags(g.segments)
+                queues = expand_flags(segments)
                 merge = "tile" if self.detail == "block" else "contig"
                 for pipe, q in queues.items():
                     procs.append(self.env.process(self._pipe(task, core, cs, pipe, q,
@@ -762,10 +870,17 @@ class Engine:
         interval (tile detail); "tile" one interval per tile and "all" one for the whole
         queue (block detail), starting with the first instruction and lasting the busy
         cycles (the waits in between are left out, so no interval overlaps the next).
+        (The fast-forward reads its locals `k`, `busy`, `run_busy`, `start`, `stalled`, `run`,
+        `ev`, `key` from `hook.at`, set before each yield; sim/fastforward.py.)
         """
         env = self.env
+        # SimPy's events built, triggered and scheduled inline (`env.timeout`, `env.event`,
+        # `Event.succeed` do the same through two or three calls): the pipes make most events
+        heap, ids, make = env._queue, env._eid, object.__new__
         flags, waiters = core.flags, core.waiters
+        levels, caps, peaks = core.levels, core.caps, core.peaks
         weight = len(cores)
+        task_id, op = task.task_id, task.op_name
         busy = 0
         tile_ends = []              # when each tile's last instruction on this pipe ended
         last_tile = -1
@@ -774,75 +889,105 @@ class Engine:
         run_busy = 0
         stalled = 0                 # cycles its shared flows took beyond their own time
         spans = _timeout_spans(queue)
+        entries = _entries(queue)
+        contig, per_tile = merge == "contig", merge == "tile"
         clock = 0                   # the end of the last instruction inside a merged timeout
         k = start = 0
         n = len(queue)
         # the fast-forward's view of this pipe; `hook.hot` after a resume: it may move the
         # pipe ahead by whole periods (its locals shifted: sim/fastforward.py)
-        hook = fastforward.NO_HOOK if self.ff is None else self.ff.enter(core, queue, spans)
+        # (before each yield the pipe leaves its locals in `hook.at` for the checkpoints)
+        hook = (fastforward.NO_HOOK if self.ff is None
+                else self.ff.enter(core, queue, spans, merge))
         while k < n:
-            ins, waits, sets, allocs, frees, tile = queue[k]
+            (ins, waits, sets, allocs, frees, tile, flow, own, cycles, cown, kind, src, dst,
+             _, _, _) = entries[k]
             span = spans[k]
-            hbm, own = ins.hbm, ins.busy()
             if span < 0:
                 # inside a run of plain timeouts already waited for as one: no flag, buffer
                 # or tile change between them, so each one's times follow by arithmetic
                 start = clock
-                clock = end = start + ins.cycles
+                clock = end = start + cycles
             else:
                 if tile != last_tile:
                     if last_tile >= 0:
-                        tile_ends.append(env.now)
+                        tile_ends.append(env._now)
                     last_tile = tile
-                for key in waits:
-                    c = flags.get(key, 0)
-                    if c > 0:
-                        flags[key] = c - 1
-                    else:
-                        ev = env.event()
-                        waiters[key] = ev
-                        yield ev
-                        if hook.hot:
-                            k, busy, run_busy, start, stalled = hook.resume(
-                                k, busy, run_busy, start, stalled)
-                for buf, nb in allocs:
-                    core.alloc(buf, nb)
-                start = env.now
-                if ins.shared and ins.nbytes:
+                if waits:
+                    for key in waits:
+                        c = flags.get(key, 0)
+                        if c > 0:
+                            flags[key] = c - 1
+                        else:
+                            ev = make(Event)     # (`env.event()`, inline)
+                            ev.env, ev.callbacks = env, []
+                            waiters[key] = ev
+                            hook.at = (k, busy, run_busy, start, stalled, run, ev, key)
+                            yield ev
+                            if hook.hot:
+                                k, busy, run_busy, start, stalled = hook.resume(
+                                    k, busy, run_busy, start, stalled)
+                if allocs:
+                    for buf, nb in allocs:       # (`_Core.alloc`, inline)
+                        level = levels[buf] + nb
+                        if level > caps[buf]:
+                            core.alloc(buf, nb)  # (raises: over capacity)
+                        levels[buf] = level
+                        if level > peaks.get(buf, 0):
+                            peaks[buf] = level
+                start = env._now
+                if flow:
                     # the L2 decides hits now; latency folded into the flow: uncontended it
                     # takes cycles + bytes/bw, under contention the other flows use the
                     # bandwidth while this one waits
-                    hbm, bw = self._pipe_gm_access(task.task_id, ins.tensors, ins.nbytes,
-                                                   ins.hbm, ins.dst == GM, ins.bw, weight)
-                    own = ins.cycles + ins.nbytes / bw
-                    yield self.fabric.transfer(ins.nbytes, ins.nbytes / own, hbm, weight,
-                                               write=ins.dst == GM)
+                    nbytes, write = ins.nbytes, ins.dst == GM
+                    hbm, bw = self._pipe_gm_access(task_id, ins.tensors, nbytes, ins.hbm,
+                                                   write, ins.bw, weight)
+                    own = cycles + nbytes / bw
+                    cown = math.ceil(own)
+                    src, dst = _lvl(ins.src, hbm), _lvl(ins.dst, hbm)
+                    tmo = self.fabric.transfer(nbytes, nbytes / own, hbm, weight, write=write)
+                    hook.at = (k, busy, run_busy, start, stalled, run, None, None)
+                    yield tmo
                     if hook.hot:
                         k, busy, run_busy, start, stalled = hook.resume(
                             k, busy, run_busy, start, stalled)
-                    end = env.now
+                    end = env._now
                 elif span:
-                    yield env.timeout(span)
+                    tmo = make(Timeout)
+                    tmo.env, tmo.callbacks, tmo._value, tmo._delay, tmo._ok = \
+                        env, [], None, span, True
+                    heappush(heap, (start + span, NORMAL, next(ids), tmo))
+                    hook.at = (k, busy, run_busy, start, stalled, run, None, None)
+                    yield tmo
                     if hook.hot:
                         k, busy, run_busy, start, stalled = hook.resume(
                             k, busy, run_busy, start, stalled)
-                    end = start + ins.cycles
+                    end = start + cycles
                 else:
-                    yield env.timeout(ins.cycles)
+                    if cycles < 0:
+                        raise ValueError(f"Negative delay {cycles}")
+                    tmo = make(Timeout)
+                    tmo.env, tmo.callbacks, tmo._value, tmo._delay, tmo._ok = \
+                        env, [], None, cycles, True
+                    heappush(heap, (start + cycles, NORMAL, next(ids), tmo))
+                    hook.at = (k, busy, run_busy, start, stalled, run, None, None)
+                    yield tmo
                     if hook.hot:
                         k, busy, run_busy, start, stalled = hook.resume(
                             k, busy, run_busy, start, stalled)
-                    end = env.now
+                    end = env._now
                 clock = end
             if end > start:
-                stall = max(0, int(end - start - math.ceil(own)))
+                took = end - start
+                stall = took - cown            # (max(0, int(took - cown)))
+                stall = int(stall) if stall > 0 else 0
                 stalled += stall
-                src, dst = _lvl(ins.src, hbm), _lvl(ins.dst, hbm)
                 if run is not None and (
-                        (merge == "contig" and run.end == start and run.kind == ins.kind
-                         and run.src == src and run.dst == dst)
-                        or (merge == "tile" and run.tile == tile) or merge == "all"):
-                    run_busy += end - start
+                        (contig and run.end == start and run.kind == kind and run.src == src
+                         and run.dst == dst)
+                        or (per_tile and run.tile == tile) or merge == "all"):
+                    run_busy += took
                     run.end = run.start + run_busy
                     run.nbytes += ins.nbytes
                     run.count += 1
@@ -850,41 +995,56 @@ class Engine:
                 else:
                     if run is not None:
                         rows.append(run)
-                    run = _Run(ENGINE_AICORE, cores, pipe, task.task_id, task.op_name, start,
-                               end, ins.kind, ins.nbytes, src, dst, 1, stall, tile)
-                    run_busy = end - start
-                busy += end - start
-            for buf, nb in frees:
-                core.free(buf, nb)
-            for key in sets:
-                w = waiters.pop(key, None)
-                if w is not None:
-                    w.succeed()
-                else:
-                    flags[key] = flags.get(key, 0) + 1
+                    run = _Run(ENGINE_AICORE, cores, pipe, task_id, op, start, end, kind,
+                               ins.nbytes, src, dst, 1, stall, tile)
+                    run_busy = took
+                busy += took
+            if frees:
+                for buf, nb in frees:
+                    levels[buf] -= nb
+            if sets:
+                for key in sets:
+                    w = waiters.pop(key, None)
+                    if w is not None:               # (`w.succeed()`, inline)
+                        w._ok, w._value = True, None
+                        heappush(heap, (env._now, NORMAL, next(ids), w))
+                    else:
+                        flags[key] = flags.get(key, 0) + 1
             k += 1
         if self.ff is not None:
             self.ff.leave(hook)
         if run is not None:
             rows.append(run)
-        tile_ends.append(env.now)
+        tile_ends.append(env._now)
         if note:
-            self._note_busy(task.task_id, cores[0], pipe, busy)
+            self._note_busy(task_id, cores[0], pipe, busy)
         return busy, tile_ends, stalled
 
     # -- block detail ----------------------------------------------------------------------
-    def _block(self, task, g: CoreGroup, core: _Core, cores: tuple[int, ...]) -> list:
-        """Processes for one coalesced core group: PREFIX_TILES tiles in tile detail, then the
-        remaining tiles as one interval per pipe at the measured pace (see the module note)."""
+    def _block(self, task, segments: tuple[Segment, ...], core: _Core,
+               cores: tuple[int, ...], chunks: bool = False) -> list:
+        """Processes for one coalesced core group (its tiles, or with `chunks` the chunk
+        tiles of sim/coalesce.py): PREFIX_TILES tiles in tile detail, then the remaining tiles
+        as one interval per pipe at the measured pace (see the module note)."""
         env = self.env
-        prefix, rest = split_segments(g.segments, PREFIX_TILES)
+        prefix, rest = split_segments(segments, PREFIX_TILES)
         queues = expand_flags(prefix)
-        stages0 = g.segments[0].stages
+        stages0 = segments[0].stages
+        suffix = None
+        if chunks:
+            # the last chunk tile runs exactly after the window, on a fresh core: the tile's
+            # drain after its loop (the last units, the per-tile stages) in order
+            rest, last = split_segments(rest, sum(sg.count for sg in rest) - 1)
+            suffix = (_Core(self.caps_cube, core.label, task.op_name, self.peaks),
+                      expand_flags(last))
         tot = _stage_totals(rest, len(stages0))
         n_rest = sum(sg.count for sg in rest)
         # the pipes with shared bytes run their slices in lock step (`_decide_slice`)
         members = [(j, t, len(cores)) for j, t in enumerate(tot) if t.shared_bytes]
+        # the pace is the paced stages' (coalesce.pace_profile: chunk tiles' per-tile work
+        # is left out)
         barrier = {"left": len(stages0), "busy": [], "event": env.event(), "ends": [],
+                   "pace": coalesce.pace_profile(segments, prefix, chunks), "suffix": suffix,
                    "slices": {"members": members, "left": len(members), "event": env.event(),
                               "flowed": 0, "read": 0, "ahead": 0, "dec": {}}}
         return [env.process(self._coalesced_pipe(task, core, cores, st.pipe,
@@ -900,11 +1060,13 @@ class Engine:
         # the fabric's contention (`stalled`): the window's flows cross the fabric and meet
         # their own contention there, which may differ from the prefix's (the L2 writes back
         # a previous op's dirty lines while the prefix runs, its own later)
-        free = (busy - stalled) / PREFIX_TILES
+        paced, once = barrier["pace"]
+        free = max(0.0, busy - stalled - once[j]) / PREFIX_TILES
         spacing = 0.0
         if len(tile_ends) >= 2:
             spacing = (tile_ends[-1] - tile_ends[0]) / (len(tile_ends) - 1)
-        barrier["busy"].append((free, spacing, stalled / PREFIX_TILES))
+        if paced[j]:
+            barrier["busy"].append((free, spacing, stalled / PREFIX_TILES))
         if tot.shared_bytes:
             barrier["ends"].append((tot.writes, tile_ends))
         barrier["left"] -= 1
@@ -914,6 +1076,11 @@ class Engine:
             paces = barrier["busy"]
             worst = max(p[2] for p in paces)
             period = max(max(p[0], p[1] - worst) for p in paces)
+            if barrier["suffix"] is not None:
+                # chunk tiles: the loop's own work per chunk. Its stages are a chain of
+                # double-buffered handoffs of fixed work, whose pace is its busiest stage's; the
+                # spacing of a few short chunks still holds the pipeline's fill
+                period = max(p[0] for p in paces)
             sl = barrier["slices"]
             sl["ahead"] = _read_ahead(barrier["ends"], period, n_rest)
             if sl["members"]:
@@ -932,13 +1099,15 @@ class Engine:
                                       tot.count))
             self._note_busy(task.task_id, cores[0], pipe, busy + end - start)
             yield env.timeout(int(math.ceil(window)))
+            yield from self._suffix(task, cores, pipe, barrier)
             return
         # the remaining tiles in slices of `COALESCED_SLICES`, one after the other in lock
         # step (`_decide_slice`): each spans its share of the window (the pipeline's pace)
         # and its bytes cross the shared L2/HBM as one flow that stretches under more
         # contention
         n_sl = COALESCED_SLICES
-        own = n_rest * (busy - stalled) / PREFIX_TILES   # its own work at its prefix rate
+        # its own work at its prefix rate
+        own = n_rest * max(0.0, busy - stalled - once[j]) / PREFIX_TILES
         work = stall = hbm_all = 0.0
         sl = barrier["slices"]
         while True:
@@ -980,6 +1149,13 @@ class Engine:
                                   end, tot.kind, tot.nbytes, _lvl(tot.src, hbm),
                                   _lvl(tot.dst, hbm), tot.count, int(math.ceil(stall))))
         self._note_busy(task.task_id, cores[0], pipe, busy + end - start)
+        yield from self._suffix(task, cores, pipe, barrier)
+
+    def _suffix(self, task, cores, pipe, barrier):
+        """A chunked group's last chunk tile on `pipe`, exactly, after its window (`_block`)."""
+        if barrier["suffix"] is not None:
+            core, queues = barrier["suffix"]
+            yield from self._pipe(task, core, cores, pipe, queues[pipe], merge="all")
 
     # -- L2 ------------------------------------------------------------------------------
     def _gm_access(self, tid: int, tensors: tuple, nbytes: float, cold: float, write: bool,
@@ -1030,11 +1206,16 @@ class Engine:
             m, wb = l2.read(tid, name, size, total * size / whole, cold, span)
             miss += m
             evicted += wb
-        _add(tr, ("L2", "read"), total - miss)
-        _add(tr, ("DDR", "read"), miss)
-        _add(tr, ("DDR", "write"), evicted)
+        # (`_add`, inline)
+        hit = total - miss
+        if hit:
+            tr[_L2_READ] = tr.get(_L2_READ, 0.0) + hit
+        if miss:
+            tr[_DDR_READ] = tr.get(_DDR_READ, 0.0) + miss
+        if evicted:
+            tr[_DDR_WRITE] = tr.get(_DDR_WRITE, 0.0) + evicted
         frac = miss / total
-        slow = self.chip.l2_miss_slowdown
+        slow = self._l2_miss_slowdown
         base = bw / (1.0 - cold + cold / slow)
         return (miss + evicted) / total, base * (1.0 - frac + frac / slow)
 
@@ -1102,24 +1283,33 @@ class Engine:
         self.l2.stats.flush_cycles = int(self.env.now - last)
 
     # -- results ---------------------------------------------------------------------------
-    def _record(self, t, start, end, launch_start, wait) -> TaskRecord:
+    def _record(self, t, start, end, launch_start, wait,
+                seen: _Replay | None = None) -> TaskRecord:
         traffic = self._traffic(t)
         roofline = t.roofline_cycles
         if t.task_id in self.gm_traffic:       # the task's moves as simulated
-            roofline = int(math.floor(max(t.compute_cycles,
-                                          memory_cycles(self.chip, traffic))))
+            # (`memory_cycles` reads these four figures only: one call per distinct four)
+            key = (traffic.get(("DDR", "read"), 0), traffic.get(("DDR", "write"), 0),
+                   traffic.get(("L2", "read"), 0), traffic.get(("L2", "write"), 0))
+            mem = self._memory_cycles.get(key)
+            if mem is None:
+                mem = self._memory_cycles[key] = memory_cycles(self.chip, traffic)
+            roofline = int(math.floor(max(t.compute_cycles, mem)))
         per_core = self.pipe_busy.get(t.task_id, {})
-        busiest = max(per_core.values(), key=lambda d: (sum(d.values()), sorted(d.items())),
-                      default={})
+        if len(per_core) == 1:
+            busiest, = per_core.values()
+        else:
+            busiest = max(per_core.values(),
+                          key=lambda d: (sum(d.values()), sorted(d.items())), default={})
         return TaskRecord(
             task_id=t.task_id, stream_id=t.stream_id, op_name=t.op_name, op_type=t.op_type,
             task_type=t.task_type, start=start, end=end, launch_start=launch_start, wait=wait,
-            block_dim=t.block_dim,
-            input_shapes=tuple(_shape(v) for v in t.inputs),
-            input_dtypes=tuple(v.dtype for v in t.inputs),
+            block_dim=t.block_dim if seen is None else seen.block_dim,
+            input_shapes=tuple([_shape(v) for v in t.inputs]),
+            input_dtypes=tuple([v.dtype for v in t.inputs]),
             input_formats=t.input_formats,
-            output_shapes=tuple(_shape(v) for v in t.outputs),
-            output_dtypes=tuple(v.dtype for v in t.outputs),
+            output_shapes=tuple([_shape(v) for v in t.outputs]),
+            output_dtypes=tuple([v.dtype for v in t.outputs]),
             output_formats=t.output_formats, flops=t.flops, traffic=traffic,
             pipe_cycles=dict(busiest), fused_ops=t.fused_ops,
             roofline_cycles=roofline, notes=t.notes)
@@ -1132,30 +1322,45 @@ class Engine:
         if gm is not None:
             for key in _GM_KEYS:
                 out.pop(key, None)
-            out.update({k: int(round(v)) for k, v in gm.items() if round(v)})
+            for k, v in gm.items():
+                v = round(v)
+                if v:
+                    out[k] = int(v)
         return out
+
+
+def _run_events(env: simpy.Environment) -> int:
+    """`env.step()` until no event is left (SimPy's loop, inline: the same order, the same
+    callbacks, a failed event not defused raised as SimPy raises it); returns the events."""
+    queue = env._queue              # (the fast-forward edits it in place: the same list)
+    pop = heappop
+    n = 0
+    while queue:
+        env._now, _, _, event = pop(queue)
+        callbacks, event.callbacks = event.callbacks, None
+        for callback in callbacks:
+            callback(event)
+        if not event._ok and not hasattr(event, "_defused"):
+            exc = type(event._value)(*event._value.args)
+            exc.__cause__ = event._value
+            raise exc
+        n += 1
+    return n
 
 
 def _expand_with_replays(rows: list[_Run], replayed: list[tuple]) -> list[Interval]:
     """`expand_rows` over the simulated rows and those of the replayed tasks (each replay's
     rows shifted to its start)."""
-    gc_was = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():
         extra = [_Run(r.engine, r.cores, r.pipe, task_id, op, start + a, start + b, r.kind,
                       r.nbytes, r.src, r.dst, r.count, r.stall, r.tile)
                  for seen, start, task_id, op in replayed for r, a, b in seen.rows]
-    finally:
-        if gc_was:
-            gc.enable()
     return expand_rows(rows + extra if extra else rows)
 
 
 def expand_rows(rows: list[_Run]) -> list[Interval]:
     """Intervals per core, in start order (rows of a core group expanded per core)."""
-    gc_was = gc.isenabled()
-    gc.disable()                 # 10^6 tuples that all live on: no cyclic GC passes meanwhile
-    try:
+    with gc_paused():            # 10^6 tuples that all live on (ascendsim.gcpause)
         out = []
         for r in sorted(rows, key=lambda r: (r.start, r.engine, r.cores[0], r.pipe)):
             start, end, stall = int(r.start), int(r.end), int(r.stall)
@@ -1163,9 +1368,6 @@ def expand_rows(rows: list[_Run]) -> list[Interval]:
                 out.append(Interval(r.engine, c, r.pipe, r.task_id, r.op, start, end, r.kind,
                                     r.nbytes, r.src, r.dst, r.count, stall))
         return out
-    finally:
-        if gc_was:
-            gc.enable()
 
 
 def _read_ahead(ends: list, period: float, n_rest: int) -> float:
@@ -1211,6 +1413,8 @@ def _stage_totals(segments, n: int) -> list[_StageTotals]:
         for sg in segments:
             st = sg.stages[j]
             for ins, times in [(i, st.units) for i in st.instrs] + [(i, 1) for i in st.head]:
+                if ins.kind == coalesce.HANDOFF_KIND:      # a chunk's handoff: no work
+                    continue
                 k = times * sg.count
                 count += k
                 nbytes += ins.nbytes * k
@@ -1244,17 +1448,12 @@ def _gm_tensors(program: Program) -> tuple[dict, dict, dict, dict, dict]:
         big: dict[str, int] = {}
         for ph in t.phases:
             for g in ph.groups:
-                for sg in g.segments:
-                    for st in sg.stages:
-                        for ins in st.head + st.instrs:
-                            if ins.tensors:
-                                side = writes if ins.dst == GM else reads
-                                side.setdefault(t.task_id, set()).update(
-                                    n[0] for n in ins.tensors)
-                                for n in ins.tensors:
-                                    mine.setdefault(n[0], len(mine))
-                                    if n[1] > big.get(n[0], -1):
-                                        big[n[0]] = n[1]
+                # (the group's distinct tensors in order of first appearance in its moves)
+                for name, size, write in g.gm_tensors:
+                    (writes if write else reads).setdefault(t.task_id, set()).add(name)
+                    mine.setdefault(name, len(mine))
+                    if size > big.get(name, -1):
+                        big[name] = size
         if mine:
             roles[t.task_id] = mine
             sizes[t.task_id] = big
@@ -1274,6 +1473,7 @@ def _gm_tensors(program: Program) -> tuple[dict, dict, dict, dict, dict]:
 
 
 _GM_KEYS = (("L2", "read"), ("DDR", "read"), ("L2", "write"), ("DDR", "write"))
+_L2_READ, _DDR_READ, _L2_WRITE, _DDR_WRITE = _GM_KEYS
 
 
 def _add(acc: dict, key: tuple[str, str], nbytes: float) -> None:
@@ -1283,6 +1483,71 @@ def _add(acc: dict, key: tuple[str, str], nbytes: float) -> None:
 
 #: expanded queue (by identity; kept alive beside its spans) -> `_timeout_spans`
 _SPANS: dict[int, tuple[list, list[int]]] = {}
+#: expanded queue (by identity; kept alive beside them) -> `_entries`, distinct entry indices
+_ENTRIES: dict[int, tuple[list, list[tuple], np.ndarray, list[tuple]]] = {}
+
+
+#: Instr (by identity; kept alive beside it) -> what `_pipe` derives from it (`_derive`)
+_INSTRS: dict[int, tuple] = {}
+#: a queue shorter than this is prepared in plain Python (numpy's per-call cost dominates)
+_SHORT_QUEUE = 64
+
+
+def _derive(e: tuple) -> tuple:
+    """One queue entry's six fields, then what `_pipe` derives from its instruction (see
+    `_entries`) and what `_timeout_spans` needs of it."""
+    ins = e[0]
+    hit = _INSTRS.get(id(ins))
+    if hit is None or hit[0] is not ins:
+        flow = bool(ins.shared and ins.nbytes)
+        own = ins.busy()
+        # a plain timeout: not a flow over the shared fabric, integer cycles
+        plain = type(ins.cycles) is int and not flow
+        if len(_INSTRS) >= 65536:
+            _INSTRS.clear()
+        hit = _INSTRS[id(ins)] = (ins, (flow, own, ins.cycles, math.ceil(own), ins.kind,
+                                        _lvl(ins.src, ins.hbm), _lvl(ins.dst, ins.hbm)),
+                                  plain, ins.cycles if plain else 0)
+    plain = hit[2]
+    return (*e, *hit[1], plain and not e[2] and not e[4], plain and not e[1] and not e[3],
+            hit[3])
+
+
+def _prepared(queue: list) -> tuple[list[tuple], np.ndarray | None, list[tuple]]:
+    """`_entries` of `queue`; for a long queue also the index of each entry among its distinct
+    entry objects and those distinct entries' derived tuples (else None and the entries).
+    Cached by queue identity."""
+    hit = _ENTRIES.get(id(queue))
+    if hit is not None and hit[0] is queue:
+        return hit[1], hit[2], hit[3]
+    if len(queue) < _SHORT_QUEUE:
+        entries = [_derive(e) for e in queue]
+        index, infos = None, entries
+    else:
+        # entries recur (expand_flags repeats the same objects): each distinct one is
+        # derived once, and the queue maps to them by index (C loops: map, dict lookups)
+        ids = list(map(id, queue))
+        distinct = dict(zip(ids, queue))            # (in order of first appearance)
+        at = dict(zip(distinct, range(len(distinct))))
+        idx = list(map(at.__getitem__, ids))
+        infos = [_derive(e) for e in distinct.values()]
+        entries = list(map(infos.__getitem__, idx))
+        index = np.array(idx, dtype=np.int64)
+    if len(_ENTRIES) >= 1024:        # as many as expand_flags keeps
+        _ENTRIES.clear()
+    _ENTRIES[id(queue)] = (queue, entries, index, infos)
+    return entries, index, infos
+
+
+def _entries(queue: list) -> list[tuple]:
+    """Per entry of an expanded pipe queue (`expand_flags`: cached, read-only): its six
+    fields followed by what `_pipe` derives from its instruction, the same every time it
+    runs: whether it is a flow over the shared fabric, its uncontended cycles (`Instr.busy`),
+    its fixed cycles and the ceiling of the uncontended ones, its kind, and the trace levels
+    of its source and destination (a flow's are decided by the L2 when it starts); then
+    whether a merged timeout may go on after it / include it after an earlier one and its
+    plain cycles (`_timeout_spans`)."""
+    return _prepared(queue)[0]
 
 
 def _timeout_spans(queue: list) -> list[int]:
@@ -1296,53 +1561,59 @@ def _timeout_spans(queue: list) -> list[int]:
     if hit is not None and hit[0] is queue:
         return hit[1]
     n = len(queue)
-    # per entry: whether a run may go on after it / may include it after an earlier one (a
-    # plain timeout (not a flow over the shared fabric) of integer cycles that sets or frees
-    # nothing / waits for or allocates nothing), and its cycles if plain; entries recur
-    # (expand_flags repeats them), so each distinct one is looked at once
-    props: dict[int, tuple[bool, bool, int]] = {}
-    goes_on, joins_in, cycles = [], [], []
-    for e in queue:
-        p = props.get(id(e))
-        if p is None:
-            ins = e[0]
-            plain = type(ins.cycles) is int and not (ins.nbytes and ins.shared)
-            p = props[id(e)] = (plain and not e[2] and not e[4], plain and not e[1] and not e[3],
-                                ins.cycles if plain else 0)
-        goes_on.append(p[0])
-        joins_in.append(p[1])
-        cycles.append(p[2])
-    # whether entry j and entry j + 1 can be waited for as one timeout
-    joins = np.array([a and b and x[5] == y[5]
-                      for a, b, x, y in zip(goes_on, joins_in[1:], queue, queue[1:])],
-                     dtype=bool)
-    if not n or not joins.any():
-        spans = [0] * n
-    elif sum(cycles) < 2**62:            # (int64 sums are exact)
-        inside = np.zeros(n, dtype=bool)   # continues the run of the entry before
-        inside[1:] = joins
-        first = np.zeros(n, dtype=bool)
-        first[:-1] = joins
-        first &= ~inside
-        last = inside.copy()
-        last[:-1] &= ~joins
-        total = np.concatenate(([0], np.cumsum(np.array(cycles, dtype=np.int64))))
-        starts, ends = np.flatnonzero(first), np.flatnonzero(last)
-        out = np.zeros(n, dtype=np.int64)
-        out[inside] = -1
-        out[starts] = total[ends + 1] - total[starts]
-        spans = out.tolist()
-    else:
-        spans = [0] * n
+    # per entry (`_entries`): whether a run may go on after it / may include it after an
+    # earlier one (a plain timeout (not a flow over the shared fabric) of integer cycles
+    # that sets or frees nothing / waits for or allocates nothing), its tile and its cycles
+    # if plain
+    entries, index, infos = _prepared(queue)
+    spans = [0] * n
+    if index is None:               # a short queue: the runs in plain Python
         k = 0
         while k < n:
             j = k
-            while j < n - 1 and joins[j]:
+            while j < n - 1 and entries[j][13] and entries[j + 1][14] \
+                    and entries[j][5] == entries[j + 1][5]:
                 j += 1
             if j > k:
-                spans[k] = sum(cycles[k:j + 1])
+                spans[k] = sum(e[15] for e in entries[k:j + 1])
                 spans[k + 1:j + 1] = [-1] * (j - k)
             k = j + 1
+    else:
+        goes_on = np.array([x[13] for x in infos], dtype=bool)[index]
+        joins_in = np.array([x[14] for x in infos], dtype=bool)[index]
+        tiles = np.array([x[5] for x in infos], dtype=np.int64)[index]
+        # whether entry j and entry j + 1 can be waited for as one timeout
+        joins = goes_on[:-1] & joins_in[1:] & (tiles[:-1] == tiles[1:])
+        cycles = [x[15] for x in infos]
+        counts = np.bincount(index, minlength=len(infos)).tolist()
+        if not joins.any():
+            pass
+        elif sum(c * m for c, m in zip(cycles, counts)) < 2**62:   # (int64 sums are exact)
+            inside = np.zeros(n, dtype=bool)   # continues the run of the entry before
+            inside[1:] = joins
+            first = np.zeros(n, dtype=bool)
+            first[:-1] = joins
+            first &= ~inside
+            last = inside.copy()
+            last[:-1] &= ~joins
+            total = np.concatenate(([0], np.cumsum(np.array(cycles, dtype=np.int64)[index])))
+            starts, ends = np.flatnonzero(first), np.flatnonzero(last)
+            out = np.zeros(n, dtype=np.int64)
+            out[inside] = -1
+            out[starts] = total[ends + 1] - total[starts]
+            spans = out.tolist()
+        else:
+            cycles = [cycles[i] for i in index.tolist()]
+            joins = joins.tolist()
+            k = 0
+            while k < n:
+                j = k
+                while j < n - 1 and joins[j]:
+                    j += 1
+                if j > k:
+                    spans[k] = sum(cycles[k:j + 1])
+                    spans[k + 1:j + 1] = [-1] * (j - k)
+                k = j + 1
     if len(_SPANS) >= 1024:          # as many as expand_flags keeps
         _SPANS.clear()
     _SPANS[id(queue)] = (queue, spans)
@@ -1355,5 +1626,18 @@ def _lvl(level: str, hbm: float) -> str:
     return "DDR" if hbm > 0 else "L2"
 
 
+#: shape -> its text in a TaskRecord (the shapes of a model recur)
+_SHAPES: dict[tuple, str] = {}
+
+
 def _shape(v) -> str:
-    return ",".join(str(d) for d in v.shape)
+    shape = v.shape
+    try:
+        return _SHAPES[shape]
+    except KeyError:
+        text = ",".join(str(d) for d in shape)
+        if len(_SHAPES) < 65536:
+            _SHAPES[shape] = text
+        return text
+    except TypeError:                # (an unhashable shape)
+        return ",".join(str(d) for d in shape)

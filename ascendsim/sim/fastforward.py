@@ -59,13 +59,17 @@ A GM access by anything else (a coalesced block-detail slice's decision) counts 
 engine attribute `stateful_accesses`; no period holding one is skipped.
 
 Cost control: a checkpoint costs a few tens of microseconds, so the driver takes one on
-every `stride`-th resume, the stride doubling after a run of checkpoints without a jump.
+every `stride`-th resume, the stride doubling after a run of checkpoints without a jump. A
+recurring signature is tried first with the observed period's L2 accesses on the cache copy
+(while the cache fills, the first period already differs: most tries end there), then with
+the entries ahead; the periods kept are the same whichever test comes first.
 """
 
 from __future__ import annotations
 
 import bisect
 import sys
+from types import MethodType
 from typing import Any
 
 from simpy.events import Process, Timeout
@@ -93,9 +97,9 @@ _FLAG, _TIMEOUT, _FLOW = 0, 1, 2
 
 
 class _NoHook:
-    """The hook of a pipe when the fast-forward is off: never hot."""
+    """The hook of a pipe when the fast-forward is off: never hot (`at` is never read)."""
 
-    __slots__ = ()
+    __slots__ = ("at",)
     hot = False
 
 
@@ -110,10 +114,14 @@ class PipeHook:
     add)."""
 
     __slots__ = ("ff", "frame", "proc", "core", "queue", "spans", "hot", "pending", "index",
-                 "tile_end")
+                 "tile_end", "merge", "at")
 
-    def __init__(self, ff: FastForward, frame, proc, core, queue: list, spans: list) -> None:
+    def __init__(self, ff: FastForward, frame, proc, core, queue: list, spans: list,
+                 merge: str | None = None) -> None:
         self.ff, self.frame, self.proc, self.core = ff, frame, proc, core
+        # the pipe's interval merge rule, and its locals (k, busy, run_busy, start, stalled,
+        # run, ev, key) as it left them at its last yield (None: read from its frame)
+        self.merge, self.at = merge, None
         self.queue, self.spans = queue, spans
         self.hot = False
         self.pending: list[int] | None = None
@@ -172,9 +180,11 @@ class FastForward:
         self.engine_log: list | None = getattr(engine, "gm_log", None)
 
     # -- the live set ----------------------------------------------------------------------
-    def enter(self, core, queue: list, spans: list) -> PipeHook:
-        """Register the calling `_pipe` generator (its frame and process)."""
-        hook = PipeHook(self, sys._getframe(1), self.env.active_process, core, queue, spans)
+    def enter(self, core, queue: list, spans: list, merge: str | None = None) -> PipeHook:
+        """Register the calling `_pipe` generator (its frame and process); with `merge`, it
+        leaves its locals in `hook.at` before each yield (cheaper than its frame's)."""
+        hook = PipeHook(self, sys._getframe(1), self.env.active_process, core, queue, spans,
+                        merge)
         self.pipes.append(hook)
         self.by_proc[hook.proc] = hook
         self._forget()
@@ -187,7 +197,7 @@ class FastForward:
         self.pipes.remove(hook)
         del self.by_proc[hook.proc]
         hook.hot = False
-        hook.frame = hook.proc = None       # (the frame refers back to the hook)
+        hook.frame = hook.proc = hook.at = None     # (the frame refers back to the hook)
         self._forget()
         if hook is self.driver:
             best = None
@@ -276,12 +286,12 @@ class FastForward:
             h.index = i
         # queued events, in the order SimPy will process them
         events = []
-        for t, prio, _eid, ev in sorted(heap, key=_order):
+        for t, prio, _eid, ev in sorted(heap):     # (ids are unique: as by (t, prio, id))
             cbs = ev.callbacks
             if type(t) is not int or cbs is None or len(cbs) != 1:
                 return None
             cb = cbs[0]
-            if getattr(cb, "__func__", None) is _RESUME:
+            if type(cb) is MethodType and cb.__func__ is _RESUME:
                 h = by_proc.get(cb.__self__)
                 if h is None:
                     return None
@@ -297,21 +307,28 @@ class FastForward:
         flows = []
         for f in fabric.flows:
             cbs = f.event.callbacks
-            if not cbs or len(cbs) != 1 or getattr(cbs[0], "__func__", None) is not _RESUME:
+            if not cbs or len(cbs) != 1:
                 return None
-            h = by_proc.get(cbs[0].__self__)
+            cb = cbs[0]
+            if type(cb) is not MethodType or cb.__func__ is not _RESUME:
+                return None
+            h = by_proc.get(cb.__self__)
             if h is None:
                 return None
             flows.append((f.remaining, f.size, f.cap, f.hbm, f.weight, f.write, f.rate, h.index))
         # the pipes
         pipes, vals, cores = [], [], []
         for h in self.pipes:
-            loc = h.frame.f_locals
+            at, merge = h.at, h.merge
+            if at is None or merge is None:
+                loc = h.frame.f_locals
+                at = (loc["k"], loc["busy"], loc["run_busy"], loc["start"], loc["stalled"],
+                      loc["run"], loc.get("ev"), loc.get("key"))
+                merge = loc["merge"]
             if h is drv:                 # running: just resumed from its target
                 kh, bh, rbh, sh, st = k, busy, run_busy, start, stalled
             else:                         # suspended on its target
-                kh, bh, rbh, sh, st = (loc["k"], loc["busy"], loc["run_busy"], loc["start"],
-                                       loc["stalled"])
+                kh, bh, rbh, sh, st = at[:5]
                 pend = h.pending
                 if pend is not None:
                     kh += pend[0]
@@ -320,7 +337,7 @@ class FastForward:
                     sh += pend[3]
                     st += pend[4]
             target = h.proc._target
-            if target is loc.get("ev"):
+            if target is at[6]:
                 site = _FLAG
             elif type(target) is Timeout:
                 site = _TIMEOUT
@@ -330,12 +347,11 @@ class FastForward:
                     or type(st) is not int):
                 return None
             ins, waits, sets, allocs, frees, tile = h.queue[kh]
-            run = loc["run"]
+            run = at[5]
             if run is None:
                 rsig = rvals = None
             else:
                 # what decides whether the next instruction joins the open interval
-                merge = loc["merge"]
                 if merge == "contig":   # back to back, same kind and levels
                     rsig = (run.kind, run.src, run.dst,
                             run.end == (now if site == _FLAG else sh))
@@ -345,7 +361,7 @@ class FastForward:
                     rsig = ()
                 rvals = (run.start, run.end, run.count, run.nbytes, run.stall)
             pipes.append((id(ins), waits, sets, allocs, frees, tile, h.spans[kh], site,
-                          loc.get("key") if site == _FLAG else None,
+                          at[7] if site == _FLAG else None,
                           sh - now if site != _FLAG else None, rsig))
             vals.append((kh, bh, rbh, run, rvals, sh, st))
             if h.core not in cores:
@@ -380,12 +396,6 @@ class FastForward:
                 m = mp if m is None else min(m, mp)
         if not m or m < 1:
             return None
-        # the entries ahead must repeat with each pipe's advance for m periods
-        for h, d, (k2, *_) in zip(self.pipes, adv, cur.vals):
-            if d:
-                m = min(m, _repeats(h.queue, h.spans, k2, d, m))
-                if m < 1:
-                    return None
         # open intervals: the same one (advancing), or one that looks the same (closed and
         # reopened once per period)
         for (_, _, rb1, run1, rv1, *_), (_, _, rb2, run2, rv2, *_) in zip(prev.vals, cur.vals):
@@ -400,26 +410,40 @@ class FastForward:
         rows = self.engine.rows[prev.nrows:cur.nrows]
         if any(type(r.start) is not int or type(r.end) is not int for r in rows):
             return None
+        # the L2 (`_l2_periods`): the first period's accesses before the entries are compared
+        # (the cheaper test, and the one that fails most often while the cache fills up)
         accesses = self.engine_log[prev.nlog:cur.nlog] if cur.nlog > prev.nlog else []
+        l2 = None
         if accesses:
-            m = self._l2_periods(accesses, m)
-            if m < 1:
+            l2 = self.engine.l2.copy()
+            if self._l2_run(l2, accesses, 0, 1) < 1:
                 return None
+        # the entries ahead must repeat with each pipe's advance for m periods
+        for h, d, (k2, *_) in zip(self.pipes, adv, cur.vals):
+            if d:
+                m = min(m, _repeats(h.queue, h.spans, k2, d, m))
+                if m < 1:
+                    return None
+        if accesses:
+            m = self._l2_run(l2, accesses, 1, m)
         return m, period, adv, rows, accesses
 
     def _l2_periods(self, accesses: list, m: int) -> int:
         """How many of the next `m` periods make the observed period's GM accesses with the
         same results (HBM fraction, bandwidth: all an access gives the timing), tried in
         order on a copy of the L2 cache; the periods up to the first difference."""
-        engine = self.engine
-        access = engine.l2_access
-        l2 = engine.l2.copy()
+        return self._l2_run(self.engine.l2.copy(), accesses, 0, m)
+
+    def _l2_run(self, l2, accesses: list, lo: int, hi: int) -> int:
+        """Periods `lo` .. `hi` - 1 of `_l2_periods` on the cache copy `l2` (which has made
+        the periods before `lo`): `hi`, or the first whose results differ."""
+        access = self.engine.l2_access
         scratch: dict = {}          # (the per-task byte sums: they shape no timing)
-        for i in range(m):
+        for i in range(lo, hi):
             for tid, tensors, nbytes, cold, write, bw, weight, out in accesses:
                 if access(l2, scratch, tid, tensors, nbytes, cold, write, bw, weight) != out:
                     return i
-        return m
+        return hi
 
     def _replay(self, accesses: list, m: int) -> None:
         """Make the accesses of `m` skipped periods on the real cache, in order: the same

@@ -48,7 +48,7 @@ fabric flows, so they share HBM bandwidth with everything else in flight.
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 
 class _Line:
@@ -97,7 +97,8 @@ class L2Cache:
         """A read of `nbytes` of tensor `name` (`size` bytes) by task `task`, which covers
         `span` bytes of it (default: all); `cold` = its miss fraction with nothing resident.
         Returns (bytes from HBM, dirty bytes evicted)."""
-        line = self.lines.get(name)
+        lines = self.lines
+        line = lines.get(name)
         if line is None:
             line = self._line(name, size)
         elif task not in line.fills:
@@ -105,7 +106,7 @@ class L2Cache:
             # below this tensor (free bytes and older tensors), LRU evicts the resident part
             # just before the scan reaches it (the LRU cliff), so none of it is usable
             room = self.capacity - self.used
-            for other, ln in self.lines.items():
+            for other, ln in lines.items():
                 if other == name:
                     break
                 room += ln.resident
@@ -114,14 +115,22 @@ class L2Cache:
             lost = cover * (1.0 - line.resident / line.size) > room * (1 + 1e-9)
             line.fills[task] = line.resident if lost else 0.0
             self._touched.setdefault(task, set()).add(name)
-        else:
-            line = self._line(name, size)
-        own = min(line.fills.get(task, 0.0), line.resident)
-        prior = line.resident - own
-        miss = nbytes * cold * (1.0 - min(1.0, prior / line.size))
-        fill = min(miss, line.size - line.resident)
+        else:                              # (`_line`, inline)
+            if size > line.size:
+                line.size = float(size)
+            lines.move_to_end(name)
+        resident, lsize = line.resident, line.size
+        own = line.fills.get(task, 0.0)
+        if resident < own:                 # (the `min`s as `min` picks: the first of equals)
+            own = resident
+        seen = (resident - own) / lsize
+        miss = nbytes * cold * (1.0 - (seen if seen < 1.0 else 1.0))
+        fill = miss
+        room = lsize - resident
+        if room < fill:
+            fill = room
         if fill > 0:
-            line.resident += fill
+            line.resident = resident + fill
             line.fills[task] = own + fill
             self._touched.setdefault(task, set()).add(name)
             self.used += fill
@@ -131,15 +140,23 @@ class L2Cache:
         st.read_bytes += nbytes
         st.miss_bytes += miss
         st.hit_bytes += nbytes - miss
+        used = self.used                   # (`_evict` when nothing is to evict, inline)
+        if used <= self.capacity * (1 + 1e-12):
+            if used > st.peak_resident:
+                st.peak_resident = min(used, self.capacity)
+            return miss, 0.0
         return miss, self._evict(name)
 
     def write(self, task: int, name: str, size: int, nbytes: float) -> float:
         """A write of `nbytes` of tensor `name` (`size` bytes): resident and dirty in L2.
         Returns the dirty bytes evicted to make room."""
         line = self._line(name, size)
-        add = min(nbytes, line.size - line.resident)
+        add = line.size - line.resident    # (the `min`s as `min` picks: the first of equals)
+        if not add < nbytes:
+            add = nbytes
         line.resident += add
-        line.dirty = min(line.resident, line.dirty + nbytes)
+        dirty = line.dirty + nbytes
+        line.dirty = dirty if dirty < line.resident else line.resident
         self.used += add
         if self.log is not None and add:
             self.log.append(add)
@@ -174,15 +191,16 @@ class L2Cache:
         """Set the occupancy to the sum of the resident bytes (in LRU order): the running
         total drifts from it by float rounding, which would make equal contents unequal
         states. The engine calls it when a task starts."""
-        self.used = sum(ln.resident for ln in self.lines.values())
+        self.used = sum([ln.resident for ln in self.lines.values()])   # (in order, from 0)
 
     def state(self, roles: dict[str, int]) -> tuple:
         """The whole cache with names replaced by the task's roles (index of a tensor among
         the task's own, -1 for any other): equal states give an identical task identical
         hits, misses and evictions (nothing else decides them; the occupancy is their sum after
         `resync`). Only between tasks (no fills of a running task pending)."""
-        return tuple((roles.get(n, -1), ln.size, ln.resident, ln.dirty)
-                     for n, ln in self.lines.items())
+        get = roles.get
+        return tuple([(get(n, -1), ln.size, ln.resident, ln.dirty)
+                      for n, ln in self.lines.items()])
 
     def roomy(self, sizes: dict[str, int]) -> bool:
         """Whether a task touching only tensors `sizes` (name -> largest size it names) can
@@ -248,9 +266,10 @@ class L2Cache:
         before = list(self.lines)
         used, entries = transition
         lines: OrderedDict[str, _Line] = OrderedDict()
+        make = _Line.__new__
         for at, role, size, resident, dirty in entries:
-            ln = _Line(size)
-            ln.resident, ln.dirty = resident, dirty
+            ln = make(_Line)             # (`_Line(size)`: `size` is a float already)
+            ln.size, ln.resident, ln.dirty, ln.fills = size, resident, dirty, {}
             lines[before[at] if at >= 0 else roles[role]] = ln
         self.lines, self.used = lines, used
 
@@ -259,11 +278,13 @@ class L2Cache:
         the fast-forward tries a period's accesses on it before making them for real."""
         new = L2Cache.__new__(L2Cache)
         new.capacity, new.used, new.log = self.capacity, self.used, None
-        new.stats = replace(self.stats)
+        stats = new.stats = L2Stats.__new__(L2Stats)
+        stats.__dict__.update(self.stats.__dict__)
         new._touched = {t: set(names) for t, names in self._touched.items()}
         lines: OrderedDict[str, _Line] = OrderedDict()
+        make = _Line.__new__
         for name, ln in self.lines.items():
-            c = lines[name] = _Line.__new__(_Line)
+            c = lines[name] = make(_Line)
             c.size, c.resident, c.dirty, c.fills = ln.size, ln.resident, ln.dirty, dict(ln.fills)
         new.lines = lines
         return new
@@ -294,12 +315,17 @@ class L2Cache:
         """Evict least recently used bytes until the capacity holds; `keep` (just accessed,
         the most recent) goes last. Returns the dirty bytes written back."""
         st = self.stats
-        if self.used > st.peak_resident:
-            st.peak_resident = min(self.used, self.capacity)
+        used = self.used
+        if used > st.peak_resident:
+            st.peak_resident = min(used, self.capacity)
+        if used <= self.capacity * (1 + 1e-12):
+            return 0.0                      # (nothing to evict: writeback_bytes + 0.0 as is)
         written = 0.0
         while self.used > self.capacity * (1 + 1e-12):
             name, line = next(iter(self.lines.items()))
-            take = min(self.used - self.capacity, line.resident)
+            take = self.used - self.capacity
+            if line.resident < take:        # (`min`: the first of equals)
+                take = line.resident
             if take < line.resident:        # part of the oldest tensor goes
                 dirty = line.dirty * take / line.resident
                 line.dirty -= dirty

@@ -56,12 +56,12 @@ def run_phases(engine, task):
 
 def chain_cycles(g: CoreGroup) -> float:
     """Uncontended cycles of one tile of `g` through its whole stage chain (fill latency)."""
-    return sum(st.tile_cycles() for st in g.segments[0].stages)
+    return sum(st.tile_cycles() for st in g.layout[0].stages)
 
 
 def pace_cycles(g: CoreGroup) -> float:
     """Uncontended cycles per tile of `g` once its pipeline is full (its busiest stage)."""
-    return max(st.tile_cycles() for st in g.segments[0].stages)
+    return max(st.tile_cycles() for st in g.layout[0].stages)
 
 
 def first_tiles_cycles(ph: Phase, tiles: int) -> int:

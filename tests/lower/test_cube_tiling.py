@@ -1,6 +1,8 @@
 """Cube tiling as CANN's Matmul tiling (lower/cube_tiling.py): L1 operand reuse, re-read
 factors, sensitivity to the cube rate, ND operands on split chips."""
 
+import math
+import random
 import re
 
 import pytest
@@ -234,3 +236,124 @@ def test_tiling_ignores_what_the_search_never_reads():
                      shared_a=True)
     assert ct.tiling_key(other) == plain
     assert gemm_tiling(chip, other, "mm") == ct._gemm_tiling.__wrapped__(chip, other)
+
+
+
+def _scalar_search(chip, spec: GemmSpec, out: list | None = None) -> ct.GemmTiling:
+    """The search one candidate block at a time (`ct._estimates`), as first written: the
+    reference the array search must equal."""
+    m0, k0, n0 = chip.cube_shape(spec.in_dtype)
+    mp, np_ = ct.ceil_to(spec.m, m0), ct.ceil_to(spec.n, n0)
+    tbe = ct.tbe_matmul(chip, spec)
+    best: ct.GemmTiling | None = None
+    cands: list[ct.GemmTiling] = []
+    smallest = None
+    for m_t in ct._MN_EDGES:
+        if m_t > max(mp, m0) * 2 and m_t > m0:
+            continue
+        for n_t in ct._MN_EDGES:
+            if n_t > max(np_, n0) * 2 and n_t > n0:
+                continue
+            tile_acc = m_t * n_t * spec.acc_bytes
+            db_l0c = 2 if 2 * tile_acc <= chip.l0c_bytes else 1
+            a_strip = ct.a_tile_bytes(spec, m_t)
+            b_strip = spec.k * n_t * spec.in_bytes
+            modes = ct.REUSE_MODES
+            if tbe:
+                modes = (ct.tbe_reuse(chip, m_t, n_t, a_strip, b_strip),)
+                if modes[0]:
+                    db_l0c = 1
+            # a bias on split chips is read from the BiasTable (MatMulV3 CheckBTSize)
+            if spec.bias and chip.bt_bytes and n_t * spec.acc_bytes > chip.bt_bytes:
+                continue
+            cub = ct._cub_columns(chip, spec, m_t, n_t) if chip.coupled else n_t
+            bias = n_t * spec.acc_bytes if spec.bias else 0
+            for ks in ct._K_STEPS:
+                k_t = ks * k0
+                if k_t > ct.ceil_to(spec.k, k0) and ks > 1:
+                    continue
+                l0a, l0b = 2 * m_t * k_t * spec.in_bytes, 2 * k_t * n_t * spec.in_bytes
+                need = (l0a, l0b, tile_acc)
+                if smallest is None or sum(need) < sum(smallest[1]):
+                    smallest = ((m_t, n_t, k_t), need)
+                if (l0a > chip.l0a_bytes or l0b > chip.l0b_bytes
+                        or tile_acc > chip.l0c_bytes or not cub):
+                    continue
+                nk = ct.cdiv(spec.k, k_t)
+                variants = []
+                for r in ct._L1_STEPS:
+                    if r > nk or nk % r:
+                        continue
+                    k_l1 = k_t * r
+                    a_chunk = math.ceil(a_strip * k_l1 / spec.k)
+                    b_chunk = k_l1 * n_t * spec.in_bytes
+                    l1_need = {"": 2 * (a_chunk + b_chunk) + bias,
+                               "A": a_strip + 2 * b_chunk + bias,
+                               "B": b_strip + 2 * a_chunk + bias}
+                    for reuse in modes:
+                        if l1_need[reuse] > chip.l1_bytes:
+                            continue
+                        variants.append((k_l1, reuse))
+                if variants:
+                    cands += ct._estimates(chip, spec, m_t, n_t, k_t, variants, db_l0c, cub)
+    if out is not None:
+        out.extend(cands)
+    if cands:
+        # CANN picks the base block with the least GM load (MatMulV3 CalcBase minLoadSize):
+        # among the candidates within ct.EST_TOLERANCE of the fastest, the least traffic wins
+        fastest = min(t[6] for t in cands)
+        near = [ct.GemmTiling(*t) for t in cands if t[6] <= fastest * (1 + ct.EST_TOLERANCE)]
+        best = min(near, key=lambda t: (sum(ct.operand_read_bytes(spec, t)), t.est))
+    if best is None:
+        (m_t, n_t, k_t), (a, b, c) = smallest
+        bufs = [("L0A", a, chip.l0a_bytes), ("L0B", b, chip.l0b_bytes),
+                ("L0C", c, chip.l0c_bytes)]
+        name, req, cap = next(((n, r, c) for n, r, c in bufs if r > c),
+                              ("L1", 2 * (m_t + n_t) * k_t * spec.in_bytes, chip.l1_bytes))
+        if name == "L1" and chip.coupled and not ct._cub_columns(chip, spec, m_t, n_t):
+            name, req, cap = "UB", 2 * m_t * 16 * spec.out_bytes, chip.ub_bytes
+        raise ct._NoFit(f"{name} of core 0 ({cap} B) cannot hold the minimum cube tile "
+                     f"{m_t}x{k_t}x{n_t} with double buffering ({req} B)")
+    return best
+
+
+
+def _specs(rng: random.Random) -> list[GemmSpec]:
+    """GEMMs and convs of assorted shapes, misses, formats, biases and fixed block dims."""
+    out = []
+    for _ in range(40):
+        m, n = rng.choice([1, 7, 64, 196, 1000, 3136, 12544]), rng.choice([1, 16, 64, 130, 1024])
+        k = 16 * rng.choice([1, 3, 8, 36, 72, 256])
+        conv = rng.random() < 0.4
+        out.append(GemmSpec(
+            rng.choice([1, 2, 8, 32]), m, k, n, rng.choice(["float16", "float16", "int8"]),
+            2, rng.choice([1, 2, 4]), 4, miss_a=rng.choice([0.0, 0.3, 1.0, rng.random()]),
+            miss_b=rng.choice([0.0, 0.55, 1.0, rng.random()]), bias=rng.random() < 0.3,
+            conv_rows=(56, 58, 1, 3, 3) if conv else None, nd2nz_a=rng.random() < 0.3,
+            nd2nz_b=rng.random() < 0.3, blocks=rng.choice([0, 0, 0, 8, 64]),
+            batched_b=rng.random() < 0.3))
+    # operands too wide for any tile: no candidate fits L0A/L0B
+    out += [GemmSpec(1, 64, 64, 64, "float16", 200, 2, 4),
+            GemmSpec(4, 640, 512, 64, "float16", 2, 2, 4096)]
+    return out
+
+
+@pytest.mark.parametrize("name", ["ascend910", "ascend910b", "ascend310"])
+def test_array_search_picks_what_the_one_block_search_picks(name):
+    """The search on `_candidates`' arrays gives exactly the tiling (the same estimate, float
+    for float) the search one block at a time gives, or the same error."""
+    chip = get_chip(name)
+    for spec in _specs(random.Random(15)):
+        try:
+            want = _scalar_search(chip, spec)
+        except ct._NoFit as exc:
+            with pytest.raises(ct._NoFit, match=re.escape(str(exc))):
+                ct._gemm_tiling.__wrapped__(chip, spec)
+            continue
+        assert ct._gemm_tiling.__wrapped__(chip, spec) == want
+        # every candidate, in search order, with its estimate
+        every: list = []
+        _scalar_search(chip, spec, every)
+        c, est = ct._search_estimates(chip, spec)
+        assert [c.tiling(i, float(e)) for i, e in enumerate(est)] == \
+            [ct.GemmTiling(*row) for row in every]

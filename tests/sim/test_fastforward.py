@@ -76,8 +76,11 @@ def _same(graph, chip, jumps: bool = True, **kw) -> tuple[int, int, int]:
 def test_fast_forward_equals_stepping_on_gemm_and_conv(chip, detail):
     for build in (_conv, _matmul):
         # (the 310's conv in tile detail: the driving pipe has one entry per tile and a jump
-        # never crosses a tile's end, so nothing is skipped, and all stays equal)
-        jumps = not (chip == "ascend310" and detail == "tile" and build is _conv)
+        # never crosses a tile's end, so nothing is skipped, and all stays equal; the 910B's
+        # GEMM in block detail: its few tiles of 512-step K loops run as coalesced chunk tiles,
+        # sim/coalesce.py, which leave no loop to skip)
+        jumps = not (chip == "ascend310" and detail == "tile" and build is _conv) and \
+            not (chip == "ascend910b" and detail == "block" and build is _matmul)
         for mode in ("sink", "host"):
             _same(build(), chip, jumps=jumps, detail=detail, mode=mode)
 
