@@ -222,20 +222,7 @@ class Fabric:
                 g = f.cap - f.rate
                 if d is None or g < d:          # (`min`: the first of the least)
                     d = g
-            if s_l2 > 0:
-                x = res_l2 / s_l2
-                if x < d:               # (`min(d, x)`)
-                    d = x
-            if s_hbm > 0:
-                x = res_hbm / s_hbm
-                if x < d:               # (`min(d, x)`)
-                    d = x
-            if s_wr > 0:
-                x = res_wr / s_wr
-                if x < d:               # (`min(d, x)`)
-                    d = x
-            if 0.0 > d:                 # (`max(d, 0.0)`)
-                d = 0.0
+            d = _fill_step(d, res_l2, s_l2, res_hbm, s_hbm, res_wr, s_wr)
             for f in active:
                 f.rate += d
             res_l2 -= d * s_l2
@@ -269,21 +256,7 @@ class Fabric:
         s_wr = 0 + w if write else 0
         rate = 0.0
         while True:
-            d = cap - rate
-            if s_l2 > 0:
-                x = res_l2 / s_l2
-                if x < d:               # (`min(d, x)`)
-                    d = x
-            if s_hbm > 0:
-                x = res_hbm / s_hbm
-                if x < d:               # (`min(d, x)`)
-                    d = x
-            if s_wr > 0:
-                x = res_wr / s_wr
-                if x < d:               # (`min(d, x)`)
-                    d = x
-            if 0.0 > d:                 # (`max(d, 0.0)`)
-                d = 0.0
+            d = _fill_step(cap - rate, res_l2, s_l2, res_hbm, s_hbm, res_wr, s_wr)
             rate += d
             res_l2 -= d * s_l2
             res_hbm -= d * s_hbm
@@ -347,6 +320,28 @@ class Fabric:
             ev._ok, ev._value = True, None
             heappush(env._queue, (env._now, NORMAL, next(env._eid), ev))
         self._reschedule()
+
+
+def _fill_step(d: float, res_l2: float, s_l2: float, res_hbm: float, s_hbm: float,
+               res_wr: float, s_wr: float) -> float:
+    """One pass of progressive filling: the rise `d` (the least headroom under a cap) bounded
+    by each resource's remaining bandwidth over its weight, at least 0 (the comparisons of
+    `max(min(d, x, ...), 0.0)`, the same floats)."""
+    if s_l2 > 0:
+        x = res_l2 / s_l2
+        if x < d:
+            d = x
+    if s_hbm > 0:
+        x = res_hbm / s_hbm
+        if x < d:
+            d = x
+    if s_wr > 0:
+        x = res_wr / s_wr
+        if x < d:
+            d = x
+    if 0.0 > d:
+        d = 0.0
+    return d
 
 
 class _Wake:

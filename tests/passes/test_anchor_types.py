@@ -23,6 +23,22 @@ GRAPHS = {
 }
 
 
+def _starting_graphs(monkeypatch, name: str, kind: type) -> list[tuple[type, asim.Graph]]:
+    """The graph each pass of `kind` starts from when `optimize` runs model `name` (the
+    passes run one by one, each graph checked first)."""
+    states: list[tuple[type, asim.Graph]] = []
+    run_pass = manager.PassManager._run_pass
+
+    def recording(self, p, graph):
+        if isinstance(p, kind):
+            states.append((type(p), graph.copy()))
+        return run_pass(self, p, graph)
+
+    monkeypatch.setattr(manager.PassManager, "_run_pass", recording)
+    asim.optimize(GRAPHS[name]())
+    return states
+
+
 def _ub_passes() -> list[type[UbFusionPass]]:
     stage = next(s for s in manager.default_stages() if s.name == "ub_fusion")
     return [p for p in stage.passes if issubclass(p, UbFusionPass)]
@@ -30,17 +46,7 @@ def _ub_passes() -> list[type[UbFusionPass]]:
 
 @pytest.mark.parametrize("name", sorted(GRAPHS))
 def test_match_finds_nothing_outside_the_anchor_types(name, monkeypatch):
-    # the graph each UB pass starts from: the UB stage run pass by pass, each checked first
-    states: list[tuple[type[UbFusionPass], asim.Graph]] = []
-    run_pass = manager.PassManager._run_pass
-
-    def recording(self, p, graph):
-        if isinstance(p, UbFusionPass):
-            states.append((type(p), graph.copy()))
-        return run_pass(self, p, graph)
-
-    monkeypatch.setattr(manager.PassManager, "_run_pass", recording)
-    asim.optimize(GRAPHS[name]())
+    states = _starting_graphs(monkeypatch, name, UbFusionPass)
     assert {cls for cls, _ in states} == set(_ub_passes())
     anchored = 0
     for cls, graph in states:
@@ -64,16 +70,7 @@ def test_the_anchor_scan_is_used_by_every_named_ub_pass():
 
 @pytest.mark.parametrize("name", sorted(GRAPHS))
 def test_rewrite_match_finds_nothing_outside_the_anchor_types(name, monkeypatch):
-    states: list[tuple[type[RewritePass], asim.Graph]] = []
-    run_pass = manager.PassManager._run_pass
-
-    def recording(self, p, graph):
-        if isinstance(p, RewritePass):
-            states.append((type(p), graph.copy()))
-        return run_pass(self, p, graph)
-
-    monkeypatch.setattr(manager.PassManager, "_run_pass", recording)
-    asim.optimize(GRAPHS[name]())
+    states = _starting_graphs(monkeypatch, name, RewritePass)
     anchored = 0
     for cls, graph in states:
         p = cls()
