@@ -948,30 +948,22 @@ class Engine:
                         k, busy, run_busy, start, stalled = hook.resume(
                             k, busy, run_busy, start, stalled)
                     end = env._now
-                elif span:
-                    tmo = make(Timeout)
-                    tmo.env, tmo.callbacks, tmo._value, tmo._delay, tmo._ok = \
-                        env, [], None, span, True
-                    heappush(heap, (start + span, NORMAL, next(ids), tmo))
-                    hook.at = (k, busy, run_busy, start, stalled, run, None, None)
-                    yield tmo
-                    if hook.hot:
-                        k, busy, run_busy, start, stalled = hook.resume(
-                            k, busy, run_busy, start, stalled)
-                    end = start + cycles
                 else:
-                    if cycles < 0:
-                        raise ValueError(f"Negative delay {cycles}")
+                    # a merged run of plain timeouts waits its `span` (its first instruction
+                    # ends at start + cycles), a lone instruction its cycles
+                    delay = span or cycles
+                    if delay < 0:
+                        raise ValueError(f"Negative delay {delay}")
                     tmo = make(Timeout)
                     tmo.env, tmo.callbacks, tmo._value, tmo._delay, tmo._ok = \
-                        env, [], None, cycles, True
-                    heappush(heap, (start + cycles, NORMAL, next(ids), tmo))
+                        env, [], None, delay, True
+                    heappush(heap, (start + delay, NORMAL, next(ids), tmo))
                     hook.at = (k, busy, run_busy, start, stalled, run, None, None)
                     yield tmo
                     if hook.hot:
                         k, busy, run_busy, start, stalled = hook.resume(
                             k, busy, run_busy, start, stalled)
-                    end = env._now
+                    end = start + cycles if span else env._now
                 clock = end
             if end > start:
                 took = end - start
