@@ -1571,36 +1571,35 @@ def _timeout_spans(queue: list) -> list[int]:
         tiles = np.array([x[5] for x in infos], dtype=np.int64)[index]
         # whether entry j and entry j + 1 can be waited for as one timeout
         joins = goes_on[:-1] & joins_in[1:] & (tiles[:-1] == tiles[1:])
-        cycles = [x[15] for x in infos]
-        counts = np.bincount(index, minlength=len(infos)).tolist()
-        if not joins.any():
-            pass
-        elif sum(c * m for c, m in zip(cycles, counts)) < 2**62:   # (int64 sums are exact)
-            inside = np.zeros(n, dtype=bool)   # continues the run of the entry before
-            inside[1:] = joins
-            first = np.zeros(n, dtype=bool)
-            first[:-1] = joins
-            first &= ~inside
-            last = inside.copy()
-            last[:-1] &= ~joins
-            total = np.concatenate(([0], np.cumsum(np.array(cycles, dtype=np.int64)[index])))
-            starts, ends = np.flatnonzero(first), np.flatnonzero(last)
-            out = np.zeros(n, dtype=np.int64)
-            out[inside] = -1
-            out[starts] = total[ends + 1] - total[starts]
-            spans = out.tolist()
-        else:
-            cycles = [cycles[i] for i in index.tolist()]
-            joins = joins.tolist()
-            k = 0
-            while k < n:
-                j = k
-                while j < n - 1 and joins[j]:
-                    j += 1
-                if j > k:
-                    spans[k] = sum(cycles[k:j + 1])
-                    spans[k + 1:j + 1] = [-1] * (j - k)
-                k = j + 1
+        if joins.any():             # (else no two entries join: every span stays 0)
+            cycles = [x[15] for x in infos]
+            counts = np.bincount(index, minlength=len(infos)).tolist()
+            if sum(c * m for c, m in zip(cycles, counts)) < 2**62:   # (int64 sums are exact)
+                inside = np.zeros(n, dtype=bool)   # continues the run of the entry before
+                inside[1:] = joins
+                first = np.zeros(n, dtype=bool)
+                first[:-1] = joins
+                first &= ~inside
+                last = inside.copy()
+                last[:-1] &= ~joins
+                total = np.concatenate(([0], np.cumsum(np.array(cycles, dtype=np.int64)[index])))
+                starts, ends = np.flatnonzero(first), np.flatnonzero(last)
+                out = np.zeros(n, dtype=np.int64)
+                out[inside] = -1
+                out[starts] = total[ends + 1] - total[starts]
+                spans = out.tolist()
+            else:
+                cycles = [cycles[i] for i in index.tolist()]
+                joins = joins.tolist()
+                k = 0
+                while k < n:
+                    j = k
+                    while j < n - 1 and joins[j]:
+                        j += 1
+                    if j > k:
+                        spans[k] = sum(cycles[k:j + 1])
+                        spans[k + 1:j + 1] = [-1] * (j - k)
+                    k = j + 1
     if len(_SPANS) >= 1024:          # as many as expand_flags keeps
         _SPANS.clear()
     _SPANS[id(queue)] = (queue, spans)
