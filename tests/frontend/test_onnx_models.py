@@ -11,7 +11,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 from onnx import numpy_helper
-from onnx_light import light_feeds
+from onnx_light import assert_close, check_output, light_feeds
 
 import ascendsim as asim
 from ascendsim.execute import execute  # asim.execute can be shadowed by the submodule
@@ -25,49 +25,10 @@ def _ops(graph) -> set[str]:
     return {n.op_type for n in graph.node}
 
 
-def _close(got: np.ndarray, want: np.ndarray, rtol: float = 1e-3) -> None:
-    finite = np.abs(want[np.isfinite(want)])
-    scale = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
-    assert got.shape == want.shape
-    np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * scale)
-
-
-def _softmax_logits(model) -> str | None:
-    """The input of the model's final Softmax, if its only output comes from one."""
-    out = model.graph.output[0].name
-    last = [n for n in model.graph.node if out in n.output]
-    return last[0].input[0] if last and last[0].op_type == "Softmax" else None
-
-
-def _ort_run(model, feeds: dict, names: list[str]) -> list[np.ndarray]:
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
-    have = {o.name for o in m.graph.output}
-    m.graph.output.extend(onnx.ValueInfoProto(name=n) for n in names if n not in have)
-    opts = ort.SessionOptions()
-    opts.log_severity_level = 3
-    sess = ort.InferenceSession(m.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-    return sess.run(names, feeds)
-
-
 def _check_output(model, feeds: dict, want: np.ndarray) -> None:
-    """Compare what is well conditioned. A softmax over logits so large that their float32
-    rounding (spacing x sqrt(terms) of the convolution sums, whose order differs between BLAS
-    builds and CPUs) moves the softmax by more than 1% says nothing about the kernels; there the
-    logits are compared, relatively, with onnxruntime's on the same weights and inputs."""
-    g = asim.load_onnx(model)
-    logits = _softmax_logits(model)
-    if logits is not None:
-        g.output(logits)
-    got = execute(g, feeds)
-    if logits is not None:
-        z = got[logits].astype(np.float64)
-        ulp = float(np.spacing(np.float32(np.abs(z).max())))
-        if ulp * np.sqrt(z.shape[-1]) > 0.01:     # exp(error) - 1 > 1%: ill-conditioned
-            (ref,) = _ort_run(model, feeds, [logits])
-            _close(got[logits], ref, rtol=1e-4)
-            return
-    _close(got[g.outputs[0]], want)
+    """The imported model's output against `want`, on well-conditioned quantities
+    (`onnx_light.check_output`)."""
+    check_output(asim.load_onnx(model), execute, model, feeds, want)
 
 
 @pytest.mark.parametrize("path", LIGHT, ids=[os.path.basename(p)[6:-5] for p in LIGHT])
@@ -159,7 +120,7 @@ def test_pytorch_model_matches_reference(case_dir: str) -> None:
                 for f in sorted(glob.glob(os.path.join(ds, "output_*.pb")))]
         got = execute(g, dict(zip(names, ins)))
         for vi, want in zip(model.graph.output, outs):
-            _close(got[vi.name], want)
+            assert_close(got[vi.name], want)
 
 
 def test_most_pytorch_models_are_supported() -> None:

@@ -3,8 +3,9 @@
 Imported with `load_onnx(..., fold_constants=False)` so that the GE passes, not the importer,
 fold the ConstantOfShape weight chains; BN is folded into the preceding convs. Inputs are what
 onnx's backend runner feeds light models (arange(n)/n, float32); outputs are compared with the
-shipped `*_output_0.pb` at rtol 1e-3 (atol scaled by the output's magnitude, as the frontend
-test does). UB fusion is off here (its own tests cover it).
+shipped `*_output_0.pb` at rtol 1e-3 (atol scaled by the output's magnitude), or, where that
+output is a softmax too ill-conditioned to compare, its logits with onnxruntime's (as the
+frontend test does). UB fusion is off here (its own tests cover it).
 """
 
 from __future__ import annotations
@@ -13,14 +14,14 @@ import glob
 import os
 import re
 
-import numpy as np
 import onnx
 import pytest
 from onnx import numpy_helper
-from onnx_light import light_feeds
+from onnx_light import check_output, light_feeds
 
 import ascendsim as asim
 from ascendsim.api import optimize
+from ascendsim.execute import execute  # asim.execute can be shadowed by the submodule
 from ascendsim.passes.manager import default_stages
 
 DATA = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
@@ -77,9 +78,10 @@ def test_light_model_optimized(path: str) -> None:
         assert (m.group(1) is None) == (m.group(4) == "0")
         assert int(m.group(4)) >= int(m.group(5))
 
-    # values still match the reference
+    # values still match the reference, on well-conditioned quantities: these models' weights
+    # are fills, so squeezenet's logits reach ~1e10 where one float32 spacing is ~1e3 and its
+    # softmax depends on the summation order (the shipped reference has 1,000 equal outputs,
+    # a different correct order gives 32 ties at the maximum); there the logits before the
+    # softmax are compared with onnxruntime's instead (onnx_light.check_output)
     want = numpy_helper.to_array(onnx.load_tensor(path[:-5] + "_output_0.pb"))
-    got = asim.execute(opt, light_feeds(model))[opt.outputs[0]]
-    scale = float(np.abs(want).max()) or 1.0
-    assert got.shape == want.shape
-    np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3 * scale)
+    check_output(opt, execute, model, light_feeds(model), want)
