@@ -72,3 +72,11 @@ def test_plain_install_imports_and_simulates(wheel: Path, tmp_path: Path) -> Non
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.startswith("ok")
+
+
+def test_lowest_versions_constraints_follow_pyproject() -> None:
+    """CI's second run installs `.ci/constraints-lowest.txt`: it must pin exactly the lower
+    bounds pyproject.toml declares (regenerate with `python .ci/lowest_constraints.py`)."""
+    res = subprocess.run([sys.executable, str(ROOT / ".ci" / "lowest_constraints.py"), "--check"],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stdout + res.stderr
