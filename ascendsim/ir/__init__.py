@@ -1,5 +1,10 @@
-"""The graph IR: Graph, Node, Value, and the op registry."""
+"""The graph IR: Graph, Node, Value, and the op registry.
 
+Importing the package registers every op family (`ops`), so the registry is complete before
+any graph is built: the families import the graph and the registry, never the other way.
+"""
+
+from . import ops  # noqa: F401  (registers every op family)
 from .graph import Graph, Node, static_shape
 from .registry import (
                        Category,

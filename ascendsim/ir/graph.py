@@ -25,7 +25,7 @@ import numpy as np
 
 from ..errors import GraphError
 from ..hw.chip import MAX_BYTES as MAX_TENSOR_BYTES
-from .registry import FUSED_OP, OpDef, get_op, op_by_builder
+from .registry import FUSED_OP, OpDef, builder_names, get_op, op_by_builder
 from .tensor import (
     ConstData,
     LazyTensor,
@@ -272,10 +272,7 @@ class Graph:
         return lambda *args, **kwargs: self._build(opdef, args, kwargs)
 
     def __dir__(self) -> list[str]:
-        from .registry import _BUILDERS, _load_families
-
-        _load_families()
-        return sorted(set(super().__dir__()) | set(_BUILDERS))
+        return sorted(set(super().__dir__()) | set(builder_names()))
 
     def _build(self, opdef: OpDef, args: tuple, kwargs: dict) -> Any:
         name = kwargs.pop("name", None)

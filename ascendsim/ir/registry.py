@@ -245,22 +245,8 @@ def register_grads(rules: Mapping[str, GradRule]) -> None:
         _BUILDERS[new.builder_name] = new
 
 
-_families_loaded = False
-
-
-def _load_families() -> None:
-    global _families_loaded
-    if _families_loaded:        # get_op runs ~10^5 times per lowering: skip the import machinery
-        return
-    from . import ops  # noqa: F401  (registers every family on import)
-
-    _families_loaded = True
-
-
 def get_op(op_type: str, node: str | None = None) -> OpDef:
     """The OpDef of an op type, or UnsupportedOpError naming the node."""
-    if not _families_loaded:    # called ~10^5 times per optimize: no call once loaded
-        _load_families()
     try:
         return _REGISTRY[op_type]
     except KeyError:
@@ -268,30 +254,30 @@ def get_op(op_type: str, node: str | None = None) -> OpDef:
 
 
 def has_op(op_type: str) -> bool:
-    _load_families()
     return op_type in _REGISTRY
 
 
 def op_by_builder(name: str) -> OpDef | None:
-    _load_families()
     return _BUILDERS.get(name)
+
+
+def builder_names() -> list[str]:
+    """Every builder method name (`Graph.<name>`), sorted."""
+    return sorted(_BUILDERS)
 
 
 def registered_ops() -> list[str]:
     """Every registered op type, sorted."""
-    _load_families()
     return sorted(_REGISTRY)
 
 
 def ops_where(flag: Callable[[OpDef], Any]) -> frozenset[str]:
     """Op types whose OpDef satisfies `flag` (e.g. `ops_where(lambda d: d.conv)`)."""
-    _load_families()
     return frozenset(t for t, d in _REGISTRY.items() if flag(d))
 
 
 def ops_in(category: Category) -> frozenset[str]:
     """Op types of one fusion category (a group set, as tinygrad's GroupOp)."""
-    _load_families()
     return frozenset(t for t, d in _REGISTRY.items() if d.category == category)
 
 

@@ -274,145 +274,154 @@ SCALAR_ATTRS: dict[str, Callable[[dict], tuple]] = {
 OPS: tuple[Spec, ...] = (
     # --- broadcasting binary arithmetic
     # Add: vadd
-    Spec("Add", bcast_infer(NUMERIC), ew.binary(ew.add_ufunc), ew._add, _B, 1, 1, _AB,
+    Spec("Add", bcast_infer(NUMERIC), ew.binary(ew.add_ufunc), ew.scalar_add, _B, 1, 1, _AB,
          category=_BC, commutative=True),
     # Sub: vsub
-    Spec("Sub", bcast_infer(NUMERIC), ew.binary(ew.sub_ufunc), ew._sub, _B, 1, 1, _AB,
+    Spec("Sub", bcast_infer(NUMERIC), ew.binary(ew.sub_ufunc), ew.scalar_sub, _B, 1, 1, _AB,
          category=_BC),
     # Mul: vmul
-    Spec("Mul", bcast_infer(NUMERIC), ew.binary(ew.mul_ufunc), ew._mul, _B, 1, 1, _AB,
+    Spec("Mul", bcast_infer(NUMERIC), ew.binary(ew.mul_ufunc), ew.scalar_mul, _B, 1, 1, _AB,
          category=_BC, commutative=True),
     # Div: vdiv
-    Spec("Div", bcast_infer(NUMERIC), ew.binary(ew.div_ufunc), ew._div, VecClass.DIV, 1, 1, _AB,
+    Spec("Div", bcast_infer(NUMERIC), ew.binary(ew.div_ufunc), ew.scalar_div,
+         VecClass.DIV, 1, 1, _AB,
          category=_BC),
     # Pow: vln, vmul, vexp
-    Spec("Pow", _pow_infer, ew.pow_kernel, ew._pow, _E, 3, 3, ("x", "y"), category=_BC,
+    Spec("Pow", _pow_infer, ew.pow_kernel, ew.scalar_pow, _E, 3, 3, ("x", "y"), category=_BC,
          unit=Unit.AICPU),
     # --- unary math
     # Sqrt: vsqrt
-    Spec("Sqrt", unary_infer(FLOATS), ew.unary(ew.sqrt_ufunc), ew._sqrt, VecClass.SQRT, 1, 1),
+    Spec("Sqrt", unary_infer(FLOATS), ew.unary(ew.sqrt_ufunc), ew.scalar_sqrt, VecClass.SQRT, 1, 1),
     # Rsqrt: vsqrt, vrec
-    Spec("Rsqrt", unary_infer(FLOATS), ew.unary(ew.rsqrt_ufunc), ew._rsqrt, VecClass.SQRT, 2, 2),
+    Spec("Rsqrt", unary_infer(FLOATS), ew.unary(ew.rsqrt_ufunc), ew.scalar_rsqrt,
+         VecClass.SQRT, 2, 2),
     # Exp: vexp
-    Spec("Exp", unary_infer(FLOATS), ew.unary(ew.exp_ufunc), ew._exp, _E, 2, 1),
+    Spec("Exp", unary_infer(FLOATS), ew.unary(ew.exp_ufunc), ew.scalar_exp, _E, 2, 1),
     # Log: vln
-    Spec("Log", unary_infer(FLOATS), ew.unary(ew.log_ufunc), ew._log, _E, 2, 1),
+    Spec("Log", unary_infer(FLOATS), ew.unary(ew.log_ufunc), ew.scalar_log, _E, 2, 1),
     # Neg: vmuls -1
-    Spec("Neg", unary_infer(SIGNED_NUMERIC), ew.unary(ew.neg_ufunc), ew._neg,
+    Spec("Neg", unary_infer(SIGNED_NUMERIC), ew.unary(ew.neg_ufunc), ew.scalar_neg,
          VecClass.UNARY, 1, 1),
     # Abs: vabs
-    Spec("Abs", unary_infer(NUMERIC), ew.unary(ew.abs_ufunc), ew._abs, VecClass.UNARY, 1, 1),
+    Spec("Abs", unary_infer(NUMERIC), ew.unary(ew.abs_ufunc), ew.scalar_abs, VecClass.UNARY, 1, 1),
     # Reciprocal: vrec
-    Spec("Reciprocal", unary_infer(FLOATS), ew.unary(ew.reciprocal_ufunc), ew._reciprocal,
+    Spec("Reciprocal", unary_infer(FLOATS), ew.unary(ew.reciprocal_ufunc), ew.scalar_reciprocal,
          VecClass.DIV, 1, 1),
     # --- activations
     # Relu: vrelu
-    Spec("Relu", unary_infer(SIGNED_NUMERIC), ew.unary(ew.relu_ufunc), ew._relu,
+    Spec("Relu", unary_infer(SIGNED_NUMERIC), ew.unary(ew.relu_ufunc), ew.scalar_relu,
          VecClass.UNARY, 1, 1),
     # LeakyRelu: vmuls, vmax
     Spec("LeakyRelu", unary_infer(FLOATS),
-         ew.with_scalars(ew.leaky_relu_ufunc, SCALAR_ATTRS["LeakyRelu"]), ew._leaky_relu,
+         ew.with_scalars(ew.leaky_relu_ufunc, SCALAR_ATTRS["LeakyRelu"]), ew.scalar_leaky_relu,
          VecClass.UNARY, 2, 2, attrs={"alpha": 0.01}),
     # Sigmoid: vmuls -1, vexp, vadds 1, vrec
-    Spec("Sigmoid", unary_infer(FLOATS), ew.unary(ew.sigmoid_ufunc), ew._sigmoid, _E, 4, 4),
+    Spec("Sigmoid", unary_infer(FLOATS), ew.unary(ew.sigmoid_ufunc), ew.scalar_sigmoid, _E, 4, 4),
     # Tanh: vmuls 2, vexp, vadds -1, vadds 1, vdiv
-    Spec("Tanh", unary_infer(FLOATS), ew.unary(ew.tanh_ufunc), ew._tanh, _E, 4, 5),
+    Spec("Tanh", unary_infer(FLOATS), ew.unary(ew.tanh_ufunc), ew.scalar_tanh, _E, 4, 5),
     # Erf: rational approximation, ~4 at the exp rate
-    Spec("Erf", unary_infer(FLOATS), ew.unary(ew.erf_ufunc), ew._erf, _E, 4, 4),
+    Spec("Erf", unary_infer(FLOATS), ew.unary(ew.erf_ufunc), ew.scalar_erf, _E, 4, 4),
     # Gelu: x*sigmoid(k(x + c x^3)): 2 vmul, vmuls, vadd, vmuls, vexp, vadds, vdiv
     Spec("Gelu", _gelu_infer, ew.with_scalars(ew.gelu_ufunc, SCALAR_ATTRS["Gelu"]),
-         ew._gelu, _E, 8, 8, attrs={"approximate": "none"}),
+         ew.scalar_gelu, _E, 8, 8, attrs={"approximate": "none"}),
     # Elu: vexp, vadds -1, vmuls alpha, vsel
     Spec("Elu", unary_infer(FLOATS), ew.with_scalars(ew.elu_ufunc, SCALAR_ATTRS["Elu"]),
-         ew._elu, _E, 3, 4, attrs={"alpha": 1.0}),
+         ew.scalar_elu, _E, 3, 4, attrs={"alpha": 1.0}),
     # Selu: vexp, vadds -1, vmuls alpha, vsel, vmuls gamma
     Spec("Selu", unary_infer(FLOATS), ew.with_scalars(ew.selu_ufunc, SCALAR_ATTRS["Selu"]),
-         ew._selu, _E, 4, 5, attrs={"alpha": 1.67326319217681884765625,
+         ew.scalar_selu, _E, 4, 5, attrs={"alpha": 1.67326319217681884765625,
                                  "gamma": 1.05070102214813232421875}),
     # HardSigmoid: vmuls, vadds, vmins, vmaxs
     Spec("HardSigmoid", unary_infer(FLOATS),
          ew.with_scalars(ew.hard_sigmoid_ufunc, SCALAR_ATTRS["HardSigmoid"]),
-         ew._hard_sigmoid, VecClass.BINARY, 3, 4, attrs={"alpha": 0.2, "beta": 0.5}),
+         ew.scalar_hard_sigmoid, VecClass.BINARY, 3, 4, attrs={"alpha": 0.2, "beta": 0.5}),
     # HardSwish: HardSigmoid's 4, vmul
-    Spec("HardSwish", unary_infer(FLOATS), ew.unary(ew.hard_swish_ufunc), ew._hard_swish,
+    Spec("HardSwish", unary_infer(FLOATS), ew.unary(ew.hard_swish_ufunc), ew.scalar_hard_swish,
          VecClass.BINARY, 4, 5),
     # Softplus: vexp, vadds 1, vln
-    Spec("Softplus", unary_infer(FLOATS), ew.unary(ew.softplus_ufunc), ew._softplus, _E, 4, 3),
+    Spec("Softplus", unary_infer(FLOATS), ew.unary(ew.softplus_ufunc), ew.scalar_softplus,
+         _E, 4, 3),
     # PRelu: vmul, vsel
-    Spec("PRelu", _prelu_infer, ew.binary(ew.prelu_ufunc), ew._prelu, _B, 2, 2, ("x", "slope"),
+    Spec("PRelu", _prelu_infer, ew.binary(ew.prelu_ufunc), ew.scalar_prelu,
+         _B, 2, 2, ("x", "slope"),
          category=_BC, builder="prelu"),
     # --- rounding, sign, trigonometry, classification
     # Floor: vconv
-    Spec("Floor", unary_infer(FLOATS), ew.unary(ew.floor_ufunc), ew._floor, VecClass.UNARY, 1, 1),
+    Spec("Floor", unary_infer(FLOATS), ew.unary(ew.floor_ufunc), ew.scalar_floor,
+         VecClass.UNARY, 1, 1),
     # Ceil: vconv
-    Spec("Ceil", unary_infer(FLOATS), ew.unary(ew.ceil_ufunc), ew._ceil, VecClass.UNARY, 1, 1),
+    Spec("Ceil", unary_infer(FLOATS), ew.unary(ew.ceil_ufunc), ew.scalar_ceil,
+         VecClass.UNARY, 1, 1),
     # Round: vconv
-    Spec("Round", unary_infer(FLOATS), ew.unary(ew.round_ufunc), ew._round, VecClass.UNARY, 1, 1),
+    Spec("Round", unary_infer(FLOATS), ew.unary(ew.round_ufunc), ew.scalar_round,
+         VecClass.UNARY, 1, 1),
     # Sign: vcmp/vsel
-    Spec("Sign", unary_infer(NUMERIC), ew.unary(ew.sign_ufunc), ew._sign, VecClass.UNARY, 1, 1),
+    Spec("Sign", unary_infer(NUMERIC), ew.unary(ew.sign_ufunc), ew.scalar_sign,
+         VecClass.UNARY, 1, 1),
     # Sin: range reduction + polynomial, ~4 at the exp rate
-    Spec("Sin", unary_infer(FLOATS), ew.unary(ew.sin_ufunc), ew._sin, _E, 4, 4),
+    Spec("Sin", unary_infer(FLOATS), ew.unary(ew.sin_ufunc), ew.scalar_sin, _E, 4, 4),
     # Cos: as Sin
-    Spec("Cos", unary_infer(FLOATS), ew.unary(ew.cos_ufunc), ew._cos, _E, 4, 4),
+    Spec("Cos", unary_infer(FLOATS), ew.unary(ew.cos_ufunc), ew.scalar_cos, _E, 4, 4),
     # IsNaN: vcmp
-    Spec("IsNaN", unary_infer(FLOATS, "bool"), ew.compare(ew.is_nan_ufunc), ew._is_nan,
+    Spec("IsNaN", unary_infer(FLOATS, "bool"), ew.compare(ew.is_nan_ufunc), ew.scalar_is_nan,
          VecClass.UNARY, 1, 1, builder="is_nan"),
     # IsInf: vabs, vcmp
     Spec("IsInf", unary_infer(FLOATS, "bool"),
-         ew.with_scalars(ew.is_inf_ufunc, SCALAR_ATTRS["IsInf"], np.bool_), ew._is_inf,
+         ew.with_scalars(ew.is_inf_ufunc, SCALAR_ATTRS["IsInf"], np.bool_), ew.scalar_is_inf,
          VecClass.UNARY, 2, 2, attrs={"detect_negative": 1, "detect_positive": 1},
          builder="is_inf"),
     # --- selection and conversion
     # Clip: vmaxs, vmins
-    Spec("Clip", _clip_infer, ew.clip_kernel, ew._clip, VecClass.BINARY, 2, 2,
+    Spec("Clip", _clip_infer, ew.clip_kernel, ew.scalar_clip, VecClass.BINARY, 2, 2,
          ("input", "min?", "max?")),
     # Where: vsel
-    Spec("Where", _where_infer, ew.where_kernel, ew._where, VecClass.TERNARY, 1, 1,
+    Spec("Where", _where_infer, ew.where_kernel, ew.scalar_where, VecClass.TERNARY, 1, 1,
          ("condition", "x", "y"), category=_BC),
     # Cast: vconv
-    Spec("Cast", _cast_infer, _cast_kernel, ew._identity, VecClass.UNARY, 1, 1,
+    Spec("Cast", _cast_infer, _cast_kernel, ew.scalar_identity, VecClass.UNARY, 1, 1,
          ("input",), attrs={"to": None, "saturate": 1}),
     # Dropout: vmul mask, vmuls scale
-    Spec("Dropout", _dropout_infer, _dropout_kernel, ew._identity, VecClass.BINARY, 2, 2,
+    Spec("Dropout", _dropout_infer, _dropout_kernel, ew.scalar_identity, VecClass.BINARY, 2, 2,
          ("data", "ratio?", "training_mode?"), attrs={"seed": None, "num_outputs": 1},
          unit=_dropout_unit, num_outputs="num_outputs"),
     # --- comparisons and logic (bool outputs)
     # Equal: vcmp
-    Spec("Equal", bcast_infer(ANY, "bool"), ew.compare(ew.equal_ufunc), ew._equal, _B, 1, 1, _AB,
+    Spec("Equal", bcast_infer(ANY, "bool"), ew.compare(ew.equal_ufunc), ew.scalar_equal,
+         _B, 1, 1, _AB,
          category=_BC, commutative=True),
     # Less: vcmp
-    Spec("Less", bcast_infer(NUMERIC, "bool"), ew.compare(ew.less_ufunc), ew._less, _B, 1, 1,
+    Spec("Less", bcast_infer(NUMERIC, "bool"), ew.compare(ew.less_ufunc), ew.scalar_less, _B, 1, 1,
          _AB, category=_BC),
     # LessOrEqual: vcmp
     Spec("LessOrEqual", bcast_infer(NUMERIC, "bool"), ew.compare(ew.less_equal_ufunc),
-         ew._less_equal, _B, 1, 1, _AB, category=_BC),
+         ew.scalar_less_equal, _B, 1, 1, _AB, category=_BC),
     # Greater: vcmp
-    Spec("Greater", bcast_infer(NUMERIC, "bool"), ew.compare(ew.greater_ufunc), ew._greater,
+    Spec("Greater", bcast_infer(NUMERIC, "bool"), ew.compare(ew.greater_ufunc), ew.scalar_greater,
          _B, 1, 1, _AB, category=_BC),
     # GreaterOrEqual: vcmp
     Spec("GreaterOrEqual", bcast_infer(NUMERIC, "bool"), ew.compare(ew.greater_equal_ufunc),
-         ew._greater_equal, _B, 1, 1, _AB, category=_BC),
+         ew.scalar_greater_equal, _B, 1, 1, _AB, category=_BC),
     # Not: vnot
-    Spec("Not", unary_infer(BOOL), ew.compare(ew.not_ufunc), ew._not, VecClass.UNARY, 1, 1,
+    Spec("Not", unary_infer(BOOL), ew.compare(ew.not_ufunc), ew.scalar_not, VecClass.UNARY, 1, 1,
          builder="not_"),
     # And: vand
-    Spec("And", bcast_infer(BOOL), ew.compare(ew.and_ufunc), ew._and, _B, 1, 1, _AB,
+    Spec("And", bcast_infer(BOOL), ew.compare(ew.and_ufunc), ew.scalar_and, _B, 1, 1, _AB,
          category=_BC, commutative=True, builder="and_"),
     # Or: vor
-    Spec("Or", bcast_infer(BOOL), ew.compare(ew.or_ufunc), ew._or, _B, 1, 1, _AB,
+    Spec("Or", bcast_infer(BOOL), ew.compare(ew.or_ufunc), ew.scalar_or, _B, 1, 1, _AB,
          category=_BC, commutative=True, builder="or_"),
     # Xor: vxor
-    Spec("Xor", bcast_infer(BOOL), ew.compare(ew.xor_ufunc), ew._xor, _B, 1, 1, _AB,
+    Spec("Xor", bcast_infer(BOOL), ew.compare(ew.xor_ufunc), ew.scalar_xor, _B, 1, 1, _AB,
          category=_BC, commutative=True),
     # --- n-ary (variadic, broadcasting)
     # Max: inputs - 1 vmax
-    Spec("Max", bcast_infer(NUMERIC), ew.variadic(ew.max_ufunc), ew._max, _B, -1, -1,
+    Spec("Max", bcast_infer(NUMERIC), ew.variadic(ew.max_ufunc), ew.scalar_max, _B, -1, -1,
          ("*inputs",), category=_BC, commutative=True),
     # Min: inputs - 1 vmin
-    Spec("Min", bcast_infer(NUMERIC), ew.variadic(ew.min_ufunc), ew._min, _B, -1, -1,
+    Spec("Min", bcast_infer(NUMERIC), ew.variadic(ew.min_ufunc), ew.scalar_min, _B, -1, -1,
          ("*inputs",), category=_BC, commutative=True),
     # Sum: inputs - 1 vadd
-    Spec("Sum", bcast_infer(NUMERIC), ew.variadic(ew.add_ufunc), ew._add, _B, -1, -1,
+    Spec("Sum", bcast_infer(NUMERIC), ew.variadic(ew.add_ufunc), ew.scalar_add, _B, -1, -1,
          ("*inputs",), category=_BC, commutative=True),
 )
 
