@@ -14,7 +14,7 @@ import pytest
 import ascendsim as asim
 from ascendsim import errors
 from ascendsim.cli import main
-from ascendsim.passes.switch import load_fusion_switch
+from ascendsim.passes import load_fusion_switch
 
 BAD = Path(__file__).parent / "data" / "bad"
 MANIFEST = json.loads((BAD / "manifest.json").read_text(encoding="utf-8"))

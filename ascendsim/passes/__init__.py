@@ -9,8 +9,15 @@ log.py (PassLog), verify.py (the verifier run after every pass), dot.py (.dot du
 from .base import Decision, Pass, PassContext, PassResult, RewritePass
 from .gears import GearSet, build_gears
 from .log import PassLog
-from .manager import OptimizeResult, PassManager, Stage, default_stages, optimize
-from .switch import FusionSwitch, load_fusion_switch
+from .manager import (
+    OptimizeResult,
+    PassManager,
+    Stage,
+    default_stages,
+    load_fusion_switch,
+    optimize,
+)
+from .switch import FusionSwitch
 from .verify import verify_graph
 
 __all__ = ["optimize", "PassManager", "PassLog", "Pass", "load_fusion_switch", "Decision",

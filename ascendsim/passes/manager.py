@@ -24,7 +24,7 @@ from ..ir.graph import Graph
 from .base import GE, CostModel, Pass, PassContext, PassResult
 from .dot import write_dot
 from .log import PassLog, PassRecord
-from .switch import FusionSwitch, PassInfo, load_fusion_switch
+from .switch import FusionSwitch, PassInfo, parse_fusion_switch
 from .verify import Verifier, verify_graph
 
 #: GE stage repeats while any pass changes the graph, at most this many rounds (GE re-pass guard)
@@ -209,6 +209,13 @@ def known_passes(stages: Sequence[Stage] | None = None) -> dict[str, PassInfo]:
             for st in (default_stages() if stages is None else stages) for p in st.passes}
 
 
+def load_fusion_switch(source: str | PathLike | Mapping | None,
+                       known: Mapping[str, PassInfo] | None = None) -> FusionSwitch:
+    """A fusion switch (file path, dict or None) checked against `known` pass names (default:
+    the default pipeline's); see `switch.parse_fusion_switch`."""
+    return parse_fusion_switch(source, known_passes() if known is None else known)
+
+
 def optimize(graph: Graph, chip: Chip, cost_model: CostModel | None = None,
              fusion_switch: str | PathLike | Mapping | None = None,
              graph_kernel: bool = False, dump_dir: str | PathLike | None = None,
@@ -255,7 +262,7 @@ def optimize(graph: Graph, chip: Chip, cost_model: CostModel | None = None,
             verify_graph(selecting, where=f"gear-selecting graph '{selecting.name}': ")
         return OptimizeResult(selecting, last.log, gears=opt, node_counts=last.node_counts)
     stages = default_stages()
-    switch = load_fusion_switch(fusion_switch, known_passes(stages))
+    switch = parse_fusion_switch(fusion_switch, known_passes(stages))
     if outputs is not None:
         missing = [o for o in outputs if o not in graph.values]
         if missing:

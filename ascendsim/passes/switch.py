@@ -173,14 +173,11 @@ def _parse_lines(text: str, known: Mapping[str, PassInfo], sw: FusionSwitch) -> 
             sw.overrides[name] = val
 
 
-def load_fusion_switch(source: str | PathLike | Mapping | None,
-                       known: Mapping[str, PassInfo] | None = None) -> FusionSwitch:
+def parse_fusion_switch(source: str | PathLike | Mapping | None,
+                        known: Mapping[str, PassInfo]) -> FusionSwitch:
     """Parse a switch file (path; JSON or `Pass:on|off` lines), a dict (the JSON document, or a
-    flat {pass: "on"|"off"}), or None (defaults). `known` maps pass names to PassInfo."""
-    if known is None:
-        from .manager import known_passes
-
-        known = known_passes()
+    flat {pass: "on"|"off"}), or None (defaults). `known` maps the pipeline's pass names to
+    PassInfo (`manager.load_fusion_switch` supplies the default pipeline's)."""
     sw = FusionSwitch()
     if source is None:
         return sw
@@ -220,4 +217,4 @@ def load_fusion_switch(source: str | PathLike | Mapping | None,
     return sw
 
 
-__all__ = ["FusionSwitch", "PassInfo", "load_fusion_switch", "CANN_UNMODELLED"]
+__all__ = ["FusionSwitch", "PassInfo", "parse_fusion_switch", "CANN_UNMODELLED"]
