@@ -29,6 +29,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from .chip import Chip, check_source
+from .loader import parse_toml
 
 
 @dataclass(frozen=True)
@@ -96,8 +97,6 @@ def interconnects() -> list[str]:
 
 def load_interconnect(path_or_name: str | Path) -> Interconnect:
     """An interconnect from a TOML file, or a built-in one by name."""
-    from .loader import _toml
-
     text = str(path_or_name)
     if not isinstance(path_or_name, Path) and text.lower() in interconnects():
         data = (importlib.resources.files(__package__) / "interconnects"
@@ -109,12 +108,7 @@ def load_interconnect(path_or_name: str | Path) -> Interconnect:
             raise ConfigError(f"interconnect file {text!r} not found (built-in: "
                               f"{', '.join(interconnects())})")
         data, where = path.read_bytes(), str(path)
-    if _toml is None:       # pragma: no cover - Python 3.10 without tomli
-        raise ConfigError("reading interconnect files needs tomli on Python 3.10")
-    try:
-        raw = _toml.loads(data.decode())
-    except Exception as e:
-        raise ConfigError(f"{where}: not valid TOML: {e}") from None
+    raw = parse_toml(data, where)
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
     for key, entry in raw.items():

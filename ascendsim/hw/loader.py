@@ -83,13 +83,9 @@ def _builtin(name: str) -> Chip:
     return _build(_resolve(res.read_bytes(), where, None, name, (name,)), where)
 
 
-def _resolve(data: bytes, where: str, folder: Path | None, stem: str,
-             seen: tuple[str, ...]) -> Raw:
-    """Parse one file and merge it over its base (recursively); returns the raw form.
-
-    `folder` is the file's folder, None for a built-in file (built-in figures must all carry a
-    source). `seen` holds the files on the base chain (resolved paths or built-in names).
-    """
+def parse_toml(data: bytes, where: str) -> dict[str, Any]:
+    """A TOML document (chip or interconnect file) as a dict; ConfigError naming `where` when it
+    is not UTF-8 text or not valid TOML."""
     if _toml is None:  # pragma: no cover
         raise ConfigError("reading chip files needs Python >= 3.11 (tomllib) or the tomli package")
     try:
@@ -98,9 +94,19 @@ def _resolve(data: bytes, where: str, folder: Path | None, stem: str,
         raise ConfigError(f"{where}: not UTF-8 text (byte {data[exc.start]:#04x} at offset "
                           f"{exc.start})") from None
     try:
-        doc = _toml.loads(text)
+        return _toml.loads(text)
     except ValueError as exc:
         raise ConfigError(f"{where}: not valid TOML: {exc}") from None
+
+
+def _resolve(data: bytes, where: str, folder: Path | None, stem: str,
+             seen: tuple[str, ...]) -> Raw:
+    """Parse one file and merge it over its base (recursively); returns the raw form.
+
+    `folder` is the file's folder, None for a built-in file (built-in figures must all carry a
+    source). `seen` holds the files on the base chain (resolved paths or built-in names).
+    """
+    doc = parse_toml(data, where)
     base = doc.pop("base", None)
     own = _parse(doc, where, user=folder is not None)
     if base is None:
