@@ -1,9 +1,10 @@
 """Element-wise kernels: numba scalar functions, turned into broadcasting ufuncs.
 
-The scalar functions (`_add`, `_sigmoid`, ...) are the single definition of each op's
+The scalar functions (`scalar_add`, `scalar_sigmoid`, ...) are the single definition of each op's
 arithmetic: the per-op ufuncs below are built from them, and fused composite kernels call them
-inline. Ops with attributes take them as trailing scalar arguments (`_leaky_relu(x, alpha)`,
-`_gelu(x, approx)`, `_clip(x, lo, hi)`); `ascendsim.ir.ops.elementwise.scalar_args` gives them.
+inline. Ops with attributes take them as trailing scalar arguments
+(`scalar_leaky_relu(x, alpha)`, `scalar_gelu(x, approx)`, `scalar_clip(x, lo, hi)`);
+`ascendsim.ir.ops.elementwise.scalar_args` gives them.
 
 Numerics: fp16 is computed in fp32 and rounded back (the vector unit rounds each fp16 result
 correctly); int8/int16/uint8/uint16 in int32; uint32/uint64 in int64. Division by zero and
@@ -103,77 +104,77 @@ _SQRT_2_PI = 0.7978845608028654    # sqrt(2/pi), tanh-approximate gelu
 
 
 @njit(inline="always", **JIT)
-def _add(a, b):
+def scalar_add(a, b):
     return a + b
 
 
 @njit(inline="always", **JIT)
-def _sub(a, b):
+def scalar_sub(a, b):
     return a - b
 
 
 @njit(inline="always", **JIT)
-def _mul(a, b):
+def scalar_mul(a, b):
     return a * b
 
 
 @njit(inline="always", **JIT)
-def _div(a, b):
+def scalar_div(a, b):
     return _div_impl(a, b)
 
 
 @njit(inline="always", **JIT)
-def _pow(a, b):
+def scalar_pow(a, b):
     return _pow_impl(a, b)
 
 
 @njit(inline="always", **JIT)
-def _sqrt(a):
+def scalar_sqrt(a):
     return math.sqrt(a)   # nan below 0 (numba's math is IEEE, no exception)
 
 
 @njit(inline="always", **JIT)
-def _rsqrt(a):
-    return _div_impl(a - a + 1, _sqrt(a))
+def scalar_rsqrt(a):
+    return _div_impl(a - a + 1, scalar_sqrt(a))
 
 
 @njit(inline="always", **JIT)
-def _exp(a):
+def scalar_exp(a):
     return math.exp(a)
 
 
 @njit(inline="always", **JIT)
-def _log(a):
+def scalar_log(a):
     return math.log(a)    # -inf at 0, nan below
 
 
 @njit(inline="always", **JIT)
-def _neg(a):
+def scalar_neg(a):
     return -a
 
 
 @njit(inline="always", **JIT)
-def _abs(a):
+def scalar_abs(a):
     return a if a >= 0 else -a
 
 
 @njit(inline="always", **JIT)
-def _reciprocal(a):
+def scalar_reciprocal(a):
     return _div_impl(a - a + 1, a)
 
 
 @njit(inline="always", **JIT)
-def _relu(a):
+def scalar_relu(a):
     return a if a > 0 else a - a  # +0 for negatives, NaN stays NaN
 
 
 @njit(inline="always", **JIT)
-def _leaky_relu(a, alpha):
+def scalar_leaky_relu(a, alpha):
     return a if a >= 0 else a * alpha
 
 
 @njit(inline="always", **JIT)
-def _sigmoid(a):
+def scalar_sigmoid(a):
     if a >= 0:
         return 1.0 / (1.0 + math.exp(-a))
     e = math.exp(a)          # stable for large negative a: no overflow of exp(-a)
@@ -181,17 +182,17 @@ def _sigmoid(a):
 
 
 @njit(inline="always", **JIT)
-def _tanh(a):
+def scalar_tanh(a):
     return math.tanh(a)
 
 
 @njit(inline="always", **JIT)
-def _erf(a):
+def scalar_erf(a):
     return math.erf(a)
 
 
 @njit(inline="always", **JIT)
-def _gelu(a, approx):
+def scalar_gelu(a, approx):
     """Gelu (opset 20): approx == 0 -> exact (erf), approx != 0 -> tanh approximation."""
     if approx != 0:
         return 0.5 * a * (1.0 + math.tanh(_SQRT_2_PI * (a + 0.044715 * a * a * a)))
@@ -199,22 +200,22 @@ def _gelu(a, approx):
 
 
 @njit(inline="always", **JIT)
-def _floor(a):
+def scalar_floor(a):
     return np.floor(a)
 
 
 @njit(inline="always", **JIT)
-def _ceil(a):
+def scalar_ceil(a):
     return np.ceil(a)
 
 
 @njit(inline="always", **JIT)
-def _round(a):
+def scalar_round(a):
     return np.rint(a)     # halves to even, as ONNX Round
 
 
 @njit(inline="always", **JIT)
-def _sign(a):
+def scalar_sign(a):
     if a > 0:
         return a - a + 1
     if a < 0:
@@ -223,17 +224,17 @@ def _sign(a):
 
 
 @njit(inline="always", **JIT)
-def _sin(a):
+def scalar_sin(a):
     return math.sin(a)
 
 
 @njit(inline="always", **JIT)
-def _cos(a):
+def scalar_cos(a):
     return math.cos(a)
 
 
 @njit(inline="always", **JIT)
-def _softplus(a):
+def scalar_softplus(a):
     """log(1 + exp(a)) without overflow for large a."""
     if a > 0:
         return a + math.log1p(math.exp(-a))
@@ -241,42 +242,42 @@ def _softplus(a):
 
 
 @njit(inline="always", **JIT)
-def _elu(a, alpha):
+def scalar_elu(a, alpha):
     return a if a >= 0 else alpha * math.expm1(a)
 
 
 @njit(inline="always", **JIT)
-def _selu(a, alpha, gamma):
+def scalar_selu(a, alpha, gamma):
     return gamma * (a if a > 0 else alpha * math.expm1(a))
 
 
 @njit(inline="always", **JIT)
-def _hard_sigmoid(a, alpha, beta):
+def scalar_hard_sigmoid(a, alpha, beta):
     return max(0.0, min(1.0, alpha * a + beta))
 
 
 @njit(inline="always", **JIT)
-def _hard_swish(a):
+def scalar_hard_swish(a):
     return a * max(0.0, min(1.0, a / 6.0 + 0.5))
 
 
 @njit(inline="always", **JIT)
-def _prelu(a, slope):
+def scalar_prelu(a, slope):
     return a if a >= 0 else slope * a
 
 
 @njit(inline="always", **JIT)
-def _is_nan(a):
+def scalar_is_nan(a):
     return a != a
 
 
 @njit(inline="always", **JIT)
-def _is_inf(a, negative, positive):
+def scalar_is_inf(a, negative, positive):
     return (positive != 0 and a == math.inf) or (negative != 0 and a == -math.inf)
 
 
 @njit(inline="always", **JIT)
-def _clip(a, lo, hi):
+def scalar_clip(a, lo, hi):
     """min(max(a, lo), hi): when lo > hi every value becomes hi (ONNX); NaN stays NaN."""
     if a < lo:
         a = lo
@@ -286,42 +287,42 @@ def _clip(a, lo, hi):
 
 
 @njit(inline="always", **JIT)
-def _identity(a):
+def scalar_identity(a):
     return a
 
 
 @njit(inline="always", **JIT)
-def _where(c, a, b):
+def scalar_where(c, a, b):
     return a if c else b
 
 
 @njit(inline="always", **JIT)
-def _equal(a, b):
+def scalar_equal(a, b):
     return a == b
 
 
 @njit(inline="always", **JIT)
-def _less(a, b):
+def scalar_less(a, b):
     return a < b
 
 
 @njit(inline="always", **JIT)
-def _less_equal(a, b):
+def scalar_less_equal(a, b):
     return a <= b
 
 
 @njit(inline="always", **JIT)
-def _greater(a, b):
+def scalar_greater(a, b):
     return a > b
 
 
 @njit(inline="always", **JIT)
-def _greater_equal(a, b):
+def scalar_greater_equal(a, b):
     return a >= b
 
 
 @njit(inline="always", **JIT)
-def _max(a, b):
+def scalar_max(a, b):
     """NaN-propagating maximum (as np.maximum, which ONNX Max follows)."""
     if a != a or a >= b:
         return a
@@ -329,29 +330,29 @@ def _max(a, b):
 
 
 @njit(inline="always", **JIT)
-def _min(a, b):
+def scalar_min(a, b):
     if a != a or a <= b:
         return a
     return b
 
 
 @njit(inline="always", **JIT)
-def _not(a):
+def scalar_not(a):
     return not a
 
 
 @njit(inline="always", **JIT)
-def _and(a, b):
+def scalar_and(a, b):
     return a and b
 
 
 @njit(inline="always", **JIT)
-def _or(a, b):
+def scalar_or(a, b):
     return a or b
 
 
 @njit(inline="always", **JIT)
-def _xor(a, b):
+def scalar_xor(a, b):
     return a != b
 
 
@@ -383,51 +384,52 @@ class LazyUfunc:
 # One lambda per line: numba's disk cache is keyed by each function's source line.
 U1, U2, U3 = "{t}({t})", "{t}({t}, {t})", "{t}({t}, {t}, {t})"
 CMP = "boolean({t}, {t})"
-add_ufunc = LazyUfunc(lambda a, b: _add(a, b), _sigs(U2, NUMS))
-sub_ufunc = LazyUfunc(lambda a, b: _sub(a, b), _sigs(U2, NUMS))
-mul_ufunc = LazyUfunc(lambda a, b: _mul(a, b), _sigs(U2, NUMS))
-div_ufunc = LazyUfunc(lambda a, b: _div(a, b), _sigs(U2, NUMS))
-pow_ufunc = LazyUfunc(lambda a, b: _pow(a, b), _sigs(U2, NUMS))
-sqrt_ufunc = LazyUfunc(lambda a: _sqrt(a), _sigs(U1, FLOATS))
-rsqrt_ufunc = LazyUfunc(lambda a: _rsqrt(a), _sigs(U1, FLOATS))
-exp_ufunc = LazyUfunc(lambda a: _exp(a), _sigs(U1, FLOATS))
-log_ufunc = LazyUfunc(lambda a: _log(a), _sigs(U1, FLOATS))
-neg_ufunc = LazyUfunc(lambda a: _neg(a), _sigs(U1, NUMS))
-abs_ufunc = LazyUfunc(lambda a: _abs(a), _sigs(U1, NUMS))
-reciprocal_ufunc = LazyUfunc(lambda a: _reciprocal(a), _sigs(U1, FLOATS))
-relu_ufunc = LazyUfunc(lambda a: _relu(a), _sigs(U1, NUMS))
-leaky_relu_ufunc = LazyUfunc(lambda a, al: _leaky_relu(a, al), _sigs(U2, FLOATS))
-sigmoid_ufunc = LazyUfunc(lambda a: _sigmoid(a), _sigs(U1, FLOATS))
-tanh_ufunc = LazyUfunc(lambda a: _tanh(a), _sigs(U1, FLOATS))
-erf_ufunc = LazyUfunc(lambda a: _erf(a), _sigs(U1, FLOATS))
-gelu_ufunc = LazyUfunc(lambda a, ap: _gelu(a, ap), _sigs(U2, FLOATS))
-floor_ufunc = LazyUfunc(lambda a: _floor(a), _sigs(U1, FLOATS))
-ceil_ufunc = LazyUfunc(lambda a: _ceil(a), _sigs(U1, FLOATS))
-round_ufunc = LazyUfunc(lambda a: _round(a), _sigs(U1, FLOATS))
-sign_ufunc = LazyUfunc(lambda a: _sign(a), _sigs(U1, NUMS))
-sin_ufunc = LazyUfunc(lambda a: _sin(a), _sigs(U1, FLOATS))
-cos_ufunc = LazyUfunc(lambda a: _cos(a), _sigs(U1, FLOATS))
-softplus_ufunc = LazyUfunc(lambda a: _softplus(a), _sigs(U1, FLOATS))
-elu_ufunc = LazyUfunc(lambda a, al: _elu(a, al), _sigs(U2, FLOATS))
-selu_ufunc = LazyUfunc(lambda a, al, ga: _selu(a, al, ga), _sigs(U3, FLOATS))
-hard_sigmoid_ufunc = LazyUfunc(lambda a, al, be: _hard_sigmoid(a, al, be), _sigs(U3, FLOATS))
-hard_swish_ufunc = LazyUfunc(lambda a: _hard_swish(a), _sigs(U1, FLOATS))
-prelu_ufunc = LazyUfunc(lambda a, s: _prelu(a, s), _sigs(U2, NUMS))
-is_nan_ufunc = LazyUfunc(lambda a: _is_nan(a), _sigs("boolean({t})", FLOATS))
-is_inf_ufunc = LazyUfunc(lambda a, n, p: _is_inf(a, n, p), _sigs("boolean({t}, {t}, {t})", FLOATS))
-clip_ufunc = LazyUfunc(lambda a, lo, hi: _clip(a, lo, hi), _sigs(U3, NUMS))
-where_ufunc = LazyUfunc(lambda c, a, b: _where(c, a, b), _sigs("{t}(boolean, {t}, {t})", ALL))
-equal_ufunc = LazyUfunc(lambda a, b: _equal(a, b), _sigs(CMP, ALL))
-less_ufunc = LazyUfunc(lambda a, b: _less(a, b), _sigs(CMP, NUMS))
-less_equal_ufunc = LazyUfunc(lambda a, b: _less_equal(a, b), _sigs(CMP, NUMS))
-greater_ufunc = LazyUfunc(lambda a, b: _greater(a, b), _sigs(CMP, NUMS))
-greater_equal_ufunc = LazyUfunc(lambda a, b: _greater_equal(a, b), _sigs(CMP, NUMS))
-max_ufunc = LazyUfunc(lambda a, b: _max(a, b), _sigs(U2, NUMS))
-min_ufunc = LazyUfunc(lambda a, b: _min(a, b), _sigs(U2, NUMS))
-not_ufunc = LazyUfunc(lambda a: _not(a), ["boolean(boolean)"])
-and_ufunc = LazyUfunc(lambda a, b: _and(a, b), ["boolean(boolean, boolean)"])
-or_ufunc = LazyUfunc(lambda a, b: _or(a, b), ["boolean(boolean, boolean)"])
-xor_ufunc = LazyUfunc(lambda a, b: _xor(a, b), ["boolean(boolean, boolean)"])
+add_ufunc = LazyUfunc(lambda a, b: scalar_add(a, b), _sigs(U2, NUMS))
+sub_ufunc = LazyUfunc(lambda a, b: scalar_sub(a, b), _sigs(U2, NUMS))
+mul_ufunc = LazyUfunc(lambda a, b: scalar_mul(a, b), _sigs(U2, NUMS))
+div_ufunc = LazyUfunc(lambda a, b: scalar_div(a, b), _sigs(U2, NUMS))
+pow_ufunc = LazyUfunc(lambda a, b: scalar_pow(a, b), _sigs(U2, NUMS))
+sqrt_ufunc = LazyUfunc(lambda a: scalar_sqrt(a), _sigs(U1, FLOATS))
+rsqrt_ufunc = LazyUfunc(lambda a: scalar_rsqrt(a), _sigs(U1, FLOATS))
+exp_ufunc = LazyUfunc(lambda a: scalar_exp(a), _sigs(U1, FLOATS))
+log_ufunc = LazyUfunc(lambda a: scalar_log(a), _sigs(U1, FLOATS))
+neg_ufunc = LazyUfunc(lambda a: scalar_neg(a), _sigs(U1, NUMS))
+abs_ufunc = LazyUfunc(lambda a: scalar_abs(a), _sigs(U1, NUMS))
+reciprocal_ufunc = LazyUfunc(lambda a: scalar_reciprocal(a), _sigs(U1, FLOATS))
+relu_ufunc = LazyUfunc(lambda a: scalar_relu(a), _sigs(U1, NUMS))
+leaky_relu_ufunc = LazyUfunc(lambda a, al: scalar_leaky_relu(a, al), _sigs(U2, FLOATS))
+sigmoid_ufunc = LazyUfunc(lambda a: scalar_sigmoid(a), _sigs(U1, FLOATS))
+tanh_ufunc = LazyUfunc(lambda a: scalar_tanh(a), _sigs(U1, FLOATS))
+erf_ufunc = LazyUfunc(lambda a: scalar_erf(a), _sigs(U1, FLOATS))
+gelu_ufunc = LazyUfunc(lambda a, ap: scalar_gelu(a, ap), _sigs(U2, FLOATS))
+floor_ufunc = LazyUfunc(lambda a: scalar_floor(a), _sigs(U1, FLOATS))
+ceil_ufunc = LazyUfunc(lambda a: scalar_ceil(a), _sigs(U1, FLOATS))
+round_ufunc = LazyUfunc(lambda a: scalar_round(a), _sigs(U1, FLOATS))
+sign_ufunc = LazyUfunc(lambda a: scalar_sign(a), _sigs(U1, NUMS))
+sin_ufunc = LazyUfunc(lambda a: scalar_sin(a), _sigs(U1, FLOATS))
+cos_ufunc = LazyUfunc(lambda a: scalar_cos(a), _sigs(U1, FLOATS))
+softplus_ufunc = LazyUfunc(lambda a: scalar_softplus(a), _sigs(U1, FLOATS))
+elu_ufunc = LazyUfunc(lambda a, al: scalar_elu(a, al), _sigs(U2, FLOATS))
+selu_ufunc = LazyUfunc(lambda a, al, ga: scalar_selu(a, al, ga), _sigs(U3, FLOATS))
+hard_sigmoid_ufunc = LazyUfunc(lambda a, al, be: scalar_hard_sigmoid(a, al, be), _sigs(U3, FLOATS))
+hard_swish_ufunc = LazyUfunc(lambda a: scalar_hard_swish(a), _sigs(U1, FLOATS))
+prelu_ufunc = LazyUfunc(lambda a, s: scalar_prelu(a, s), _sigs(U2, NUMS))
+is_nan_ufunc = LazyUfunc(lambda a: scalar_is_nan(a), _sigs("boolean({t})", FLOATS))
+is_inf_ufunc = LazyUfunc(lambda a, n, p: scalar_is_inf(a, n, p),
+                         _sigs("boolean({t}, {t}, {t})", FLOATS))
+clip_ufunc = LazyUfunc(lambda a, lo, hi: scalar_clip(a, lo, hi), _sigs(U3, NUMS))
+where_ufunc = LazyUfunc(lambda c, a, b: scalar_where(c, a, b), _sigs("{t}(boolean, {t}, {t})", ALL))
+equal_ufunc = LazyUfunc(lambda a, b: scalar_equal(a, b), _sigs(CMP, ALL))
+less_ufunc = LazyUfunc(lambda a, b: scalar_less(a, b), _sigs(CMP, NUMS))
+less_equal_ufunc = LazyUfunc(lambda a, b: scalar_less_equal(a, b), _sigs(CMP, NUMS))
+greater_ufunc = LazyUfunc(lambda a, b: scalar_greater(a, b), _sigs(CMP, NUMS))
+greater_equal_ufunc = LazyUfunc(lambda a, b: scalar_greater_equal(a, b), _sigs(CMP, NUMS))
+max_ufunc = LazyUfunc(lambda a, b: scalar_max(a, b), _sigs(U2, NUMS))
+min_ufunc = LazyUfunc(lambda a, b: scalar_min(a, b), _sigs(U2, NUMS))
+not_ufunc = LazyUfunc(lambda a: scalar_not(a), ["boolean(boolean)"])
+and_ufunc = LazyUfunc(lambda a, b: scalar_and(a, b), ["boolean(boolean, boolean)"])
+or_ufunc = LazyUfunc(lambda a, b: scalar_or(a, b), ["boolean(boolean, boolean)"])
+xor_ufunc = LazyUfunc(lambda a, b: scalar_xor(a, b), ["boolean(boolean, boolean)"])
 
 
 # ----------------------------------------------------------------------------- wrappers

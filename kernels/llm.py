@@ -13,7 +13,7 @@ import numpy as np
 from numba import njit
 
 from .config import JIT
-from .elementwise import _exp, _sigmoid
+from .elementwise import scalar_exp, scalar_sigmoid
 from .norm import work_dtype
 
 
@@ -82,7 +82,7 @@ def _swiglu_rows(x, y):
     for r in range(rows):
         for j in range(h):
             a = x[r, j]
-            y[r, j] = a * _sigmoid(a) * x[r, j + h]
+            y[r, j] = a * scalar_sigmoid(a) * x[r, j + h]
 
 
 def swiglu(x: np.ndarray, dim: int) -> np.ndarray:
@@ -136,7 +136,7 @@ def _topk_softmax(x, k, y, idx):
             m = max(m, x[r, j])
         s = 0.0
         for j in range(e):
-            p[j] = _exp(x[r, j] - m)
+            p[j] = scalar_exp(x[r, j] - m)
             s += p[j]
         for j in range(e):
             p[j] /= s
@@ -239,8 +239,8 @@ def _flash_attention(q, k, v, mask, scale, causal, out):
                     if sc == -np.inf:
                         continue
                     m_new = max(m, sc)
-                    corr = _exp(m - m_new) if m > -np.inf else 0.0
-                    p = _exp(sc - m_new)
+                    corr = scalar_exp(m - m_new) if m > -np.inf else 0.0
+                    p = scalar_exp(sc - m_new)
                     s = s * corr + p
                     for d in range(d_n):
                         acc[d] = acc[d] * corr + p * v[b, kh, t, d]

@@ -13,7 +13,7 @@ import numpy as np
 from numba import njit
 
 from .config import JIT
-from .elementwise import _exp, _sigmoid
+from .elementwise import scalar_exp, scalar_sigmoid
 from .norm import work_dtype
 
 
@@ -106,7 +106,7 @@ def _swiglu_grad_rows(dy, x, dx):
         for j in range(h):
             a = x[r, j]
             b = x[r, j + h]
-            sg = _sigmoid(a)
+            sg = scalar_sigmoid(a)
             dx[r, j] = dy[r, j] * b * sg * (1.0 + a * (1.0 - sg))
             dx[r, j + h] = dy[r, j] * a * sg
 
@@ -148,7 +148,7 @@ def _flash_attention_grad(q, k, v, dout, out, mask, scale, causal, dq, dk, dv):
                     m = max(m, p[t])
                 tot = 0.0
                 for t in range(last + 1):
-                    p[t] = _exp(p[t] - m) if p[t] > -np.inf else 0.0
+                    p[t] = scalar_exp(p[t] - m) if p[t] > -np.inf else 0.0
                     tot += p[t]
                 inv = 1.0 / tot if tot > 0 else 0.0
                 delta = 0.0

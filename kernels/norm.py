@@ -13,7 +13,7 @@ import numpy as np
 from numba import njit
 
 from .config import JIT
-from .elementwise import _div, _exp, _log, _max, _rsqrt
+from .elementwise import scalar_div, scalar_exp, scalar_log, scalar_max, scalar_rsqrt
 
 
 def work_dtype(dtype: np.dtype) -> np.dtype:
@@ -30,18 +30,18 @@ def _softmax_rows(x, log, out):
             continue
         m = x[r, 0]
         for j in range(1, n):
-            m = _max(m, x[r, j])
+            m = scalar_max(m, x[r, j])
         s = 0.0                        # fp64 sum of the (work dtype) exponentials
         for j in range(n):
-            e = _exp(x[r, j] - m)
+            e = scalar_exp(x[r, j] - m)
             s += e
             out[r, j] = e
         if log:
-            shift = m + _log(s)
+            shift = m + scalar_log(s)
             for j in range(n):
                 out[r, j] = x[r, j] - shift
         else:
-            inv = _div(1.0, s)
+            inv = scalar_div(1.0, s)
             for j in range(n):
                 out[r, j] *= inv
 
@@ -82,7 +82,7 @@ def _norm_rows(x, g, b, eps, y, mean, inv):
     rows, n = x.shape
     _row_stats(x, mean, inv)
     for r in range(rows):
-        inv[r] = _rsqrt(inv[r] + eps)
+        inv[r] = scalar_rsqrt(inv[r] + eps)
         m, k = mean[r], inv[r]
         for j in range(n):
             y[r, j] = (x[r, j] - m) * k * g[r, j] + b[r, j]

@@ -6,7 +6,7 @@ then walks memory in order, accumulating a whole `inner` row at a time.
 
 Accumulators: fp16 accumulates in fp32 (as the vector unit's reduce does), fp32 in fp32,
 fp64 in fp64, integers in int64; the result is rounded back to the input dtype. The combining
-arithmetic is the element-wise ops' scalar functions (`_add`, `_max`, ...), not a copy.
+arithmetic is the element-wise ops' scalar functions (`scalar_add`, `scalar_max`, ...), not a copy.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import numpy as np
 from numba import njit
 
 from .config import JIT
-from .elementwise import _abs, _add, _exp, _max, _min, _mul
+from .elementwise import scalar_abs, scalar_add, scalar_exp, scalar_max, scalar_min, scalar_mul
 
 #: Combine kinds of `_reduce3` (the post-step, e.g. mean's division, is in `reduce`).
 SUM, MAX, MIN, PROD, SUMSQ, L1 = 0, 1, 2, 3, 4, 5
@@ -26,16 +26,16 @@ SUM, MAX, MIN, PROD, SUMSQ, L1 = 0, 1, 2, 3, 4, 5
 @njit(inline="always", **JIT)
 def _combine(kind, acc, v):
     if kind == SUM:
-        return _add(acc, v)
+        return scalar_add(acc, v)
     if kind == MAX:
-        return _max(acc, v)
+        return scalar_max(acc, v)
     if kind == MIN:
-        return _min(acc, v)
+        return scalar_min(acc, v)
     if kind == PROD:
-        return _mul(acc, v)
+        return scalar_mul(acc, v)
     if kind == SUMSQ:
-        return _add(acc, _mul(v, v))
-    return _add(acc, _abs(v))
+        return scalar_add(acc, scalar_mul(v, v))
+    return scalar_add(acc, scalar_abs(v))
 
 
 @njit(**JIT)
@@ -65,7 +65,7 @@ def _sum_exp3(x, shift, out):
             out[o, i] = 0.0
         for r in range(n1):
             for i in range(n2):
-                out[o, i] += _exp(x[o, r, i] - shift[o, i])
+                out[o, i] += scalar_exp(x[o, r, i] - shift[o, i])
 
 
 @njit(**JIT)
