@@ -39,7 +39,7 @@ import numpy as np
 
 from ..errors import CapacityError
 from ..ir.registry import get_op, has_op
-from .lowering import ND, padded_bytes
+from .formats import ND, padded_bytes
 from .program import Program
 
 CATEGORIES = ("weights", "activations", "workspace", "inputs_outputs")
