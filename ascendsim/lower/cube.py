@@ -39,7 +39,7 @@ from .formats import NC1HWC0, ND, NZ, is_small_operand, padded_bytes, padded_num
 from .matmul_format import ND2NZ_DMA_MAX_STRIDE, MatmulFormats, matmul_formats, nd2nz_head
 from .memo import gemm_work, vector_work
 from .movement import ensure
-from .program import Phase
+from .program import Phase, Task
 from .tiling import VecPart, VecSpec, cdiv, ceil_to
 from .vector import vec_parts
 from .vector_seq import SeqPart
@@ -263,77 +263,93 @@ def cube_outputs(low: Lowering, node, head, tail: list, ops: CubeOperands) -> Cu
 def lower_cube(low: Lowering, node, head, tail: list, fused: tuple[str, ...] = (),
                name: str | None = None, op_type: str | None = None) -> None:
     """One cube task for `head` (`node` itself, or the cube op at the head of a UB-fused
-    `node`, `tail` its element-wise epilogue): operands, GEMM tiling, heads converting ND
-    operands too wide for the DMA, and on split chips the epilogue as an AIV phase. Over 60
-    lines: it assembles the GemmSpec from every part above in the order the tasks and
-    memo templates must be made (the parts are their own functions)."""
+    `node`, `tail` its element-wise epilogue): operands, L2 misses, heads converting ND
+    operands too wide for the DMA, the GEMM tiling, and on split chips the epilogue as an
+    AIV phase (the parts are made in this order: it is the order of their tasks and memo
+    templates)."""
     chip = low.chip
     ops = cube_operands(low, head)
-    x_name, w_name, xv, wv, geo, cdt = ops.x_name, ops.w_name, ops.xv, ops.wv, ops.geo, ops.cdt
-    batch, m, k, n, conv_rows, bias = geo.batch, geo.m, geo.k, geo.n, geo.conv_rows, geo.bias
-    notes = ops.notes
     outs = cube_outputs(low, node, head, tail, ops)
-    head_out, per_out, out_bytes = outs.head_out, outs.per_out, outs.out_bytes
-    in_b = itemsize(xv.dtype)
-    probe = GemmSpec(batch, m, k, n, cdt, in_b, max(1, round(out_bytes)), ACC_BYTES,
-                     conv_rows=conv_rows)
-    miss_a, miss_b, fits, gm, gn, block = operand_misses(low, probe, node.name, x_name,
-                                                         w_name, xv, wv)
-    # ND operands too wide for the on-the-fly ND->NZ DMA: a vector head converts them
-    head_a, head_b = nd2nz_head(k, n) if ops.nd and ops.formats is not None else (False, False)
-    head_a = head_a and low.format_of(x_name) == ND
-    head_b = head_b and low.format_of(w_name) == ND
-    phases: list[Phase] = []
-    workspace = 0
-    for operand, v, on in ((x_name, xv, head_a), (w_name, wv, head_b)):
-        if on:
-            ph, ws_fits, hnotes = nd2nz_head_phase(low, operand, v)
-            phases.append(ph)
-            notes += hnotes
-            workspace += padded_bytes(v, NZ)
-            if operand == x_name:
-                miss_a = 0.0 if ws_fits else 1.0
-            else:
-                miss_b = 0.0 if ws_fits else 1.0
-    split_tail = tail and not chip.coupled
-    spec = GemmSpec(batch, m, k, n, cdt, in_b, max(1, round(out_bytes)) if not split_tail
-                    else itemsize(head_out.dtype), ACC_BYTES, miss_a, miss_b,
-                    0.0 if split_tail else outs.through, bias, conv_rows,
+    geo, notes = ops.geo, ops.notes
+    in_b = itemsize(ops.xv.dtype)
+    probe = GemmSpec(geo.batch, geo.m, geo.k, geo.n, ops.cdt, in_b,
+                     max(1, round(outs.out_bytes)), ACC_BYTES, conv_rows=geo.conv_rows)
+    miss_a, miss_b, fits, gm, gn, block = operand_misses(low, probe, node.name, ops.x_name,
+                                                         ops.w_name, ops.xv, ops.wv)
+    phases, workspace, head_a, head_b, miss_a, miss_b = nd2nz_heads(low, ops, miss_a, miss_b)
+    split_tail = bool(tail) and not chip.coupled
+    spec = GemmSpec(geo.batch, geo.m, geo.k, geo.n, ops.cdt, in_b,
+                    max(1, round(outs.out_bytes)) if not split_tail
+                    else itemsize(outs.head_out.dtype), ACC_BYTES, miss_a, miss_b,
+                    0.0 if split_tail else outs.through, geo.bias, geo.conv_rows,
                     () if split_tail else tuple(outs.epi_parts),
                     () if split_tail else outs.epi_inputs, shared_a=gn > 1 and block > 1,
                     shared_b=gm > 1 and block > 1,
-                    nd2nz_a=ops.nd and low.format_of(x_name) == ND and not head_a,
-                    nd2nz_b=ops.nd and low.format_of(w_name) == ND and not head_b,
+                    nd2nz_a=ops.nd and low.format_of(ops.x_name) == ND and not head_a,
+                    nd2nz_b=ops.nd and low.format_of(ops.w_name) == ND and not head_b,
                     blocks=int(head.attrs.get("block_dim") or 0),
-                    batched_b=not ops.conv and batch > 1 and wv.rank > 2
-                    and wv.numel > int(wv.shape[-1]) * int(wv.shape[-2]))
+                    batched_b=not ops.conv and geo.batch > 1 and ops.wv.rank > 2
+                    and ops.wv.numel > int(ops.wv.shape[-1]) * int(ops.wv.shape[-2]))
     groups, cnotes, _ = gemm_work(chip, spec, node.name)
     notes += cnotes
     notes.append(f"L2: A miss {miss_a:.2f}, B miss {miss_b:.2f} when not resident "
                  f"(operands {'fit' if fits else 'do not fit'} in half of L2, wave "
                  f"{gm}x{gn}); the output is written to L2 (the simulated L2 decides hits "
                  f"and write-backs)")
-    if bias:
+    if geo.bias:
         notes.append("bias accumulated in L0C (no extra pass over the output)")
     phases.append(Phase(ENGINE_AICORE, tuple(groups)))
     task_type = TASK_MIX_AIC if head_a or head_b else TASK_AI_CORE
     if split_tail:
         phases.append(epilogue_phase(low, node.name, outs, notes))
         task_type = TASK_MIX_AIC
-        workspace += padded_bytes(head_out, outs.out_fmt)  # the cube result waits in GM
-    ins = list(dict.fromkeys([x_name, w_name] + ([ops.extra[0]] if bias else [])
-                             + outs.tail_in))
+        workspace += padded_bytes(outs.head_out, outs.out_fmt)  # the cube result waits in GM
+    add_cube_task(low, node, head, tail, ops, outs, TaskSpec(
+        name or node.name, op_type or node.op_type, task_type, phases, [], outs.out_names,
+        [], [], 0, notes, fused, cube_dtype=ops.cdt)).workspace_bytes = workspace
+
+
+def add_cube_task(low: Lowering, node, head, tail: list, ops: CubeOperands, outs: CubeOutputs,
+                  spec: TaskSpec) -> Task:
+    """Add a cube task: `spec` with the operands (A, B, the bias, the epilogue's inputs),
+    their formats, the output formats and the flops (the head's and its epilogue's)."""
+    ins = list(dict.fromkeys([ops.x_name, ops.w_name] + ([ops.extra[0]] if ops.geo.bias
+                                                          else []) + outs.tail_in))
     flops = int(get_op(head.op_type).flops(
-        [low.sub_value(head, i) for i in head.inputs if i], [head_out], head.attrs))
+        [low.sub_value(head, i) for i in head.inputs if i], [outs.head_out], head.attrs))
     if tail:
-        flops += vec_parts(low, tail, per_out, outs.out_names)[2]
+        flops += vec_parts(low, tail, outs.per_out, outs.out_names)[2]
     # per-channel outputs of an epilogue (Conv + BNTrainingReduce's sums) are ND vectors
-    out_fmts = [outs.out_fmt if low.value(o).rank == head_out.rank else ND
-                for o in outs.out_names]
-    task = low.add_task(TaskSpec(name or node.name, op_type or node.op_type, task_type,
-                                 phases, ins, outs.out_names, [low.format_of(i) for i in ins],
-                                 out_fmts, flops, notes, fused, cube_dtype=cdt))
-    task.workspace_bytes = workspace
+    spec.out_fmts = [outs.out_fmt if low.value(o).rank == outs.head_out.rank else ND
+                     for o in outs.out_names]
+    spec.ins, spec.in_fmts, spec.flops = ins, [low.format_of(i) for i in ins], flops
+    return low.add_task(spec)
+
+
+def nd2nz_heads(low: Lowering, ops: CubeOperands, miss_a: Any, miss_b: Any
+                ) -> tuple[list[Phase], int, bool, bool, Any, Any]:
+    """The AIV phases at the head of a split chip's MatMul that convert ND operands too wide
+    for the on-the-fly ND->NZ DMA (`nd2nz_head_phase`): the phases, the workspace bytes they
+    write, whether A and B are converted, and A's and B's miss fractions (a converted
+    operand's is its workspace's); adds their notes to `ops.notes`."""
+    geo = ops.geo
+    head_a, head_b = nd2nz_head(geo.k, geo.n) if ops.nd and ops.formats is not None \
+        else (False, False)
+    head_a = head_a and low.format_of(ops.x_name) == ND
+    head_b = head_b and low.format_of(ops.w_name) == ND
+    phases: list[Phase] = []
+    workspace = 0
+    for operand, v, on in ((ops.x_name, ops.xv, head_a), (ops.w_name, ops.wv, head_b)):
+        if on:
+            ph, ws_fits, hnotes = nd2nz_head_phase(low, operand, v)
+            phases.append(ph)
+            ops.notes += hnotes
+            workspace += padded_bytes(v, NZ)
+            if operand == ops.x_name:
+                miss_a = 0.0 if ws_fits else 1.0
+            else:
+                miss_b = 0.0 if ws_fits else 1.0
+    return phases, workspace, head_a, head_b, miss_a, miss_b
 
 
 def epilogue_phase(low: Lowering, name: str, outs: CubeOutputs, notes: list[str]) -> Phase:
@@ -469,6 +485,7 @@ LOWERINGS = {"cube": lower_cube_op, "grouped_matmul": lower_grouped_matmul}
 
 __all__ = ["ACC_BYTES", "cube_dtype", "chip_cube_modes", "CubeGeometry", "Shaped",
            "conv_geometry", "gemm_geometry", "CubeOperands", "CubeOutputs", "cube_operands",
-           "cube_outputs", "lower_cube", "epilogue_phase", "nd2nz_head_phase",
+           "cube_outputs", "lower_cube", "add_cube_task", "nd2nz_heads", "epilogue_phase",
+           "nd2nz_head_phase",
            "split_matmul_formats", "operand_misses", "lower_cube_op", "lower_grouped_matmul",
            "CUBE_HEADS", "lower_cube_head", "LOWERINGS"]

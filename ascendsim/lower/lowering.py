@@ -3,7 +3,7 @@
 The lowering is a table of lowerings (`LOWERINGS`), one module per kind of op, and this
 dispatcher, which walks the graph and looks each node's lowering up by its registry entry:
 
-    key = opdef.lowering or opdef.unit_for(node).value
+    key = opdef.lowering or opdef.unit_for(node)     # (a Unit keys as its value)
 
 A registry entry that names a lowering of its own (`OpDef.lowering`: "fused",
 "flash_attention", "grouped_matmul", ...) gets it; every other op gets its unit's. The
@@ -21,7 +21,7 @@ modules, each exposing its rows as `LOWERINGS`:
 
 They share the state and task builder of context.py (`Lowering`) and the formats of
 formats.py. To add an op's lowering: write it in the module of its kind (or a new module
-with its own `LOWERINGS`, added to `_MODULES` below) and name it in the op's registry entry
+with its own `LOWERINGS`, added to `MODULES` below) and name it in the op's registry entry
 (`OpDef.lowering`).
 
 Note on the model
@@ -51,7 +51,7 @@ from .program import Program
 from .vector import vec_class_of
 
 #: the modules whose `LOWERINGS` make the table, one per kind of op
-_MODULES = (movement, vector, cube, aicpu, attention, attention_grad, composite)
+MODULES = (movement, vector, cube, aicpu, attention, attention_grad, composite)
 
 
 def _table(modules) -> dict[str, NodeLowering]:
@@ -66,18 +66,20 @@ def _table(modules) -> dict[str, NodeLowering]:
 
 
 #: the lowering of one node by its key (module note): a registry `lowering` name or a unit
-LOWERINGS: dict[str, NodeLowering] = _table(_MODULES)
+LOWERINGS: dict[str, NodeLowering] = _table(MODULES)
 
 
 def lowering_key(node, small_consts: dict) -> str:
-    """The key of a node's lowering in `LOWERINGS` (module note)."""
+    """The key of a node's lowering in `LOWERINGS` (module note); a unit keys as its value
+    (`Unit` is a str enum: `Unit.CUBE == "cube"`, with the same hash)."""
     opdef = get_op(node.op_type, node.name)
-    return opdef.lowering or opdef.unit_for(node, small_consts).value
+    return opdef.lowering or opdef.unit_for(node, small_consts)
 
 
 def lower_node(low: Lowering, node) -> None:
-    """Lower one node by its row of the table."""
-    LOWERINGS[lowering_key(node, low.small_consts)](low, node)
+    """Lower one node by its row of the table (`lowering_key`, inlined: once per node)."""
+    opdef = get_op(node.op_type, node.name)
+    LOWERINGS[opdef.lowering or opdef.unit_for(node, low.small_consts)](low, node)
 
 
 def lower(graph, chip: Any = "ascend910", detail: str = "block", streams: int = 1) -> Program:
