@@ -166,6 +166,10 @@ class OpDef:
     # (attrs, X, W, Y shapes), for the cube's implicit-GEMM geometry
     conv_view: Callable[[dict, tuple, tuple, tuple], tuple] | None = None
     control: ControlFlow | None = None   # control flow with body graphs (If, Loop, Scan)
+    # the lowering that times this op when the one of its unit cannot (a kernel with a tiling
+    # of its own: "flash_attention", "grouped_matmul", ...): a key of the lowering's table
+    # (ascendsim/lower/lowering.py); "" = the lowering of its unit
+    lowering: str = ""
 
     def run_kernel(self, args: list, attrs: dict, run_body: BodyRunner) -> list:
         """The op's values; control-flow ops get the executor's body runner."""

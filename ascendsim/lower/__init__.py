@@ -4,13 +4,14 @@
 (AI Core, AI CPU), split over cores (`CoreGroup`), tiled into chains of pipe `Stage`s whose
 `Instr`s carry cycles, bytes and memory levels; `expand_flags` derives the set_flag /
 wait_flag and buffer-slot events of the double-buffered chain. Notes on the model: see
-`lowering` (engines, formats, L2, streams), `cube_tiling` (CANN's Matmul/Conv tiling),
-`tiling` (vector tilings) and
-`program` (the instruction model).
+`lowering` (the table of lowerings, one module per kind of op, and engines), `formats`,
+`context` (L2, streams), `vector`, `cube`, `cube_tiling` (CANN's Matmul/Conv tiling),
+`tiling` (vector tilings) and `program` (the instruction model).
 """
 
 from .cube_tiling import GemmSpec, gemm_tiling
-from .lowering import lower, padded_bytes, padded_numel
+from .formats import padded_bytes, padded_numel
+from .lowering import lower
 from .program import (
                       CoreGroup,
                       Instr,

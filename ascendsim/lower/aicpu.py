@@ -19,10 +19,13 @@ opaque, e.g. NonZero, DropOutGenMask) are "index", ops whose vector class is tra
 from __future__ import annotations
 
 from ..hw.names import ENGINE_AICPU, TASK_AI_CPU
+from ..ir.graph import Node
 from ..ir.registry import Category, OpDef, VecClass, get_op
+from .context import Lowering, TaskSpec
+from .formats import ND
+from .movement import ensure
 from .program import Phase
 
-ND = "ND"
 #: registry vector class -> AI CPU op class (anything else computes as "elementwise")
 AICPU_CLASS_OF_VEC = {VecClass.EXP: "transcendental", VecClass.SQRT: "transcendental",
                       VecClass.DIV: "transcendental"}
@@ -35,12 +38,10 @@ def aicpu_class(opdef: OpDef) -> str:
     return AICPU_CLASS_OF_VEC.get(opdef.vec_class, "elementwise")
 
 
-def lower_aicpu(low, node) -> None:
+def lower_aicpu(low: Lowering, node: Node) -> None:
     """One AI_CPU task for `node` (see the module note)."""
-    from .lowering import TaskSpec
-
     chip = low.chip
-    ins = [low.ensure(i, ND) for i in node.inputs if i]
+    ins = [ensure(low, i, ND) for i in node.inputs if i]
     outs = list(node.outputs)
     in_vals = [low.value(i) for i in ins]
     out_vals = [low.value(o) for o in outs]
@@ -65,4 +66,7 @@ def lower_aicpu(low, node) -> None:
     task.traffic.update({("DDR", "read"): rd, ("DDR", "write"): wr})
 
 
-__all__ = ["AICPU_CLASS_OF_VEC", "aicpu_class", "lower_aicpu"]
+#: this module's rows of the dispatcher's table (lower/lowering.py)
+LOWERINGS = {"aicpu": lower_aicpu}
+
+__all__ = ["AICPU_CLASS_OF_VEC", "aicpu_class", "lower_aicpu", "LOWERINGS"]

@@ -1,8 +1,8 @@
-"""Lowering of the LLM ops that the generic cube/vector lowering cannot time: fused attention
-(FlashAttentionScore, IncreFlashAttention), the in-place KV-cache append and GroupedMatmul.
+"""Lowering of fused attention (FlashAttentionScore, IncreFlashAttention): one mix kernel.
 
-`SPECIAL_LOWERINGS` maps op type -> function(lowering, node); `lowering.py` asks it first.
-The backward kernel FlashAttentionScoreGrad is lowered in lower/attention_grad.py.
+The generic cube/vector lowering cannot time it: its ops name this lowering in the registry
+(`OpDef.lowering = "flash_attention"`). The backward kernel FlashAttentionScoreGrad is lowered
+in lower/attention_grad.py, with this module's block search (`attention_blocks`).
 
 Note on the fused-attention model
 ---------------------------------
@@ -34,18 +34,18 @@ into the AIC's chain (V and MTE3 stages at the aggregate rate of its AIVs): an a
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..hw.names import ENGINE_AICORE, TASK_AI_CORE, TASK_MIX_AIC
-from ..ir.graph import Graph, Node
-from ..ir.ops.llm import SPLIT_K, SPLIT_M, attention_pairs
+from ..ir.graph import Node
+from ..ir.ops.llm import attention_pairs
 from ..ir.tensor import Value, itemsize
-from .memo import vector_work
+from .context import Lowering, TaskSpec
+from .cube import cube_dtype
+from .formats import ND, padded_bytes
+from .movement import ensure
 from .program import CoreGroup, Instr, Phase, Segment, Stage
 from .tiling import (
-    VecPart,
-    VecSpec,
     cdiv,
     ceil_to,
     gm_read,
@@ -56,7 +56,6 @@ from .tiling import (
     vec_instr,
 )
 
-ND = "ND"
 #: candidate key-block lengths (longest first) and the largest query block
 _KV_BLOCKS = (512, 256, 128, 64, 32, 16)
 _MAX_Q_BLOCK = 128
@@ -66,7 +65,7 @@ ACC = 4     # fp32 accumulator / softmax bytes
 MAX_UNITS = 4
 
 
-def _visible_blocks(s: int, t: int, sq: int, tk: int, causal: bool, rows_are_heads: bool
+def visible_blocks(s: int, t: int, sq: int, tk: int, causal: bool, rows_are_heads: bool
                     ) -> list[int]:
     """Key blocks each query block computes (causal: bottom-right aligned diagonal)."""
     nkv = cdiv(t, tk)
@@ -80,7 +79,8 @@ def _visible_blocks(s: int, t: int, sq: int, tk: int, causal: bool, rows_are_hea
     return out
 
 
-def _blocks(chip, rows: int, d: int, in_b: int, m0: int, vec_share: int) -> tuple[int, int]:
+def attention_blocks(chip, rows: int, d: int, in_b: int, m0: int, vec_share: int
+                     ) -> tuple[int, int]:
     """(sq, tk): the largest query and key blocks whose double-buffered working set fits
     L0A/L0B/L0C/L1 and the UB of one vector core."""
     sq = min(_MAX_Q_BLOCK, ceil_to(rows, m0))
@@ -126,12 +126,10 @@ class AttentionDims:
         return self.b, self.h, self.s, self.d
 
 
-def attention_dims(low, node: Node, mask_at: int) -> AttentionDims:
+def attention_dims(low: Lowering, node: Node, mask_at: int) -> AttentionDims:
     """The node's inputs as ND and its `AttentionDims`; `mask_at`: the mask's input index."""
-    from .lowering import cube_dtype
-
     chip = low.chip
-    ins = [low.ensure(i, ND) for i in node.inputs if i]
+    ins = [ensure(low, i, ND) for i in node.inputs if i]
     q, k = low.value(ins[0]), low.value(ins[1])
     b, h, s, d = (int(x) for x in q.shape)
     cdt = "bfloat16" if cube_dtype(chip, q.dtype, node.op_type, node.name) == "bfloat16" \
@@ -152,10 +150,10 @@ def keys_read(per_head: list[int], t: int, tk: int) -> tuple[int, float]:
     return keys, keys / (sum(per_head) * tk)
 
 
-def lower_attention(low, node: Node) -> None:
-    """One task for FlashAttentionScore / IncreFlashAttention (see the module note)."""
-    from .lowering import TaskSpec, padded_bytes
-
+def lower_attention(low: Lowering, node: Node) -> None:
+    """One task for FlashAttentionScore / IncreFlashAttention (see the module note). Over 60
+    lines: the kernel's stages are built in one pass, each line one move or instruction of
+    the recurrence the module note lists, which reads best unbroken."""
     chip = low.chip
     dims = attention_dims(low, node, 3)
     ins, mask, cdt, in_b = dims.ins, dims.mask, dims.cdt, dims.in_b
@@ -165,8 +163,8 @@ def lower_attention(low, node: Node) -> None:
     group = h // hkv
     stacked = s == 1                         # decode: the G heads of a kv head are the rows
     rows = group if stacked else s
-    sq, tk = _blocks(chip, rows, d, in_b, m0, vec_share)
-    per_head = _visible_blocks(rows if stacked else s, t, sq, tk, causal, stacked)
+    sq, tk = attention_blocks(chip, rows, d, in_b, m0, vec_share)
+    per_head = visible_blocks(rows if stacked else s, t, sq, tk, causal, stacked)
     keys, fill = keys_read(per_head, t, tk)
     heads_per_tile = hkv if stacked else h
     tiles = b * heads_per_tile * len(per_head)
@@ -249,83 +247,8 @@ def lower_attention(low, node: Node) -> None:
                           notes, cube_dtype=cdt))
 
 
-def lower_cache_append(low, node: Node) -> None:
-    """KvCacheAppend in place: only the new tokens' bytes are read and written."""
-    from .lowering import TaskSpec
+#: this module's rows of the dispatcher's table (lower/lowering.py)
+LOWERINGS = {"flash_attention": lower_attention}
 
-    chip = low.chip
-    cache, upd = node.inputs[0], low.ensure(node.inputs[1], ND)
-    uv = low.value(upd)
-    n = max(uv.numel, 1)
-    w = itemsize(uv.dtype)
-    spec = VecSpec(n, ((w, low.miss(upd, uv.numel * w)),), w,
-                   low.through([node.outputs[0]], [ND]),
-                   (VecPart("unary", uv.dtype, w, "vec_copy"),))
-    groups, notes = vector_work(chip, spec, node.name, low._vcores())
-    low.add_task(TaskSpec(node.name, node.op_type, low._vtype(), [low._vphase(groups)],
-                          [cache, upd], list(node.outputs), [ND, ND], [ND], 0,
-                          notes + [f"in place: {uv.numel * w} B of new keys/values written at "
-                                   f"position {node.attrs.get('position', 0)} of the cache"]))
-
-
-def lower_grouped_matmul(low, node: Node, head: Node | None = None, tail: list | None = None,
-                         inner: tuple[str, ...] = (), display: str | None = None) -> None:
-    """GroupedMatmul as E GEMMs of ceil(T / E) rows (tokens spread evenly over the experts,
-    the stated assumption), every expert's weight read once. group_type 2 (the weight
-    gradient, groups split the contraction T): E GEMMs (K x ceil(T / E)) @ (ceil(T / E) x N).
-    `head`/`tail`: the GroupedMatmul and its element-wise epilogue inside a UB-fused node."""
-    from .lowering import NZ
-
-    head = head or node
-    x_name, w_name = head.inputs[0], head.inputs[1]
-    x, w = low.sub_value(head, x_name), low.sub_value(head, w_name)
-    out = low.sub_value(head, head.outputs[0])
-    split_k = int(head.attrs.get("group_type", SPLIT_M)) == SPLIT_K
-    if split_k:
-        kdim, t = (int(v) for v in x.shape)
-        e, n = int(out.shape[0]), int(out.shape[2])
-        rows = cdiv(t, e)
-        per_expert = {x_name: (e, kdim, rows), w_name: (e, rows, n)}
-    else:
-        e, kdim, n = (int(v) for v in w.shape)
-        t = int(x.shape[0])
-        rows = cdiv(t, e)
-        per_expert = {x_name: (e, rows, kdim), out.name: (e, rows, n)}
-    saved = low._sub
-    shapes = saved.copy(f"{node.name}_per_expert") if saved is not None else \
-        Graph(f"{node.name}_per_expert")
-    for name, shape in per_expert.items():
-        dtype = x.dtype if name != out.name else out.dtype
-        for alias in (name, f"{name}@{NZ}"):
-            shapes.values[alias] = Value(alias, shape, dtype)
-    shapes.values.setdefault(out.name, out)
-    head_node = Node(head.name, head.op_type, (x_name, w_name), head.outputs, head.attrs)
-    low._sub = shapes
-    try:
-        low.cube(node, head_node, list(tail or ()), inner, name=node.name,
-                 op_type=display or node.op_type)
-    finally:
-        low._sub = saved
-    what = (f"{e} experts x (K {kdim} x {rows} token rows) @ ({rows} x N {n}) (weight "
-            f"gradient, group_type 2)" if split_k else f"{e} experts x {rows} rows each")
-    low.tasks[-1].notes += (f"grouped matmul: {what} (T = {t} token copies assumed spread "
-                            f"evenly)",)
-
-
-SPECIAL_LOWERINGS: dict[str, Callable] = {
-    "FlashAttentionScore": lower_attention,
-    "IncreFlashAttention": lower_attention,
-    "KvCacheAppend": lower_cache_append,
-    "GroupedMatmul": lower_grouped_matmul,
-}
-
-#: cube heads of UB-fused nodes that keep their own lowering (with the epilogue as tail)
-FUSED_HEAD_LOWERINGS: dict[str, Callable] = {"GroupedMatmul": lower_grouped_matmul}
-
-# the backward kernel's lowering lives beside (it reuses this module's block search)
-from .attention_grad import lower_attention_grad  # noqa: E402
-
-SPECIAL_LOWERINGS["FlashAttentionScoreGrad"] = lower_attention_grad
-
-__all__ = ["SPECIAL_LOWERINGS", "FUSED_HEAD_LOWERINGS", "lower_attention", "lower_cache_append",
-           "lower_grouped_matmul"]
+__all__ = ["ACC", "MAX_UNITS", "AttentionDims", "attention_dims", "attention_blocks",
+           "visible_blocks", "keys_read", "lower_attention", "LOWERINGS"]

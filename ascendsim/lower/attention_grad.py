@@ -29,7 +29,16 @@ import math
 from ..hw.names import ENGINE_AICORE, TASK_AI_CORE, TASK_MIX_AIC
 from ..ir.ops.llm_grads import attention_grad_flops
 from ..ir.tensor import itemsize
-from .attention import ACC, MAX_UNITS, ND, _blocks, _visible_blocks, attention_dims, keys_read
+from .attention import (
+    ACC,
+    MAX_UNITS,
+    attention_blocks,
+    attention_dims,
+    keys_read,
+    visible_blocks,
+)
+from .context import Lowering, TaskSpec
+from .formats import ND, padded_bytes
 from .program import CoreGroup, Instr, Phase, Segment, Stage
 from .tiling import cdiv, gm_read, gm_write, local_move, scalar_stage, split_even, vec_instr
 
@@ -37,18 +46,18 @@ from .tiling import cdiv, gm_read, gm_write, local_move, scalar_stage, split_eve
 BACKWARD_GEMMS = 5
 
 
-def lower_attention_grad(low, node) -> None:
-    """One task for FlashAttentionScoreGrad (see the module note)."""
-    from .lowering import TaskSpec, padded_bytes
-
+def lower_attention_grad(low: Lowering, node) -> None:
+    """One task for FlashAttentionScoreGrad (see the module note). Over 60 lines: the
+    kernel's stages are built in one pass, each line one move or instruction of the
+    per-block work the module note lists, which reads best unbroken."""
     chip = low.chip
     dims = attention_dims(low, node, 5)
     ins, mask, cdt, in_b = dims.ins, dims.mask, dims.cdt, dims.in_b
     b, h, s, d, hkv, t, causal = dims.b, dims.h, dims.s, dims.d, dims.hkv, dims.t, dims.causal
     m0, k0, n0, split, vec_share = dims.m0, dims.k0, dims.n0, dims.split, dims.vec_share
     q, k = low.value(ins[0]), low.value(ins[1])
-    sq, tk = _blocks(chip, s, 2 * d, in_b, m0, vec_share)
-    per_head = _visible_blocks(s, t, sq, tk, causal, False)
+    sq, tk = attention_blocks(chip, s, 2 * d, in_b, m0, vec_share)
+    per_head = visible_blocks(s, t, sq, tk, causal, False)
     keys, fill = keys_read(per_head, t, tk)
     tiles = b * h * len(per_head)
     blocks_per_tile = max(1, round(sum(per_head) / len(per_head)))
@@ -133,4 +142,7 @@ def lower_attention_grad(low, node) -> None:
                           notes, cube_dtype=cdt))
 
 
-__all__ = ["lower_attention_grad", "BACKWARD_GEMMS"]
+#: this module's rows of the dispatcher's table (lower/lowering.py)
+LOWERINGS = {"flash_attention_grad": lower_attention_grad}
+
+__all__ = ["lower_attention_grad", "BACKWARD_GEMMS", "LOWERINGS"]

@@ -6,7 +6,7 @@ float and integer types on Atlas A2 but not bfloat16_t, while Cast converts bf16
 input to fp32 (vconv), run the op's fp32 instructions, and cast the result back. A chip file
 says so with `vector_bfloat16 = "float32"`; a chip without the figure (910, 310) has no bf16
 on its vector unit, and a vector op on bf16 data is an UnsupportedOpError naming the op and
-the chip (the cube's bf16 check is `lowering.cube_dtype`).
+the chip (the cube's bf16 check is `cube.cube_dtype`).
 
 The model: a bf16 op's own instructions are timed as the fp32 op (4 bytes per element at
 the fp32 rates), plus one vconv per element of every bf16 input and output, at the unary

@@ -362,7 +362,9 @@ def _candidates(chip, spec: GemmSpec) -> _Candidates:
     (base block M then N, baseK, stepK, reuse mode), each with what its estimate
     (`_estimate_rows`) needs that does not depend on the misses; `_NoFit` naming the
     buffer when none fits. The grid of stepK x reuse mode is checked with arrays (the same
-    integer and float operations as one at a time: the values stay below 2**53)."""
+    integer and float operations as one at a time: the values stay below 2**53). Over 60
+    lines: the loops that build the rows and the array pass over the stepK x reuse grid
+    share the rows' columns; it runs once per distinct GEMM and is kept in one piece."""
     m0, k0, n0 = chip.cube_shape(spec.in_dtype)
     mp, np_ = ceil_to(spec.m, m0), ceil_to(spec.n, n0)
     kp = ceil_to(spec.k, k0)

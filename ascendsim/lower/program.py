@@ -359,7 +359,7 @@ def expand_flags(segments: tuple[Segment, ...]) -> dict[str, list[QueueEntry]]:
     sizes, and inside one input handoff group (no input flag but at its ends) with twice its
     output group: one period is built and repeated (the same entry objects; a big tile has
     10^4 units). The queues equal the unit-by-unit construction
-    (tests/lower/test_expand_flags.py).
+    (tests/lower/test_expand_flags.py). Over 60 lines only with this note.
     """
     stages0 = segments[0].stages
     n = len(stages0)

@@ -358,7 +358,9 @@ def resolve(op_type: str, opdef: Any, ins: Sequence[Value], outs: Sequence[Value
     """An op's sequence as task parts: `per_task` is the op's largest operand's elements per
     element of the task (1 for a lone op); `fmt` the format its main input is read in and
     `chip_name` the chip (they pick a kernel path, PATHS). Returns (parts, extra UB bytes per
-    task element for its fp32 working buffers, a one-line description for `explain`)."""
+    task element for its fp32 working buffers, a one-line description for `explain`). Over 60
+    lines: one walk over the sequence's steps, which share the cast point, the row padding
+    and the scalar-operand form among their four shapes."""
     const = const or (lambda name: None)
     vals = [*ins, *outs]
     big = max([v.numel for v in vals] + [1])

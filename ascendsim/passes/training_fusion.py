@@ -27,7 +27,7 @@ group, TBE_OUTPUT_BRANCH_MULTI); the switch names used here follow CANN's "Tbe..
 TbeConvBnreduceFusionPass.
 
 The fused node is a FusedOp (fusion "UB") whose subgraph keeps the original nodes, so its
-values are exactly the unfused ones; its cost is one task (see lower/lowering.py: a cube head
+values are exactly the unfused ones; its cost is one task (see lower/composite.py: a cube head
 runs the rest as its epilogue; a vector group keeps intermediates in UB).
 
 Working set: a per-channel reduction in a conv epilogue accumulates partial sums per output

@@ -138,7 +138,7 @@ def test_a_computed_weight_is_shared_by_every_chunk():
     its leading dim equal to the batch (8 output channels, batch 8) it must still be shared by
     the chunks, not split like an activation (ResNet-50's batch-256 step has such weights)."""
     from ascendsim.api import simulate
-    from ascendsim.lower.lowering import _chunk_values
+    from ascendsim.lower.composite import chunk_values
 
     g = Graph("cast_weight")
     x = g.input("x", (8, 4, 6, 6), "float16")
@@ -152,6 +152,6 @@ def test_a_computed_weight_is_shared_by_every_chunk():
                                       "display_type": "L2_chain", "batch_split": 2,
                                       "chunk_batch": 4, "l2_values": ()})
     (fused_node,) = fused(opt)
-    values = _chunk_values(fused_node, 2, opt.constants)
+    values = chunk_values(fused_node, 2, opt.constants)
     assert values[y.name].shape == (4, 8, 6, 6)      # 4 samples, all 8 output channels
     assert simulate(opt, fusion=False).cycles > 0

@@ -9,7 +9,7 @@ from ascendsim.hw import get_chip
 from ascendsim.hw.names import ENGINE_AICPU
 from ascendsim.ir.tensor import Value
 from ascendsim.lower import Program, expand_flags, lower, padded_bytes, padded_numel
-from ascendsim.lower.lowering import NC1HWC0, ND, NZ
+from ascendsim.lower.formats import NC1HWC0, ND, NZ
 
 CHIP = get_chip("ascend910")
 
@@ -171,7 +171,7 @@ def test_lowering_states_cold_l2_traffic(n):
 def test_matrix_vector_product_keeps_the_matrix_rows():
     """A (M, K) x (K,) MatMul is a GEMM of M rows (it used to be lowered as M 1, moving one
     row of A instead of the whole matrix); x (K,) x (K, N) has M 1."""
-    from ascendsim.lower.lowering import gemm_geometry
+    from ascendsim.lower.cube import gemm_geometry
 
     g = asim.Graph("mv")
     a, x = g.input("a", (512, 256), "float16"), g.input("x", (256,), "float16")

@@ -28,7 +28,7 @@ def test_l2_chain_chunks_lower_as_without_the_rebound_cache(monkeypatch):
     """An L2 batch-split chain of UB-fused ConvRelu nodes: its chunks reuse the inner
     nodes' rebound subgraphs and the chunk shapes; the program equals one lowered with
     `rebound_subgraph` called afresh for every node of every chunk."""
-    import ascendsim.lower.lowering as lowering
+    from ascendsim.lower import composite
 
     g = asim.Graph("convs")
     v = g.input("x", (64, 64, 56, 56), "float16")
@@ -41,8 +41,8 @@ def test_l2_chain_chunks_lower_as_without_the_rebound_cache(monkeypatch):
     assert node.attrs["batch_split"] > 1
     assert any(n.subgraph is not None for n in node.subgraph.nodes)    # UB nodes inside
     fast = lower(opt, "ascend910", "block")
-    monkeypatch.setattr(lowering._Lowering, "_rebound",
-                        lambda self, n: lowering.rebound_subgraph(n, self.values))
+    monkeypatch.setattr(composite, "rebound",
+                        lambda low, n: composite.rebound_subgraph(n, low.values))
     slow = lower(opt, "ascend910", "block")
     assert _task_view(fast) == _task_view(slow)
     assert len(fast.tasks) >= 2 * node.attrs["batch_split"]

@@ -9,7 +9,7 @@ import pytest
 import ascendsim as asim
 from ascendsim.hw import get_chip
 from ascendsim.lower import lower, padded_bytes
-from ascendsim.lower.lowering import NC1HWC0, NZ
+from ascendsim.lower.formats import NC1HWC0, NZ
 from ascendsim.lower.memory import CATEGORIES, memory_plan
 
 F32 = 4

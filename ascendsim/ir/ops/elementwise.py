@@ -10,7 +10,7 @@ op's class). The two differ: Exp is ONE vexp instruction (msKPP: 64 B/cycle fp16
 2 flops. Each row's comment lists the instruction sequence its count stands for (CANN's
 decomposition); helper instructions of a cheaper class (a vadds inside Sigmoid) are timed at
 the op's class, a slight over-estimate. The lowering runs a BINARY op whose other operands
-are one-element (x + 2.0: vadds, vmuls, vmaxs) at the unary rate (see lower/lowering.py).
+are one-element (x + 2.0: vadds, vmuls, vmaxs) at the unary rate (see lower/vector.py).
 Nothing else about an op's cost is hard-coded elsewhere.
 
 Units: every op runs on the vector unit except

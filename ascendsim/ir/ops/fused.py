@@ -23,4 +23,5 @@ def _kernel(args, attrs):
 
 register(OpDef(FUSED_OP, _infer, _kernel, Category.OPAQUE, unit=Unit.VECTOR,
                inputs=("*inputs",), attrs={"fusion": "", "pattern": "", "display_type": ""},
-               builder="_fused_op", doc="a fused group of ops; see node.subgraph"))
+               builder="_fused_op", lowering="fused",
+               doc="a fused group of ops; see node.subgraph"))

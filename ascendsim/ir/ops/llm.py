@@ -272,6 +272,7 @@ register(OpDef("SwiGlu", _swiglu_infer,
                doc="CANN SwiGlu: silu(first half) * second half of `dim`"))
 register(OpDef("GroupedMatmul", _gmm_infer, _gmm_kernel,
                Category.CUBE, unit=Unit.CUBE, inputs=("x", "weight", "group_list"),
+               lowering="grouped_matmul",
                attrs={"group_list_type": 0, "group_type": SPLIT_M}, flops=_gmm_flops,
                doc="CANN GroupedMatmul: consecutive row groups of x times weight[e] "
                    "(group_type 2: x (K, T) @ weight (T, N) per group of T -> (E, K, N))"))
@@ -298,13 +299,14 @@ register(OpDef("KvCacheAppend", _append_infer,
                                                        int(attrs["axis"]) % np.ndim(args[0]))],
                _O, inputs=("cache", "update"), attrs={"position": 0, "axis": 2},
                flops=lambda i, o, a: 0, vec_class=VecClass.MOVE, vec_instrs=1, in_place=0,
+               lowering="cache_append",
                doc="write new keys/values into the cache at `position` (in place on device)"))
 register(OpDef("FlashAttentionScore", _attention_infer("head_num", None),
                _attention_kernel("scale_value", "causal"), _O, unit=Unit.CUBE,
                inputs=("query", "key", "value", "atten_mask?"),
                attrs={"scale_value": 1.0, "head_num": 0, "input_layout": "BNSD", "causal": 0},
                flops=_attention_flops("causal"), vec_class=VecClass.EXP, vec_instrs=6,
-               untrainable_inputs=(3,),
+               untrainable_inputs=(3,), lowering="flash_attention",
                doc="CANN FlashAttentionScore (attention_out), BNSD, GQA, optional causal"))
 register(OpDef("IncreFlashAttention", _attention_infer("num_heads", "num_key_value_heads"),
                _attention_kernel("scale_value", None), _O, unit=Unit.CUBE,
@@ -312,7 +314,7 @@ register(OpDef("IncreFlashAttention", _attention_infer("num_heads", "num_key_val
                attrs={"num_heads": 0, "scale_value": 1.0, "num_key_value_heads": 0,
                       "input_layout": "BNSD"},
                flops=_attention_flops(None), vec_class=VecClass.EXP, vec_instrs=6,
-               untrainable_inputs=(3,),
+               untrainable_inputs=(3,), lowering="flash_attention",
                doc="CANN IncreFlashAttention: one query token against the KV cache"))
 
 __all__ = ["attention_pairs", "SPLIT_M", "SPLIT_K"]

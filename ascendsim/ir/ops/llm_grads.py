@@ -216,7 +216,7 @@ _OPS = [
           inputs=("query", "key", "value", "dy", "attention_in", "atten_mask?"),
           attrs={"scale_value": 1.0, "head_num": 0, "input_layout": "BNSD", "causal": 0},
           num_outputs=3, flops=attention_grad_flops, vec_class=VecClass.EXP, vec_instrs=6,
-          builder="flash_attention_score_grad",
+          builder="flash_attention_score_grad", lowering="flash_attention_grad",
           doc="CANN FlashAttentionScoreGrad (dq, dk, dv); recomputes S = Q K^T per key block"),
     OpDef("MoeInitRoutingV2Grad", _init_grad_infer,
           lambda args, attrs: [klg.moe_init_routing_grad(args[0], args[1],

@@ -1,0 +1,491 @@
+"""Lowering of cube ops: Conv, MatMul/Gemm and GroupedMatmul as (batched) GEMMs on the cube.
+
+A cube op becomes one GEMM (`CubeGeometry`: a conv an implicit GEMM, `opdef.conv`, with
+`opdef.transposed` and `opdef.conv_view` picking the geometry), tiled by lower/cube_tiling.py
+(`gemm_work`). Its operands are converted to the format the chip's kernel reads (formats.py:
+NC1HWC0 for a conv, FRACTAL_NZ for a matmul, ND for a MatMul on split chips, with CANN's ND/NZ
+rule of lower/matmul_format.py); the element-wise tail of a UB-fused node is its epilogue.
+
+Note on the model
+-----------------
+Cube dtype. The cube runs int8 in its int8 mode, bfloat16 and float32 in the chip's own modes
+when `chip.cube_mkn` has them (910B: fp32 at a quarter of the fp16 rate), and everything
+else (float32 on 910/310, CANN's allow_fp32_to_fp16) in its float16 mode; GM and buffer
+bytes stay those of the operand dtype.
+
+Fused epilogue. A cube op at the head of a UB-fused node keeps its cube tiling and the rest
+runs on V per output tile; on split chips, as a second phase on the AIV cores, reading the
+cube result back through L2 (a mix kernel, its result in a GM workspace).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ..errors import UnsupportedOpError
+from ..hw.names import ENGINE_AICORE, TASK_AI_CORE, TASK_MIX_AIC
+from ..ir.graph import Graph, Node
+from ..ir.ops.llm import SPLIT_K, SPLIT_M
+from ..ir.registry import get_op
+from ..ir.tensor import Value, itemsize
+from .context import Lowering, TaskSpec
+from .cube_tiling import GemmSpec, gemm_tiling, operand_read_bytes, takes_nd
+from .formats import NC1HWC0, ND, NZ, is_small_operand, padded_bytes, padded_numel
+from .matmul_format import ND2NZ_DMA_MAX_STRIDE, MatmulFormats, matmul_formats, nd2nz_head
+from .memo import gemm_work, vector_work
+from .movement import ensure
+from .program import Phase, Task
+from .tiling import VecPart, VecSpec, cdiv, ceil_to
+from .vector import vec_parts
+from .vector_seq import SeqPart
+
+#: bytes of one L0C accumulator element: mmad accumulates fp16/bf16 in fp32 and int8 in int32
+ACC_BYTES = 4
+
+
+def cube_dtype(chip: Any, dtype: str, op_type: str = "", node: str | None = None) -> str:
+    """The cube mode an operand dtype runs in: int8, the chip's bf16 or fp32 mode where it has
+    one, else fp16 (CANN's allow_fp32_to_fp16 for fp32 on chips without an fp32 mode).
+    bfloat16 on a chip without a bf16 mode (910, 310) is an UnsupportedOpError naming the op
+    and the chip: such a chip cannot run it, and no CANN precision mode converts it."""
+    if dtype in ("int8", "uint8"):
+        return "int8"
+    if dtype == "bfloat16":
+        if chip.cube_mkn.bfloat16 is None:
+            raise UnsupportedOpError(op_type or "cube op", node, detail=(
+                f"bfloat16 operands need a bf16 cube mode, and {chip.name}'s cube has none "
+                f"(its cube_mkn lists {chip_cube_modes(chip)}); use a 910B-family chip "
+                f"or Cast the operands to float16"))
+        return "bfloat16"
+    if dtype == "float32" and chip.cube_mkn.float32 is not None:
+        return "float32"
+    return "float16"
+
+
+def chip_cube_modes(chip: Any) -> str:
+    """The dtypes the chip's cube has a mode for, for messages ("float16, int8")."""
+    modes = chip.cube_mkn
+    return ", ".join(f for f in ("float16", "bfloat16", "float32", "int8", "int4")
+                     if getattr(modes, f, None) is not None)
+
+
+# ----------------------------------------------------------------------------- geometry
+@dataclass(frozen=True)
+class CubeGeometry:
+    """A cube op as a batched GEMM (batch x M x K x N), with a conv's row geometry for the
+    img2col reads, whether a bias is accumulated in L0C, and the note `explain` shows."""
+
+    batch: int
+    m: int
+    k: int
+    n: int
+    conv_rows: tuple[int, int, int, int, int] | None
+    bias: bool
+    note: str
+
+
+class Shaped(NamedTuple):
+    """A shape standing in for a Value where only `.shape` is read (a weight gradient's view)."""
+
+    shape: tuple
+
+
+def conv_geometry(attrs: dict, transposed: bool, xv: Value, wv: Value, out_v: Value, k0: int,
+                  has_bias: bool) -> CubeGeometry:
+    """A convolution as an implicit GEMM: M = N*Ho*Wo, K = ceil(Cin/group)*kh*kw, N = Cout/group,
+    one GEMM per group (a transposed conv's K is divided by the stride product)."""
+    group = int(attrs.get("group", 1) or 1)
+    n_, cin = int(out_v.shape[0]), int(xv.shape[1])
+    cout = int(out_v.shape[1])
+    ks = [int(d) for d in wv.shape[2:]]
+    kh, kw = ks[0], int(np.prod(ks[1:])) if len(ks) > 1 else 1
+    spatial_out = [int(d) for d in out_v.shape[2:]]
+    m = n_ * int(np.prod(spatial_out))
+    k = ceil_to(cin // group, k0) * kh * kw
+    strides = attrs.get("strides") or [1] * len(ks)
+    conv_rows = None
+    if transposed:
+        k = ceil_to(max(k // int(np.prod(strides)), k0), k0)
+    else:
+        pads = attrs.get("pads") or [0] * (2 * len(ks))
+        win = int(xv.shape[-1]) + (int(pads[len(ks) - 1]) + int(pads[-1])
+                                   if len(pads) >= 2 else 0)
+        wo = spatial_out[-1] if len(spatial_out) > 1 else 1
+        if len(ks) == 1:
+            kh, kw = 1, ks[0]
+        conv_rows = (wo, win, int(strides[0]), kh, kw)
+    n = cout // group
+    note = (f"implicit GEMM: M = N*Ho*Wo = {m}, K = ceil{k0}(Cin/group = {cin // group})"
+            f"*kh*kw = {k}, N = Cout/group = {n}, group {group}")
+    return CubeGeometry(group, m, k, n, conv_rows, has_bias, note)
+
+
+def gemm_geometry(attrs: dict, xv: Value, wv: Value, out_v: Value, k0: int,
+                  extra: Value | None) -> CubeGeometry:
+    """A MatMul/Gemm as a batched GEMM; an extra rank <= 1 operand is a bias (L0C). M and K
+    come from A (a matrix-vector product keeps A's M rows: its output drops N, not M), N from
+    B; the batch is the output's leading dims beyond the matrix (or vector) ones."""
+    ta = int(attrs.get("transA", 0) or 0)
+    os_ = [int(d) for d in out_v.shape]
+    xs = [int(d) for d in xv.shape]
+    if xv.rank >= 2:
+        m, k = (xs[-1], xs[-2]) if ta else (xs[-2], xs[-1])
+    else:
+        m, k = 1, xs[0]
+    k = ceil_to(k, k0)
+    n = os_[-1] if wv.rank >= 2 else 1
+    matrix_dims = 2 if (xv.rank >= 2 and wv.rank >= 2) else 1 if (xv.rank >= 2 or wv.rank >= 2) \
+        else 0
+    batch = int(np.prod(os_[:len(os_) - matrix_dims])) if len(os_) > matrix_dims else 1
+    bias = extra is not None and extra.rank <= 1
+    return CubeGeometry(batch, m, k, n, None, bias, f"GEMM: batch {batch}, M {m}, K {k}, N {n}")
+
+
+# ----------------------------------------------------------------------------- lowering
+@dataclass
+class CubeOperands:
+    """A cube head's operands as the kernel reads them: names (after any TransData), values,
+    whether the kernel takes ND (split-chip MatMul), CANN's format choice, the cube mode and
+    the GEMM geometry, with the notes so far."""
+
+    x_name: str
+    w_name: str
+    xv: Value
+    wv: Value
+    extra: list[str]
+    conv: bool
+    nd: bool
+    formats: MatmulFormats | None
+    cdt: str
+    geo: CubeGeometry
+    notes: list[str]
+
+
+@dataclass
+class CubeOutputs:
+    """A cube task's outputs and epilogue: output names and format, the tail's extra inputs,
+    the head's output and its padded elements, output bytes per head output element, the
+    write-through, and the epilogue's sequence and inputs."""
+
+    out_names: list[str]
+    out_fmt: str
+    tail_in: list[str]
+    head_out: Value
+    per_out: int
+    out_bytes: float
+    through: Any
+    epi_parts: list[SeqPart]
+    epi_inputs: tuple
+
+
+def cube_operands(low: Lowering, head) -> CubeOperands:
+    """The operands of a cube head in the formats its kernel reads (TransData inserted where
+    needed), its cube mode and its GEMM geometry."""
+    chip = low.chip
+    opdef = get_op(head.op_type, head.name)
+    conv = opdef.conv
+    x_name, w_name = head.inputs[0], head.inputs[1]
+    extra = [i for i in head.inputs[2:] if i]
+    # split chips' MatMul kernels take ND (nd2nz on the GM->L1 move) and give ND, unless
+    # CANN's ND/NZ rule sends a 2-D MatMul through TransData to NZ (lower/matmul_format.py)
+    nd = not conv and takes_nd(chip)
+    formats = split_matmul_formats(low, head.op_type, x_name, w_name) if nd else None
+    if formats is not None and not formats.nd_in:
+        nd = False
+    need = NC1HWC0 if conv else ND if nd else NZ
+    x_name = ensure(low, x_name, need) if low.format_of(x_name) != NZ or not nd else x_name
+    if not low.is_const(w_name) and (low.format_of(w_name) != NZ or not nd):
+        w_name = ensure(low, w_name, need)
+    xv, wv = low.sub_value(head, x_name), low.sub_value(head, w_name)
+    out_v = low.sub_value(head, head.outputs[0])
+    cdt = cube_dtype(chip, xv.dtype, head.op_type, head.name)
+    m0, k0, n0 = chip.cube_shape(cdt)
+    notes: list[str] = []
+    if cdt == "bfloat16":
+        notes.append(f"bfloat16 operands run in the cube's bf16 mode (cube_mkn.bfloat16 "
+                     f"{m0}x{k0}x{n0} per cycle), accumulated in fp32 in L0C")
+    if xv.dtype in ("float32", "float64") and cdt == "float16":
+        notes.append(f"{xv.dtype} operands run in the cube's float16 mode (CANN "
+                     f"allow_fp32_to_fp16 precision mode); GM bytes stay {xv.dtype}")
+    if conv and opdef.conv_view is not None:     # a weight gradient: the Conv it equals
+        v_attrs, *shapes = opdef.conv_view(head.attrs, xv.shape, wv.shape, out_v.shape)
+        geo = conv_geometry(v_attrs, False, *(Shaped(sh) for sh in shapes), k0, False)
+        notes.append(f"{head.op_type}: the Conv of X^T {shapes[0]} by dY^T {shapes[1]}, "
+                     f"read in place (no transposes)")
+    elif conv:
+        geo = conv_geometry(head.attrs, opdef.transposed, xv, wv, out_v, k0, bool(extra))
+    else:
+        geo = gemm_geometry(head.attrs, xv, wv, out_v, k0,
+                            low.value(extra[0]) if extra else None)
+    notes.append(geo.note)
+    if formats is not None:
+        notes.append(f"formats: {formats.reason}")
+    return CubeOperands(x_name, w_name, xv, wv, extra, conv, nd, formats, cdt, geo, notes)
+
+
+def cube_outputs(low: Lowering, node, head, tail: list, ops: CubeOperands) -> CubeOutputs:
+    """The outputs of a cube task and its fused element-wise tail (per output element,
+    its extra inputs read from GM); adds the epilogue's notes to `ops.notes`."""
+    formats = ops.formats
+    out_names = list(node.outputs)
+    out_fmt = NC1HWC0 if ops.conv else ND if ops.nd or (formats and formats.nd_out) else NZ
+    out_vals = [low.value(o) for o in out_names]
+    n_out = max(padded_numel(v, out_fmt) for v in out_vals)
+    tail_in = [i for i in node.inputs if i and i not in head.inputs]
+    if not ops.geo.bias:
+        tail_in += ops.extra
+    tail_in = [ensure(low, i, out_fmt) if (not low.is_const(i) and not
+               is_small_operand(low.value(i).numel, n_out)) else i for i in tail_in]
+    # output bytes per output element of the head's output
+    head_out = low.sub_value(head, head.outputs[0])
+    per_out = padded_numel(head_out, out_fmt)
+    out_bytes = sum(padded_bytes(v, out_fmt) for v in out_vals) / per_out
+    through = low.through(out_names, [out_fmt if low.value(o).rank == head_out.rank
+                                      else ND for o in out_names])
+    epi_parts: list[SeqPart] = []
+    epi_inputs: tuple = ()
+    if tail:
+        epi_parts, _, _, epi_notes = vec_parts(low, tail, per_out, out_names)
+        ops.notes += [f"epilogue {t}" for t in epi_notes]
+        epi_inputs = tuple((padded_bytes(low.value(i), ND if is_small_operand(
+                                         low.value(i).numel, n_out) else out_fmt) / per_out,
+                            low.miss(i, padded_bytes(low.value(i), ND)))
+                           for i in tail_in)
+    return CubeOutputs(out_names, out_fmt, tail_in, head_out, per_out, out_bytes, through,
+                       epi_parts, epi_inputs)
+
+
+def lower_cube(low: Lowering, node, head, tail: list, fused: tuple[str, ...] = (),
+               name: str | None = None, op_type: str | None = None) -> None:
+    """One cube task for `head` (`node` itself, or the cube op at the head of a UB-fused
+    `node`, `tail` its element-wise epilogue): operands, L2 misses, heads converting ND
+    operands too wide for the DMA, the GEMM tiling, and on split chips the epilogue as an
+    AIV phase (the parts are made in this order: it is the order of their tasks and memo
+    templates)."""
+    chip = low.chip
+    ops = cube_operands(low, head)
+    outs = cube_outputs(low, node, head, tail, ops)
+    geo, notes = ops.geo, ops.notes
+    in_b = itemsize(ops.xv.dtype)
+    probe = GemmSpec(geo.batch, geo.m, geo.k, geo.n, ops.cdt, in_b,
+                     max(1, round(outs.out_bytes)), ACC_BYTES, conv_rows=geo.conv_rows)
+    miss_a, miss_b, fits, gm, gn, block = operand_misses(low, probe, node.name, ops.x_name,
+                                                         ops.w_name, ops.xv, ops.wv)
+    phases, workspace, head_a, head_b, miss_a, miss_b = nd2nz_heads(low, ops, miss_a, miss_b)
+    split_tail = bool(tail) and not chip.coupled
+    spec = GemmSpec(geo.batch, geo.m, geo.k, geo.n, ops.cdt, in_b,
+                    max(1, round(outs.out_bytes)) if not split_tail
+                    else itemsize(outs.head_out.dtype), ACC_BYTES, miss_a, miss_b,
+                    0.0 if split_tail else outs.through, geo.bias, geo.conv_rows,
+                    () if split_tail else tuple(outs.epi_parts),
+                    () if split_tail else outs.epi_inputs, shared_a=gn > 1 and block > 1,
+                    shared_b=gm > 1 and block > 1,
+                    nd2nz_a=ops.nd and low.format_of(ops.x_name) == ND and not head_a,
+                    nd2nz_b=ops.nd and low.format_of(ops.w_name) == ND and not head_b,
+                    blocks=int(head.attrs.get("block_dim") or 0),
+                    batched_b=not ops.conv and geo.batch > 1 and ops.wv.rank > 2
+                    and ops.wv.numel > int(ops.wv.shape[-1]) * int(ops.wv.shape[-2]))
+    groups, cnotes, _ = gemm_work(chip, spec, node.name)
+    notes += cnotes
+    notes.append(f"L2: A miss {miss_a:.2f}, B miss {miss_b:.2f} when not resident "
+                 f"(operands {'fit' if fits else 'do not fit'} in half of L2, wave "
+                 f"{gm}x{gn}); the output is written to L2 (the simulated L2 decides hits "
+                 f"and write-backs)")
+    if geo.bias:
+        notes.append("bias accumulated in L0C (no extra pass over the output)")
+    phases.append(Phase(ENGINE_AICORE, tuple(groups)))
+    task_type = TASK_MIX_AIC if head_a or head_b else TASK_AI_CORE
+    if split_tail:
+        phases.append(epilogue_phase(low, node.name, outs, notes))
+        task_type = TASK_MIX_AIC
+        workspace += padded_bytes(outs.head_out, outs.out_fmt)  # the cube result waits in GM
+    add_cube_task(low, node, head, tail, ops, outs, TaskSpec(
+        name or node.name, op_type or node.op_type, task_type, phases, [], outs.out_names,
+        [], [], 0, notes, fused, cube_dtype=ops.cdt)).workspace_bytes = workspace
+
+
+def add_cube_task(low: Lowering, node, head, tail: list, ops: CubeOperands, outs: CubeOutputs,
+                  spec: TaskSpec) -> Task:
+    """Add a cube task: `spec` with the operands (A, B, the bias, the epilogue's inputs),
+    their formats, the output formats and the flops (the head's and its epilogue's)."""
+    ins = list(dict.fromkeys([ops.x_name, ops.w_name] + ([ops.extra[0]] if ops.geo.bias
+                                                          else []) + outs.tail_in))
+    flops = int(get_op(head.op_type).flops(
+        [low.sub_value(head, i) for i in head.inputs if i], [outs.head_out], head.attrs))
+    if tail:
+        flops += vec_parts(low, tail, outs.per_out, outs.out_names)[2]
+    # per-channel outputs of an epilogue (Conv + BNTrainingReduce's sums) are ND vectors
+    spec.out_fmts = [outs.out_fmt if low.value(o).rank == outs.head_out.rank else ND
+                     for o in outs.out_names]
+    spec.ins, spec.in_fmts, spec.flops = ins, [low.format_of(i) for i in ins], flops
+    return low.add_task(spec)
+
+
+def nd2nz_heads(low: Lowering, ops: CubeOperands, miss_a: Any, miss_b: Any
+                ) -> tuple[list[Phase], int, bool, bool, Any, Any]:
+    """The AIV phases at the head of a split chip's MatMul that convert ND operands too wide
+    for the on-the-fly ND->NZ DMA (`nd2nz_head_phase`): the phases, the workspace bytes they
+    write, whether A and B are converted, and A's and B's miss fractions (a converted
+    operand's is its workspace's); adds their notes to `ops.notes`."""
+    geo = ops.geo
+    head_a, head_b = nd2nz_head(geo.k, geo.n) if ops.nd and ops.formats is not None \
+        else (False, False)
+    head_a = head_a and low.format_of(ops.x_name) == ND
+    head_b = head_b and low.format_of(ops.w_name) == ND
+    phases: list[Phase] = []
+    workspace = 0
+    for operand, v, on in ((ops.x_name, ops.xv, head_a), (ops.w_name, ops.wv, head_b)):
+        if on:
+            ph, ws_fits, hnotes = nd2nz_head_phase(low, operand, v)
+            phases.append(ph)
+            ops.notes += hnotes
+            workspace += padded_bytes(v, NZ)
+            if operand == ops.x_name:
+                miss_a = 0.0 if ws_fits else 1.0
+            else:
+                miss_b = 0.0 if ws_fits else 1.0
+    return phases, workspace, head_a, head_b, miss_a, miss_b
+
+
+def epilogue_phase(low: Lowering, name: str, outs: CubeOutputs, notes: list[str]) -> Phase:
+    """The AIV phase of a mix kernel on a split chip: the fused epilogue reading the cube
+    result back through L2; adds its notes to `notes`."""
+    vspec = VecSpec(outs.per_out, ((itemsize(outs.head_out.dtype), 0.0),) + outs.epi_inputs,
+                    outs.out_bytes, outs.through, tuple(outs.epi_parts))
+    vgroups, vnotes = vector_work(low.chip, vspec, name, low.chip.vector_cores)
+    notes += ["mix kernel: the cube result goes through L2 to the AIV cores"] + vnotes
+    return low.vector_phase(vgroups)
+
+
+def nd2nz_head_phase(low: Lowering, name: str, v: Value) -> tuple[Phase, bool, list[str]]:
+    """The AIV phase at a MatMul kernel's head that converts an ND operand too wide for the
+    ND->NZ DMA into an NZ workspace (lower/matmul_format.py); returns the phase, whether
+    the workspace stays in L2 (the cube then reads it from there) and notes."""
+    src_b, dst_b = padded_bytes(v, ND), padded_bytes(v, NZ)
+    n = max(padded_numel(v, ND), padded_numel(v, NZ))
+    # the workspace is no graph value: the cache does not track it, so the lowering
+    # says whether it stays in L2 (the chip's residency limit), as for other workspaces
+    fits = dst_b <= low.chip.l2_resident_bytes
+    spec = VecSpec(n, ((src_b / n, low.miss(name, src_b)),), dst_b / n,
+                   0.0 if fits else 1.0,
+                   (VecPart("unary", v.dtype, max(src_b, dst_b) / n, "vec_transdata"),))
+    groups, vnotes = vector_work(low.chip, spec, f"nd2nz head {name}", low.vector_cores())
+    notes = [f"'{name}' rows exceed the ND->NZ DMA stride ({ND2NZ_DMA_MAX_STRIDE} "
+             f"elements): the AIV cores convert it to an NZ workspace at the kernel's head "
+             f"({src_b} B -> {dst_b} B, {'kept in L2' if fits else 'through HBM'}), then "
+             f"the cube reads the workspace (MatMulV3 V_HEAD_ND2NZ)"] + vnotes
+    return low.vector_phase(groups), fits, notes
+
+
+def split_matmul_formats(low: Lowering, op_type: str, x_name: str, w_name: str
+                         ) -> MatmulFormats | None:
+    """CANN's ND/NZ choice for a 2-D MatMul (A 2-D, B 2-D or a vector) on a split chip,
+    None for other cube ops (lower/matmul_format.py)."""
+    xv, wv = low.value(x_name), low.value(w_name)
+    if op_type != "MatMul" or xv.rank != 2 or wv.rank not in (1, 2):
+        return None
+    m, k = (int(d) for d in xv.shape)
+    n = int(wv.shape[-1]) if wv.rank == 2 else 1
+    return matmul_formats(m, k, n, xv.dtype, low.chip.ai_cores)
+
+
+def operand_misses(low: Lowering, probe: GemmSpec, op: str, x_name: str, w_name: str,
+                   xv: Value, wv: Value) -> tuple[float, float, bool, int, int, int]:
+    """L2 miss fractions of a cube op's A and B reads: a first tiling gives the tile grid
+    and the wave of cores (gm x gn) that share each strip; returns (miss A, miss B,
+    whether the operands fit the L2 residency limit, gm, gn, block dim)."""
+    m0, _, n0 = low.chip.cube_shape(probe.in_dtype)
+    t0 = gemm_tiling(low.chip, probe, op)
+    tm, tn = cdiv(ceil_to(probe.m, m0), t0.m_t), cdiv(ceil_to(probe.n, n0), t0.n_t)
+    gn = min(tn, max(1, math.isqrt(t0.block)))
+    gm = max(1, min(tm * probe.batch, cdiv(t0.block, gn)))
+    a_unique = padded_bytes(xv, low.format_of(x_name) if low.format_of(x_name) !=
+                            "const" else ND)
+    w_unique = wv.numel * itemsize(wv.dtype)
+    fits = a_unique + w_unique <= low.chip.l2_resident_bytes
+    # the reads as the CANN tiling does them (L1-resident strips are not re-read): the
+    # cold miss fraction is the share of them that first touches each byte
+    a_reads, b_reads = operand_read_bytes(probe, t0)
+    miss_a = low.miss(x_name, max(a_reads, a_unique), fits, gn)
+    miss_b = low.miss(w_name, max(b_reads, w_unique), fits, gm)
+    return miss_a, miss_b, fits, gm, gn, t0.block
+
+
+def lower_cube_op(low: Lowering, node: Node) -> None:
+    """A cube unit op (Conv, MatMul, Gemm, ...): one cube task."""
+    lower_cube(low, node, node, [])
+
+
+# ----------------------------------------------------------------------------- grouped
+def lower_grouped_matmul(low: Lowering, node: Node, head: Node | None = None,
+                         tail: list | None = None, inner: tuple[str, ...] = (),
+                         display: str | None = None) -> None:
+    """GroupedMatmul as E GEMMs of ceil(T / E) rows (tokens spread evenly over the experts,
+    the stated assumption), every expert's weight read once. group_type 2 (the weight
+    gradient, groups split the contraction T): E GEMMs (K x ceil(T / E)) @ (ceil(T / E) x N).
+    `head`/`tail`: the GroupedMatmul and its element-wise epilogue inside a UB-fused node."""
+    head = head or node
+    x_name, w_name = head.inputs[0], head.inputs[1]
+    x, w = low.sub_value(head, x_name), low.sub_value(head, w_name)
+    out = low.sub_value(head, head.outputs[0])
+    split_k = int(head.attrs.get("group_type", SPLIT_M)) == SPLIT_K
+    if split_k:
+        kdim, t = (int(v) for v in x.shape)
+        e, n = int(out.shape[0]), int(out.shape[2])
+        rows = cdiv(t, e)
+        per_expert = {x_name: (e, kdim, rows), w_name: (e, rows, n)}
+    else:
+        e, kdim, n = (int(v) for v in w.shape)
+        t = int(x.shape[0])
+        rows = cdiv(t, e)
+        per_expert = {x_name: (e, rows, kdim), out.name: (e, rows, n)}
+    saved = low.sub
+    shapes = saved.copy(f"{node.name}_per_expert") if saved is not None else \
+        Graph(f"{node.name}_per_expert")
+    for name, shape in per_expert.items():
+        dtype = x.dtype if name != out.name else out.dtype
+        for alias in (name, f"{name}@{NZ}"):
+            shapes.values[alias] = Value(alias, shape, dtype)
+    shapes.values.setdefault(out.name, out)
+    head_node = Node(head.name, head.op_type, (x_name, w_name), head.outputs, head.attrs)
+    low.sub = shapes
+    try:
+        lower_cube(low, node, head_node, list(tail or ()), inner, name=node.name,
+                   op_type=display or node.op_type)
+    finally:
+        low.sub = saved
+    what = (f"{e} experts x (K {kdim} x {rows} token rows) @ ({rows} x N {n}) (weight "
+            f"gradient, group_type 2)" if split_k else f"{e} experts x {rows} rows each")
+    low.tasks[-1].notes += (f"grouped matmul: {what} (T = {t} token copies assumed spread "
+                            f"evenly)",)
+
+
+#: cube heads of UB-fused nodes with a lowering of their own (by the registry's `lowering`)
+CUBE_HEADS: dict[str, Callable] = {"grouped_matmul": lower_grouped_matmul}
+
+
+def lower_cube_head(low: Lowering, node, head, tail: list, inner: tuple[str, ...],
+                    display: str) -> None:
+    """The cube op at the head of a UB-fused node with its element-wise `tail`: the head's
+    own lowering when its registry entry names one in `CUBE_HEADS`, else `lower_cube`."""
+    own = CUBE_HEADS.get(get_op(head.op_type, head.name).lowering)
+    if own is not None:
+        own(low, node, head, tail, inner, display)
+    else:
+        lower_cube(low, node, head, tail, inner, node.name, display)
+
+
+#: this module's rows of the dispatcher's table (lower/lowering.py)
+LOWERINGS = {"cube": lower_cube_op, "grouped_matmul": lower_grouped_matmul}
+
+__all__ = ["ACC_BYTES", "cube_dtype", "chip_cube_modes", "CubeGeometry", "Shaped",
+           "conv_geometry", "gemm_geometry", "CubeOperands", "CubeOutputs", "cube_operands",
+           "cube_outputs", "lower_cube", "add_cube_task", "nd2nz_heads", "epilogue_phase",
+           "nd2nz_head_phase",
+           "split_matmul_formats", "operand_misses", "lower_cube_op", "lower_grouped_matmul",
+           "CUBE_HEADS", "lower_cube_head", "LOWERINGS"]

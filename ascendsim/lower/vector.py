@@ -1,0 +1,243 @@
+"""Lowering of vector ops (and of a UB-fused group of them) as instruction sequences on V.
+
+Note on the model
+-----------------
+An op's vector work is its instruction sequence (lower/vector_seq.py): the op's row of
+`SEQUENCES` (Softmax: vconv, vcmax, vsub, vexp, vcadd, vdiv, vconv) or, for ops not in that
+table, the sequence the registry's cost fields describe (`vec_instrs` instructions of its
+`vec_class` plus its `vec_extra`; flops only feed the roofline). Each instruction costs its
+256-byte repeats (a partial repeat is a masked full one) at its own rate per dtype
+(`chip.vector_rate`), at least `vector_min_cycles`; reductions pay the reduce rate only for
+their reduce tree's whole-reduce repeats; a fused node concatenates its members' sequences
+and `explain()` shows them. An op whose `reads_inputs` is False (NPUGetFloatStatus) moves no
+input bytes; its inputs only order it. An op on NC1HWC0 (FRACTAL_NZ) data whose other
+outputs are per-channel (per-column) vectors reads it in place, keeps the format for its
+same-rank outputs and writes the vectors in ND (BNTrainingReduce/Update,
+LayerNormBetaGammaBackprop). A BINARY-class instruction whose op's operands other than its
+largest have ONE element (x + 2.0, Mul by a broadcast scalar, Clip by scalar bounds, Max(x, 0))
+is the scalar-operand form vadds/vmuls/vmaxs, which the hardware issues at the one-operand
+(unary) rate (msKPP 910B1: 256 B/cycle vs 128 for vadd; `vec_class_of`).
+
+Ops of the registry's categories up to SEGMENT keep the NC1HWC0/NZ format of their main
+input (formats.py); the others read and write ND.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..ir.graph import Node
+from ..ir.registry import Category, get_op
+from ..ir.tensor import Value, itemsize
+from .bf16 import BF16_NOTE, bf16_vector_work, vconv_parts, widened
+from .context import Lowering, TaskSpec
+from .formats import NC1HWC0, ND, NZ, is_small_operand, padded_bytes
+from .memo import vector_work
+from .movement import ensure
+from .tiling import VecSpec
+from .vector_seq import SeqPart, resolve, vclass_of_registry
+
+
+def vec_class_of(opdef: Any, ins: list[Value]) -> str:
+    """The chip vector class an op's registry `vec_class` runs at (module note): a BINARY op
+    whose other operands have one element runs at the unary rate (vadds/vmuls/vmaxs take a
+    scalar register operand)."""
+    return vclass_of_registry(opdef, ins)
+
+
+def lower_vector(low: Lowering, node, parts: list, category: Category,
+                 fused: tuple[str, ...] = (), name: str | None = None,
+                 op_type: str | None = None, notes: list[str] | None = None) -> None:
+    """One vector task for `node` doing the work of `parts` (the node itself, or the members
+    of a UB-fused node), its operands in the format the category keeps (module note)."""
+    ext_in = [i for i in node.inputs if i]
+    outs = list(node.outputs)
+    if len(parts) == 1 and not get_op(parts[0].op_type, parts[0].name).reads_inputs:
+        ext_in = []   # ordering-only inputs (module note)
+    keeps = category <= Category.SEGMENT
+    # the special format of the main input survives element-wise/reduce work
+    main = next((i for i in ext_in if not low.is_const(i)), None)
+    fmt = ND
+    out_fmts = [ND] * len(outs)
+    if keeps and main is not None and low.format_of(main) in (NC1HWC0, NZ):
+        fmt = low.format_of(main)
+        keep = keeps_format(low, main, fmt, outs)
+        if keep is None:
+            fmt = ND
+        else:
+            out_fmts = [fmt if same else ND for same in keep]
+    ins = []
+    # an operand 8x smaller than the op's largest value (a per-channel or per-row
+    # vector, a broadcast statistic) is read as it is
+    value = low.value
+    ext_vals = [value(i) for i in ext_in]
+    out_vals = [value(o) for o in outs]
+    biggest = max([v.numel for v in ext_vals] + [v.numel for v in out_vals])
+    for i, v in zip(ext_in, ext_vals):
+        small = is_small_operand(v.numel, biggest) or v.rank < 2
+        if fmt == ND or small or low.is_const(i):
+            ins.append(ensure(low, i, ND) if not low.is_const(i) and not small else i)
+        else:
+            ins.append(ensure(low, i, fmt))
+    in_vals = [value(i) for i in ins]
+    in_fmts = [low.format_of(i) for i in ins]
+    in_b = [padded_bytes(v, fmt if f == fmt else ND) for f, v in zip(in_fmts, in_vals)]
+    out_b = [padded_bytes(v, f) for v, f in zip(out_vals, out_fmts)]
+    n = max([b // itemsize(v.dtype) for b, v in zip(in_b, in_vals)]) if in_vals else 1
+    n = max([n] + [b // itemsize(v.dtype) for b, v in zip(out_b, out_vals)])
+    n = max(n, 1)
+    vparts, temp, flops, seq_notes = vec_parts(low, parts, n, outs, fmt=fmt)
+    inputs = tuple((b / n, low.miss(i, b, fmt=f)) for i, b, f in zip(ins, in_b, in_fmts))
+    through = low.through(outs, out_fmts)
+    spec = VecSpec(n, inputs, sum(out_b) / n, through, tuple(vparts), temp)
+    groups, vnotes = vector_work(low.chip, spec, node.name, low.vector_cores())
+    if not ext_in and node.inputs:
+        ins = [i for i in node.inputs if i]   # dependencies only: no bytes moved
+        in_fmts = [low.format_of(i) for i in ins]
+        vnotes = vnotes + ["inputs order the op only (no input bytes read)"]
+    low.add_task(TaskSpec(name or node.name, op_type or node.op_type, low.vector_task_type(),
+                          [low.vector_phase(groups)], ins, outs, in_fmts, out_fmts, flops,
+                          (notes or []) + seq_notes + vnotes, fused))
+
+
+def lower_vector_op(low: Lowering, node: Node) -> None:
+    """A vector (or scalar) unit op: one vector task of its own sequence."""
+    lower_vector(low, node, [node], get_op(node.op_type, node.name).category)
+
+
+def keeps_format(low: Lowering, main: str, fmt: str, outs: list[str]) -> list[bool] | None:
+    """Whether the op reads its main input in its special format `fmt` in place (None:
+    convert it to ND) and, per output, whether the output keeps `fmt`. In place when
+    every output keeps the input's rank or is a vector along the format's inner axis:
+    for NC1HWC0 a per-channel vector (C,) (BNTrainingReduce's sums), for FRACTAL_NZ a
+    per-column vector (last dim) (LayerNormBetaGammaBackprop's dgamma/dbeta, a bias
+    gradient); such a vector output is ND."""
+    mv = low.value(main)
+    same = [low.value(o).rank == mv.rank for o in outs]
+    axis = 1 if fmt == NC1HWC0 and mv.rank >= 3 else -1 if fmt == NZ and mv.rank >= 2 \
+        else None
+    channel = [axis is not None and low.value(o).rank == 1
+               and low.value(o).shape[0] == mv.shape[axis] for o in outs]
+    if not all(s or c for s, c in zip(same, channel)):
+        return None
+    return same
+
+
+def vec_parts(low: Lowering, nodes: list, n: int, ext_outs: list[str], scale: float = 1.0,
+              fmt: str = ND) -> tuple[list[SeqPart], float, int, list[str]]:
+    """The vector instruction sequences of nodes (lower/vector_seq.py), concatenated, per
+    element of a task of `n` elements; UB bytes/element of intermediates and fp32 working
+    buffers; total flops; one note per node naming its sequence. `fmt`: the format the
+    main input is read in (it can pick a kernel path, vector_seq.PATHS)."""
+    parts: list[SeqPart] = []
+    temp = 0.0
+    total_flops = 0
+    notes: list[str] = []
+    for nd in nodes:
+        opdef = get_op(nd.op_type, nd.name)
+        ins = [low.sub_value(nd, i) for i in nd.inputs if i] if opdef.reads_inputs else []
+        outs = [low.sub_value(nd, o) for o in nd.outputs]
+        seq, work, text, flops, extra = node_seq(low, nd, opdef, ins, outs, n, ext_outs,
+                                                 scale, fmt)
+        total_flops += flops
+        parts += seq
+        temp += work
+        notes.append(text if len(nodes) == 1 else f"{nd.name} ({nd.op_type}): {text}")
+        for b in extra:
+            temp += b
+    return parts, temp, total_flops, notes
+
+
+def node_seq(low: Lowering, nd, opdef, ins: list, outs: list, n: int, ext_outs: list[str],
+             scale: float, fmt: str) -> tuple[list[SeqPart], float, str, int, list]:
+    """One node's part of `vec_parts`: its sequence, working bytes, note, flops and the
+    UB bytes per element of its outputs that stay inside the task. Kept by everything
+    it reads but the names (op, attributes, operand shapes/dtypes/layouts, which outputs
+    leave the task, n, scale, format), with the constant data it read checked on reuse:
+    identical layers resolve once."""
+    key = None
+    akey = attrs_key(nd.attrs)
+    if akey is not None:
+        key = (nd.op_type, akey, n, scale, fmt,
+               tuple((v.shape, v.dtype, v.layout) for v in ins),
+               tuple((v.shape, v.dtype, v.layout, v.name in ext_outs) for v in outs))
+        for consts, hit in low.seq_memo.get(key, ()):
+            if all(same_const(low.const_value(ins[i].name), c) for i, c in consts):
+                seq, work, text, flops, extra = hit
+                return list(seq), work, text, flops, extra
+    read: list[tuple[int, Any]] = []
+    in_names = [v.name for v in ins]
+
+    def const(name: str) -> Any:
+        c = low.const_value(name)
+        read.append((in_names.index(name) if name in in_names else -1, c))
+        return c
+
+    flops = int(opdef.flops(ins, outs, nd.attrs))
+    big = max([v.numel for v in ins + outs] + [1])
+    bf16 = bf16_vector_work(low.chip, opdef, nd.name, ins, outs)
+    if bf16 is not None:   # bf16 math as fp32 between vconvs (lower/bf16.py)
+        before, after = vconv_parts(ins, outs, scale / max(n, 1))
+        ins, outs = widened(ins, bf16), widened(outs, bf16)
+    seq, work, text = resolve(nd.op_type, opdef, ins, outs, nd.attrs,
+                              big / max(n, 1) * scale, const,
+                              low.chip.ub_align_bytes, fmt, low.chip.name)
+    if bf16 is not None:
+        seq = [*before, *seq, *after]
+        text += f"; {BF16_NOTE}"
+    extra = [o.numel * itemsize(o.dtype) / max(n, 1) * scale for o in outs
+             if o.name not in ext_outs]
+    if key is not None and all(i >= 0 for i, _ in read):
+        low.seq_memo.setdefault(key, []).append(
+            (tuple(read), (tuple(seq), work, text, flops, extra)))
+    return seq, work, text, flops, extra
+
+
+def attrs_key(attrs: dict) -> tuple | None:
+    """A node's attributes as a hashable key that tells apart anything that could lower
+    differently (types, float bits, -0.0); None when one is not a plain scalar or a
+    sequence of them (such a node is not kept by `node_seq`)."""
+    out = []
+    for k, v in attrs.items():
+        kv = _plain_key(v)
+        if kv is None:
+            return None
+        out.append((k, kv))
+    return tuple(out)
+
+
+def _plain_key(v: Any) -> tuple | None:
+    t = type(v)
+    if t is float:
+        return (t, v.hex())
+    if t in (int, str, bool) or v is None:
+        return (t, v)
+    if t in (list, tuple):
+        items = []
+        for x in v:
+            kx = _plain_key(x)
+            if kx is None:
+                return None
+            items.append(kx)
+        return (t, tuple(items))
+    return None
+
+
+def same_const(a: Any, b: Any) -> bool:
+    """Whether two constants (arrays, scalars or None) are the same data."""
+    if a is b:
+        return True
+    if a is None or b is None or type(a) is not type(b):
+        return False
+    if isinstance(a, np.ndarray):
+        return a.dtype == b.dtype and a.shape == b.shape and bool(np.array_equal(a, b))
+    return bool(a == b)
+
+
+#: this module's rows of the dispatcher's table (lower/lowering.py): vector and scalar units
+LOWERINGS = {"vector": lower_vector_op, "scalar": lower_vector_op}
+
+__all__ = ["lower_vector", "lower_vector_op", "keeps_format", "vec_parts", "node_seq",
+           "vec_class_of", "attrs_key", "same_const", "LOWERINGS"]
