@@ -86,7 +86,7 @@ def test_freeze_round_trip_and_new_rows_reported_apart(tmp_path, monkeypatch):
     rep = validate_rows([old, new])
     assert rep.frozen is not None and not rep.is_new(rep.rows[0]) and rep.is_new(rep.rows[1])
     assert len(rep.ratios()) == 1 and len(rep.ratios(new=True)) == 1
-    assert "(new since frozen)" in rep.table(rows=False)
+    assert "validation rows added since the freeze" in rep.table(rows=False)
 
 
 def test_a_malformed_frozen_file_is_a_config_error(tmp_path):
