@@ -132,3 +132,18 @@ def test_stamp_first_sight_writes_the_fields_once(tmp_path):
     assert row.first_commit == "c" * 40 and row.first_date == "2026-11-23"
     with pytest.raises(ConfigError, match="never rewritten"):
         stamp_first_sight(["t-relu"], paths=[path], commit="d" * 40)
+
+
+def test_the_built_in_corpus_reports_a_first_sight_median():
+    """Rows added since the rule record their first sight, and validate() reports its median
+    from the rows alone (package data: no git at run time)."""
+    import math
+
+    from ascendsim.validation.validate import validate_rows
+
+    stamped = [r for r in load_corpus() if r.first_ratio is not None]
+    assert len(stamped) >= 6
+    assert all(len(r.first_commit.split("+")[0]) == 40 and r.first_date for r in stamped)
+    cheap = [r for r in stamped if r.id.startswith("hpm-bert64-ks-")]
+    rep = validate_rows(cheap)
+    assert rep.first_sight.n == len(cheap) and not math.isnan(rep.first_sight_median)
