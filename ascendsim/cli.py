@@ -295,6 +295,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     try:
         with progress.stage("simulating corpus rows"):
             report = validate(chip=chip, families=args.family, quick=args.quick)
+            if args.loso:
+                report.leave_one_source_out()
     finally:
         progress.close()
     print(report.table(rows=not args.summary_only))
@@ -378,6 +380,7 @@ def build_parser() -> argparse.ArgumentParser:
     val.add_argument("--quick", action="store_true", help="the fixed quick subset (< 30 s)")
     val.add_argument("--plot", metavar="PNG", help="write the simulated vs measured scatter")
     val.add_argument("--csv", metavar="FILE", help="write one line per row")
+    val.add_argument("--loso", action="store_true", help="leave one source out of each C figure")
     val.add_argument("--summary-only", action="store_true",
                      help="print the family table only, not every row")
     val.add_argument("--no-progress", dest="progress", action="store_false",

@@ -304,6 +304,97 @@ def calibrate(rows_or_profile: Any, chip: str | Chip, params: Iterable[str],
         message=str(res.message))
 
 
+# ----------------------------------------------------------------------------- leave one out
+@dataclass(frozen=True)
+class LeaveOneSourceOut:
+    """One calibrated figure with one of its sources left out of the fit.
+
+    value: the figure as the chip gives it (fitted on every source). value_without: the
+    figure re-fitted on the other sources' rows; None when no row of another source fits
+    it (then the figure stands as `without`: absent for an optional figure, else as given).
+    error_with / error_without: median |ratio - 1| on the left-out source's rows of the
+    figure with the figure as given and as it stands without that source."""
+
+    chip: str
+    figure: str
+    value: float
+    source: str
+    rows: tuple[str, ...]
+    value_without: float | None
+    without: str
+    error_with: float
+    error_without: float
+
+
+def leave_one_source_out(rows: Iterable[CorpusRow] | None = None,
+                         chip_names: Iterable[str] | None = None,
+                         progress: Callable[[str], None] | None = None
+                         ) -> list[LeaveOneSourceOut]:
+    """For every chip figure tagged C (calibrated) on the built-in chips, and every
+    independent source (`CorpusRow.source_repo`) of the calibration rows fitted to it: the
+    figure re-fitted without that source and the error on that source's rows (see
+    `LeaveOneSourceOut`). Re-fits need scipy; a figure fitted on one source only has no
+    other rows, so it is reported as it stands without any fit."""
+    from .corpus import load_corpus
+    from .validate import summarize, validate_rows
+
+    rows = [r for r in (load_corpus() if rows is None else rows) if r.role == "calibration"]
+    out = []
+    for name in (chips() if chip_names is None else chip_names):
+        chip = get_chip(name)
+        if chip.name != name:
+            continue                                   # an alias of another chip
+        for key in chip.figure_keys():
+            if chip.confidence(key) != "C":
+                continue
+            mine = [r for r in rows if key in r.calibrates and get_chip(r.chip).name == name]
+            for src in dict.fromkeys(r.source_repo for r in mine):
+                left = [r for r in mine if r.source_repo == src]
+                train = [r for r in mine if r.source_repo != src]
+                if progress is not None:
+                    progress(f"{name} {key} without {src}")
+                value_without: float | None = None
+                if train:
+                    try:
+                        fit = calibrate(train, chip, [key], holdout=0)
+                    except ConfigError as exc:             # scipy missing
+                        without, alt = f"not re-fitted ({exc})", chip
+                    else:
+                        value_without = fit.params[key]
+                        without, alt = f"re-fitted on {len(train)} rows", fit.chip
+                elif getattr(chip, key, 0) is not None and _optional(chip, key):
+                    without, alt = "absent (no other source)", chip.replace(**{key: None})
+                else:
+                    without, alt = "as given (no other source; not optional)", chip
+                err = [summarize([r.ratio for r in validate_rows(left, c).rows
+                                  if r.ratio is not None]).median_abs_error
+                       for c in (chip, alt)]
+                out.append(LeaveOneSourceOut(name, key, float(chip.figure(key)), src,
+                                             tuple(r.id for r in left), value_without,
+                                             without, err[0], err[1]))
+    return out
+
+
+def _optional(chip: Chip, key: str) -> bool:
+    """A top-level figure whose field may be None (an optional chip figure)."""
+    f = {f.name: f for f in fields(chip)}.get(key)
+    return f is not None and "None" in str(f.type)
+
+
+def loso_table(records: Sequence[LeaveOneSourceOut]) -> list[str]:
+    """Printable lines of leave-one-source-out records."""
+    head = ("chip", "figure", "value", "left-out source", "rows", "value without",
+            "error with", "error without")
+    body = [(r.chip, r.figure, f"{r.value:.4g}", r.source, len(r.rows),
+             f"{r.value_without:.4g}" if r.value_without is not None else r.without,
+             _pct(r.error_with), _pct(r.error_without)) for r in records]
+    widths = [max(len(str(x[i])) for x in [head, *body]) for i in range(len(head))]
+    fmt = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()
+    return ["leave one source out (calibrated figures; error = median |error| on the "
+            "left-out source's calibration rows)", fmt(head),
+            "-" * (sum(widths) + 2 * (len(widths) - 1)), *map(fmt, body)]
+
+
 def cited_rows(source: str) -> list[str]:
     """The row ids a "C: calibrated on rows a, b, c" source cites ([] for other tags)."""
     if not source.startswith(C_PREFIX):
@@ -313,4 +404,5 @@ def cited_rows(source: str) -> list[str]:
 
 
 __all__ = ["calibrate", "CalibrationResult", "Measurement", "fittable_params", "scaled_chip",
-           "measurements", "split", "cited_rows", "C_PREFIX"]
+           "measurements", "split", "cited_rows", "C_PREFIX", "leave_one_source_out",
+           "LeaveOneSourceOut", "loso_table"]

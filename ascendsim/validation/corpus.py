@@ -3,8 +3,13 @@
 Rows live in `ascendsim/validation/corpus/*.toml` (package data), each file a list of
 ``[[row]]`` tables. A row is one measurement: what ran (`workload`), on which chip, how it was
 timed (`timing`, `data`), what was measured (`metric`, `value`, `unit`) and where it was
-published (`source`, `source_detail`, `framework`, `cann`). Its `role` says what it may be
-used for (issue 10's definitions):
+published (`source`, `source_table`, `source_detail`, `framework`, `cann`). `source_table`
+names the table the figure comes from: "<repository or site>:<path without revision>#<table or
+section>" (no "#..." when the file is one table, e.g. a profile CSV); calibration and
+validation rows never share a table (tests/validation/test_discipline.py). Optional
+`first_ratio`, `first_commit`, `first_date`: the row's ratio under the model of the commit that
+added it, before any model change it motivated (`ascendsim.validation.first_sight`). Its `role`
+says what it may be used for (issue 10's definitions):
 
 - ``calibration``: a chip figure was fitted to it; `calibrates` names the chip figure keys;
 - ``validation``: never used to set any figure; the error the report quotes;
@@ -99,7 +104,9 @@ LAUNCHES = ("graph", "eager")
 _REQUIRED = ("id", "chip", "family", "role", "workload", "timing", "data", "metric", "value",
              "unit", "source")
 _OPTIONAL = ("variant", "pending_reason", "calibrates", "source_detail", "framework", "cann",
-             "note")
+             "note", "source_table", "first_ratio", "first_commit", "first_date")
+#: keys that hold a number rather than a string
+_NUMERIC_OPTIONAL = ("first_ratio",)
 _WORKLOAD_KEYS = {
     "op": ({"op", "inputs"}, {"kind", "cann_op", "attrs", "cores", "measure", "detail",
                               "count_bytes", "loop"}),
@@ -108,6 +115,20 @@ _WORKLOAD_KEYS = {
     "decoder": ({"preset", "batch"}, {"kind", "phase", "seq_len", "context_len", "precision",
                                       "overrides", "layers", "launch"}),
 }
+
+
+#: the fields that define a row (what ran, how it was timed, on what data, what was measured)
+DEFINITION_KEYS = ("id", "chip", "variant", "family", "role", "workload", "timing", "data",
+                   "metric", "value", "unit")
+
+
+def _thaw(value: Any) -> Any:
+    """A frozen row value back as plain dicts and lists (for hashing and TOML)."""
+    if isinstance(value, Mapping):
+        return {k: _thaw(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [_thaw(v) for v in value]
+    return value
 
 
 def _freeze(value: Any) -> Any:
@@ -141,7 +162,25 @@ class CorpusRow:
     framework: str = ""
     cann: str = ""
     note: str = ""
+    #: where the figure was published, down to the table: "<repository or site>:<path without
+    #: revision>#<table or section>" (no "#..." when the file is one table, e.g. a profile CSV)
+    source_table: str = ""
+    #: the row's ratio under the model of the commit that added it, before any model change
+    #: motivated by it (`first_commit`, `first_date`); None: unknown (rows older than the rule)
+    first_ratio: float | None = None
+    first_commit: str = ""
+    first_date: str = ""
     file: str = field(default="", compare=False)
+
+    @property
+    def source_repo(self) -> str:
+        """The repository or site of `source_table` (one independent source), or `source`."""
+        return self.source_table.split(":", 1)[0] if self.source_table else self.source
+
+    def definition(self) -> dict[str, Any]:
+        """What the row measures and how it is simulated (`DEFINITION_KEYS`): the fields a
+        frozen row must keep; provenance (source, note, first sight...) is not part of it."""
+        return {k: _thaw(getattr(self, k)) for k in DEFINITION_KEYS}
 
     @property
     def measured_base(self) -> float:
@@ -247,7 +286,8 @@ def check_row(raw: Mapping[str, Any], where: str, file: str = "") -> CorpusRow:
     if unknown:
         raise fail(unknown[0], f"unknown key; valid keys: {', '.join(_REQUIRED + _OPTIONAL)}")
     for key in ("id", "chip", "source", *_OPTIONAL):
-        if key in raw and key != "calibrates" and not isinstance(raw[key], str):
+        if key in raw and key not in ("calibrates", *_NUMERIC_OPTIONAL) \
+                and not isinstance(raw[key], str):
             raise fail(key, f"must be a string, got {raw[key]!r}")
     for key, choices in (("family", FAMILIES), ("role", ROLES), ("timing", TIMINGS),
                          ("data", DATA), ("metric", METRICS), ("unit", tuple(UNITS))):
@@ -262,6 +302,13 @@ def check_row(raw: Mapping[str, Any], where: str, file: str = "") -> CorpusRow:
     if UNITS[raw["unit"]][0] != raw["metric"]:
         raise fail("unit", f"{raw['unit']!r} is a {UNITS[raw['unit']][0]} unit but metric is "
                            f"{raw['metric']!r}")
+    first = raw.get("first_ratio")
+    if first is not None and (isinstance(first, bool) or not isinstance(first, (int, float))
+                              or not math.isfinite(first) or first <= 0):
+        raise fail("first_ratio", f"must be a positive number, got {first!r}")
+    if first is not None and not raw.get("first_commit", "").strip():
+        raise fail("first_commit", "a row with a first_ratio names the commit it was "
+                                   "computed at")
     role = raw["role"]
     calibrates = raw.get("calibrates", [])
     if not isinstance(calibrates, list) or not all(isinstance(c, str) for c in calibrates):
@@ -283,7 +330,10 @@ def check_row(raw: Mapping[str, Any], where: str, file: str = "") -> CorpusRow:
         variant=raw.get("variant", ""), pending_reason=raw.get("pending_reason", ""),
         calibrates=tuple(calibrates), source_detail=raw.get("source_detail", ""),
         framework=raw.get("framework", ""), cann=raw.get("cann", ""),
-        note=raw.get("note", ""), file=file)
+        note=raw.get("note", ""), source_table=raw.get("source_table", ""),
+        first_ratio=None if first is None else float(first),
+        first_commit=raw.get("first_commit", ""), first_date=raw.get("first_date", ""),
+        file=file)
 
 
 def _check_workload(w: Any, fail) -> dict[str, Any]:
@@ -366,5 +416,5 @@ def _check_decoder(w: Mapping[str, Any], fail) -> None:
         raise fail("workload.preset", f"must be a preset name, got {w['preset']!r}")
 
 
-__all__ = ["CorpusRow", "load_corpus", "load_corpus_file", "check_row", "corpus_dir",
-           "corpus_files", "FAMILIES", "ROLES", "TIMINGS", "DATA", "METRICS", "UNITS"]
+__all__ = ["CorpusRow", "DEFINITION_KEYS", "load_corpus", "load_corpus_file", "check_row",
+           "corpus_dir", "corpus_files", "FAMILIES", "ROLES", "TIMINGS", "DATA", "METRICS", "UNITS"]

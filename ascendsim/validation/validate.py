@@ -5,7 +5,12 @@ and measured / simulated for throughputs, so > 1 always means "the model is slow
 **error** is ratio - 1; a report's **median |error|** is the median of |ratio - 1| over its
 validation rows (a fraction); its **bias** is the geometric mean of their ratios. Once the
 validation set is frozen (`ascendsim.validation.frozen`), those figures cover the frozen rows
-and validation rows added later are summarised apart as "new".
+as defined today; validation rows added later are summarised apart ("added since the
+freeze"), the frozen rows as they were defined when frozen beside them (`as_frozen`), all
+validation rows together (`all_validation`), the rows' ratios at first sight
+(`first_sight_median`, from their `first_ratio`), and every independent source apart
+(`by_source`). `leave_one_source_out()` adds, on demand, each calibrated figure re-fitted
+without each of its sources.
 
 How each timing is simulated (`simulate_row`):
 
@@ -161,6 +166,17 @@ class FamilyStats:
     bias: float
 
 
+@dataclass(frozen=True)
+class SourceStats:
+    """One independent source's rows: its validation rows' stats, its calibration rows'
+    stats, and how many source tables it gives."""
+
+    source: str
+    validation: FamilyStats
+    calibration: FamilyStats
+    tables: int
+
+
 def summarize(ratios: Sequence[float]) -> FamilyStats:
     """n, median |ratio - 1|, median ratio and geometric-mean ratio of some ratios."""
     if not ratios:
@@ -181,6 +197,13 @@ class ValidationReport:
     #: ids of the frozen validation set (`ascendsim.validation.frozen`); None: nothing
     #: frozen yet, every validation row counts
     frozen: frozenset[str] | None = None
+    #: the frozen rows of this run as they were defined when frozen (frozen.toml's
+    #: [[frozen_row]] tables), simulated under today's model; rows whose definition did not
+    #: change share today's record
+    as_frozen: list[ValidationRecord] = field(default_factory=list)
+    #: leave-one-source-out records of the calibrated (C) chip figures, when computed
+    #: (`leave_one_source_out()`; not part of a plain validate() run)
+    loso: list[Any] | None = None
 
     def is_new(self, rec: ValidationRecord) -> bool:
         """A validation row added after the validation set was frozen."""
@@ -209,6 +232,61 @@ class ValidationReport:
         """The calibration rows' summary (how well the model's form fits what it was fitted
         to; not an independent error)."""
         return summarize(self.ratios("calibration"))
+
+    @property
+    def frozen_as_frozen(self) -> FamilyStats:
+        """The frozen rows as they were defined when frozen, under today's model (beside
+        `median_abs_error`, the same rows as defined today)."""
+        return summarize([r.ratio for r in self.as_frozen if r.ratio is not None])
+
+    @property
+    def new(self) -> FamilyStats:
+        """The validation rows added after the set was frozen."""
+        return summarize(self.ratios(new=True))
+
+    @property
+    def all_validation(self) -> FamilyStats:
+        """Every validation row of the run as defined today, frozen and new together."""
+        return summarize(self.ratios() + self.ratios(new=True))
+
+    @property
+    def first_sight(self) -> FamilyStats:
+        """The rows' ratios at first sight (`first_ratio`: under the model of the commit that
+        added the row, before any model change it motivated), over the rows of the run that
+        record one, of any role but pending (a row is unseen by every fit at first sight).
+        Rows older than the rule have none and are not counted."""
+        return summarize([r.row.first_ratio for r in self.rows
+                          if r.role != "pending" and r.row.first_ratio is not None])
+
+    @property
+    def first_sight_median(self) -> float:
+        """Median |first_ratio - 1| over the rows that record a first sight (NaN if none):
+        how far the model was from rows it had not yet seen, the project's own measure of
+        generalisation (see `first_sight`)."""
+        return self.first_sight.median_abs_error
+
+    @property
+    def by_source(self) -> dict[str, SourceStats]:
+        """Independent source (the repository or site of a row's `source_table`) -> its
+        validation rows (frozen and new, as defined today) and calibration rows, sources in
+        corpus order."""
+        out: dict[str, SourceStats] = {}
+        for src in dict.fromkeys(r.row.source_repo for r in self.rows if r.role != "pending"):
+            mine = [r for r in self.rows if r.row.source_repo == src and r.status == "ok"
+                    and r.ratio is not None]
+            val = summarize([r.ratio for r in mine if r.role == "validation"])
+            cal = summarize([r.ratio for r in mine if r.role == "calibration"])
+            tables = {r.row.source_table for r in self.rows if r.row.source_repo == src}
+            out[src] = SourceStats(src, val, cal, len(tables))
+        return out
+
+    def leave_one_source_out(self, progress=None) -> list[Any]:
+        """Leave-one-source-out records of every calibrated chip figure
+        (`calibrate.leave_one_source_out`), kept on the report for `table()`."""
+        from .calibrate import leave_one_source_out
+
+        self.loso = leave_one_source_out(progress=progress)
+        return self.loso
 
     @property
     def by_family(self) -> dict[str, FamilyStats]:
@@ -247,30 +325,60 @@ class ValidationReport:
                 out += [f"  {r.id} [{r.family}, {r.chip}]: {r.pending_reason}" for r in pend]
                 out.append("")
         head = ("family", "n", "median |error|", "median ratio", "bias")
-        body = [(f, s.n, _pct(s.median_abs_error), _num(s.median_ratio), _num(s.bias))
-                for f, s in self.by_family.items()]
+
+        def line(label: str, st: FamilyStats) -> tuple:
+            return (label, st.n, _pct(st.median_abs_error), _num(st.median_ratio),
+                    _num(st.bias))
+
+        body = [line(f, st) for f, st in self.by_family.items()]
+        frozen = self.frozen is not None
         allv = summarize(self.ratios())
-        body.append(("all validation", allv.n, _pct(allv.median_abs_error),
-                     _num(allv.median_ratio), _num(allv.bias)))
-        if self.frozen is not None:
-            new = summarize(self.ratios(new=True))
-            body.append(("(new since frozen)", new.n, _pct(new.median_abs_error),
-                         _num(new.median_ratio), _num(new.bias)))
-        cal = self.calibration
-        body.append(("(calibration)", cal.n, _pct(cal.median_abs_error), _num(cal.median_ratio),
-                      _num(cal.bias)))
-        out += [f"by family (validation rows, {where}; ratio > 1: the model is slow)",
+        if frozen:
+            body.append(line("frozen validation rows, as defined today", allv))
+            body.append(line("frozen validation rows, as frozen", self.frozen_as_frozen))
+            body.append(line("validation rows added since the freeze", self.new))
+            body.append(line("all validation rows (frozen + added)", self.all_validation))
+        else:
+            body.append(line("all validation rows", allv))
+        body.append(line("calibration rows (fitted; not an error)", self.calibration))
+        body.append(line("first sight (rows with a first_ratio, any role)", self.first_sight))
+        what = "frozen validation rows as defined today" if frozen else "validation rows"
+        out += [f"by family ({what}, {where}; ratio > 1: the model is slow)",
                 *_grid(head, body), ""]
         new_fams = self.by_family_new
         if new_fams:
-            body = [(f, s.n, _pct(s.median_abs_error), _num(s.median_ratio), _num(s.bias))
-                    for f, s in new_fams.items()]
-            out += ["new since frozen, by family (validation rows added after the set was "
-                    "frozen; not in the figures above)", *_grid(head, body), ""]
+            body = [line(f, st) for f, st in new_fams.items()]
+            out += ["added since the freeze, by family (validation rows added after the set "
+                    "was frozen; not in the family lines above)", *_grid(head, body), ""]
+        sources = self.by_source
+        if sources:
+            shead = ("source (repository or site)", "tables", "validation n", "median |error|",
+                     "bias", "calibration n")
+            sbody = [(src, st.tables, st.validation.n, _pct(st.validation.median_abs_error),
+                      _num(st.validation.bias), st.calibration.n)
+                     for src, st in sources.items()]
+            out += ["by source (every validation row of the run, frozen and added, as defined "
+                    "today; calibration rows counted apart)", *_grid(shead, sbody), ""]
+        if self.loso:
+            from .calibrate import loso_table
+
+            out += [*loso_table(self.loso), ""]
         errors = self.count("error")
-        out.append(f"median |error| on validation rows: {_pct(self.median_abs_error)} "
-                   f"(n = {allv.n}), bias {_num(self.bias)}; {errors} row(s) failed to "
-                   f"simulate, {self.count('pending')} pending; {self.wall_s:.1f} s")
+        fs = self.first_sight
+        fa = self.frozen_as_frozen
+        parts = [f"median |error| on validation rows: {_pct(self.median_abs_error)} "
+                 f"(n = {allv.n}{', frozen set as defined today' if frozen else ''}), "
+                 f"bias {_num(self.bias)}"]
+        if frozen:
+            av = self.all_validation
+            failed = sum(r.ratio is None for r in self.as_frozen)
+            parts.append(f"frozen set as frozen {_pct(fa.median_abs_error)} (n = {fa.n}"
+                         f"{f'; {failed} do not simulate as frozen' if failed else ''}); "
+                         f"all validation rows {_pct(av.median_abs_error)} (n = {av.n})")
+        parts.append(f"first sight {_pct(fs.median_abs_error)} (n = {fs.n} rows with a "
+                     f"first_ratio)")
+        out.append("; ".join(parts) + f"; {errors} row(s) failed to simulate, "
+                   f"{self.count('pending')} pending; {self.wall_s:.1f} s")
         return "\n".join(out)
 
     def to_csv(self, path: str | Path) -> None:
@@ -581,30 +689,44 @@ def validate_rows(rows: Iterable[CorpusRow], chip: str | Chip | None = None,
     t0 = time.perf_counter()
     forced = get_chip(chip) if chip is not None else None
     runner = _Runner()
-    out: list[ValidationRecord] = []
     rows = list(rows)
+    out: list[ValidationRecord] = []
     for i, row in enumerate(rows):
-        name = forced.name if forced is not None else row.chip
-        if row.role == "pending":
-            out.append(ValidationRecord(row, name, None, "pending", row.pending_reason))
-            continue
-        t1 = time.perf_counter()
-        try:
-            the_chip = forced if forced is not None else get_chip(row.chip)
-            sim = runner.value(row, the_chip)
-            rec = ValidationRecord(row, name, sim, "ok", wall_s=time.perf_counter() - t1)
-        except (AscendSimError, ValueError, KeyError, TypeError, ZeroDivisionError,
-                ArithmeticError) as exc:
-            # one row's fault never aborts the run; the reason is kept on the row
-            rec = ValidationRecord(row, name, None, "error", _short(exc),
-                                   wall_s=time.perf_counter() - t1)
-        out.append(rec)
+        out.append(_record(runner, row, forced))
         if progress is not None:
             progress(i + 1, len(rows))
     frozen = load_frozen()
+    as_frozen: list[ValidationRecord] = []
+    if frozen is not None:
+        # the frozen rows of this run as defined when frozen; unchanged ones share the record
+        today = {r.id: r for r in out}
+        for old in frozen.as_frozen():
+            rec = today.get(old.id)
+            if rec is None or rec.role != "validation":
+                continue
+            same = rec.row.definition() == old.definition()
+            as_frozen.append(rec if same else _record(runner, old, forced))
     return ValidationReport(out, forced.name if forced is not None else None,
                             time.perf_counter() - t0,
-                            frozen=frozenset(frozen.ids) if frozen is not None else None)
+                            frozen=frozenset(frozen.ids) if frozen is not None else None,
+                            as_frozen=as_frozen)
+
+
+def _record(runner: _Runner, row: CorpusRow, forced: Chip | None) -> ValidationRecord:
+    """Simulate one row (pending rows are recorded, not simulated)."""
+    name = forced.name if forced is not None else row.chip
+    if row.role == "pending":
+        return ValidationRecord(row, name, None, "pending", row.pending_reason)
+    t1 = time.perf_counter()
+    try:
+        the_chip = forced if forced is not None else get_chip(row.chip)
+        sim = runner.value(row, the_chip)
+        return ValidationRecord(row, name, sim, "ok", wall_s=time.perf_counter() - t1)
+    except (AscendSimError, ValueError, KeyError, TypeError, ZeroDivisionError,
+            ArithmeticError) as exc:
+        # one row's fault never aborts the run; the reason is kept on the row
+        return ValidationRecord(row, name, None, "error", _short(exc),
+                                wall_s=time.perf_counter() - t1)
 
 
 def quick_rows(rows: Sequence[CorpusRow]) -> list[CorpusRow]:
@@ -627,4 +749,4 @@ def validate(chip: str | Chip | None = None, families: Iterable[str] | None = No
 
 
 __all__ = ["validate", "validate_rows", "quick_rows", "ValidationReport", "ValidationRecord",
-           "FamilyStats", "summarize", "transfer_cycles", "QUICK_IDS"]
+           "FamilyStats", "SourceStats", "summarize", "transfer_cycles", "QUICK_IDS"]

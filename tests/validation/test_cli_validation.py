@@ -23,6 +23,14 @@ def test_validate_family_prints_table_and_writes_files(tmp_path, capsys):
     assert csv_path.read_text().count("\n") >= 2 and png.stat().st_size > 0
 
 
+def test_validate_summary_reports_sources_and_leave_one_source_out(capsys):
+    assert main(["validate", "--family", "launch", "--summary-only", "--loso",
+                 "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "by source" in out and "leave one source out" in out
+    assert "kernel_start_us" in out and "first sight" in out
+
+
 def test_validate_bad_chip_is_one_line_error(capsys):
     assert main(["validate", "--chip", "ascend950", "--family", "launch"]) == 2
     assert "unknown chip" in capsys.readouterr().err

@@ -44,7 +44,8 @@ UNIT_METRIC = {"us": "time", "ms": "time", "s": "time", "samples/s": "throughput
 REQUIRED = {"id": str, "chip": str, "family": str, "role": str, "workload": dict,
             "timing": str, "data": str, "metric": str, "value": (int, float), "unit": str,
             "source": str}
-OPTIONAL_STR = ("variant", "pending_reason", "source_detail", "framework", "cann", "note")
+OPTIONAL_STR = ("variant", "pending_reason", "source_detail", "framework", "cann", "note",
+                "source_table", "first_commit", "first_date")
 #: kind -> the workload keys a row of that kind must give (the loader in
 #: ascendsim.validation owns the full vocabulary of optional keys)
 WORKLOAD_REQUIRED = {"op": {"op", "inputs"}, "model": {"model", "batch"},
@@ -118,7 +119,7 @@ def row_problems(row: Any) -> list[str]:
             out.append(f"{key} missing")
         elif not isinstance(row[key], typ) or isinstance(row[key], bool):
             out.append(f"{key} has type {type(row[key]).__name__}")
-    unknown = set(row) - set(REQUIRED) - set(OPTIONAL_STR) - {"calibrates"}
+    unknown = set(row) - set(REQUIRED) - set(OPTIONAL_STR) - {"calibrates", "first_ratio"}
     out += [f"{k} is not a row key" for k in sorted(unknown)]
     out += [f"{k} must be a string" for k in OPTIONAL_STR
             if k in row and not isinstance(row[k], str)]

@@ -3,6 +3,8 @@ added later are reported apart as "new"."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from ascendsim.errors import ConfigError
@@ -24,6 +26,42 @@ def test_the_frozen_set_is_intact():
     assert not demoted, f"frozen rows no longer validation rows: {demoted}"
     assert fz.values_hash(rows[i] for i in frozen.ids) == frozen.values_sha256, \
         "a frozen row's measured value or unit changed"
+
+
+def test_the_freeze_hash_covers_the_whole_row_definition():
+    """definitions_sha256 hashes every defining field of the frozen rows (workload, timing,
+    data temperature, chip...), not only id/value/unit: a redefinition must be recorded
+    (`record_definitions()`), and the definitions as frozen are kept intact beside it."""
+    frozen = fz.load_frozen()
+    rows = {r.id: r for r in load_corpus()}
+    today = [rows[i] for i in frozen.ids]
+    assert fz.definitions_hash(today) == frozen.definitions_sha256, \
+        "a frozen row's definition changed: give the source's words in its note, then " \
+        "record it with ascendsim.validation.frozen.record_definitions()"
+    as_frozen = frozen.as_frozen()
+    assert [r.id for r in as_frozen] == list(frozen.ids)
+    assert fz.definitions_hash(as_frozen) == frozen.frozen_definitions_sha256
+    assert fz.values_hash(as_frozen) == frozen.values_sha256
+    # the hash sees what the old one did not: data temperature, block_dim, workload
+    row = today[0]
+    for change in ({"data": "cold" if row.data != "cold" else "warm"},
+                   {"timing": "msprof_kernel" if row.timing != "msprof_kernel" else "eager_call"},
+                   {"workload": {**row.workload, "cores": 1}}):
+        other = dataclasses.replace(row, **change)
+        assert fz.values_hash([other]) == fz.values_hash([row])
+        assert fz.definitions_hash([other]) != fz.definitions_hash([row])
+
+
+def test_a_redefined_frozen_row_quotes_its_source():
+    """A frozen row defined differently today than when frozen says so in its note, with the
+    source's words in quotes ("Redefined after the freeze: ...; the source's words: '...'")."""
+    frozen = fz.load_frozen()
+    rows = {r.id: r for r in load_corpus()}
+    changed = [r for r in frozen.as_frozen() if rows[r.id].definition() != r.definition()]
+    assert len(changed) == 18     # 15 Addmv calls with self, 3 MatMuls at block_dim 32
+    bad = [r.id for r in changed if fz.REDEFINED not in rows[r.id].note
+           or "the source's words: '" not in rows[r.id].note]
+    assert not bad, f"redefined frozen rows without the source's words in their note: {bad}"
 
 
 def test_freeze_round_trip_and_new_rows_reported_apart(tmp_path, monkeypatch):
@@ -48,7 +86,7 @@ def test_freeze_round_trip_and_new_rows_reported_apart(tmp_path, monkeypatch):
     rep = validate_rows([old, new])
     assert rep.frozen is not None and not rep.is_new(rep.rows[0]) and rep.is_new(rep.rows[1])
     assert len(rep.ratios()) == 1 and len(rep.ratios(new=True)) == 1
-    assert "(new since frozen)" in rep.table(rows=False)
+    assert "validation rows added since the freeze" in rep.table(rows=False)
 
 
 def test_a_malformed_frozen_file_is_a_config_error(tmp_path):

@@ -206,7 +206,7 @@ def test_cli_validate_family_attention_reports_the_rows(capsys):
     out = capsys.readouterr().out
     for i in ATTENTION_IDS:
         assert i in out
-    assert "new since frozen, by family" in out
+    assert "added since the freeze, by family" in out
     line = next(x for x in out.splitlines()[::-1] if x.startswith("attention "))
     assert line.split()[1] == str(len(ATTENTION_IDS))
 
