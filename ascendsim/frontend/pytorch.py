@@ -29,6 +29,7 @@ Torch is imported only by these functions (the optional extra ``pip install -e "
 from __future__ import annotations
 
 import operator
+import os
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -132,21 +133,48 @@ class _Ctx:
         self._n = 0
 
     # names
-    def _name(self, op_type: str) -> str:
-        taken = self.g._node_names()
-        name = self.base if not self.emitted and self.base not in taken else \
-            f"{self.base}_{op_type.lower()}"
-        while name in taken or name in self.g.values:
-            self._n += 1
-            name = f"{self.base}_{self._n}"
-        return name
-
     def emit(self, op_type: str, inputs: Sequence[Any], attrs: dict | None = None) -> Any:
-        """Add one registry op; returns its Value (a tuple for several outputs)."""
-        name = self._name(op_type)
+        """Add one registry op; returns its Value (a tuple for several outputs). Its name is
+        provisional until `settle_names`."""
+        self._n += 1
+        name = f"{self.base}#{self._n}"
         outs = self.g.add_node(op_type, list(inputs), attrs or {}, name=name)
         self.emitted.append(name)
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def settle_names(self) -> dict[str, str]:
+        """Name the nodes of the fx node in hand: the last one (the result) gets the base name,
+        the others `<base>_<op type>`; their output values are renamed alike."""
+        if not self.emitted:
+            return {}
+        g, k = self.g, len(self.emitted)
+        mine, taken = g.nodes[-k:], g._node_names()
+        assert [n.name for n in mine] == self.emitted
+        new: dict[str, str] = {}
+        for i, n in enumerate(mine):
+            base = self.base if i == k - 1 else f"{self.base}_{n.op_type.lower()}"
+            name, j = base, 0
+            while name in taken or name in new.values() or (name in g.values and
+                                                            name not in n.outputs):
+                j += 1
+                name = f"{base}_{j}"
+            new[n.name] = name
+        vals: dict[str, str] = {}
+        for n in mine:
+            for o in n.outputs:
+                if o.startswith(n.name):
+                    vals[o] = new[n.name] + o[len(n.name):].replace(":", "_out")
+        from ..ir.graph import Node
+
+        g.nodes[-k:] = [Node(new[n.name], n.op_type, tuple(vals.get(i, i) for i in n.inputs),
+                             tuple(vals.get(o, o) for o in n.outputs), n.attrs, n.subgraph)
+                        for n in mine]
+        g.nodes_changed()
+        for old, name in vals.items():
+            v = g.values.pop(old)
+            g.values[name] = Value(name, v.shape, v.dtype, v.layout)
+        self.emitted = []
+        return vals
 
     def ints(self, vals: Sequence[int]) -> Value:
         return self.g.const(np.asarray(list(vals), np.int64),
@@ -180,12 +208,15 @@ class _Ctx:
 
     def dim(self, d: Any) -> int | str:
         """An int, or the symbolic dim name of a SymInt."""
-        try:
+        if not hasattr(d, "node"):         # a plain int (a SymInt's int() would specialise)
             return int(d)
-        except (TypeError, ValueError):
-            pass
-        expr = str(d.node.expr) if hasattr(d, "node") else str(d)
-        return self.dims.get(expr, expr)
+        expr = str(d.node.expr)
+        if expr.lstrip("-").isdigit():
+            return int(expr)
+        if expr in self.dims:
+            return self.dims[expr]
+        # an expression of symbols (3*s0): written with the dims' names (3*batch)
+        return re.sub(r"\b[su]\d+\b", lambda m: self.dims.get(m.group(0), m.group(0)), expr)
 
     def shape_input(self, x: Value, shape: Sequence[Any]) -> Value:
         """A constant shape for Reshape/Expand: symbolic sizes become 0 (copy x's dim at the
@@ -251,7 +282,7 @@ def _wider(a: str, b: str) -> str:
 
 
 def _unary(op_type: str, **attrs: Any) -> Converter:
-    def conv(cx: _Ctx, x: Value) -> Value:
+    def conv(cx: _Ctx, x: Value, **kw: Any) -> Value:   # clone's memory_format: no effect
         return cx.emit(op_type, [x], dict(attrs))
     return conv
 
@@ -394,6 +425,58 @@ def _addmm(cx: _Ctx, bias: Value, a: Value, b: Value, beta: Any = 1, alpha: Any 
     if beta in (1, 1.0) and alpha in (1, 1.0) and len(bias.shape) == 1:
         return cx.emit("MatMul", [a, b, bias])
     return cx.emit("Gemm", [a, b, bias], {"alpha": float(alpha), "beta": float(beta)})
+
+
+@aten("aten::linear.default")
+def _linear(cx: _Ctx, x: Value, w: Value, b: Value | None = None) -> Value:
+    """Kept whole (not core ATen; its decomposition flattens a 3-D input into a 2-D mm
+    between two views): one MatMul of any rank against the transposed weight."""
+    wt = cx.emit("Transpose", [w], {"perm": [1, 0]})
+    return cx.emit("MatMul", [x, wt, b])
+
+
+@aten("aten::scaled_dot_product_attention.default")
+def _sdpa(cx: _Ctx, q: Value, k: Value, v: Value, attn_mask: Value | None = None,
+          dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
+          enable_gqa: bool = False) -> Value:
+    """Kept whole (its decomposition builds the causal mask with a batch-sized full_like): the
+    pattern the Ascend stack fuses into FlashAttentionScore, MatMul(q, k^T) -> Mul(scale) ->
+    Add(mask) -> Softmax -> MatMul(., v), the mask a constant (L, S) table."""
+    if dropout_p:
+        raise GraphError(f"node '{cx.base}': scaled_dot_product_attention with dropout_p="
+                         f"{dropout_p} (training-mode dropout) is not supported")
+    rank, d = len(q.shape), q.shape[-1]
+    if enable_gqa and q.shape[-3] != k.shape[-3]:
+        k, v = _repeat_heads(cx, k, q.shape[-3]), _repeat_heads(cx, v, q.shape[-3])
+    perm = list(range(rank - 2)) + [rank - 1, rank - 2]
+    s = cx.emit("MatMul", [q, cx.emit("Transpose", [k], {"perm": perm})])
+    s = cx.emit("Mul", [s, cx.scalar(float(scale) if scale is not None else
+                                     1.0 / float(np.sqrt(d)), s)])
+    if is_causal:
+        ls, ss = q.shape[-2], k.shape[-2]
+        if not (isinstance(ls, int) and isinstance(ss, int)):
+            raise GraphError(f"node '{cx.base}': a causal mask over symbolic lengths is not "
+                             f"supported")
+        table = np.where(np.tril(np.ones((ls, ss), bool)), 0.0, -np.inf)
+        mask = cx.g.const(table.astype(np.float32), cx.g.fresh_value_name(f"{cx.base}_causal"),
+                          dtype=s.dtype, buffer=True)
+        s = cx.emit("Add", [s, mask])
+    if attn_mask is not None:
+        if attn_mask.dtype == "bool":
+            s = cx.emit("Where", [attn_mask, s, cx.scalar(float("-inf"), s)])
+        else:
+            s = cx.emit("Add", list(_promote(cx, s, attn_mask)))
+    p = cx.emit("Softmax", [s], {"axis": -1})
+    return cx.emit("MatMul", [p, v])
+
+
+def _repeat_heads(cx: _Ctx, x: Value, heads: int) -> Value:
+    """(..., Hkv, S, D) -> (..., H, S, D), each kv head repeated H / Hkv times (repeat_kv)."""
+    *lead, hk, t, d = x.shape
+    rep = heads // int(hk)
+    x5 = cx.emit("Unsqueeze", [x, cx.ints([len(lead) + 1])])
+    x5 = cx.emit("Expand", [x5, cx.ints([1] * len(lead) + [1, rep, 1, 1])])
+    return cx.emit("Reshape", [x5, cx.shape_input(x5, [*lead, heads, t, d])])
 
 
 @aten("aten::convolution.default")
@@ -552,12 +635,18 @@ def _expand(cx: _Ctx, x: Value, size: Sequence[Any], implicit: bool = False) -> 
     shape = cx.out_shape
     if tuple(shape) == tuple(x.shape):
         return cx.emit("Identity", [x])
-    ins = [1 if isinstance(d, int) or d == x.shape[len(x.shape) - len(shape) + i] else -1
-           for i, d in enumerate(shape)] if any(isinstance(d, str) for d in shape) else None
-    if ins is not None:   # symbolic: broadcast to 1 where the input has the dim already
-        target = [d if isinstance(d, int) else 1 for d in shape]
-        return cx.emit("Expand", [x, cx.ints(target)])
-    return cx.emit("Expand", [x, cx.ints([int(d) for d in shape])])
+    lead = len(shape) - len(x.shape)
+    target: list[int] = []
+    for i, d in enumerate(shape):
+        if isinstance(d, int):
+            target.append(d)
+        elif i >= lead and x.shape[i - lead] == d:
+            target.append(1)        # broadcasting keeps x's own symbolic dim
+        else:
+            raise GraphError(f"node '{cx.base}': expanding {x.shape} to the symbolic size "
+                             f"{d!r} is not supported (a constant shape cannot hold it); "
+                             f"export that dim static")
+    return cx.emit("Expand", [x, cx.ints(target)])
 
 
 @aten("aten::unsqueeze.default")
@@ -662,6 +751,26 @@ def _arange(cx: _Ctx, start: Any, end: Any, step: Any = 1, **kw: Any) -> Value:
     return _const_result(cx, np.arange(_plain(start), _plain(end), _plain(step)))
 
 
+@aten("aten::full_like.default", "aten::empty.memory_format", "aten::empty_strided.default",
+      "aten::fill.Scalar")
+def _full_like(cx: _Ctx, x: Any, fill_value: Any = 0, *rest: Any, **kw: Any) -> Value:
+    """A constant of the result's shape (empty tensors are zeros)."""
+    shape = cx.out_shape
+    if not all(isinstance(d, int) for d in shape):
+        raise GraphError(f"node '{cx.base}': a filled tensor of symbolic shape {shape} is not "
+                         f"supported")
+    op = overload_name(cx.node.target)
+    fill = _plain(fill_value) if op in ("aten::full_like.default", "aten::fill.Scalar") else 0
+    return _const_result(cx, np.full(shape, fill))
+
+
+@aten("aten::_assert_tensor_metadata.default", "aten::_assert_scalar.default",
+      "aten::sym_constrain_range_for_size.default")
+def _no_op(cx: _Ctx, *args: Any, **kw: Any) -> None:
+    """Checks export leaves in the graph: nothing to compute."""
+    return None
+
+
 @aten("aten::sym_size.int")
 def _sym_size(cx: _Ctx, x: Value, dim: int) -> Any:
     return x.shape[int(dim)]
@@ -674,7 +783,9 @@ def _location(node: Any) -> str:
     frames = re.findall(r'File "([^"]+)", line (\d+), in (\S+)\n\s*(.*)', trace)
     if not frames:
         return "unknown source location"
-    path, line, fn, code = frames[-1]
+    # the innermost frame outside torch's own modules (nn.Linear's forward is not the user's)
+    own = [f for f in frames if f"{os.sep}torch{os.sep}" not in f[0]]
+    path, line, fn, code = (own or frames)[-1]
     return f'{path}:{line} in {fn}: {code.strip()}'
 
 
@@ -684,7 +795,7 @@ def check_supported(graph_module: Any) -> None:
     missing: Counter = Counter()
     first: dict[str, Any] = {}
     for node in graph_module.graph.nodes:
-        if node.op != "call_function" or node.target is operator.getitem:
+        if node.op != "call_function" or node.target is operator.getitem or _is_sym(node):
             continue
         name = overload_name(node.target)
         if name in ATEN or _is_cond(node.target):
@@ -700,6 +811,15 @@ def check_supported(graph_module: Any) -> None:
         lines = [f"{name} (x{count}, first at node '{first[name].name}': "
                  f"{_location(first[name])})" for name, count in missing.most_common()]
         raise GraphError("PyTorch op(s) with no ascendsim mapping: " + "; ".join(lines))
+
+
+def _is_sym(node: Any) -> bool:
+    """Arithmetic on sizes (operator.mul of two SymInts, torch.sym_max, ...): not a tensor op;
+    its value is the symbolic expression export recorded."""
+    target = node.target
+    return not hasattr(target, "_schema") and (
+        getattr(target, "__module__", "") in ("_operator", "operator")
+        or getattr(target, "__name__", "").startswith("sym_"))
 
 
 def _submodules(gm: Any) -> list:
@@ -723,7 +843,7 @@ def _module_path(node: Any) -> str:
 
 
 _MAIN_OPS = frozenset({"aten::convolution.default", "aten::mm.default", "aten::bmm.default",
-                       "aten::addmm.default"})
+                       "aten::addmm.default", "aten::linear.default"})
 
 
 def _names(gm: Any) -> dict[Any, str]:
@@ -731,7 +851,8 @@ def _names(gm: Any) -> dict[Any, str]:
     convolution, else its last op), `<path>/<fx name>` for the rest."""
     groups: dict[str, list] = {}
     for node in gm.graph.nodes:
-        if node.op == "call_function" and node.target is not operator.getitem:
+        if node.op == "call_function" and node.target is not operator.getitem and \
+                not _is_sym(node):
             groups.setdefault(_module_path(node), []).append(node)
     names: dict[Any, str] = {}
     for path, nodes in groups.items():
@@ -769,6 +890,9 @@ class _Converter:
                 src, i = node.args
                 env[node] = env[src][i]
                 continue
+            if _is_sym(node):
+                env[node] = self.cx.dim(node.meta["val"])
+                continue
             args = [self._arg(a, env) for a in node.args]
             kwargs = {k: self._arg(v, env) for k, v in node.kwargs.items()}
             self.cx.base, self.cx.node, self.cx.emitted = names[node], node, []
@@ -777,12 +901,24 @@ class _Converter:
                 continue
             fn = ATEN[overload_name(node.target)]
             try:
-                env[node] = fn(self.cx, *args, **kwargs)
+                env[node] = self._renamed(fn(self.cx, *args, **kwargs))
             except AscendSimError as exc:
                 msg = str(exc)
                 raise GraphError(f"{overload_name(node.target)} at node '{node.name}' "
                                  f"({_location(node)}): {msg}") from None
         raise GraphError(f"graph '{self.g.name}' has no output node")
+
+    def _renamed(self, result: Any) -> Any:
+        """`result` with the Values of the nodes just made under their settled names."""
+        vals = self.cx.settle_names()
+
+        def fix(r: Any) -> Any:
+            if isinstance(r, Value):
+                return self.g.values[vals.get(r.name, r.name)]
+            if isinstance(r, (tuple, list)):
+                return type(r)(fix(x) for x in r)
+            return r
+        return fix(result)
 
     def _arg(self, a: Any, env: dict) -> Any:
         fx = self.torch.fx
@@ -796,14 +932,16 @@ class _Converter:
               operands: Sequence[Any]) -> Any:
         if not isinstance(pred, Value):
             return self._inline(true_gm if bool(pred) else false_gm, operands)
-        if pred.dtype != "bool":
-            pred = self.cx.emit("Cast", [pred], {"to": "bool"})
         base = self.cx.base
+        if pred.dtype != "bool":
+            self.cx.base = f"{base}/pred"
+            pred = self._renamed(self.cx.emit("Cast", [pred], {"to": "bool"}))
         branches = [self._branch(gm, operands, f"{base}/{which}")
                     for gm, which in ((true_gm, "true"), (false_gm, "false"))]
         self.cx.base, self.cx.node, self.cx.emitted = base, node, []
-        outs = self.cx.emit("If", [pred, *operands],
-                            {"then_branch": branches[0], "else_branch": branches[1]})
+        outs = self._renamed(self.cx.emit("If", [pred, *operands],
+                                          {"then_branch": branches[0],
+                                           "else_branch": branches[1]}))
         return outs if isinstance(outs, tuple) else (outs,)
 
     def _branch(self, gm: Any, operands: Sequence[Value], name: str) -> Graph:
