@@ -726,6 +726,198 @@ def _pad(cx: _Ctx, x: Value, pad: Sequence[int], value: float = 0.0) -> Value:
     return cx.emit("Pad", [x, cx.ints(begins + ends), cx.scalar(_plain(value), x)])
 
 
+# --- math written with registry ops
+@aten("aten::bitwise_and.Scalar", "aten::bitwise_or.Scalar", "aten::bitwise_xor.Scalar")
+def _bitwise_scalar(cx: _Ctx, x: Value, other: Any) -> Value:
+    op = {"and": "And", "or": "Or", "xor": "Xor"}[cx.node.target.__name__.split(".")[0][8:]]
+    if x.dtype != "bool":
+        raise GraphError(f"node '{cx.base}': bitwise ops on {x.dtype} are not supported "
+                         f"(bool is)")
+    return cx.emit(op, [x, cx.scalar(bool(other), x)])
+
+
+@aten("aten::div.Scalar_mode")
+def _div_scalar_mode(cx: _Ctx, a: Value, b: Any, rounding_mode: str | None = None) -> Value:
+    return _div_mode(cx, a, b, rounding_mode)
+
+
+@aten("aten::pow.Scalar")
+def _pow_scalar(cx: _Ctx, base: Any, x: Value) -> Value:
+    return cx.emit("Pow", [cx.scalar(_plain(base), x), x])
+
+
+@aten("aten::log1p.default")
+def _log1p(cx: _Ctx, x: Value) -> Value:
+    return cx.emit("Log", [cx.emit("Add", [x, cx.scalar(1.0, x)])])
+
+
+@aten("aten::expm1.default")
+def _expm1(cx: _Ctx, x: Value) -> Value:
+    return cx.emit("Sub", [cx.emit("Exp", [x]), cx.scalar(1.0, x)])
+
+
+@aten("aten::log2.default", "aten::log10.default")
+def _log_base(cx: _Ctx, x: Value) -> Value:
+    base = 2.0 if cx.node.target.__name__.startswith("log2") else 10.0
+    return cx.emit("Mul", [cx.emit("Log", [x]), cx.scalar(1.0 / float(np.log(base)), x)])
+
+
+@aten("aten::tan.default")
+def _tan(cx: _Ctx, x: Value) -> Value:
+    return cx.emit("Div", [cx.emit("Sin", [x]), cx.emit("Cos", [x])])
+
+
+@aten("aten::sinh.default", "aten::cosh.default")
+def _sinh_cosh(cx: _Ctx, x: Value) -> Value:
+    e, em = cx.emit("Exp", [x]), cx.emit("Exp", [cx.emit("Neg", [x])])
+    op = "Sub" if cx.node.target.__name__.startswith("sinh") else "Add"
+    return cx.emit("Mul", [cx.emit(op, [e, em]), cx.scalar(0.5, x)])
+
+
+@aten("aten::trunc.default")
+def _trunc(cx: _Ctx, x: Value) -> Value:
+    return cx.emit("Mul", [cx.emit("Floor", [cx.emit("Abs", [x])]), cx.emit("Sign", [x])])
+
+
+@aten("aten::remainder.Tensor", "aten::remainder.Scalar", "aten::fmod.Tensor",
+      "aten::fmod.Scalar")
+def _remainder(cx: _Ctx, a: Value, b: Any) -> Value:
+    """a - round(a / b) * b, rounding down (remainder) or toward zero (fmod); floats only."""
+    if a.dtype not in ("float16", "float32", "bfloat16", "float64"):
+        raise GraphError(f"node '{cx.base}': remainder/fmod of {a.dtype} is not supported "
+                         f"(floating point is)")
+    b = cx.operand(b, a)
+    q = cx.emit("Div", [a, b])
+    fmod = cx.node.target.__name__.startswith("fmod")
+    q = _div_mode(cx, a, b, "trunc") if fmod else cx.emit("Floor", [q])
+    return cx.emit("Sub", [a, cx.emit("Mul", [q, b])])
+
+
+@aten("aten::var.correction", "aten::var.dim")
+def _var(cx: _Ctx, x: Value, dim: Any = None, *rest: Any, correction: Any = None,
+         keepdim: bool = False, unbiased: bool | None = None) -> Value:
+    if rest:      # var.dim(x, dim, unbiased, keepdim)
+        unbiased = rest[0]
+        keepdim = rest[1] if len(rest) > 1 else keepdim
+    dims = list(range(len(x.shape))) if dim is None else [int(d) for d in (
+        [dim] if isinstance(dim, int) else dim)]
+    n = int(np.prod([x.shape[d] for d in dims]))
+    corr = _plain(correction) if correction is not None else (
+        0 if unbiased is False else 1)
+    mean = cx.emit("ReduceMean", [x, cx.ints(dims)], {"keepdims": 1})
+    dev = cx.emit("Sub", [x, mean])
+    ss = cx.emit("ReduceSum", [cx.emit("Mul", [dev, dev]), cx.ints(dims)],
+                 {"keepdims": int(bool(keepdim))})
+    return cx.emit("Mul", [ss, cx.scalar(1.0 / max(n - corr, 0) if n > corr else
+                                         float("inf"), ss)])
+
+
+@aten("aten::native_group_norm.default")
+def _group_norm(cx: _Ctx, x: Value, w: Value | None, b: Value | None, n: Any, c: Any, hw: Any,
+                groups: int, eps: float) -> tuple:
+    """Normalise (N, G, C/G * HW) rows, then the per-channel affine."""
+    shape = x.shape
+    g3 = cx.emit("Reshape", [x, cx.ints([0, int(groups), -1])])
+    mean = cx.emit("ReduceMean", [g3, cx.ints([2])], {"keepdims": 1})
+    dev = cx.emit("Sub", [g3, mean])
+    var = cx.emit("ReduceMean", [cx.emit("Mul", [dev, dev]), cx.ints([2])], {"keepdims": 1})
+    rstd = cx.emit("Rsqrt", [cx.emit("Add", [var, cx.scalar(float(eps), var)])])
+    y = cx.emit("Reshape", [cx.emit("Mul", [dev, rstd]),
+                            cx.ints([0, int(shape[1])] + [int(d) for d in shape[2:]])])
+    per_ch = [1] * (len(shape) - 2)
+    if w is not None:
+        y = cx.emit("Mul", [y, cx.emit("Reshape", [w, cx.ints([-1] + per_ch)])])
+    if b is not None:
+        y = cx.emit("Add", [y, cx.emit("Reshape", [b, cx.ints([-1] + per_ch)])])
+    return (y, None, None)
+
+
+@aten("aten::gather.default")
+def _gather_elements(cx: _Ctx, x: Value, dim: int, index: Value, sparse_grad: bool = False
+                     ) -> Value:
+    return cx.emit("GatherElements", [x, index], {"axis": int(dim)})
+
+
+@aten("aten::index_select.default")
+def _index_select(cx: _Ctx, x: Value, dim: int, index: Value) -> Value:
+    return cx.emit("Gather", [x, index], {"axis": int(dim)})
+
+
+@aten("aten::scatter.src", "aten::scatter.value", "aten::scatter_add.default")
+def _scatter(cx: _Ctx, x: Value, dim: int, index: Value, src: Any) -> Value:
+    if not isinstance(src, Value):
+        src = cx.emit("Expand", [cx.scalar(_plain(src), x), cx.ints(
+            [int(d) for d in index.shape])])
+    add = cx.node.target.__name__.startswith("scatter_add")
+    return cx.emit("ScatterElements", [x, index, src],
+                   {"axis": int(dim), "reduction": "add" if add else "none"})
+
+
+@aten("aten::repeat.default")
+def _repeat(cx: _Ctx, x: Value, repeats: Sequence[int]) -> Value:
+    reps = [int(r) for r in repeats]
+    extra = len(reps) - len(x.shape)
+    if extra:
+        x = cx.emit("Reshape", [x, cx.ints([1] * extra + [int(d) for d in x.shape])])
+    return cx.emit("Tile", [x, cx.ints(reps)])
+
+
+@aten("aten::flip.default")
+def _flip(cx: _Ctx, x: Value, dims: Sequence[int]) -> Value:
+    axes = [_axis(int(d), len(x.shape)) for d in dims]
+    big = np.iinfo(np.int64).max
+    return cx.emit("Slice", [x, cx.ints([-1] * len(axes)), cx.ints([-big] * len(axes)),
+                             cx.ints(axes), cx.ints([-1] * len(axes))])
+
+
+@aten("aten::native_dropout.default")
+def _dropout(cx: _Ctx, x: Value, p: float, train: bool | None) -> tuple:
+    if train:
+        raise GraphError(f"node '{cx.base}': training-mode dropout is not supported; export "
+                         f"the module in eval() mode")
+    return (cx.emit("Identity", [x]), None)
+
+
+@aten("aten::copy.default")
+def _copy(cx: _Ctx, dst: Value, src: Value, non_blocking: bool = False) -> Value:
+    if src.dtype != dst.dtype:
+        src = cx.emit("Cast", [src], {"to": dst.dtype})
+    if tuple(src.shape) == tuple(dst.shape):
+        return cx.emit("Identity", [src])
+    return cx.emit("Expand", [src, cx.ints([int(d) for d in dst.shape])])
+
+
+def _pad_mode(mode: str) -> Converter:
+    def conv(cx: _Ctx, x: Value, padding: Sequence[int]) -> Value:
+        rank = len(x.shape)
+        begins, ends = [0] * rank, [0] * rank
+        for i in range(len(padding) // 2):
+            begins[rank - 1 - i] = int(padding[2 * i])
+            ends[rank - 1 - i] = int(padding[2 * i + 1])
+        return cx.emit("Pad", [x, cx.ints(begins + ends)], {"mode": mode})
+    return conv
+
+
+aten("aten::reflection_pad1d.default", "aten::reflection_pad2d.default",
+     "aten::reflection_pad3d.default")(_pad_mode("reflect"))
+aten("aten::replication_pad2d.default", "aten::replication_pad3d.default")(_pad_mode("edge"))
+
+
+@aten("aten::upsample_nearest2d.vec", "aten::upsample_bilinear2d.vec")
+def _upsample(cx: _Ctx, x: Value, output_size: Any, *rest: Any) -> Value:
+    """Resize to the result's size: nearest as torch (floor of the asymmetric coordinate),
+    bilinear with or without align_corners."""
+    sizes = cx.ints([int(d) for d in cx.out_shape])
+    if cx.node.target.__name__.startswith("upsample_nearest"):
+        attrs = {"mode": "nearest", "coordinate_transformation_mode": "asymmetric",
+                 "nearest_mode": "floor"}
+    else:
+        align = bool(rest[0]) if rest else False
+        attrs = {"mode": "linear", "coordinate_transformation_mode":
+                 "align_corners" if align else "pytorch_half_pixel"}
+    return cx.emit("Resize", [x, None, None, sizes], attrs)
+
+
 # --- tensors made from nothing (constants)
 def _const_result(cx: _Ctx, data: np.ndarray) -> Value:
     dtype = cx.out_dtype
