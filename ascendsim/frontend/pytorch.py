@@ -131,6 +131,7 @@ class _Ctx:
         self.node: Any = None
         self.emitted: list[str] = []  # node names made for the fx node in hand
         self._n = 0
+        self._small: dict[tuple, Value] = {}   # shared small constants
 
     # names
     def emit(self, op_type: str, inputs: Sequence[Any], attrs: dict | None = None) -> Any:
@@ -177,8 +178,13 @@ class _Ctx:
         return vals
 
     def ints(self, vals: Sequence[int]) -> Value:
-        return self.g.const(np.asarray(list(vals), np.int64),
-                            self.g.fresh_value_name(f"{self.base}_ints"))
+        """An int64 1-d constant (shapes, axes), one per distinct content, as the model
+        builders share them (the lowering reads a shared one from L2 after its first use)."""
+        key = ("int64", *(int(v) for v in vals))
+        if key not in self._small:
+            self._small[key] = self.g.const(np.asarray(key[1:], np.int64),
+                                            self.g.fresh_value_name(f"{self.base}_ints"))
+        return self._small[key]
 
     def scalar(self, v: Any, like: Value | None = None) -> Value:
         """A 0-d constant of `like`'s dtype (float32 when no Value is given)."""
@@ -186,8 +192,12 @@ class _Ctx:
             "bool" if isinstance(v, bool) else "int64" if isinstance(v, int) else "float32")
         if like is not None and dtype == "bool" and not isinstance(v, bool):
             dtype = "float32"
-        return self.g.const(np.asarray(v, dtype=np.float32 if dtype == "bfloat16" else dtype),
-                            self.g.fresh_value_name(f"{self.base}_c"), dtype=dtype)
+        key = (dtype, repr(v))
+        if key not in self._small:
+            self._small[key] = self.g.const(
+                np.asarray(v, dtype=np.float32 if dtype == "bfloat16" else dtype),
+                self.g.fresh_value_name(f"{self.base}_c"), dtype=dtype)
+        return self._small[key]
 
     def operand(self, v: Any, like: Value | None) -> Value:
         return v if isinstance(v, Value) else self.scalar(_plain(v), like)
@@ -318,10 +328,15 @@ for _names, _op in (
         (("aten::sign.default",), "Sign"), (("aten::isnan.default",), "IsNaN"),
         (("aten::isinf.default",), "IsInf"), (("aten::hardswish.default",), "HardSwish"),
         (("aten::logical_not.default", "aten::bitwise_not.default"), "Not"),
-        (("aten::clone.default", "aten::alias.default", "aten::lift_fresh_copy.default"),
-         "Identity"),
 ):
     aten(*_names)(_unary(_op))
+
+
+@aten("aten::clone.default", "aten::alias.default", "aten::lift_fresh_copy.default")
+def _same(cx: _Ctx, x: Value, **kw: Any) -> Value:
+    """A copy (clone's memory_format included) is the value itself: IR values are immutable
+    and layouts are the lowering's business, so no node (an Identity would split patterns)."""
+    return x
 
 
 @aten("aten::ne.Tensor", "aten::ne.Scalar")
@@ -415,7 +430,7 @@ def _to_copy(cx: _Ctx, x: Value, dtype: Any = None, **kw: Any) -> Value:
 
 
 # --- matmul and convolution (the cube)
-@aten("aten::mm.default", "aten::bmm.default")
+@aten("aten::mm.default", "aten::bmm.default", "aten::matmul.default")
 def _mm(cx: _Ctx, a: Value, b: Value) -> Value:
     return cx.emit("MatMul", [a, b])
 
@@ -679,10 +694,13 @@ def _slice(cx: _Ctx, x: Value, dim: int = 0, start: Any = None, end: Any = None,
     big = np.iinfo(np.int64).max
     start = 0 if start is None else _plain(start)
     end = big if end is None else min(_plain(end), big)
-    if start == 0 and end >= big and step == 1:
-        return cx.emit("Identity", [x])
-    return cx.emit("Slice", [x, cx.ints([start]), cx.ints([end]), cx.ints([int(dim)]),
-                             cx.ints([int(step)])])
+    size = x.shape[int(dim)]
+    if isinstance(size, int) and end > size:
+        end = size          # x[..., h:] as the slice it is (no int64-max sentinel)
+    if start == 0 and end in (big, size) and step == 1:
+        return x
+    ins = [x, cx.ints([start]), cx.ints([end]), cx.ints([int(dim)])]
+    return cx.emit("Slice", ins + ([cx.ints([int(step)])] if step != 1 else []))
 
 
 @aten("aten::select.int")
@@ -697,6 +715,19 @@ def _split(cx: _Ctx, x: Value, sizes: Sequence[int], dim: int = 0) -> tuple:
     outs = cx.emit("Split", [x, cx.ints([int(s) for s in sizes])],
                    {"axis": int(dim), "num_outputs": len(sizes)})
     return outs if isinstance(outs, tuple) else (outs,)
+
+
+@aten("aten::slice_scatter.default")
+def _slice_scatter(cx: _Ctx, x: Value, src: Value, dim: int = 0, start: Any = None,
+                   end: Any = None, step: int = 1) -> Value:
+    """`src` written into a contiguous range of `x` along `dim`: a KV-cache append (the
+    ScatterUpdate-style write of new tokens' keys or values into the cache)."""
+    axis = _axis(int(dim), len(x.shape))
+    pos = 0 if start is None else _plain(start)
+    if step != 1 or pos < 0:
+        raise GraphError(f"node '{cx.base}': slice_scatter with step {step} or a negative "
+                         f"start is not supported")
+    return cx.emit("KvCacheAppend", [x, src], {"position": int(pos), "axis": axis})
 
 
 @aten("aten::embedding.default")
@@ -1035,7 +1066,7 @@ def _module_path(node: Any) -> str:
 
 
 _MAIN_OPS = frozenset({"aten::convolution.default", "aten::mm.default", "aten::bmm.default",
-                       "aten::addmm.default", "aten::linear.default"})
+                       "aten::addmm.default", "aten::linear.default", "aten::matmul.default"})
 
 
 def _names(gm: Any) -> dict[Any, str]:

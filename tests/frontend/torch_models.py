@@ -340,3 +340,80 @@ class SDPAMasked(nn.Module):
 MODELS["sdpa_gqa_mask"] = _seeded(lambda: (SDPAMasked(), (torch.randn(2, 4, 8, 16),
                                                            torch.randn(2, 2, 8, 16),
                                                            torch.randn(2, 2, 8, 16))))
+
+
+# ----------------------------------------------------------------------------- decoder mirror
+class DecoderMirror(nn.Module):
+    """The decoder `asim.models.decoder` builds (ascendsim/models/decoder.py), written in
+    PyTorch op for op: residual stream as (tokens, hidden), weights stored (in, out) and used
+    with `@`, RMSNorm as x / sqrt(mean(x*x) + eps) * w, rotary from slices and a cat, the KV
+    cache written with slice_scatter (KvCacheAppend), repeat_kv as view/expand/reshape, one
+    merged gate/up projection, only the last token's logits. Prefill after `ctx` cached
+    tokens; the caches are inputs (batch, kv_heads, ctx + seq, head_dim)."""
+
+    def __init__(self, cfg, batch: int, seq: int, ctx: int = 0) -> None:
+        super().__init__()
+        self.cfg, self.b, self.s, self.ctx = cfg, batch, seq, ctx
+        h, d = cfg.hidden, cfg.head_dim
+        p = lambda *shape: nn.Parameter(torch.randn(*shape) * 0.05)
+        self.embed = p(cfg.vocab, h)
+        self.layers = nn.ModuleList()
+        for _ in range(cfg.layers):
+            layer = nn.Module()
+            layer.ln1, layer.ln2 = p(h), p(h)
+            layer.q, layer.o = p(h, cfg.heads * d), p(cfg.heads * d, h)
+            layer.k, layer.v = p(h, cfg.kv_heads * d), p(h, cfg.kv_heads * d)
+            layer.gate_up, layer.down = p(h, 2 * cfg.ffn), p(cfg.ffn, h)
+            self.layers.append(layer)
+        self.norm, self.lm_head = p(h), p(h, cfg.vocab)
+        inv = cfg.rope_theta ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+        ang = torch.arange(ctx, ctx + seq, dtype=torch.float64)[:, None] * inv[None, :]
+        ang = torch.cat([ang, ang], dim=-1).reshape(1, 1, seq, d)
+        self.register_buffer("cos", ang.cos().float())
+        self.register_buffer("sin", ang.sin().float())
+        t, i = torch.arange(ctx + seq)[None, :], torch.arange(seq)[:, None]
+        self.register_buffer("mask", torch.where(t <= i + ctx, 0.0, -65504.0)
+                             .reshape(1, 1, seq, ctx + seq))
+
+    def rms(self, x, w):
+        return x / torch.sqrt((x * x).mean(-1, keepdim=True) + self.cfg.eps) * w
+
+    def rotary(self, x):
+        half = x.shape[-1] // 2
+        x1, x2 = x[..., :half], x[..., half:]
+        rot = torch.cat([-x2, x1], dim=-1)
+        return x * self.cos + rot * self.sin
+
+    def heads(self, x, n):
+        return x.view(self.b, self.s, n, self.cfg.head_dim).permute(0, 2, 1, 3)
+
+    def repeat_kv(self, x):
+        b, hk, t, d = x.shape
+        g = self.cfg.heads // self.cfg.kv_heads
+        return x.view(b, hk, 1, t, d).expand(b, hk, g, t, d).reshape(b, hk * g, t, d)
+
+    def forward(self, input_ids, *caches):
+        cfg, b, s = self.cfg, self.b, self.s
+        x = self.embed[input_ids].reshape(b * s, cfg.hidden)
+        presents = []
+        for i, ly in enumerate(self.layers):
+            hn = self.rms(x, ly.ln1)
+            q, k = self.heads(hn @ ly.q, cfg.heads), self.heads(hn @ ly.k, cfg.kv_heads)
+            v = self.heads(hn @ ly.v, cfg.kv_heads)
+            q, k = self.rotary(q), self.rotary(k)
+            kc = torch.slice_scatter(caches[2 * i], k, dim=2, start=self.ctx,
+                                     end=self.ctx + s)
+            vc = torch.slice_scatter(caches[2 * i + 1], v, dim=2, start=self.ctx,
+                                     end=self.ctx + s)
+            presents += [kc, vc]
+            scores = (q @ self.repeat_kv(kc).transpose(2, 3)) * (1.0 / math.sqrt(cfg.head_dim))
+            att = torch.softmax(scores + self.mask, dim=-1) @ self.repeat_kv(vc)
+            att = att.permute(0, 2, 1, 3).reshape(b * s, cfg.heads * cfg.head_dim)
+            x = x + att @ ly.o
+            hn = self.rms(x, ly.ln2)
+            gu = hn @ ly.gate_up
+            a, up = gu[..., :cfg.ffn], gu[..., cfg.ffn:]
+            x = x + (a * torch.sigmoid(a) * up) @ ly.down
+        x = self.rms(x, self.norm).reshape(b, s, cfg.hidden)[:, s - 1:s]
+        logits = (x.reshape(b, cfg.hidden) @ self.lm_head).reshape(b, 1, cfg.vocab)
+        return (logits, *presents)
