@@ -1271,8 +1271,13 @@ def from_torch(module: Any, example_inputs: Any, dynamic_shapes: Any = None,
         raise GraphError(f"torch.export of {type(module).__name__} failed: "
                          f"{type(exc).__name__}: {str(exc).strip().splitlines()[0]}") from exc
     gm = ep.graph_module
-    check_supported(gm)
     sig = ep.graph_signature
+    mutated = getattr(sig, "buffers_to_mutate", {}) or {}
+    if mutated:
+        raise GraphError(f"{type(module).__name__} updates buffer(s) "
+                         f"{', '.join(sorted(mutated.values()))} in forward (BatchNorm in "
+                         f"training mode?): call module.eval() before from_torch")
+    check_supported(gm)
     g = Graph(name or type(module).__name__)
     env: dict = {}
     user = list(sig.user_inputs)
@@ -1305,10 +1310,6 @@ def from_torch(module: Any, example_inputs: Any, dynamic_shapes: Any = None,
         else:
             raise GraphError(f"exported input '{node.name}' is neither a user input nor a "
                              f"parameter/buffer (mutated state is not supported)")
-    if sig.buffers_to_mutate if hasattr(sig, "buffers_to_mutate") else False:
-        raise GraphError(f"{type(module).__name__} mutates buffer(s) "
-                         f"{', '.join(sorted(sig.buffers_to_mutate.values()))}: export it in "
-                         f"eval() mode")
     conv = _Converter(torch, g, dims)
     outs = conv.run(gm, env)
     n_user = len(sig.user_outputs)

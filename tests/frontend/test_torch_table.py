@@ -83,3 +83,9 @@ def test_export_failure_is_a_graph_error() -> None:
 def test_not_a_module_is_a_graph_error() -> None:
     with pytest.raises(asim.GraphError, match="takes a torch.nn.Module"):
         asim.from_torch(lambda x: x, (torch.randn(2),))
+
+
+def test_module_in_training_mode_is_a_graph_error() -> None:
+    module = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4)).train()
+    with pytest.raises(asim.GraphError, match=r"1.running_mean.*call module.eval\(\)"):
+        asim.from_torch(module, (torch.randn(2, 3, 8, 8),))
