@@ -2,12 +2,15 @@
 
 Note on the conversion. The module is captured with `torch.export.export` and lowered with
 `ExportedProgram.run_decompositions()` and torch's default decomposition table, so that what is
-left is the core ATen op set (about 190 functional overloads; `torch.Tag.core`). `ATEN` is then
-ONE table from an overload name (``"aten::add.Tensor"``, written as onnxscript's torchlib keys
-its functions) to a small converter that builds registry ops with their attributes; nothing
-else in this module looks at an op's name. Before anything is built, every node is checked
-against the table and a `GraphError` lists each unmapped overload with its count and the
-source line (`stack_trace`) of its first use.
+left is the core ATen op set (189 functional overloads in torch 2.13; `torch.Tag.core`), plus
+the few ops the table maps whole and so takes out of the decomposition table (`linear` and
+`matmul`, which would otherwise flatten a 3-D operand between two views; SDPA, which would
+build its causal mask batch-sized; `hardswish`, `hardsigmoid`, ...). `ATEN` is ONE table from
+an overload name (``"aten::add.Tensor"``, written as onnxscript's torchlib keys its functions)
+to a small converter that builds registry ops with their attributes; it is the only place
+that maps an ATen name to ops. Before anything is built, every node is checked against the
+table and a `GraphError` lists each unmapped overload with its count and the source line
+(`stack_trace`) of its first use.
 
 - Parameters and buffers become graph constants named by their module path
   (``layer1.0.conv1.weight``; buffers are marked `Graph.buffers`, never trained) or, with
@@ -15,7 +18,8 @@ source line (`stack_trace`) of its first use.
 - Node names come from the module path of the op (`nn_module_stack`): the main op of a
   module (its matmul or convolution, else its last op) is named by the path itself, so
   ``Result.explain("layer1.0.conv1")`` finds it; the module's other ops are
-  ``<path>/<fx node name>``.
+  ``<path>/<fx node name>``, and the helper ops of one ATen op ``<name>_<op type>``.
+- Copies (`clone`, `alias`) make no node: IR values are immutable.
 - Dynamic dimensions (``dynamic_shapes`` with `torch.export.Dim`) become the IR's symbolic
   dims, named after the `Dim`; `Graph.bind(batch=8)` fixes them. A shape argument holding a
   symbolic size is written with Reshape's copy (0) or inferred (-1) entries.
@@ -298,8 +302,6 @@ def _unary(op_type: str, **attrs: Any) -> Converter:
 
 
 for _names, _op, _bool in (
-        (("aten::add.Tensor", "aten::add.Scalar"), "Add", False),
-        (("aten::sub.Tensor", "aten::sub.Scalar"), "Sub", False),
         (("aten::mul.Tensor", "aten::mul.Scalar"), "Mul", False),
         (("aten::div.Tensor", "aten::div.Scalar"), "Div", False),
         (("aten::maximum.default",), "Max", False),
@@ -376,10 +378,8 @@ def _with_alpha(op_type: str) -> Converter:
     return conv
 
 
-for _k in ("aten::add.Tensor", "aten::add.Scalar"):
-    ATEN[_k] = _with_alpha("Add")
-for _k in ("aten::sub.Tensor", "aten::sub.Scalar"):
-    ATEN[_k] = _with_alpha("Sub")
+aten("aten::add.Tensor", "aten::add.Scalar")(_with_alpha("Add"))
+aten("aten::sub.Tensor", "aten::sub.Scalar")(_with_alpha("Sub"))
 
 
 @aten("aten::gelu.default")
@@ -1216,8 +1216,7 @@ def _rename_value(g: Graph, old: str, new: str) -> None:
     g.outputs = [sub.get(o, o) for o in g.outputs]
 
 
-def _dim_names(torch: Any, ep: Any, dynamic_shapes: Any, args: tuple, names: list[str]
-               ) -> dict[str, str]:
+def _dim_names(ep: Any, dynamic_shapes: Any, names: list[str]) -> dict[str, str]:
     """sympy symbol name (s0, s77, ...) -> the Dim's name the user gave."""
     if dynamic_shapes is None:
         return {}
@@ -1281,7 +1280,7 @@ def from_torch(module: Any, example_inputs: Any, dynamic_shapes: Any = None,
     g = Graph(name or type(module).__name__)
     env: dict = {}
     user = list(sig.user_inputs)
-    dims = _dim_names(torch, ep, dynamic_shapes, args, user)
+    dims = _dim_names(ep, dynamic_shapes, user)
     cx = _Ctx(g, dims)
     state = dict(ep.state_dict)
     state.update(getattr(ep, "constants", {}) or {})
