@@ -730,6 +730,18 @@ def _slice_scatter(cx: _Ctx, x: Value, src: Value, dim: int = 0, start: Any = No
     return cx.emit("KvCacheAppend", [x, src], {"position": int(pos), "axis": axis})
 
 
+@aten("aten::select_scatter.default")
+def _select_scatter(cx: _Ctx, x: Value, src: Value, dim: int, index: Any) -> Value:
+    """`src` written at one index of `dim`: a one-position KV-cache write."""
+    axis = _axis(int(dim), len(x.shape))
+    pos = _plain(index)
+    size = x.shape[axis]
+    if pos < 0 and isinstance(size, int):
+        pos += size
+    upd = cx.emit("Unsqueeze", [src, cx.ints([axis])])
+    return cx.emit("KvCacheAppend", [x, upd], {"position": int(pos), "axis": axis})
+
+
 @aten("aten::embedding.default")
 def _embedding(cx: _Ctx, weight: Value, indices: Value, padding_idx: int = -1,
                scale_grad_by_freq: bool = False, sparse: bool = False) -> Value:
@@ -884,6 +896,17 @@ def _scatter(cx: _Ctx, x: Value, dim: int, index: Value, src: Any) -> Value:
                    {"axis": int(dim), "reduction": "add" if add else "none"})
 
 
+@aten("aten::scatter_reduce.two")
+def _scatter_reduce(cx: _Ctx, x: Value, dim: int, index: Value, src: Value, reduce: str,
+                    include_self: bool = True) -> Value:
+    red = {"sum": "add", "prod": "mul", "amax": "max", "amin": "min"}.get(reduce)
+    if red is None or not include_self:
+        raise GraphError(f"node '{cx.base}': scatter_reduce with reduce={reduce!r}, "
+                         f"include_self={include_self} is not supported (sum, prod, amax, "
+                         f"amin including self are)")
+    return cx.emit("ScatterElements", [x, index, src], {"axis": int(dim), "reduction": red})
+
+
 @aten("aten::repeat.default")
 def _repeat(cx: _Ctx, x: Value, repeats: Sequence[int]) -> Value:
     reps = [int(r) for r in repeats]
@@ -992,6 +1015,11 @@ def _full_like(cx: _Ctx, x: Any, fill_value: Any = 0, *rest: Any, **kw: Any) -> 
 def _no_op(cx: _Ctx, *args: Any, **kw: Any) -> None:
     """Checks export leaves in the graph: nothing to compute."""
     return None
+
+
+@aten("aten::sym_numel.default")
+def _sym_numel(cx: _Ctx, x: Value) -> Any:
+    return cx.dim(cx.node.meta["val"])
 
 
 @aten("aten::sym_size.int")

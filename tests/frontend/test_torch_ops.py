@@ -54,6 +54,12 @@ ROWS = [
     ("scatter", lambda x: torch.zeros(3, 4).scatter(1, torch.tensor([[0], [2], [1]]), x[:, :1])
      + torch.zeros(3, 4).scatter_add(1, torch.tensor([[0, 0], [2, 1], [1, 3]]), x[:, :2]),
      (_x(3, 4),)),
+    ("scatter_reduce", lambda x: torch.ones(3, 4).scatter_reduce(
+        1, torch.tensor([[0, 0], [2, 1], [3, 3]]), x[:, :2], "sum")
+     + torch.zeros(3, 4).scatter_reduce(1, torch.tensor([[1, 1], [0, 2], [3, 0]]), x[:, :2],
+                                        "amax"), (_x(3, 4),)),
+    ("slice_and_select_scatter", lambda x, y: torch.slice_scatter(x, y, dim=1, start=1, end=3)
+     + torch.select_scatter(x, y[:, 0], 1, -1), (_x(3, 4), _x(3, 2))),
     ("repeat_flip", lambda x: x.repeat(2, 1, 3).flip(-1).flip(0), (_x(2, 3),)),
     ("pads", lambda x: F.pad(x, (1, 2, 2, 1), mode="reflect").sum()
      + F.pad(x, (1, 1, 1, 1), mode="replicate") .mean() + F.pad(x, (1, 0, 0, 2), value=0.5)
