@@ -1053,11 +1053,8 @@ def check_supported(graph_module: Any) -> None:
             continue
         missing[name] += 1
         first.setdefault(name, node)
-    for mod in _submodules(graph_module):
-        try:
-            check_supported(mod)
-        except GraphError as exc:
-            raise exc from None
+    for mod in _submodules(graph_module):      # torch.cond's branches
+        check_supported(mod)
     if missing:
         lines = [f"{name} (x{count}, first at node '{first[name].name}': "
                  f"{_location(first[name])})" for name, count in missing.most_common()]
