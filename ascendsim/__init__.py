@@ -25,6 +25,7 @@ __version__ = "0.1.0"
 # public name -> module that defines it
 _LAZY = {
     "load_onnx": "ascendsim.frontend.onnx",
+    "from_torch": "ascendsim.frontend.pytorch",
     "optimize": "ascendsim.api",
     "simulate": "ascendsim.api",
     "compare": "ascendsim.api",
