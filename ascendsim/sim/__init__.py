@@ -6,7 +6,9 @@ bandwidth, scheduler, detail levels), `ascendsim.sim.trace` for the records (`Tr
 `simulate` / `compare` live in the API layer (`ascendsim.api`).
 """
 
-from .engine import COALESCE_MIN, Engine, Fabric
+from .block import COALESCE_MIN
+from .engine import Engine
+from .fabric import Fabric
 from .trace import Interval, TaskRecord, Trace
 
 __all__ = ["Engine", "Fabric", "COALESCE_MIN", "Trace", "Interval", "TaskRecord"]
