@@ -99,56 +99,71 @@ def timeout_spans(queue: list) -> list[int]:
     # that sets or frees nothing / waits for or allocates nothing), its tile and its cycles
     # if plain
     entries, index, infos = _prepared(queue)
-    spans = [0] * n
     if index is None:               # a short queue: the runs in plain Python
-        k = 0
-        while k < n:
-            j = k
-            while j < n - 1 and entries[j][13] and entries[j + 1][14] \
-                    and entries[j][5] == entries[j + 1][5]:
-                j += 1
-            if j > k:
-                spans[k] = sum(e[15] for e in entries[k:j + 1])
-                spans[k + 1:j + 1] = [-1] * (j - k)
-            k = j + 1
+        spans = _short_spans(entries)
     else:
-        goes_on = np.array([x[13] for x in infos], dtype=bool)[index]
-        joins_in = np.array([x[14] for x in infos], dtype=bool)[index]
-        tiles = np.array([x[5] for x in infos], dtype=np.int64)[index]
-        # whether entry j and entry j + 1 can be waited for as one timeout
-        joins = goes_on[:-1] & joins_in[1:] & (tiles[:-1] == tiles[1:])
-        if joins.any():             # (else no two entries join: every span stays 0)
-            cycles = [x[15] for x in infos]
-            counts = np.bincount(index, minlength=len(infos)).tolist()
-            if sum(c * m for c, m in zip(cycles, counts)) < 2**62:   # (int64 sums are exact)
-                inside = np.zeros(n, dtype=bool)   # continues the run of the entry before
-                inside[1:] = joins
-                first = np.zeros(n, dtype=bool)
-                first[:-1] = joins
-                first &= ~inside
-                last = inside.copy()
-                last[:-1] &= ~joins
-                total = np.concatenate(([0], np.cumsum(np.array(cycles, dtype=np.int64)[index])))
-                starts, ends = np.flatnonzero(first), np.flatnonzero(last)
-                out = np.zeros(n, dtype=np.int64)
-                out[inside] = -1
-                out[starts] = total[ends + 1] - total[starts]
-                spans = out.tolist()
-            else:
-                cycles = [cycles[i] for i in index.tolist()]
-                joins = joins.tolist()
-                k = 0
-                while k < n:
-                    j = k
-                    while j < n - 1 and joins[j]:
-                        j += 1
-                    if j > k:
-                        spans[k] = sum(cycles[k:j + 1])
-                        spans[k + 1:j + 1] = [-1] * (j - k)
-                    k = j + 1
+        spans = _long_spans(index, infos, n)
     if len(_SPANS) >= 1024:          # as many as expand_flags keeps
         _SPANS.clear()
     _SPANS[id(queue)] = (queue, spans)
+    return spans
+
+
+def _short_spans(entries: list[tuple]) -> list[int]:
+    """`timeout_spans` of a short queue from its entries, in plain Python."""
+    n = len(entries)
+    spans = [0] * n
+    k = 0
+    while k < n:
+        j = k
+        while j < n - 1 and entries[j][13] and entries[j + 1][14] \
+                and entries[j][5] == entries[j + 1][5]:
+            j += 1
+        if j > k:
+            spans[k] = sum(e[15] for e in entries[k:j + 1])
+            spans[k + 1:j + 1] = [-1] * (j - k)
+        k = j + 1
+    return spans
+
+
+def _long_spans(index: np.ndarray, infos: list[tuple], n: int) -> list[int]:
+    """`timeout_spans` of a long queue of `n` entries from its distinct entries' derived
+    tuples (`infos`) and each entry's index among them, with numpy."""
+    spans = [0] * n
+    goes_on = np.array([x[13] for x in infos], dtype=bool)[index]
+    joins_in = np.array([x[14] for x in infos], dtype=bool)[index]
+    tiles = np.array([x[5] for x in infos], dtype=np.int64)[index]
+    # whether entry j and entry j + 1 can be waited for as one timeout
+    joins = goes_on[:-1] & joins_in[1:] & (tiles[:-1] == tiles[1:])
+    if not joins.any():             # no two entries join: every span stays 0
+        return spans
+    cycles = [x[15] for x in infos]
+    counts = np.bincount(index, minlength=len(infos)).tolist()
+    if sum(c * m for c, m in zip(cycles, counts)) < 2**62:   # (int64 sums are exact)
+        inside = np.zeros(n, dtype=bool)   # continues the run of the entry before
+        inside[1:] = joins
+        first = np.zeros(n, dtype=bool)
+        first[:-1] = joins
+        first &= ~inside
+        last = inside.copy()
+        last[:-1] &= ~joins
+        total = np.concatenate(([0], np.cumsum(np.array(cycles, dtype=np.int64)[index])))
+        starts, ends = np.flatnonzero(first), np.flatnonzero(last)
+        out = np.zeros(n, dtype=np.int64)
+        out[inside] = -1
+        out[starts] = total[ends + 1] - total[starts]
+        return out.tolist()
+    cycles = [cycles[i] for i in index.tolist()]
+    joins = joins.tolist()
+    k = 0
+    while k < n:
+        j = k
+        while j < n - 1 and joins[j]:
+            j += 1
+        if j > k:
+            spans[k] = sum(cycles[k:j + 1])
+            spans[k + 1:j + 1] = [-1] * (j - k)
+        k = j + 1
     return spans
 
 
