@@ -102,6 +102,16 @@ launch, its reads of GM, its compute and its writes in turn, the reads and write
 the same Fabric as the AI Cores' moves. A task's phases run in turn, except a 910B mix
 kernel's AIC and AIV phases, which overlap as their cross-core flags allow
 (`ascendsim.sim.mix`).
+
+Modules. This file is the event loop and the dispatch of tasks, phases and core groups
+(`Engine`); the rest of `ascendsim.sim` holds one concept each: `fabric` (shared bandwidth),
+`cores` (flags and buffer levels; pools and leases), `pipe` (the pipe process, the hot loop)
+with `queues` (its prepared queue entries and merged timeout spans), `block` (block detail:
+prefix, window, slices) with `coalesce` (chunk tiles), `gm` (the L2's decision for each GM
+move, GM bytes per task) with `l2cache`, `replay` (identical tasks), `fastforward` (steady
+state), `aicpu` and `mix` (AI CPU phases, mix kernels), `rows` and `records` (trace rows,
+task records) with `trace`. None of them imports this file: they receive the running
+`Engine`, or its parts, and use its public attributes and methods.
 """
 
 from __future__ import annotations
