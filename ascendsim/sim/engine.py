@@ -268,7 +268,7 @@ class Engine:
             start = self.env.now
             yield self.env.timeout(cyc)
             self.rows.append(Run(ENGINE_HOST, (0,), "HOST", t.task_id, t.op_name, start,
-                                  self.env.now, "launch"))
+                                 self.env.now, "launch"))
             self.launched[t.task_id].succeed(start)
         if self.mode == "eager" and prev is not None:
             yield from self._sync(prev, sync)
@@ -280,7 +280,7 @@ class Engine:
         if cycles:
             yield self.env.timeout(cycles)
             self.rows.append(Run(ENGINE_HOST, (0,), "HOST", task_id, "synchronize", start,
-                                  self.env.now, "sync"))
+                                 self.env.now, "sync"))
 
     def _stream(self, tasks):
         env = self.env
@@ -393,7 +393,7 @@ class Engine:
         start = self.env.now
         yield self.env.timeout(cycles)
         self.rows.append(Run(ENGINE_AICORE, cores, "S", task.task_id, task.op_name, start,
-                              self.env.now, KERNEL_START_KIND))
+                             self.env.now, KERNEL_START_KIND))
         for cs in sets:
             self.note_busy(task.task_id, cs[0], "S", cycles)
 

@@ -152,7 +152,7 @@ def run_pipe(engine: Any, task, core: Core, cores: tuple[int, ...], pipe: str, q
                 if run is not None:
                     rows.append(run)
                 run = Run(ENGINE_AICORE, cores, pipe, task_id, op, start, end, kind,
-                           ins.nbytes, src, dst, 1, stall, tile)
+                          ins.nbytes, src, dst, 1, stall, tile)
                 run_busy = took
             busy += took
         if frees:
