@@ -11,6 +11,7 @@ counted as HBM traffic. Each step with a duration is one interval on the AI CPU'
 from __future__ import annotations
 
 from ..hw.names import ENGINE_AICPU
+from .rows import Run
 
 #: the lane of the AI CPU engine in the trace
 AICPU_PIPE = "AICPU"
@@ -25,9 +26,8 @@ def aicpu_steps(ph) -> tuple[tuple[str, int, int, str, str], ...]:
 
 
 def run_aicpu(engine, task, ph):
-    """SimPy process body of one AI CPU phase of `task` (see the module note)."""
-    from .engine import _Run
-
+    """SimPy process body of one AI CPU phase of `task` (see the module note); `engine` is the
+    running `Engine`: its `env`, `chip`, `pools`, `started`, `fabric`, `rows`, `note_busy`."""
     env, chip = engine.env, engine.chip
     pool = engine.pools[ENGINE_AICPU]
     with pool.lease(min(ph.aicpu_cores, pool.n)) as lease:
@@ -44,9 +44,9 @@ def run_aicpu(engine, task, ph):
             elif cycles:
                 yield env.timeout(cycles)
             if env.now > start:
-                engine.rows.append(_Run(ENGINE_AICPU, ids, AICPU_PIPE, task.task_id,
-                                        task.op_name, start, env.now, kind, nbytes, src, dst))
-        engine._note_busy(task.task_id, ids[0], AICPU_PIPE, env.now - t0)
+                engine.rows.append(Run(ENGINE_AICPU, ids, AICPU_PIPE, task.task_id,
+                                       task.op_name, start, env.now, kind, nbytes, src, dst))
+        engine.note_busy(task.task_id, ids[0], AICPU_PIPE, env.now - t0)
         yield lease.release()
 
 

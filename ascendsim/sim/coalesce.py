@@ -2,7 +2,7 @@
 
 Note on the model
 -----------------
-Block detail coalesces a core group's identical tiles (`Engine._block`: a prefix of tiles run
+Block detail coalesces a core group's identical tiles (`block.block_processes`: a prefix run
 exactly measures the pace, the rest runs as one window per pipe). A group with few tiles gets
 nothing from that, yet each of its tiles may be a long loop of units (a weight gradient's or a
 long-K GEMM's K loop: hundreds to thousands of k-steps on MTE2/MTE1/M, then one L0C drain on
@@ -27,22 +27,21 @@ than the engine's `COALESCE_MIN`, a tile has `UNIT_MIN` units or more on a stage
 gets `CHUNKS_MIN` chunk tiles or more (below that, the prefix's drain and the last chunk's
 refill, about a chunk's time each, would weigh on the window).
 
-What the engine makes of them (`Engine._block` with chunks). The first `PREFIX_TILES` chunks run
-exactly (the kernel's setup, the pipeline's fill and a few chunks of the loop, the L2 deciding
-every move); the last chunk also runs exactly, after the window, on a fresh set of flags: the
-last tile's drain after its loop (the end of the loop, then the L0C drain and the store) in
-order. The chunks between run as the window of any coalesced group, the L2 deciding each of
-its lock-step slices when it starts, at a pace from the prefix that differs from a tile's in
-two ways (`pace_profile`): the per-tile stages are not paced (their work is per tile: their
-totals only bound the window), and the pace is the busiest loop stage's own work per chunk
-(busy cycles less fabric contention, less the heads, which run once per tile), not the spacing
-of the chunk completions: the loop is a chain of double-buffered handoffs of fixed work,
-whose steady pace is its busiest stage's, and the spacing of a few short chunks still holds
-the pipeline's fill. The per-tile stages' work on the tiles before the last is spread over the
-window (in the tile, the drain of tile i overlaps the loop of tile i + 1 as well, double
-buffered). Against tile detail: within 2 % on the weight gradients of ResNet-50 and long-K
-GEMMs (tests/sim/test_unit_block.py). Tile detail never uses this.
-"""
+What the engine makes of them (`block.block_processes` with chunks). The first `PREFIX_TILES`
+chunks run exactly (the kernel's setup, the pipeline's fill and a few chunks of the loop, the
+L2 deciding every move); the last chunk also runs exactly, after the window, on a fresh set of
+flags: the last tile's drain after its loop (the end of the loop, then the L0C drain and the
+store) in order. The chunks between run as the window of any coalesced group, the L2 deciding
+each of its lock-step slices when it starts, at a pace from the prefix that differs from a
+tile's in two ways (`pace_profile`): the per-tile stages are not paced (their work is per tile:
+their totals only bound the window), and the pace is the busiest loop stage's own work per
+chunk (busy cycles less fabric contention, less the heads, which run once per tile), not the
+spacing of the chunk completions: the loop is a chain of double-buffered handoffs of fixed
+work, whose steady pace is its busiest stage's, and the spacing of a few short chunks still
+holds the pipeline's fill. The per-tile stages' work on the tiles before the last is spread
+over the window (in the tile, the drain of tile i overlaps the loop of tile i + 1 as well,
+double buffered). Against tile detail: within 2 % on the weight gradients of ResNet-50 and
+long-K GEMMs (tests/sim/test_unit_block.py). Tile detail never uses this. """
 
 from __future__ import annotations
 

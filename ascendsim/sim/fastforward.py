@@ -7,11 +7,11 @@ a few SimPy events (a flow, a timeout, a flag), and after the first handoffs the
 into a loop that repeats exactly: the same instructions at the same offsets, the same flows
 on the fabric at the same rates. This module watches for that and skips the repetitions.
 
-Checkpoints. Every `_pipe` process of the engine registers here (`enter`) and leaves when its
-queue is done. One live pipe, the *driver* (the one with the fewest queue entries among
-those with at least `MIN_ENTRIES`: the outer loop, e.g. MTE2 of a convolution), takes a
-checkpoint when it resumes: a signature of everything that decides what happens next,
-relative to now:
+Checkpoints. Every pipe process of the engine (`pipe.run_pipe`) registers here (`enter`) and
+leaves when its queue is done. One live pipe, the *driver* (the one with the fewest queue
+entries among those with at least `MIN_ENTRIES`: the outer loop, e.g. MTE2 of a
+convolution), takes a checkpoint when it resumes: a signature of everything that decides
+what happens next, relative to now:
 - every event in SimPy's queue (time - now, priority, order, which pipe it wakes, or a fabric
   wake and whether it is current); any other event (a kernel start, the host lane, an AI CPU,
   a process ending, a coalesced block-detail window) makes the state ineligible;
@@ -42,21 +42,21 @@ interval and peak equals the stepped simulation (tests/sim/test_fastforward.py).
 bandwidth peaks need no change: the skipped periods repeat levels and rates already seen.
 
 State outside this signature: the L2 cache. A pipe's GM move asks the engine's L2 cache
-(`Engine._pipe_gm_access`) for its HBM fraction and path bandwidth, and the cache's contents
-(residency, dirty bytes, LRU order, the running task's fills) and the per-task byte sums
-change with every access, so they are not in the signature. Those two results are all an
-access gives the timing: a move's flow takes its bytes, HBM fraction and rate from them, its
-stall from the bandwidth. The engine logs each pipe access with its arguments and results
-(`gm_log`); a checkpoint notes the log's length. A jump over m periods whose observed period
-made accesses A then (1) dry-runs A m times, in order, on a copy of the cache
-(`L2Cache.copy`, `_l2_periods`); (2) keeps the periods up to the first access whose result
-differs, bit for bit, from the one observed (with equal results, the run from the
-checkpoint is the observed one shifted, access after access, so those periods are exactly
-what stepping would do); (3) makes the kept periods' accesses on the real cache and byte
-sums, in order (`_replay`: the same float operations on the same values as stepping). The
-pipes' `stalled` cycles (their shared flows' time beyond their own) advance like `busy`.
-A GM access by anything else (a coalesced block-detail slice's decision) counts in the
-engine attribute `stateful_accesses`; no period holding one is skipped.
+(`GmAccount.pipe_access`, sim/gm.py) for its HBM fraction and path bandwidth, and the
+cache's contents (residency, dirty bytes, LRU order, the running task's fills) and the
+per-task byte sums change with every access, so they are not in the signature. Those two
+results are all an access gives the timing: a move's flow takes its bytes, HBM fraction and
+rate from them, its stall from the bandwidth. The engine logs each pipe access with its
+arguments and results (`GmAccount.log`); a checkpoint notes the log's length. A jump over m
+periods whose observed period made accesses A then (1) dry-runs A m times, in order, on a
+copy of the cache (`L2Cache.copy`, `_l2_periods`); (2) keeps the periods up to the first
+access whose result differs, bit for bit, from the one observed (with equal results, the run
+from the checkpoint is the observed one shifted, access after access, so those periods are
+exactly what stepping would do); (3) makes the kept periods' accesses on the real cache and
+byte sums, in order (`_replay`: the same float operations on the same values as stepping).
+The pipes' `stalled` cycles (their shared flows' time beyond their own) advance like `busy`.
+A GM access by anything else (a coalesced block-detail slice's decision) counts in
+`GmAccount.stateful_accesses`; no period holding one is skipped.
 
 Cost control: a checkpoint costs a few tens of microseconds, so the driver takes one on
 every `stride`-th resume, the stride doubling after a run of checkpoints without a jump. A
@@ -74,6 +74,8 @@ from typing import Any
 
 from simpy.events import Process, Timeout
 
+from .rows import Run
+
 #: turn the fast-forward off for every Engine made afterwards (tests compare both forms)
 ENABLED = True
 #: a pipe drives checkpoints only if its queue has at least this many entries
@@ -88,8 +90,9 @@ MAX_STRIDE = 64
 #: the most queued events a checkpoint looks at (more: other work is in flight)
 MAX_QUEUE = 256
 
-#: an engine attribute counting GM accesses with side effects beyond their flow made outside
-#: the pipes' logged ones: a period with any is not skipped (see the module note)
+#: the attribute of the engine's GM accounting (sim/gm.py) counting GM accesses with side
+#: effects beyond their flow made outside the pipes' logged ones: a period with any is not
+#: skipped (see the module note)
 STATEFUL_ACCESSES = "stateful_accesses"
 
 _RESUME = Process._resume
@@ -107,7 +110,8 @@ NO_HOOK = _NoHook()
 
 
 class PipeHook:
-    """One live `_pipe` process: its frame (read for its locals), queue and pending shift.
+    """One live pipe process (`pipe.run_pipe`): its frame (read for its locals), queue and
+    pending shift.
 
     `hot` tells the pipe to call `resume` after a yield: it is the driver, or a jump moved it
     ahead (`pending`: entries, busy cycles, interval busy cycles, cycles, stall cycles to
@@ -161,10 +165,13 @@ class _Snap:
 class FastForward:
     """The engine's fast-forward controller (see the module note)."""
 
-    def __init__(self, engine: Any) -> None:
-        self.engine = engine
-        self.env = engine.env
-        self.fabric = engine.fabric
+    def __init__(self, env, fabric, rows: list, gm: Any) -> None:
+        # the engine's parts it reads and shifts: its SimPy environment, fabric, trace rows
+        # and GM accounting (sim/gm.py: its L2 cache, `traffic`, `log`, `l2_access`)
+        self.env = env
+        self.fabric = fabric
+        self.rows = rows
+        self.gm = gm
         self.pipes: list[PipeHook] = []
         self.by_proc: dict[Any, PipeHook] = {}
         self.driver: PipeHook | None = None
@@ -177,11 +184,11 @@ class FastForward:
         self.skipped = 0          # cycles skipped by them
         self.replayed = 0         # GM accesses replayed on the L2 by them
         # the engine's log of its pipes' GM accesses with their results (None: it has none)
-        self.engine_log: list | None = getattr(engine, "gm_log", None)
+        self.engine_log: list | None = getattr(gm, "log", None)
 
     # -- the live set ----------------------------------------------------------------------
     def enter(self, core, queue: list, spans: list, merge: str | None = None) -> PipeHook:
-        """Register the calling `_pipe` generator (its frame and process); with `merge`, it
+        """Register the calling `run_pipe` generator (its frame and process); with `merge`, it
         leaves its locals in `hook.at` before each yield (cheaper than its frame's)."""
         hook = PipeHook(self, sys._getframe(1), self.env.active_process, core, queue, spans,
                         merge)
@@ -274,7 +281,12 @@ class FastForward:
         return None
 
     def _snapshot(self, drv: PipeHook, k: int, busy, run_busy, start, stalled):
-        """(signature, snapshot) of the engine's state now, or None if it is not eligible."""
+        """(signature, snapshot) of the engine's state now, or None if it is not eligible.
+
+        One function of about 100 lines because the signature is one record read in one
+        pass (SimPy's queue, the fabric's flows, every live pipe's locals and flags), each
+        part refusing early; split, the parts would pass half-built tuples around, on a
+        path the driver takes every few resumes."""
         env = self.env
         now = env._now
         heap = env._queue
@@ -372,8 +384,8 @@ class FastForward:
                           tuple(sorted(c.waiters)), tuple(c.levels.values())))
         sig = (tuple(events), last - now, tuple(flows), tuple(pipes), tuple(state))
         log = self.engine_log
-        return sig, _Snap(now, vals, len(self.engine.rows),
-                          getattr(self.engine, STATEFUL_ACCESSES, 0),
+        return sig, _Snap(now, vals, len(self.rows),
+                          getattr(self.gm, STATEFUL_ACCESSES, 0),
                           len(log) if log is not None else 0)
 
     # -- the jump --------------------------------------------------------------------------
@@ -407,7 +419,7 @@ class FastForward:
             elif (rv1[0] - prev.now != rv2[0] - cur.now or rv1[2:] != rv2[2:] or rb1 != rb2
                   or any(type(v) is not int for v in rv2)):
                 return None
-        rows = self.engine.rows[prev.nrows:cur.nrows]
+        rows = self.rows[prev.nrows:cur.nrows]
         if any(type(r.start) is not int or type(r.end) is not int for r in rows):
             return None
         # the L2 (`_l2_periods`): the first period's accesses before the entries are compared
@@ -415,7 +427,7 @@ class FastForward:
         accesses = self.engine_log[prev.nlog:cur.nlog] if cur.nlog > prev.nlog else []
         l2 = None
         if accesses:
-            l2 = self.engine.l2.copy()
+            l2 = self.gm.l2.copy()
             if self._l2_run(l2, accesses, 0, 1) < 1:
                 return None
         # the entries ahead must repeat with each pipe's advance for m periods
@@ -432,12 +444,12 @@ class FastForward:
         """How many of the next `m` periods make the observed period's GM accesses with the
         same results (HBM fraction, bandwidth: all an access gives the timing), tried in
         order on a copy of the L2 cache; the periods up to the first difference."""
-        return self._l2_run(self.engine.l2.copy(), accesses, 0, m)
+        return self._l2_run(self.gm.l2.copy(), accesses, 0, m)
 
     def _l2_run(self, l2, accesses: list, lo: int, hi: int) -> int:
         """Periods `lo` .. `hi` - 1 of `_l2_periods` on the cache copy `l2` (which has made
         the periods before `lo`): `hi`, or the first whose results differ."""
-        access = self.engine.l2_access
+        access = self.gm.l2_access
         scratch: dict = {}          # (the per-task byte sums: they shape no timing)
         for i in range(lo, hi):
             for tid, tensors, nbytes, cold, write, bw, weight, out in accesses:
@@ -449,8 +461,8 @@ class FastForward:
         """Make the accesses of `m` skipped periods on the real cache, in order: the same
         operations, on the same values, as stepping through them (checked by `_l2_periods`
         to give the observed results)."""
-        engine = self.engine
-        access, l2, traffic = engine.l2_access, engine.l2, engine.gm_traffic
+        gm = self.gm
+        access, l2, traffic = gm.l2_access, gm.l2, gm.traffic
         for _ in range(m):
             for tid, tensors, nbytes, cold, write, bw, weight, out in accesses:
                 got = access(l2, traffic.setdefault(tid, {}), tid, tensors, nbytes, cold,
@@ -462,8 +474,6 @@ class FastForward:
     def _jump(self, drv: PipeHook, prev: _Snap, cur: _Snap, m: int, period: int, adv: list,
               rows: list, accesses: list):
         """Advance the engine by `m` periods (see the module note); the driver's locals."""
-        from .engine import _Run  # (the engine imports this module)
-
         env = self.env
         shift = m * period
         if accesses:
@@ -471,12 +481,12 @@ class FastForward:
         env._queue[:] = [(t + shift, p, e, ev) for t, p, e, ev in env._queue]
         env._now += shift
         self.fabric.last += shift
-        out = self.engine.rows
+        out = self.rows
         for i in range(1, m + 1):
             s = i * period
-            out.extend(_Run(r.engine, r.cores, r.pipe, r.task_id, r.op, r.start + s,
-                            r.end + s, r.kind, r.nbytes, r.src, r.dst, r.count, r.stall,
-                            r.tile) for r in rows)
+            out.extend(Run(r.engine, r.cores, r.pipe, r.task_id, r.op, r.start + s,
+                           r.end + s, r.kind, r.nbytes, r.src, r.dst, r.count, r.stall,
+                           r.tile) for r in rows)
         result = None
         for h, d, v1, v2 in zip(self.pipes, adv, prev.vals, cur.vals):
             k1, b1, rb1, run1, rv1, *_ = v1

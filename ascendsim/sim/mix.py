@@ -12,7 +12,7 @@ max(AIC, AIV) + one tile instead of their sum, and the AIV can never run ahead o
 
 Here both phases lease their cores at the task's start and pay their kernel start. The AIC
 phase runs as usual. The AIV phase waits for the flag of the AIC's first tile, or of its
-first `PREFIX_TILES` tiles (the engine's block-detail prefix) when the AIC has enough tiles
+first `PREFIX_TILES` tiles (the block-detail prefix, sim/block.py) when the AIC has enough tiles
 to be coalesced in block detail: the AIC's kernel start plus those tiles' uncontended time
 through its stage chain, the same for both detail levels. It then runs all
 its tiles; its cores are released, and the kernel ends, no earlier than the AIC's end plus
@@ -35,6 +35,7 @@ import math
 from ..errors import SimulationError
 from ..hw.names import ENGINE_AICORE, TASK_MIX_AIC
 from ..lower.program import CoreGroup, Phase
+from .block import COALESCE_MIN, PREFIX_TILES
 
 
 def is_mix(task) -> bool:
@@ -46,12 +47,14 @@ def is_mix(task) -> bool:
 
 
 def run_phases(engine, task):
-    """SimPy body running the phases of `task`: overlapped for a mix kernel, else in turn."""
+    """SimPy body running the phases of `task`: overlapped for a mix kernel, else in turn.
+    `engine` is the running `Engine`: its `env`, `pools`, `started`, `symmetric`, and its
+    `phase`, `group`, `kernel_start` and `kernel_start_cycles`."""
     if is_mix(task):
         yield from run_mix(engine, task, task.phases[0], task.phases[1])
         return
     for ph in task.phases:
-        yield from engine._phase(task, ph)
+        yield from engine.phase(task, ph)
 
 
 def chain_cycles(g: CoreGroup) -> float:
@@ -84,8 +87,6 @@ def last_tile_cycles(consumer: Phase, producer: Phase) -> int:
 
 def run_mix(engine, task, producer: Phase, consumer: Phase):
     """Both phases at once: the AIV after the AIC's first tiles, ending after its last one."""
-    from .engine import COALESCE_MIN, PREFIX_TILES  # (the engine imports this module)
-
     env = engine.env
     made = env.event()                   # fires with the AIC's end: the last tile's flag
     aic = env.process(_side(engine, task, producer, None, made))
@@ -113,14 +114,14 @@ def _side(engine, task, ph: Phase, gate, made):
         t0 = env.now
         engine.started.setdefault(task.task_id, t0)
         sets = [ids] if engine.symmetric else [(c,) for c in ids]
-        yield from engine._kernel_start(task, ids, sets, ph.block_dim)
+        yield from engine.kernel_start(task, ids, sets, ph.block_dim)
         if gate is not None and t0 + gate[0] > env.now:
             yield env.timeout(t0 + gate[0] - env.now)        # the flag of the first tiles
         procs, base = [], 0
         for g in ph.groups:
             cores = ids[base:base + len(g.cores)]
             base += len(g.cores)
-            procs.append(env.process(engine._group(task, g, cores, start=False)))
+            procs.append(env.process(engine.group(task, g, cores, start=False)))
         yield env.all_of(procs)
         if made is not None:
             made.succeed(env.now)

@@ -126,15 +126,15 @@ def test_reused_groups_build_their_instructions_only_when_read(fresh_memo):
     lambda: _chain(4)])
 def test_reused_groups_meet_the_l2_as_a_fresh_lowering(fresh_memo, build):
     """A group reused under other names gives the same L2 reads, writes, roles and sizes to
-    the engine (`_gm_tensors`) and the same L2 hits, misses and traffic per task as the
+    the engine (`gm_tensors`) and the same L2 hits, misses and traffic per task as the
     groups a fresh lowering builds."""
-    from ascendsim.sim.engine import _gm_tensors
+    from ascendsim.sim.gm import gm_tensors
 
     chip = asim.get_chip("ascend910")
     on = lower(build(), chip)
     memo.set_enabled(False)
     off = lower(build(), chip)
-    assert _gm_tensors(on) == _gm_tensors(off)
+    assert gm_tensors(on) == gm_tensors(off)
     run_on, run_off = Engine(on), Engine(off)
     trace_on, trace_off = run_on.run(), run_off.run()
     assert run_on.l2.stats == run_off.l2.stats

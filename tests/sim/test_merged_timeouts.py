@@ -9,7 +9,8 @@ import pytest
 
 import ascendsim as asim
 from ascendsim.lower import lower
-from ascendsim.sim import Engine, engine
+from ascendsim.lower.program import expand_flags
+from ascendsim.sim import Engine, pipe, queues
 
 
 def _run(graph: asim.Graph, chip: str, detail: str, mode: str) -> tuple:
@@ -35,7 +36,7 @@ def test_merged_timeouts_equal_one_timeout_per_instruction(build, chip, detail, 
                                                            monkeypatch):
     graph = build()
     fast, fast_events = _run(graph, chip, detail, mode)
-    monkeypatch.setattr(engine, "_timeout_spans", _one_timeout_each)
+    monkeypatch.setattr(pipe, "timeout_spans", _one_timeout_each)
     slow, slow_events = _run(graph, chip, detail, mode)
     assert fast == slow                   # cycles, every task record and interval, peaks
     assert fast_events < slow_events      # and runs were merged
@@ -48,8 +49,8 @@ def test_spans_break_at_flags_buffers_and_tiles():
     for task in program.tasks:
         for ph in task.phases:
             for g in getattr(ph, "groups", ()):
-                for queue in engine.expand_flags(g.segments).values():
-                    spans = engine._timeout_spans(queue)
+                for queue in expand_flags(g.segments).values():
+                    spans = queues.timeout_spans(queue)
                     for k, span in enumerate(spans):
                         if span <= 0:
                             continue
