@@ -286,6 +286,7 @@ def cmd_chips(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    from .validation.calibrate import leave_one_source_out
     from .validation.validate import validate
 
     for path, flag in ((args.plot, "--plot"), (args.csv, "--csv")):
@@ -296,7 +297,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         with progress.stage("simulating corpus rows"):
             report = validate(chip=chip, families=args.family, quick=args.quick)
             if args.loso:
-                report.leave_one_source_out()
+                report.loso = leave_one_source_out()
     finally:
         progress.close()
     print(report.table(rows=not args.summary_only))

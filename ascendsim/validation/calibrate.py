@@ -31,6 +31,7 @@ import numpy as np
 from ..errors import AscendSimError, ConfigError
 from ..hw import Chip, chips, get_chip
 from .corpus import CorpusRow
+from .validate import LeaveOneSourceOut, loso_table
 
 #: factors are kept within [1/FACTOR_LIMIT, FACTOR_LIMIT] of the starting figure
 FACTOR_LIMIT = 20.0
@@ -171,7 +172,7 @@ def _pct(x: float) -> str:
 def measurements(source: Any, chip: Chip) -> list[Measurement]:
     """Measurements from corpus rows, a ValidationReport, a ProfileComparison or a CSV path."""
     from .msprof import ProfileComparison, load_msprof, simulate_call
-    from .validate import ValidationReport, _Runner
+    from .validate import RowRunner, ValidationReport
 
     if isinstance(source, (str, Path)):
         source = load_msprof(source, chip)
@@ -188,7 +189,7 @@ def measurements(source: Any, chip: Chip) -> list[Measurement]:
         raise ConfigError(f"calibrate() takes corpus rows, a ValidationReport, a "
                           f"ProfileComparison or an msprof CSV path; got a "
                           f"{type(bad[0]).__name__}")
-    return [Measurement(r.id, r.value, r.metric, lambda c, r=r: _Runner().value(r, c))
+    return [Measurement(r.id, r.value, r.metric, lambda c, r=r: RowRunner().value(r, c))
             for r in rows if r.role != "pending"]
 
 
@@ -305,27 +306,6 @@ def calibrate(rows_or_profile: Any, chip: str | Chip, params: Iterable[str],
 
 
 # ----------------------------------------------------------------------------- leave one out
-@dataclass(frozen=True)
-class LeaveOneSourceOut:
-    """One calibrated figure with one of its sources left out of the fit.
-
-    value: the figure as the chip gives it (fitted on every source). value_without: the
-    figure re-fitted on the other sources' rows; None when no row of another source fits
-    it (then the figure stands as `without`: absent for an optional figure, else as given).
-    error_with / error_without: median |ratio - 1| on the left-out source's rows of the
-    figure with the figure as given and as it stands without that source."""
-
-    chip: str
-    figure: str
-    value: float
-    source: str
-    rows: tuple[str, ...]
-    value_without: float | None
-    without: str
-    error_with: float
-    error_without: float
-
-
 def leave_one_source_out(rows: Iterable[CorpusRow] | None = None,
                          chip_names: Iterable[str] | None = None,
                          progress: Callable[[str], None] | None = None
@@ -379,20 +359,6 @@ def _optional(chip: Chip, key: str) -> bool:
     """A top-level figure whose field may be None (an optional chip figure)."""
     f = {f.name: f for f in fields(chip)}.get(key)
     return f is not None and "None" in str(f.type)
-
-
-def loso_table(records: Sequence[LeaveOneSourceOut]) -> list[str]:
-    """Printable lines of leave-one-source-out records."""
-    head = ("chip", "figure", "value", "left-out source", "rows", "value without",
-            "error with", "error without")
-    body = [(r.chip, r.figure, f"{r.value:.4g}", r.source, len(r.rows),
-             f"{r.value_without:.4g}" if r.value_without is not None else r.without,
-             _pct(r.error_with), _pct(r.error_without)) for r in records]
-    widths = [max(len(str(x[i])) for x in [head, *body]) for i in range(len(head))]
-    fmt = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()
-    return ["leave one source out (calibrated figures; error = median |error| on the "
-            "left-out source's calibration rows)", fmt(head),
-            "-" * (sum(widths) + 2 * (len(widths) - 1)), *map(fmt, body)]
 
 
 def cited_rows(source: str) -> list[str]:

@@ -186,6 +186,41 @@ def summarize(ratios: Sequence[float]) -> FamilyStats:
                        math.exp(statistics.fmean(math.log(r) for r in ratios)))
 
 
+@dataclass(frozen=True)
+class LeaveOneSourceOut:
+    """One calibrated figure with one of its sources left out of the fit.
+
+    value: the figure as the chip gives it (fitted on every source). value_without: the
+    figure re-fitted on the other sources' rows; None when no row of another source fits
+    it (then the figure stands as `without`: absent for an optional figure, else as given).
+    error_with / error_without: median |ratio - 1| on the left-out source's rows of the
+    figure with the figure as given and as it stands without that source."""
+
+    chip: str
+    figure: str
+    value: float
+    source: str
+    rows: tuple[str, ...]
+    value_without: float | None
+    without: str
+    error_with: float
+    error_without: float
+
+
+def loso_table(records: Sequence[LeaveOneSourceOut]) -> list[str]:
+    """Printable lines of leave-one-source-out records."""
+    head = ("chip", "figure", "value", "left-out source", "rows", "value without",
+            "error with", "error without")
+    body = [(r.chip, r.figure, f"{r.value:.4g}", r.source, len(r.rows),
+             f"{r.value_without:.4g}" if r.value_without is not None else r.without,
+             _pct(r.error_with), _pct(r.error_without)) for r in records]
+    widths = [max(len(str(x[i])) for x in [head, *body]) for i in range(len(head))]
+    fmt = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()
+    return ["leave one source out (calibrated figures; error = median |error| on the "
+            "left-out source's calibration rows)", fmt(head),
+            "-" * (sum(widths) + 2 * (len(widths) - 1)), *map(fmt, body)]
+
+
 @dataclass
 class ValidationReport:
     """Every row's outcome; summaries over the validation rows (roles apart)."""
@@ -280,14 +315,6 @@ class ValidationReport:
             out[src] = SourceStats(src, val, cal, len(tables))
         return out
 
-    def leave_one_source_out(self, progress=None) -> list[Any]:
-        """Leave-one-source-out records of every calibrated chip figure
-        (`calibrate.leave_one_source_out`), kept on the report for `table()`."""
-        from .calibrate import leave_one_source_out
-
-        self.loso = leave_one_source_out(progress=progress)
-        return self.loso
-
     @property
     def by_family(self) -> dict[str, FamilyStats]:
         """family -> stats over its validation rows (families with any, in corpus order)."""
@@ -360,8 +387,6 @@ class ValidationReport:
             out += ["by source (every validation row of the run, frozen and added, as defined "
                     "today; calibration rows counted apart)", *_grid(shead, sbody), ""]
         if self.loso:
-            from .calibrate import loso_table
-
             out += [*loso_table(self.loso), ""]
         errors = self.count("error")
         fs = self.first_sight
@@ -479,7 +504,7 @@ def _grid(head: tuple, body: list[tuple]) -> list[str]:
 
 
 # ----------------------------------------------------------------------------- simulation
-class _Runner:
+class RowRunner:
     """Builds and simulates rows, caching graphs and simulated values for one run."""
 
     def __init__(self) -> None:
@@ -620,8 +645,8 @@ def _op_mode(row: CorpusRow, measure: str) -> str:
     return "eager" if row.timing == "eager_call" else "sink"
 
 
-_KINDS = {"op": _Runner._op, "model": _Runner._model, "transfer": _Runner._transfer,
-          "decoder": _Runner._decoder}
+_KINDS = {"op": RowRunner._op, "model": RowRunner._model, "transfer": RowRunner._transfer,
+          "decoder": RowRunner._decoder}
 #: throughput unit -> the amount of work (key of the kind's work dict) it counts
 _UNIT_WORK = {"samples/s": "sample", "images/s": "sample", "tokens/s": "token",
               "TFLOPS": "flop", "GB/s": "byte"}
@@ -688,7 +713,7 @@ def validate_rows(rows: Iterable[CorpusRow], chip: str | Chip | None = None,
     """Simulate the given rows (see `validate`)."""
     t0 = time.perf_counter()
     forced = get_chip(chip) if chip is not None else None
-    runner = _Runner()
+    runner = RowRunner()
     rows = list(rows)
     out: list[ValidationRecord] = []
     for i, row in enumerate(rows):
@@ -712,7 +737,7 @@ def validate_rows(rows: Iterable[CorpusRow], chip: str | Chip | None = None,
                             as_frozen=as_frozen)
 
 
-def _record(runner: _Runner, row: CorpusRow, forced: Chip | None) -> ValidationRecord:
+def _record(runner: RowRunner, row: CorpusRow, forced: Chip | None) -> ValidationRecord:
     """Simulate one row (pending rows are recorded, not simulated)."""
     name = forced.name if forced is not None else row.chip
     if row.role == "pending":
