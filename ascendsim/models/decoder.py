@@ -34,16 +34,20 @@ the last one only).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import ConfigError
 from ..ir.graph import Graph
-from ..ir.tensor import Value, itemsize, storage_dtype
+from ..ir.tensor import LazyTensor, Value, _random_values, itemsize, storage_dtype
+from ..kernels import quant as kq
 from .blocks import ModelBuilder, check_choice, check_positive
 
 PHASES = ("prefill", "decode")
+#: weight quantisation modes of `decoder(quant=...)` (None: the compute dtype throughout)
+QUANT_MODES = ("w8a8",)
 #: additive mask value of a hidden key (fp16's most negative finite number)
 MASKED = -65504.0
 
@@ -222,6 +226,16 @@ def decoder_config(preset: str | DecoderConfig | None = None, **overrides) -> De
     return dataclasses.replace(cfg, **overrides) if overrides else cfg
 
 
+#: W8A8 weight clip in standard deviations of the seeded weights (module note of quant_linear)
+QUANT_CLIP_SIGMAS = 4.0
+
+
+def _quantised(shape: tuple, dtype: str, seed: int, sigma: float) -> np.ndarray:
+    """The int8 weight of a seeded normal(0, sigma) float weight (quant_linear)."""
+    return kq.quant_weight(_random_values(shape, dtype, seed, sigma),
+                           QUANT_CLIP_SIGMAS * sigma / 127.0)
+
+
 # ----------------------------------------------------------------------------- rotary
 def _yarn_mscale(scale: float, mscale: float = 1.0) -> float:
     return 1.0 if scale <= 1 else 0.1 * mscale * float(np.log(scale)) + 1.0
@@ -284,8 +298,9 @@ def softmax_scale(cfg: DecoderConfig) -> float:
 # ----------------------------------------------------------------------------- layers
 class _Decoder:
     def __init__(self, cfg: DecoderConfig, mb: ModelBuilder, batch: int, seq: int, ctx: int,
-                 absorbed: bool = False):
+                 absorbed: bool = False, quant: str | None = None):
         self.cfg, self.mb, self.g = cfg, mb, mb.g
+        self.quant = quant
         self.b, self.s, self.ctx = batch, seq, ctx
         self.total = ctx + seq
         self.absorbed = absorbed
@@ -307,11 +322,32 @@ class _Decoder:
 
     def linear(self, x: Value, name: str, n: int, bias: bool = False) -> Value:
         k = int(x.shape[-1])
-        w = self.mb.weight(f"{name}.weight", (k, n), scale=float(1 / np.sqrt(k)))
-        y = self.g.matmul(x, w, name=name)
+        if self.quant == "w8a8" and not name.endswith("gate"):
+            y = self.quant_linear(x, name, k, n)
+        else:
+            w = self.mb.weight(f"{name}.weight", (k, n), scale=float(1 / np.sqrt(k)))
+            y = self.g.matmul(x, w, name=name)
         if bias:
             y = self.g.add(y, self.mb.weight(f"{name}.bias", (n,), scale=0.02))
         return y
+
+    def quant_linear(self, x: Value, name: str, k: int, n: int) -> Value:
+        """W8A8 (vLLM-Ascend / MindIE): DynamicQuant of the activations per token, the weight
+        int8 with a per-output-channel scale, QuantBatchMatmul dequantising in its epilogue.
+        The int8 weight is the same seeded float weight the unquantised model has, quantised
+        offline; its scale is the one a per-channel absmax calibration gives the seeded
+        normal(0, sigma) weights up to their rare outliers (QUANT_CLIP_SIGMAS * sigma / 127,
+        beyond it clipped), so the scale is known without building the weight (a shape-only
+        run never materialises weights)."""
+        g, mb = self.g, self.mb
+        shape, seed, sigma = (k, n), mb._seed(f"{name}.weight"), float(1 / np.sqrt(k))
+        wq = g.const(LazyTensor(shape, "int8", functools.partial(
+            _quantised, shape, mb.dtype, seed, sigma), f"int8 of random(seed={seed})"),
+            f"{name}.weight_int8")
+        ws = mb.fill(f"{name}.weight_scale", (n,), QUANT_CLIP_SIGMAS * sigma / 127.0,
+                     dtype="float32")
+        xq, xs = g.dynamic_quant(x, name=f"{name}.quant")
+        return g.quant_batch_matmul(xq, wq, ws, xs, output_dtype=mb.dtype, name=name)
 
     def rms_norm(self, x: Value, name: str) -> Value:
         g, mb = self.g, self.mb
@@ -515,7 +551,7 @@ class _Decoder:
 def decoder(preset: str | DecoderConfig | None = None, *, config=None, batch: int = 1,
             seq_len: int | None = None, phase: str = "prefill", context_len: int = 0,
             dtype: str = "float16", all_logits: bool = False, seed: int = 0,
-            **overrides) -> Graph:
+            quant: str | None = None, **overrides) -> Graph:
     """A decoder LLM step: prefill of `seq_len` prompt tokens after `context_len` cached ones,
     or one decode token per sequence against a cache of `context_len` tokens.
 
@@ -524,7 +560,9 @@ def decoder(preset: str | DecoderConfig | None = None, *, config=None, batch: in
     the model_types and the fields each reads) instead of a preset; `overrides` change config
     fields (layers=2, experts=8, ...). Weights are lazy seeded constants: a 70B graph costs no
     weight memory until values are asked for. Latent attention (DeepSeek) builds its absorbed
-    form in decode, its naive form in prefill.
+    form in decode, its naive form in prefill. quant="w8a8": the attention and MLP
+    projections as DynamicQuant + QuantBatchMatmul with int8 weights (the router, the shared
+    expert gate, the routed experts, attention itself and lm_head stay in `dtype`).
     """
     if config is not None:
         if preset is not None:
@@ -534,6 +572,8 @@ def decoder(preset: str | DecoderConfig | None = None, *, config=None, batch: in
         preset = from_hf(config)
     cfg = decoder_config(preset, **overrides)
     check_choice("phase", phase, PHASES)
+    if quant is not None:
+        check_choice("quant", quant, QUANT_MODES)
     if phase == "decode":
         if seq_len not in (None, 1):
             raise ConfigError(f"seq_len={seq_len!r}: decode adds one token per sequence "
@@ -549,7 +589,7 @@ def decoder(preset: str | DecoderConfig | None = None, *, config=None, batch: in
     label = preset if isinstance(preset, str) else "decoder"
     mb = ModelBuilder(f"{label}_{phase}_b{batch}_s{seq_len}_c{context_len}", dtype, seed)
     dec = _Decoder(cfg, mb, int(batch), int(seq_len), int(context_len),
-                   absorbed=phase == "decode")
+                   absorbed=phase == "decode", quant=quant)
     g = mb.g
     ids = g.input("input_ids", (batch, seq_len), "int64")
     table = mb.weight("embed_tokens.weight", (cfg.vocab, cfg.hidden), scale=0.02)
