@@ -21,6 +21,14 @@ FlashAttentionFusionPass):
   SwiGLU MLP scaled by Sigmoid(x @ w_gate)). Values route the tokens the router picks; the
   timing model assumes the tokens spread evenly over the experts (ceil(T * k / E) rows each,
   every expert's weights read once per layer: see ascendsim/lower/attention.py).
+- the families of Hugging Face configs (models/hf_config.py): Qwen3's per-head q/k RMSNorm
+  (on (B, S, H, D) before the transpose, head_dim may differ from hidden / heads); routers
+  other than plain softmax top-k (Mixtral and Qwen3-MoE renormalised, DeepSeek-V2 groups,
+  DeepSeek-V3 sigmoid + bias + groups, routed_scaling_factor) as MoeGatingTopK; DeepSeek's
+  multi-head latent attention (`_Decoder.latent_attention`: a latent cache, the naive form in
+  prefill, the absorbed form in decode), its leading dense layers and ungated shared
+  experts; rope_scaling linear / llama3 / yarn in the cos/sin tables.
+- quant="w8a8": the projections as DynamicQuant -> QuantBatchMatmul (ir/ops/quant.py).
 
 Inputs: `input_ids` (batch, seq_len) int64 and, per layer l, `past_key.l` / `past_value.l`
 (batch, kv_heads, context_len + seq_len, head_dim): the cache buffer sized for this step, its
