@@ -44,14 +44,13 @@ def quant_weight(w: np.ndarray, scale: np.ndarray | float) -> np.ndarray:
 
 
 def quant_batch_matmul(x1: np.ndarray, x2: np.ndarray, scale: np.ndarray,
-                       pertoken: np.ndarray | None, bias: np.ndarray | None,
-                       out_dtype) -> np.ndarray:
+                       pertoken: np.ndarray | None, bias: np.ndarray | None) -> np.ndarray:
     """(x1 int8 @ x2 int8) accumulated exactly in int32 (int64 here), times scale[n] and
-    pertoken[m], plus bias, rounded to `out_dtype`."""
+    pertoken[m], plus bias, in float64 (the caller rounds to the output dtype)."""
     acc = np.matmul(np.asarray(x1, np.int64), np.asarray(x2, np.int64)).astype(np.float64)
     y = acc * np.asarray(scale, np.float64)
     if pertoken is not None:
         y = y * np.asarray(pertoken, np.float64)[..., None]
     if bias is not None:
         y = y + np.asarray(bias, np.float64)
-    return y.astype(out_dtype)
+    return y

@@ -55,3 +55,13 @@ def test_w8a8_is_faster_on_the_910b_decode_and_prefill():
     assert cycles(phase="decode", context_len=1024, quant="w8a8") < \
         0.9 * cycles(phase="decode", context_len=1024)
     assert cycles(seq_len=2048, quant="w8a8") < 0.8 * cycles(seq_len=2048)
+
+
+def test_w8a8_bfloat16_output_is_rounded_to_bfloat16(rng):
+    from ascendsim.ir.tensor import as_storage
+
+    q = decoder(seq_len=4, dtype="bfloat16", quant="w8a8")
+    out = asim.execute(q, {"input_ids": rng.integers(0, 128, (1, 4)), **empty_cache(q)})
+    logits = out["logits"]
+    assert np.isfinite(logits).all()
+    np.testing.assert_array_equal(as_storage(logits, "bfloat16"), logits)

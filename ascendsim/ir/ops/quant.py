@@ -21,7 +21,7 @@ from __future__ import annotations
 from ...errors import GraphError
 from ...kernels import quant as kq
 from ..registry import Category, OpDef, Unit, VecClass, register
-from ..tensor import storage_dtype
+from ..tensor import as_storage
 from .elementwise import FLOATS, check_dtype
 
 OUT_DTYPES = ("float16", "bfloat16", "float32")
@@ -63,8 +63,9 @@ def _qbmm_infer(ins, attrs, consts):
 def _qbmm_kernel(args, attrs):
     pertoken = args[3] if len(args) > 3 else None
     bias = args[4] if len(args) > 4 else None
-    return [kq.quant_batch_matmul(args[0], args[1], args[2], pertoken, bias,
-                                  storage_dtype(attrs["output_dtype"]))]
+    # as_storage rounds to the output dtype (bfloat16 is stored in float32, rounded)
+    return [as_storage(kq.quant_batch_matmul(args[0], args[1], args[2], pertoken, bias),
+                       attrs["output_dtype"])]
 
 
 register(OpDef("DynamicQuant", _dq_infer, lambda args, attrs: kq.dynamic_quant(args[0]),
