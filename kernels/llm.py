@@ -265,3 +265,83 @@ def flash_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarra
                      np.ascontiguousarray(v, dtype=work), m, work.type(scale), bool(causal),
                      out)
     return out.astype(q.dtype, copy=False)
+
+
+# ----------------------------------------------------------------------------- MoeGatingTopK
+@njit(**JIT)
+def _gating_top_k(x, bias, k, k_group, group_count, group_mode, norm_type, renorm, scale, eps,
+                  y, idx, out):
+    """Per row: scores s = softmax(x) or sigmoid(x); choice c = s + bias; the `k_group` best
+    of `group_count` equal expert groups (group score: max of c, or the sum of its two largest
+    when group_mode = 1); the k best c among those groups (ties: lower expert first); weights
+    s at the picks, divided by their sum (+ eps) when renorm, times `scale`."""
+    rows, e = x.shape
+    gsize = e // group_count
+    c = np.empty(e, dtype=x.dtype)
+    gs = np.empty(group_count, dtype=x.dtype)
+    for r in range(rows):
+        if norm_type == 0:
+            m = x[r, 0]
+            for j in range(1, e):
+                m = max(m, x[r, j])
+            tot = 0.0
+            for j in range(e):
+                out[r, j] = _exp(x[r, j] - m)
+                tot += out[r, j]
+            for j in range(e):
+                out[r, j] /= tot
+        else:
+            for j in range(e):
+                out[r, j] = _sigmoid(x[r, j])
+        for j in range(e):
+            c[j] = out[r, j] + bias[j]
+        if group_count > 1:
+            for gi in range(group_count):
+                b1 = -np.inf
+                b2 = -np.inf
+                for j in range(gi * gsize, (gi + 1) * gsize):
+                    if c[j] > b1:
+                        b2 = b1
+                        b1 = c[j]
+                    elif c[j] > b2:
+                        b2 = c[j]
+                gs[gi] = b1 + b2 if group_mode == 1 else b1
+            for _ in range(group_count - k_group):      # drop the worst groups
+                worst = 0
+                for gi in range(1, group_count):
+                    if gs[gi] < gs[worst]:
+                        worst = gi
+                gs[worst] = np.inf
+                for j in range(worst * gsize, (worst + 1) * gsize):
+                    c[j] = -np.inf
+        tot = 0.0
+        for t in range(k):
+            best = -1
+            for j in range(e):
+                if c[j] > -np.inf and (best < 0 or c[j] > c[best]):
+                    best = j
+            idx[r, t] = best
+            y[r, t] = out[r, best]
+            tot += out[r, best]
+            c[best] = -np.inf
+        for t in range(k):
+            y[r, t] = (y[r, t] / (tot + eps) if renorm else y[r, t]) * scale
+
+
+def moe_gating_top_k(x: np.ndarray, bias: np.ndarray | None, k: int, k_group: int,
+                     group_count: int, group_select_mode: int, norm_type: int, renorm: int,
+                     routed_scaling_factor: float, eps: float) -> list[np.ndarray]:
+    """MoeGatingTopK of router logits x (T, E): (y (T, k), expert_idx int32, scores (T, E))."""
+    x = np.asarray(x)
+    work = work_dtype(x.dtype)
+    x2 = np.ascontiguousarray(x, dtype=work).reshape(-1, x.shape[-1])
+    t, e = x2.shape
+    b = (np.zeros(e, work) if bias is None
+         else np.ascontiguousarray(np.asarray(bias, work).reshape(e)))
+    y = np.empty((t, k), dtype=work)
+    idx = np.empty((t, k), dtype=np.int32)
+    out = np.empty((t, e), dtype=work)
+    _gating_top_k(x2, b, int(k), int(k_group), int(group_count), int(group_select_mode),
+                  int(norm_type), int(renorm), work.type(routed_scaling_factor), work.type(eps),
+                  y, idx, out)
+    return [y.astype(x.dtype), idx, out.astype(x.dtype)]

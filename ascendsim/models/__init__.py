@@ -19,6 +19,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..ir.graph import Graph
+from . import hf_config
 from .bert import (
     bert,
     bert_base,
@@ -81,4 +82,4 @@ def get(name: str, **kwargs: Any) -> Graph:
     return builder(**kwargs)
 
 
-__all__ = ["names", "get", "BUILDERS", "decoder_presets", *BUILDERS]
+__all__ = ["names", "get", "BUILDERS", "decoder_presets", "hf_config", *BUILDERS]

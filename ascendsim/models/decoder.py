@@ -21,6 +21,14 @@ FlashAttentionFusionPass):
   SwiGLU MLP scaled by Sigmoid(x @ w_gate)). Values route the tokens the router picks; the
   timing model assumes the tokens spread evenly over the experts (ceil(T * k / E) rows each,
   every expert's weights read once per layer: see ascendsim/lower/attention.py).
+- the families of Hugging Face configs (models/hf_config.py): Qwen3's per-head q/k RMSNorm
+  (on (B, S, H, D) before the transpose, head_dim may differ from hidden / heads); routers
+  other than plain softmax top-k (Mixtral and Qwen3-MoE renormalised, DeepSeek-V2 groups,
+  DeepSeek-V3 sigmoid + bias + groups, routed_scaling_factor) as MoeGatingTopK; DeepSeek's
+  multi-head latent attention (`_Decoder.latent_attention`: a latent cache, the naive form in
+  prefill, the absorbed form in decode), its leading dense layers and ungated shared
+  experts; rope_scaling linear / llama3 / yarn in the cos/sin tables.
+- quant="w8a8": the projections as DynamicQuant -> QuantBatchMatmul (ir/ops/quant.py).
 
 Inputs: `input_ids` (batch, seq_len) int64 and, per layer l, `past_key.l` / `past_value.l`
 (batch, kv_heads, context_len + seq_len, head_dim): the cache buffer sized for this step, its
@@ -34,16 +42,20 @@ the last one only).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import ConfigError
 from ..ir.graph import Graph
-from ..ir.tensor import Value, itemsize, storage_dtype
+from ..ir.tensor import LazyTensor, Value, _random_values, itemsize, storage_dtype
+from ..kernels import quant as kq
 from .blocks import ModelBuilder, check_choice, check_positive
 
 PHASES = ("prefill", "decode")
+#: weight quantisation modes of `decoder(quant=...)` (None: the compute dtype throughout)
+QUANT_MODES = ("w8a8",)
 #: additive mask value of a hidden key (fp16's most negative finite number)
 MASKED = -65504.0
 
@@ -65,74 +77,130 @@ class DecoderConfig:
     experts: int = 0            # num_experts (0: dense)
     top_k: int = 0              # num_experts_per_tok
     expert_ffn: int = 0         # moe_intermediate_size
-    shared_ffn: int = 0         # shared_expert_intermediate_size
+    shared_ffn: int = 0         # shared_expert_intermediate_size (DeepSeek: n_shared_experts
+                                # * moe_intermediate_size)
     source: str = ""
+    # --- fields of the Hugging Face families beyond LLaMA / Qwen2 (hf_config.py reads them)
+    head_size: int = 0          # head_dim when it is not hidden / heads (Qwen3); 0: hidden/heads
+    qk_norm: bool = False       # Qwen3: RMSNorm over head_dim of each q and k head
+    rope_scaling: tuple = ()    # HF rope_scaling as sorted (key, value) pairs; () none
+    max_positions: int = 0      # max_position_embeddings (yarn's default original length)
+    q_lora_rank: int = 0        # DeepSeek MLA: query low-rank (0: a full q_proj)
+    kv_lora_rank: int = 0       # > 0: multi-head latent attention (DeepSeek V2/V3)
+    qk_nope_dim: int = 0        # qk_nope_head_dim
+    qk_rope_dim: int = 0        # qk_rope_head_dim
+    v_head_dim: int = 0
+    router: str = "softmax"     # scoring_func: softmax | sigmoid
+    norm_topk: bool = False     # norm_topk_prob: the k picked weights renormalised
+    n_group: int = 1            # expert groups of group-limited routing
+    topk_group: int = 1         # groups kept per token
+    group_score: str = "max"    # a group's score: "max" (DeepSeek-V2) or "top2" (sum, V3)
+    score_bias: bool = False    # e_score_correction_bias added to the selection scores (V3)
+    routed_scale: float = 1.0   # factor on the routed experts' weights (routed_scaling_factor)
+    shared_gate: bool = True    # the shared expert scaled by sigmoid(x @ w) (Qwen2-MoE)
+    first_dense: int = 0        # first_k_dense_replace: leading layers with the dense MLP
+    moe_every: int = 1          # an MoE layer every moe_every layers (decoder_sparse_step,
+    moe_offset: int = 0         # moe_layer_freq) at layer % moe_every == moe_offset
+    dense_layers: tuple = ()    # mlp_only_layers (Qwen-MoE)
+    model_type: str = ""        # the HF model_type this came from ("" built by hand)
 
     def __post_init__(self) -> None:
         check_positive(hidden=self.hidden, layers=self.layers, heads=self.heads,
                        kv_heads=self.kv_heads, ffn=self.ffn, vocab=self.vocab)
-        if self.hidden % self.heads:
+        if self.mla:
+            check_positive(qk_nope_dim=self.qk_nope_dim, qk_rope_dim=self.qk_rope_dim,
+                           v_head_dim=self.v_head_dim)
+        elif self.hidden % self.heads and not self.head_size:
             raise ConfigError(f"hidden={self.hidden} is not a multiple of heads={self.heads}")
         if self.heads % self.kv_heads:
             raise ConfigError(f"heads={self.heads} is not a multiple of kv_heads="
                               f"{self.kv_heads}")
-        if (self.head_dim % 2) != 0:
-            raise ConfigError(f"head_dim={self.head_dim} must be even (rotary embedding)")
+        if (self.rope_dim % 2) != 0:
+            raise ConfigError(f"head_dim={self.rope_dim} must be even (rotary embedding)")
         if self.experts and not (1 <= self.top_k <= self.experts and self.expert_ffn > 0):
             raise ConfigError(f"MoE needs 1 <= top_k <= experts and expert_ffn > 0; got "
                               f"experts={self.experts}, top_k={self.top_k}, "
                               f"expert_ffn={self.expert_ffn}")
+        if self.experts and (self.n_group < 1 or self.experts % self.n_group or not
+                             1 <= self.topk_group <= self.n_group):
+            raise ConfigError(f"n_group={self.n_group} must divide experts={self.experts} "
+                              f"and 1 <= topk_group={self.topk_group} <= n_group")
+        check_choice("router", self.router, ("softmax", "sigmoid"))
+        check_choice("group_score", self.group_score, ("max", "top2"))
+
+    @property
+    def mla(self) -> bool:
+        """Multi-head latent attention (DeepSeek V2/V3)."""
+        return self.kv_lora_rank > 0
 
     @property
     def head_dim(self) -> int:
-        return self.hidden // self.heads
+        """Query/key head size (MLA: qk_nope_head_dim + qk_rope_head_dim)."""
+        if self.mla:
+            return self.qk_nope_dim + self.qk_rope_dim
+        return self.head_size or self.hidden // self.heads
+
+    @property
+    def rope_dim(self) -> int:
+        """Channels the rotary embedding turns (MLA: qk_rope_head_dim only)."""
+        return self.qk_rope_dim if self.mla else self.head_dim
 
     @property
     def moe(self) -> bool:
         return self.experts > 0
 
+    def moe_layer(self, layer: int) -> bool:
+        """Whether `layer` has the routed experts (else the dense MLP of `ffn`)."""
+        return (self.moe and layer >= self.first_dense and layer not in self.dense_layers
+                and layer % self.moe_every == self.moe_offset % self.moe_every)
+
     def params(self) -> int:
         """Parameter count (embeddings counted once when tied, as the checkpoint stores)."""
         h, d = self.hidden, self.head_dim
-        attn = h * (self.heads * d) * 2 + h * (self.kv_heads * d) * 2
-        if self.qkv_bias:
-            attn += (self.heads + 2 * self.kv_heads) * d
-        if self.moe:
-            mlp = self.experts * 3 * h * self.expert_ffn + h * self.experts
-            if self.shared_ffn:
-                mlp += 3 * h * self.shared_ffn + h
+        if self.mla:
+            qd, lat = self.heads * d, self.kv_lora_rank
+            q = (h * self.q_lora_rank + self.q_lora_rank + self.q_lora_rank * qd
+                 if self.q_lora_rank else h * qd)
+            attn = (q + h * (lat + self.qk_rope_dim) + lat
+                    + lat * self.heads * (self.qk_nope_dim + self.v_head_dim)
+                    + self.heads * self.v_head_dim * h)
         else:
-            mlp = 3 * h * self.ffn
-        per_layer = attn + mlp + 2 * h
+            attn = h * (self.heads * d) * 2 + h * (self.kv_heads * d) * 2
+            if self.qkv_bias:
+                attn += (self.heads + 2 * self.kv_heads) * d
+            if self.qk_norm:
+                attn += 2 * d
+        moe = self.experts * 3 * h * self.expert_ffn + h * self.experts
+        if self.shared_ffn:
+            moe += 3 * h * self.shared_ffn + (h if self.shared_gate else 0)
+        if self.score_bias:
+            moe += self.experts
+        n_moe = sum(self.moe_layer(i) for i in range(self.layers))
+        mlp = n_moe * moe + (self.layers - n_moe) * 3 * h * self.ffn
         emb = self.vocab * h * (1 if self.tie_embeddings else 2)
-        return self.layers * per_layer + emb + h
+        return self.layers * (attn + 2 * h) + mlp + emb + h
 
     def kv_cache_bytes(self, batch: int, tokens: int, dtype: str = "float16") -> int:
-        """Bytes of the keys and values of `tokens` positions for `batch` sequences."""
+        """Bytes of the keys and values of `tokens` positions for `batch` sequences (MLA: the
+        compressed latent and the rotary key, kv_lora_rank + qk_rope_head_dim per token)."""
+        if self.mla:
+            per = self.kv_lora_rank + self.qk_rope_dim
+            return self.layers * batch * tokens * per * itemsize(dtype)
         return 2 * self.layers * batch * self.kv_heads * tokens * self.head_dim * itemsize(dtype)
 
 
-#: Presets from the models' published Hugging Face config.json files.
+def _shipped_presets() -> dict[str, DecoderConfig]:
+    """The configs shipped in ascendsim/models/configs/ (written out from the models' published
+    Hugging Face config.json files, the source in each file's "_source" key), by name."""
+    from .hf_config import from_hf, shipped
+
+    return {name: from_hf(path) for name, path in shipped().items()}
+
+
+#: Presets: the shipped Hugging Face configs by name (the names carry the size) and two tiny
+#: test models built by hand.
 PRESETS: dict[str, DecoderConfig] = {
-    "qwen2-0.5b": DecoderConfig(
-        hidden=896, layers=24, heads=14, kv_heads=2, ffn=4864, vocab=151936, eps=1e-6,
-        rope_theta=1e6, qkv_bias=True, tie_embeddings=True,
-        source="Qwen/Qwen2-0.5B config.json (hidden_size 896, 24 layers, 14 heads, 2 KV heads, "
-               "intermediate 4864, vocab 151936, tied embeddings)"),
-    "llama2-7b": DecoderConfig(
-        hidden=4096, layers=32, heads=32, kv_heads=32, ffn=11008, vocab=32000, eps=1e-5,
-        source="meta-llama/Llama-2-7b-hf config.json (hidden_size 4096, 32 layers, 32 heads, "
-               "intermediate 11008, vocab 32000, rms_norm_eps 1e-5)"),
-    "llama2-70b": DecoderConfig(
-        hidden=8192, layers=80, heads=64, kv_heads=8, ffn=28672, vocab=32000, eps=1e-5,
-        source="meta-llama/Llama-2-70b-hf config.json (hidden_size 8192, 80 layers, 64 heads, "
-               "8 KV heads, intermediate 28672, vocab 32000)"),
-    "qwen1.5-moe-14b-a2.7b": DecoderConfig(
-        hidden=2048, layers=24, heads=16, kv_heads=16, ffn=5632, vocab=151936, eps=1e-6,
-        rope_theta=1e6, qkv_bias=True, experts=60, top_k=4, expert_ffn=1408, shared_ffn=5632,
-        source="Qwen/Qwen1.5-MoE-A2.7B config.json (hidden_size 2048, 24 layers, 16 heads, "
-               "60 experts, top-4, moe_intermediate 1408, shared expert 5632; 14.3B total, "
-               "2.7B active per the model card)"),
+    **_shipped_presets(),
     "tiny-gqa-1m": DecoderConfig(
         hidden=64, layers=2, heads=4, kv_heads=2, ffn=96, vocab=128, eps=1e-6,
         source="ascendsim test model (GQA, 2 query heads per KV head)"),
@@ -166,18 +234,93 @@ def decoder_config(preset: str | DecoderConfig | None = None, **overrides) -> De
     return dataclasses.replace(cfg, **overrides) if overrides else cfg
 
 
+#: W8A8 weight clip in standard deviations of the seeded weights (module note of quant_linear)
+QUANT_CLIP_SIGMAS = 4.0
+
+
+def _quantised(shape: tuple, dtype: str, seed: int, sigma: float) -> np.ndarray:
+    """The int8 weight of a seeded normal(0, sigma) float weight (quant_linear)."""
+    return kq.quant_weight(_random_values(shape, dtype, seed, sigma),
+                           QUANT_CLIP_SIGMAS * sigma / 127.0)
+
+
+# ----------------------------------------------------------------------------- rotary
+def _yarn_mscale(scale: float, mscale: float = 1.0) -> float:
+    return 1.0 if scale <= 1 else 0.1 * mscale * float(np.log(scale)) + 1.0
+
+
+def rope_frequencies(cfg: DecoderConfig) -> tuple[np.ndarray, float]:
+    """(inverse frequencies of the rotary pairs, factor on cos/sin) as HF's
+    ROPE_INIT_FUNCTIONS compute them for rope_scaling types default, linear, llama3, yarn."""
+    d = cfg.rope_dim
+    inv = cfg.rope_theta ** (-np.arange(0, d, 2, dtype=np.float64) / d)
+    rs = dict(cfg.rope_scaling)
+    kind = rs.get("rope_type", rs.get("type", "default"))
+    if kind == "default":
+        return inv, 1.0
+    factor = float(rs["factor"])
+    if kind == "linear":
+        return inv / factor, 1.0
+    if kind == "llama3":
+        old = float(rs["original_max_position_embeddings"])
+        lo, hi = float(rs["low_freq_factor"]), float(rs["high_freq_factor"])
+        wavelen = 2 * np.pi / inv
+        scaled = np.where(wavelen > old / lo, inv / factor, inv)
+        smooth = (old / wavelen - lo) / (hi - lo)
+        smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+        medium = ~(wavelen < old / hi) & ~(wavelen > old / lo)
+        return np.where(medium, smoothed, scaled), 1.0
+    if kind == "yarn":
+        base = cfg.rope_theta
+        orig = float(rs.get("original_max_position_embeddings") or cfg.max_positions)
+        fast, slow = float(rs.get("beta_fast") or 32), float(rs.get("beta_slow") or 1)
+
+        def corr(rot: float) -> float:
+            return d * np.log(orig / (rot * 2 * np.pi)) / (2 * np.log(base))
+        low = max(int(np.floor(corr(fast))), 0)
+        high = min(int(np.ceil(corr(slow))), d - 1)
+        ramp = np.clip((np.arange(d // 2, dtype=np.float64) - low)
+                       / ((high - low) if high != low else 0.001), 0, 1)
+        extra = 1 - ramp
+        inv = inv / factor * (1 - extra) + inv * extra
+        att = rs.get("attention_factor")
+        if att is None:
+            m, m_all = rs.get("mscale"), rs.get("mscale_all_dim")
+            att = (_yarn_mscale(factor, m) / _yarn_mscale(factor, m_all) if m and m_all
+                   else _yarn_mscale(factor))
+        return inv, float(att)
+    raise ConfigError(f"rope_scaling type {kind!r} is not supported (default, linear, llama3, "
+                      f"yarn)")
+
+
+def softmax_scale(cfg: DecoderConfig) -> float:
+    """1/sqrt(q head size), times DeepSeek's yarn mscale(factor, mscale_all_dim)^2 for MLA."""
+    scale = 1.0 / float(np.sqrt(cfg.head_dim))
+    rs = dict(cfg.rope_scaling)
+    if cfg.mla and rs.get("mscale_all_dim"):
+        m = _yarn_mscale(float(rs["factor"]), float(rs["mscale_all_dim"]))
+        scale *= m * m
+    return scale
+
+
 # ----------------------------------------------------------------------------- layers
 class _Decoder:
-    def __init__(self, cfg: DecoderConfig, mb: ModelBuilder, batch: int, seq: int, ctx: int):
+    def __init__(self, cfg: DecoderConfig, mb: ModelBuilder, batch: int, seq: int, ctx: int,
+                 absorbed: bool = False, quant: str | None = None):
         self.cfg, self.mb, self.g = cfg, mb, mb.g
+        self.quant = quant
         self.b, self.s, self.ctx = batch, seq, ctx
         self.total = ctx + seq
-        d = cfg.head_dim
-        inv = cfg.rope_theta ** (-np.arange(0, d, 2, dtype=np.float64) / d)
+        self.absorbed = absorbed
+        d = cfg.rope_dim
+        inv, att = rope_frequencies(cfg)
         ang = np.arange(ctx, ctx + seq, dtype=np.float64)[:, None] * inv[None, :]
         ang = np.concatenate([ang, ang], axis=-1).reshape(1, 1, seq, d)
-        self.cos = self.g.const(np.cos(ang), "rope.cos", dtype=mb.dtype, buffer=True)
-        self.sin = self.g.const(np.sin(ang), "rope.sin", dtype=mb.dtype, buffer=True)
+        cos, sin = np.cos(ang), np.sin(ang)
+        if att != 1.0:
+            cos, sin = cos * att, sin * att
+        self.cos = self.g.const(cos, "rope.cos", dtype=mb.dtype, buffer=True)
+        self.sin = self.g.const(sin, "rope.sin", dtype=mb.dtype, buffer=True)
         self.mask = None
         if seq > 1:
             t = np.arange(self.total)[None, :]
@@ -187,11 +330,32 @@ class _Decoder:
 
     def linear(self, x: Value, name: str, n: int, bias: bool = False) -> Value:
         k = int(x.shape[-1])
-        w = self.mb.weight(f"{name}.weight", (k, n), scale=float(1 / np.sqrt(k)))
-        y = self.g.matmul(x, w, name=name)
+        if self.quant == "w8a8" and not name.endswith("gate"):
+            y = self.quant_linear(x, name, k, n)
+        else:
+            w = self.mb.weight(f"{name}.weight", (k, n), scale=float(1 / np.sqrt(k)))
+            y = self.g.matmul(x, w, name=name)
         if bias:
             y = self.g.add(y, self.mb.weight(f"{name}.bias", (n,), scale=0.02))
         return y
+
+    def quant_linear(self, x: Value, name: str, k: int, n: int) -> Value:
+        """W8A8 (vLLM-Ascend / MindIE): DynamicQuant of the activations per token, the weight
+        int8 with a per-output-channel scale, QuantBatchMatmul dequantising in its epilogue.
+        The int8 weight is the same seeded float weight the unquantised model has, quantised
+        offline; its scale is the one a per-channel absmax calibration gives the seeded
+        normal(0, sigma) weights up to their rare outliers (QUANT_CLIP_SIGMAS * sigma / 127,
+        beyond it clipped), so the scale is known without building the weight (a shape-only
+        run never materialises weights)."""
+        g, mb = self.g, self.mb
+        shape, seed, sigma = (k, n), mb._seed(f"{name}.weight"), float(1 / np.sqrt(k))
+        wq = g.const(LazyTensor(shape, "int8", functools.partial(
+            _quantised, shape, mb.dtype, seed, sigma), f"int8 of random(seed={seed})"),
+            f"{name}.weight_int8")
+        ws = mb.fill(f"{name}.weight_scale", (n,), QUANT_CLIP_SIGMAS * sigma / 127.0,
+                     dtype="float32")
+        xq, xs = g.dynamic_quant(x, name=f"{name}.quant")
+        return g.quant_batch_matmul(xq, wq, ws, xs, output_dtype=mb.dtype, name=name)
 
     def rms_norm(self, x: Value, name: str) -> Value:
         g, mb = self.g, self.mb
@@ -208,10 +372,15 @@ class _Decoder:
         rot = g.concat(g.neg(x2), x1, axis=-1)
         return g.add(g.mul(x, self.cos), g.mul(rot, self.sin))
 
-    def heads(self, x: Value, n: int) -> Value:
+    def heads(self, x: Value, n: int, norm: str | None = None) -> Value:
+        """(B*S, n*D) -> (B, n, S, D); Qwen3 normalises each head (`norm`) before the
+        transpose, as HF's q_norm / k_norm do."""
         g, mb = self.g, self.mb
-        d = self.cfg.head_dim
-        return g.transpose(g.reshape(x, mb.ints([self.b, self.s, n, d])), perm=[0, 2, 1, 3])
+        d = int(x.shape[-1]) // n
+        x = g.reshape(x, mb.ints([self.b, self.s, n, d]))
+        if norm is not None:
+            x = self.rms_norm(x, norm)
+        return g.transpose(x, perm=[0, 2, 1, 3])
 
     def repeat_kv(self, x: Value) -> Value:
         """HF repeat_kv: (B, Hkv, T, D) -> (B, Hkv * G, T, D), each kv head G times."""
@@ -226,10 +395,14 @@ class _Decoder:
 
     def attention(self, x: Value, layer: int) -> Value:
         cfg, g, mb = self.cfg, self.g, self.mb
+        if cfg.mla:
+            return self.latent_attention(x, layer)
         d, name = cfg.head_dim, f"layers.{layer}.self_attn"
-        q = self.heads(self.linear(x, f"{name}.q_proj", cfg.heads * d, cfg.qkv_bias), cfg.heads)
+        qn, kn = (f"{name}.q_norm", f"{name}.k_norm") if cfg.qk_norm else (None, None)
+        q = self.heads(self.linear(x, f"{name}.q_proj", cfg.heads * d, cfg.qkv_bias), cfg.heads,
+                       qn)
         k = self.heads(self.linear(x, f"{name}.k_proj", cfg.kv_heads * d, cfg.qkv_bias),
-                       cfg.kv_heads)
+                       cfg.kv_heads, kn)
         v = self.heads(self.linear(x, f"{name}.v_proj", cfg.kv_heads * d, cfg.qkv_bias),
                        cfg.kv_heads)
         q, k = self.rotary(q), self.rotary(k)
@@ -240,13 +413,105 @@ class _Decoder:
         vc = g.kv_cache_append(past_v, v, position=self.ctx, name=f"present_value.{layer}")
         g.output(kc, vc)
         kt = g.transpose(self.repeat_kv(kc), perm=[0, 1, 3, 2])
-        scores = g.mul(g.matmul(q, kt), mb.scalar(1.0 / float(np.sqrt(d))))
+        scores = g.mul(g.matmul(q, kt), mb.scalar(softmax_scale(cfg)))
         if self.mask is not None:
             scores = g.add(scores, self.mask)
         ctx = g.matmul(g.softmax(scores, axis=-1), self.repeat_kv(vc))
         ctx = g.reshape(g.transpose(ctx, perm=[0, 2, 1, 3]),
                         mb.ints([self.b * self.s, cfg.heads * d]))
         return self.linear(ctx, f"{name}.o_proj", cfg.hidden)
+
+    def latent_attention(self, x: Value, layer: int) -> Value:
+        """DeepSeek V2/V3 multi-head latent attention (HF DeepseekV2Attention). The cache of a
+        layer is `past_key.l` (B, 1, T, kv_lora_rank + qk_rope_head_dim): the normalised
+        latent c_kv and the rotated shared key k_pe, one row per token (vLLM's MLA cache).
+        Prefill (naive form): keys and values of every cached token are decompressed with
+        kv_b_proj and attention runs per head on q = [q_nope | q_pe], k = [k_nope | k_pe].
+        Decode (absorbed form): W_UK is folded into the query (q_nope @ W_UK -> the latent
+        space) and W_UV applied after attention, so the heads attend to the latent cache
+        itself as one shared key/value head of width kv_lora_rank + qk_rope_head_dim (the
+        heads become the rows of one GEMM per sequence, as FlashMLA runs it)."""
+        cfg, g, mb = self.cfg, self.g, self.mb
+        name = f"layers.{layer}.self_attn"
+        b, s, t, h = self.b, self.s, self.total, cfg.heads
+        nope, rope, lat, vd = cfg.qk_nope_dim, cfg.qk_rope_dim, cfg.kv_lora_rank, cfg.v_head_dim
+        qd = nope + rope
+        if cfg.q_lora_rank:
+            qa = self.rms_norm(self.linear(x, f"{name}.q_a_proj", cfg.q_lora_rank),
+                               f"{name}.q_a_layernorm")
+            q = self.linear(qa, f"{name}.q_b_proj", h * qd)
+        else:
+            q = self.linear(x, f"{name}.q_proj", h * qd)
+        q = self.heads(q, h)                                     # (B, H, S, qd)
+        last = [-1]
+        q_nope = g.slice(q, mb.ints([0]), mb.ints([nope]), mb.ints(last))
+        q_pe = self.rotary(g.slice(q, mb.ints([nope]), mb.ints([qd]), mb.ints(last)))
+        ckv = self.linear(x, f"{name}.kv_a_proj_with_mqa", lat + rope)      # (B*S, lat+rope)
+        c = self.rms_norm(g.slice(ckv, mb.ints([0]), mb.ints([lat]), mb.ints(last)),
+                          f"{name}.kv_a_layernorm")
+        k_pe = g.slice(ckv, mb.ints([lat]), mb.ints([lat + rope]), mb.ints(last))
+        k_pe = self.rotary(g.reshape(k_pe, mb.ints([b, 1, s, rope])))
+        latent = g.concat(g.reshape(c, mb.ints([b, 1, s, lat])), k_pe, axis=-1)
+        past = g.input(f"past_key.{layer}", (b, 1, t, lat + rope), mb.dtype)
+        kc = g.kv_cache_append(past, latent, position=self.ctx, name=f"present_key.{layer}")
+        g.output(kc)
+        c_all = g.slice(kc, mb.ints([0]), mb.ints([lat]), mb.ints(last))         # (B,1,T,lat)
+        w_kv = mb.weight(f"{name}.kv_b_proj.weight", (lat, h * (nope + vd)),
+                         scale=float(1 / np.sqrt(lat)))
+        scale = mb.scalar(softmax_scale(cfg))
+        if self.absorbed:
+            w3 = g.reshape(w_kv, mb.ints([lat, h, nope + vd]))
+            w_uk = g.transpose(g.slice(w3, mb.ints([0]), mb.ints([nope]), mb.ints(last)),
+                               perm=[1, 2, 0])                               # (H, nope, lat)
+            w_uv = g.transpose(g.slice(w3, mb.ints([nope]), mb.ints([nope + vd]),
+                                       mb.ints(last)), perm=[1, 0, 2])       # (H, lat, vd)
+            qn = g.reshape(g.transpose(q_nope, perm=[1, 0, 2, 3]), mb.ints([h, b * s, nope]))
+            q_lat = g.matmul(qn, w_uk, name=f"{name}.q_absorb")              # (H, B*S, lat)
+            q_lat = g.transpose(g.reshape(q_lat, mb.ints([h, b, s, lat])), perm=[1, 0, 2, 3])
+            qf = g.reshape(g.concat(q_lat, q_pe, axis=-1), mb.ints([b, 1, h * s, lat + rope]))
+            scores = g.mul(g.matmul(qf, g.transpose(kc, perm=[0, 1, 3, 2])), scale)
+            if self.mask is not None:         # (1, 1, S, T) -> per head rows (1, 1, H*S, T)
+                m = g.reshape(g.expand(g.reshape(self.mask, mb.ints([1, 1, 1, s, t])),
+                                       mb.ints([1, 1, h, s, t])), mb.ints([1, 1, h * s, t]))
+                scores = g.add(scores, m)
+            o_lat = g.matmul(g.softmax(scores, axis=-1), c_all)             # (B, 1, H*S, lat)
+            o_lat = g.reshape(g.transpose(g.reshape(o_lat, mb.ints([b, h, s, lat])),
+                                          perm=[1, 0, 2, 3]), mb.ints([h, b * s, lat]))
+            o = g.matmul(o_lat, w_uv, name=f"{name}.v_absorb")              # (H, B*S, vd)
+            o = g.transpose(g.reshape(o, mb.ints([h, b, s, vd])), perm=[1, 2, 0, 3])
+        else:
+            kv = g.matmul(g.reshape(c_all, mb.ints([b * t, lat])), w_kv,
+                          name=f"{name}.kv_b_proj")
+            kv = g.transpose(g.reshape(kv, mb.ints([b, t, h, nope + vd])), perm=[0, 2, 1, 3])
+            k_nope = g.slice(kv, mb.ints([0]), mb.ints([nope]), mb.ints(last))
+            v = g.slice(kv, mb.ints([nope]), mb.ints([nope + vd]), mb.ints(last))
+            kpe_all = g.slice(kc, mb.ints([lat]), mb.ints([lat + rope]), mb.ints(last))
+            k = g.concat(k_nope, g.expand(kpe_all, mb.ints([b, h, t, rope])), axis=-1)
+            qf = g.concat(q_nope, q_pe, axis=-1)
+            scores = g.mul(g.matmul(qf, g.transpose(k, perm=[0, 1, 3, 2])), scale)
+            if self.mask is not None:
+                scores = g.add(scores, self.mask)
+            o = g.transpose(g.matmul(g.softmax(scores, axis=-1), v), perm=[0, 2, 1, 3])
+        o = g.reshape(o, mb.ints([b * s, h * vd]))
+        return self.linear(o, f"{name}.o_proj", cfg.hidden)
+
+    def router(self, logits: Value, name: str) -> Value:
+        """(weights (T, k), expert_idx (T, k)) of the family's router."""
+        cfg, g, mb = self.cfg, self.g, self.mb
+        plain = (cfg.router == "softmax" and not cfg.norm_topk and cfg.n_group == 1
+                 and not cfg.score_bias and cfg.routed_scale == 1.0)
+        if plain:       # Qwen2-MoE as CANN's MoeGatingTopKSoftmax
+            scales, idx, _ = g.moe_gating_top_k_softmax(logits, k=cfg.top_k,
+                                                        name=f"{name}.router")
+            return scales, idx
+        bias = (mb.weight(f"{name}.gate.e_score_correction_bias", (cfg.experts,), scale=0.02)
+                if cfg.score_bias else None)
+        scales, idx, _ = g.moe_gating_top_k(
+            logits, bias, k=cfg.top_k, k_group=cfg.topk_group, group_count=cfg.n_group,
+            group_select_mode=int(cfg.group_score == "top2"),
+            norm_type=int(cfg.router == "sigmoid"), renorm=int(cfg.norm_topk),
+            routed_scaling_factor=float(cfg.routed_scale), name=f"{name}.router")
+        return scales, idx
 
     def swiglu(self, gate_up: Value) -> Value:
         """silu(a) * b of the two halves of the last axis, as exported (Slice, Sigmoid, Mul)."""
@@ -266,7 +531,7 @@ class _Decoder:
         h, e, ffn = cfg.hidden, cfg.experts, cfg.expert_ffn
         x2 = x
         logits = self.linear(x2, f"{name}.gate", e)
-        scales, idx, _ = g.moe_gating_top_k_softmax(logits, k=cfg.top_k, name=f"{name}.router")
+        scales, idx = self.router(logits, name)
         ex, pos, groups = g.moe_init_routing(x2, idx, num_experts=e, name=f"{name}.dispatch")
         w_gu = mb.weight(f"{name}.experts.gate_up_proj", (e, h, 2 * ffn),
                          scale=float(1 / np.sqrt(h)))
@@ -274,33 +539,49 @@ class _Decoder:
         gu = g.grouped_matmul(ex, w_gu, groups, name=f"{name}.experts.gate_up")
         down = g.grouped_matmul(self.swiglu(gu), w_dn, groups, name=f"{name}.experts.down")
         y = g.moe_finalize_routing(down, scales, pos, name=f"{name}.combine")
-        if cfg.shared_ffn:
+        if cfg.shared_ffn and cfg.shared_gate:
             shared = self.mlp(x2, f"{name}.shared_expert", cfg.shared_ffn)
             gate = g.sigmoid(self.linear(x2, f"{name}.shared_expert_gate", 1))
             y = g.add(y, g.mul(shared, gate))
+        elif cfg.shared_ffn:        # DeepSeek: n_shared_experts always-on experts, no gate
+            y = g.add(y, self.mlp(x2, f"{name}.shared_experts", cfg.shared_ffn))
         return y
 
     def layer(self, x: Value, layer: int) -> Value:
         name = f"layers.{layer}"
         x = self.g.add(x, self.attention(self.rms_norm(x, f"{name}.input_layernorm"), layer))
         h = self.rms_norm(x, f"{name}.post_attention_layernorm")
-        out = self.moe(h, layer) if self.cfg.moe else self.mlp(h, f"{name}.mlp", self.cfg.ffn)
+        out = (self.moe(h, layer) if self.cfg.moe_layer(layer)
+               else self.mlp(h, f"{name}.mlp", self.cfg.ffn))
         return self.g.add(x, out)
 
 
-def decoder(preset: str | DecoderConfig | None = None, *, batch: int = 1,
+def decoder(preset: str | DecoderConfig | None = None, *, config=None, batch: int = 1,
             seq_len: int | None = None, phase: str = "prefill", context_len: int = 0,
             dtype: str = "float16", all_logits: bool = False, seed: int = 0,
-            **overrides) -> Graph:
+            quant: str | None = None, **overrides) -> Graph:
     """A decoder LLM step: prefill of `seq_len` prompt tokens after `context_len` cached ones,
     or one decode token per sequence against a cache of `context_len` tokens.
 
     preset: a name from `decoder_presets()` (default the tiny GQA test model) or a
-    DecoderConfig; `overrides` change config fields (layers=2, experts=8, ...). Weights are
-    lazy seeded constants: a 70B graph costs no weight memory until values are asked for.
+    DecoderConfig; config: a Hugging Face config.json (path or dict; models/hf_config.py lists
+    the model_types and the fields each reads) instead of a preset; `overrides` change config
+    fields (layers=2, experts=8, ...). Weights are lazy seeded constants: a 70B graph costs no
+    weight memory until values are asked for. Latent attention (DeepSeek) builds its absorbed
+    form in decode, its naive form in prefill. quant="w8a8": the attention and MLP
+    projections as DynamicQuant + QuantBatchMatmul with int8 weights (the router, the shared
+    expert gate, the routed experts, attention itself and lm_head stay in `dtype`).
     """
+    if config is not None:
+        if preset is not None:
+            raise ConfigError("decoder(): pass a preset or a config, not both")
+        from .hf_config import from_hf
+
+        preset = from_hf(config)
     cfg = decoder_config(preset, **overrides)
     check_choice("phase", phase, PHASES)
+    if quant is not None:
+        check_choice("quant", quant, QUANT_MODES)
     if phase == "decode":
         if seq_len not in (None, 1):
             raise ConfigError(f"seq_len={seq_len!r}: decode adds one token per sequence "
@@ -315,7 +596,8 @@ def decoder(preset: str | DecoderConfig | None = None, *, batch: int = 1,
         raise ConfigError(f"context_len={context_len!r}: must be a non-negative integer")
     label = preset if isinstance(preset, str) else "decoder"
     mb = ModelBuilder(f"{label}_{phase}_b{batch}_s{seq_len}_c{context_len}", dtype, seed)
-    dec = _Decoder(cfg, mb, int(batch), int(seq_len), int(context_len))
+    dec = _Decoder(cfg, mb, int(batch), int(seq_len), int(context_len),
+                   absorbed=phase == "decode", quant=quant)
     g = mb.g
     ids = g.input("input_ids", (batch, seq_len), "int64")
     table = mb.weight("embed_tokens.weight", (cfg.vocab, cfg.hidden), scale=0.02)
@@ -347,4 +629,4 @@ def empty_cache(graph: Graph) -> dict[str, np.ndarray]:
 
 
 __all__ = ["decoder", "decoder_presets", "decoder_config", "DecoderConfig", "PRESETS",
-           "empty_cache", "PHASES"]
+           "empty_cache", "PHASES", "rope_frequencies", "softmax_scale"]

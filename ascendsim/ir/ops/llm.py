@@ -12,6 +12,14 @@
   cumulative counts `group_list` (E,), group e times weight[e] (K, N).
 - MoeGatingTopKSoftmax (CANN, torch_npu.npu_moe_gating_top_k_softmax): softmax of router
   logits (T, E), top k -> (y, expert_idx int32, row_idx int32 = j * T + t).
+- MoeGatingTopK (CANN MoeGatingTopK, torch_npu.npu_moe_gating_top_k, the DeepSeek-V3 router;
+  also the renormalised and group-limited softmax routers of Mixtral, Qwen3-MoE, DeepSeek-V2):
+  scores s = softmax(x) (norm_type 0) or sigmoid(x) (1); selection scores s + bias (the
+  optional e_score_correction_bias, selection only); the `k_group` best of `group_count` equal
+  expert groups, a group scored by its best selection score (group_select_mode 0) or the sum
+  of its best two (1); the k best experts in those groups; weights s at the picks, divided by
+  their sum + eps when `renorm`, times `routed_scaling_factor`. Outputs (y (T, k),
+  expert_idx int32, scores (T, E)).
 - MoeInitRouting: token copies sorted by expert; CANN's MoeInitRouting followed by
   MoeComputeExpertTokens, folded into one op here: outputs expanded_x (T*k, H),
   expanded_row_idx (T*k,) (row of each (t, j) in expanded_x) and group_list (E,) cumulative.
@@ -156,6 +164,40 @@ def _gating_infer(ins, attrs, consts):
     return [((t, k), x.dtype), ((t, k), "int32"), ((t, k), "int32")]
 
 
+def _gating_k_infer(ins, attrs, consts):
+    x, bias = ins[0], (ins[1] if len(ins) > 1 else None)
+    check_dtype(x, FLOATS)
+    k, kg, gc = attrs["k"], attrs["k_group"], attrs["group_count"]
+    if x.rank != 2 or not isinstance(k, int) or not 1 <= k <= x.shape[1]:
+        raise GraphError(f"MoeGatingTopK needs x (T, E) and 1 <= k <= E; got "
+                         f"{tuple(x.shape)}, k={k!r}")
+    e = x.shape[1]
+    if not (isinstance(gc, int) and gc >= 1 and e % gc == 0 and isinstance(kg, int)
+            and 1 <= kg <= gc and k <= kg * (e // gc)):
+        raise GraphError(f"MoeGatingTopK: {e} experts in group_count={gc!r} groups, "
+                         f"k_group={kg!r}, k={k}: the groups must divide the experts and the "
+                         f"k_group kept groups hold at least k experts")
+    if attrs["norm_type"] not in (0, 1) or attrs["group_select_mode"] not in (0, 1):
+        raise GraphError(f"MoeGatingTopK: norm_type {attrs['norm_type']!r} (0 softmax, "
+                         f"1 sigmoid), group_select_mode {attrs['group_select_mode']!r} (0 max, "
+                         f"1 top-2 sum)")
+    if bias is not None:
+        same_dtype([x, bias])
+        if tuple(bias.shape) != (e,):
+            raise GraphError(f"MoeGatingTopK bias '{bias.name}' {tuple(bias.shape)} is not "
+                             f"({e},)")
+    t = x.shape[0]
+    return [((t, k), x.dtype), ((t, k), "int32"), ((t, e), x.dtype)]
+
+
+def _gating_k_kernel(args, attrs):
+    bias = args[1] if len(args) > 1 else None
+    return kl.moe_gating_top_k(args[0], bias, int(attrs["k"]), int(attrs["k_group"]),
+                               int(attrs["group_count"]), int(attrs["group_select_mode"]),
+                               int(attrs["norm_type"]), int(attrs["renorm"]),
+                               float(attrs["routed_scaling_factor"]), float(attrs["eps"]))
+
+
 def _init_routing_infer(ins, attrs, consts):
     x, idx = ins[0], ins[1]
     check_dtype(idx, INTS, "expert_idx")
@@ -254,6 +296,7 @@ def _attention_flops(causal_attr: str | None):
 #   RotaryMul 4: vmul (x * cos), vcopy/vmuls (-x2 | x1), vmul (* sin), vadd
 #   SwiGlu 3 per input element (6 per output: vmuls -1, vexp, vadds 1, vdiv, vmul a, vmul b)
 #   MoeGatingTopKSoftmax 8: softmax's 5 and ~3 compare/select passes per k pick
+#   MoeGatingTopK 10: its 8 plus the bias add and the group max/sum pass
 #   routing ops 1-2: gathers / scaled adds (vector MOVE)
 _V, _R, _I, _O = Unit.VECTOR, Category.REDUCE, Category.INJECTIVE, Category.OPAQUE
 register(OpDef("RmsNorm", _rms_infer, _rms_kernel, _R, inputs=("x", "gamma"),
@@ -282,6 +325,14 @@ register(OpDef("MoeGatingTopKSoftmax", _gating_infer,
                flops=lambda i, o, a: 8 * i[0].numel, vec_class=VecClass.EXP, vec_instrs=8,
                builder="moe_gating_top_k_softmax",
                doc="CANN MoeGatingTopKSoftmax: (y, expert_idx, row_idx)"))
+register(OpDef("MoeGatingTopK", _gating_k_infer, _gating_k_kernel, _R,
+               inputs=("x", "bias?"),
+               attrs={"k": 1, "k_group": 1, "group_count": 1, "group_select_mode": 0,
+                      "norm_type": 0, "renorm": 0, "routed_scaling_factor": 1.0, "eps": 1e-20},
+               num_outputs=3, flops=lambda i, o, a: 10 * i[0].numel, vec_class=VecClass.EXP,
+               vec_instrs=10, untrainable_inputs=(1,), builder="moe_gating_top_k",
+               doc="CANN MoeGatingTopK: softmax/sigmoid scores, group-limited top-k with a "
+                   "selection bias, renormalised and scaled: (y, expert_idx, scores)"))
 register(OpDef("MoeInitRouting", _init_routing_infer,
                lambda args, attrs: kl.moe_init_routing(args[0], args[1],
                                                        int(attrs["num_experts"])), _O,

@@ -28,12 +28,13 @@ Backward ops (CANN names; formulas as the CANN docs state them):
   d_expanded[expanded_row_idx[t*k + j]] = scales[t, j] * dy[t], d_scales[t, j] =
   <expanded[expanded_row_idx[t*k + j]], dy[t]>.
 
-Rules with no kernel of their own: MoeGatingTopKSoftmax (the cotangent of the k picked
-probabilities scattered to the E experts, then the softmax's vjp p*(dp - sum(p*dp)); the
-expert indices are integers), KvCacheAppend (the new rows' cotangent is the slice of the
-cache's cotangent they were written to; the overwritten cache rows get none: KvCacheAppend of
-zeros). IncreFlashAttention has no rule on purpose: it is the decode (inference) kernel, CANN
-ships no gradient for it and torch_npu's npu_incre_flash_attention is not differentiable;
+Rules with no kernel of their own: MoeGatingTopK (see _gating_k_grad),
+MoeGatingTopKSoftmax (the cotangent of the k picked probabilities scattered to the E
+experts, then the softmax's vjp p*(dp - sum(p*dp)); the expert indices are integers),
+KvCacheAppend (the new rows' cotangent is the slice of the cache's cotangent they were
+written to; the overwritten cache rows get none: KvCacheAppend of zeros).
+IncreFlashAttention has no rule on purpose: it is the decode (inference) kernel, CANN ships
+no gradient for it and torch_npu's npu_incre_flash_attention is not differentiable;
 training uses FlashAttentionScore. Asking for its gradient raises UnsupportedOpError naming
 the op and the node.
 
@@ -304,6 +305,39 @@ def _gating_grad(ctx, douts):
     return [g.sub(pdp, g.mul(p, g.reduce_sum(pdp, ctx.ints([1]), keepdims=1)))]
 
 
+def _gating_k_grad(ctx, douts):
+    """MoeGatingTopK: y = c * s[idx] / (sum s[idx] + eps) (renorm) or c * s[idx], s the
+    softmax or sigmoid scores (the forward's third output). d_picked = (c*dy - sum(dy*y)) /
+    (sum s[idx] + eps) or c*dy, scattered to the E experts, then the softmax vjp s*(ds -
+    sum(s*ds)) or the sigmoid's ds*s*(1 - s). The bias only moves the selection (no
+    cotangent); the indices are integers. The scores' own cotangent (rarely read) is added."""
+    g, a, x = ctx.g, ctx.attrs, ctx.ins[0]
+    if not ctx.needs(0) or (douts[0] is None and douts[2] is None):
+        return [None, None]
+    s, idx = ctx.outs[2], ctx.outs[1]
+    c = ctx.scalar(float(a["routed_scaling_factor"]), x.dtype)
+    ds = None
+    if douts[0] is not None:
+        dy = douts[0]
+        if int(a["renorm"]):
+            picked = g.gather_elements(s, idx, axis=1)
+            tot = g.add(g.reduce_sum(picked, ctx.ints([1]), keepdims=1),
+                        ctx.scalar(float(a["eps"]), x.dtype))
+            dot = g.reduce_sum(g.mul(dy, ctx.outs[0]), ctx.ints([1]), keepdims=1)
+            dpick = g.div(g.sub(g.mul(dy, c), dot), tot)
+        else:
+            dpick = g.mul(dy, c)
+        ds = g.scatter_elements(ctx.zeros(ctx.shape(x), x.dtype), idx, dpick, axis=1)
+    if douts[2] is not None:
+        ds = douts[2] if ds is None else g.add(ds, douts[2])
+    if int(a["norm_type"]) == 0:
+        sds = g.mul(s, ds)
+        dx = g.sub(sds, g.mul(s, g.reduce_sum(sds, ctx.ints([1]), keepdims=1)))
+    else:
+        dx = g.mul(ds, g.mul(s, g.sub(ctx.scalar(1.0, x.dtype), s)))
+    return [dx, None]
+
+
 def _init_routing_grad(ctx, douts):
     if douts[0] is None or not ctx.needs(0):
         return [None, None]
@@ -359,6 +393,7 @@ def _incre_flash_attention_grad(ctx, douts):
 
 register_grads({"RmsNorm": _rms_norm_grad, "RotaryMul": _rotary_grad, "SwiGlu": _swiglu_grad,
                 "GroupedMatmul": _grouped_matmul_grad, "MoeGatingTopKSoftmax": _gating_grad,
+                "MoeGatingTopK": _gating_k_grad,
                 "MoeInitRouting": _init_routing_grad,
                 "MoeFinalizeRouting": _finalize_routing_grad,
                 "KvCacheAppend": _cache_append_grad,
