@@ -286,13 +286,13 @@ def _gating_top_k(x, bias, k, k_group, group_count, group_mode, norm_type, renor
                 m = max(m, x[r, j])
             tot = 0.0
             for j in range(e):
-                out[r, j] = _exp(x[r, j] - m)
+                out[r, j] = scalar_exp(x[r, j] - m)
                 tot += out[r, j]
             for j in range(e):
                 out[r, j] /= tot
         else:
             for j in range(e):
-                out[r, j] = _sigmoid(x[r, j])
+                out[r, j] = scalar_sigmoid(x[r, j])
         for j in range(e):
             c[j] = out[r, j] + bias[j]
         if group_count > 1:

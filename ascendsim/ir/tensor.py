@@ -135,7 +135,7 @@ class LazyTensor:
     @staticmethod
     def random(shape: tuple[int, ...], dtype: str, seed: int, scale: float = 1.0) -> LazyTensor:
         """Seeded normal values times `scale` (deterministic for the same seed)."""
-        make = functools.partial(_random_values, tuple(shape), dtype, seed, scale)
+        make = functools.partial(random_values, tuple(shape), dtype, seed, scale)
         return LazyTensor(tuple(shape), dtype, make, f"random(seed={seed}, scale={scale})")
 
     @staticmethod
@@ -145,7 +145,7 @@ class LazyTensor:
                           f"full({fill})")
 
 
-def _random_values(shape: tuple[int, ...], dtype: str, seed: int, scale: float) -> np.ndarray:
+def random_values(shape: tuple[int, ...], dtype: str, seed: int, scale: float) -> np.ndarray:
     """The values of `LazyTensor.random` (a module-level function, so lazy constants pickle and
     graphs can be sent to other processes)."""
     rng = np.random.default_rng(seed)

@@ -49,7 +49,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..ir.graph import Graph
-from ..ir.tensor import LazyTensor, Value, _random_values, itemsize, storage_dtype
+from ..ir.tensor import LazyTensor, Value, itemsize, random_values, storage_dtype
 from ..kernels import quant as kq
 from .blocks import ModelBuilder, check_choice, check_positive
 
@@ -240,7 +240,7 @@ QUANT_CLIP_SIGMAS = 4.0
 
 def _quantised(shape: tuple, dtype: str, seed: int, sigma: float) -> np.ndarray:
     """The int8 weight of a seeded normal(0, sigma) float weight (quant_linear)."""
-    return kq.quant_weight(_random_values(shape, dtype, seed, sigma),
+    return kq.quant_weight(random_values(shape, dtype, seed, sigma),
                            QUANT_CLIP_SIGMAS * sigma / 127.0)
 
 

@@ -53,7 +53,7 @@ from .elementwise import FLOATS, INTS, check_dtype, same_dtype
 from .norm import norm_axis
 
 
-def _static(shape, what: str) -> tuple[int, ...]:
+def static_dims(shape, what: str) -> tuple[int, ...]:
     if not all(isinstance(d, int) for d in shape):
         raise GraphError(f"{what} needs a static shape, got {tuple(shape)}")
     return tuple(shape)
@@ -223,7 +223,8 @@ def _append_infer(ins, attrs, consts):
     cache, upd = ins[0], ins[1]
     same_dtype([cache, upd])
     axis = norm_axis(attrs["axis"], cache.rank, cache)
-    c, u = _static(cache.shape, "KvCacheAppend cache"), _static(upd.shape, "KvCacheAppend update")
+    c = static_dims(cache.shape, "KvCacheAppend cache")
+    u = static_dims(upd.shape, "KvCacheAppend update")
     pos = int(attrs["position"])
     other = [i for i in range(cache.rank) if i != axis]
     if upd.rank != cache.rank or any(c[i] != u[i] for i in other) or not \
@@ -240,8 +241,8 @@ def _attention_infer(heads_attr: str, kv_attr: str | None):
         mask = ins[3] if len(ins) > 3 else None
         check_dtype(q, FLOATS)
         same_dtype([q, k, v])
-        qs = _static(q.shape, f"query '{q.name}'")
-        ks, vs = _static(k.shape, f"key '{k.name}'"), _static(v.shape, f"value '{v.name}'")
+        qs = static_dims(q.shape, f"query '{q.name}'")
+        ks, vs = static_dims(k.shape, f"key '{k.name}'"), static_dims(v.shape, f"value '{v.name}'")
         if len(qs) != 4 or len(ks) != 4 or ks != vs or qs[0] != ks[0] or qs[3] != ks[3]:
             raise GraphError(f"query {qs}, key {ks}, value {vs} are not BNSD with one batch "
                              f"and head size")

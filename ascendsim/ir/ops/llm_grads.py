@@ -61,7 +61,7 @@ from ..registry import (
     register_grads,
 )
 from .elementwise import FLOATS, check_dtype, same_dtype
-from .llm import SPLIT_K, _static, attention_pairs
+from .llm import SPLIT_K, attention_pairs, static_dims
 from .norm import norm_axis
 
 _B, _R = VecClass.BINARY, VecClass.REDUCE
@@ -127,8 +127,8 @@ def _fag_infer(ins, attrs, consts):
     mask = ins[5] if len(ins) > 5 else None
     check_dtype(q, FLOATS)
     same_dtype([q, k, v, dy, out])
-    qs, ks = _static(q.shape, f"query '{q.name}'"), _static(k.shape, f"key '{k.name}'")
-    vs = _static(v.shape, f"value '{v.name}'")
+    qs, ks = static_dims(q.shape, f"query '{q.name}'"), static_dims(k.shape, f"key '{k.name}'")
+    vs = static_dims(v.shape, f"value '{v.name}'")
     if len(qs) != 4 or len(ks) != 4 or ks != vs or qs[0] != ks[0] or qs[3] != ks[3] or \
             qs[1] % ks[1] or int(attrs["head_num"] or qs[1]) != qs[1]:
         raise GraphError(f"FlashAttentionScoreGrad: query {qs}, key {ks}, value {vs} are not "
