@@ -14,8 +14,8 @@ The file is rewritten after each section, so an interrupted run keeps what it me
 Run it at low priority on a shared machine (`nice -n 19 python bench/report.py`): the load is
 recorded in every section anyway.
 
-Helper modules that are not benchmarks of their own: `timing.py`, `scalesim_layers.py`,
-`pipeline_worker.py` (run by `sim_speed.py`), `sections.py` and this file.
+Modules that are not benchmarks of their own: `timing.py`, `scalesim_layers.py`,
+`pipeline_worker.py` (run by `sim_speed.py`), `sections.py`, `ci_times.py` and this file.
 """
 
 from __future__ import annotations

@@ -51,20 +51,20 @@ class Section:
 
 SECTIONS: tuple[Section, ...] = (
     Section("fidelity", "Fidelity: `ascendsim validate` against measured figures",
-            "fidelity.py", ("--summary-only",), minutes=3,
+            "fidelity.py", ("--summary-only",), minutes=1,
             about="The simulator against every measured row of the corpus "
                   "(`ascendsim/validation/corpus/`), each row on its own chip; calibration "
                   "rows (the ones a chip figure was fitted to) are reported apart. Error is "
                   "|simulated - measured| / measured; ratio > 1: the model is slow. "
                   "`ascendsim validate` without `--summary-only` lists every row."),
     Section("regression", "Regression check of simulated figures", "regression.py",
-            minutes=3,
+            minutes=1,
             about="Cycles, task records and intervals of 108 cases (3 models x 3 chips x "
                   "fused/as given x block/tile detail x sink/host/eager launch) against the "
                   "golden digests in `tests/data/regression_digests.json`; "
                   "`tests/sim/test_regression_digests.py` runs the same check."),
     Section("sim_speed", "Simulator speed: training-step pipeline against a baseline",
-            "sim_speed.py", ("--tables", "--quick"), minutes=6,
+            "sim_speed.py", ("--tables", "--quick"), minutes=2.5,
             full="python bench/sim_speed.py --tables",
             about="Build + optimise + simulate wall time of the BERT-large and ResNet-50 "
                   "training steps (shapes only, block detail, ascend910), each case in a fresh "
@@ -73,68 +73,67 @@ SECTIONS: tuple[Section, ...] = (
                   "agreement (target: within 5 %). Wall times on a shared machine swing by "
                   "+-40 %: compare rows of one run."),
     Section("engine_cpu", "Simulator speed: lowering and engine CPU time", "engine_cpu.py",
-            ("--cases", "resnet_step", "bert_step"), fmt="markdown", minutes=4,
+            ("--cases", "resnet_step", "bert_step"), fmt="markdown", minutes=1,
             full="python bench/engine_cpu.py",
             about="CPU seconds (`time.process_time`, steadier than wall time on a shared "
                   "machine) of `lower` and `Engine.run` for training steps, this tree against "
                   "the baseline revision d123969, each in a fresh process; both must simulate "
                   "the same cycles."),
     Section("ci_times", "Test suite run time", None, fmt="markdown", minutes=0,
-            about="Wall time of the two suite runs, read from `bench/ci_times.json` (written by "
-                  "`.ci/run` or by hand after a run; this section only reads it)."),
-    Section("kernels", "Kernels: numba against numpy", "kernels.py", minutes=2,
+            about="Wall time of the two suite runs, read from `bench/ci_times.json`: `.ci/run` "
+                  "records its own run there, and `python bench/ci_times.py run -- pytest -q` "
+                  "times and records the other (this section only reads the file)."),
+    Section("kernels", "Kernels: numba against numpy", "kernels.py", minutes=1,
             about="The registry's numba kernels against the numpy/BLAS code a user would "
                   "otherwise write; best of 3 after a warm-up, checked against the reference "
                   "first. Ratio < 1: the kernel is faster."),
     Section("fusion", "Fusion: composite kernel against the unfused chain", "fusion.py",
-            minutes=1,
+            minutes=0.5,
             about="The composite numba kernel generated from a fused 6-op element-wise chain "
                   "against the numpy expression and the unfused graph run op by op (16M "
                   "elements; target >= 2x over numpy in float32)."),
-    Section("training", "Training steps: fusion off against on", "training.py", ("--quick",),
-            minutes=2, full="python bench/training.py",
+    Section("training", "Training steps: fusion off against on", "training.py",
+            fmt="markdown", minutes=2,
             about="Training steps built by the autodiff (shapes only, block detail, "
                   "ascend910): BERT-large with graph-kernel fusion off and on, ResNet-50 with "
                   "UB fusion off and on; simulated step time, tasks, and build / optimise / "
                   "simulate wall time."),
     Section("training_ops", "CANN training kernels", "training_ops.py", fmt="markdown",
-            minutes=2,
+            minutes=0.5,
             about="BatchNorm training forward and backward and the optimizer updates, "
                   "simulated against their primitive-op form and the HBM bound, and the numba "
                   "kernels' wall time."),
     Section("llm_training", "Decoder training steps: exported graph against graph-fused",
-            "llm_training.py", ("--quick",), minutes=1, full="python bench/llm_training.py",
+            "llm_training.py", minutes=1.5,
             about="`training_step` of decoders on the 910B, as exported (primitive ops) and "
                   "with the graph fusions (RmsNorm, RotaryMul, SwiGlu, FlashAttentionScore and "
                   "their gradients)."),
-    Section("llm", "LLMs on the 910B", "llm.py", ("--quick",), fmt="markdown", minutes=4,
-            full="python bench/llm.py",
+    Section("llm", "LLMs on the 910B", "llm.py", fmt="markdown", minutes=3,
             about="llama2-7b prefill and decode: the simulator's own optimise + simulate time, "
-                  "and `asim.llm.generate` serving figures (TTFT, TPOT, tokens/s, HBM peak). "
-                  "The full run adds the unfused against fused compare."),
-    Section("unit_block", "Block detail inside long tiles", "unit_block.py",
-            ("--cases", "resnet_step", "--repeat", "1", "--batch", "32"), fmt="markdown",
-            minutes=3, full="python bench/unit_block.py",
+                  "unfused against fused (`asim.compare`), and `asim.llm.generate` serving "
+                  "figures (TTFT, TPOT, tokens/s, HBM peak)."),
+    Section("unit_block", "Block detail inside long tiles", "unit_block.py", fmt="markdown",
+            minutes=2,
             about="The engine with and without chunk tiles (SimPy events, engine CPU seconds, "
                   "cycles), and block against tile detail on the weight gradients and "
                   "long-K GEMMs it chunks."),
-    Section("optimize_speed", "Build and optimise CPU time", "optimize_speed.py", minutes=2,
+    Section("optimize_speed", "Build and optimise CPU time", "optimize_speed.py", minutes=0.5,
             about="CPU seconds of building and optimising the training-step cases (least of 3, "
                   "each case in its own process) and a digest of each optimised graph."),
     Section("memory_plan", "Memory plan: peak device memory", "memory_plan.py",
-            ("--models", "resnet50", "bert_base", "bert_large", "mobilenet_v2", "--chips",
-             "ascend910", "ascend910b", "ascend310"), fmt="markdown", minutes=2,
+            ("--models", "conv_bn_relu", "matmul_bias_relu", "resnet50", "bert_base",
+             "bert_large", "bert_encoder_layer", "bert_pretraining", "decoder"), fmt="markdown",
+            minutes=1.5,
             full="python bench/memory_plan.py",
             about="Peak live device memory of built-in models at their default sizes (the "
                   "memory plan of `simulate`), fused as the CLI runs them, against each chip's "
-                  "HBM. The full run covers every model, training steps included (minutes "
-                  "each)."),
-    Section("sweep", "Design-space sweep on Dask", "sweep.py", minutes=5,
+                  "HBM. The larger run adds the training steps (minutes each)."),
+    Section("sweep", "Design-space sweep on Dask", "sweep.py", minutes=2,
             about="ResNet-50 batch 32 (forward, shapes only, block detail) on the Ascend 910 "
                   "over UB size x HBM bandwidth x fusion on/off, 100 points on a 2-worker "
                   "LocalCluster (target: under 5 minutes)."),
-    Section("data_parallel", "Data parallel across chips", "data_parallel.py", ("--quick",),
-            minutes=2, full="python bench/data_parallel.py",
+    Section("data_parallel", "Data parallel across chips", "data_parallel.py",
+            minutes=1.5,
             about="Step time, communication share and scaling efficiency on 1-64 chips "
                   "(weak scaling: one chip simulated, HCCL's gradient all-reduce added over "
                   "the chip's interconnect)."),
@@ -144,7 +143,7 @@ SECTIONS: tuple[Section, ...] = (
                   "20 ms -> 1.6 ms change on an Atlas 310. No source names the mechanism, so "
                   "the model runs both on the same vector path."),
     Section("scalesim_compare", "Side by side with SCALE-Sim", "scalesim_compare.py",
-            ("--quick",), minutes=1, full="python bench/scalesim_compare.py",
+            fmt="markdown", minutes=1,
             about="The ResNet-50 v1.5 conv layers in ascendsim and in SCALE-Sim 3.0.0; when no "
                   "interpreter with scalesim is found, SCALE-Sim's figures are a reference "
                   "measurement, labelled so in the table."),
@@ -208,9 +207,11 @@ def _markdown_body(text: str) -> str:
         heading = re.match(r"#+ (.*)", line)
         if heading:
             line = "### " + heading.group(1).strip()
-        is_row = line.startswith("|")
-        if out and out[-1] and is_row != out[-1].startswith("|"):
-            out.append("")
+        kind = "row" if line.startswith("|") else "item" if line.startswith("- ") else "line"
+        prev = out[-1] if out else ""
+        prev_kind = "row" if prev.startswith("|") else "item" if prev.startswith("- ") else "line"
+        if prev and (kind != prev_kind or kind == "line"):
+            out.append("")          # a table, a list or a paragraph of its own
         out.append(line)
     return "\n".join(out)
 
@@ -234,7 +235,8 @@ def render(section: Section, argv: Sequence[str]) -> tuple[str, int]:
     c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = c1.ru_utime + c1.ru_stime - c0.ru_utime - c0.ru_stime
     out = proc.stdout
-    body = _markdown_body(out) if section.fmt == "markdown" else f"```text\n{out.rstrip()}\n```"
+    text = "\n".join(line.rstrip() for line in out.rstrip().splitlines())
+    body = _markdown_body(text) if section.fmt == "markdown" else f"```text\n{text}\n```"
     if proc.returncode != 0:
         body += f"\n\nThe script exited with status {proc.returncode} at this commit."
     lines = [f"- Command: `{cmd}`"
