@@ -117,17 +117,15 @@ SECTIONS: tuple[Section, ...] = (
             about="The engine with and without chunk tiles (SimPy events, engine CPU seconds, "
                   "cycles), and block against tile detail on the weight gradients and "
                   "long-K GEMMs it chunks."),
-    Section("optimize_speed", "Build and optimise CPU time", "optimize_speed.py", minutes=0.5,
+    Section("optimize_speed", "Build and optimise CPU time", "optimize_speed.py", ("--table",),
+            fmt="markdown", minutes=0.5,
             about="CPU seconds of building and optimising the training-step cases (least of 3, "
                   "each case in its own process) and a digest of each optimised graph."),
     Section("memory_plan", "Memory plan: peak device memory", "memory_plan.py",
-            ("--models", "conv_bn_relu", "matmul_bias_relu", "resnet50", "bert_base",
-             "bert_large", "bert_encoder_layer", "bert_pretraining", "decoder"), fmt="markdown",
-            minutes=1.5,
-            full="python bench/memory_plan.py",
-            about="Peak live device memory of built-in models at their default sizes (the "
-                  "memory plan of `simulate`), fused as the CLI runs them, against each chip's "
-                  "HBM. The larger run adds the training steps (minutes each)."),
+            fmt="markdown", minutes=1.5,
+            about="Peak live device memory of every built-in model at its default sizes (the "
+                  "memory plan of `simulate`), fused as the CLI runs it, against each chip's "
+                  "HBM. A builder that needs arguments is listed as such."),
     Section("sweep", "Design-space sweep on Dask", "sweep.py", minutes=2,
             about="ResNet-50 batch 32 (forward, shapes only, block detail) on the Ascend 910 "
                   "over UB size x HBM bandwidth x fusion on/off, 100 points on a 2-worker "
@@ -210,9 +208,10 @@ def _markdown_body(text: str) -> str:
         kind = "row" if line.startswith("|") else "item" if line.startswith("- ") else "line"
         prev = out[-1] if out else ""
         prev_kind = "row" if prev.startswith("|") else "item" if prev.startswith("- ") else "line"
-        if prev and (kind != prev_kind or kind == "line"):
+        if prev and line and (kind != prev_kind or kind == "line"):
             out.append("")          # a table, a list or a paragraph of its own
-        out.append(line)
+        if line or (out and out[-1]):
+            out.append(line)        # one blank line at most
     return "\n".join(out)
 
 
