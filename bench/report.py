@@ -1,6 +1,6 @@
 """Write BENCHMARKS.md from the benchmark scripts' own output.
 
-    python bench/report.py                          # every section (~25 min, idle 2 cores)
+    python bench/report.py                          # every section (~12 min, idle 2 cores)
     python bench/report.py --only sim_speed,fidelity
     python bench/report.py --skip sweep,memory_plan
     python bench/report.py --list                   # the sections, their commands and durations

@@ -46,12 +46,12 @@ class Section:
     fmt: str = "text"
     about: str = ""
     full: str = ""                  # the command of the larger run, when `args` is a reduced one
-    minutes: float = 1.0            # rough idle 2-core duration of `args`
+    minutes: float = 1.0            # rough idle 2-core duration of `args` (its CPU time)
 
 
 SECTIONS: tuple[Section, ...] = (
     Section("fidelity", "Fidelity: `ascendsim validate` against measured figures",
-            "fidelity.py", ("--summary-only",), minutes=1,
+            "fidelity.py", ("--summary-only",), minutes=0.5,
             about="The simulator against every measured row of the corpus "
                   "(`ascendsim/validation/corpus/`), each row on its own chip; calibration "
                   "rows (the ones a chip figure was fitted to) are reported apart. Error is "
@@ -64,7 +64,7 @@ SECTIONS: tuple[Section, ...] = (
                   "golden digests in `tests/data/regression_digests.json`; "
                   "`tests/sim/test_regression_digests.py` runs the same check."),
     Section("sim_speed", "Simulator speed: training-step pipeline against a baseline",
-            "sim_speed.py", ("--tables", "--quick"), minutes=2.5,
+            "sim_speed.py", ("--tables", "--quick"), minutes=2,
             full="python bench/sim_speed.py --tables",
             about="Build + optimise + simulate wall time of the BERT-large and ResNet-50 "
                   "training steps (shapes only, block detail, ascend910), each case in a fresh "
@@ -73,7 +73,7 @@ SECTIONS: tuple[Section, ...] = (
                   "agreement (target: within 5 %). Wall times on a shared machine swing by "
                   "+-40 %: compare rows of one run."),
     Section("engine_cpu", "Simulator speed: lowering and engine CPU time", "engine_cpu.py",
-            ("--cases", "resnet_step", "bert_step"), fmt="markdown", minutes=1,
+            ("--cases", "resnet_step", "bert_step"), fmt="markdown", minutes=0.5,
             full="python bench/engine_cpu.py",
             about="CPU seconds (`time.process_time`, steadier than wall time on a shared "
                   "machine) of `lower` and `Engine.run` for training steps, this tree against "
@@ -93,27 +93,27 @@ SECTIONS: tuple[Section, ...] = (
                   "against the numpy expression and the unfused graph run op by op (16M "
                   "elements; target >= 2x over numpy in float32)."),
     Section("training", "Training steps: fusion off against on", "training.py",
-            fmt="markdown", minutes=2,
+            fmt="markdown", minutes=0.5,
             about="Training steps built by the autodiff (shapes only, block detail, "
                   "ascend910): BERT-large with graph-kernel fusion off and on, ResNet-50 with "
                   "UB fusion off and on; simulated step time, tasks, and build / optimise / "
                   "simulate wall time."),
     Section("training_ops", "CANN training kernels", "training_ops.py", fmt="markdown",
-            minutes=0.5,
+            minutes=0.25,
             about="BatchNorm training forward and backward and the optimizer updates, "
                   "simulated against their primitive-op form and the HBM bound, and the numba "
                   "kernels' wall time."),
     Section("llm_training", "Decoder training steps: exported graph against graph-fused",
-            "llm_training.py", minutes=1.5,
+            "llm_training.py", minutes=0.25,
             about="`training_step` of decoders on the 910B, as exported (primitive ops) and "
                   "with the graph fusions (RmsNorm, RotaryMul, SwiGlu, FlashAttentionScore and "
                   "their gradients)."),
-    Section("llm", "LLMs on the 910B", "llm.py", fmt="markdown", minutes=3,
+    Section("llm", "LLMs on the 910B", "llm.py", fmt="markdown", minutes=0.5,
             about="llama2-7b prefill and decode: the simulator's own optimise + simulate time, "
                   "unfused against fused (`asim.compare`), and `asim.llm.generate` serving "
                   "figures (TTFT, TPOT, tokens/s, HBM peak)."),
     Section("unit_block", "Block detail inside long tiles", "unit_block.py", fmt="markdown",
-            minutes=2,
+            minutes=1,
             about="The engine with and without chunk tiles (SimPy events, engine CPU seconds, "
                   "cycles), and block against tile detail on the weight gradients and "
                   "long-K GEMMs it chunks."),
@@ -122,26 +122,26 @@ SECTIONS: tuple[Section, ...] = (
             about="CPU seconds of building and optimising the training-step cases (least of 3, "
                   "each case in its own process) and a digest of each optimised graph."),
     Section("memory_plan", "Memory plan: peak device memory", "memory_plan.py",
-            fmt="markdown", minutes=1.5,
+            fmt="markdown", minutes=1,
             about="Peak live device memory of every built-in model at its default sizes (the "
                   "memory plan of `simulate`), fused as the CLI runs it, against each chip's "
                   "HBM. A builder that needs arguments is listed as such."),
-    Section("sweep", "Design-space sweep on Dask", "sweep.py", minutes=2,
+    Section("sweep", "Design-space sweep on Dask", "sweep.py", minutes=1.5,
             about="ResNet-50 batch 32 (forward, shapes only, block detail) on the Ascend 910 "
                   "over UB size x HBM bandwidth x fusion on/off, 100 points on a 2-worker "
                   "LocalCluster (target: under 5 minutes)."),
     Section("data_parallel", "Data parallel across chips", "data_parallel.py",
-            minutes=1.5,
+            minutes=0.25,
             about="Step time, communication share and scaling efficiency on 1-64 chips "
                   "(weak scaling: one chip simulated, HCCL's gradient all-reduce added over "
                   "the chip's interconnect)."),
     Section("interp", "Interp on the 310: divisible against non-divisible sizes", "interp.py",
-            minutes=0.5,
+            minutes=0.1,
             about="A Caffe Interp (bilinear, corners aligned) at the two shapes of a reported "
                   "20 ms -> 1.6 ms change on an Atlas 310. No source names the mechanism, so "
                   "the model runs both on the same vector path."),
     Section("scalesim_compare", "Side by side with SCALE-Sim", "scalesim_compare.py",
-            fmt="markdown", minutes=1,
+            fmt="markdown", minutes=0.25,
             about="The ResNet-50 v1.5 conv layers in ascendsim and in SCALE-Sim 3.0.0; when no "
                   "interpreter with scalesim is found, SCALE-Sim's figures are a reference "
                   "measurement, labelled so in the table."),
