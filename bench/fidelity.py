@@ -26,4 +26,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from sections import main_or_markdown
+
+    raise SystemExit(main_or_markdown("fidelity", main))

@@ -5,9 +5,9 @@
 The seed reports that making an Interp (bilinear, corners aligned) satisfy the divisibility
 condition (dst-1)/(src-1) integral, [1,18,175,175] -> [1,18,350,350] changed to
 [1,18,176,176] -> [1,18,351,351], cut the whole model from 20 ms to 1.6 ms on an Atlas 310.
-No source found names the mechanism (BENCHMARKS.md, "Interp (issue 11 item 8)"), so the model
-runs both shapes on the same vector path; this script prints both times and the path taken,
-for the record. Simulated figures repeat bit for bit.
+No source found names the mechanism, so the model runs both shapes on the same vector path;
+this script prints both times and the path taken, for the record. Simulated figures repeat bit
+for bit.
 """
 
 from __future__ import annotations
@@ -43,4 +43,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from sections import main_or_markdown
+
+    raise SystemExit(main_or_markdown("interp", main))

@@ -190,4 +190,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from sections import main_or_markdown
+
+    raise SystemExit(main_or_markdown("kernels", main))

@@ -32,20 +32,21 @@ def _mb(res, level: str) -> float:
                if lvl == level) / 1e6
 
 
-def compare_rows(name: str, kw: dict) -> list[str]:
+def compare_rows(name: str, kw: dict) -> tuple[list[str], list[str]]:
+    """The table rows of one step, and a note per graph of its device memory peak."""
     g = asim.models.decoder(MODEL, **kw)
     # the unfused decode graph needs more device memory than the 910B2's 64 GiB (its
     # repeat_kv copies of the 4096-token cache); both runs are timed anyway and the peak of
     # each is printed below the table
     cmp = asim.compare(g, CHIP, inputs=None, check_capacity=False)
     u, f = cmp.unfused, cmp.fused
-    for label, res in (("unfused", u), ("fused", f)):
-        print(f"  {name} {label}: device memory peak {res.memory.peak_bytes / 2**30:.1f} GiB")
+    notes = [f"{name} {label}: device memory peak {res.memory.peak_bytes / 2**30:.1f} GiB"
+             for label, res in (("unfused", u), ("fused", f))]
     rows = [f"| {name} | unfused | {u.time_us / 1e3:.2f} | {len(u.trace.tasks)} | "
             f"{_mb(u, 'DDR'):,.0f} | {_mb(u, 'L2'):,.0f} | |",
             f"| {name} | fused | {f.time_us / 1e3:.2f} | {len(f.trace.tasks)} | "
             f"{_mb(f, 'DDR'):,.0f} | {_mb(f, 'L2'):,.0f} | {cmp.speedup:.2f}x |"]
-    return rows
+    return rows, notes
 
 
 def speed_row(name: str, kw: dict) -> str:
@@ -80,9 +81,15 @@ def main() -> None:
         print("| step | graph | time (ms) | tasks | HBM traffic (MB) | L2 traffic (MB) | "
               "speedup |")
         print("|---|---|---|---|---|---|---|")
+        notes = []
         for name, kw in CASES.items():
-            for row in compare_rows(name, kw):
+            rows, peaks = compare_rows(name, kw)
+            notes += peaks
+            for row in rows:
                 print(row, flush=True)
+        print()
+        for note in notes:
+            print(f"- {note}")
     print(f"\n## asim.llm.generate({MODEL!r}, {CHIP!r}, batch=16, prompt_len=1024, "
           f"new_tokens=128)\n")
     t0 = time.perf_counter()
@@ -99,4 +106,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from sections import main_or_markdown
+
+    raise SystemExit(main_or_markdown("llm", main))

@@ -53,4 +53,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from sections import main_or_markdown
+
+    raise SystemExit(main_or_markdown("llm_training", main))

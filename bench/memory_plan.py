@@ -4,8 +4,8 @@
     python bench/memory_plan.py                   # every model, every built-in chip
     python bench/memory_plan.py --models resnet50 bert_base --chips ascend910
 
-Only optimisation and lowering run (no engine), so the training steps take a few minutes each
-(their optimisation dominates). A row says whether the model fits the chip's `hbm_bytes`.
+Only optimisation and lowering run (no engine). A row says whether the model fits the chip's
+`hbm_bytes`.
 """
 
 from __future__ import annotations
@@ -60,4 +60,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from sections import main_or_markdown
+
+    raise SystemExit(main_or_markdown("memory_plan", main))

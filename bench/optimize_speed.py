@@ -3,6 +3,7 @@ graph, so two revisions can be compared in one run (the digests must be equal: a
 of the passes may not change a graph).
 
     python bench/optimize_speed.py [CASE ...]            # one JSON line per case
+    python bench/optimize_speed.py --table [CASE ...]    # a markdown table instead
     PYTHONPATH=/path/to/other/checkout python bench/optimize_speed.py ...
 
 Each case runs in a process of its own (after a small warm-up of the same kind), `reps`
@@ -85,11 +86,23 @@ def main() -> None:
     if args[:1] == ["--one"]:
         print(json.dumps(measure(args[1])))
         return
+    table = "--table" in args
+    args = [a for a in args if a != "--table"]
+    if table:
+        print("| case | build CPU s | optimise CPU s | nodes out | graph digest |")
+        print("|---|---:|---:|---:|---|")
     for case in args or DEFAULT_CASES:
         out = subprocess.run([sys.executable, __file__, "--one", case], check=True,
                              capture_output=True, text=True).stdout
-        print(out.strip().splitlines()[-1], flush=True)
+        line = out.strip().splitlines()[-1]
+        if table:
+            r = json.loads(line)
+            line = (f"| {r['case']} | {r['build_cpu_s']:.3f} | {r['optimize_cpu_s']:.3f} | "
+                    f"{r['nodes_out']:,} | `{r['digest'][:12]}` |")
+        print(line, flush=True)
 
 
 if __name__ == "__main__":
-    main()
+    from sections import main_or_markdown
+
+    raise SystemExit(main_or_markdown("optimize_speed", main))

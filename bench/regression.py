@@ -16,7 +16,6 @@ import argparse
 import hashlib
 import itertools
 import json
-import sys
 import time
 from pathlib import Path
 
@@ -108,4 +107,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from sections import main_or_markdown
+
+    raise SystemExit(main_or_markdown("regression", main))

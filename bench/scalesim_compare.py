@@ -477,4 +477,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from sections import main_or_markdown
+
+    raise SystemExit(main_or_markdown("scalesim_compare", main))

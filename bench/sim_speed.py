@@ -234,4 +234,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from sections import main_or_markdown
+
+    raise SystemExit(main_or_markdown("sim_speed", main))
