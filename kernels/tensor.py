@@ -119,8 +119,8 @@ def slice_params(dim: int, start: int, end: int, step: int) -> tuple[int, int, i
         start = min(max(start, 0), dim)
         end = min(max(end, 0), dim)
         length = max(0, -(-(end - start) // step))
-    else:
-        start = min(max(start, -1), dim - 1)
+    else:   # the spec clamps starts to [0, dim - 1] and ends to [-1, dim - 1] here
+        start = min(max(start, 0), dim - 1)
         end = min(max(end, -1), dim - 1)
         length = max(0, -(-(start - end) // -step))
     return start, end, step, length

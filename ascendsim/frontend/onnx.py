@@ -47,6 +47,7 @@ from ..ir.tensor import (
     materialize,
     numel,
 )
+from ..kernels import bf16
 
 #: ONNX dtype codes by name, for the codes ascendsim does not support (error messages).
 _ONNX_DTYPE_NAMES = {8: "string", 14: "complex64", 15: "complex128",
@@ -178,6 +179,8 @@ def _initializer_array(init: Any, numpy_helper: Any, what: str = "") -> np.ndarr
     if arr.size != count:
         raise GraphError(f"{what} declares dims {dims} ({count} elements) but holds "
                          f"{arr.size}")
+    if dtype == "bfloat16" and arr.dtype == np.uint16:    # onnx < 1.19: the 16-bit patterns
+        arr = bf16.from_bits(arr.view(np.uint16))
     return arr
 
 
@@ -261,7 +264,8 @@ class _Scope:
             raise GraphError(f"ONNX graph '{gp.name}' declares no outputs: nothing to compute")
         for init in gp.initializer:
             arr = _initializer_array(init, numpy_helper)
-            self.g.const(arr, init.name, dtype=arr.dtype)
+            bf = ONNX_DTYPES.get(init.data_type) == "bfloat16"   # float32 storage of bfloat16
+            self.g.const(arr, init.name, dtype="bfloat16" if bf else arr.dtype)
         for i, vi in enumerate(gp.input):
             if vi.name in self.g.constants:
                 continue    # an input with an initializer is a constant

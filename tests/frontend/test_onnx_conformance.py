@@ -11,8 +11,10 @@ from __future__ import annotations
 import functools
 import sys
 import warnings
+from typing import NamedTuple
 
 import numpy as np
+import onnx
 import pytest
 
 import ascendsim as asim
@@ -35,16 +37,55 @@ EXCLUDED: dict[str, str] = {
     # Scan-8's batched form (batch axis + sequence_lens) is refused by the importer
     "test_scan_sum": "opset-8 Scan form not supported (opset >= 9 Scan is)",
 }
+if tuple(int(p) for p in onnx.__version__.split(".")[:2]) < (1, 19):
+    # onnx 1.18's float32 -> bfloat16 reference outputs truncate; later ones round to nearest
+    # even, as ascendsim (and the hardware's cast) does
+    for _name in ("test_cast_FLOAT_to_BFLOAT16", "test_castlike_FLOAT_to_BFLOAT16_expanded",
+                  "test_castlike_FLOAT_to_BFLOAT16"):
+        EXCLUDED[_name] = "onnx < 1.19 reference truncates float32 to bfloat16"
+
+
+class Case(NamedTuple):
+    name: str
+    model: object
+    data_sets: list
+
+
+def _from_disk(case) -> Case:
+    """A case as onnx releases before 1.18 give it (`model_dir` with the model and its
+    test_data_set_* folders of input_*.pb / output_*.pb), read into memory."""
+    import glob
+    import os
+
+    import onnx
+    from onnx import numpy_helper
+
+    def array(path: str):
+        try:
+            return numpy_helper.to_array(onnx.load_tensor(path))
+        except Exception:       # a sequence or optional value: not a tensor, filtered out
+            return None
+
+    def arrays(folder: str, kind: str) -> list:
+        return [array(f) for f in sorted(glob.glob(os.path.join(folder, f"{kind}_*.pb")))]
+
+    model = onnx.load(os.path.join(case.model_dir, "model.onnx"))
+    sets = [(arrays(d, "input"), arrays(d, "output"))
+            for d in sorted(glob.glob(os.path.join(case.model_dir, "test_data_set_*")))]
+    return Case(case.name, model, sets)
 
 
 @functools.lru_cache(maxsize=1)
 def all_cases() -> list:
-    """Every ONNX node test case (generated in memory by the onnx package)."""
+    """Every ONNX node test case (generated in memory by current onnx releases, read from
+    the wheel's data folders by older ones)."""
     from onnx.backend.test.loader import load_model_tests
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return list(load_model_tests(kind="node"))
+        cases = list(load_model_tests(kind="node"))
+    return [Case(c.name, c.model, c.data_sets) if c.model is not None
+            else _from_disk(c) for c in cases if c.model is not None or c.model_dir]
 
 
 def _graph_ops(graph) -> set[str]:
@@ -67,10 +108,7 @@ def _tensor_types_ok(graph) -> bool:
 
 
 def supported(case) -> bool:
-    """Case runs here: all its ops are registered, tensors only, supported dtypes. (Older onnx
-    releases also list the downloadable real-model cases, with no model in the wheel.)"""
-    if case.model is None:
-        return False
+    """Case runs here: all its ops are registered, tensors only, supported dtypes."""
     ops = _graph_ops(case.model.graph)
     if not all(has_op(RETIRED_OPS.get(o, (o,))[0]) for o in ops):
         return False
@@ -84,6 +122,15 @@ def supported_cases() -> list:
     return [c for c in all_cases() if supported(c)]
 
 
+def _bf16_values(g, name: str, a) -> np.ndarray:
+    """A data-set array as values: onnx releases before 1.18 store bfloat16 data as its 16-bit
+    patterns (uint16), later ones as ml_dtypes' bfloat16."""
+    a = np.asarray(a)
+    if g.values[name].dtype == "bfloat16" and a.dtype == np.uint16:
+        return bf16.from_bits(a)
+    return a
+
+
 def run_case(case) -> None:
     """Load, execute every data set, and compare with the reference outputs."""
     g = asim.load_onnx(case.model)
@@ -92,10 +139,10 @@ def run_case(case) -> None:
     in_names = [vi.name for vi in graph.input if vi.name not in inits]
     out_names = [vi.name for vi in graph.output]
     for inputs, expected in case.data_sets:
-        feeds = {n: np.asarray(a) for n, a in zip(in_names, inputs)}
+        feeds = {n: _bf16_values(g, n, a) for n, a in zip(in_names, inputs)}
         got = execute(g, feeds)
         for name, want in zip(out_names, expected):
-            want = np.asarray(want)
+            want = _bf16_values(g, name, want)
             if g.values[name].dtype == "bfloat16":   # float32 storage (kernels/bf16.py)
                 want = bf16.round_bf16(want)          # ml_dtypes' bfloat16, widened exactly
             out = np.asarray(got[name])
@@ -128,7 +175,8 @@ def test_conformance_covers_the_tensor_family() -> None:
                  "test_resize_downsample_scales_cubic_antialias", "test_upsample_nearest",
                  "test_scatternd_add", "test_tril", "test_onehot_with_axis",
                  "test_scan9_multi_state"):
-        assert must in names, must
+        if any(c.name == must for c in all_cases()):     # shipped by the installed onnx
+            assert must in names, must
 
 
 def test_excluded_cases_exist() -> None:

@@ -269,11 +269,13 @@ def test_resize_nearest_linear_and_shape(rng) -> None:
        st.sampled_from([-3, -2, -1, 1, 2, 3]))
 def test_slice_property_matches_python(dim: int, start: int, end: int, step: int) -> None:
     """ONNX Slice clamping equals Python slicing for every start/end/step (ends past the
-    front mean 'through index 0' for negative steps, as INT_MIN does in ONNX)."""
+    front mean 'through index 0' for negative steps, as INT_MIN does in ONNX; a start past the
+    front is clamped to index 0 for negative steps too, where Python would give nothing)."""
     x = np.arange(dim * 2, dtype=np.float32).reshape(dim, 2)
     g = Graph()
     y = g.slice(g.input("x", x.shape), [start], [end], [0], [step])
     py_end = None if (step < 0 and end < -dim) else end
-    want = x[start:py_end:step]
+    py_start = 0 if (step < 0 and start < -dim) else start
+    want = x[py_start:py_end:step]
     assert y.shape == want.shape
     np.testing.assert_array_equal(run(g, y, x=x), want)
