@@ -69,6 +69,7 @@ class Candidate:
     nodes: tuple[str, ...] = ()      # composite: the ops it joins (names in the fused graph)
     graph: Graph | None = None       # composite: the fused graph with this group fused
     hbm_saved: int = 0               # bytes
+    l2_saved: int = 0                # bytes
     tasks_saved: int = 0
     ub_bytes: int = 0                # composite: UB working set at the smallest legal tile
     values_ok: bool | None = None    # composite: fused values equal unfused (None: not checked)
@@ -116,7 +117,7 @@ class Advice:
     def table(self) -> str:
         lines = [f"Fusion advice: {self.graph.name} on {self.chip.name} (fused run "
                  f"{self.fused_time_us:.2f} us)",
-                 f"{'kind':<11}{'gain us':>9}{'tasks':>6}{'HBM MB':>8}{'UB KB':>7}  "
+                 f"{'kind':<11}{'gain us':>9}{'tasks':>6}{'HBM MB':>8}{'L2 MB':>7}{'UB KB':>7}  "
                  f"{'values':<7} candidate"]
         for c in self.candidates + self.refused:
             vals = {None: "-", True: "equal", False: "DIFFER"}[c.values_ok]
@@ -125,7 +126,8 @@ class Advice:
             extra = f"  REFUSED: {c.refused}" if c.refused else (f"  {c.detail}" if c.detail
                                                                  else "")
             lines.append(f"{c.kind:<11}{c.gain_us:9.2f}{c.tasks_saved:>6}"
-                         f"{c.hbm_saved / 1e6:8.2f}{ub}  {vals:<7} {what}{extra}")
+                         f"{c.hbm_saved / 1e6:8.2f}{c.l2_saved / 1e6:7.2f}{ub}  {vals:<7} "
+                         f"{what}{extra}")
         if self.switch:
             lines.append(f"switch file (write_switch): {json.dumps(self.switch_document())} -> "
                          f"{self.switch_time_us:.2f} us (gain {self.switch_gain_us:.2f} us)")
@@ -274,6 +276,7 @@ def _composites(fused: Graph, chip: Chip, base: Measure, kwargs: dict) -> list[C
         cand.graph = g2
         cand.gain_us = base.time_us - m.time_us
         cand.hbm_saved = base.hbm_bytes - m.hbm_bytes
+        cand.l2_saved = base.l2_bytes - m.l2_bytes
         cand.tasks_saved = base.tasks - m.tasks
         ok, worst, why = _check_values(fused, group, outputs, attrs)
         cand.values_ok, cand.max_abs_diff = ok, worst
@@ -305,7 +308,8 @@ def advise(graph: Graph, chip: str | Chip = DEFAULT_CHIP, *, composites: bool = 
     def measured(kind: str, name: str, fusion: dict[str, Any], detail: str) -> Candidate:
         m = Measure.of(simulate(graph, chip, fusion=fusion, **kwargs))
         return Candidate(kind, name, base.time_us - m.time_us, detail, fusion,
-                         hbm_saved=base.hbm_bytes - m.hbm_bytes, tasks_saved=base.tasks - m.tasks)
+                         hbm_saved=base.hbm_bytes - m.hbm_bytes,
+                         l2_saved=base.l2_bytes - m.l2_bytes, tasks_saved=base.tasks - m.tasks)
 
     att = attribute(graph, chip, instances=False, **kwargs)
     for u in att.units:
@@ -313,7 +317,8 @@ def advise(graph: Graph, chip: str | Chip = DEFAULT_CHIP, *, composites: bool = 
             cands.append(Candidate("switch_off", u.name, -u.loo.time_us,
                                    f"leave-one-out {u.loo.time_us:+.2f} us: "
                                    f"{call_text(graph, chip, u.loo_fusion)}", u.loo_fusion,
-                                   hbm_saved=-u.loo.hbm_bytes, tasks_saved=-u.loo.tasks))
+                                   hbm_saved=-u.loo.hbm_bytes, l2_saved=-u.loo.l2_bytes,
+                                   tasks_saved=-u.loo.tasks))
     known = known_passes()
     for name, info in known.items():
         if info.group in SWITCH_GROUPS and not info.default_on:
