@@ -75,6 +75,7 @@ class Candidate:
     values_ok: bool | None = None    # composite: fused values equal unfused (None: not checked)
     max_abs_diff: float = 0.0
     refused: str = ""                # why a composite is not advised ("" = advised)
+    same_as: str = ""                # identical to the candidate holding this node: its figures
 
     @property
     def advised(self) -> bool:
@@ -125,6 +126,8 @@ class Advice:
             what = c.name + (f" [{', '.join(c.nodes)}]" if c.nodes else "")
             extra = f"  REFUSED: {c.refused}" if c.refused else (f"  {c.detail}" if c.detail
                                                                  else "")
+            if c.same_as:
+                extra += f" (identical to the one with {c.same_as}: simulated once)"
             lines.append(f"{c.kind:<11}{c.gain_us:9.2f}{c.tasks_saved:>6}"
                          f"{c.hbm_saved / 1e6:8.2f}{c.l2_saved / 1e6:7.2f}{ub}  {vals:<7} "
                          f"{what}{extra}")
@@ -246,9 +249,27 @@ def _groups(graph: Graph) -> list[tuple[list[Node], bool]]:
     return out
 
 
+def _signature(graph: Graph, group: list[Node]) -> tuple:
+    """Identical candidates (same op types at the same shapes) share this."""
+    return tuple((n.op_type, tuple(tuple(graph.values[i].shape) for i in n.inputs if i),
+                  tuple(tuple(graph.values[o].shape) for o in n.outputs if o)) for n in group)
+
+
 def _composites(fused: Graph, chip: Chip, base: Measure, kwargs: dict) -> list[Candidate]:
     out: list[Candidate] = []
+    first: dict[tuple, Candidate] = {}
     for group, cube in _groups(fused):
+        sig = _signature(fused, group)
+        if sig in first:        # identical to one simulated and checked already: its figures
+            rep = first[sig]
+            dup = Candidate("composite", rep.name, rep.gain_us, rep.detail,
+                            nodes=tuple(n.name for n in group), hbm_saved=rep.hbm_saved,
+                            l2_saved=rep.l2_saved, tasks_saved=rep.tasks_saved,
+                            ub_bytes=rep.ub_bytes, values_ok=rep.values_ok,
+                            max_abs_diff=rep.max_abs_diff, refused=rep.refused,
+                            same_as=rep.nodes[0])
+            out.append(dup)
+            continue
         fg = FusionGraph(fused)
         members = fg.members(group)
         outputs = fg.outputs_of(members)
@@ -257,6 +278,7 @@ def _composites(fused: Graph, chip: Chip, base: Measure, kwargs: dict) -> list[C
                  "display_type": (display_type(group) if cube else "Fused_" + label)}
         cand = Candidate("composite", attrs["display_type"], 0.0,
                          nodes=tuple(n.name for n in group))
+        first[sig] = cand
         ws = ub_working_set(fused, group, chip, fg)
         cand.ub_bytes = ws.bytes
         if ws.bytes > chip.ub_bytes:
