@@ -119,3 +119,19 @@ def test_cli_attribute(capsys) -> None:
     assert "Pass attribution" in out and "ConvBatchnormFusionPass" in out
     assert main(["attribute", "conv_bn_relu", "--pass", "Nope"]) != 0
     assert "unknown pass 'Nope'" in capsys.readouterr().err
+
+
+def test_exclude_one_graph_kernel_and_one_ub_instance(bert) -> None:
+    gk = asim.simulate(bert, fusion={"graph_kernel": True})
+    made = gk.pass_log.record("BasicOpsFusion").result.instances
+    assert made and all(i.members for i in made)
+    one = made[0]
+    r = asim.simulate(bert, fusion={"graph_kernel": True, "exclude": [one.key]})
+    assert len(r.pass_log.record("BasicOpsFusion").result.instances) == len(made) - 1
+    assert not any(one.members[0] in n.name for n in r.graph.nodes if n.subgraph is not None
+                   and n.attrs.get("fusion") == "GraphKernel"
+                   and one.members[0] in {m.name for m in n.subgraph.nodes})
+    ub = asim.simulate(bert).pass_log.record("TbeReduceElemwiseFusionPass").result.instances
+    r = asim.simulate(bert, fusion={"exclude": [ub[0].key]})
+    left = r.pass_log.record("TbeReduceElemwiseFusionPass").result.instances
+    assert [i.members for i in left] == [i.members for i in ub[1:]]
