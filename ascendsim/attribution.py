@@ -319,6 +319,9 @@ def attribute(graph: Graph, chip: str | Chip = DEFAULT_CHIP, fusion: FusionOptio
         if name not in valid:
             raise ConfigError(f"attribute(passes=...): unknown pass '{name}'; valid names: "
                               f"{', '.join(sorted(valid))}")
+    if wanted is not None:    # the graph-kernel passes are measured together, as one option
+        wanted = list(dict.fromkeys(_unit_of(n, known[n].group) if n in known else n
+                                    for n in wanted))
     runs = 0
     cache: dict[str, Measure] = {}
 

@@ -76,7 +76,9 @@ def test_exclude_option_checks_names(bert) -> None:
 
 
 def test_graph_kernel_is_one_unit(bert) -> None:
-    a = attribute(bert, "ascend910", fusion={"graph_kernel": True}, instances=False)
+    a = attribute(bert, "ascend910", fusion={"graph_kernel": True}, instances=False,
+                  passes=["BasicOpsFusion"])
+    assert [u.name for u in a.units] == ["graph_kernel"]
     u = a.unit("graph_kernel")
     assert u.loo_fusion == {"graph_kernel": False}
     r = asim.simulate(bert, "ascend910", fusion=u.loo_fusion)
@@ -128,10 +130,18 @@ def test_exclude_one_graph_kernel_and_one_ub_instance(bert) -> None:
     one = made[0]
     r = asim.simulate(bert, fusion={"graph_kernel": True, "exclude": [one.key]})
     assert len(r.pass_log.record("BasicOpsFusion").result.instances) == len(made) - 1
-    assert not any(one.members[0] in n.name for n in r.graph.nodes if n.subgraph is not None
-                   and n.attrs.get("fusion") == "GraphKernel"
-                   and one.members[0] in {m.name for m in n.subgraph.nodes})
+    composites = [n for n in r.graph.nodes if n.attrs.get("fusion") == "GraphKernel"]
+    assert all(one.members[0] not in {m.name for m in n.subgraph.nodes} for n in composites)
     ub = asim.simulate(bert).pass_log.record("TbeReduceElemwiseFusionPass").result.instances
     r = asim.simulate(bert, fusion={"exclude": [ub[0].key]})
     left = r.pass_log.record("TbeReduceElemwiseFusionPass").result.instances
     assert [i.members for i in left] == [i.members for i in ub[1:]]
+
+
+def test_decoder_layer_on_910b() -> None:
+    g = asim.models.decoder("tiny-gqa-1m", layers=1, batch=1, seq_len=64)
+    a = attribute(g, "ascend910b", instances=False)
+    assert {"FlashAttentionFusionPass", "RmsNormFusionPass"} <= {u.name for u in a.units}
+    for u in a.units:
+        r = asim.simulate(g, "ascend910b", fusion=u.loo_fusion)
+        assert r.time_us - a.full.time_us == pytest.approx(u.loo.time_us, abs=1e-9), u.name
