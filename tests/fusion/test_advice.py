@@ -93,3 +93,14 @@ def test_bad_input() -> None:
         asim.advise(empty)
     with pytest.raises(GraphError, match="needs a Graph"):
         asim.advise("bert")
+
+
+def test_large_cube_epilogue_checked_without_its_cube_op(monkeypatch) -> None:
+    import ascendsim.advice as adv
+
+    monkeypatch.setattr(adv, "VALUE_LIMIT", 1000)      # every whole candidate is "too large"
+    g = asim.models.bert_encoder_layer(batch=2, seq_len=64, hidden=256, heads=4, ffn=1024)
+    a = asim.advise(g, "ascend910")
+    cube = [c for c in a.composites if c.name.startswith("MatMul") and not c.same_as]
+    assert cube and all(c.values_ok is True for c in cube)
+    assert all("epilogue checked on a random cube output" in c.detail for c in cube)
