@@ -13,8 +13,10 @@ and ranks candidates by simulated gain (the fused run's time minus the candidate
   run as one composite kernel in one pass over UB. Each is simulated (the fused graph with that
   group fused, `Candidate.graph`, simulated with `fusion=False`), its values are checked against
   the unfused ops with the numba kernels (`asim.execute` on seeded inputs of the group's
-  shapes, when they hold at most `VALUE_LIMIT` elements), and its UB working set at the smallest
-  legal tile is computed; a group that does not fit UB is refused with the reason.
+  shapes, when they hold at most `VALUE_LIMIT` elements; a larger cube epilogue is checked
+  without its cube op on a random cube output, see `_check_values`), and its UB working set at
+  the smallest legal tile is computed; a group that does not fit UB is refused with the reason.
+  Identical candidates (same op types at the same shapes) are simulated and checked once.
 
 The switch part (`Advice.switch`: passes off and on) is one fusion-switch file
 (`Advice.write_switch(path)`); `Advice.switch_time_us` is the simulated time of
