@@ -43,6 +43,10 @@ _LAZY = {
     "grad": "ascendsim.autodiff",
     "training_step": "ascendsim.autodiff",
     "MemoryPlan": "ascendsim.lower.memory",
+    "attribute": "ascendsim.attribution",
+    "Attribution": "ascendsim.attribution",
+    "advise": "ascendsim.advice",
+    "Advice": "ascendsim.advice",
 }
 _SUBMODULES = ("models", "ir", "passes", "hw", "lower", "sim", "report", "frontend", "kernels",
                "api", "llm", "autodiff")

@@ -110,6 +110,13 @@ class Result:
 
         return op_statistic(self.trace)
 
+    def breakdown(self):
+        """Time by cause (launch E, reads R, compute C, writes W, stall on L2/HBM, idle) per op
+        and per op type, by the one rule of `ascendsim.report.breakdown`."""
+        from .report.breakdown import breakdown
+
+        return breakdown(self.trace)
+
     def write_statistic_csv(self, path: str) -> None:
         from .report.summary import write_op_statistic_csv
 

@@ -254,6 +254,24 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_attribute(args: argparse.Namespace) -> int:
+    from .attribution import attribute
+
+    _check_out(args.plot, "--plot")
+    graph = load_model(args.model, args.batch)
+    fusion = _fusion(args)
+    att = attribute(graph, get_chip(args.chip), fusion=fusion, passes=args.passes or None,
+                    instances=not args.no_instances, detail=args.detail, mode=args.mode)
+    print(att.table())
+    if not args.no_instances:
+        print()
+        print(att.instance_table(limit=args.top))
+    if args.plot:
+        att.plot_waterfall(args.plot)
+        print(f"waterfall written to {args.plot}")
+    return EXIT_OK
+
+
 def cmd_models(args: argparse.Namespace) -> int:
     import ascendsim as asim
 
@@ -369,6 +387,16 @@ def build_parser() -> argparse.ArgumentParser:
     common(cmp)
     cmp.add_argument("--plot", metavar="PNG", help="write both timelines on one time axis")
     cmp.set_defaults(func=cmd_compare)
+
+    att = sub.add_parser("attribute", help="what each fusion pass (and each fusion) buys")
+    common(att)
+    att.add_argument("--pass", dest="passes", action="append", default=None,
+                     help="attribute only this pass (repeatable)")
+    att.add_argument("--no-instances", action="store_true",
+                     help="passes only, not each fusion instance")
+    att.add_argument("--plot", metavar="PNG", help="write the waterfall figure")
+    att.add_argument("--top", type=int, default=20, help="instance rows printed")
+    att.set_defaults(func=cmd_attribute)
 
     sub.add_parser("models", help="list the built-in models").set_defaults(func=cmd_models)
     sub.add_parser("chips", help="list the built-in chips").set_defaults(func=cmd_chips)

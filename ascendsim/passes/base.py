@@ -95,6 +95,8 @@ class PassResult:
     refusals: list[Refusal] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     bytes_saved: int = 0
+    #: the fusions (rewrites) committed, in order (`exclude.Instance`)
+    instances: list[Any] = field(default_factory=list)
 
     def stats(self, pattern: str) -> PatternStats:
         if pattern not in self.patterns:
@@ -133,6 +135,14 @@ class PassResult:
             mine.effected += s.effected
         self.notes.extend(n for n in other.notes if n not in self.notes)
         self.bytes_saved += other.bytes_saved
+        self.instances.extend(other.instances)
+
+    def committed(self, pattern: str, node: str, members: tuple[str, ...]) -> None:
+        """Count an effected rewrite and record it as an instance (see `exclude`)."""
+        from .exclude import Instance
+
+        self.effected(pattern)
+        self.instances.append(Instance(self.pass_name, pattern, node, members))
 
 
 #: A pass's cost model: the simulated time (us) of a graph as given (built by the API layer with
@@ -222,6 +232,7 @@ class RewritePass(Pass):
         """Apply the rewrite of an accepted match."""
 
     def run(self, graph: Graph, ctx: PassContext) -> PassResult:
+        from .exclude import excluded, leaves
         from .rewrite import GraphView
 
         res = self.new_result()
@@ -251,8 +262,13 @@ class RewritePass(Pass):
                 if not dec.ok:
                     res.refuse(pattern, node.name, dec.why)
                     continue
+                why = excluded(ctx.options, self.name, m.nodes)
+                if why:
+                    res.refuse(pattern, node.name, why)
+                    continue
+                members = leaves(m.nodes)
                 self.rewrite(graph, m, view, ctx)
-                res.effected(pattern)
+                res.committed(pattern, m.anchor.name, members)
                 touched |= names
                 applied += 1
                 if not self.batch:

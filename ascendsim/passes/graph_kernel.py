@@ -32,6 +32,7 @@ from abc import abstractmethod
 from ..ir.graph import Graph, Node
 from ..ir.registry import Unit
 from .base import GRAPH_KERNEL, Pass, PassContext, PassResult
+from .exclude import excluded, leaves
 from .partition import (
     connected_groups,
     fusion_graph,
@@ -95,14 +96,16 @@ class _GraphKernelPass(Pass):
             res.matched(self.pattern)
             # check on the current graph (a group committed before may add paths between
             # others); every commit keeps `fg` up to date
-            why = self.keep(graph, group) or fg.creates_cycle(fg.members(group))
+            why = (self.keep(graph, group) or fg.creates_cycle(fg.members(group))
+                   or excluded(ctx.options, self.name, group))
             if why:
                 res.refuse(self.pattern, group[0].name, why)
                 continue
             attrs = {"fusion": "GraphKernel", "pattern": self.pattern,
                      "display_type": "Fused_" + display_type(group, "_")}
-            fuse_nodes(graph, group, attrs, flatten=is_composite, fg=fg)
-            res.effected(self.pattern)
+            members = leaves(group)
+            fused = fuse_nodes(graph, group, attrs, flatten=is_composite, fg=fg)
+            res.committed(self.pattern, fused.name, members)
         return res
 
 

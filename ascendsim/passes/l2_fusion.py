@@ -43,6 +43,7 @@ from ..ir.graph import Graph, Node
 from ..ir.registry import Category, Unit, weight_inputs
 from ..ir.tensor import is_static
 from .base import L2_FUSION, CostModel, Pass, PassContext, PassResult
+from .exclude import excluded, leaves
 from .partition import FusionGraph, data_inputs, fusion_graph, opdef, unit_of
 from .ub_fusion import display_type, fuse_nodes
 
@@ -209,6 +210,10 @@ class L2BatchSplitFusionPass(Pass):
                            f"one sample's intermediate ({worst // n} B) exceeds half of L2 "
                            f"({budget} B)")
                 continue
+            why = excluded(ctx.options, self.name, chain)
+            if why:
+                res.refuse(self.pattern, chain[0].name, why)
+                continue
             if ctx.cost_model is None:
                 res.refuse(self.pattern, chain[0].name,
                            "no cost model to decide the split (optimize through the API layer, "
@@ -243,8 +248,9 @@ class L2BatchSplitFusionPass(Pass):
                            f"not faster when simulated: batch {n} as {k} x {n // k} takes "
                            f"{after_us:.1f} us vs {before_us:.1f} us unsplit")
                 continue
-            fuse_nodes(graph, chain, attrs, fg=fg)     # keeps `fg` up to date
-            res.effected(self.pattern)
+            members = leaves(chain)
+            fused = fuse_nodes(graph, chain, attrs, fg=fg)     # keeps `fg` up to date
+            res.committed(self.pattern, fused.name, members)
             res.note(f"batch {n} split {k} x {n // k}: {len(inter)} intermediates "
                      f"({sum(sizes.values())} B) through L2; simulated {before_us:.1f} us -> "
                      f"{after_us:.1f} us")

@@ -23,6 +23,8 @@ from ..hw import Chip
 from ..ir.graph import Graph
 from .base import GE, CostModel, Pass, PassContext, PassResult
 from .dot import write_dot
+from .exclude import OPTION as EXCLUDE
+from .exclude import parse_exclude
 from .log import PassLog, PassRecord
 from .switch import FusionSwitch, PassInfo, parse_fusion_switch
 from .verify import Verifier, verify_graph
@@ -233,7 +235,8 @@ def optimize(graph: Graph, chip: Chip, cost_model: CostModel | None = None,
     a constant fold that would materialise more is refused (and logged). `chip`: the chip
     the groups are sized for (UB, L2); `cost_model`: simulated time of a graph, for the L2
     batch split (None: that pass refuses the splits it cannot price, saying so in the log;
-    the public `ascendsim.optimize` always gives one). Other keyword options reach every pass as
+    the public `ascendsim.optimize` always gives one). `exclude`: single fusion instances
+    left out, as "PassName:node" entries (see `exclude`). Other keyword options reach every pass as
     `ctx.options` (e.g. `ub_rules=` for UB fusion, `graph_kernel_max_ops=`).
     """
     if not isinstance(chip, Chip):
@@ -268,6 +271,8 @@ def optimize(graph: Graph, chip: Chip, cost_model: CostModel | None = None,
         if missing:
             raise GraphError(f"optimize(outputs=...): no value(s) {', '.join(missing)} in graph "
                              f"'{graph.name}'")
+    if options.get(EXCLUDE) is not None:
+        options[EXCLUDE] = parse_exclude(options[EXCLUDE], known_passes(stages))
     ctx = PassContext(chip=chip, cost_model=cost_model, fold_limit_bytes=fold_limit_bytes,
                       outputs=tuple(outputs) if outputs is not None else None, graph_id=graph_id,
                       options=dict(options))

@@ -34,6 +34,7 @@ from collections.abc import Callable, Container, Sequence
 from ..ir.graph import Graph, Node
 from ..ir.registry import Category, Unit, ops_where
 from .base import UB_FUSION, YES, Decision, Pass, PassContext, PassResult, no
+from .exclude import excluded, leaves
 from .fusion_rules import UbRules, get_rules
 from .partition import (
     FusionGraph,
@@ -244,9 +245,14 @@ class UbFusionPass(Pass):
                     if not dec:
                         res.refuse(self.pattern, node.name, dec.why)
                         continue
+                why = excluded(ctx.options, self.name, group)
+                if why:
+                    res.refuse(self.pattern, node.name, why)
+                    continue
                 resorts = fg.resorts
+                members = leaves(group)
                 fused = fuse_nodes(graph, group, self.attrs(group), fg=fg)
-                res.effected(self.pattern)
+                res.committed(self.pattern, fused.name, members)
                 start = 0 if fg.resorts != resorts else min(pos, fg.index[fused.name])
                 break
             else:
@@ -405,8 +411,13 @@ class AutomaticUbFusion(UbFusionPass):
             if not dec:
                 res.refuse(self.pattern, group[0].name, dec.why)
                 continue
-            fuse_nodes(graph, group, self.attrs(group), fg=fg)
-            res.effected(self.pattern)
+            why = excluded(ctx.options, self.name, group)
+            if why:
+                res.refuse(self.pattern, group[0].name, why)
+                continue
+            members = leaves(group)
+            fused = fuse_nodes(graph, group, self.attrs(group), fg=fg)
+            res.committed(self.pattern, fused.name, members)
         return res
 
 
