@@ -32,12 +32,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import ConfigError
-
-if TYPE_CHECKING:
-    from .decoder import DecoderConfig
+from .decoder_config import DecoderConfig
 
 #: fields no family's maths reads: ids, dtype, versions, training-only coefficients,
 #: remote-code class maps; max_window_layers only matters with a sliding window (refused)
@@ -192,8 +190,6 @@ def _rope_scaling(cfg: dict) -> tuple:
 
 def from_hf(config: str | Path | dict, source: str = "") -> DecoderConfig:
     """A DecoderConfig from a Hugging Face config.json (path, folder or dict); module note."""
-    from .decoder import DecoderConfig  # decoder.py builds its presets with this module
-
     cfg = load(config)
     if not source:
         source = str(cfg.get("_source") or (config if not isinstance(config, dict) else ""))
