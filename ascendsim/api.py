@@ -171,6 +171,11 @@ def fusion_options(fusion: FusionOption) -> dict[str, Any] | None:
     if isinstance(fusion, Mapping):
         if "Switch" in fusion:
             return {"fusion_switch": dict(fusion)}
+        from .passes.manager import OPTIMIZE_OPTIONS, check_options
+
+        # a typo ({"graph_kernal": True}) is an error naming the key, not the defaults
+        check_options({k: v for k, v in fusion.items()
+                       if k not in OPTIMIZE_OPTIONS and k != "chip"})
         return dict(fusion)
     raise ConfigError(f"fusion={fusion!r}: expected True, False, a dict of optimize() options, "
                       f"a fusion-switch dict with a 'Switch' key, or a path to a switch file")
