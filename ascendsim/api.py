@@ -234,7 +234,7 @@ def optimize(graph: Graph, chip: str | Chip = DEFAULT_CHIP, *, detail: str = DEF
 def simulate(graph: Graph, chip: str | Chip = DEFAULT_CHIP, fusion: FusionOption = True,
              detail: str = DEFAULT_DETAIL, inputs: Mapping[str, np.ndarray] | None = None,
              mode: str = DEFAULT_MODE, streams: int = 1, symmetric: bool = True,
-             progress: Callable[[int, int], None] | None = None,
+             progress: Callable[[int, int], None] | bool | None = None,
              check_capacity: bool = True) -> Result:
     """Simulate `graph` on `chip` and return a `Result` (cycles, time, trace, outputs).
 
@@ -246,7 +246,8 @@ def simulate(graph: Graph, chip: str | Chip = DEFAULT_CHIP, fusion: FusionOption
     mode timed call by call); sink <= host <= eager for any graph.
     streams: how many streams independent branches may use (1 = one in-order stream).
     symmetric: one process set per group of identical cores (False: one per core).
-    progress: called as progress(tasks_done, tasks_total) while the engine runs.
+    progress: called as progress(tasks_done, tasks_total) while the engine runs; None or
+    False: no progress.
     check_capacity: raise CapacityError when the peak live device memory (`Result.memory`)
     exceeds the chip's `hbm_bytes`; False simulates anyway.
     """
@@ -261,6 +262,7 @@ def simulate(graph: Graph, chip: str | Chip = DEFAULT_CHIP, fusion: FusionOption
                          f"with graph.output(...))")
     _check_choice("detail", detail, DETAILS)
     _check_choice("mode", mode, MODES)
+    progress = _progress_callback(progress)
     options = fusion_options(fusion)
     chip = _resolve_chip(chip, options)
     if options is not None:
@@ -302,6 +304,17 @@ def simulate(graph: Graph, chip: str | Chip = DEFAULT_CHIP, fusion: FusionOption
     }
     return Result(graph=graph, chip=chip, trace=trace, outputs=outputs, pass_log=pass_log,
                   detail=detail, events=engine.events, meta=meta, memory=memory)
+
+
+def _progress_callback(progress: Any) -> Callable[[int, int], None] | None:
+    """`simulate(progress=)`: a callable, None or False (no progress); True is refused (there is
+    no default display: pass a callable)."""
+    if progress is None or progress is False:
+        return None
+    if progress is True or not callable(progress):
+        raise ConfigError(f"progress={progress!r}: pass a callable progress(tasks_done, "
+                          f"tasks_total), or None/False for no progress")
+    return progress
 
 
 def seeded_inputs(graph: Graph, seed: int = 0) -> dict[str, np.ndarray] | None:

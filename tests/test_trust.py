@@ -29,3 +29,14 @@ def test_fusion_option_typo_names_the_key(call):
 def test_known_fusion_options_still_run():
     assert asim.simulate(_tiny(), fusion={"graph_kernel": True, "ub_rules": "seed",
                                           "l2_fusion": False}).cycles > 0
+
+
+# -- simulate(progress=False) is "no progress", a non-callable is a ConfigError --------------
+def test_progress_false_means_none():
+    assert asim.simulate(_tiny(), progress=False).cycles == asim.simulate(_tiny()).cycles
+
+
+@pytest.mark.parametrize("bad", [True, 3, "yes"])
+def test_progress_not_callable_is_config_error(bad):
+    with pytest.raises(ConfigError, match="progress="):
+        asim.simulate(_tiny(), progress=bad)
