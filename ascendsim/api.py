@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .errors import ConfigError, GraphError, SimulationError
+from .errors import CapacityError, ConfigError, GraphError, SimulationError
 from .gcpause import gc_paused
 from .hw import Chip, get_chip
 from .hw.names import DETAILS, MODES
@@ -199,6 +199,103 @@ def _resolve_chip(chip: str | Chip, options: Mapping[str, Any] | None = None) ->
     return resolved
 
 
+# ----------------------------------------------------------------------------- capacity
+def _nbytes(graph: Graph, name: str) -> int | None:
+    """ND bytes of a value with a static shape, else None."""
+    v = graph.values.get(name)
+    if v is None or not all(isinstance(d, int) for d in v.shape):
+        return None
+    return v.nbytes
+
+
+def shape_capacity(graph: Graph) -> tuple[int, dict[str, int], tuple[str, int] | None]:
+    """A lower bound of a graph's peak device memory from its shapes alone (no lowering):
+    the graph's inputs and outputs, its weights (constants of rank >= 2, identical contents
+    once) and its largest activation (a node output, live at least while its producer runs).
+    A view (Reshape) or an op writing in place (a KV-cache append) allocates nothing: its
+    output is its input's block. Returns (bytes, by category, (largest activation, bytes))."""
+    from .ir.registry import Unit, get_op, has_op
+    from .lower.memory import _const_key
+
+    alias: dict[str, str] = {}
+    for node in graph.nodes:
+        if not has_op(node.op_type) or not node.outputs:
+            continue
+        opdef = get_op(node.op_type, node.name)
+        src = None
+        if opdef.in_place is not None and opdef.in_place < len(node.inputs):
+            src = node.inputs[opdef.in_place]
+        elif opdef.unit == Unit.NONE and len(node.outputs) == 1:
+            src = next((i for i in node.inputs if i), None)
+        if src and _nbytes(graph, src) == _nbytes(graph, node.outputs[0]):
+            alias[node.outputs[0]] = src
+
+    def root(name: str) -> str:
+        while name in alias:
+            name = alias[name]
+        return name
+
+    io_roots = {root(n) for n in (*graph.inputs, *graph.outputs)}
+    io = sum(b for n in io_roots if n not in graph.constants
+             and (b := _nbytes(graph, n)) is not None)
+    # weights: constants of rank >= 2 (conv and matmul weights, embedding tables), once per
+    # content; vectors (biases, norm parameters) are left out, as folding may remove them
+    # (BatchNorm folds into the conv weight, which keeps its size); a node reading constants
+    # only is left out too (constant folding replaces it: a position table's rows)
+    weights, seen, keys = 0, set(), set()
+    for node in graph.nodes:
+        if all(not n or n in graph.constants for n in node.inputs):
+            continue
+        for name in node.inputs:
+            if name in seen or name not in graph.constants or len(graph.values[name].shape) < 2:
+                continue
+            seen.add(name)
+            key = _const_key(name, graph.constants[name])
+            if key not in keys:
+                keys.add(key)
+                weights += _nbytes(graph, name) or 0
+    largest: tuple[str, int] | None = None
+    for node in graph.nodes:
+        for name in node.outputs:
+            r = root(name)
+            if r in io_roots or r in graph.constants or r != name:
+                continue
+            b = _nbytes(graph, name)
+            if b is not None and (largest is None or b > largest[1]):
+                largest = (name, b)
+    act = largest[1] if largest else 0
+    return io + weights + act, {"weights": weights, "activations": act, "inputs_outputs": io}, \
+        largest
+
+
+def check_shape_capacity(graph: Graph, chip: Chip) -> None:
+    """CapacityError, before optimising or lowering, when the shapes alone need more than the
+    chip's HBM (`shape_capacity`: a lower bound of the memory plan's peak), naming the
+    largest tensor; a huge batch then fails in milliseconds, not minutes."""
+    def _size(nbytes: int) -> str:
+        for unit, scale in (("PiB", 2**50), ("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20),
+                            ("KiB", 2**10)):
+            if nbytes >= scale:
+                return f"{nbytes / scale:.2f} {unit}"
+        return f"{nbytes} B"
+
+    need, cats, largest = shape_capacity(graph)
+    if need <= chip.hbm_bytes:
+        return
+    parts = ", ".join(f"{k} {_size(v)}" for k, v in cats.items() if v)
+    named = {n: b for n in dict.fromkeys((*graph.inputs, *graph.outputs))
+             if n not in graph.constants and (b := _nbytes(graph, n))}
+    if largest:
+        named[largest[0]] = largest[1]
+    top = ", ".join(f"{n} {_size(b)}" for n, b in
+                    sorted(named.items(), key=lambda t: (-t[1], t[0]))[:3])
+    raise CapacityError(
+        f"graph '{graph.name}' needs at least {_size(need)} of device memory from its shapes "
+        f"alone, which exceeds the {_size(chip.hbm_bytes)} HBM of {chip.name} ({parts}); "
+        f"largest tensors: {top}. Use a smaller batch or shapes, or pass check_capacity=False "
+        f"to simulate anyway")
+
+
 # ----------------------------------------------------------------------------- the flow
 def cost_model(chip: Chip, detail: str = DEFAULT_DETAIL, mode: str = DEFAULT_MODE,
                streams: int = 1) -> Callable[[Graph], float]:
@@ -267,6 +364,8 @@ def simulate(graph: Graph, chip: str | Chip = DEFAULT_CHIP, fusion: FusionOption
     chip = _resolve_chip(chip, options)
     if options is not None:
         options.pop("chip", None)          # the same chip (checked): passed once, below
+    if check_capacity:
+        check_shape_capacity(graph, chip)  # before the passes: a huge batch fails at once
     pass_log = None
     if options is not None:
         opt = optimize(graph, chip, detail=detail, mode=mode, streams=streams, **options)

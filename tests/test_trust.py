@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 import ascendsim as asim
+from ascendsim.api import shape_capacity
+from ascendsim.cli import main
 from ascendsim.errors import ConfigError
 
 
@@ -40,3 +44,28 @@ def test_progress_false_means_none():
 def test_progress_not_callable_is_config_error(bad):
     with pytest.raises(ConfigError, match="progress="):
         asim.simulate(_tiny(), progress=bad)
+
+
+# -- item 12: a huge batch fails fast, from the shapes, naming the largest tensor ------------
+@pytest.mark.parametrize("batch", [100_000, 100_000_000])
+def test_huge_batch_fails_fast_from_shapes(batch):
+    t0 = time.perf_counter()
+    with pytest.raises(asim.CapacityError, match=r"from its shapes.*largest tensors: stem\.conv"):
+        asim.simulate(asim.models.resnet50(batch=batch), "ascend910")
+    assert time.perf_counter() - t0 < 5.0     # was 104 s (batch 100000), 10 min (1e8)
+
+
+def test_huge_batch_cli_exit_2_one_line(capsys):
+    t0 = time.perf_counter()
+    assert main(["run", "resnet50", "--batch", "100000", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "exceeds the 32.00 GiB HBM of ascend910" in err
+    assert time.perf_counter() - t0 < 5.0
+
+
+def test_shape_bound_is_below_the_plan_peak():
+    """The shape check never refuses what the memory plan accepts (built-in models)."""
+    for g in (asim.models.resnet50(batch=2), asim.models.bert_base(batch=1, seq_len=32),
+              asim.models.decoder("tiny-gqa-1m", batch=2, phase="decode", context_len=40)):
+        res = asim.simulate(g, "ascend910b")
+        assert shape_capacity(g)[0] <= res.memory.peak_bytes
