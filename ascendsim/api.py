@@ -268,10 +268,29 @@ def shape_capacity(graph: Graph) -> tuple[int, dict[str, int], tuple[str, int] |
         largest
 
 
-def check_shape_capacity(graph: Graph, chip: Chip) -> None:
-    """CapacityError, before optimising or lowering, when the shapes alone need more than the
-    chip's HBM (`shape_capacity`: a lower bound of the memory plan's peak), naming the
-    largest tensor; a huge batch then fails in milliseconds, not minutes."""
+def check_shape_capacity(graph: Graph, chip: Chip,
+                         options: Mapping[str, Any] | None = None) -> None:
+    """CapacityError, before lowering (and before the L2 fusion's costed candidates), when the
+    shapes alone need more than the chip's HBM, naming the largest tensors: a huge batch then
+    fails in a second, not after minutes. `shape_capacity` of the graph as given is the first
+    test; a graph to be fused is then confirmed on its fused form (the graph passes without
+    the L2 batch split, fast: a fused intermediate such as attention scores allocates
+    nothing)."""
+    need, cats, largest = shape_capacity(graph)
+    if need <= chip.hbm_bytes:
+        return
+    if options is not None:
+        from .passes import optimize as run_passes
+
+        opts = {k: v for k, v in options.items() if k not in ("dump_dir", "chip")}
+        opts["l2_fusion"] = False
+        with gc_paused():
+            fused = run_passes(graph, chip=chip, cost_model=None, **opts).graph
+        need, cats, largest = shape_capacity(fused)
+        if need <= chip.hbm_bytes:
+            return
+        graph = fused
+
     def _size(nbytes: int) -> str:
         for unit, scale in (("PiB", 2**50), ("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20),
                             ("KiB", 2**10)):
@@ -279,15 +298,22 @@ def check_shape_capacity(graph: Graph, chip: Chip) -> None:
                 return f"{nbytes / scale:.2f} {unit}"
         return f"{nbytes} B"
 
-    need, cats, largest = shape_capacity(graph)
-    if need <= chip.hbm_bytes:
-        return
     parts = ", ".join(f"{k} {_size(v)}" for k, v in cats.items() if v)
     named = {n: b for n in dict.fromkeys((*graph.inputs, *graph.outputs))
              if n not in graph.constants and (b := _nbytes(graph, n))}
     if largest:
         named[largest[0]] = largest[1]
-    top = ", ".join(f"{n} {_size(b)}" for n, b in
+    producers = graph.producers()
+
+    def label(value: str) -> str:      # a fused node's output names the ops it fuses
+        node = producers.get(value)
+        if node is None or node.subgraph is None:
+            return value
+        members = [n.name for n in node.subgraph.nodes]
+        more = f" +{len(members) - 3}" if len(members) > 3 else ""
+        return f"{value} (fused {', '.join(members[:3])}{more})"
+
+    top = ", ".join(f"{label(n)} {_size(b)}" for n, b in
                     sorted(named.items(), key=lambda t: (-t[1], t[0]))[:3])
     raise CapacityError(
         f"graph '{graph.name}' needs at least {_size(need)} of device memory from its shapes "
@@ -364,8 +390,8 @@ def simulate(graph: Graph, chip: str | Chip = DEFAULT_CHIP, fusion: FusionOption
     chip = _resolve_chip(chip, options)
     if options is not None:
         options.pop("chip", None)          # the same chip (checked): passed once, below
-    if check_capacity:
-        check_shape_capacity(graph, chip)  # before the passes: a huge batch fails at once
+    if check_capacity:                     # before lowering: a huge batch fails at once
+        check_shape_capacity(graph, chip, options)
     pass_log = None
     if options is not None:
         opt = optimize(graph, chip, detail=detail, mode=mode, streams=streams, **options)
