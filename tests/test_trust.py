@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import csv
 import time
+from pathlib import Path
 
 import pytest
 
@@ -10,6 +12,7 @@ import ascendsim as asim
 from ascendsim.api import shape_capacity
 from ascendsim.cli import main
 from ascendsim.errors import ConfigError
+from ascendsim.passes.switch import load_fusion_switch
 
 
 def _tiny() -> asim.Graph:
@@ -71,3 +74,82 @@ def test_shape_bound_is_below_the_plan_peak():
         res = asim.simulate(g, "ascend910b")
         fused = asim.optimize(g, "ascend910b", l2_fusion=False).graph
         assert shape_capacity(fused)[0] <= res.memory.peak_bytes
+
+
+# -- item 18: malformed files are documented errors naming the file and the line/key ---------
+MSPROF = Path(__file__).parent / "data" / "msprof" / "op_summary_cann8_910b.csv"
+
+
+def _msprof_with(tmp_path, **fields) -> Path:
+    """The CANN 8 sample with its first data row's fields replaced."""
+    rows = list(csv.reader(MSPROF.read_text(encoding="utf-8").splitlines()))
+    header, first = rows[0], rows[1]
+    for key, value in fields.items():
+        first[header.index(key.replace("_", " ").replace("Duration", "Duration(us)"))] = value
+    out = tmp_path / "op_summary.csv"
+    with out.open("w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows([header, first, *rows[2:4]])
+    return out
+
+
+@pytest.mark.parametrize("fields, reason", [
+    ({"Task_Duration": "inf"}, "positive finite time"),                 # was math domain error
+    ({"OP_Type": "Conv2D", "Input_Shapes": "16;16", "Input_Formats": "ND;ND"}, "line 2"),
+    ({"OP_Type": "TransData", "Input_Shapes": "1,1000000000000", "Input_Formats": "ND",
+      "Input_Data_Types": "DT_FLOAT16", "Output_Shapes": "1,1",
+      "Output_Formats": "FRACTAL_NZ"}, "too large to build"),        # was a 29 TiB MemoryError
+])
+def test_malformed_msprof_row_is_that_rows_error(tmp_path, fields, reason):
+    prof = asim.load_msprof(_msprof_with(tmp_path, **fields))
+    first = prof.rows[0]
+    assert first.status == "error" and reason in first.reason, first.reason
+    assert "line 2" in first.reason
+    prof.table()
+    assert prof.median_abs_error >= 0 and prof.bias > 0          # no math domain error
+
+
+def _deep_json(tmp_path) -> Path:
+    p = tmp_path / "deep.json"
+    p.write_text('{"Switch": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    return p
+
+
+def _bigint_json(tmp_path) -> Path:
+    p = tmp_path / "bigint.json"
+    p.write_text('{"Switch": {\n"GraphFusion": {"ALL": ' + "1" * 5000 + "}}}")
+    return p
+
+
+def _deep_toml(tmp_path) -> Path:
+    p = tmp_path / "deep.toml"
+    p.write_text('base = "ascend910"\nub_bytes = ' + "[" * 100_000 + "]" * 100_000 + "\n")
+    return p
+
+
+def _bigint_toml(tmp_path) -> Path:
+    p = tmp_path / "bigint.toml"
+    p.write_text('base = "ascend910"\nub_bytes = ' + "1" * 5000 + "\n")
+    return p
+
+
+@pytest.mark.parametrize("make, load, names", [
+    (_deep_json, load_fusion_switch, "nested"),
+    (_bigint_json, load_fusion_switch, "line 2 (a number of 5,000 digits)"),
+    (_deep_toml, asim.load_chip, "nested too deeply"),
+    (_bigint_toml, asim.load_chip, "line 2: a number of 5,000 digits"),
+])
+def test_malformed_switch_and_chip_files_are_config_errors(tmp_path, make, load, names):
+    path = make(tmp_path)
+    with pytest.raises(ConfigError) as err:
+        load(path)
+    assert str(path) in str(err.value) and names in str(err.value), str(err.value)
+
+
+@pytest.mark.parametrize("make, flag", [(_deep_json, "--fusion-switch"),
+                                        (_bigint_json, "--fusion-switch"),
+                                        (_deep_toml, "--chip"), (_bigint_toml, "--chip")])
+def test_malformed_files_cli_exit_2_one_line(tmp_path, capsys, make, flag):
+    path = make(tmp_path)
+    assert main(["run", "matmul_bias_relu", flag, str(path), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(path) in err and "internal" not in err

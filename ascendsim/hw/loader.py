@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import difflib
 import importlib.resources
+import re
 from dataclasses import MISSING, fields
 from functools import cache
 from pathlib import Path
@@ -99,8 +100,14 @@ def _resolve(data: bytes, where: str, folder: Path | None, stem: str,
                           f"{exc.start})") from None
     try:
         doc = _toml.loads(text)
+    except RecursionError:
+        raise ConfigError(f"{where}: not valid TOML: arrays or tables nested too deeply to "
+                          f"parse (a chip file nests at most 2 levels)") from None
     except ValueError as exc:
-        raise ConfigError(f"{where}: not valid TOML: {exc}") from None
+        m = re.search(r"\d{1000,}", text)
+        line = f" (line {text.count(chr(10), 0, m.start()) + 1}: a number of "\
+               f"{len(m.group()):,} digits)" if m else ""
+        raise ConfigError(f"{where}: not valid TOML{line}: {str(exc).split(';')[0]}") from None
     base = doc.pop("base", None)
     own = _parse(doc, where, user=folder is not None)
     if base is None:
