@@ -153,3 +153,31 @@ def test_malformed_files_cli_exit_2_one_line(tmp_path, capsys, make, flag):
     assert main(["run", "matmul_bias_relu", flag, str(path), "--no-progress"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and str(path) in err and "internal" not in err
+
+
+# -- item 19: generate() on a 4 KiB HBM raises CapacityError, in units that show it ---------
+def _builder(**kw):
+    return asim.models.decoder("tiny-gqa-1m", **kw)
+
+
+@pytest.mark.parametrize("model", ["tiny-gqa-1m", _builder])
+def test_generate_on_4kib_hbm_raises_capacity_error(model):
+    chip = asim.get_chip("ascend910b").replace(hbm_bytes=4096)
+    with pytest.raises(asim.CapacityError, match=r"> HBM 4\.00 KiB"):
+        asim.llm.generate(model, chip, batch=1, prompt_len=8, new_tokens=4)
+
+
+def test_generate_counts_a_builders_kv_cache():
+    """A builder's prefill graph has a 0-position cache: its KV bytes come from the shape."""
+    cfg = asim.models.decoder_presets()["tiny-gqa-1m"]
+    chip = asim.get_chip("ascend910b")
+    plan = asim.llm.memory_plan(_builder, chip, batch=2, prompt_len=8, new_tokens=4,
+                                dtype="float16")
+    assert plan.kv_cache == cfg.kv_cache_bytes(2, 12, "float16") > 0
+
+
+def test_generate_capacity_check_false_simulates_anyway():
+    chip = asim.get_chip("ascend910b").replace(hbm_bytes=4096)
+    gen = asim.llm.generate("tiny-gqa-1m", chip, batch=1, prompt_len=8, new_tokens=2,
+                            capacity_check=False)
+    assert gen.hbm_peak_bytes > chip.hbm_bytes and gen.ttft_ms > 0
