@@ -3,6 +3,7 @@
     ascendsim run MODEL_OR_ONNX [--chip ascend910] [--fusion-switch FILE] [--no-fusion]
                   [--graph-kernel] [--detail block|tile] [--mode sink|host|eager]
                   [--timeline PNG] [--trace JSON] [--summary CSV] [--batch N] [--top N]
+                  [--seq-len N] [--preset NAME] [--phase prefill|decode] [--context N]
     ascendsim compare MODEL_OR_ONNX [--chip ...] [--plot PNG] [--batch N] [--mode ...]
     ascendsim models
     ascendsim chips
@@ -110,32 +111,99 @@ def _looks_like_file(spec: str) -> bool:
     return spec.lower().endswith(".onnx") or os.sep in spec or os.path.exists(spec)
 
 
-def load_model(spec: str, batch: int | None = None) -> Any:
-    """A Graph from a built-in model name or an .onnx path (errors name what was wrong)."""
+#: builder keywords the command line sets: flag -> keyword
+SIZE_FLAGS = {"--batch": "batch", "--seq-len": "seq_len", "--preset": "preset",
+              "--phase": "phase", "--context": "context_len"}
+#: prompt tokens of `ascendsim run decoder` when --seq-len is not given (prefill)
+DEFAULT_PROMPT = 128
+
+
+def load_model(spec: str, batch: int | None = None, **sizes: Any) -> Any:
+    """A Graph from a built-in model name or an .onnx path (errors name what was wrong).
+
+    `batch` binds an ONNX file's dynamic batch dim (the symbolic leading dim of its inputs);
+    `sizes` (seq_len, preset, phase, context_len) go to a built-in builder that takes them."""
     import ascendsim as asim
 
+    sizes = {k: v for k, v in sizes.items() if v is not None}
+    if batch is not None and batch <= 0:
+        raise BadInput(f"--batch must be a positive integer, got {batch}")
+    for key, least in (("seq_len", 1), ("context_len", 0)):
+        if key in sizes and sizes[key] < least:
+            kind = "positive" if least else "non-negative"
+            raise BadInput(f"{_flag(key)} must be a {kind} integer, got {sizes[key]}")
     if _looks_like_file(spec):
         if not os.path.exists(spec):
             raise BadInput(f"file not found: '{spec}'")
         if os.path.isdir(spec):
             raise BadInput(f"'{spec}' is a directory, not an .onnx file")
-        if batch is not None:
-            raise BadInput("--batch applies to built-in models only; an ONNX file keeps "
-                           "its own input shapes")
-        return asim.load_onnx(spec)
+        if sizes:
+            flags = ", ".join(f for f, k in SIZE_FLAGS.items() if k in sizes)
+            raise BadInput(f"{flags} apply to built-in models; an ONNX file takes --batch "
+                           f"(its dynamic batch dim) only")
+        if batch is None:
+            return asim.load_onnx(spec)
+        return asim.load_onnx(spec, input_shapes={_onnx_batch_dim(spec): batch})
     names = model_names()
     if spec not in names:
         raise BadInput(f"unknown model '{spec}'; built-in models: {', '.join(names)} "
                        f"(or give the path of an .onnx file)")
     builder = getattr(asim.models, spec)
-    if batch is None:
-        return builder()
-    if batch <= 0:
-        raise BadInput(f"--batch must be a positive integer, got {batch}")
-    if "batch" not in inspect.signature(builder).parameters:
-        raise BadInput(f"model '{spec}' has no batch size; --batch applies to "
-                       f"{', '.join(n for n in names if _has_batch(asim.models, n))}")
-    return builder(batch=batch)
+    params = inspect.signature(builder).parameters
+    if batch is not None:
+        sizes["batch"] = batch
+    for key in sizes:
+        if key not in params:
+            takers = [n for n in names if key in inspect.signature(getattr(asim.models, n))
+                      .parameters]
+            raise BadInput(f"model '{spec}' has no {_WHAT[key]}; {_flag(key)} applies to "
+                           f"{', '.join(takers)}")
+    if spec == "decoder":
+        if sizes.get("phase", "prefill") == "prefill":
+            sizes.setdefault("seq_len", DEFAULT_PROMPT)
+        elif "seq_len" in sizes:
+            raise BadInput("--seq-len is the prompt of --phase prefill; a decode step adds one "
+                           "token per sequence against --context cached ones")
+        else:
+            sizes.setdefault("context_len", DEFAULT_PROMPT)
+        if "preset" in sizes and sizes["preset"] not in asim.models.decoder_presets():
+            raise BadInput(f"unknown --preset '{sizes['preset']}'; presets: "
+                           f"{', '.join(asim.models.decoder_presets())}")
+    return builder(**sizes)
+
+
+_WHAT = {"batch": "batch size", "seq_len": "sequence length", "preset": "preset",
+         "phase": "phase", "context_len": "context length"}
+
+
+def _flag(key: str) -> str:
+    return next(f for f, k in SIZE_FLAGS.items() if k == key)
+
+
+def _onnx_batch_dim(path: str) -> str:
+    """The dim_param of an ONNX file's dynamic batch: the symbolic leading dim its inputs share
+    (BadInput naming the inputs' shapes when there is none, or several)."""
+    import ascendsim as asim
+
+    g = asim.load_onnx(path)
+    shapes = {n: g.values[n].shape for n in g.inputs}
+    leading = {sh[0] for sh in shapes.values() if sh and isinstance(sh[0], str)}
+    shown = "; ".join(f"{n} {tuple(sh)}" for n, sh in shapes.items())
+    if len(leading) == 1:
+        return leading.pop()
+    if not leading:
+        raise BadInput(f"--batch: '{path}' has a static batch (inputs: {shown}); it keeps its "
+                       f"own shapes (bind other dims in Python: asim.load_onnx(path, "
+                       f"input_shapes={{...}}))")
+    raise BadInput(f"--batch: the inputs of '{path}' lead with several symbolic dims "
+                   f"({', '.join(sorted(leading))}; inputs: {shown}); bind them in Python: "
+                   f"asim.load_onnx(path, input_shapes={{'{sorted(leading)[0]}': 8, ...}})")
+
+
+def _sizes(args: argparse.Namespace) -> dict[str, Any]:
+    """The builder sizes a command's flags give (None: not given)."""
+    return {"seq_len": args.seq_len, "preset": args.preset, "phase": args.phase,
+            "context_len": args.context}
 
 
 def _has_batch(models: Any, name: str) -> bool:
@@ -197,7 +265,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         t0 = time.perf_counter()
         with progress.stage("loading model"):
-            graph = load_model(args.model, args.batch)
+            graph = load_model(args.model, args.batch, **_sizes(args))
         with progress.stage("optimising + simulating" if fusion is not False else "simulating"):
             res = _simulate(graph, chip, fusion, args.detail, progress, args.mode)
         with progress.stage("writing reports"):
@@ -239,7 +307,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     progress = Progress(["load", "compare", "plot"], enabled=None if args.progress else False)
     try:
         with progress.stage("loading model"):
-            graph = load_model(args.model, args.batch)
+            graph = load_model(args.model, args.batch, **_sizes(args))
         with progress.stage("simulating unfused + fused"):
             cmp = asim.compare(graph, chip=chip, fusion=_fusion(args), detail=args.detail,
                                mode=args.mode)
@@ -340,7 +408,20 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a built-in model (see `ascendsim models`) or an .onnx file")
         sp.add_argument("--chip", default=DEFAULT_CHIP,
                         help=f"built-in chip name or a chip .toml file (default {DEFAULT_CHIP})")
-        sp.add_argument("--batch", type=int, default=None, help="batch size of a built-in model")
+        sp.add_argument("--batch", type=int, default=None,
+                        help="batch size of a built-in model, or the dynamic batch dim of an "
+                             "ONNX file (its inputs' symbolic leading dim)")
+        sp.add_argument("--seq-len", type=int, default=None,
+                        help="sequence length (BERT) or prompt tokens (decoder prefill, "
+                             f"default {DEFAULT_PROMPT})")
+        sp.add_argument("--preset", default=None,
+                        help="decoder LLM preset (see `ascendsim models`), e.g. llama2-7b")
+        sp.add_argument("--phase", choices=("prefill", "decode"), default=None,
+                        help="decoder step: prefill (--seq-len prompt tokens) or decode (one "
+                             "token per sequence)")
+        sp.add_argument("--context", type=int, default=None,
+                        help=f"decoder: cached tokens before the step (decode default "
+                             f"{DEFAULT_PROMPT})")
         sp.add_argument("--fusion-switch", metavar="FILE", default=None,
                         help="CANN fusion switch JSON file")
         sp.add_argument("--graph-kernel", action="store_true",
