@@ -181,3 +181,25 @@ def test_generate_capacity_check_false_simulates_anyway():
     gen = asim.llm.generate("tiny-gqa-1m", chip, batch=1, prompt_len=8, new_tokens=2,
                             capacity_check=False)
     assert gen.hbm_peak_bytes > chip.hbm_bytes and gen.ttft_ms > 0
+
+
+# -- item 14: README snippets say which extra they need (tests/readme_snippets.py runs them) ---
+#: a call in a README snippet -> the extra it needs after `pip install -e .`
+EXTRA_OF = {"calibrate(": "calibrate", "to_pandas(": "sweep", "load_onnx(": "onnx"}
+
+
+def test_readme_snippets_name_the_extra_they_need():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "readme_snippets", Path(__file__).parent / "readme_snippets.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    blocks = mod.snippets(readme)
+    assert len(blocks) >= 5 and any(skip for _, _, skip in blocks)    # the Dask one
+    for line, code, _ in blocks:
+        for call, extra in EXTRA_OF.items():
+            if call in code:
+                assert f'.[{extra}]' in code, f"README.md:{line} uses {call} without naming " \
+                                              f"its extra .[{extra}]"
