@@ -48,7 +48,11 @@ Builder = Callable[..., Graph]
 
 
 def gib(nbytes: float) -> str:
-    return f"{nbytes / 2**30:.2f} GiB"
+    """A size in the unit that shows it (GiB for a 7B model, KiB for a 4 KiB what-if HBM)."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(nbytes) >= scale or unit == "KiB" and nbytes:
+            return f"{nbytes / scale:.2f} {unit}"
+    return f"{nbytes:.0f} B"
 
 
 @dataclass
@@ -244,10 +248,12 @@ def generate(model: str | DecoderConfig | Builder, chip: str | Chip = "ascend910
     if capacity_check:
         check_capacity(name, plan, resolved, batch, prompt_len + new_tokens)
     prefill = simulate(build(batch=batch, seq_len=prompt_len, phase="prefill", context_len=0,
-                             dtype=dtype), resolved, fusion=fusion, detail=detail)
+                             dtype=dtype), resolved, fusion=fusion, detail=detail,
+                       check_capacity=capacity_check)
     contexts = decode_contexts(prompt_len, new_tokens, decode_samples)
     sampled = [(c, simulate(build(batch=batch, seq_len=None, phase="decode", context_len=c,
-                                  dtype=dtype), resolved, fusion=fusion, detail=detail))
+                                  dtype=dtype), resolved, fusion=fusion, detail=detail,
+                            check_capacity=capacity_check))
                for c in contexts]
     all_ctx = np.arange(prompt_len, prompt_len + new_tokens - 1)
     steps = (np.interp(all_ctx, [c for c, _ in sampled], [r.time_us / 1e3 for _, r in sampled])
