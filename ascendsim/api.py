@@ -42,9 +42,13 @@ if TYPE_CHECKING:
 DEFAULT_CHIP = "ascend910"
 DEFAULT_DETAIL = "block"
 DEFAULT_MODE = "sink"
-#: compare() checks values when the graph's inputs hold at most this many elements together
-#: (seeded random inputs; the executor then runs both graphs).
+#: compare() computes values (seeded random inputs; the executor then runs both graphs on the
+#: CPU) when the graph's arithmetic is at most this many flops (~10 s a graph on 2 cores)...
+COMPARE_FLOP_LIMIT = 2 * 10**10
+#: ... and its inputs hold at most this many elements together (memory)
 COMPARE_VALUE_LIMIT = 1 << 20
+#: compare() prints value progress on stderr (by default) past this many flops
+COMPARE_QUIET_FLOPS = 10**9
 
 FusionOption = bool | Mapping[str, Any] | str | os.PathLike
 
@@ -442,9 +446,10 @@ def _progress_callback(progress: Any) -> Callable[[int, int], None] | None:
     return progress
 
 
-def seeded_inputs(graph: Graph, seed: int = 0) -> dict[str, np.ndarray] | None:
+def seeded_inputs(graph: Graph, seed: int = 0,
+                  limit: int | None = COMPARE_VALUE_LIMIT) -> dict[str, np.ndarray] | None:
     """Seeded random values for every graph input, or None when a shape is symbolic or the
-    inputs hold more than `COMPARE_VALUE_LIMIT` elements together (values then cost too much)."""
+    inputs hold more than `limit` elements together (None: no limit)."""
     rng = np.random.default_rng(seed)
     total, feeds = 0, {}
     for name in graph.inputs:
@@ -452,7 +457,7 @@ def seeded_inputs(graph: Graph, seed: int = 0) -> dict[str, np.ndarray] | None:
         if not all(isinstance(d, int) for d in v.shape):
             return None
         total += int(np.prod(v.shape, dtype=np.int64))
-        if total > COMPARE_VALUE_LIMIT:
+        if limit is not None and total > limit:
             return None
         dt = storage_dtype(v.dtype)
         if dt.kind == "f":
@@ -464,28 +469,98 @@ def seeded_inputs(graph: Graph, seed: int = 0) -> dict[str, np.ndarray] | None:
     return feeds
 
 
+def _value_progress(label: str, flops: int | None) -> Callable[[int, int], None]:
+    """Progress of a value computation on stderr, with a percentage: one line rewritten in
+    place on a terminal, a line per 10 % otherwise (a log, a CI job)."""
+    import sys
+
+    tty = sys.stderr.isatty()
+    work = f" ({flops / 1e9:,.1f} GFLOP)" if flops else ""
+    state = {"last": -1}
+
+    def report(done: int, total: int) -> None:
+        pct = 100 * done // total if total else 100
+        step = pct if tty else pct // 10 * 10
+        if step == state["last"]:
+            return
+        state["last"] = step
+        text = f"compare: computing the values of {label}{work}: {pct:3d}%"
+        if tty:
+            sys.stderr.write("\r" + text + ("\n" if pct >= 100 else ""))
+        else:
+            sys.stderr.write(text + "\n")
+        sys.stderr.flush()
+    return report
+
+
 def compare(graph: Graph, chip: str | Chip = DEFAULT_CHIP, fusion: FusionOption = True,
-            inputs: Mapping[str, np.ndarray] | None | str = "auto", **kw: Any) -> Comparison:
+            inputs: Mapping[str, np.ndarray] | None | str = "auto", *,
+            values: bool | None = None,
+            progress: bool | Callable[[str, int, int], None] | None = None,
+            **kw: Any) -> Comparison:
     """The graph as given beside `simulate(graph, fusion=fusion)`.
 
-    inputs: arrays for both runs; "auto" (default) draws seeded inputs when the graph's inputs
-    are small enough (`COMPARE_VALUE_LIMIT` elements; see `seeded_inputs`), so the table says
-    whether fused values equal unfused values; None runs on shapes only (the table then says
-    that values were not checked). Other keywords go to both `simulate` calls."""
+    Whether output values are computed and compared (on the CPU, by the numba kernels):
+    values=None (default) decides by the work: when the graph's arithmetic is at most
+    `COMPARE_FLOP_LIMIT` flops (and its inputs at most `COMPARE_VALUE_LIMIT` elements, for
+    the memory); values=True always; values=False never. inputs: "auto" draws seeded inputs
+    (`seeded_inputs`); a dict gives the arrays (values are then computed unless
+    values=False); None runs on shapes only. The verdict (`Comparison.verdict`) says what was
+    compared, with a tolerance for the dtype and the depth, or why values were not checked.
+    progress: how value computation reports itself: None (default) prints a percentage on
+    stderr when the values take over `COMPARE_QUIET_FLOPS` flops, True always, False never,
+    or a callable progress(label, work_done, work_total). Other keywords go to both
+    `simulate` calls."""
+    from .execute import execute, graph_flops
     from .report.compare import Comparison
 
     if fusion is False or fusion is None:
         raise ConfigError("compare(fusion=False) would compare the graph with itself; pass "
                           "True, optimize() options or a fusion-switch file")
-    chip = _resolve_chip(chip, fusion_options(fusion))
-    feeds = seeded_inputs(graph) if isinstance(inputs, str) and inputs == "auto" else inputs
-    if isinstance(feeds, str):
+    if values not in (None, True, False):
+        raise ConfigError(f"values={values!r}: pass None (decide by the work), True or False")
+    if isinstance(inputs, str) and inputs != "auto":
         raise ConfigError(f"inputs={inputs!r}: pass 'auto', None or a dict of arrays")
-    unfused = simulate(graph, chip, fusion=False, inputs=feeds, **kw)
-    fused = simulate(graph, chip, fusion=fusion, inputs=feeds, **kw)
-    return Comparison(unfused, fused)
+    chip = _resolve_chip(chip, fusion_options(fusion))
+    flops = graph_flops(graph) if isinstance(graph, Graph) else None
+    note = ""
+    feeds: Mapping[str, np.ndarray] | None = None
+    if values is False:
+        note = "values not computed (values=False)"
+    elif isinstance(inputs, Mapping):
+        feeds = inputs
+    elif inputs is None:
+        note = "values not computed (inputs=None: shapes only)"
+    elif values is None and (flops is None or flops > COMPARE_FLOP_LIMIT):
+        work = "work unknown" if flops is None else f"{flops / 1e12:,.2f} TFLOP"
+        note = (f"values not computed: {work} of arithmetic, over the "
+                f"{COMPARE_FLOP_LIMIT / 1e9:,.0f} GFLOP limit (values=True or --values "
+                f"computes them)")
+    else:
+        feeds = seeded_inputs(graph, limit=None if values else COMPARE_VALUE_LIMIT)
+        if feeds is None:
+            note = ("values not computed: a symbolic input shape" if values or
+                    not all(isinstance(d, int) for n in graph.inputs
+                            for d in graph.values[n].shape) else
+                    f"values not computed: the inputs hold over {COMPARE_VALUE_LIMIT:,} "
+                    f"elements (values=True or --values computes them)")
+    unfused = simulate(graph, chip, fusion=False, **kw)
+    fused = simulate(graph, chip, fusion=fusion, **kw)
+    if feeds is not None:
+        loud = progress is True or (progress is None and (flops or 0) > COMPARE_QUIET_FLOPS)
+        for res, label in ((unfused, "as given"), (fused, fused.fusion)):
+            what = f"'{graph.name}' {label}"
+            if callable(progress) and progress is not True:
+                def hook(done: int, total: int, _what: str = what) -> None:
+                    progress(_what, done, total)  # type: ignore[operator]
+            elif loud:
+                hook = _value_progress(what, graph_flops(res.graph))
+            else:
+                hook = None
+            res.outputs = execute(res.graph, feeds, progress=hook)
+    return Comparison(unfused, fused, values_note=note)
 
 
 __all__ = ["simulate", "compare", "optimize", "Result", "cost_model", "fusion_options",
            "seeded_inputs", "DEFAULT_CHIP", "DEFAULT_DETAIL", "DEFAULT_MODE",
-           "COMPARE_VALUE_LIMIT"]
+           "COMPARE_VALUE_LIMIT", "COMPARE_FLOP_LIMIT"]

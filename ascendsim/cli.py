@@ -5,6 +5,7 @@
                   [--timeline PNG] [--trace JSON] [--summary CSV] [--batch N] [--top N]
                   [--seq-len N] [--preset NAME] [--phase prefill|decode] [--context N]
     ascendsim compare MODEL_OR_ONNX [--chip ...] [--plot PNG] [--batch N] [--mode ...]
+                      [--values | --no-values]
     ascendsim models
     ascendsim chips
     ascendsim validate [--chip C] [--family F ...] [--quick] [--plot PNG] [--csv FILE]
@@ -310,7 +311,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
             graph = load_model(args.model, args.batch, **_sizes(args))
         with progress.stage("simulating unfused + fused"):
             cmp = asim.compare(graph, chip=chip, fusion=_fusion(args), detail=args.detail,
-                               mode=args.mode)
+                               mode=args.mode, values=args.values,
+                               progress=None if args.progress else False)
         with progress.stage("plotting"):
             if args.plot:
                 cmp.plot(args.plot)
@@ -446,6 +448,11 @@ def build_parser() -> argparse.ArgumentParser:
     cmp = sub.add_parser("compare", help="simulate unfused and fused, side by side")
     common(cmp)
     cmp.add_argument("--plot", metavar="PNG", help="write both timelines on one time axis")
+    cmp.add_argument("--values", dest="values", action=argparse.BooleanOptionalAction,
+                     default=None,
+                     help="compute and compare the output values on the CPU (default: when "
+                          "the graph's arithmetic is at most 20 GFLOP); a percentage shows "
+                          "on stderr while they are computed")
     cmp.set_defaults(func=cmd_compare)
 
     sub.add_parser("models", help="list the built-in models").set_defaults(func=cmd_models)

@@ -203,3 +203,42 @@ def test_readme_snippets_name_the_extra_they_need():
             if call in code:
                 assert f'.[{extra}]' in code, f"README.md:{line} uses {call} without naming " \
                                               f"its extra .[{extra}]"
+
+
+# -- item 5: compare decides values by the work, shows progress, says what it compared --------
+def test_compare_bert_large_defaults_skip_values_by_work():
+    t0 = time.perf_counter()
+    cmp = asim.compare(asim.models.bert_large())
+    assert time.perf_counter() - t0 < 60          # was 11.4 min computing values silently
+    assert cmp.outputs_equal is None
+    assert "10.76 TFLOP" in cmp.verdict and "--values" in cmp.verdict
+    assert cmp.verdict in str(cmp.table())
+
+
+def test_compare_values_progress_and_verdict(capsys):
+    g = asim.models.conv_bn_relu()
+    seen = []
+    cmp = asim.compare(g, progress=lambda what, done, total: seen.append((what, done, total)))
+    assert cmp.outputs_equal is True
+    assert seen and seen[-1][1] == seen[-1][2] and {w for w, _, _ in seen} == {
+        "'ConvBnRelu' as given", "'ConvBnRelu' optimised and fused"}
+    v = cmp.verdict
+    assert v.startswith("outputs agree") and "float16" in v and f"depth {cmp.depth}" in v
+    asim.compare(g, progress=True)               # stderr is not a terminal here: lines
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1].endswith("100%") and "computing the values of 'ConvBnRelu'" in err[-1]
+    assert asim.compare(g, values=False).outputs_equal is None
+
+
+def test_compare_tolerance_grows_with_depth():
+    from ascendsim.report.compare import tolerance
+
+    assert tolerance("float16", 1) == (2e-3, 2e-3)
+    assert tolerance("float16", 400)[1] == pytest.approx(2e-3 * 20)
+
+
+def test_cli_compare_values_switch(capsys):
+    assert main(["compare", "conv_bn_relu", "--no-values", "--no-progress"]) == 0
+    assert "values not computed (values=False)" in capsys.readouterr().out
+    assert main(["compare", "conv_bn_relu", "--values", "--no-progress"]) == 0
+    assert "outputs agree" in capsys.readouterr().out
