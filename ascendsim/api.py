@@ -97,6 +97,66 @@ class Result:
         kernels or a fusion switch when they were asked for)."""
         return self.meta.get("fusion", "as given")
 
+    @property
+    def dtype(self) -> str:
+        """The model's compute dtype: the float dtype most of the graph's values hold."""
+        from collections import Counter
+
+        counts = Counter(v.dtype for v in self.graph.values.values()
+                         if "float" in v.dtype or v.dtype == "bfloat16")
+        return counts.most_common(1)[0][0] if counts else "float16"
+
+    @property
+    def flops(self) -> int:
+        """The arithmetic of the run: the sum of its tasks' flops."""
+        return sum(t.flops for t in self.trace.tasks)
+
+    @property
+    def achieved_tflops(self) -> float:
+        """flops / simulated time, in TFLOPS."""
+        return self.flops / (self.time_us * 1e-6) / 1e12 if self.time_us > 0 else 0.0
+
+    @property
+    def mfu(self) -> float:
+        """Model flops utilisation: achieved flops/s over the chip's cube peak for `dtype`
+        (CANN times an fp32 model in the cube's fp16 mode on chips without an fp32 cube)."""
+        try:
+            peak = self.chip.peak_flops(self.dtype)
+        except Exception:      # a dtype the cube has no rate for
+            peak = self.chip.peak_flops("float16")
+        return self.achieved_tflops * 1e12 / peak if peak else 0.0
+
+    @property
+    def throughput(self) -> tuple[float, str] | None:
+        """(items per second, unit): images/s for an image batch (a 4-D first input), tokens/s
+        for token ids (batch x sequence), samples/s otherwise; None without a static batch."""
+        if not self.graph.inputs or self.time_us <= 0:
+            return None
+        first = self.graph.values[self.graph.inputs[0]]
+        shape = first.shape
+        if not shape or not all(isinstance(d, int) for d in shape):
+            return None
+        per_s = 1e6 / self.time_us
+        if len(shape) == 4:
+            return shape[0] * per_s, "images/s"
+        if len(shape) == 2 and first.dtype.startswith(("int", "uint")):
+            return shape[0] * shape[1] * per_s, "tokens/s"
+        return shape[0] * per_s, "samples/s"
+
+    def headline(self) -> str:
+        """Throughput, achieved TFLOPS, MFU and dtype in one line."""
+        parts = []
+        tp = self.throughput
+        if tp is not None:
+            parts.append(f"{tp[0]:,.1f} {tp[1]}")
+        try:
+            peak = self.chip.peak_flops(self.dtype) / 1e12
+        except Exception:
+            peak = self.chip.peak_flops("float16") / 1e12
+        parts.append(f"{self.achieved_tflops:,.2f} TFLOPS achieved")
+        parts.append(f"MFU {100 * self.mfu:.1f}% of {peak:,.0f} TFLOPS {self.dtype}")
+        return ", ".join(parts)
+
     def summary(self):
         """Per-task rows with msprof op_summary columns (see ascendsim.report.summary)."""
         from .report.summary import op_summary

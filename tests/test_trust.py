@@ -242,3 +242,32 @@ def test_cli_compare_values_switch(capsys):
     assert "values not computed (values=False)" in capsys.readouterr().out
     assert main(["compare", "conv_bn_relu", "--values", "--no-progress"]) == 0
     assert "outputs agree" in capsys.readouterr().out
+
+
+# -- item 7: throughput, achieved TFLOPS, MFU and dtype; serving metrics named as such --------
+def test_headline_has_throughput_tflops_mfu_dtype(capsys):
+    res = asim.simulate(asim.models.resnet50(batch=2), "ascend910")
+    per_s, unit = res.throughput
+    assert unit == "images/s" and per_s == pytest.approx(2 / (res.time_us * 1e-6))
+    assert res.achieved_tflops == pytest.approx(res.flops / (res.time_us * 1e-6) / 1e12)
+    assert 0 < res.mfu < 1 and res.dtype == "float16"
+    assert main(["run", "resnet50", "--batch", "2", "--no-progress", "--top", "1"]) == 0
+    second = capsys.readouterr().out.splitlines()[1]
+    assert "images/s" in second and "TFLOPS achieved" in second and "MFU" in second \
+        and "float16" in second
+    dec = asim.simulate(asim.models.decoder("tiny-gqa-1m", batch=4, phase="decode",
+                                            context_len=16), "ascend910b")
+    assert dec.throughput == (pytest.approx(4 / (dec.time_us * 1e-6)), "tokens/s")
+
+
+def test_generate_reports_serving_metrics_by_their_names():
+    gen = asim.llm.generate("tiny-gqa-1m", "ascend910b", batch=4, prompt_len=16,
+                            new_tokens=8)
+    assert gen.decode_tokens_per_s == pytest.approx(4 / (gen.tpot_ms / 1e3))
+    assert gen.output_tokens_per_s == pytest.approx(4 * 8 / (gen.total_ms / 1e3))
+    assert gen.tokens_per_s == gen.output_tokens_per_s < gen.decode_tokens_per_s
+    assert gen.prefill_tokens_per_s == pytest.approx(4 * 16 / (gen.ttft_ms / 1e3))
+    text = gen.table()
+    for name in ("TTFT (ms)", "TPOT (ms)", "decode throughput (tokens/s)",
+                 "output throughput, prefill incl. (tokens/s)", "E2E latency (ms)"):
+        assert name in text
