@@ -198,6 +198,14 @@ class Result:
 
         return plot_roofline(self.trace, path, **kwargs)
 
+    def task(self, op_name: str):
+        """The TaskRecord of `op_name`: a task's own name, or any of the model's op names a
+        fused task carries (`TaskRecord.fused_ops`: 'Softmax_39' finds its
+        IncreFlashAttention, 'stem.conv' its ConvRelu)."""
+        from .report.summary import find_task
+
+        return find_task(self.trace, op_name)
+
     def explain(self, op_name: str) -> str:
         from .report.explain import explain
 
@@ -471,6 +479,7 @@ def simulate(graph: Graph, chip: str | Chip = DEFAULT_CHIP, fusion: FusionOption
         with gc_paused():
             engine = Engine(program, mode=mode, symmetric=symmetric, progress=progress)
             trace = engine.run()
+        _name_fused_members(trace, graph)
     except OverflowError as exc:     # a time became infinite (a rate of ~0): not a result
         from .sim.engine import user_figures
 
@@ -493,6 +502,21 @@ def simulate(graph: Graph, chip: str | Chip = DEFAULT_CHIP, fusion: FusionOption
     }
     return Result(graph=graph, chip=chip, trace=trace, outputs=outputs, pass_log=pass_log,
                   detail=detail, events=engine.events, meta=meta, memory=memory)
+
+
+def _name_fused_members(trace: Trace, graph: Graph) -> None:
+    """Give every task the model's names of what it fuses (`TaskRecord.fused_ops`): a node a
+    graph-fusion pass made (IncreFlashAttention named 'Softmax_39') lists the ops it replaced,
+    and a fused node's members are expanded the same way. Names and timings are unchanged."""
+    import dataclasses
+
+    if not graph.fused_names:
+        return
+    for i, t in enumerate(trace.tasks):
+        names = t.fused_ops or (t.op_name,)
+        expanded = tuple(dict.fromkeys(m for n in names for m in graph.member_names(n)))
+        if expanded != names:
+            trace.tasks[i] = dataclasses.replace(t, fused_ops=expanded)
 
 
 def _progress_callback(progress: Any) -> Callable[[int, int], None] | None:

@@ -271,3 +271,23 @@ def test_generate_reports_serving_metrics_by_their_names():
     for name in ("TTFT (ms)", "TPOT (ms)", "decode throughput (tokens/s)",
                  "output throughput, prefill incl. (tokens/s)", "E2E latency (ms)"):
         assert name in text
+
+
+# -- item 6: fused tasks carry the model's op names (no renaming); any of them finds the task --
+def test_fused_tasks_carry_and_accept_the_models_names(tmp_path):
+    res = asim.simulate(asim.models.decoder("tiny-gqa-1m", batch=2, phase="decode",
+                                            context_len=16), "ascend910b")
+    ifa = next(t for t in res.trace.tasks if t.op_type == "IncreFlashAttention")
+    assert ifa.op_name.startswith("Softmax_")                 # the task name is unchanged
+    assert ifa.op_name in ifa.fused_ops and len(ifa.fused_ops) > 3   # was () before
+    member = next(m for m in ifa.fused_ops if m.startswith("MatMul_"))
+    assert res.task(member) is ifa
+    assert f"'{member}' was fused into '{ifa.op_name}' (IncreFlashAttention)" in \
+        res.explain(member)
+    table = str(asim.report.summary.summary_table(res.trace, top=None))
+    assert "fused ops" in table.splitlines()[1] and member in table
+    fig = res.plot_timeline(str(tmp_path / "t.png"), op=member)
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert any(lab.startswith(f"{ifa.op_name} = ") for lab in labels), labels
+    conv = asim.simulate(asim.models.resnet50(batch=1)).task("stem.bn")   # BN folded: found
+    assert conv.op_type == "ConvRelu" and conv.fused_ops == ("stem.conv", "stem.bn", "Relu_0")

@@ -291,15 +291,44 @@ _TERMINAL = (("Op Name", "op_name"), ("OP Type", "op_type"), ("Task Type", "task
              ("mte2", "aic_mte2_ratio"), ("mte3", "aiv_mte3_ratio"), ("bound", "bound"))
 
 
+def fused_label(names: Sequence[str], op_name: str = "", first: int = 3) -> str:
+    """A short list of the model's ops a task fuses ("stem.conv, stem.bn, Relu_0"; "a, b, c
+    +8" past `first`); "" for a task of one op (its own name)."""
+    names = [n for n in names if n]
+    if not names or list(names) == [op_name]:
+        return ""
+    more = f" +{len(names) - first}" if len(names) > first else ""
+    return ", ".join(names[:first]) + more
+
+
+def find_task(trace: Trace, op_name: str) -> TaskRecord:
+    """The task of `op_name`, or of the fused task that carries it among its `fused_ops`
+    (any of the model's op names a fusion swallowed); AscendSimError naming the ops else."""
+    for t in trace.tasks:
+        if t.op_name == op_name:
+            return t
+    for t in trace.tasks:
+        if op_name in t.fused_ops:
+            return t
+    return trace.task(op_name)          # raises, naming the valid ops
+
+
 def summary_table(trace: Trace, top: int | None = 15) -> Table:
-    """The slowest `top` tasks (all when None) as a terminal table, slowest first."""
+    """The slowest `top` tasks (all when None) as a terminal table, slowest first; the last
+    column names the model's ops a fused task carries."""
     rows = sorted(op_summary(trace), key=lambda r: -r.task_duration_us)
     shown = rows if top is None else rows[:top]
     total_us = sum(r.task_duration_us for r in rows) or 1.0
-    body = [[getattr(r, a) for _, a in _TERMINAL] + [100.0 * r.task_duration_us / total_us]
+    body = [[getattr(r, a) for _, a in _TERMINAL] + [100.0 * r.task_duration_us / total_us,
+                                                     fused_label(_split_ops(r.fused_ops),
+                                                                 r.op_name)]
             for r in shown]
     title = f"op summary: {len(shown)} of {len(rows)} tasks, slowest first"
-    return Table([h for h, _ in _TERMINAL] + ["% time"], body, title=title)
+    return Table([h for h, _ in _TERMINAL] + ["% time", "fused ops"], body, title=title)
+
+
+def _split_ops(joined: str) -> list[str]:
+    return joined.split(";") if joined else []
 
 
 def statistic_table(trace: Trace) -> Table:

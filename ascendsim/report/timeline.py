@@ -29,7 +29,7 @@ from matplotlib.patches import Patch
 from ..errors import AscendSimError
 from ..hw.names import AICORE_TASK_TYPES, ENGINE_AICORE, ENGINE_AICPU, ENGINE_HOST, PIPES  # noqa: E501
 from ..sim.trace import Interval, Trace
-from .summary import core_kind, core_name
+from .summary import core_kind, core_name, find_task, fused_label
 
 _LANE_HEIGHT = 0.8
 _MAX_LEGEND = 16
@@ -105,7 +105,7 @@ def _window(trace: Trace, op: str | None,
             window: tuple[float, float] | None) -> tuple[int, int] | None:
     """The zoom window in cycles, from an op name or a (start_us, end_us) pair."""
     if op is not None:
-        task = trace.task(op)
+        task = find_task(trace, op)      # a fused task's member names work too
         margin = max(1, task.duration // 50)
         return task.start - margin, task.end + margin
     if window is not None:
@@ -124,7 +124,7 @@ def timeline_lanes(trace: Trace, cores: Sequence[int] | None = None, op: str | N
     win = _window(trace, op, window)
     ivs = trace.intervals
     if op is not None:
-        task_id = trace.task(op).task_id
+        task_id = find_task(trace, op).task_id
         ivs = [iv for iv in ivs if iv.task_id == task_id]
     if win is not None:
         ivs = [iv for iv in ivs if iv.end > win[0] and iv.start < win[1]]
@@ -272,12 +272,22 @@ def _lane_key(fig: Figure) -> None:
                   ha="left")
 
 
-def _legend(ax: Any, colors: OpColors, shown: set[str]) -> None:
+def _legend(ax: Any, colors: OpColors, shown: set[str],
+            traces: Sequence[Trace] = ()) -> None:
     """The coloured keys drawn in the figure, longest first, outside the axes (never over the
-    data); grey keys are summed as "other"."""
+    data); grey keys are summed as "other". Coloured by op, a fused task's key names the
+    model's ops it carries ("Softmax_46 = Softmax_46, MatMul_50, Mul_45 +8")."""
     keys = sorted((k for k in shown if k in colors.colors),
                   key=lambda k: (-colors.totals.get(k, 0), k))[:_MAX_LEGEND]
-    handles = [Patch(color=colors.colors[k], label=k) for k in keys]
+    members: dict[str, str] = {}
+    if colors.by == "op":
+        for tr in traces:
+            for t in tr.tasks:
+                label = fused_label(t.fused_ops, t.op_name)
+                if label:
+                    members.setdefault(t.op_name, label)
+    handles = [Patch(color=colors.colors[k],
+                     label=f"{k} = {members[k]}" if k in members else k) for k in keys]
     others = len(shown) - len(keys)
     if others > 0:
         handles.append(Patch(color=OTHER, label=f"{others} other"))
@@ -338,7 +348,7 @@ def plot_timeline(trace: Trace, path: str | None = None, *, cores: Sequence[int]
     ax.set_xlabel("time (us)")
     _lane_key(fig)
     shown = {colors.key_of(iv) for lane in lanes for iv in lane.intervals}
-    _legend(ax, colors, shown)
+    _legend(ax, colors, shown, (trace,))
     name = getattr(trace.chip, "name", "chip")
     what = f" - op {op}" if op else ""
     ax.set_title(f"{title or name}: {trace.us(trace.total_cycles):.2f} us, "
@@ -393,7 +403,7 @@ def plot_comparison(a: Trace, b: Trace, path: str | None = None,
     ax_c.legend(fontsize="small", frameon=False, loc="upper left", bbox_to_anchor=(1.005, 1.0))
     shown = {colors.key_of(iv, k) for k, lanes in enumerate((lanes_a, lanes_b))
              for lane in lanes for iv in lane.intervals}
-    _legend(ax_a, colors, shown)
+    _legend(ax_a, colors, shown, (a, b))
     _lane_key(fig)
     speed = a.total_cycles / max(b.total_cycles, 1)
     fig.suptitle(f"{title or getattr(a.chip, 'name', 'chip')}: {labels[1]} is {speed:.2f}x "
