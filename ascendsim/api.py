@@ -179,11 +179,13 @@ class Result:
 
         write_op_statistic_csv(self.trace, path)
 
-    def write_chrome_trace(self, path: str, cores: Iterable[int] | None = None) -> None:
-        """Perfetto / chrome://tracing JSON; `cores` keeps only those AI Cores (smaller file)."""
+    def write_chrome_trace(self, path: str, cores: Iterable[int] | None = None,
+                           window: tuple[float, float] | None = None) -> None:
+        """Perfetto / chrome://tracing JSON; `cores` keeps only those AI Cores and
+        `window=(start_us, end_us)` only that time span (smaller files)."""
         from .report.chrome import write_chrome_trace
 
-        write_chrome_trace(self.trace, path, cores=cores)
+        write_chrome_trace(self.trace, path, cores=cores, window=window)
 
     def plot_timeline(self, path: str | None = None, **kwargs: Any):
         """The timeline figure (see `ascendsim.report.timeline.plot_timeline`), titled with

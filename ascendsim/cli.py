@@ -4,6 +4,7 @@
                   [--graph-kernel] [--detail block|tile] [--mode sink|host|eager]
                   [--timeline PNG] [--trace JSON] [--summary CSV] [--batch N] [--top N]
                   [--seq-len N] [--preset NAME] [--phase prefill|decode] [--context N]
+                  [--window START:END] [--cores LIST]
     ascendsim compare MODEL_OR_ONNX [--chip ...] [--plot PNG] [--batch N] [--mode ...]
                       [--values | --no-values]
     ascendsim models
@@ -253,6 +254,59 @@ def _simulate(graph: Any, chip: Any, fusion: Any, detail: str, progress: Progres
                          progress=progress.sim_callback())
 
 
+def parse_window(text: str | None) -> tuple[float, float] | None:
+    """--window START:END in microseconds (either side may be empty: the run's start/end)."""
+    if text is None:
+        return None
+    parts = text.split(":")
+    try:
+        if len(parts) != 2:
+            raise ValueError
+        start = float(parts[0]) if parts[0].strip() else 0.0
+        end = float(parts[1]) if parts[1].strip() else float("inf")
+    except ValueError:
+        raise BadInput(f"--window {text!r}: expected START:END in microseconds, e.g. "
+                       f"100:250") from None
+    if not (0 <= start < end) or start != start:
+        raise BadInput(f"--window {text!r}: needs 0 <= START < END (microseconds)")
+    return start, end
+
+
+def parse_cores(text: str | None) -> list[int] | None:
+    """--cores 0,1,4-7: AI Core indices (on split chips the AIVs follow the AICs)."""
+    if text is None:
+        return None
+    out: list[int] = []
+    try:
+        for part in text.split(","):
+            a, _, b = part.strip().partition("-")
+            lo, hi = int(a), int(b) if b else int(a)
+            if lo < 0 or hi < lo:
+                raise ValueError
+            out += range(lo, hi + 1)
+    except ValueError:
+        raise BadInput(f"--cores {text!r}: expected core indices like 0,1,4-7") from None
+    return sorted(set(out))
+
+
+def _check_view(res: Any, window: tuple[float, float] | None,
+                cores: list[int] | None) -> tuple[tuple[float, float] | None, list[int] | None]:
+    """--window inside the run, --cores on the chip (BadInput naming the run's figures)."""
+    if cores is not None:
+        n = res.chip.ai_cores + getattr(res.chip, "aiv_cores", 0)
+        bad = [c for c in cores if c >= n]
+        if bad:
+            aiv = "; the AIVs follow the AICs" if getattr(res.chip, "aiv_cores", 0) else ""
+            raise BadInput(f"--cores: core {bad[0]} does not exist on {res.chip.name} (cores "
+                           f"0..{n - 1}{aiv})")
+    if window is not None:
+        if window[0] >= res.time_us:
+            raise BadInput(f"--window {window[0]:g}:{window[1]:g} starts after the run ends "
+                           f"({res.time_us:,.2f} us)")
+        window = (window[0], min(window[1], res.time_us))
+    return window, cores
+
+
 # -- commands -------------------------------------------------------------------------------
 def cmd_run(args: argparse.Namespace) -> int:
     from .report.summary import render_totals, statistic_table, summary_table
@@ -262,6 +316,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         _check_out(path, flag)
     chip = get_chip(args.chip)
     fusion = _fusion(args)
+    window, cores = parse_window(args.window), parse_cores(args.cores)
+    if (window or cores) and not (args.timeline or args.trace):
+        raise BadInput("--window and --cores select what --timeline and --trace draw; give "
+                       "one of them")
     progress = Progress(["load", "simulate", "report"], enabled=None if args.progress else False)
     try:
         t0 = time.perf_counter()
@@ -269,11 +327,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             graph = load_model(args.model, args.batch, **_sizes(args))
         with progress.stage("optimising + simulating" if fusion is not False else "simulating"):
             res = _simulate(graph, chip, fusion, args.detail, progress, args.mode)
+        window, cores = _check_view(res, window, cores)
         with progress.stage("writing reports"):
             if args.timeline:
-                res.plot_timeline(args.timeline)
+                res.plot_timeline(args.timeline, window=window, cores=cores)
             if args.trace:
-                res.write_chrome_trace(args.trace)
+                res.write_chrome_trace(args.trace, cores=cores, window=window)
             if args.summary:
                 res.write_summary_csv(args.summary)
         wall = time.perf_counter() - t0
@@ -443,6 +502,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--timeline", metavar="PNG", help="write a timeline figure")
     run.add_argument("--trace", metavar="JSON", help="write a Perfetto / chrome://tracing trace")
     run.add_argument("--summary", metavar="CSV", help="write the msprof-style op summary CSV")
+    run.add_argument("--window", metavar="START:END",
+                     help="only this time span (microseconds) in --timeline and --trace")
+    run.add_argument("--cores", metavar="LIST",
+                     help="only these AI Cores (e.g. 0,1,4-7) in --timeline and --trace")
     run.add_argument("--top", type=int, default=15, help="rows of the printed tables")
     run.set_defaults(func=cmd_run)
 

@@ -291,3 +291,58 @@ def test_fused_tasks_carry_and_accept_the_models_names(tmp_path):
     assert any(lab.startswith(f"{ifa.op_name} = ") for lab in labels), labels
     conv = asim.simulate(asim.models.resnet50(batch=1)).task("stem.bn")   # BN folded: found
     assert conv.op_type == "ConvRelu" and conv.fused_ops == ("stem.conv", "stem.bn", "Relu_0")
+
+
+# -- item 10: timelines, traces, roofline and the CSV's block dims ----------------------------
+def test_timeline_key_and_lanes_name_only_what_the_chip_has(tmp_path):
+    res = asim.simulate(asim.models.conv_bn_relu(), "ascend910")
+    key = res.plot_timeline()._supxlabel.get_text().replace("\n", " ")
+    assert "MTE2 GM->L1/UB" in key and "FIX" not in key          # the 910 has no FIX pipe
+    dec = asim.simulate(asim.models.decoder("llama2-7b", batch=1, phase="decode",
+                                            context_len=128, layers=1), "ascend910b")
+    from ascendsim.report.timeline import timeline_lanes
+
+    labels = [lane.label for lane in timeline_lanes(dec.trace)]
+    assert not any(lab.startswith("AIC V") for lab in labels), labels
+    assert any(lab.startswith("AIV-via-AIC V") for lab in labels)
+    assert "AIV-via-AIC: a mix kernel's vector half" in \
+        dec.plot_timeline()._supxlabel.get_text().replace("\n", " ")
+
+
+def test_cli_window_and_cores_limit_trace_and_timeline(tmp_path, capsys):
+    import json
+
+    full, part = tmp_path / "full.json", tmp_path / "part.json"
+    assert main(["run", "resnet50", "--batch", "2", "--trace", str(full), "--no-progress"]) == 0
+    assert main(["run", "resnet50", "--batch", "2", "--trace", str(part), "--timeline",
+                 str(tmp_path / "t.png"), "--window", "100:200", "--cores", "0-1",
+                 "--no-progress"]) == 0
+    assert part.stat().st_size < full.stat().st_size / 5
+    events = [e for e in json.loads(part.read_text())["traceEvents"] if e.get("ph") == "X"]
+    assert events and all(e["ts"] < 200 and e["ts"] + e["dur"] > 100 for e in events)
+    capsys.readouterr()
+    for bad, says in ((["--window", "5:3"], "START < END"), (["--window", "x"], "START:END"),
+                      (["--cores", "99"], "core 99 does not exist on ascend910"),
+                      (["--cores", "a-b"], "core indices")):
+        assert main(["run", "conv_bn_relu", "--trace", str(part), "--no-progress", *bad]) == 2
+        err = capsys.readouterr().err
+        assert len(err.splitlines()) == 1 and says in err, err
+
+
+def test_roofline_labels_do_not_overlap():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    fig = asim.simulate(asim.models.resnet50(batch=8)).plot_roofline(label_top=10)
+    FigureCanvasAgg(fig).draw()
+    boxes = [t.get_window_extent() for t in fig.axes[0].texts]
+    assert len(boxes) >= 5
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+
+
+def test_mix_kernel_block_dims_as_msprof():
+    res = asim.simulate(asim.models.bert_base(batch=2, seq_len=64), "ascend910b")
+    mix = [r for r in res.summary() if r.task_type == "MIX_AIC"]
+    assert mix and all(r["Block Dim"] <= 24 and 0 <= r["Mix Block Dim"] <= 48 for r in mix)
+    assert any(r["Mix Block Dim"] == 48 and r["Block Dim"] == 24 for r in mix)
+    plain = [r for r in res.summary() if r.task_type == "AI_CORE"]
+    assert all(r["Mix Block Dim"] == 0 for r in plain)
