@@ -394,6 +394,9 @@ def cmd_models(args: argparse.Namespace) -> int:
                          if isinstance(p.default, (int, str)) and not isinstance(p.default, bool)
                          and p.name in _SIZE_PARAMS)
         print(f"{name:<28} {sizes:<34} {doc[0] if doc else ''}")
+        if name == "decoder":
+            print(f"{'':<28} run with --preset {{{','.join(asim.models.decoder_presets())}}} "
+                  f"--phase prefill|decode --batch N --seq-len N --context N")
     return EXIT_OK
 
 

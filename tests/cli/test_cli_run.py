@@ -102,6 +102,8 @@ def test_batch_binds_an_onnx_dynamic_batch(capsys, tmp_path) -> None:
 def test_run_decoder_presets_from_the_cli(capsys) -> None:
     """Issue 23 item 11: `ascendsim models` lists decoder; `run decoder` runs (tiny preset,
     prefill of 128 tokens) and takes --preset/--phase/--batch/--context."""
+    assert main(["models"]) == 0
+    assert "--preset {qwen2-0.5b,llama2-7b" in capsys.readouterr().out
     assert main(["run", "decoder", "--no-progress", "--top", "2"]) == 0
     assert capsys.readouterr().out.startswith("decoder_prefill_b1_s128_c0, batch 1")
     assert main(["run", "decoder", "--preset", "tiny-moe-1m", "--phase", "decode",
