@@ -393,10 +393,11 @@ def cmd_models(args: argparse.Namespace) -> int:
         sizes = " ".join(f"{p.name}={p.default}" for p in inspect.signature(fn).parameters.values()
                          if isinstance(p.default, (int, str)) and not isinstance(p.default, bool)
                          and p.name in _SIZE_PARAMS)
-        print(f"{name:<28} {sizes:<34} {doc[0] if doc else ''}")
-        if name == "decoder":
-            print(f"{'':<28} run with --preset {{{','.join(asim.models.decoder_presets())}}} "
-                  f"--phase prefill|decode --batch N --seq-len N --context N")
+        text = doc[0] if doc else ""
+        if name == "decoder":   # one line per model: its first word is the name
+            text = (f"an LLM step: --preset {{{','.join(asim.models.decoder_presets())}}} "
+                    f"--phase prefill|decode --batch N --seq-len N --context N")
+        print(f"{name:<28} {sizes:<34} {text}")
     return EXIT_OK
 
 
