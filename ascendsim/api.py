@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .errors import ConfigError, GraphError, SimulationError
+from .errors import CapacityError, ConfigError, GraphError, SimulationError
 from .gcpause import gc_paused
 from .hw import Chip, get_chip
 from .hw.names import DETAILS, MODES
@@ -42,9 +42,13 @@ if TYPE_CHECKING:
 DEFAULT_CHIP = "ascend910"
 DEFAULT_DETAIL = "block"
 DEFAULT_MODE = "sink"
-#: compare() checks values when the graph's inputs hold at most this many elements together
-#: (seeded random inputs; the executor then runs both graphs).
+#: compare() computes values (seeded random inputs; the executor then runs both graphs on the
+#: CPU) when the graph's arithmetic is at most this many flops (~10 s a graph on 2 cores)...
+COMPARE_FLOP_LIMIT = 2 * 10**10
+#: ... and its inputs hold at most this many elements together (memory)
 COMPARE_VALUE_LIMIT = 1 << 20
+#: compare() prints value progress on stderr (by default) past this many flops
+COMPARE_QUIET_FLOPS = 10**9
 
 FusionOption = bool | Mapping[str, Any] | str | os.PathLike
 
@@ -93,6 +97,66 @@ class Result:
         kernels or a fusion switch when they were asked for)."""
         return self.meta.get("fusion", "as given")
 
+    @property
+    def dtype(self) -> str:
+        """The model's compute dtype: the float dtype most of the graph's values hold."""
+        from collections import Counter
+
+        counts = Counter(v.dtype for v in self.graph.values.values()
+                         if "float" in v.dtype or v.dtype == "bfloat16")
+        return counts.most_common(1)[0][0] if counts else "float16"
+
+    @property
+    def flops(self) -> int:
+        """The arithmetic of the run: the sum of its tasks' flops."""
+        return sum(t.flops for t in self.trace.tasks)
+
+    @property
+    def achieved_tflops(self) -> float:
+        """flops / simulated time, in TFLOPS."""
+        return self.flops / (self.time_us * 1e-6) / 1e12 if self.time_us > 0 else 0.0
+
+    @property
+    def mfu(self) -> float:
+        """Model flops utilisation: achieved flops/s over the chip's cube peak for `dtype`
+        (CANN times an fp32 model in the cube's fp16 mode on chips without an fp32 cube)."""
+        try:
+            peak = self.chip.peak_flops(self.dtype)
+        except Exception:      # a dtype the cube has no rate for
+            peak = self.chip.peak_flops("float16")
+        return self.achieved_tflops * 1e12 / peak if peak else 0.0
+
+    @property
+    def throughput(self) -> tuple[float, str] | None:
+        """(items per second, unit): images/s for an image batch (a 4-D first input), tokens/s
+        for token ids (batch x sequence), samples/s otherwise; None without a static batch."""
+        if not self.graph.inputs or self.time_us <= 0:
+            return None
+        first = self.graph.values[self.graph.inputs[0]]
+        shape = first.shape
+        if not shape or not all(isinstance(d, int) for d in shape):
+            return None
+        per_s = 1e6 / self.time_us
+        if len(shape) == 4:
+            return shape[0] * per_s, "images/s"
+        if len(shape) == 2 and first.dtype.startswith(("int", "uint")):
+            return shape[0] * shape[1] * per_s, "tokens/s"
+        return shape[0] * per_s, "samples/s"
+
+    def headline(self) -> str:
+        """Throughput, achieved TFLOPS, MFU and dtype in one line."""
+        parts = []
+        tp = self.throughput
+        if tp is not None:
+            parts.append(f"{tp[0]:,.1f} {tp[1]}")
+        try:
+            peak = self.chip.peak_flops(self.dtype) / 1e12
+        except Exception:
+            peak = self.chip.peak_flops("float16") / 1e12
+        parts.append(f"{self.achieved_tflops:,.2f} TFLOPS achieved")
+        parts.append(f"MFU {100 * self.mfu:.1f}% of {peak:,.0f} TFLOPS {self.dtype}")
+        return ", ".join(parts)
+
     def summary(self):
         """Per-task rows with msprof op_summary columns (see ascendsim.report.summary)."""
         from .report.summary import op_summary
@@ -122,11 +186,13 @@ class Result:
 
         write_op_statistic_csv(self.trace, path)
 
-    def write_chrome_trace(self, path: str, cores: Iterable[int] | None = None) -> None:
-        """Perfetto / chrome://tracing JSON; `cores` keeps only those AI Cores (smaller file)."""
+    def write_chrome_trace(self, path: str, cores: Iterable[int] | None = None,
+                           window: tuple[float, float] | None = None) -> None:
+        """Perfetto / chrome://tracing JSON; `cores` keeps only those AI Cores and
+        `window=(start_us, end_us)` only that time span (smaller files)."""
         from .report.chrome import write_chrome_trace
 
-        write_chrome_trace(self.trace, path, cores=cores)
+        write_chrome_trace(self.trace, path, cores=cores, window=window)
 
     def plot_timeline(self, path: str | None = None, **kwargs: Any):
         """The timeline figure (see `ascendsim.report.timeline.plot_timeline`), titled with
@@ -140,6 +206,14 @@ class Result:
         from .report.roofline import plot_roofline
 
         return plot_roofline(self.trace, path, **kwargs)
+
+    def task(self, op_name: str):
+        """The TaskRecord of `op_name`: a task's own name, or any of the model's op names a
+        fused task carries (`TaskRecord.fused_ops`: 'Softmax_39' finds its
+        IncreFlashAttention, 'stem.conv' its ConvRelu)."""
+        from .report.summary import find_task
+
+        return find_task(self.trace, op_name)
 
     def explain(self, op_name: str) -> str:
         from .report.explain import explain
@@ -178,6 +252,11 @@ def fusion_options(fusion: FusionOption) -> dict[str, Any] | None:
     if isinstance(fusion, Mapping):
         if "Switch" in fusion:
             return {"fusion_switch": dict(fusion)}
+        from .passes.manager import OPTIMIZE_OPTIONS, check_options
+
+        # a typo ({"graph_kernal": True}) is an error naming the key, not the defaults
+        check_options({k: v for k, v in fusion.items()
+                       if k not in OPTIMIZE_OPTIONS and k != "chip"})
         return dict(fusion)
     raise ConfigError(f"fusion={fusion!r}: expected True, False, a dict of optimize() options, "
                       f"a fusion-switch dict with a 'Switch' key, or a path to a switch file")
@@ -199,6 +278,129 @@ def _resolve_chip(chip: str | Chip, options: Mapping[str, Any] | None = None) ->
             raise ConfigError(f"fusion options name chip '{other.name}' but the run simulates "
                               f"'{resolved.name}': pass the chip once, as simulate(chip=...)")
     return resolved
+
+
+# ----------------------------------------------------------------------------- capacity
+def _nbytes(graph: Graph, name: str) -> int | None:
+    """ND bytes of a value with a static shape, else None."""
+    v = graph.values.get(name)
+    if v is None or not all(isinstance(d, int) for d in v.shape):
+        return None
+    return v.nbytes
+
+
+def shape_capacity(graph: Graph) -> tuple[int, dict[str, int], tuple[str, int] | None]:
+    """A lower bound of a graph's peak device memory from its shapes alone (no lowering):
+    the graph's inputs and outputs, its weights (constants of rank >= 2, identical contents
+    once) and its largest activation (a node output, live at least while its producer runs).
+    A view (Reshape) or an op writing in place (a KV-cache append) allocates nothing: its
+    output is its input's block. Returns (bytes, by category, (largest activation, bytes))."""
+    from .ir.registry import Unit, get_op, has_op
+    from .lower.memory import _const_key
+
+    alias: dict[str, str] = {}
+    for node in graph.nodes:
+        if not has_op(node.op_type) or not node.outputs:
+            continue
+        opdef = get_op(node.op_type, node.name)
+        src = None
+        if opdef.in_place is not None and opdef.in_place < len(node.inputs):
+            src = node.inputs[opdef.in_place]
+        elif opdef.unit == Unit.NONE and len(node.outputs) == 1:
+            src = next((i for i in node.inputs if i), None)
+        if src and _nbytes(graph, src) == _nbytes(graph, node.outputs[0]):
+            alias[node.outputs[0]] = src
+
+    def root(name: str) -> str:
+        while name in alias:
+            name = alias[name]
+        return name
+
+    io_roots = {root(n) for n in (*graph.inputs, *graph.outputs)}
+    io = sum(b for n in io_roots if n not in graph.constants
+             and (b := _nbytes(graph, n)) is not None)
+    # weights: constants of rank >= 2 (conv and matmul weights, embedding tables), once per
+    # content; vectors (biases, norm parameters) are left out, as folding may remove them
+    # (BatchNorm folds into the conv weight, which keeps its size); a node reading constants
+    # only is left out too (constant folding replaces it: a position table's rows)
+    weights, seen, keys = 0, set(), set()
+    for node in graph.nodes:
+        if all(not n or n in graph.constants for n in node.inputs):
+            continue
+        for name in node.inputs:
+            if name in seen or name not in graph.constants or len(graph.values[name].shape) < 2:
+                continue
+            seen.add(name)
+            key = _const_key(name, graph.constants[name])
+            if key not in keys:
+                keys.add(key)
+                weights += _nbytes(graph, name) or 0
+    largest: tuple[str, int] | None = None
+    for node in graph.nodes:
+        for name in node.outputs:
+            r = root(name)
+            if r in io_roots or r in graph.constants or r != name:
+                continue
+            b = _nbytes(graph, name)
+            if b is not None and (largest is None or b > largest[1]):
+                largest = (name, b)
+    act = largest[1] if largest else 0
+    return io + weights + act, {"weights": weights, "activations": act, "inputs_outputs": io}, \
+        largest
+
+
+def check_shape_capacity(graph: Graph, chip: Chip,
+                         options: Mapping[str, Any] | None = None) -> None:
+    """CapacityError, before lowering (and before the L2 fusion's costed candidates), when the
+    shapes alone need more than the chip's HBM, naming the largest tensors: a huge batch then
+    fails in a second, not after minutes. `shape_capacity` of the graph as given is the first
+    test; a graph to be fused is then confirmed on its fused form (the graph passes without
+    the L2 batch split, fast: a fused intermediate such as attention scores allocates
+    nothing)."""
+    need, cats, largest = shape_capacity(graph)
+    if need <= chip.hbm_bytes:
+        return
+    if options is not None:
+        from .passes import optimize as run_passes
+
+        opts = {k: v for k, v in options.items() if k not in ("dump_dir", "chip")}
+        opts["l2_fusion"] = False
+        with gc_paused():
+            fused = run_passes(graph, chip=chip, cost_model=None, **opts).graph
+        need, cats, largest = shape_capacity(fused)
+        if need <= chip.hbm_bytes:
+            return
+        graph = fused
+
+    def _size(nbytes: int) -> str:
+        for unit, scale in (("PiB", 2**50), ("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20),
+                            ("KiB", 2**10)):
+            if nbytes >= scale:
+                return f"{nbytes / scale:.2f} {unit}"
+        return f"{nbytes} B"
+
+    parts = ", ".join(f"{k} {_size(v)}" for k, v in cats.items() if v)
+    named = {n: b for n in dict.fromkeys((*graph.inputs, *graph.outputs))
+             if n not in graph.constants and (b := _nbytes(graph, n))}
+    if largest:
+        named[largest[0]] = largest[1]
+    producers = graph.producers()
+
+    def label(value: str) -> str:      # a fused node's output names the ops it fuses
+        node = producers.get(value)
+        if node is None or node.subgraph is None:
+            return value
+        members = [n.name for n in node.subgraph.nodes]
+        more = f" +{len(members) - 3}" if len(members) > 3 else ""
+        return f"{value} (fused {', '.join(members[:3])}{more})"
+
+    top = ", ".join(f"{label(n)} {_size(b)}" for n, b in
+                    sorted(named.items(), key=lambda t: (-t[1], t[0]))[:3])
+    raise CapacityError(
+        f"graph '{graph.name}' needs at least {_size(need)} of device memory from its shapes "
+        f"alone, which exceeds the {_size(chip.hbm_bytes)} HBM of {chip.name} ({parts}); "
+        f"largest tensors: {top}. Use a smaller batch or shapes, or pass check_capacity=False "
+        f"to simulate anyway")
 
 
 # ----------------------------------------------------------------------------- the flow
@@ -236,7 +438,7 @@ def optimize(graph: Graph, chip: str | Chip = DEFAULT_CHIP, *, detail: str = DEF
 def simulate(graph: Graph, chip: str | Chip = DEFAULT_CHIP, fusion: FusionOption = True,
              detail: str = DEFAULT_DETAIL, inputs: Mapping[str, np.ndarray] | None = None,
              mode: str = DEFAULT_MODE, streams: int = 1, symmetric: bool = True,
-             progress: Callable[[int, int], None] | None = None,
+             progress: Callable[[int, int], None] | bool | None = None,
              check_capacity: bool = True) -> Result:
     """Simulate `graph` on `chip` and return a `Result` (cycles, time, trace, outputs).
 
@@ -248,7 +450,8 @@ def simulate(graph: Graph, chip: str | Chip = DEFAULT_CHIP, fusion: FusionOption
     mode timed call by call); sink <= host <= eager for any graph.
     streams: how many streams independent branches may use (1 = one in-order stream).
     symmetric: one process set per group of identical cores (False: one per core).
-    progress: called as progress(tasks_done, tasks_total) while the engine runs.
+    progress: called as progress(tasks_done, tasks_total) while the engine runs; None or
+    False: no progress.
     check_capacity: raise CapacityError when the peak live device memory (`Result.memory`)
     exceeds the chip's `hbm_bytes`; False simulates anyway.
     """
@@ -263,10 +466,13 @@ def simulate(graph: Graph, chip: str | Chip = DEFAULT_CHIP, fusion: FusionOption
                          f"with graph.output(...))")
     _check_choice("detail", detail, DETAILS)
     _check_choice("mode", mode, MODES)
+    progress = _progress_callback(progress)
     options = fusion_options(fusion)
     chip = _resolve_chip(chip, options)
     if options is not None:
         options.pop("chip", None)          # the same chip (checked): passed once, below
+    if check_capacity:                     # before lowering: a huge batch fails at once
+        check_shape_capacity(graph, chip, options)
     pass_log = None
     if options is not None:
         opt = optimize(graph, chip, detail=detail, mode=mode, streams=streams, **options)
@@ -282,6 +488,7 @@ def simulate(graph: Graph, chip: str | Chip = DEFAULT_CHIP, fusion: FusionOption
         with gc_paused():
             engine = Engine(program, mode=mode, symmetric=symmetric, progress=progress)
             trace = engine.run()
+        _name_fused_members(trace, graph)
     except OverflowError as exc:     # a time became infinite (a rate of ~0): not a result
         from .sim.engine import user_figures
 
@@ -306,9 +513,36 @@ def simulate(graph: Graph, chip: str | Chip = DEFAULT_CHIP, fusion: FusionOption
                   detail=detail, events=engine.events, meta=meta, memory=memory)
 
 
-def seeded_inputs(graph: Graph, seed: int = 0) -> dict[str, np.ndarray] | None:
+def _name_fused_members(trace: Trace, graph: Graph) -> None:
+    """Give every task the model's names of what it fuses (`TaskRecord.fused_ops`): a node a
+    graph-fusion pass made (IncreFlashAttention named 'Softmax_39') lists the ops it replaced,
+    and a fused node's members are expanded the same way. Names and timings are unchanged."""
+    import dataclasses
+
+    if not graph.fused_names:
+        return
+    for i, t in enumerate(trace.tasks):
+        names = t.fused_ops or (t.op_name,)
+        expanded = tuple(dict.fromkeys(m for n in names for m in graph.member_names(n)))
+        if expanded != names:
+            trace.tasks[i] = dataclasses.replace(t, fused_ops=expanded)
+
+
+def _progress_callback(progress: Any) -> Callable[[int, int], None] | None:
+    """`simulate(progress=)`: a callable, None or False (no progress); True is refused (there is
+    no default display: pass a callable)."""
+    if progress is None or progress is False:
+        return None
+    if progress is True or not callable(progress):
+        raise ConfigError(f"progress={progress!r}: pass a callable progress(tasks_done, "
+                          f"tasks_total), or None/False for no progress")
+    return progress
+
+
+def seeded_inputs(graph: Graph, seed: int = 0,
+                  limit: int | None = COMPARE_VALUE_LIMIT) -> dict[str, np.ndarray] | None:
     """Seeded random values for every graph input, or None when a shape is symbolic or the
-    inputs hold more than `COMPARE_VALUE_LIMIT` elements together (values then cost too much)."""
+    inputs hold more than `limit` elements together (None: no limit)."""
     rng = np.random.default_rng(seed)
     total, feeds = 0, {}
     for name in graph.inputs:
@@ -316,7 +550,7 @@ def seeded_inputs(graph: Graph, seed: int = 0) -> dict[str, np.ndarray] | None:
         if not all(isinstance(d, int) for d in v.shape):
             return None
         total += int(np.prod(v.shape, dtype=np.int64))
-        if total > COMPARE_VALUE_LIMIT:
+        if limit is not None and total > limit:
             return None
         dt = storage_dtype(v.dtype)
         if dt.kind == "f":
@@ -328,28 +562,98 @@ def seeded_inputs(graph: Graph, seed: int = 0) -> dict[str, np.ndarray] | None:
     return feeds
 
 
+def _value_progress(label: str, flops: int | None) -> Callable[[int, int], None]:
+    """Progress of a value computation on stderr, with a percentage: one line rewritten in
+    place on a terminal, a line per 10 % otherwise (a log, a CI job)."""
+    import sys
+
+    tty = sys.stderr.isatty()
+    work = f" ({flops / 1e9:,.1f} GFLOP)" if flops else ""
+    state = {"last": -1}
+
+    def report(done: int, total: int) -> None:
+        pct = 100 * done // total if total else 100
+        step = pct if tty else pct // 10 * 10
+        if step == state["last"]:
+            return
+        state["last"] = step
+        text = f"compare: computing the values of {label}{work}: {pct:3d}%"
+        if tty:
+            sys.stderr.write("\r" + text + ("\n" if pct >= 100 else ""))
+        else:
+            sys.stderr.write(text + "\n")
+        sys.stderr.flush()
+    return report
+
+
 def compare(graph: Graph, chip: str | Chip = DEFAULT_CHIP, fusion: FusionOption = True,
-            inputs: Mapping[str, np.ndarray] | None | str = "auto", **kw: Any) -> Comparison:
+            inputs: Mapping[str, np.ndarray] | None | str = "auto", *,
+            values: bool | None = None,
+            progress: bool | Callable[[str, int, int], None] | None = None,
+            **kw: Any) -> Comparison:
     """The graph as given beside `simulate(graph, fusion=fusion)`.
 
-    inputs: arrays for both runs; "auto" (default) draws seeded inputs when the graph's inputs
-    are small enough (`COMPARE_VALUE_LIMIT` elements; see `seeded_inputs`), so the table says
-    whether fused values equal unfused values; None runs on shapes only (the table then says
-    that values were not checked). Other keywords go to both `simulate` calls."""
+    Whether output values are computed and compared (on the CPU, by the numba kernels):
+    values=None (default) decides by the work: when the graph's arithmetic is at most
+    `COMPARE_FLOP_LIMIT` flops (and its inputs at most `COMPARE_VALUE_LIMIT` elements, for
+    the memory); values=True always; values=False never. inputs: "auto" draws seeded inputs
+    (`seeded_inputs`); a dict gives the arrays (values are then computed unless
+    values=False); None runs on shapes only. The verdict (`Comparison.verdict`) says what was
+    compared, with a tolerance for the dtype and the depth, or why values were not checked.
+    progress: how value computation reports itself: None (default) prints a percentage on
+    stderr when the values take over `COMPARE_QUIET_FLOPS` flops, True always, False never,
+    or a callable progress(label, work_done, work_total). Other keywords go to both
+    `simulate` calls."""
+    from .execute import execute, graph_flops
     from .report.compare import Comparison
 
     if fusion is False or fusion is None:
         raise ConfigError("compare(fusion=False) would compare the graph with itself; pass "
                           "True, optimize() options or a fusion-switch file")
-    chip = _resolve_chip(chip, fusion_options(fusion))
-    feeds = seeded_inputs(graph) if isinstance(inputs, str) and inputs == "auto" else inputs
-    if isinstance(feeds, str):
+    if values not in (None, True, False):
+        raise ConfigError(f"values={values!r}: pass None (decide by the work), True or False")
+    if isinstance(inputs, str) and inputs != "auto":
         raise ConfigError(f"inputs={inputs!r}: pass 'auto', None or a dict of arrays")
-    unfused = simulate(graph, chip, fusion=False, inputs=feeds, **kw)
-    fused = simulate(graph, chip, fusion=fusion, inputs=feeds, **kw)
-    return Comparison(unfused, fused)
+    chip = _resolve_chip(chip, fusion_options(fusion))
+    flops = graph_flops(graph) if isinstance(graph, Graph) else None
+    note = ""
+    feeds: Mapping[str, np.ndarray] | None = None
+    if values is False:
+        note = "values not computed (values=False)"
+    elif isinstance(inputs, Mapping):
+        feeds = inputs
+    elif inputs is None:
+        note = "values not computed (inputs=None: shapes only)"
+    elif values is None and (flops is None or flops > COMPARE_FLOP_LIMIT):
+        work = "work unknown" if flops is None else f"{flops / 1e12:,.2f} TFLOP"
+        note = (f"values not computed: {work} of arithmetic, over the "
+                f"{COMPARE_FLOP_LIMIT / 1e9:,.0f} GFLOP limit (values=True or --values "
+                f"computes them)")
+    else:
+        feeds = seeded_inputs(graph, limit=None if values else COMPARE_VALUE_LIMIT)
+        if feeds is None:
+            note = ("values not computed: a symbolic input shape" if values or
+                    not all(isinstance(d, int) for n in graph.inputs
+                            for d in graph.values[n].shape) else
+                    f"values not computed: the inputs hold over {COMPARE_VALUE_LIMIT:,} "
+                    f"elements (values=True or --values computes them)")
+    unfused = simulate(graph, chip, fusion=False, **kw)
+    fused = simulate(graph, chip, fusion=fusion, **kw)
+    if feeds is not None:
+        loud = progress is True or (progress is None and (flops or 0) > COMPARE_QUIET_FLOPS)
+        for res, label in ((unfused, "as given"), (fused, fused.fusion)):
+            what = f"'{graph.name}' {label}"
+            if callable(progress) and progress is not True:
+                def hook(done: int, total: int, _what: str = what) -> None:
+                    progress(_what, done, total)  # type: ignore[operator]
+            elif loud:
+                hook = _value_progress(what, graph_flops(res.graph))
+            else:
+                hook = None
+            res.outputs = execute(res.graph, feeds, progress=hook)
+    return Comparison(unfused, fused, values_note=note)
 
 
 __all__ = ["simulate", "compare", "optimize", "Result", "cost_model", "fusion_options",
            "seeded_inputs", "DEFAULT_CHIP", "DEFAULT_DETAIL", "DEFAULT_MODE",
-           "COMPARE_VALUE_LIMIT"]
+           "COMPARE_VALUE_LIMIT", "COMPARE_FLOP_LIMIT"]

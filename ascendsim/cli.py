@@ -3,7 +3,10 @@
     ascendsim run MODEL_OR_ONNX [--chip ascend910] [--fusion-switch FILE] [--no-fusion]
                   [--graph-kernel] [--detail block|tile] [--mode sink|host|eager]
                   [--timeline PNG] [--trace JSON] [--summary CSV] [--batch N] [--top N]
+                  [--seq-len N] [--preset NAME] [--phase prefill|decode] [--context N]
+                  [--window START:END] [--cores LIST]
     ascendsim compare MODEL_OR_ONNX [--chip ...] [--plot PNG] [--batch N] [--mode ...]
+                      [--values | --no-values]
     ascendsim models
     ascendsim chips
     ascendsim validate [--chip C] [--family F ...] [--quick] [--plot PNG] [--csv FILE]
@@ -110,32 +113,99 @@ def _looks_like_file(spec: str) -> bool:
     return spec.lower().endswith(".onnx") or os.sep in spec or os.path.exists(spec)
 
 
-def load_model(spec: str, batch: int | None = None) -> Any:
-    """A Graph from a built-in model name or an .onnx path (errors name what was wrong)."""
+#: builder keywords the command line sets: flag -> keyword
+SIZE_FLAGS = {"--batch": "batch", "--seq-len": "seq_len", "--preset": "preset",
+              "--phase": "phase", "--context": "context_len"}
+#: prompt tokens of `ascendsim run decoder` when --seq-len is not given (prefill)
+DEFAULT_PROMPT = 128
+
+
+def load_model(spec: str, batch: int | None = None, **sizes: Any) -> Any:
+    """A Graph from a built-in model name or an .onnx path (errors name what was wrong).
+
+    `batch` binds an ONNX file's dynamic batch dim (the symbolic leading dim of its inputs);
+    `sizes` (seq_len, preset, phase, context_len) go to a built-in builder that takes them."""
     import ascendsim as asim
 
+    sizes = {k: v for k, v in sizes.items() if v is not None}
+    if batch is not None and batch <= 0:
+        raise BadInput(f"--batch must be a positive integer, got {batch}")
+    for key, least in (("seq_len", 1), ("context_len", 0)):
+        if key in sizes and sizes[key] < least:
+            kind = "positive" if least else "non-negative"
+            raise BadInput(f"{_flag(key)} must be a {kind} integer, got {sizes[key]}")
     if _looks_like_file(spec):
         if not os.path.exists(spec):
             raise BadInput(f"file not found: '{spec}'")
         if os.path.isdir(spec):
             raise BadInput(f"'{spec}' is a directory, not an .onnx file")
-        if batch is not None:
-            raise BadInput("--batch applies to built-in models only; an ONNX file keeps "
-                           "its own input shapes")
-        return asim.load_onnx(spec)
+        if sizes:
+            flags = ", ".join(f for f, k in SIZE_FLAGS.items() if k in sizes)
+            raise BadInput(f"{flags} apply to built-in models; an ONNX file takes --batch "
+                           f"(its dynamic batch dim) only")
+        if batch is None:
+            return asim.load_onnx(spec)
+        return asim.load_onnx(spec, input_shapes={_onnx_batch_dim(spec): batch})
     names = model_names()
     if spec not in names:
         raise BadInput(f"unknown model '{spec}'; built-in models: {', '.join(names)} "
                        f"(or give the path of an .onnx file)")
     builder = getattr(asim.models, spec)
-    if batch is None:
-        return builder()
-    if batch <= 0:
-        raise BadInput(f"--batch must be a positive integer, got {batch}")
-    if "batch" not in inspect.signature(builder).parameters:
-        raise BadInput(f"model '{spec}' has no batch size; --batch applies to "
-                       f"{', '.join(n for n in names if _has_batch(asim.models, n))}")
-    return builder(batch=batch)
+    params = inspect.signature(builder).parameters
+    if batch is not None:
+        sizes["batch"] = batch
+    for key in sizes:
+        if key not in params:
+            takers = [n for n in names if key in inspect.signature(getattr(asim.models, n))
+                      .parameters]
+            raise BadInput(f"model '{spec}' has no {_WHAT[key]}; {_flag(key)} applies to "
+                           f"{', '.join(takers)}")
+    if spec == "decoder":
+        if sizes.get("phase", "prefill") == "prefill":
+            sizes.setdefault("seq_len", DEFAULT_PROMPT)
+        elif "seq_len" in sizes:
+            raise BadInput("--seq-len is the prompt of --phase prefill; a decode step adds one "
+                           "token per sequence against --context cached ones")
+        else:
+            sizes.setdefault("context_len", DEFAULT_PROMPT)
+        if "preset" in sizes and sizes["preset"] not in asim.models.decoder_presets():
+            raise BadInput(f"unknown --preset '{sizes['preset']}'; presets: "
+                           f"{', '.join(asim.models.decoder_presets())}")
+    return builder(**sizes)
+
+
+_WHAT = {"batch": "batch size", "seq_len": "sequence length", "preset": "preset",
+         "phase": "phase", "context_len": "context length"}
+
+
+def _flag(key: str) -> str:
+    return next(f for f, k in SIZE_FLAGS.items() if k == key)
+
+
+def _onnx_batch_dim(path: str) -> str:
+    """The dim_param of an ONNX file's dynamic batch: the symbolic leading dim its inputs share
+    (BadInput naming the inputs' shapes when there is none, or several)."""
+    import ascendsim as asim
+
+    g = asim.load_onnx(path)
+    shapes = {n: g.values[n].shape for n in g.inputs}
+    leading = {sh[0] for sh in shapes.values() if sh and isinstance(sh[0], str)}
+    shown = "; ".join(f"{n} {tuple(sh)}" for n, sh in shapes.items())
+    if len(leading) == 1:
+        return leading.pop()
+    if not leading:
+        raise BadInput(f"--batch: '{path}' has a static batch (inputs: {shown}); it keeps its "
+                       f"own shapes (bind other dims in Python: asim.load_onnx(path, "
+                       f"input_shapes={{...}}))")
+    raise BadInput(f"--batch: the inputs of '{path}' lead with several symbolic dims "
+                   f"({', '.join(sorted(leading))}; inputs: {shown}); bind them in Python: "
+                   f"asim.load_onnx(path, input_shapes={{'{sorted(leading)[0]}': 8, ...}})")
+
+
+def _sizes(args: argparse.Namespace) -> dict[str, Any]:
+    """The builder sizes a command's flags give (None: not given)."""
+    return {"seq_len": args.seq_len, "preset": args.preset, "phase": args.phase,
+            "context_len": args.context}
 
 
 def _has_batch(models: Any, name: str) -> bool:
@@ -184,6 +254,59 @@ def _simulate(graph: Any, chip: Any, fusion: Any, detail: str, progress: Progres
                          progress=progress.sim_callback())
 
 
+def parse_window(text: str | None) -> tuple[float, float] | None:
+    """--window START:END in microseconds (either side may be empty: the run's start/end)."""
+    if text is None:
+        return None
+    parts = text.split(":")
+    try:
+        if len(parts) != 2:
+            raise ValueError
+        start = float(parts[0]) if parts[0].strip() else 0.0
+        end = float(parts[1]) if parts[1].strip() else float("inf")
+    except ValueError:
+        raise BadInput(f"--window {text!r}: expected START:END in microseconds, e.g. "
+                       f"100:250") from None
+    if not (0 <= start < end) or start != start:
+        raise BadInput(f"--window {text!r}: needs 0 <= START < END (microseconds)")
+    return start, end
+
+
+def parse_cores(text: str | None) -> list[int] | None:
+    """--cores 0,1,4-7: AI Core indices (on split chips the AIVs follow the AICs)."""
+    if text is None:
+        return None
+    out: list[int] = []
+    try:
+        for part in text.split(","):
+            a, _, b = part.strip().partition("-")
+            lo, hi = int(a), int(b) if b else int(a)
+            if lo < 0 or hi < lo:
+                raise ValueError
+            out += range(lo, hi + 1)
+    except ValueError:
+        raise BadInput(f"--cores {text!r}: expected core indices like 0,1,4-7") from None
+    return sorted(set(out))
+
+
+def _check_view(res: Any, window: tuple[float, float] | None,
+                cores: list[int] | None) -> tuple[tuple[float, float] | None, list[int] | None]:
+    """--window inside the run, --cores on the chip (BadInput naming the run's figures)."""
+    if cores is not None:
+        n = res.chip.ai_cores + getattr(res.chip, "aiv_cores", 0)
+        bad = [c for c in cores if c >= n]
+        if bad:
+            aiv = "; the AIVs follow the AICs" if getattr(res.chip, "aiv_cores", 0) else ""
+            raise BadInput(f"--cores: core {bad[0]} does not exist on {res.chip.name} (cores "
+                           f"0..{n - 1}{aiv})")
+    if window is not None:
+        if window[0] >= res.time_us:
+            raise BadInput(f"--window {window[0]:g}:{window[1]:g} starts after the run ends "
+                           f"({res.time_us:,.2f} us)")
+        window = (window[0], min(window[1], res.time_us))
+    return window, cores
+
+
 # -- commands -------------------------------------------------------------------------------
 def cmd_run(args: argparse.Namespace) -> int:
     from .report.summary import render_totals, statistic_table, summary_table
@@ -193,18 +316,23 @@ def cmd_run(args: argparse.Namespace) -> int:
         _check_out(path, flag)
     chip = get_chip(args.chip)
     fusion = _fusion(args)
+    window, cores = parse_window(args.window), parse_cores(args.cores)
+    if (window or cores) and not (args.timeline or args.trace):
+        raise BadInput("--window and --cores select what --timeline and --trace draw; give "
+                       "one of them")
     progress = Progress(["load", "simulate", "report"], enabled=None if args.progress else False)
     try:
         t0 = time.perf_counter()
         with progress.stage("loading model"):
-            graph = load_model(args.model, args.batch)
+            graph = load_model(args.model, args.batch, **_sizes(args))
         with progress.stage("optimising + simulating" if fusion is not False else "simulating"):
             res = _simulate(graph, chip, fusion, args.detail, progress, args.mode)
+        window, cores = _check_view(res, window, cores)
         with progress.stage("writing reports"):
             if args.timeline:
-                res.plot_timeline(args.timeline)
+                res.plot_timeline(args.timeline, window=window, cores=cores)
             if args.trace:
-                res.write_chrome_trace(args.trace)
+                res.write_chrome_trace(args.trace, cores=cores, window=window)
             if args.summary:
                 res.write_summary_csv(args.summary)
         wall = time.perf_counter() - t0
@@ -214,6 +342,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"{res.subject} ({res.fusion}, {args.mode} mode, detail={args.detail}): "
           f"{res.time_us:,.2f} us, {res.cycles:,} cycles, {len(trace.tasks)} tasks "
           f"[simulated in {wall:.2f} s]")
+    print(res.headline())
     print()
     print(summary_table(trace, top=args.top))
     print()
@@ -239,10 +368,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
     progress = Progress(["load", "compare", "plot"], enabled=None if args.progress else False)
     try:
         with progress.stage("loading model"):
-            graph = load_model(args.model, args.batch)
+            graph = load_model(args.model, args.batch, **_sizes(args))
         with progress.stage("simulating unfused + fused"):
             cmp = asim.compare(graph, chip=chip, fusion=_fusion(args), detail=args.detail,
-                               mode=args.mode)
+                               mode=args.mode, values=args.values,
+                               progress=None if args.progress else False)
         with progress.stage("plotting"):
             if args.plot:
                 cmp.plot(args.plot)
@@ -281,7 +411,11 @@ def cmd_models(args: argparse.Namespace) -> int:
         sizes = " ".join(f"{p.name}={p.default}" for p in inspect.signature(fn).parameters.values()
                          if isinstance(p.default, (int, str)) and not isinstance(p.default, bool)
                          and p.name in _SIZE_PARAMS)
-        print(f"{name:<28} {sizes:<34} {doc[0] if doc else ''}")
+        text = doc[0] if doc else ""
+        if name == "decoder":   # one line per model: its first word is the name
+            text = (f"an LLM step: --preset {{{','.join(asim.models.decoder_presets())}}} "
+                    f"--phase prefill|decode --batch N --seq-len N --context N")
+        print(f"{name:<28} {sizes:<34} {text}")
     return EXIT_OK
 
 
@@ -361,7 +495,20 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a built-in model (see `ascendsim models`) or an .onnx file")
         sp.add_argument("--chip", default=DEFAULT_CHIP,
                         help=f"built-in chip name or a chip .toml file (default {DEFAULT_CHIP})")
-        sp.add_argument("--batch", type=int, default=None, help="batch size of a built-in model")
+        sp.add_argument("--batch", type=int, default=None,
+                        help="batch size of a built-in model, or the dynamic batch dim of an "
+                             "ONNX file (its inputs' symbolic leading dim)")
+        sp.add_argument("--seq-len", type=int, default=None,
+                        help="sequence length (BERT) or prompt tokens (decoder prefill, "
+                             f"default {DEFAULT_PROMPT})")
+        sp.add_argument("--preset", default=None,
+                        help="decoder LLM preset (see `ascendsim models`), e.g. llama2-7b")
+        sp.add_argument("--phase", choices=("prefill", "decode"), default=None,
+                        help="decoder step: prefill (--seq-len prompt tokens) or decode (one "
+                             "token per sequence)")
+        sp.add_argument("--context", type=int, default=None,
+                        help=f"decoder: cached tokens before the step (decode default "
+                             f"{DEFAULT_PROMPT})")
         sp.add_argument("--fusion-switch", metavar="FILE", default=None,
                         help="CANN fusion switch JSON file")
         sp.add_argument("--graph-kernel", action="store_true",
@@ -380,12 +527,21 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--timeline", metavar="PNG", help="write a timeline figure")
     run.add_argument("--trace", metavar="JSON", help="write a Perfetto / chrome://tracing trace")
     run.add_argument("--summary", metavar="CSV", help="write the msprof-style op summary CSV")
+    run.add_argument("--window", metavar="START:END",
+                     help="only this time span (microseconds) in --timeline and --trace")
+    run.add_argument("--cores", metavar="LIST",
+                     help="only these AI Cores (e.g. 0,1,4-7) in --timeline and --trace")
     run.add_argument("--top", type=int, default=15, help="rows of the printed tables")
     run.set_defaults(func=cmd_run)
 
     cmp = sub.add_parser("compare", help="simulate unfused and fused, side by side")
     common(cmp)
     cmp.add_argument("--plot", metavar="PNG", help="write both timelines on one time axis")
+    cmp.add_argument("--values", dest="values", action=argparse.BooleanOptionalAction,
+                     default=None,
+                     help="compute and compare the output values on the CPU (default: when "
+                          "the graph's arithmetic is at most 20 GFLOP); a percentage shows "
+                          "on stderr while they are computed")
     cmp.set_defaults(func=cmd_compare)
 
     att = sub.add_parser("attribute", help="what each fusion pass (and each fusion) buys")

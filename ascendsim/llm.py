@@ -11,7 +11,10 @@ new_tokens - 1 steps. The prefill is simulated once (prompt_len tokens, empty ca
 Metrics (all sequences of the batch advance together, static batching):
 - ttft_ms: the prefill (it yields the first token);
 - tpot_ms: mean time of the decode steps (one token per sequence each);
-- tokens_per_s: batch * new_tokens / (prefill + all decode steps);
+- decode_tokens_per_s: decode throughput, batch / TPOT (the decode phase alone);
+- output_tokens_per_s (also `tokens_per_s`): batch * new_tokens / (prefill + all decode
+  steps), the output token throughput with the prefill included;
+- prefill_tokens_per_s: batch * prompt_len / TTFT; e2e_latency_ms: TTFT + all decode steps;
 - hbm_peak_bytes: weights + KV cache at the final context + the peak of live activations
   (liveness over one layer's prefill graph as the passes leave it, the largest step: layers
   are identical and each layer's intermediates die before the next starts; with fused
@@ -48,7 +51,11 @@ Builder = Callable[..., Graph]
 
 
 def gib(nbytes: float) -> str:
-    return f"{nbytes / 2**30:.2f} GiB"
+    """A size in the unit that shows it (GiB for a 7B model, KiB for a 4 KiB what-if HBM)."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(nbytes) >= scale or unit == "KiB" and nbytes:
+            return f"{nbytes / scale:.2f} {unit}"
+    return f"{nbytes:.0f} B"
 
 
 @dataclass
@@ -92,8 +99,32 @@ class GenerationResult:
         return self.ttft_ms + float(np.sum(self.decode_step_ms))
 
     @property
-    def tokens_per_s(self) -> float:
+    def e2e_latency_ms(self) -> float:
+        """End-to-end latency of a request: TTFT + every decode step (= total_ms)."""
+        return self.total_ms
+
+    @property
+    def decode_tokens_per_s(self) -> float:
+        """Decode throughput: tokens generated per second while decoding, batch / TPOT (the
+        steady-state serving figure; prefill excluded)."""
+        return self.batch / (self.tpot_ms / 1e3) if self.tpot_ms > 0 else 0.0
+
+    @property
+    def output_tokens_per_s(self) -> float:
+        """Output token throughput: batch x new tokens over the whole run, prefill included
+        (vLLM's "output token throughput")."""
         return self.batch * self.new_tokens / (self.total_ms / 1e3)
+
+    @property
+    def prefill_tokens_per_s(self) -> float:
+        """Prefill throughput: prompt tokens processed per second (batch x prompt / TTFT)."""
+        return self.batch * self.prompt_len / (self.ttft_ms / 1e3) if self.ttft_ms > 0 else 0.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        """The output token throughput (`output_tokens_per_s`: prefill included); the decode
+        phase alone is `decode_tokens_per_s`."""
+        return self.output_tokens_per_s
 
     @property
     def hbm_peak_bytes(self) -> int:
@@ -103,7 +134,11 @@ class GenerationResult:
         rows = [("model", self.model), ("chip", self.chip.name),
                 ("batch x prompt + new", f"{self.batch} x {self.prompt_len} + {self.new_tokens}"),
                 ("TTFT (ms)", f"{self.ttft_ms:.2f}"), ("TPOT (ms)", f"{self.tpot_ms:.3f}"),
-                ("tokens/s", f"{self.tokens_per_s:.1f}"),
+                ("E2E latency (ms)", f"{self.e2e_latency_ms:.2f}"),
+                ("decode throughput (tokens/s)", f"{self.decode_tokens_per_s:.1f}"),
+                ("output throughput, prefill incl. (tokens/s)",
+                 f"{self.output_tokens_per_s:.1f}"),
+                ("prefill throughput (tokens/s)", f"{self.prefill_tokens_per_s:.1f}"),
                 ("HBM peak", f"{gib(self.hbm_peak_bytes)} (weights {gib(self.memory.weights)}"
                              f", KV {gib(self.memory.kv_cache)}, activations "
                              f"{gib(self.memory.activations)})")]
@@ -114,7 +149,8 @@ class GenerationResult:
 
     def __repr__(self) -> str:
         return (f"GenerationResult({self.model} on {self.chip.name}: TTFT {self.ttft_ms:.2f} ms, "
-                f"TPOT {self.tpot_ms:.3f} ms, {self.tokens_per_s:.1f} tokens/s, HBM peak "
+                f"TPOT {self.tpot_ms:.3f} ms, decode {self.decode_tokens_per_s:.1f} tokens/s, "
+                f"output {self.output_tokens_per_s:.1f} tokens/s, HBM peak "
                 f"{gib(self.hbm_peak_bytes)})")
 
 
@@ -244,10 +280,12 @@ def generate(model: str | DecoderConfig | Builder, chip: str | Chip = "ascend910
     if capacity_check:
         check_capacity(name, plan, resolved, batch, prompt_len + new_tokens)
     prefill = simulate(build(batch=batch, seq_len=prompt_len, phase="prefill", context_len=0,
-                             dtype=dtype), resolved, fusion=fusion, detail=detail)
+                             dtype=dtype), resolved, fusion=fusion, detail=detail,
+                       check_capacity=capacity_check)
     contexts = decode_contexts(prompt_len, new_tokens, decode_samples)
     sampled = [(c, simulate(build(batch=batch, seq_len=None, phase="decode", context_len=c,
-                                  dtype=dtype), resolved, fusion=fusion, detail=detail))
+                                  dtype=dtype), resolved, fusion=fusion, detail=detail,
+                            check_capacity=capacity_check))
                for c in contexts]
     all_ctx = np.arange(prompt_len, prompt_len + new_tokens - 1)
     steps = (np.interp(all_ctx, [c for c, _ in sampled], [r.time_us / 1e3 for _, r in sampled])

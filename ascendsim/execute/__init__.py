@@ -11,7 +11,7 @@ for its live tensors only.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
@@ -58,9 +58,15 @@ def run_graph(graph: Graph, feeds: list) -> list:
 
 
 def execute(graph: Graph, inputs: Mapping[str, np.ndarray],
-            outputs: list[str] | None = None) -> dict[str, np.ndarray]:
-    """Run `graph` on `inputs` and return its outputs (or the named values) as arrays."""
+            outputs: list[str] | None = None,
+            progress: Callable[[int, int], None] | None = None) -> dict[str, np.ndarray]:
+    """Run `graph` on `inputs` and return its outputs (or the named values) as arrays.
+
+    progress: called as progress(work_done, work_total) after each node, the work of a node
+    being its flops (at least 1), so the fraction is the share of the arithmetic done."""
     wanted = list(outputs) if outputs is not None else list(graph.outputs)
+    weights = node_work(graph) if progress is not None else []
+    total_work, done_work = sum(weights), 0
     env = _check_inputs(graph, inputs)
     readers = Counter(i for n in graph.nodes for i in n.inputs if i)
     keep = set(wanted)
@@ -74,6 +80,7 @@ def execute(graph: Graph, inputs: Mapping[str, np.ndarray],
             return materialize(graph.constants[name])
         raise GraphError(f"value '{name}' is read before it is computed in graph '{graph.name}'")
 
+    done_nodes: list[None] = []
     for node in graph.nodes:
         opdef = get_op(node.op_type, node.name)
         args = [fetch(i) for i in node.inputs]
@@ -95,6 +102,10 @@ def execute(graph: Graph, inputs: Mapping[str, np.ndarray],
         for name, arr in zip(node.outputs, results):
             if name:
                 env[name] = stored(graph, name, arr)
+        if progress is not None:
+            done_work += weights[len(done_nodes)]
+            done_nodes.append(None)
+            progress(done_work, total_work)
         for i in node.inputs:
             if i:
                 readers[i] -= 1
@@ -103,6 +114,41 @@ def execute(graph: Graph, inputs: Mapping[str, np.ndarray],
     return {name: fetch(name) for name in wanted}  # type: ignore[misc]
 
 
+def node_flops(graph: Graph, node) -> int | None:
+    """The arithmetic of one node from the registry's flops rule (a fused node: its ops'),
+    None when a shape is symbolic or the rule cannot price it."""
+    if node.subgraph is not None:
+        total = 0
+        for inner in node.subgraph.nodes:
+            f = node_flops(node.subgraph, inner)
+            if f is None:
+                return None
+            total += f
+        return total
+    try:
+        ins = [graph.values[i] for i in node.inputs if i]
+        outs = [graph.values[o] for o in node.outputs if o]
+        return int(get_op(node.op_type, node.name).flops(ins, outs, node.attrs))
+    except Exception:  # a symbolic shape, a control-flow body: not priced
+        return None
+
+
+def graph_flops(graph: Graph) -> int | None:
+    """The arithmetic of a whole graph (sum of node_flops), None when a node cannot be priced."""
+    total = 0
+    for node in graph.nodes:
+        f = node_flops(graph, node)
+        if f is None:
+            return None
+        total += f
+    return total
+
+
+def node_work(graph: Graph) -> list[int]:
+    """Each node's share of an execution's work for progress: its flops, at least 1."""
+    return [max(1, node_flops(graph, n) or 0) for n in graph.nodes]
+
+
 from .composite import run_subgraph, stored  # noqa: E402  (the planner imports run_graph lazily)
 
-__all__ = ["execute", "run_graph", "run_subgraph"]
+__all__ = ["execute", "run_graph", "run_subgraph", "graph_flops", "node_flops"]

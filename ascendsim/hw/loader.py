@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import difflib
 import importlib.resources
+import re
 from dataclasses import MISSING, fields
 from functools import cache
 from pathlib import Path
@@ -95,8 +96,14 @@ def parse_toml(data: bytes, where: str) -> dict[str, Any]:
                           f"{exc.start})") from None
     try:
         return _toml.loads(text)
+    except RecursionError:
+        raise ConfigError(f"{where}: not valid TOML: arrays or tables nested too deeply to "
+                          f"parse (a chip file nests at most 2 levels)") from None
     except ValueError as exc:
-        raise ConfigError(f"{where}: not valid TOML: {exc}") from None
+        m = re.search(r"\d{1000,}", text)
+        line = f" (line {text.count(chr(10), 0, m.start()) + 1}: a number of "\
+               f"{len(m.group()):,} digits)" if m else ""
+        raise ConfigError(f"{where}: not valid TOML{line}: {str(exc).split(';')[0]}") from None
 
 
 def _resolve(data: bytes, where: str, folder: Path | None, stem: str,

@@ -71,6 +71,9 @@ class Graph:
         #: constants that are fixed tables, not weights (rotary tables, a causal mask): a
         #: training step never trains them (PyTorch's buffers)
         self.buffers: set[str] = set()
+        #: node name -> the names of the model's ops a graph-fusion pass replaced with it
+        #: (an IncreFlashAttention node named after one of them carries all of them)
+        self.fused_names: dict[str, tuple[str, ...]] = {}
         self.opset: int | None = None
         self._counter = itertools.count()
         self._names: set[str] = set()
@@ -471,9 +474,25 @@ class Graph:
         g.outputs = list(self.outputs)
         g.constants = dict(self.constants)
         g.buffers = set(self.buffers)
+        g.fused_names = dict(self.fused_names)
         g.opset = self.opset
         g._counter = itertools.count(next(self._counter))
         return g
+
+    def member_names(self, name: str) -> tuple[str, ...]:
+        """The model's op names behind node `name`: what graph fusion replaced with it (each
+        member expanded in turn), or (name,) for a node of the model."""
+        def expand(n: str, seen: frozenset[str]) -> list[str]:
+            inner = self.fused_names.get(n)
+            if not inner or n in seen:
+                return [n]
+            out: list[str] = []
+            for m in inner:
+                out += [m] if m == n else expand(m, seen | {n})
+            return out
+
+        out = list(dict.fromkeys(expand(name, frozenset())))
+        return tuple(out)
 
     def extract(self, nodes: Sequence[Node], name: str) -> Graph:
         """`nodes` (in order) as a graph of their own: the values they read from elsewhere

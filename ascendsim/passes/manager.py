@@ -218,6 +218,29 @@ def load_fusion_switch(source: str | PathLike | Mapping | None,
     return parse_fusion_switch(source, known_passes() if known is None else known)
 
 
+#: keyword options of `optimize` that reach the passes as `ctx.options` (any other is a typo)
+PASS_OPTIONS = ("ub_rules", "graph_kernel_max_ops")
+#: every keyword `optimize` takes (for the message naming an unknown one)
+OPTIMIZE_OPTIONS = ("fusion_switch", "graph_kernel", "dump_dir", "outputs", "gears",
+                    "fold_limit_bytes", "l2_fusion", "verify", "gear_dim", "graph_id",
+                    *PASS_OPTIONS)
+
+
+def check_options(options: Mapping[str, Any]) -> None:
+    """ConfigError naming an option no pass reads (a typo such as `graph_kernal` would else
+    run the defaults silently)."""
+    unknown = [k for k in options if k not in PASS_OPTIONS]
+    if not unknown:
+        return
+    import difflib
+
+    key = unknown[0]
+    close = difflib.get_close_matches(str(key), OPTIMIZE_OPTIONS, n=1)
+    hint = f"; did you mean '{close[0]}'?" if close else ""
+    raise ConfigError(f"unknown fusion/optimize option '{key}'{hint} (valid options: "
+                      f"{', '.join(OPTIMIZE_OPTIONS)})")
+
+
 def optimize(graph: Graph, chip: Chip, cost_model: CostModel | None = None,
              fusion_switch: str | PathLike | Mapping | None = None,
              graph_kernel: bool = False, dump_dir: str | PathLike | None = None,
@@ -244,6 +267,7 @@ def optimize(graph: Graph, chip: Chip, cost_model: CostModel | None = None,
                           f"ascendsim.optimize, resolves chip names)")
     if "chip" in options:
         raise ConfigError("pass the chip once, as optimize(graph, chip), not as an option")
+    check_options(options)
     if not isinstance(graph, Graph):
         raise GraphError(f"optimize() needs a Graph, got {type(graph).__name__}")
     if fold_limit_bytes < 0:

@@ -92,7 +92,14 @@ def other_input(node: Node, value: str) -> str:
 def replace_nodes(graph: Graph, remove: Sequence[Node], op_type: str, inputs: Sequence[Any],
                   attrs: dict | None, name: str, outputs: Sequence[str],
                   subgraph: Graph | None = None) -> Node:
-    """Remove `remove`, add one `op_type` node named `name` writing `outputs` (names kept)."""
+    """Remove `remove`, add one `op_type` node named `name` writing `outputs` (names kept);
+    `graph.fused_names[name]` records the removed nodes' names (the model's names survive)."""
+    members = list(dict.fromkeys(n.name for n in remove))
+    if members and members != [name]:
+        # a removed node of the same name: its own members (or itself) come first
+        own = list(graph.fused_names.get(name, (name,))) if name in members else []
+        expanded = own + [m for m in members if m != name]
+        graph.fused_names[name] = tuple(dict.fromkeys(expanded))
     try:                                  # the removed node that came last (by identity)
         last_node: Node | None = max(remove, key=graph.nodes.index)
     except ValueError:                    # stale objects: only a walk of the graph can tell

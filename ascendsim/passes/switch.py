@@ -17,6 +17,7 @@ ConfigError naming the key and listing the valid names.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from os import PathLike
@@ -173,6 +174,25 @@ def _parse_lines(text: str, known: Mapping[str, PassInfo], sw: FusionSwitch) -> 
             sw.overrides[name] = val
 
 
+def _long_number_line(text: str) -> str:
+    """" at line N" of the first number too long to convert, else ""."""
+    m = re.search(r"\d{1000,}", text)
+    return (f" at line {text.count(chr(10), 0, m.start()) + 1} (a number of "
+            f"{len(m.group()):,} digits)") if m else ""
+
+
+def _depth_hint(text: str) -> str:
+    """How deep the brackets of `text` nest (roughly: brackets inside strings count too)."""
+    depth = best = 0
+    for ch in text:
+        if ch in "[{":
+            depth += 1
+            best = max(best, depth)
+        elif ch in "]}":
+            depth -= 1
+    return f"{best:,}"
+
+
 def parse_fusion_switch(source: str | PathLike | Mapping | None,
                         known: Mapping[str, PassInfo]) -> FusionSwitch:
     """Parse a switch file (path; JSON or `Pass:on|off` lines), a dict (the JSON document, or a
@@ -208,6 +228,12 @@ def parse_fusion_switch(source: str | PathLike | Mapping | None,
             except json.JSONDecodeError as exc:
                 raise ConfigError(f"invalid JSON at line {exc.lineno} column {exc.colno}: "
                                   f"{exc.msg}") from None
+            except RecursionError:
+                raise ConfigError(f"invalid JSON: brackets nested {_depth_hint(text)} deep, "
+                                  f"too deep to parse (a switch file nests 3)") from None
+            except ValueError as exc:   # e.g. an integer of more than 4300 digits
+                raise ConfigError(f"invalid JSON{_long_number_line(text)}: "
+                                  f"{str(exc).split(';')[0]}") from None
             _parse_json(doc, known, sw)
         else:
             _parse_lines(text, known, sw)

@@ -39,13 +39,18 @@ def _meta(name: str, pid: int, tid: int | None, value: Any) -> dict[str, Any]:
     return ev
 
 
-def chrome_trace_dict(trace: Trace, cores: Iterable[int] | None = None) -> dict[str, Any]:
+def chrome_trace_dict(trace: Trace, cores: Iterable[int] | None = None,
+                      window: tuple[float, float] | None = None) -> dict[str, Any]:
     """The trace as a Trace Event Format dict: {"traceEvents": [...], "otherData": {...}}.
 
     `cores` keeps only those AI Cores' intervals (whole models on 32 cores make large files);
-    AI CPU, host and task events are always kept.
+    AI CPU, host and task events are always kept. `window=(start_us, end_us)` keeps only the
+    intervals and tasks that overlap that time span.
     """
     keep = None if cores is None else set(cores)
+    lo = hi = None
+    if window is not None:
+        lo, hi = (w * trace.chip.clock_hz / 1e6 for w in window)
     us = trace.us
     tasks = {t.task_id: t for t in trace.tasks}
     events: list[dict[str, Any]] = []
@@ -56,6 +61,8 @@ def chrome_trace_dict(trace: Trace, cores: Iterable[int] | None = None) -> dict[
     op_types = {tid: t.op_type for tid, t in tasks.items()}
     for iv in trace.intervals:
         if keep is not None and iv.engine == ENGINE_AICORE and iv.core not in keep:
+            continue
+        if lo is not None and not (iv.end > lo and iv.start < hi):
             continue
         pid = _pid(iv.engine, iv.core)
         tid = iv.core if iv.engine == ENGINE_AICPU else _PIPE_TID.get(iv.pipe, len(PIPES))
@@ -81,6 +88,8 @@ def chrome_trace_dict(trace: Trace, cores: Iterable[int] | None = None) -> dict[
                        "pid": pid, "tid": tid, "args": args})
 
     for t in trace.tasks:
+        if lo is not None and not (max(t.end, t.start + 1) > lo and t.start < hi):
+            continue
         threads.add((_SCHED_PID, t.stream_id))
         thread_names[(_SCHED_PID, t.stream_id)] = f"Stream {t.stream_id}"
         args = {"op_type": t.op_type, "task_type": t.task_type, "task_id": t.task_id,
@@ -124,8 +133,10 @@ def chrome_trace_dict(trace: Trace, cores: Iterable[int] | None = None) -> dict[
     }
 
 
-def write_chrome_trace(trace: Trace, path: str, cores: Iterable[int] | None = None) -> None:
-    """Write the trace as JSON that Perfetto (ui.perfetto.dev) and chrome://tracing open."""
-    doc = json.dumps(chrome_trace_dict(trace, cores), separators=(",", ":"))
+def write_chrome_trace(trace: Trace, path: str, cores: Iterable[int] | None = None,
+                       window: tuple[float, float] | None = None) -> None:
+    """Write the trace as JSON that Perfetto (ui.perfetto.dev) and chrome://tracing open
+    (`cores`, `window`: see `chrome_trace_dict`)."""
+    doc = json.dumps(chrome_trace_dict(trace, cores, window), separators=(",", ":"))
     with open(path, "w", encoding="utf-8") as f:
         f.write(doc)

@@ -45,11 +45,40 @@ def time_by_op_type(trace: Trace) -> dict[str, float]:
     return dict(out)
 
 
+def graph_depth(graph: Any) -> int:
+    """The longest chain of ops from an input to an output (a fused node counts its own
+    longest chain): how many roundings an output's error can accumulate through."""
+    level: dict[str, int] = {}
+    deepest = 0
+    for node in graph.nodes:
+        inner = graph_depth(node.subgraph) if node.subgraph is not None else 1
+        d = max((level.get(i, 0) for i in node.inputs if i), default=0) + max(inner, 1)
+        for o in node.outputs:
+            if o:
+                level[o] = d
+        deepest = max(deepest, d)
+    return max(deepest, 1)
+
+
+def depth_factor(depth: int) -> float:
+    """Tolerance growth with depth: rounding errors of independent ops add like a random walk
+    (sqrt of the number of roundings)."""
+    return float(np.sqrt(max(depth, 1)))
+
+
+def tolerance(dtype: str, depth: int = 1) -> tuple[float, float]:
+    """(rtol, atol relative to the output's scale) for an output of `dtype` through `depth`
+    ops: two machine epsilons of the dtype, grown with the depth (`depth_factor`)."""
+    f = depth_factor(depth)
+    return _RTOL.get(dtype, 1e-5) * f, _ATOL.get(dtype, 1e-6) * f
+
+
 def outputs_close(a: dict[str, np.ndarray], b: dict[str, np.ndarray],
-                  dtypes: dict[str, str] | None = None) -> tuple[bool, float]:
+                  dtypes: dict[str, str] | None = None, depth: int = 1) -> tuple[bool, float]:
     """Whether two output dicts agree within dtype tolerance, and the largest abs difference.
     `dtypes`: the graph's dtype name per output, for values whose array dtype is only their
-    storage (bfloat16 is stored as float32, kernels/bf16.py)."""
+    storage (bfloat16 is stored as float32, kernels/bf16.py); `depth`: the graph's longest op
+    chain (`graph_depth`), which grows the tolerance (`tolerance`)."""
     if set(a) != set(b):
         return False, float("inf")
     ok, worst = True, 0.0
@@ -70,9 +99,9 @@ def outputs_close(a: dict[str, np.ndarray], b: dict[str, np.ndarray],
             # intermediates differently, and an error of a few ulps of the largest values
             # reaches small ones through normalisations (LayerNorm, Softmax)
             scale = max(1.0, float(np.abs(yf[finite]).max()) if finite.any() else 1.0)
+            rtol, atol = tolerance(name, depth)
             ok &= bool(same_nonfinite) and bool(np.allclose(
-                xf[finite], yf[finite], rtol=_RTOL.get(name, 1e-5),
-                atol=_ATOL.get(name, 1e-6) * scale))
+                xf[finite], yf[finite], rtol=rtol, atol=atol * scale))
         else:
             eq = np.array_equal(x, y)
             ok &= bool(eq)
@@ -87,6 +116,7 @@ class Comparison:
 
     unfused: Result
     fused: Result
+    values_note: str = ""     # why values were not computed ("" when they were, or not asked)
 
     @property
     def labels(self) -> tuple[str, str]:
@@ -107,17 +137,44 @@ class Comparison:
         return {k: values[k].dtype for k in self.unfused.outputs or {} if k in values}
 
     @property
+    def depth(self) -> int:
+        """The longest op chain of the graph as given (`graph_depth`)."""
+        return graph_depth(self.unfused.graph)
+
+    @property
     def outputs_equal(self) -> bool | None:
-        """True/False when both runs computed values, None when they ran on shapes only."""
+        """True/False when both runs computed values, None when they ran on shapes only.
+        Equal means within the dtype's tolerance grown with the depth (`tolerance`)."""
         if self.unfused.outputs is None or self.fused.outputs is None:
             return None
-        return outputs_close(self.unfused.outputs, self.fused.outputs, self._dtypes())[0]
+        return outputs_close(self.unfused.outputs, self.fused.outputs, self._dtypes(),
+                             self.depth)[0]
 
     @property
     def max_abs_diff(self) -> float | None:
         if self.unfused.outputs is None or self.fused.outputs is None:
             return None
-        return outputs_close(self.unfused.outputs, self.fused.outputs, self._dtypes())[1]
+        return outputs_close(self.unfused.outputs, self.fused.outputs, self._dtypes(),
+                             self.depth)[1]
+
+    @property
+    def verdict(self) -> str:
+        """What was compared and the outcome, in one line: the outputs and elements compared,
+        the dtype, the depth and the tolerance it allows, the largest difference; or why
+        values were not computed."""
+        eq = self.outputs_equal
+        if eq is None:
+            return self.values_note or ("values not computed (shapes only): pass inputs= "
+                                        "(arrays) or values=True to compare() to check them")
+        outs = self.unfused.outputs or {}
+        n = sum(int(np.asarray(v).size) for v in outs.values())
+        dts = sorted(set(self._dtypes().values())) or ["?"]
+        rtol, atol = tolerance(dts[0], self.depth)
+        how = "agree" if eq else "DIFFER"
+        return (f"outputs {how}: {len(outs)} output(s), {n:,} elements of {'/'.join(dts)} "
+                f"compared on seeded inputs; max |diff| {self.max_abs_diff:.3g}, tolerance "
+                f"rtol {rtol:.2g} + atol {atol:.2g} x the output's scale (two {dts[0]} "
+                f"epsilons x sqrt(depth {self.depth}))")
 
     def table(self) -> Table:
         """Rows: launches, DDR/L2 bytes, time, time per op type, outputs equal (when computed)."""
@@ -147,11 +204,11 @@ class Comparison:
         if eq is not None:
             rows.append(["outputs equal", eq, eq, f"max |diff| {self.max_abs_diff:.3g}"])
         else:
-            rows.append(["outputs equal", "not checked", "not checked",
-                         "shapes only: pass inputs= (arrays) to compare() to check values"])
+            rows.append(["outputs equal", "not checked", "not checked", "why: see below"])
         before, after = self.labels
         title = f"{self.unfused.subject}: {after} is {self.speedup:.2f}x faster than {before}"
-        return Table(["metric", "unfused", "fused", "unfused/fused"], rows, title=title)
+        return Table(["metric", "unfused", "fused", "unfused/fused"], rows, title=title,
+                     footer=self.verdict)
 
     def plot(self, path: str | None = None, **kwargs: Any) -> Figure:
         """Both timelines on one time axis, with a per-op-type time bar chart; saved if `path`."""

@@ -50,14 +50,13 @@ ADVICE = {
 
 def _find_task(trace: Trace, op_name: str) -> tuple[TaskRecord, str]:
     """The task of `op_name`, or of the fused node that swallowed it (with a note saying so)."""
-    for t in trace.tasks:
-        if t.op_name == op_name:
-            return t, ""
-    for t in trace.tasks:
-        if op_name in t.fused_ops:
-            return t, (f"'{op_name}' was fused into '{t.op_name}' ({t.op_type}) with "
-                       f"{', '.join(o for o in t.fused_ops if o != op_name)}")
-    return trace.task(op_name), ""  # raises AscendSimError naming the valid ops
+    from .summary import find_task
+
+    t = find_task(trace, op_name)       # raises AscendSimError naming the valid ops
+    if t.op_name == op_name:
+        return t, ""
+    return t, (f"'{op_name}' was fused into '{t.op_name}' ({t.op_type}) with "
+               f"{', '.join(o for o in t.fused_ops if o != op_name)}")
 
 
 def _bytes(n: float) -> str:

@@ -46,6 +46,46 @@ def roofline_points(trace: Trace) -> list[dict[str, Any]]:
     return pts
 
 
+#: offsets (points) tried in turn for a label, right of its point first
+_OFFSETS = ((4, 4), (4, -10), (4, 14), (4, -20), (-4, 4), (-4, -10), (4, 24), (4, -30))
+
+
+def _annotate(ax: Any, pts: list[dict[str, Any]], dpi: float) -> None:
+    """Label the points without overlaps: points at the same spot share one label ("op +2"),
+    and each label takes the first offset whose box is free of the labels placed before
+    (a label with no free offset is left out)."""
+    groups: list[list[dict[str, Any]]] = []
+    for p in pts:
+        x, y = np.log10(p["intensity"]), np.log10(p["flops_per_s"])
+        for g in groups:
+            gx, gy = np.log10(g[0]["intensity"]), np.log10(g[0]["flops_per_s"])
+            if abs(gx - x) < 0.03 and abs(gy - y) < 0.03:
+                g.append(p)
+                break
+        else:
+            groups.append([p])
+    ax.autoscale_view()
+    to_px = ax.transData.transform
+    px_per_pt = dpi / 72.0
+    char_w, line_h = 4.2 * px_per_pt, 7.5 * px_per_pt    # x-small text, a conservative box
+    placed: list[tuple[float, float, float, float]] = []
+    for g in groups:
+        text = g[0]["op"] + (f" +{len(g) - 1}" if len(g) > 1 else "")
+        px, py = to_px((g[0]["intensity"], g[0]["flops_per_s"]))
+        w, h = char_w * len(text), line_h
+        for dx, dy in _OFFSETS:
+            x0 = px + dx * px_per_pt - (w if dx < 0 else 0)
+            y0 = py + dy * px_per_pt
+            box = (x0, y0, x0 + w, y0 + h)
+            if all(box[2] <= b[0] or box[0] >= b[2] or box[3] <= b[1] or box[1] >= b[3]
+                   for b in placed):
+                placed.append(box)
+                ax.annotate(text, (g[0]["intensity"], g[0]["flops_per_s"]),
+                            fontsize="x-small", xytext=(dx, dy), textcoords="offset points",
+                            ha="right" if dx < 0 else "left")
+                break
+
+
 def plot_roofline(trace: Trace, path: str | None = None, label_top: int = 6,
                   width: float = 8.0, dpi: int = 110) -> Figure:
     """The roofline figure (log-log); saved to `path` when given."""
@@ -70,11 +110,9 @@ def plot_roofline(trace: Trace, path: str | None = None, label_top: int = 6,
             ax.scatter([p["intensity"] for p in sel], [p["flops_per_s"] for p in sel],
                        s=[20 + 400 * p["duration_us"] / total for p in sel], color=color,
                        alpha=0.7, edgecolors="black", linewidths=0.4, label=f"{bound}-bound")
-    for p in sorted(pts, key=lambda p: -p["duration_us"])[:label_top]:
-        ax.annotate(p["op"], (p["intensity"], p["flops_per_s"]), fontsize="x-small",
-                    xytext=(4, 4), textcoords="offset points")
     ax.set_xscale("log")
     ax.set_yscale("log")
+    _annotate(ax, sorted(pts, key=lambda p: -p["duration_us"])[:label_top], dpi)
     ax.set_xlabel("arithmetic intensity (flops per L2/HBM byte)")
     ax.set_ylabel("attained flops/s")
     skipped = len(trace.tasks) - len(pts)

@@ -19,7 +19,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import astuple, dataclass, fields
 from typing import Any
 
-from ..hw.names import AICORE_TASK_TYPES, LEVELS, TASK_AI_CPU
+from ..hw.names import (
+    AICORE_TASK_TYPES,
+    ENGINE_AICORE,
+    LEVELS,
+    TASK_AI_CPU,
+    TASK_MIX_AIC,
+    TASK_MIX_AIV,
+)
 from ..sim.trace import TaskRecord, Trace
 from .table import Table, csv_cell, render_table, require_pandas
 
@@ -61,7 +68,8 @@ class OpSummaryRow:
     task_start_us: float
     task_duration_us: float
     task_wait_us: float
-    block_dim: int
+    block_dim: int              # a mix kernel: its main cores' count (MIX_AIC: the AICs)
+    mix_block_dim: int          # a mix kernel: the other kind's count (MIX_AIC: AIVs); else 0
     input_shapes: str
     input_dtypes: str
     input_formats: str
@@ -116,7 +124,8 @@ class OpSummaryRow:
 #: CSV header, msprof spelling, in the order of `OpSummaryRow`'s fields
 COLUMNS: tuple[str, ...] = (
     "Op Name", "OP Type", "Task Type", "Stream ID", "Task ID", "Task Start Time(us)",
-    "Task Duration(us)", "Task Wait Time(us)", "Block Dim", "Input Shapes", "Input Data Types",
+    "Task Duration(us)", "Task Wait Time(us)", "Block Dim", "Mix Block Dim", "Input Shapes",
+    "Input Data Types",
     "Input Formats", "Output Shapes", "Output Data Types", "Output Formats", "aicore_time(us)",
     "aic_total_cycles", *(c for _, c in PIPE_RATIO_COLUMNS), "memory_bound",
     *(c for _, _, c in _traffic_fields()),
@@ -190,8 +199,26 @@ def _ratio(task: TaskRecord, pipe: str) -> float | None:
     return task.pipe_cycles.get(pipe, 0) / task.duration if task.duration > 0 else 0.0
 
 
-def summary_row(trace: Trace, task: TaskRecord) -> OpSummaryRow:
-    """The op_summary row of one task."""
+def mix_block_dims(trace: Trace, task: TaskRecord,
+                   cores: set[int] | None = None) -> tuple[int, int]:
+    """(Block Dim, Mix Block Dim) as msprof reports them: a mix kernel's main cores (MIX_AIC:
+    the AI Cube cores; MIX_AIV: the vector cores) and its other cores; (block_dim, 0) for any
+    other task. `cores`: the task's cores when known (else read from its intervals)."""
+    if task.task_type not in (TASK_MIX_AIC, TASK_MIX_AIV):
+        return task.block_dim, 0
+    if cores is None:
+        cores = {iv.core for iv in trace.intervals_of(task.task_id) if iv.engine == ENGINE_AICORE}
+    kinds = [core_kind(trace, c)[0] for c in cores]
+    main = "AIC" if task.task_type == TASK_MIX_AIC else "AIV"
+    n_main = sum(k == main for k in kinds)
+    n_other = sum(k != main for k in kinds)
+    return (n_main or task.block_dim), n_other
+
+
+def summary_row(trace: Trace, task: TaskRecord,
+                cores: set[int] | None = None) -> OpSummaryRow:
+    """The op_summary row of one task (`cores`: its AI Cores, when the caller has them)."""
+    block_dim, mix_block_dim = mix_block_dims(trace, task, cores)
     ratios = {col: _ratio(task, pipe) for pipe, col in PIPE_RATIO_COLUMNS}
     aicore = task.task_type in AICORE_TASK_TYPES
     mem_bound = None
@@ -205,7 +232,7 @@ def summary_row(trace: Trace, task: TaskRecord) -> OpSummaryRow:
         op_name=task.op_name, op_type=task.op_type, task_type=task.task_type,
         stream_id=task.stream_id, task_id=task.task_id,
         task_start_us=trace.us(task.start), task_duration_us=trace.us(task.duration),
-        task_wait_us=trace.us(task.wait), block_dim=task.block_dim,
+        task_wait_us=trace.us(task.wait), block_dim=block_dim, mix_block_dim=mix_block_dim,
         input_shapes=_join(task.input_shapes), input_dtypes=_join(task.input_dtypes),
         input_formats=_join(task.input_formats), output_shapes=_join(task.output_shapes),
         output_dtypes=_join(task.output_dtypes), output_formats=_join(task.output_formats),
@@ -220,7 +247,14 @@ def summary_row(trace: Trace, task: TaskRecord) -> OpSummaryRow:
 
 def op_summary(trace: Trace) -> list[OpSummaryRow]:
     """One row per task, in launch order (task id)."""
-    return [summary_row(trace, t) for t in sorted(trace.tasks, key=lambda t: (t.start, t.task_id))]
+    mix = {t.task_id for t in trace.tasks if t.task_type in (TASK_MIX_AIC, TASK_MIX_AIV)}
+    cores: dict[int, set[int]] = {i: set() for i in mix}
+    if mix:
+        for iv in trace.intervals:
+            if iv.task_id in mix and iv.engine == ENGINE_AICORE:
+                cores[iv.task_id].add(iv.core)
+    return [summary_row(trace, t, cores.get(t.task_id))
+            for t in sorted(trace.tasks, key=lambda t: (t.start, t.task_id))]
 
 
 @dataclass(frozen=True)
@@ -291,15 +325,44 @@ _TERMINAL = (("Op Name", "op_name"), ("OP Type", "op_type"), ("Task Type", "task
              ("mte2", "aic_mte2_ratio"), ("mte3", "aiv_mte3_ratio"), ("bound", "bound"))
 
 
+def fused_label(names: Sequence[str], op_name: str = "", first: int = 3) -> str:
+    """A short list of the model's ops a task fuses ("stem.conv, stem.bn, Relu_0"; "a, b, c
+    +8" past `first`); "" for a task of one op (its own name)."""
+    names = [n for n in names if n]
+    if not names or list(names) == [op_name]:
+        return ""
+    more = f" +{len(names) - first}" if len(names) > first else ""
+    return ", ".join(names[:first]) + more
+
+
+def find_task(trace: Trace, op_name: str) -> TaskRecord:
+    """The task of `op_name`, or of the fused task that carries it among its `fused_ops`
+    (any of the model's op names a fusion swallowed); AscendSimError naming the ops else."""
+    for t in trace.tasks:
+        if t.op_name == op_name:
+            return t
+    for t in trace.tasks:
+        if op_name in t.fused_ops:
+            return t
+    return trace.task(op_name)          # raises, naming the valid ops
+
+
 def summary_table(trace: Trace, top: int | None = 15) -> Table:
-    """The slowest `top` tasks (all when None) as a terminal table, slowest first."""
+    """The slowest `top` tasks (all when None) as a terminal table, slowest first; the last
+    column names the model's ops a fused task carries."""
     rows = sorted(op_summary(trace), key=lambda r: -r.task_duration_us)
     shown = rows if top is None else rows[:top]
     total_us = sum(r.task_duration_us for r in rows) or 1.0
-    body = [[getattr(r, a) for _, a in _TERMINAL] + [100.0 * r.task_duration_us / total_us]
+    body = [[getattr(r, a) for _, a in _TERMINAL] + [100.0 * r.task_duration_us / total_us,
+                                                     fused_label(_split_ops(r.fused_ops),
+                                                                 r.op_name)]
             for r in shown]
     title = f"op summary: {len(shown)} of {len(rows)} tasks, slowest first"
-    return Table([h for h, _ in _TERMINAL] + ["% time"], body, title=title)
+    return Table([h for h, _ in _TERMINAL] + ["% time", "fused ops"], body, title=title)
+
+
+def _split_ops(joined: str) -> list[str]:
+    return joined.split(";") if joined else []
 
 
 def statistic_table(trace: Trace) -> Table:

@@ -76,9 +76,11 @@ class Table:
     headers: list[str]
     rows: list[list[Any]] = field(default_factory=list)
     title: str = ""
+    footer: str = ""           # a line printed under the table (a verdict, a note)
 
     def __str__(self) -> str:
-        return render_table(self.headers, self.rows, title=self.title)
+        text = render_table(self.headers, self.rows, title=self.title)
+        return f"{text}\n{self.footer}" if self.footer else text
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # IPython shows the table itself
         p.text(str(self))

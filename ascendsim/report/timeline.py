@@ -29,7 +29,7 @@ from matplotlib.patches import Patch
 from ..errors import AscendSimError
 from ..hw.names import AICORE_TASK_TYPES, ENGINE_AICORE, ENGINE_AICPU, ENGINE_HOST, PIPES  # noqa: E501
 from ..sim.trace import Interval, Trace
-from .summary import core_kind, core_name
+from .summary import core_kind, core_name, find_task, fused_label
 
 _LANE_HEIGHT = 0.8
 _MAX_LEGEND = 16
@@ -49,6 +49,29 @@ LANE_KEY = ("lanes: S scalar, V vector, M cube (matrix), MTE1 L1->L0A/L0B, MTE2 
             "MTE3 UB->GM, FIX L0C->GM/L1; an aggregated lane's height is the fraction of cores "
             "busy on that pipe; dark base = waiting on shared L2/HBM bandwidth; grey = ops not "
             "in the legend")
+#: each pipe's entry in the key (only the pipes a figure draws are explained)
+PIPE_KEY = {"S": "S scalar", "V": "V vector", "M": "M cube (matrix)",
+            "MTE1": "MTE1 L1->L0A/L0B", "MTE2": "MTE2 GM->L1/UB", "MTE3": "MTE3 UB->GM",
+            "FIX": "FIX L0C->GM/L1"}
+#: lane label of an AIC's vector pipes: a mix kernel's vector half, which the lowering folds
+#: into the AIC's chain in place of its paired AIV cores (an AIC has no vector unit)
+MIX_VECTOR = "AIV-via-AIC"
+
+
+def lane_key(lanes: Sequence[Lane]) -> str:
+    """The footer text for `lanes`: only the pipes drawn (no FIX on a 910), and what an
+    AIV-via-AIC lane is when there is one."""
+    drawn = set()
+    for lane in lanes:
+        words = lane.label.replace("(", " ").split()
+        drawn.update(w for w in words if w in PIPE_KEY)
+    pipes = ", ".join(PIPE_KEY[p] for p in PIPE_KEY if p in drawn)
+    mix = any(MIX_VECTOR in lane.label for lane in lanes)
+    return ((f"lanes: {pipes}; " if pipes else "lanes: ")
+            + (f"{MIX_VECTOR}: a mix kernel's vector half (its paired AIV cores' work, modelled "
+               f"on the AIC); " if mix else "")
+            + "an aggregated lane's height is the fraction of cores busy on that pipe; dark "
+              "base = waiting on shared L2/HBM bandwidth; grey = ops not in the legend")
 #: distinct colours (tab10 then the paired tab20 shades); ops beyond them are drawn grey
 _PALETTE = (*matplotlib.colormaps["tab10"].colors,
             *matplotlib.colormaps["tab20"].colors[1::2])
@@ -95,6 +118,12 @@ def op_colors(*traces: Trace, by: str = "type") -> OpColors:
 SPLIT_CORE_PIPES = {"AIC": ("S", "M", "MTE1", "MTE2", "FIX"), "AIV": ("S", "V", "MTE2", "MTE3")}
 
 
+def _aic_vector(kind: str, pipe: str) -> str:
+    """The lane prefix of a pipe an AIC does not have (V, MTE3: a mix kernel's vector half
+    folded into the AIC's chain), else ""."""
+    return f"{MIX_VECTOR} " if kind == "AIC" and pipe not in SPLIT_CORE_PIPES["AIC"] else ""
+
+
 def _pipe_order(trace: Trace, kind: str, ivs: Sequence[Interval]) -> list[str]:
     default = SPLIT_CORE_PIPES.get(kind, getattr(trace.chip, "pipes", ()))
     present = set(default) | {iv.pipe for iv in ivs}
@@ -105,7 +134,7 @@ def _window(trace: Trace, op: str | None,
             window: tuple[float, float] | None) -> tuple[int, int] | None:
     """The zoom window in cycles, from an op name or a (start_us, end_us) pair."""
     if op is not None:
-        task = trace.task(op)
+        task = find_task(trace, op)      # a fused task's member names work too
         margin = max(1, task.duration // 50)
         return task.start - margin, task.end + margin
     if window is not None:
@@ -124,7 +153,7 @@ def timeline_lanes(trace: Trace, cores: Sequence[int] | None = None, op: str | N
     win = _window(trace, op, window)
     ivs = trace.intervals
     if op is not None:
-        task_id = trace.task(op).task_id
+        task_id = find_task(trace, op).task_id
         ivs = [iv for iv in ivs if iv.task_id == task_id]
     if win is not None:
         ivs = [iv for iv in ivs if iv.end > win[0] and iv.start < win[1]]
@@ -152,8 +181,8 @@ def timeline_lanes(trace: Trace, cores: Sequence[int] | None = None, op: str | N
             for iv in k_ivs:
                 by_pipe.setdefault(iv.pipe, []).append(iv)
             what = f"{n} core{'s' if n != 1 else ''}"
-            lanes += [Lane(f"{prefix}{p} ({what})", by_pipe.get(p, []), cores=n)
-                      for p in pipes[kind]]
+            lanes += [Lane(f"{_aic_vector(kind, p) or prefix}{p} ({what})", by_pipe.get(p, []),
+                           cores=n) for p in pipes[kind]]
     shown = list(cores) if cores is not None else ([] if aggregate else used)
     by_core_pipe: dict[tuple[int, str], list[Interval]] = {}
     wanted = set(shown)
@@ -163,7 +192,9 @@ def timeline_lanes(trace: Trace, cores: Sequence[int] | None = None, op: str | N
     for c in shown:
         kind = core_kind(trace, c)[0]
         for p in pipes.get(kind) or _pipe_order(trace, kind, []):
-            lanes.append(Lane(f"{core_name(trace, c)} {p}", by_core_pipe.get((c, p), [])))
+            mix = _aic_vector(kind, p)
+            lanes.append(Lane(f"{mix}{core_name(trace, c)} {p}" if not mix else
+                              f"{mix}{p} ({core_name(trace, c)})", by_core_pipe.get((c, p), [])))
     for engine, name in ((ENGINE_AICPU, "AI CPU"), (ENGINE_HOST, "HOST")):
         eng_ivs = [iv for iv in ivs if iv.engine == engine]
         eng_cores = sorted({iv.core for iv in eng_ivs})
@@ -266,18 +297,29 @@ def _time_scale(trace: Trace) -> float:
     return 1e6 / trace.chip.clock_hz
 
 
-def _lane_key(fig: Figure) -> None:
+def _lane_key(fig: Figure, lanes: Sequence[Lane] = ()) -> None:
     """What the lanes mean, under the axes (a figure-level label the layout makes room for)."""
-    fig.supxlabel(textwrap.fill(LANE_KEY, 170), fontsize="x-small", color="0.35", x=0.01,
+    text = lane_key(lanes) if lanes else LANE_KEY
+    fig.supxlabel(textwrap.fill(text, 170), fontsize="x-small", color="0.35", x=0.01,
                   ha="left")
 
 
-def _legend(ax: Any, colors: OpColors, shown: set[str]) -> None:
+def _legend(ax: Any, colors: OpColors, shown: set[str],
+            traces: Sequence[Trace] = ()) -> None:
     """The coloured keys drawn in the figure, longest first, outside the axes (never over the
-    data); grey keys are summed as "other"."""
+    data); grey keys are summed as "other". Coloured by op, a fused task's key names the
+    model's ops it carries ("Softmax_46 = Softmax_46, MatMul_50, Mul_45 +8")."""
     keys = sorted((k for k in shown if k in colors.colors),
                   key=lambda k: (-colors.totals.get(k, 0), k))[:_MAX_LEGEND]
-    handles = [Patch(color=colors.colors[k], label=k) for k in keys]
+    members: dict[str, str] = {}
+    if colors.by == "op":
+        for tr in traces:
+            for t in tr.tasks:
+                label = fused_label(t.fused_ops, t.op_name)
+                if label:
+                    members.setdefault(t.op_name, label)
+    handles = [Patch(color=colors.colors[k],
+                     label=f"{k} = {members[k]}" if k in members else k) for k in keys]
     others = len(shown) - len(keys)
     if others > 0:
         handles.append(Patch(color=OTHER, label=f"{others} other"))
@@ -336,9 +378,9 @@ def plot_timeline(trace: Trace, path: str | None = None, *, cores: Sequence[int]
     xlim = None if win is None else (win[0] * scale, win[1] * scale)
     draw_timeline(ax, trace, lanes, colors, xlim)
     ax.set_xlabel("time (us)")
-    _lane_key(fig)
+    _lane_key(fig, lanes)
     shown = {colors.key_of(iv) for lane in lanes for iv in lane.intervals}
-    _legend(ax, colors, shown)
+    _legend(ax, colors, shown, (trace,))
     name = getattr(trace.chip, "name", "chip")
     what = f" - op {op}" if op else ""
     ax.set_title(f"{title or name}: {trace.us(trace.total_cycles):.2f} us, "
@@ -393,8 +435,8 @@ def plot_comparison(a: Trace, b: Trace, path: str | None = None,
     ax_c.legend(fontsize="small", frameon=False, loc="upper left", bbox_to_anchor=(1.005, 1.0))
     shown = {colors.key_of(iv, k) for k, lanes in enumerate((lanes_a, lanes_b))
              for lane in lanes for iv in lane.intervals}
-    _legend(ax_a, colors, shown)
-    _lane_key(fig)
+    _legend(ax_a, colors, shown, (a, b))
+    _lane_key(fig, [*lanes_a, *lanes_b])
     speed = a.total_cycles / max(b.total_cycles, 1)
     fig.suptitle(f"{title or getattr(a.chip, 'name', 'chip')}: {labels[1]} is {speed:.2f}x "
                  f"faster", fontsize="medium")

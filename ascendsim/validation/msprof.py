@@ -432,6 +432,15 @@ def _opt(x: float | None) -> str:
 
 
 # ----------------------------------------------------------------------------- reading
+#: the key of a record's CSV line number (1-based, the header is line 1)
+LINE_KEY = "\0line"
+
+
+def rec_lines(rec: Sequence[str]) -> int:
+    """How many physical lines a parsed CSV record spans (a quoted field may hold newlines)."""
+    return 1 + sum(c.count("\n") for c in rec)
+
+
 def read_op_summary(path: str | Path) -> tuple[tuple[str, ...], list[dict[str, str]]]:
     """The header and data rows of an op_summary CSV; ConfigError on a file-level fault."""
     path = Path(path)
@@ -445,7 +454,9 @@ def read_op_summary(path: str | Path) -> tuple[tuple[str, ...], list[dict[str, s
     try:
         reader = csv.reader(text.splitlines())
         header = next(reader, None)
-        records = list(reader)
+        records = []
+        for rec in reader:                       # (line of the row's start, fields)
+            records.append((reader.line_num - rec_lines(rec) + 1, rec))
     except csv.Error as exc:
         raise ConfigError(f"{path}: not a valid CSV file: {exc}") from None
     if not header or len(header) < 2:
@@ -457,10 +468,12 @@ def read_op_summary(path: str | Path) -> tuple[tuple[str, ...], list[dict[str, s
             raise ConfigError(f"{path}: required column {col!r} is missing (msprof op_summary "
                               f"files have {', '.join(REQUIRED_COLUMNS)})")
     rows = []
-    for rec in records:
+    for line, rec in records:
         if not any(c.strip() for c in rec):
             continue
-        rows.append({h: (rec[i] if i < len(rec) else "") for i, h in enumerate(header)})
+        row = {h: (rec[i] if i < len(rec) else "") for i, h in enumerate(header)}
+        row[LINE_KEY] = str(line)
+        rows.append(row)
     return tuple(header), rows
 
 
@@ -518,6 +531,8 @@ def _measured_ratios(rec: Mapping[str, str]) -> dict[str, float]:
             x = float(val)
         except (TypeError, ValueError):
             continue
+        if not math.isfinite(x):
+            continue
         pipe = RATIO_PIPES[m.group(1)]
         out[pipe] = max(out.get(pipe, 0.0), x)
     return out
@@ -563,19 +578,25 @@ def compare_profile(path: str | Path, header: Sequence[str], records: list[dict[
                     input_formats=rec.get("Input Formats", ""),
                     output_shapes=rec.get("Output Shapes", ""),
                     measured_ratios=_measured_ratios(rec))
+        line = rec.get(LINE_KEY, "?")
         try:
             base["measured_us"] = float(rec["Task Duration(us)"])
-            if not base["measured_us"] > 0:
+            if not 0 < base["measured_us"] < math.inf:
                 raise ValueError(f"Task Duration(us) = {rec['Task Duration(us)']!r} is not "
-                                 f"positive")
+                                 f"a positive finite time")
             call = decode_call(rec)
             sim_us, ratios, reg = simulate_call(call, chip, cache)
             rows.append(ProfileRow(**base, registry_op=reg, simulated_us=sim_us,
                                    simulated_ratios=ratios, call=call))
-        except (AscendSimError, ValueError, KeyError, TypeError) as exc:
+        except (AscendSimError, ValueError, KeyError, TypeError, IndexError, ArithmeticError,
+                MemoryError, RecursionError) as exc:
+            # a malformed row (bad shape, impossible layout, a shape too large to build) is
+            # that row's error, naming its CSV line, never an exception out of load_msprof
             reason = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+            if isinstance(exc, MemoryError):
+                reason = f"the row's shapes are too large to build ({reason or 'no memory'})"
             rows.append(ProfileRow(**base, status="error",
-                                   reason=f"{type(exc).__name__}: {reason}"[:300]))
+                                   reason=f"line {line}: {type(exc).__name__}: {reason}"[:300]))
     return ProfileComparison(str(path), chip, rows, tuple(header))
 
 

@@ -70,7 +70,50 @@ def test_run_onnx_file(capsys, tmp_path) -> None:
     assert code == 0, err
     assert "relu0" in out and "Relu" in out
     code = main(["run", str(path), "--batch", "2"])
-    assert code == 2 and "--batch applies to built-in models only" in capsys.readouterr().err
+    assert code == 2 and "has a static batch" in capsys.readouterr().err
+
+
+def _dynamic_onnx(path, dims=("N", 64)) -> None:
+    import onnx
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, list(dims))
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, list(dims))
+    node = helper.make_node("Relu", ["x"], ["y"], name="relu0")
+    model = helper.make_model(helper.make_graph([node], "dyn", [x], [y]),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(model, str(path))
+
+
+def test_batch_binds_an_onnx_dynamic_batch(capsys, tmp_path) -> None:
+    """Issue 23 item 11: --batch binds the symbolic leading dim of a dynamic-batch ONNX."""
+    path = tmp_path / "dyn.onnx"
+    _dynamic_onnx(path)
+    code = main(["run", str(path), "--batch", "16", "--no-progress", "--top", "3"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert out.startswith("dyn, batch 16 on ascend910")
+    two = tmp_path / "two.onnx"
+    _dynamic_onnx(two, dims=("N", "S"))
+    assert main(["run", str(two), "--seq-len", "4"]) == 2
+    assert "--seq-len apply to built-in models" in capsys.readouterr().err
+
+
+def test_run_decoder_presets_from_the_cli(capsys) -> None:
+    """Issue 23 item 11: `ascendsim models` lists decoder; `run decoder` runs (tiny preset,
+    prefill of 128 tokens) and takes --preset/--phase/--batch/--context."""
+    assert main(["models"]) == 0
+    assert "--preset {qwen2-0.5b,llama2-7b" in capsys.readouterr().out
+    assert main(["run", "decoder", "--no-progress", "--top", "2"]) == 0
+    assert capsys.readouterr().out.startswith("decoder_prefill_b1_s128_c0, batch 1")
+    assert main(["run", "decoder", "--preset", "tiny-moe-1m", "--phase", "decode",
+                 "--batch", "8", "--context", "256", "--no-progress", "--top", "2"]) == 0
+    assert capsys.readouterr().out.startswith("tiny-moe-1m_decode_b8_s1_c256, batch 8")
+    assert main(["run", "decoder", "--preset", "llama9-1b"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "unknown --preset 'llama9-1b'" in err
+    assert main(["run", "resnet50", "--context", "4"]) == 2
+    assert "has no context length" in capsys.readouterr().err
 
 
 def test_run_on_other_chip(capsys) -> None:

@@ -23,7 +23,7 @@ from ascendsim.sim.trace import Trace
 
 #: the msprof names issue 6 asks for, in msprof's order
 MSPROF = ["Op Name", "OP Type", "Task Type", "Stream ID", "Task ID", "Task Start Time(us)",
-          "Task Duration(us)", "Task Wait Time(us)", "Block Dim", "Input Shapes",
+          "Task Duration(us)", "Task Wait Time(us)", "Block Dim", "Mix Block Dim", "Input Shapes",
           "Input Data Types", "Input Formats", "Output Shapes", "Output Data Types",
           "Output Formats"]
 RATIOS = ["aic_mac_ratio", "aiv_vec_ratio", "aic_scalar_ratio", "aic_mte1_ratio",
