@@ -296,7 +296,7 @@ def shape_capacity(graph: Graph) -> tuple[int, dict[str, int], tuple[str, int] |
     A view (Reshape) or an op writing in place (a KV-cache append) allocates nothing: its
     output is its input's block. Returns (bytes, by category, (largest activation, bytes))."""
     from .ir.registry import Unit, get_op, has_op
-    from .lower.memory import _const_key
+    from .lower.memory import const_key
 
     alias: dict[str, str] = {}
     for node in graph.nodes:
@@ -331,7 +331,7 @@ def shape_capacity(graph: Graph) -> tuple[int, dict[str, int], tuple[str, int] |
             if name in seen or name not in graph.constants or len(graph.values[name].shape) < 2:
                 continue
             seen.add(name)
-            key = _const_key(name, graph.constants[name])
+            key = const_key(name, graph.constants[name])
             if key not in keys:
                 keys.add(key)
                 weights += _nbytes(graph, name) or 0

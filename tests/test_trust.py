@@ -11,7 +11,7 @@ import pytest
 import ascendsim as asim
 from ascendsim.cli import main
 from ascendsim.errors import ConfigError
-from ascendsim.passes.switch import load_fusion_switch
+from ascendsim.passes import load_fusion_switch
 
 
 def _tiny() -> asim.Graph:

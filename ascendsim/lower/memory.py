@@ -84,7 +84,7 @@ def _size(nbytes: int) -> str:
     return f"{nbytes} B"
 
 
-def _const_key(name: str, data) -> tuple:
+def const_key(name: str, data) -> tuple:
     """Identical constants share a key (contents for arrays, the recipe for lazy ones)."""
     if isinstance(data, np.ndarray):
         digest = hashlib.blake2b(np.ascontiguousarray(data).data, digest_size=16).hexdigest()
@@ -130,7 +130,7 @@ def memory_plan(graph, program: Program) -> MemoryPlan:
             r = root(v.name)
             if fmt != CONST_FORMAT and r not in graph.constants:
                 continue
-            key = _const_key(r, graph.constants.get(r))
+            key = const_key(r, graph.constants.get(r))
             first = weight_keys.setdefault(key, r)
             if first == r:
                 value = graph.values.get(r, v)

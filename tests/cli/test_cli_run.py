@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 
+import ascendsim as asim
 from ascendsim.cli import main
 from ascendsim.report import COLUMNS
 
@@ -103,7 +104,9 @@ def test_run_decoder_presets_from_the_cli(capsys) -> None:
     """Issue 23 item 11: `ascendsim models` lists decoder; `run decoder` runs (tiny preset,
     prefill of 128 tokens) and takes --preset/--phase/--batch/--context."""
     assert main(["models"]) == 0
-    assert "--preset {qwen2-0.5b,llama2-7b" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "--preset {" in out
+    assert all(name in out for name in asim.models.decoder_presets())
     assert main(["run", "decoder", "--no-progress", "--top", "2"]) == 0
     assert capsys.readouterr().out.startswith("decoder_prefill_b1_s128_c0, batch 1")
     assert main(["run", "decoder", "--preset", "tiny-moe-1m", "--phase", "decode",
