@@ -27,7 +27,13 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from ..errors import AscendSimError
-from ..hw.names import AICORE_TASK_TYPES, ENGINE_AICORE, ENGINE_AICPU, ENGINE_HOST, PIPES  # noqa: E501
+from ..hw.names import (
+    AICORE_TASK_TYPES,
+    ENGINE_AICORE,
+    ENGINE_AICPU,
+    ENGINE_HOST,
+    PIPES,
+)
 from ..sim.trace import Interval, Trace
 from .summary import core_kind, core_name, find_task, fused_label
 
