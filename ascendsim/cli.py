@@ -214,6 +214,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"{res.subject} ({res.fusion}, {args.mode} mode, detail={args.detail}): "
           f"{res.time_us:,.2f} us, {res.cycles:,} cycles, {len(trace.tasks)} tasks "
           f"[simulated in {wall:.2f} s]")
+    print(f"confidence: {res.confidence()}")
     print()
     print(summary_table(trace, top=args.top))
     print()
