@@ -63,7 +63,7 @@ OP_FAMILY: dict[str, str] = {
     "MatMul": "gemm", "Gemm": "gemm", "QuantBatchMatmul": "gemm", "GroupedMatmul": "gemm",
     "BatchMatMul": "batch_matmul", "BatchMatMulV2": "batch_matmul",
     "Conv": "conv", "ConvTranspose": "conv", "Conv2DBackpropFilter": "conv",
-    "Conv2DBackpropInput": "conv",
+    "Conv2DBackpropInput": "conv", "Conv2D": "conv", "Conv2DTranspose": "conv",
     "FlashAttentionScore": "attention", "FlashAttentionScoreGrad": "attention",
     "IncreFlashAttention": "attention", "FusedInferAttentionScore": "attention",
     "PromptFlashAttention": "attention",
@@ -107,7 +107,7 @@ OP_FAMILY: dict[str, str] = {
         "MoeGatingTopKSoftmax", "MoeInitRouting", "MoeInitRoutingV2Grad",
         "DropOutGenMask", "NPUClearFloatStatus", "NPUGetFloatStatus", "NonZero", "Compress",
         "Constant", "ConstantOfShape", "EyeLike", "Range", "Shape", "Size", "If", "Loop",
-        "Scan", "FusedOp", "Memset",
+        "Scan", "FusedOp", "Memset", "TopK",
     ), UNVALIDATED),
 }
 
@@ -271,9 +271,10 @@ class Confidence:
     def unvalidated(self) -> tuple[str, ...]:
         """Op types with time in unvalidated families, largest share first (an op type
         whose tasks fall in two families names the family: "MatMul [batch_matmul]")."""
-        return tuple(dict.fromkeys(self._label(o) for o in self.ops if not o.validated))
+        return tuple(dict.fromkeys(self.label(o) for o in self.ops if not o.validated))
 
-    def _label(self, o: OpConfidence) -> str:
+    def label(self, o: OpConfidence) -> str:
+        """The op type, with its family when the type's tasks fall in two families."""
         twice = sum(x.op_type == o.op_type for x in self.ops) > 1
         return f"{o.op_type} [{o.family}]" if twice else o.op_type
 
@@ -304,7 +305,7 @@ class Confidence:
     def table(self, top: int | None = None) -> str:
         """Per op type: share, family, rows, median |error|, bias (largest share first)."""
         head = ("op type", "share", "family", "rows", "median |error|", "bias")
-        body = [(self._label(o), f"{100 * o.share:.1f}%", o.family, o.n or "-",
+        body = [(self.label(o), f"{100 * o.share:.1f}%", o.family, o.n or "-",
                  "-" if o.median_abs_error is None else f"{100 * o.median_abs_error:.1f}%"
                  + (" (few rows)" if 0 < o.n < FEW_ROWS else ""),
                  "-" if o.bias is None else f"{o.bias:.2f}")
