@@ -51,3 +51,21 @@ def test_digest_changes_with_a_validation_row():
 def test_shipped_table_equals_a_fresh_validate():
     fresh = table_text(confidence_table(validate()))
     assert fresh == shipped_table_path().read_text(encoding="utf-8"), STALE
+
+
+def test_table_groups_validation_rows_by_family_and_generation():
+    from ascendsim.validation.validate import ValidationRecord, ValidationReport
+
+    rows = [r for r in load_corpus() if r.role == "validation" and r.metric == "time"]
+    gen1 = [r for r in rows if r.chip == "ascend910b_gen1" and r.family == "transpose"][:3]
+    assert len(gen1) == 3
+    cal = next(r for r in load_corpus() if r.role == "calibration")
+    recs = [ValidationRecord(r, r.chip, r.value * f, "ok") for r, f in zip(gen1, (1.1, 0.8, 1.3))]
+    recs += [ValidationRecord(cal, cal.chip, cal.value * 5, "ok"),          # not counted
+             ValidationRecord(gen1[0], gen1[0].chip, None, "error", "boom")]  # not counted
+    table = confidence_table(ValidationReport(recs))
+    (row,) = table["rows"]
+    assert (row["family"], row["generation"], row["n"]) == ("transpose", "910", 3)
+    assert row["median_abs_error"] == pytest.approx(0.2)      # |0.1|, |-0.2|, |0.3|
+    assert row["bias"] == pytest.approx(1.1)                  # the median ratio
+    assert table["validation_rows"] == 3
