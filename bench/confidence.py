@@ -75,6 +75,11 @@ def markdown(results: list[tuple[str, str, Any, Any]], top: int = 6) -> str:
     return "\n".join(lines)
 
 
+def section(top: int = 6) -> str:
+    """The BENCHMARKS.md section, simulated now (for bench/report.py)."""
+    return markdown(run_cases(), top)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--markdown", action="store_true", help="print the BENCHMARKS.md section")

@@ -116,6 +116,8 @@ OP_FAMILY: dict[str, str] = {
 ANCHOR_ORDER = ("attention", "conv", "batch_matmul", "gemm", "norm", "softmax", "reduce",
                 _T, _G, _E, _C)
 
+#: whole-model families of the table: reported beside the op figures, never weighed in
+MODEL_FAMILIES = ("model_training", "model_inference")
 _SEP = re.compile(r"[_\s;,+]+")
 
 
@@ -266,6 +268,9 @@ class Confidence:
     expected_error: float | None
     table_meta: dict[str, Any] = field(default_factory=dict)
     task_family: dict[int, str] = field(default_factory=dict, repr=False)
+    #: whole-model validation rows on this generation ("model_training", "model_inference"):
+    #: context only, not weighed into the figures (a step's error mixes every family's)
+    models: dict[str, FamilyError] = field(default_factory=dict)
 
     @property
     def unvalidated(self) -> tuple[str, ...]:
@@ -312,16 +317,21 @@ class Confidence:
                 for o in (self.ops if top is None else self.ops[:top])]
         widths = [max(len(str(r[i])) for r in [head, *body]) for i in range(len(head))]
         fmt = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()
+        models = [f"{m.family}: {m.n} rows, median |error| {100 * m.median_abs_error:.1f}%, "
+                  f"bias {m.bias:.2f}" for m in self.models.values()]
+        tail = [f"whole-model rows on this generation (not weighed above): "
+                f"{'; '.join(models)}"] if models else []
         return "\n".join([f"confidence on {self.chip} ({self.generation or 'unknown'} "
                           f"generation): {self}", fmt(head), "-" * (sum(widths) + 10),
-                          *map(fmt, body)])
+                          *map(fmt, body), *tail])
 
     def as_dict(self) -> dict[str, Any]:
         return {"chip": self.chip, "generation": self.generation,
                 "validated_share": self.validated_share,
                 "unvalidated_share": self.unvalidated_share,
                 "expected_error": self.expected_error, "line": str(self),
-                "ops": [o.__dict__.copy() for o in self.ops]}
+                "ops": [o.__dict__.copy() for o in self.ops],
+                "models": {k: v.__dict__.copy() for k, v in self.models.items()}}
 
 
 def confidence(trace: Trace, members: Mapping[str, Sequence[str]] | None = None,
@@ -355,8 +365,10 @@ def confidence(trace: Trace, members: Mapping[str, Sequence[str]] | None = None,
     weighted = sum(o.share * o.median_abs_error for o in ops
                    if o.validated and o.median_abs_error is not None)
     unval = sum(o.share for o in ops if not o.validated) if ops else 0.0
+    models = {f: e for f in MODEL_FAMILIES if (e := table.get(f, gen)) is not None}
     return Confidence(trace.chip.name, gen, tuple(ops), val, unval,
-                      weighted / val if val > 0 else None, dict(table.meta), task_family)
+                      weighted / val if val > 0 else None, dict(table.meta), task_family,
+                      models)
 
 
 def fused_members(nodes: Iterable[Any]) -> dict[str, tuple[str, ...]]:

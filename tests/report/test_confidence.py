@@ -118,6 +118,15 @@ def test_record_shares_and_expected_error_with_a_given_table():
     assert "unvalidated" not in str(both)
 
 
+def test_whole_model_rows_are_context_only():
+    res = asim.simulate(_graph(), "ascend910b", fusion=False)
+    table = _table(gemm__910B=(10, 0.10, 0.9), model_inference__910B=(2, 0.4, 0.6))
+    conf = confidence(res.trace, table=table)
+    assert conf.models["model_inference"].n == 2
+    assert conf.expected_error == pytest.approx(0.10)
+    assert "whole-model rows on this generation" in conf.table()
+
+
 def test_other_generation_rows_do_not_count():
     res = asim.simulate(_graph(), "ascend910", fusion=False)
     conf = confidence(res.trace, table=_table(gemm__910B=(10, 0.10, 0.9)))
