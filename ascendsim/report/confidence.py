@@ -73,7 +73,7 @@ OP_FAMILY: dict[str, str] = {
     "InstanceNormalization": "norm", "RmsNorm": "norm", "RmsNormGrad": "norm",
     "AddRmsNorm": "norm", "AddLayerNormalization": "norm",
     "BNTrainingReduce": "norm", "BNTrainingUpdate": "norm", "BNTrainingReduceGrad": "norm",
-    "BNTrainingUpdateGrad": "norm", "LRN": "norm",
+    "BNTrainingUpdateGrad": "norm",
     "Softmax": "softmax", "LogSoftmax": "softmax",
     # reductions
     "ReduceSum": "reduce", "ReduceMean": "reduce", "ReduceMax": "reduce", "ReduceMin": "reduce",
@@ -101,7 +101,7 @@ OP_FAMILY: dict[str, str] = {
     ), _E),
     # no family measures these kernels: pooling, scatters, routing, AI CPU and control flow
     **dict.fromkeys((
-        "AveragePool", "MaxPool", "MaxPoolWithArgmax", "MaxPoolGradWithArgmax",
+        "AveragePool", "MaxPool", "MaxPoolWithArgmax", "MaxPoolGradWithArgmax", "LRN",
         "ScatterElements", "ScatterND", "OneHot", "Resize", "SoftmaxCrossEntropyWithLogits",
         "MoeFinalizeRouting", "MoeFinalizeRoutingV2Grad", "MoeGatingTopK",
         "MoeGatingTopKSoftmax", "MoeInitRouting", "MoeInitRoutingV2Grad",
