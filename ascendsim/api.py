@@ -166,7 +166,17 @@ class Result:
     def write_summary_csv(self, path: str) -> None:
         from .report.summary import write_op_summary_csv
 
-        write_op_summary_csv(self.trace, path)
+        write_op_summary_csv(self.trace, path, confidence=self.confidence())
+
+    def confidence(self):
+        """What the validation corpus says about this run: per op type its share of the
+        time, its family and that family's validation median |error| and bias on this
+        chip's generation (or "unvalidated"); for the run, the share of time in validated
+        families and the time-weighted expected |error| (`ascendsim.report.confidence`;
+        docs/api.md says what it does not promise). `str()` is the line the CLI prints."""
+        from .report.confidence import confidence, fused_members
+
+        return confidence(self.trace, fused_members(self.graph.nodes))
 
     def statistic(self):
         """Per-op-type rows (count, total/min/avg/max time, ratio): msprof's op_statistic."""

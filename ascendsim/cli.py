@@ -343,6 +343,7 @@ def cmd_run(args: argparse.Namespace) -> int:
           f"{res.time_us:,.2f} us, {res.cycles:,} cycles, {len(trace.tasks)} tasks "
           f"[simulated in {wall:.2f} s]")
     print(res.headline())
+    print(f"confidence: {res.confidence()}")
     print()
     print(summary_table(trace, top=args.top))
     print()

@@ -299,9 +299,22 @@ def _write_rows(path: str, header: Sequence[str], rows: Iterable[tuple[Any, ...]
             w.writerow(["N/A" if v is None else csv_cell(v) for v in r])
 
 
-def write_op_summary_csv(trace: Trace, path: str) -> None:
-    """Write op_summary rows as CSV with msprof's column names ("N/A" where msprof has none)."""
-    _write_rows(path, COLUMNS, (astuple(r) for r in op_summary(trace)))
+#: the CSV's last column: the task's validation family's median |error| on the chip's
+#: generation, or "unvalidated" (`ascendsim.report.confidence`; not an msprof column)
+CONFIDENCE_COLUMN = "validation_median_abs_error"
+
+
+def write_op_summary_csv(trace: Trace, path: str, confidence: Any = None) -> None:
+    """Write op_summary rows as CSV with msprof's column names ("N/A" where msprof has none),
+    plus `CONFIDENCE_COLUMN` (from `confidence`, a `Confidence` record; by default the one
+    read off the trace alone)."""
+    if confidence is None:
+        from .confidence import confidence as of_trace
+
+        confidence = of_trace(trace)
+    by_id = {t.task_id: t for t in trace.tasks}
+    _write_rows(path, (*COLUMNS, CONFIDENCE_COLUMN),
+                ((*astuple(r), confidence.cell(by_id[r.task_id])) for r in op_summary(trace)))
 
 
 def write_op_statistic_csv(trace: Trace, path: str) -> None:

@@ -8,6 +8,7 @@ import json
 import ascendsim as asim
 from ascendsim.cli import main
 from ascendsim.report import COLUMNS
+from ascendsim.report.summary import CONFIDENCE_COLUMN
 
 
 def test_run_writes_everything(capsys, tmp_path) -> None:
@@ -23,8 +24,10 @@ def test_run_writes_everything(capsys, tmp_path) -> None:
     assert f"wrote timeline: {png}" in out
     assert open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
     assert json.load(open(js))["traceEvents"]
+    assert out.splitlines()[1].startswith("confidence: ")
+    assert "% of time in validated families" in out.splitlines()[1]
     with open(sv, newline="") as f:
-        assert next(csv.reader(f)) == list(COLUMNS)
+        assert next(csv.reader(f)) == [*COLUMNS, CONFIDENCE_COLUMN]
 
 
 def test_run_no_fusion_has_more_tasks(capsys) -> None:

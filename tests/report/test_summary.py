@@ -18,7 +18,7 @@ from ascendsim.report import (
     write_op_statistic_csv,
     write_op_summary_csv,
 )
-from ascendsim.report.summary import render_totals
+from ascendsim.report.summary import CONFIDENCE_COLUMN, render_totals
 from ascendsim.sim.trace import Trace
 
 #: the msprof names issue 6 asks for, in msprof's order
@@ -101,9 +101,13 @@ def test_summary_csv(small_trace: Trace, tmp_path) -> None:
     write_op_summary_csv(small_trace, str(path))
     with open(path, newline="") as f:
         rows = list(csv.reader(f))
-    assert rows[0] == list(COLUMNS)
+    assert rows[0] == [*COLUMNS, CONFIDENCE_COLUMN]
     assert rows[0][: len(MSPROF)] == MSPROF
     assert len(rows) == 4
+    # the last column: the family's median |error| on the chip's generation, or unvalidated
+    cells = {r[0]: r[-1] for r in rows[1:]}
+    assert cells["conv1"] == "unvalidated" or cells["conv1"].endswith("%")
+    assert cells["topk1"] == "unvalidated"
     by = dict(zip(rows[0], rows[3], strict=True))          # topk1, an AI CPU task
     assert by["Op Name"] == "topk1" and by["aic_mac_ratio"] == "N/A"
     assert by["Output Data Types"] == "float32;int64"

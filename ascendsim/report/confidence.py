@@ -1,0 +1,382 @@
+"""Confidence: how far a result's figures may be from hardware, read from the validation report.
+
+A view over two existing things: the trace's time per op type, and the corpus's error per
+validation family and chip generation (`confidence_table.json`, package data, generated from
+`ascendsim validate` by `bench/confidence_table.py`; `ascendsim.validation.confidence`
+builds it). Nothing here simulates or validates.
+
+- `OP_FAMILY`: the one mapping from op type to validation family (a family of
+  `ascendsim.validation.corpus.FAMILIES`, or `UNVALIDATED` when no family's rows measure that
+  kind of kernel). A fused node's type that is not in the table takes the family of its
+  anchor member (`family_of`): its cube op (conv, gemm, attention) when it has one, else its
+  member of the highest-ranked vector family (`ANCHOR_ORDER`). Members come from the graph
+  when the caller has it (`Result.confidence`), else from the type's name: fused types are
+  named after their members ("MatMulGelu", "ConvBNTrainingReduce", "FusionOp_Add_Relu").
+- `GENERATIONS`: the one mapping from chip name (a corpus row's `chip`, a `Chip.name`) to
+  chip generation ("910", "910B", "310P", "310"); `ascend910b_gen1`, the first-generation SoC
+  CANN calls "Ascend910B", is the 910 generation.
+- `confidence(trace)`: per op type its share of the summed task time, its family and that
+  family's validation figures on the chip's generation (n, median |error|, bias = median
+  ratio), or "unvalidated"; for the run, the share of time in validated families and the
+  time-weighted expected |error| over them.
+
+What it does not promise (docs/api.md): the corpus error is a development-set error (held-out
+error is larger), families with few rows give noisy medians, and the figure is not a bound.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+from ..sim.trace import TaskRecord, Trace
+
+UNVALIDATED = "unvalidated"
+#: package data file of the table (in this package)
+TABLE_FILE = "confidence_table.json"
+#: families below this many rows are flagged "few rows" in the record's table
+FEW_ROWS = 3
+
+#: chip name (lower case) -> chip generation; names not listed take the generation of the
+#: longest listed prefix (`generation`)
+GENERATIONS: dict[str, str] = {
+    "ascend910": "910", "ascend910a": "910", "ascend910b_gen1": "910",
+    "ascend910b": "910B", "ascend910b1": "910B", "ascend910b2": "910B", "ascend910b3": "910B",
+    "ascend910b4": "910B",
+    "ascend310p": "310P", "ascend310p3": "310P",
+    "ascend310": "310",
+}
+
+_E, _C, _T, _G = "elementwise", "copy", "transpose", "embedding"
+#: op type -> validation family, or UNVALIDATED. Every registered op type is listed
+#: (tests/report/test_confidence.py), plus the types the lowering and the passes give tasks
+#: (TransData, the fused kernels CANN names). Backward and training kernels take the family of
+#: their kernel kind (a conv backprop is a cube conv, BN training kernels are norms).
+OP_FAMILY: dict[str, str] = {
+    # cube
+    "MatMul": "gemm", "Gemm": "gemm", "QuantBatchMatmul": "gemm", "GroupedMatmul": "gemm",
+    "BatchMatMul": "batch_matmul", "BatchMatMulV2": "batch_matmul",
+    "Conv": "conv", "ConvTranspose": "conv", "Conv2DBackpropFilter": "conv",
+    "Conv2DBackpropInput": "conv", "Conv2D": "conv", "Conv2DTranspose": "conv",
+    "FlashAttentionScore": "attention", "FlashAttentionScoreGrad": "attention",
+    "IncreFlashAttention": "attention", "FusedInferAttentionScore": "attention",
+    "PromptFlashAttention": "attention",
+    # vector: norms and softmax
+    "LayerNormalization": "norm", "LayerNormXBackprop": "norm",
+    "LayerNormBetaGammaBackprop": "norm", "BatchNormalization": "norm",
+    "InstanceNormalization": "norm", "RmsNorm": "norm", "RmsNormGrad": "norm",
+    "AddRmsNorm": "norm", "AddLayerNormalization": "norm",
+    "BNTrainingReduce": "norm", "BNTrainingUpdate": "norm", "BNTrainingReduceGrad": "norm",
+    "BNTrainingUpdateGrad": "norm",
+    "Softmax": "softmax", "LogSoftmax": "softmax",
+    # reductions
+    "ReduceSum": "reduce", "ReduceMean": "reduce", "ReduceMax": "reduce", "ReduceMin": "reduce",
+    "ReduceProd": "reduce", "ReduceL1": "reduce", "ReduceL2": "reduce",
+    "ReduceLogSum": "reduce", "ReduceLogSumExp": "reduce", "ReduceSumSquare": "reduce",
+    "ArgMax": "reduce", "ArgMin": "reduce", "GlobalAveragePool": "reduce",
+    "GlobalMaxPool": "reduce",
+    # layout and data movement
+    "Transpose": _T, "DepthToSpace": _T, "SpaceToDepth": _T,
+    "TransData": _C, "Identity": _C, "Reshape": _C, "Flatten": _C, "Squeeze": _C,
+    "Unsqueeze": _C, "Concat": _C, "Split": _C, "Tile": _C, "Expand": _C, "Pad": _C,
+    "KvCacheAppend": _C, "ReverseSequence": _C, "CenterCropPad": _C,
+    "Gather": _G, "GatherElements": _G, "GatherND": _G,
+    # elementwise (streaming vector kernels, optimizer updates included)
+    **dict.fromkeys((
+        "Abs", "Add", "And", "BiasAdd", "Cast", "Ceil", "Clip", "Cos", "Div", "Dropout",
+        "DropOutDoMask", "Elu", "Equal", "Erf", "Exp", "Floor", "Gelu", "Greater",
+        "GreaterOrEqual", "HardSigmoid", "HardSwish", "IsInf", "IsNaN", "LeakyRelu", "Less",
+        "LessOrEqual", "Log", "Max", "Min", "Mul", "Neg", "Not", "Or", "PRelu", "Pow",
+        "Reciprocal", "Relu", "Round", "Rsqrt", "Selu", "Sigmoid", "Sign", "Sin", "Slice",
+        "Softplus", "Sqrt", "Sub", "Sum", "Tanh", "Where", "Xor", "SwiGlu", "SwiGluGrad",
+        "RotaryMul", "RotaryMulGrad", "DynamicQuant", "ApplyAdam", "ApplyAdamW",
+        "ApplyMomentum", "LambApplyOptimizerAssign", "LambApplyWeightAssign", "AddN",
+        "FusedMulAddN", "Trilu",
+    ), _E),
+    # no family measures these kernels: pooling, scatters, routing, AI CPU and control flow
+    **dict.fromkeys((
+        "AveragePool", "MaxPool", "MaxPoolWithArgmax", "MaxPoolGradWithArgmax", "LRN",
+        "ScatterElements", "ScatterND", "OneHot", "Resize", "SoftmaxCrossEntropyWithLogits",
+        "MoeFinalizeRouting", "MoeFinalizeRoutingV2Grad", "MoeGatingTopK",
+        "MoeGatingTopKSoftmax", "MoeInitRouting", "MoeInitRoutingV2Grad",
+        "DropOutGenMask", "NPUClearFloatStatus", "NPUGetFloatStatus", "NonZero", "Compress",
+        "Constant", "ConstantOfShape", "EyeLike", "Range", "Shape", "Size", "If", "Loop",
+        "Scan", "FusedOp", "Memset", "TopK",
+    ), UNVALIDATED),
+}
+
+#: a fused node's family is its anchor member's: the first of these families among its
+#: members (cube kernels first: the cube op's tiling drives a fused cube kernel)
+ANCHOR_ORDER = ("attention", "conv", "batch_matmul", "gemm", "norm", "softmax", "reduce",
+                _T, _G, _E, _C)
+
+#: whole-model families of the table: reported beside the op figures, never weighed in
+MODEL_FAMILIES = ("model_training", "model_inference")
+_SEP = re.compile(r"[_\s;,+]+")
+
+
+def generation(chip: Any) -> str | None:
+    """The generation of a chip (a `Chip` or its name): "910", "910B", "310P" or "310";
+    None for a chip no table entry or prefix names (a user's own chip file)."""
+    name = str(getattr(chip, "name", chip)).lower()
+    if name in GENERATIONS:
+        return GENERATIONS[name]
+    best = max((k for k in GENERATIONS if name.startswith(k)), key=len, default=None)
+    return GENERATIONS[best] if best is not None else None
+
+
+def split_fused_type(op_type: str) -> tuple[str, ...]:
+    """Member op types read off a fused type's name, longest known type first at each
+    position ("MatMulGelu" -> ("MatMul", "Gelu"), "FusionOp_Add_Relu" -> ("Add", "Relu"));
+    () when some part is not a known type."""
+    parts = [p for p in _SEP.split(op_type) if p and p not in ("FusionOp", "Fused", "Fusion")]
+    out: list[str] = []
+    for part in parts:
+        if part.startswith("Fused") and part != "Fused":
+            part = part[5:]
+        i = 0
+        while i < len(part):
+            hit = next((k for k in _KNOWN_BY_LENGTH if part.startswith(k, i)), None)
+            if hit is None:
+                return ()
+            out.append(hit)
+            i += len(hit)
+    return tuple(out)
+
+
+_KNOWN_BY_LENGTH = tuple(sorted(OP_FAMILY, key=len, reverse=True))
+
+
+def family_of(op_type: str, members: Sequence[str] = (),
+              input_shapes: Sequence[str] = ()) -> str:
+    """The validation family of an op type (or UNVALIDATED).
+
+    members: the op types inside a fused node (from the graph), when known; else a fused
+    type's members are read off its name (`split_fused_type`). input_shapes: the task's
+    input shapes ("2,128,64" strings, as the trace keeps them): a MatMul whose two inputs
+    both have batch dimensions is a batched matmul (the corpus's batch_matmul family)."""
+    fam = OP_FAMILY.get(op_type)
+    if fam == "gemm" and op_type == "MatMul" and _batched(input_shapes):
+        return "batch_matmul"
+    if fam is not None and not (fam == UNVALIDATED and members):
+        return fam
+    inner = tuple(members) or split_fused_type(op_type)
+    fams = {OP_FAMILY.get(m, UNVALIDATED) for m in inner}
+    for f in ANCHOR_ORDER:
+        if f in fams:
+            return f
+    return UNVALIDATED
+
+
+def _batched(shapes: Sequence[str]) -> bool:
+    dims = [[d for d in str(s).replace("x", ",").split(",") if d.strip()] for s in shapes[:2]]
+    if len(dims) < 2 or any(len(d) < 3 for d in dims):
+        return False
+    try:
+        return all(math.prod(int(x) for x in d[:-2]) > 1 for d in dims)
+    except ValueError:
+        return False
+
+
+# ----------------------------------------------------------------------------- the table
+@dataclass(frozen=True)
+class FamilyError:
+    """One family's validation rows on one chip generation."""
+
+    family: str
+    generation: str
+    n: int
+    median_abs_error: float      # median |ratio - 1|
+    bias: float                  # median ratio (> 1: the model is slow)
+
+
+@dataclass(frozen=True)
+class ConfidenceTable:
+    """Validation error by (family, generation), as shipped (`load_table`)."""
+
+    entries: dict[tuple[str, str], FamilyError]
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def get(self, family: str, gen: str | None) -> FamilyError | None:
+        if gen is None or family == UNVALIDATED:
+            return None
+        e = self.entries.get((family, gen))
+        return e if e is not None and e.n > 0 else None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ConfidenceTable:
+        rows = [FamilyError(r["family"], r["generation"], int(r["n"]),
+                            float(r["median_abs_error"]), float(r["bias"]))
+                for r in data.get("rows", [])]
+        meta = {k: v for k, v in data.items() if k != "rows"}
+        return cls({(r.family, r.generation): r for r in rows}, meta)
+
+
+@cache
+def load_table() -> ConfidenceTable:
+    """The shipped table (package data `confidence_table.json`)."""
+    res = importlib.resources.files(__package__) / TABLE_FILE
+    return ConfidenceTable.from_dict(json.loads(res.read_text(encoding="utf-8")))
+
+
+# ----------------------------------------------------------------------------- the record
+@dataclass(frozen=True)
+class OpConfidence:
+    """One op type of a run (one family: a fused type whose tasks resolve to two families
+    gets a row per family)."""
+
+    op_type: str
+    family: str                   # a validation family, or UNVALIDATED
+    tasks: int
+    time_us: float                # summed task time
+    share: float                  # of the run's summed task time, 0..1
+    n: int                        # validation rows of the family on this generation (0: none)
+    median_abs_error: float | None
+    bias: float | None            # the family's median ratio (> 1: the model is slow)
+
+    @property
+    def validated(self) -> bool:
+        return self.n > 0
+
+    @property
+    def cell(self) -> str:
+        """The op summary CSV cell: the family's median |error| in %, or "unvalidated"."""
+        if not self.validated or self.median_abs_error is None:
+            return UNVALIDATED
+        return f"{100 * self.median_abs_error:.1f}%"
+
+
+@dataclass(frozen=True)
+class Confidence:
+    """`Result.confidence()`: what the validation corpus says about this run's op mix.
+
+    ops: per op type (largest share first). validated_share / unvalidated_share: of the summed
+    task time. expected_error: the time-weighted mean of the validated ops' family median
+    |error| (None when nothing is validated): a typical error, not a bound."""
+
+    chip: str
+    generation: str | None
+    ops: tuple[OpConfidence, ...]
+    validated_share: float
+    unvalidated_share: float
+    expected_error: float | None
+    table_meta: dict[str, Any] = field(default_factory=dict)
+    task_family: dict[int, str] = field(default_factory=dict, repr=False)
+    #: whole-model validation rows on this generation ("model_training", "model_inference"):
+    #: context only, not weighed into the figures (a step's error mixes every family's)
+    models: dict[str, FamilyError] = field(default_factory=dict)
+
+    @property
+    def unvalidated(self) -> tuple[str, ...]:
+        """Op types with time in unvalidated families, largest share first (an op type
+        whose tasks fall in two families names the family: "MatMul [batch_matmul]")."""
+        return tuple(dict.fromkeys(self.label(o) for o in self.ops if not o.validated))
+
+    def label(self, o: OpConfidence) -> str:
+        """The op type, with its family when the type's tasks fall in two families."""
+        twice = sum(x.op_type == o.op_type for x in self.ops) > 1
+        return f"{o.op_type} [{o.family}]" if twice else o.op_type
+
+    def family(self, op_type: str) -> OpConfidence | None:
+        return next((o for o in self.ops if o.op_type == op_type), None)
+
+    def cell(self, task: TaskRecord) -> str:
+        """The op summary CSV cell of one task."""
+        fam = self.task_family.get(task.task_id)
+        row = next((o for o in self.ops if o.op_type == task.op_type and o.family == fam),
+                   None)
+        return row.cell if row is not None else UNVALIDATED
+
+    def __str__(self) -> str:
+        if self.generation is None:
+            return (f"confidence: no validation rows for chip {self.chip} (unknown "
+                    f"generation); every op unvalidated")
+        head = f"{100 * self.validated_share:.0f}% of time in validated families"
+        if self.expected_error is not None:
+            head += f", median error {100 * self.expected_error:.0f}%"
+        head += f" ({self.generation} rows)"
+        names = self.unvalidated
+        if not names:
+            return head
+        shown = ", ".join(names[:5]) + (f" +{len(names) - 5} more" if len(names) > 5 else "")
+        return f"{head}; unvalidated: {shown} ({100 * self.unvalidated_share:.0f}%)"
+
+    def table(self, top: int | None = None) -> str:
+        """Per op type: share, family, rows, median |error|, bias (largest share first)."""
+        head = ("op type", "share", "family", "rows", "median |error|", "bias")
+        body = [(self.label(o), f"{100 * o.share:.1f}%", o.family, o.n or "-",
+                 "-" if o.median_abs_error is None else f"{100 * o.median_abs_error:.1f}%"
+                 + (" (few rows)" if 0 < o.n < FEW_ROWS else ""),
+                 "-" if o.bias is None else f"{o.bias:.2f}")
+                for o in (self.ops if top is None else self.ops[:top])]
+        widths = [max(len(str(r[i])) for r in [head, *body]) for i in range(len(head))]
+        fmt = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()
+        models = [f"{m.family}: {m.n} rows, median |error| {100 * m.median_abs_error:.1f}%, "
+                  f"bias {m.bias:.2f}" for m in self.models.values()]
+        tail = [f"whole-model rows on this generation (not weighed above): "
+                f"{'; '.join(models)}"] if models else []
+        return "\n".join([f"confidence on {self.chip} ({self.generation or 'unknown'} "
+                          f"generation): {self}", fmt(head), "-" * (sum(widths) + 10),
+                          *map(fmt, body), *tail])
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"chip": self.chip, "generation": self.generation,
+                "validated_share": self.validated_share,
+                "unvalidated_share": self.unvalidated_share,
+                "expected_error": self.expected_error, "line": str(self),
+                "ops": [o.__dict__.copy() for o in self.ops],
+                "models": {k: v.__dict__.copy() for k, v in self.models.items()}}
+
+
+def confidence(trace: Trace, members: Mapping[str, Sequence[str]] | None = None,
+               table: ConfidenceTable | None = None) -> Confidence:
+    """The confidence record of a trace (see the module docstring).
+
+    members: op (node) name -> member op types of fused nodes (a task named "<op>#<k>", a
+    batch-split chunk, looks its node up without the suffix); without it fused types are read
+    by name. table: the shipped table by default."""
+    table = table if table is not None else load_table()
+    gen = generation(trace.chip)
+    members = members or {}
+    groups: dict[tuple[str, str], list[TaskRecord]] = {}
+    task_family: dict[int, str] = {}
+    for t in trace.tasks:
+        inner = members.get(t.op_name) or members.get(t.op_name.split("#")[0]) or ()
+        fam = family_of(t.op_type, inner, t.input_shapes)
+        task_family[t.task_id] = fam
+        groups.setdefault((t.op_type, fam), []).append(t)
+    total = sum(t.duration for t in trace.tasks)
+    ops = []
+    for (op_type, fam), tasks in groups.items():
+        cyc = sum(t.duration for t in tasks)
+        e = table.get(fam, gen)
+        ops.append(OpConfidence(op_type, fam, len(tasks), trace.us(cyc),
+                                cyc / total if total > 0 else 0.0,
+                                e.n if e else 0, e.median_abs_error if e else None,
+                                e.bias if e else None))
+    ops.sort(key=lambda o: (-o.share, o.op_type))
+    val = sum(o.share for o in ops if o.validated)
+    weighted = sum(o.share * o.median_abs_error for o in ops
+                   if o.validated and o.median_abs_error is not None)
+    unval = sum(o.share for o in ops if not o.validated) if ops else 0.0
+    models = {f: e for f in MODEL_FAMILIES if (e := table.get(f, gen)) is not None}
+    return Confidence(trace.chip.name, gen, tuple(ops), val, unval,
+                      weighted / val if val > 0 else None, dict(table.meta), task_family,
+                      models)
+
+
+def fused_members(nodes: Iterable[Any]) -> dict[str, tuple[str, ...]]:
+    """node name -> member op types, for the fused nodes (with a subgraph) among `nodes`."""
+    return {n.name: tuple(m.op_type for m in n.subgraph.nodes)
+            for n in nodes if getattr(n, "subgraph", None) is not None}
+
+
+__all__ = ["UNVALIDATED", "GENERATIONS", "OP_FAMILY", "ANCHOR_ORDER", "generation",
+           "family_of", "split_fused_type", "FamilyError", "ConfidenceTable", "load_table",
+           "OpConfidence", "Confidence", "confidence", "fused_members"]

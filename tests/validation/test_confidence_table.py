@@ -1,0 +1,71 @@
+"""The shipped confidence table (ascendsim/report/confidence_table.json) is the one `validate`
+gives today: a digest check of the corpus (fast) and a fresh `validate()` (slow). When either
+fails, regenerate it: `python bench/confidence_table.py`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ascendsim.report.confidence import load_table
+from ascendsim.validation.confidence import (
+    confidence_table,
+    corpus_digest,
+    shipped_table_path,
+    table_text,
+)
+from ascendsim.validation.corpus import FAMILIES, load_corpus
+from ascendsim.validation.validate import validate
+
+STALE = "the shipped confidence table is stale: run python bench/confidence_table.py"
+
+
+def test_shipped_table_matches_the_corpus_digest():
+    shipped = json.loads(shipped_table_path().read_text(encoding="utf-8"))
+    assert shipped["corpus_digest"] == corpus_digest(), STALE
+
+
+def test_shipped_table_is_well_formed():
+    table = load_table()
+    assert table.entries
+    for (fam, gen), e in table.entries.items():
+        assert fam in FAMILIES and gen in ("910", "910B", "310P", "310")
+        assert e.n > 0 and e.median_abs_error >= 0 and e.bias > 0
+    assert table.meta["validation_rows"] == sum(e.n for e in table.entries.values())
+    n_val = sum(r.role == "validation" for r in load_corpus())
+    assert table.meta["validation_rows"] <= n_val
+
+
+def test_digest_changes_with_a_validation_row():
+    rows = load_corpus()
+    i = next(i for i, r in enumerate(rows) if r.role == "validation")
+    from dataclasses import replace
+
+    changed = [*rows[:i], replace(rows[i], value=rows[i].value * 1.01), *rows[i + 1:]]
+    assert corpus_digest(changed) != corpus_digest(rows)
+    assert corpus_digest(rows[:i] + rows[i + 1:]) != corpus_digest(rows)
+
+
+@pytest.mark.slow
+def test_shipped_table_equals_a_fresh_validate():
+    fresh = table_text(confidence_table(validate()))
+    assert fresh == shipped_table_path().read_text(encoding="utf-8"), STALE
+
+
+def test_table_groups_validation_rows_by_family_and_generation():
+    from ascendsim.validation.validate import ValidationRecord, ValidationReport
+
+    rows = [r for r in load_corpus() if r.role == "validation" and r.metric == "time"]
+    gen1 = [r for r in rows if r.chip == "ascend910b_gen1" and r.family == "transpose"][:3]
+    assert len(gen1) == 3
+    cal = next(r for r in load_corpus() if r.role == "calibration")
+    recs = [ValidationRecord(r, r.chip, r.value * f, "ok") for r, f in zip(gen1, (1.1, 0.8, 1.3))]
+    recs += [ValidationRecord(cal, cal.chip, cal.value * 5, "ok"),          # not counted
+             ValidationRecord(gen1[0], gen1[0].chip, None, "error", "boom")]  # not counted
+    table = confidence_table(ValidationReport(recs))
+    (row,) = table["rows"]
+    assert (row["family"], row["generation"], row["n"]) == ("transpose", "910", 3)
+    assert row["median_abs_error"] == pytest.approx(0.2)      # |0.1|, |-0.2|, |0.3|
+    assert row["bias"] == pytest.approx(1.1)                  # the median ratio
+    assert table["validation_rows"] == 3
