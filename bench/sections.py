@@ -108,6 +108,12 @@ SECTIONS: tuple[Section, ...] = (
             about="`training_step` of decoders on the 910B, as exported (primitive ops) and "
                   "with the graph fusions (RmsNorm, RotaryMul, SwiGlu, FlashAttentionScore and "
                   "their gradients)."),
+    Section("confidence", "Confidence of three headline runs", "confidence.py", ("--tables",),
+            fmt="markdown", minutes=0.5,
+            about="`Result.confidence()` for ResNet-50 training on the 910, BERT-large and a 7B "
+                  "decode step on the 910B: the share of simulated time in op families with "
+                  "validation rows on the chip's generation, and their median |error| "
+                  "(docs/api.md says what the figure does not promise)."),
     Section("llm", "LLMs on the 910B", "llm.py", fmt="markdown", minutes=0.5,
             about="llama2-7b prefill and decode: the simulator's own optimise + simulate time, "
                   "unfused against fused (`asim.compare`), and `asim.llm.generate` serving "

@@ -51,6 +51,8 @@ GENERATIONS: dict[str, str] = {
     "ascend910b4": "910B",
     "ascend310p": "310P", "ascend310p3": "310P",
     "ascend310": "310",
+    # corpus rows on a chip ascendsim does not model yet (pending rows)
+    "ascend950": "950",
 }
 
 _E, _C, _T, _G = "elementwise", "copy", "transpose", "embedding"

@@ -12,9 +12,9 @@ import confidence as cb  # noqa: E402
 
 @pytest.mark.slow
 def test_markdown_section_has_every_case(capsys):
-    assert cb.main(["--markdown", "--top", "3"]) == 0
+    assert cb.main(["--tables", "--top", "3"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("## Confidence")
+    assert out.startswith("`Result.confidence()`")
     for label, cmd, _, _ in cb.CASES:
         assert label in out and cmd in out
     assert out.count("% of time in validated families") == len(cb.CASES)
