@@ -30,10 +30,11 @@ Timing figures the simulator is expected to use:
 - tasks: `host_launch_us` per op launched from the host, `sink_launch_us` per op when the graph
   is sunk on the device; `kernel_start_us` per block on each core (scalar pipe) before the
   block's first instruction, plus `block_start_us` (optional) per block beyond the first of
-  the kernel; AI CPU ops cost `ai_cpu_task_launch_us`, then read their
-  inputs and write their outputs through the shared L2/HBM fabric at up to
-  `ai_cpu_memory_bytes_per_s` (contending with the AI Cores), and compute elements /
-  (`ai_cpu_op_elements_per_cycle[class]` * `ai_cpu_clock_hz`) in between.
+  the kernel, plus `tiling_line_cycles` (optional) per 64-byte line of the kernel's tiling
+  data (lines by kernel kind: `sim.engine.tiling_lines`); AI CPU ops cost
+  `ai_cpu_task_launch_us`, then read their inputs and write their outputs through the shared
+  L2/HBM fabric at up to `ai_cpu_memory_bytes_per_s` (contending with the AI Cores), and
+  compute elements / (`ai_cpu_op_elements_per_cycle[class]` * `ai_cpu_clock_hz`) in between.
 
 What is an estimate: every figure's source string starts with the confidence tag of
 `reference/ascend-hardware.md` (S stated, D derived, F CANN ini/fixture, M measured, G guessed;
@@ -323,6 +324,12 @@ class Chip:
         "float", "us", ge=0, optional=True,
         doc="added to every block's start per block beyond the first: the start-up overhead "
             "grows with the number of cores a kernel starts; absent: 0")
+    tiling_line_cycles: int | None = _spec(
+        "int", "cycles", ge=0, optional=True,
+        doc="one 64-byte DataCache line of the kernel's tiling data read from GM by the "
+            "scalar unit at each block's start (dependent reads: latency, not bandwidth); the "
+            "lines per kernel kind are `sim.engine.tiling_lines`; absent: 0 (the read is "
+            "folded into kernel_start_us)")
     vector_bfloat16: str | None = _spec(
         "str", choices=("float32",), optional=True,
         doc="how the vector unit computes bf16 data: 'float32' = vconv bf16->fp32, the op's "

@@ -85,7 +85,14 @@ kernel costs a few microseconds in msprof however little it moves. The start gro
 the number of blocks the kernel starts (Ascend C best practices, "Setting a Proper Number of
 Cores": core start-up, TLB misses, same-address conflicts and variable initialisation make "the
 header overhead increase with the number of used cores"): `block_start_us` per block beyond
-the first, a chip figure (absent: 0), paid by every block of the kernel.
+the first, a chip figure (absent: 0), paid by every block of the kernel. The tiling data is
+read apart where the chip gives `tiling_line_cycles` (absent: 0, the read folded into
+`kernel_start_us`): the host computes it and passes it in GM, and each block copies it to its
+stack through the scalar unit's DataCache (Ascend C best practices, "Limit the TilingData
+size": a copy of microseconds; "Scalar reads and writes": 64-byte lines), one dependent line
+fill after another: `kernelstart.tiling_lines(phase)` lines of `tiling_line_cycles` each,
+by kernel kind (a phase with cube work reads the Matmul API's TCubeTiling, 200 bytes, 4
+lines; any other kernel at least one line).
 
 Scheduler. Streams run their tasks in order; a task also waits for its producers on other
 streams (events). Every task, in every mode, pays the device-side dispatch `sink_launch_us`
@@ -109,9 +116,10 @@ Modules. This file is the event loop and the dispatch of tasks, phases and core 
 with `queues` (its prepared queue entries and merged timeout spans), `block` (block detail:
 prefix, window, slices) with `coalesce` (chunk tiles), `gm` (the L2's decision for each GM
 move, GM bytes per task) with `l2cache`, `replay` (identical tasks), `fastforward` (steady
-state), `aicpu` and `mix` (AI CPU phases, mix kernels), `rows` and `records` (trace rows,
-task records) with `trace`. None of them imports this file: they receive the running
-`Engine`, or its parts, and use its public attributes and methods.
+state), `aicpu` and `mix` (AI CPU phases, mix kernels), `kernelstart` (the tiling data read
+at a block's start, by kernel kind), `rows` and `records` (trace rows, task records) with
+`trace`. None of them imports this file: they receive the running `Engine`, or its parts, and
+use its public attributes and methods.
 """
 
 from __future__ import annotations
@@ -135,6 +143,7 @@ from .block import COALESCE_MIN, block_processes
 from .cores import Core, Pool
 from .fabric import Fabric
 from .gm import GmAccount
+from .kernelstart import tiling_lines
 from .pipe import run_pipe
 from .records import RecordBuilder
 from .replay import Replay, replay_task, run_recorded, task_key
@@ -197,6 +206,8 @@ class Engine:
         self.start_cycles = chip.cycles(chip.kernel_start_us * 1e-6)
         # the start's growth per further block of the kernel (module note, "Kernel start")
         self.block_start_cycles = chip.cycles((chip.block_start_us or 0.0) * 1e-6)
+        # one line of the tiling data read (module note, "Kernel start")
+        self.tiling_line_cycles = chip.tiling_line_cycles or 0
         # tasks run one at a time on the device (one stream, sunk): an identical task is
         # replayed, not simulated again (see `replay_key`)
         self.replay = replay and mode == "sink" and program.streams == 1
@@ -347,12 +358,13 @@ class Engine:
             for g in ph.groups:
                 cores = tuple(ids[base + i] for i in range(len(g.cores)))
                 base += len(g.cores)
-                procs.append(env.process(self.group(task, g, cores, blocks=ph.block_dim)))
+                procs.append(env.process(self.group(task, g, cores, blocks=ph.block_dim,
+                                                    lines=tiling_lines(ph))))
             yield env.all_of(procs)
             yield lease.release()
 
     def group(self, task, g: CoreGroup, cores: tuple[int, ...], start: bool = True,
-              blocks: int = 1):
+              blocks: int = 1, lines: int = 0):
         """SimPy body of core group `g` of `task` on `cores`: the kernel start (`start`), then
         one set of pipe processes per core (symmetric: one for the group), coalesced in block
         detail (sim/block.py)."""
@@ -361,7 +373,7 @@ class Engine:
         else:
             sets = [(c,) for c in cores]
         if start:
-            yield from self.kernel_start(task, cores, sets, blocks)
+            yield from self.kernel_start(task, cores, sets, blocks, lines)
         procs = []
         for cs in sets:
             label = f"core {cs[0]}" if len(cs) == 1 else f"cores {cs[0]}-{cs[-1]}"
@@ -379,15 +391,19 @@ class Engine:
                                                            merge=merge)))
         yield self.env.all_of(procs)
 
-    def kernel_start_cycles(self, blocks: int) -> int:
-        """Cycles of each block's start in a kernel of `blocks` blocks (module note)."""
-        return self.start_cycles + max(blocks - 1, 0) * self.block_start_cycles
+    def kernel_start_cycles(self, blocks: int, lines: int = 0) -> int:
+        """Cycles of each block's start in a kernel of `blocks` blocks whose blocks read
+        `lines` lines of tiling data (module note)."""
+        return (self.start_cycles + max(blocks - 1, 0) * self.block_start_cycles
+                + lines * self.tiling_line_cycles)
 
-    def kernel_start(self, task, cores: tuple[int, ...], sets: list, blocks: int):
+    def kernel_start(self, task, cores: tuple[int, ...], sets: list, blocks: int,
+                     lines: int = 0):
         """The block's start on each core before its first instruction (module note, "Kernel
-        start"): `kernel_start_us`, plus `block_start_us` per further block of the kernel, on
-        the scalar pipe, one interval per core."""
-        cycles = self.kernel_start_cycles(blocks)
+        start"): `kernel_start_us`, plus `block_start_us` per further block of the kernel,
+        plus `tiling_line_cycles` per line of tiling data, on the scalar pipe, one interval
+        per core."""
+        cycles = self.kernel_start_cycles(blocks, lines)
         if cycles <= 0:
             return
         start = self.env.now

@@ -36,6 +36,7 @@ from ..errors import SimulationError
 from ..hw.names import ENGINE_AICORE, TASK_MIX_AIC
 from ..lower.program import CoreGroup, Phase
 from .block import COALESCE_MIN, PREFIX_TILES
+from .kernelstart import tiling_lines
 
 
 def is_mix(task) -> bool:
@@ -91,7 +92,7 @@ def run_mix(engine, task, producer: Phase, consumer: Phase):
     made = env.event()                   # fires with the AIC's end: the last tile's flag
     aic = env.process(_side(engine, task, producer, None, made))
     coalesced = max(g.tiles for g in producer.groups) >= COALESCE_MIN
-    start = engine.kernel_start_cycles(producer.block_dim) + \
+    start = engine.kernel_start_cycles(producer.block_dim, tiling_lines(producer)) + \
         first_tiles_cycles(producer, PREFIX_TILES if coalesced else 1)
     aiv = env.process(_side(engine, task, consumer, (start, made,
                                                        last_tile_cycles(consumer, producer)),
@@ -114,7 +115,7 @@ def _side(engine, task, ph: Phase, gate, made):
         t0 = env.now
         engine.started.setdefault(task.task_id, t0)
         sets = [ids] if engine.symmetric else [(c,) for c in ids]
-        yield from engine.kernel_start(task, ids, sets, ph.block_dim)
+        yield from engine.kernel_start(task, ids, sets, ph.block_dim, tiling_lines(ph))
         if gate is not None and t0 + gate[0] > env.now:
             yield env.timeout(t0 + gate[0] - env.now)        # the flag of the first tiles
         procs, base = [], 0
