@@ -94,7 +94,10 @@ class Stage:
     """One pipe's part of a tile: `units` repetitions of `instrs` (+ `head` once per tile).
 
     `out_bufs` are the on-chip buffers this stage writes for the next stage, bytes per handoff
-    slot (two slots: double buffering); the next stage frees them when it has consumed them.
+    slot; the next stage frees them when it has consumed them. `slots`: handoff slots of the
+    link to the next stage (2: double buffering, an Ascend C TQue of depth 2; 1: a kernel
+    whose queues have BUFFER_NUM = 1, so the producer waits for the consumer to free the one
+    slot before it writes the next handoff).
     """
 
     pipe: str
@@ -102,6 +105,7 @@ class Stage:
     units: int = 1
     head: tuple[Instr, ...] = ()
     out_bufs: tuple[tuple[str, int], ...] = ()
+    slots: int = 2
 
     def tile_cycles(self) -> float:
         """Uncontended busy cycles of this stage for one tile."""
@@ -249,7 +253,7 @@ class Renaming:
     def stage(self, st: Stage) -> Stage:
         ins_ = self.instr
         return Stage(st.pipe, tuple(map(ins_, st.instrs)), st.units, tuple(map(ins_, st.head)),
-                     st.out_bufs)
+                     st.out_bufs, st.slots)
 
     def segments(self, segments: tuple[Segment, ...]) -> tuple[Segment, ...]:
         stage = self.stage
@@ -347,10 +351,11 @@ def expand_flags(segments: tuple[Segment, ...]) -> dict[str, list[QueueEntry]]:
     """Per-pipe instruction queues with their set_flag/wait_flag and buffer slot events.
 
     Stage j, unit u of a tile: before the first unit of a handoff group it waits the data flag
-    (pipe[j-1] -> pipe[j], event h % 2) and, from the third handoff on, the slot-free flag
-    (pipe[j+1] -> pipe[j]) of the slot it is about to overwrite, then allocates that slot;
-    after the last unit of a group it sets its data flag / frees the slot it read and sets
-    the slot-free flag back to its producer. Two slots per link: double buffering.
+    (pipe[j-1] -> pipe[j], event h % slots) and, from handoff `slots` + 1 on, the slot-free
+    flag (pipe[j+1] -> pipe[j]) of the slot it is about to overwrite, then allocates that
+    slot; after the last unit of a group it sets its data flag / frees the slot it read and
+    sets the slot-free flag back to its producer. Two slots per link (double buffering)
+    unless the producing stage says one (`Stage.slots`).
     Cached (the same tiles recur in every layer of a model): treat the queues as read-only.
 
     A unit's entries depend on u only through u == 0, u modulo the handoff groups of its
@@ -377,15 +382,17 @@ def expand_flags(segments: tuple[Segment, ...]) -> dict[str, list[QueueEntry]]:
                 units = stage.units
                 g_in = links[j - 1][2] if j > 0 else 0        # units per consumed handoff
                 g_out = links[j][1] if j < n - 1 else 0       # units per produced handoff
+                s_in = st[j - 1].slots if j else 2
+                s_out = stage.slots
                 unit = functools.partial(_unit_entries, stage, pipes, j, g_in, g_out,
                                          h_in[j], h_out[j], st[j - 1].out_bufs if j else (),
-                                         tile)
+                                         tile, s_in)
                 q = queues[pipes[j]]
-                # from u0 on (past unit 0 and the first two produced slots) the units repeat
+                # from u0 on (past unit 0 and the first produced slots) the units repeat
                 # with `period`; inside one handoff group of a link, with the other link's
-                p_in = 2 * g_in if g_in else 1
-                p_out = 2 * g_out if g_out else 1
-                u0 = min(max(1, (2 - h_out[j]) * g_out if g_out else 1), units)
+                p_in = s_in * g_in if g_in else 1
+                p_out = s_out * g_out if g_out else 1
+                u0 = min(max(1, (s_out - h_out[j]) * g_out if g_out else 1), units)
                 period = math.lcm(p_in, p_out)
                 if units - u0 >= 3 * period or (g_in <= p_out and g_out <= p_in):
                     for u in range(u0):
@@ -429,26 +436,29 @@ def _extend_units(q: list, unit, lo: int, hi: int, period: int) -> None:
 
 
 def _unit_entries(stage: Stage, pipes: list, j: int, g_in: int, g_out: int, h_in0: int,
-                  h_out0: int, in_bufs: tuple, tile: int, u: int) -> list[QueueEntry]:
+                  h_out0: int, in_bufs: tuple, tile: int, s_in: int, u: int
+                  ) -> list[QueueEntry]:
     """The queue entries of unit `u` of stage `j` in one tile (see `expand_flags`); `h_in0`,
     `h_out0`: the stage's handoff counts at the tile's start; g_in/g_out: units per handoff
-    of its input/output link (0: no such link)."""
+    of its input/output link (0: no such link); `s_in`: slots of its input link (its own
+    `slots` for the output link)."""
+    s_out = stage.slots
     waits: list = []
     sets: list = []
     allocs: tuple = ()
     frees: tuple = ()
     if g_in and u % g_in == 0:
-        waits.append((pipes[j - 1], pipes[j], (h_in0 + u // g_in) % 2))
+        waits.append((pipes[j - 1], pipes[j], (h_in0 + u // g_in) % s_in))
     if g_out and u % g_out == 0:
         h = h_out0 + u // g_out
-        if h >= 2:
-            waits.append((pipes[j + 1], pipes[j], h % 2))
+        if h >= s_out:
+            waits.append((pipes[j + 1], pipes[j], h % s_out))
         allocs = stage.out_bufs
     instrs = (stage.head + stage.instrs) if u == 0 else stage.instrs
     if g_out and (u + 1) % g_out == 0:
-        sets.append((pipes[j], pipes[j + 1], (h_out0 + u // g_out) % 2))
+        sets.append((pipes[j], pipes[j + 1], (h_out0 + u // g_out) % s_out))
     if g_in and (u + 1) % g_in == 0:
-        sets.append((pipes[j], pipes[j - 1], (h_in0 + u // g_in) % 2))
+        sets.append((pipes[j], pipes[j - 1], (h_in0 + u // g_in) % s_in))
         frees = in_bufs
     last = len(instrs) - 1
     waits_t, sets_t = tuple(waits), tuple(sets)

@@ -146,22 +146,29 @@ class VecSpec:
     parts: tuple[VecPart | SeqPart, ...]      # legacy byte parts or sequence steps
     temp_bytes: float = 0.0                     # UB bytes per element for intermediates
     align: int = 32                             # elements per tile multiple
+    buffers: int = 2                            # UB slots per queue (kernel's BUFFER_NUM)
+    row_tile: int = 0                           # >0: one tile per row of this many elements
 
 
 def vector_work(chip, spec: VecSpec, op: str, cores: int) -> tuple[list[CoreGroup], list[str]]:
     """Core groups and notes for a vector task (see the module note)."""
     per_elem = sum(b for b, _ in spec.inputs) + spec.out_bytes + spec.temp_bytes
     per_elem = max(per_elem, 1e-9)
-    slot_elems = int(chip.ub_bytes / (2 * per_elem))
+    nbuf = spec.buffers
+    slot_elems = int(chip.ub_bytes / (nbuf * per_elem))
     slot_elems -= slot_elems % spec.align
-    need = 2 * spec.align * per_elem
+    need = nbuf * spec.align * per_elem
     if slot_elems < spec.align:
         raise SimulationError(
             f"op '{op}': UB of core 0 ({chip.ub_bytes} B) cannot hold the minimum tile: "
-            f"2 slots x {spec.align} elements x {per_elem:g} B/element = {need:g} B")
+            f"{nbuf} slot(s) x {spec.align} elements x {per_elem:g} B/element = {need:g} B")
     traffic = spec.elems * (sum(b for b, _ in spec.inputs) + spec.out_bytes)
     block = max(1, min(cores, int(traffic // chip.gm_min_efficient_transfer_bytes),
                        cdiv(spec.elems, spec.align)))
+    if 0 < spec.row_tile <= slot_elems:
+        # a kernel that loops over rows one at a time: a tile per row, at most a core per row
+        slot_elems = spec.row_tile
+        block = min(block, cdiv(spec.elems, spec.row_tile))
     groups: list[CoreGroup] = []
     core = 0
     for per_core, ncores in split_even(spec.elems, block):
@@ -174,7 +181,8 @@ def vector_work(chip, spec: VecSpec, op: str, cores: int) -> tuple[list[CoreGrou
     tile = min(slot_elems, cdiv(spec.elems, block))
     notes = [f"vector tiling: {spec.elems} elements over {block} core(s), up to "
              f"{tile} elements per tile "
-             f"(UB {chip.ub_bytes} B, 2 slots x {per_elem:g} B/element)"]
+             f"(UB {chip.ub_bytes} B, {nbuf} slot{'s' if nbuf > 1 else ''} x "
+             f"{per_elem:g} B/element)"]
     seq = [p for p in spec.parts if isinstance(p, SeqPart)]
     if seq:
         notes.append(f"V cycles per tile of {tile} elements: " + ", ".join(
@@ -194,6 +202,6 @@ def _vector_stages(chip, spec: VecSpec, e: int) -> tuple[Stage, ...]:
     out_ub = math.ceil((spec.out_bytes + spec.temp_bytes) * e)
     n_instr = len(loads) + max(issued_instrs(spec.parts), 1) + len(store)
     return (scalar_stage(chip, n_instr),
-            Stage("MTE2", loads, out_bufs=(("UB", in_ub),)),
-            Stage("V", vec, out_bufs=(("UB", out_ub),)),
+            Stage("MTE2", loads, out_bufs=(("UB", in_ub),), slots=spec.buffers),
+            Stage("V", vec, out_bufs=(("UB", out_ub),), slots=spec.buffers),
             Stage("MTE3", store))

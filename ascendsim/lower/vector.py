@@ -37,7 +37,7 @@ from .formats import NC1HWC0, ND, NZ, is_small_operand, padded_bytes
 from .memo import vector_work
 from .movement import ensure
 from .tiling import VecSpec
-from .vector_seq import SeqPart, resolve, vclass_of_registry
+from .vector_seq import ROW_RULES, SeqPart, resolve, sequence_for, vclass_of_registry
 
 
 def vec_class_of(opdef: Any, ins: list[Value]) -> str:
@@ -91,7 +91,9 @@ def lower_vector(low: Lowering, node, parts: list, category: Category,
     vparts, temp, flops, seq_notes = vec_parts(low, parts, n, outs, fmt=fmt)
     inputs = tuple((b / n, low.miss(i, b, fmt=f)) for i, b, f in zip(ins, in_b, in_fmts))
     through = low.through(outs, out_fmts)
-    spec = VecSpec(n, inputs, sum(out_b) / n, through, tuple(vparts), temp)
+    buffers, row_tile = kernel_pipeline(low, parts, n, fmt)
+    spec = VecSpec(n, inputs, sum(out_b) / n, through, tuple(vparts), temp,
+                   buffers=buffers, row_tile=row_tile)
     groups, vnotes = vector_work(low.chip, spec, node.name, low.vector_cores())
     if not ext_in and node.inputs:
         ins = [i for i in node.inputs if i]   # dependencies only: no bytes moved
@@ -100,6 +102,28 @@ def lower_vector(low: Lowering, node, parts: list, category: Category,
     low.add_task(TaskSpec(name or node.name, op_type or node.op_type, low.vector_task_type(),
                           [low.vector_phase(groups)], ins, outs, in_fmts, out_fmts, flops,
                           (notes or []) + seq_notes + vnotes, fused))
+
+
+def kernel_pipeline(low: Lowering, parts: list, n: int, fmt: str) -> tuple[int, int]:
+    """(UB slots per queue, task elements per row tile or 0) of a lone node whose kernel path
+    says so (`OpSequence.buffers`, `row_tile`: RmsNorm's NORMAL mode on A2); (2, 0) else.
+    The path is picked from the values `node_seq` resolves (bf16 widened to fp32)."""
+    if len(parts) != 1:
+        return 2, 0
+    nd = parts[0]
+    opdef = get_op(nd.op_type, nd.name)
+    ins = [low.sub_value(nd, i) for i in nd.inputs if i]
+    outs = [low.sub_value(nd, o) for o in nd.outputs]
+    if not ins:
+        return 2, 0
+    bf16 = bf16_vector_work(low.chip, opdef, nd.name, ins, outs)
+    if bf16 is not None:
+        ins = widened(ins, bf16)
+    seq = sequence_for(nd.op_type, ins, nd.attrs, fmt, low.chip.name)
+    if seq is None or not seq.row_tile:
+        return (seq.buffers if seq is not None else 2), 0
+    length, _ = ROW_RULES[seq.rows](ins, nd.attrs, low.const_value)
+    return seq.buffers, max(1, -(-int(length) * n // max(int(ins[0].numel), 1)))
 
 
 def lower_vector_op(low: Lowering, node: Node) -> None:
@@ -239,5 +263,5 @@ def same_const(a: Any, b: Any) -> bool:
 #: this module's rows of the dispatcher's table (lower/lowering.py): vector and scalar units
 LOWERINGS = {"vector": lower_vector_op, "scalar": lower_vector_op}
 
-__all__ = ["lower_vector", "lower_vector_op", "keeps_format", "vec_parts", "node_seq",
-           "vec_class_of", "attrs_key", "same_const", "LOWERINGS"]
+__all__ = ["lower_vector", "lower_vector_op", "keeps_format", "kernel_pipeline", "vec_parts",
+           "node_seq", "vec_class_of", "attrs_key", "same_const", "LOWERINGS"]

@@ -93,7 +93,9 @@ class OpSequence:
     last); `rows`: how the reduced rows are found (a key of ROW_RULES); `narrow`: a
     conversion whose repeats count the narrower dtype's elements (Cast); `stat_width`: values
     per row the ROW steps work on (1; 16 where the statistics come from the cube as 16-wide
-    fractal columns); `note`: what `explain` adds about the kernel path."""
+    fractal columns); `note`: what `explain` adds about the kernel path; `buffers`: the
+    kernel's UB slots per queue (its BUFFER_NUM; 1 serialises the load, compute and store of
+    consecutive tiles); `row_tile`: the kernel loops over its rows one at a time."""
 
     steps: tuple[Step, ...]
     fp32: bool = False
@@ -102,6 +104,8 @@ class OpSequence:
     cast_at: int = 0
     stat_width: int = 1
     note: str = ""
+    buffers: int = 2
+    row_tile: bool = False
 
 
 def _e(instr: str, vclass: str, count: float = 1.0) -> Step:
@@ -218,9 +222,47 @@ def _layer_norm_cube(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str
             and shape[-1] <= LAYER_NORM_CUBE_MAX_ROW)
 
 
+#: A2 chips (CANN SocVersion ASCEND910B: the 910B1..B4) whose RmsNorm is the Ascend C kernel of
+#: ops-nn norm/rms_norm (the first-generation 910 and the 910_95 take other branches of its tiling)
+RMS_NORM_A2_CHIPS = frozenset({"ascend910b", "ascend910b1", "ascend910b3", "ascend910b4"})
+#: rms_norm_tiling.cpp: rows up to SMALL_REDUCE_NUM aligned elements take MERGE_N on the 910B;
+#: a row longer than UB_FACTOR_B16 / UB_FACTOR_B32 elements is split (SPLIT_D)
+RMS_NORM_SMALL_REDUCE = 2000
+RMS_NORM_UB_FACTOR = {2: 12288, 4: 10240}
+
+
+def _rms_norm_normal(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str) -> bool:
+    """Whether CANN runs this RmsNorm as the NORMAL mode of its Ascend C kernel (ops-nn
+    rms_norm_tiling.cpp `Tiling4RmsNorm`, same-dtype branch): an A2 chip, x and gamma of one
+    dtype, the row's 32-byte-aligned length above SMALL_REDUCE_NUM (2000, else MERGE_N) and
+    within the UB factor (12288 elements for 2-byte dtypes, 10240 for fp32; else SPLIT_D)."""
+    if chip_name not in RMS_NORM_A2_CHIPS or fmt != "ND" or len(ins) < 2:
+        return False
+    x, gamma = ins[0], ins[1]
+    item = itemsize(x.dtype)
+    if x.dtype != gamma.dtype or item not in RMS_NORM_UB_FACTOR:
+        return False
+    per_block = 32 // item
+    col_align = -(-int(gamma.numel) // per_block) * per_block
+    return RMS_NORM_SMALL_REDUCE < col_align <= RMS_NORM_UB_FACTOR[item]
+
+
+#: RmsNorm NORMAL mode (ops-nn norm/rms_norm/op_kernel/rms_norm.h `KernelRmsNorm`): per row,
+#: CopyIn -> Cast to fp32 -> Mul x*x -> ReduceSumHalfInterval (halving Adds, one
+#: WholeReduceSum) -> V_S flag, rstd = 1/sqrt(sum/n + eps) on the scalar unit, S_V flag ->
+#: Muls by rstd -> Mul gamma -> Cast back -> CopyOutY; queues of depth BUFFER_NUM = 1
+#: (rms_norm_tiling.cpp). The rstd arithmetic is scalar, not vector work.
+_RMS_NORM_NORMAL = (_e("vmul", "binary"), _r("vcadd"), _e("vmuls", "unary"),
+                    _e("vmul", "binary"))
+
 #: op type -> (when a kernel path applies (inputs, attrs, the main input's format, chip name),
 #: its sequence); the first that applies replaces the op's row of SEQUENCES
 PATHS: dict[str, tuple[tuple[Callable[..., bool], OpSequence], ...]] = {
+    "RmsNorm": ((_rms_norm_normal, OpSequence(
+        _RMS_NORM_NORMAL, fp32=True, rows="gamma", buffers=1, row_tile=True,
+        note="CANN's Ascend C RmsNorm, NORMAL mode (ops-nn rms_norm.h): one row per loop "
+             "step, single-buffered queues (BUFFER_NUM = 1), rstd on the scalar unit "
+             "(the V->S->V round trip per row is not costed: no public cycle figure)")),),
     "LayerNormalization": ((_layer_norm_cube, OpSequence(
         _LAYER_NORM_CUBE, fp32=True, rows="from_axis", stat_width=16,
         note="CANN's cube path (layer_norm_cube): the row sums run on the cube as "
@@ -494,6 +536,7 @@ def sequence_text(parts: Sequence[SeqPart]) -> str:
 
 
 __all__ = ["ELEM", "LAYER_NORM_CUBE_CHIPS", "LAYER_NORM_CUBE_MAX_ROW", "PATHS", "REDUCE",
+           "RMS_NORM_A2_CHIPS",
            "REPEAT_BYTES", "ROW", "ROW_RULES", "SEQUENCES", "OpSequence", "SeqPart", "Step",
            "VEC_CLASS", "derived_steps", "instr_cycles", "part_cycles", "reduce_row_cycles",
            "repeat_cycles", "resolve", "sequence_for", "sequence_text",

@@ -121,8 +121,8 @@ def _split_tile(stages: tuple[Stage, ...]) -> tuple[Segment, ...] | None:
     for j, st in enumerate(stages):
         if a <= j <= b:
             per = st.units // chunks
-            first.append(Stage(st.pipe, st.instrs, per, st.head, st.out_bufs))
-            middle.append(Stage(st.pipe, st.instrs, per, (), st.out_bufs))
+            first.append(Stage(st.pipe, st.instrs, per, st.head, st.out_bufs, st.slots))
+            middle.append(Stage(st.pipe, st.instrs, per, (), st.out_bufs, st.slots))
             last.append(middle[-1])
         else:
             idle = _handoff_stage(st.pipe)

@@ -8,7 +8,7 @@ import pytest
 
 import ascendsim as asim
 from ascendsim.lower import lower
-from ascendsim.lower.program import _handoffs, expand_flags
+from ascendsim.lower.program import Instr, Segment, Stage, _handoffs, expand_flags
 
 
 def _reference(segments) -> dict:
@@ -33,17 +33,17 @@ def _reference(segments) -> dict:
                     allocs: tuple = ()
                     frees: tuple = ()
                     if j > 0 and u % links[j - 1][2] == 0:
-                        waits.append((pipes[j - 1], pipes[j], h_in[j] % 2))
+                        waits.append((pipes[j - 1], pipes[j], h_in[j] % st[j - 1].slots))
                     if j < n - 1 and u % links[j][1] == 0:
-                        if h_out[j] >= 2:
-                            waits.append((pipes[j + 1], pipes[j], h_out[j] % 2))
+                        if h_out[j] >= stage.slots:
+                            waits.append((pipes[j + 1], pipes[j], h_out[j] % stage.slots))
                         allocs = stage.out_bufs
                     instrs = (stage.head + stage.instrs) if u == 0 else stage.instrs
                     if j < n - 1 and (u + 1) % links[j][1] == 0:
-                        sets.append((pipes[j], pipes[j + 1], h_out[j] % 2))
+                        sets.append((pipes[j], pipes[j + 1], h_out[j] % stage.slots))
                         h_out[j] += 1
                     if j > 0 and (u + 1) % links[j - 1][2] == 0:
-                        sets.append((pipes[j], pipes[j - 1], h_in[j] % 2))
+                        sets.append((pipes[j], pipes[j - 1], h_in[j] % st[j - 1].slots))
                         frees = st[j - 1].out_bufs
                         h_in[j] += 1
                     last = len(instrs) - 1
@@ -81,3 +81,23 @@ def test_expand_flags_equals_the_unit_by_unit_expansion(build, chip, detail):
         assert fast == _reference(g.segments)
         repeated += max(st.units for st in g.segments[0].stages) >= 16
     assert repeated > 0          # some stages were long enough to repeat a period
+
+
+@pytest.mark.parametrize("units", [(1, 1, 1), (1, 40, 1), (3, 48, 6), (64, 64, 2)])
+@pytest.mark.parametrize("slots", [(1, 1), (1, 2), (2, 1)])
+def test_single_buffered_links_expand_as_unit_by_unit(units, slots):
+    """A link of one slot (a kernel with BUFFER_NUM = 1): the producer waits the consumer's
+    slot-free flag from its second handoff on, event 0 every time."""
+    def stages(tile_units):
+        a, b, c = tile_units
+        return (Stage("MTE2", (Instr("MTE2", "copy", 5),), a, out_bufs=(("UB", 64),),
+                      slots=slots[0]),
+                Stage("V", (Instr("V", "vec_binary", 7),), b, out_bufs=(("UB", 64),),
+                      slots=slots[1]),
+                Stage("MTE3", (Instr("MTE3", "copy", 3),), c))
+    segments = (Segment(stages(units), 5), Segment(stages(units), 2))
+    fast = expand_flags(segments)
+    assert fast == _reference(segments)
+    if slots[0] == 1:
+        mte2 = [e for e in fast["MTE2"] if e[1]]
+        assert all(w[2] == 0 for e in mte2 for w in e[1])

@@ -1,0 +1,106 @@
+"""RmsNorm on A2 chips as CANN's Ascend C kernel runs it (ops-nn norm/rms_norm): rows longer
+than SMALL_REDUCE_NUM (2000) that fit the UB factor take the NORMAL mode, one row per loop step
+through single-buffered queues (BUFFER_NUM = 1), rstd on the scalar unit; other rows, other
+chips and fused groups keep the double-buffered sequence."""
+
+from __future__ import annotations
+
+import pytest
+
+import ascendsim as asim
+from ascendsim.api import simulate
+from ascendsim.hw import get_chip
+from ascendsim.ir.tensor import Value
+from ascendsim.lower import lower
+from ascendsim.lower.vector_seq import REDUCE, sequence_for
+
+
+def _graph(rows: int, cols: int, dtype: str) -> asim.Graph:
+    g = asim.Graph("rms")
+    x = g.input("x", (rows, cols), dtype)
+    g.output(g.rms_norm(x, g.input("g", (cols,), dtype), name="op"))
+    return g
+
+
+def _values(rows: int, cols: int, dtype: str, gamma_dtype: str | None = None):
+    return [Value("x", (rows, cols), dtype), Value("g", (cols,), gamma_dtype or dtype)]
+
+
+def _task_stages(program, name: str):
+    task = next(t for t in program.tasks if t.op_name == name)
+    group = task.phases[0].groups[0]
+    return group, group.segments[0].stages
+
+
+@pytest.mark.parametrize("cols,dtype,normal", [
+    (4096, "float16", True), (2048, "bfloat16", True), (8192, "float32", True),
+    (1024, "float16", False),           # numColAlign <= 2000: MERGE_N
+    (2000, "float16", False),           # exactly SMALL_REDUCE_NUM: MERGE_N
+    (12288, "float16", True),           # UB_FACTOR_B16
+    (12304, "float16", False),          # past it: SPLIT_D
+    (10240, "float32", True), (10248, "float32", False),   # UB_FACTOR_B32
+])
+def test_mode_follows_the_tiling(cols, dtype, normal):
+    seq = sequence_for("RmsNorm", _values(8, cols, dtype), {}, "ND", "ascend910b3")
+    assert (seq is not None and seq.row_tile) == normal
+
+
+def test_only_a2_chips_and_same_dtype_gamma():
+    ins = _values(8, 4096, "float16")
+    for chip in ("ascend910", "ascend910b_gen1", "ascend310p"):
+        assert not sequence_for("RmsNorm", ins, {}, "ND", chip).row_tile
+    mixed = _values(8, 4096, "float16", "float32")      # the mixed-dtype branch
+    assert not sequence_for("RmsNorm", mixed, {}, "ND", "ascend910b").row_tile
+
+
+def test_normal_mode_passes_per_row():
+    """Per row: Cast up, Mul x*x, the row's reduce tree, Muls by rstd, Mul gamma, Cast back;
+    the rstd arithmetic (1/sqrt) is scalar, so no per-row vector steps."""
+    res = simulate(_graph(64, 4096, "float16"), "ascend910b3", fusion=False)
+    text = res.explain("op")
+    line = next(x for x in text.splitlines() if "vector sequence" in x)
+    named = [item.split(" [")[0] for item in line.split(": ", 2)[-1].split("; ")[0].split(", ")]
+    assert named == ["vconv f16->f32", "vmul", "vcadd", "vmuls", "vmul", "vconv f32->f16"]
+    seq = sequence_for("RmsNorm", _values(64, 4096, "float16"), {}, "ND", "ascend910b3")
+    assert [s.shape for s in seq.steps].count(REDUCE) == 1
+    assert "[per row]" not in line
+    # V cycles per row of 4096 fp32 on the 910B3 rates: vconv 32 + vmul 128 + vmuls 64 +
+    # vmul 128 + vconv 32, the reduce tree (63 binary folds and one whole-reduce repeat) 130
+    assert "V cycles per tile of 4096 elements: vconv f16->f32 32, vmul 128, vcadd 130, " \
+           "vmuls 64, vmul 128, vconv f32->f16 32" in text
+
+
+def test_one_row_per_tile_single_buffered_at_most_a_core_per_row():
+    chip = get_chip("ascend910b3")
+    program = lower(_graph(16, 4096, "float16"), chip)
+    group, stages = _task_stages(program, "op")
+    assert {s.pipe: s.slots for s in stages if s.pipe in ("MTE2", "V")} == {"MTE2": 1, "V": 1}
+    task = next(t for t in program.tasks if t.op_name == "op")
+    cores = sum(len(g.cores) for g in task.phases[0].groups)
+    assert cores == 16                                  # block dim <= rows (16 of 40 AIV)
+    assert sum(sg.count for sg in group.segments) == 1  # one row per core: one tile
+    program = lower(_graph(400, 4096, "float16"), chip)
+    group, _ = _task_stages(program, "op")
+    assert sum(sg.count for sg in group.segments) == 10     # 400 rows / 40 cores
+
+
+def test_merge_n_rows_stay_double_buffered():
+    program = lower(_graph(4096, 128, "bfloat16"), get_chip("ascend910b3"))
+    _, stages = _task_stages(program, "op")
+    assert all(s.slots == 2 for s in stages)
+
+
+def test_single_buffering_serialises_load_compute_store():
+    """One slot: the next row's load waits for this row's compute, the compute for the
+    previous row's store, so a core takes about V + MTE2 per row, not max(V, MTE2); block
+    detail (coalesced rows) gives the same kernel time as tile detail."""
+    res = simulate(_graph(400, 4096, "float16"), "ascend910b3", fusion=False, detail="tile")
+    task = res.trace.task("op")
+    ivs = [iv for iv in res.trace.intervals if iv.task_id == task.task_id]
+    first = min(iv.core for iv in ivs)
+    ivs = [iv for iv in ivs if iv.core == first]
+    busy = {p: sum(iv.duration for iv in ivs if iv.pipe == p) for p in ("MTE2", "V")}
+    span = max(iv.start + iv.duration for iv in ivs) - min(iv.start for iv in ivs)
+    assert span >= busy["V"] + busy["MTE2"]
+    block = simulate(_graph(400, 4096, "float16"), "ascend910b3", fusion=False)
+    assert block.time_us == pytest.approx(res.time_us, rel=0.1)
