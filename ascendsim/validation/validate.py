@@ -38,7 +38,8 @@ How each timing is simulated (`simulate_row`):
   (POCKETLLM's 910A aclnn enqueue and aclrtSynchronizeDevice, reused on 910B/310; the
   dispatch is a placeholder) plus the kernel; each inserted TransData adds its own. A chip
   whose file gives `eager_op_launch_us` (a framework's eager op call: torch_npu's Python,
-  ATen dispatch and aclnn calls; the 910B's is calibrated on gemm-910b2-0012) launches the
+  ATen dispatch and aclnn calls; no built-in chip gives one today: the 910B's was fitted on
+  a table that holds validation rows and no other source was found) launches the
   op rows' tasks at that cost instead of `host_launch_us` (not ``measure = "launch"`` rows,
   which time the AscendCL enqueue alone); a call whose host side differs from a plain op's
   takes its own figure where the chip gives one (`EAGER_LAUNCH_FIGURES`: torch_npu's
