@@ -219,7 +219,7 @@ def load_fusion_switch(source: str | PathLike | Mapping | None,
 
 
 #: keyword options of `optimize` that reach the passes as `ctx.options` (any other is a typo)
-PASS_OPTIONS = ("ub_rules", "graph_kernel_max_ops")
+PASS_OPTIONS = ("ub_rules", "graph_kernel_max_ops", EXCLUDE)
 #: every keyword `optimize` takes (for the message naming an unknown one)
 OPTIMIZE_OPTIONS = ("fusion_switch", "graph_kernel", "dump_dir", "outputs", "gears",
                     "fold_limit_bytes", "l2_fusion", "verify", "gear_dim", "graph_id",
