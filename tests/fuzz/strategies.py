@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from hypothesis import assume
 from hypothesis import strategies as st
 
 import ascendsim as asim
@@ -323,3 +324,51 @@ def fusion_options(draw) -> dict:
     if switch:
         opts["fusion_switch"] = {"Switch": switch}
     return opts
+
+
+@dataclass
+class DrawnStep:
+    """A drawn graph made trainable (its extra inputs as constant weights) and how a
+    training step of it is configured."""
+
+    drawn: Drawn
+    optimizer: str
+    mixed_precision: bool
+
+    @property
+    def graph(self) -> Graph:
+        return self.drawn.graph
+
+    def step(self, **kw) -> Graph:
+        return asim.training_step(self.graph, "mse", self.optimizer,
+                                  mixed_precision=self.mixed_precision, **kw)
+
+    def __repr__(self) -> str:
+        return (f"DrawnStep({self.drawn!r}, optimizer={self.optimizer!r}, "
+                f"mixed_precision={self.mixed_precision})")
+
+
+def _trainable(g: Graph, seed: int) -> Graph:
+    """`g` with every input but the first as a seeded constant (a weight) and only the
+    outputs a parameter reaches, the first of which the mse loss reads."""
+    rng = np.random.default_rng(seed)
+    keep = g.inputs[:1]
+    for name in g.inputs[1:]:
+        v = g.values[name]
+        g.constants[name] = rng.uniform(-1.0, 1.0, tuple(v.shape)).astype(v.dtype)
+    g.inputs = list(keep)
+    params = set(asim.autodiff.parameters(g))
+    g.outputs = [o for o in g.outputs if params & g.ancestors([o])]
+    g.remove_unused()
+    return g
+
+
+@st.composite
+def training_graphs(draw, max_ops: int = 6) -> DrawnStep:
+    """A random graph (`graphs`) whose first output depends on a parameter, with an
+    optimizer and mixed precision on or off for `training_step(graph, "mse", ...)`."""
+    drawn = draw(graphs(max_ops=max_ops))
+    g = _trainable(drawn.graph, draw(st.integers(0, 2**16)))
+    assume(g.outputs and g.inputs)
+    return DrawnStep(Drawn(g, drawn.steps), draw(st.sampled_from(asim.autodiff.OPTIMIZERS)),
+                     draw(st.booleans()))
