@@ -286,8 +286,11 @@ def _layer_norm_grad(ctx, douts):
 
 def _batch_norm_grad(ctx, douts):
     """Inference form y = (x - mean) * scale / sqrt(var + eps) + B: a per-channel affine map.
-    The running statistics are state, not parameters: no cotangent. (Training steps use
-    CANN's BNTraining* ops instead; see autodiff/training.py.)"""
+    The running statistics are state, not parameters (`parameters` leaves them out), but
+    their cotangents are made when asked for or when they are computed from something
+    differentiated (statistics computed from x): d mean = -sum(dy) scale inv,
+    d var = -sum(dy (x - mean)) scale inv^3 / 2. (Training steps use CANN's BNTraining* ops
+    instead; see autodiff/training.py.)"""
     if int(ctx.attrs["training_mode"]):
         raise GraphError(f"BatchNormalization '{ctx.node.name}' gradient: training_mode=1 is "
                          f"not differentiated; training steps use BNTrainingReduce/Update")
@@ -304,6 +307,13 @@ def _batch_norm_grad(ctx, douts):
         out[1] = ctx.sum_to_channel(g.mul(dy, xhat))
     if ctx.needs(2):
         out[2] = ctx.sum_to_channel(dy)
+    if ctx.needs(3):
+        out[3] = g.neg(g.mul(ctx.sum_to_channel(dy), g.mul(scale, inv)))
+    if ctx.needs(4):
+        centred = g.mul(dy, g.sub(x, ctx.channel(mean, rank)))
+        cube = g.mul(inv, g.mul(inv, inv))
+        out[4] = g.mul(g.mul(ctx.sum_to_channel(centred), g.mul(scale, cube)),
+                       ctx.scalar(-0.5, var.dtype))
     return out
 
 
