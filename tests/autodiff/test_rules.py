@@ -161,6 +161,9 @@ CASES = {
                    [(2, 3, 8), (8,), (8,)]),
     "layer_norm_two_axes_stats": (lambda g, x, s, b: g.layer_normalization(
         x, s, b, axis=1, epsilon=1e-5, num_outputs=3)[0], [(2, 3, 4), (3, 4), (3, 4)]),
+    "layer_norm_statistics_read": (lambda g, x, s, b: g.add(*g.layer_normalization(
+        x, s, b, axis=1, epsilon=1e-5, num_outputs=3, stash_type=11)[1:]),
+        [(2, 3, 4), (3, 4), (3, 4)]),
     "batch_norm_inference": (_bn, [(2, 3, 4, 4), (3,), (3,), (3,), (3,)],
                              {"positive": (4,), "wrt": ["x0", "x1", "x2"]}),
     "batch_norm_running_statistics": (_bn, [(2, 3, 4, 4), (3,), (3,), (3,), (3,)],
