@@ -84,6 +84,8 @@ CASES = {
                     [(3, 4), (1,), (1,)]),
     "max_min_nary": (lambda g, a, b, c: g.add(g.max(a, b, c), g.min(a, b)),
                      [(2, 3), (3,), (2, 1)]),
+    "max_min_tied": (lambda g, a, b: g.add(g.max(a, a), g.min(g.add(a, b), g.add(b, a))),
+                     [(2, 3), (3,)]),
     "hard_sigmoid_swish": (lambda g, a: g.add(g.hard_sigmoid(a), g.hard_swish(g.mul(a, 4.0))),
                            [(3, 4)]),
     "elu_selu": (lambda g, a: g.add(g.elu(a, alpha=0.7), g.selu(a)), [(3, 4)]),

@@ -568,11 +568,13 @@ def _clip_grad(ctx, douts):
 
 
 def _extreme_grad(ctx, douts):
-    """n-ary Max/Min: each operand gets the cotangent where it is the result (ties: each
-    tied operand gets it whole; differentiate away from ties)."""
+    """n-ary Max/Min: each operand gets the cotangent where it is the result; tied operands
+    share it evenly (Max(a, a) = a passes dy once, as PyTorch's maximum does)."""
     g, y, dy = ctx.g, ctx.outs[0], douts[0]
-    return [ctx.unbroadcast(g.where(g.equal(v, y), dy, _c(ctx, 0.0)), v) if ctx.needs(i)
-            else None for i, v in enumerate(ctx.ins)]
+    hits = [g.cast(g.equal(v, y), to=dy.dtype) for v in ctx.ins]
+    share = g.div(dy, hits[0] if len(hits) == 1 else g.sum(*hits))
+    return [ctx.unbroadcast(g.mul(hit, share), v) if ctx.needs(i) else None
+            for i, (v, hit) in enumerate(zip(ctx.ins, hits))]
 
 
 def _hard_sigmoid_dx(ctx, g, x, y, dy):
