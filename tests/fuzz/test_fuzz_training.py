@@ -1,6 +1,10 @@
 """Fuzzing of training: random graphs (strategies.py `training_graphs`) made into training
 steps, each checked for what users rely on.
 
+- The step executes (seeded inputs from `initial_state` and uniform(-1, 1) data), its
+  outputs finite; the optimised step (`asim.optimize`: fused optimizer chains, UB and L2
+  fusion) computes the same loss and parameter updates within a norm-wise tolerance by
+  dtype, and simulates.
 - Data parallel: `simulate_data_parallel(step, world_size=1)` is `simulate(step)` within 1%,
   and the optimizer half of the step holds no backward op (issue 23 items 2 and 20).
 
@@ -10,6 +14,7 @@ heavy run under `pytest -m fuzz`; BENCHMARKS.md ("Fuzzing") has the counts.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
@@ -23,6 +28,76 @@ _COMMON = dict(derandomize=True, deadline=None, database=None,
                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                       HealthCheck.filter_too_much])
 DP_EXAMPLES, DP_FUZZ_EXAMPLES = 15, 300
+STEP_EXAMPLES, STEP_FUZZ_EXAMPLES = 25, 2000
+#: |optimised - as given| <= TOL (1 + |as given|) per output: float32 kernels sum in another
+#: order when fused; a float16 forward rounds each unfused intermediate
+TOL = {"float64": 1e-9, "float32": 1e-4, "float16": 2e-2, "bfloat16": 5e-2}
+
+
+def step_feeds(step: asim.Graph, seed: int = 0) -> dict[str, np.ndarray]:
+    from ascendsim.ir.tensor import as_storage
+
+    feeds = dict(asim.autodiff.initial_state(step))
+    rng = np.random.default_rng(seed)
+    for name in step.inputs:
+        if name not in feeds:
+            v = step.values[name]
+            feeds[name] = as_storage(rng.uniform(-1.0, 1.0, v.shape), v.dtype)
+    return feeds
+
+
+def check_training_step(drawn: DrawnStep, chip: str = "ascend910b") -> None:
+    step = drawn.step()
+    feeds = step_feeds(step)
+    ref = asim.execute(step, feeds)
+    for name, v in ref.items():
+        assert np.all(np.isfinite(np.asarray(v, np.float64))), f"{name} is not finite"
+    opt = asim.optimize(step, chip).graph
+    got = asim.execute(opt, feeds)
+    for name, r in ref.items():
+        r64, g64 = (np.asarray(a, np.float64) for a in (r, got[name]))
+        err = float(np.max(np.abs(g64 - r64), initial=0.0))
+        tol = TOL.get(step.values[name].dtype, 0.0) * (1 + float(np.max(np.abs(r64),
+                                                                       initial=0.0)))
+        assert err <= tol, f"{name}: max |optimised - as given| = {err:.3g} > {tol:.3g}"
+    assert asim.simulate(opt, chip, fusion=False).cycles > 0
+
+
+def _run_steps(examples: int, max_ops: int) -> tuple[int, list[tuple[str, str]]]:
+    seen: list[int] = []
+    failures: list[tuple[str, str]] = []
+
+    @settings(max_examples=examples, **_COMMON)
+    @given(training_graphs(max_ops=max_ops))
+    def run(drawn):
+        seen.append(1)
+        try:
+            check_training_step(drawn)
+        except Exception as exc:     # every failure is collected, with its example
+            failures.append((f"{type(exc).__name__}: {exc}", repr(drawn)))
+
+    run()
+    return len(seen), failures
+
+
+def _report(failures) -> str:
+    kinds: dict[str, list[str]] = {}
+    for err, example in failures:
+        kinds.setdefault(err.split("\n")[0][:200], []).append(example)
+    return "\n".join(f"{len(ex)} x {err}\n    e.g. {ex[0]}" for err, ex in kinds.items())
+
+
+def test_training_steps_fuzz_default():
+    n, failures = _run_steps(STEP_EXAMPLES, max_ops=6)
+    assert n == STEP_EXAMPLES
+    assert not failures, f"{len(failures)} of {n} failed:\n{_report(failures)}"
+
+
+@pytest.mark.fuzz
+def test_training_steps_fuzz_heavy():
+    n, failures = _run_steps(STEP_FUZZ_EXAMPLES, max_ops=8)
+    print(f"fuzz training steps: {n} examples, {len(failures)} failed")
+    assert not failures, f"{len(failures)} of {n} failed:\n{_report(failures)}"
 
 
 def _backward_op(node) -> bool:
