@@ -11,14 +11,19 @@ Note on the model
 `<param>` with an output `<param>_new` (its optimizer state `<param>_m`, `<param>_v` likewise):
 the gradient is where the optimizer's element-wise, parameter-shaped update chain starts (the
 first value, walking back from the update, made by an op that is not element-wise on
-parameter-shaped operands: the GEMM, transpose or reduction that ends the backward pass).
+parameter-shaped operands: the GEMM, transpose or reduction that ends the backward pass, or
+the Cast of a float16 gradient to its float32 master's dtype, which frameworks all-reduce).
 Other `_new` outputs (the step counter, the loss scale, BatchNorm's running statistics, whose
 update is not such a chain) are state, not parameters.
 
 *Split at the gradients.* The step is cut in two graphs, as GE cuts a graph at its HCCL ops
-(an AllReduce is a fusion barrier): forward + backward (everything the gradients do not feed;
-the gradients become outputs) and the optimizer (everything they feed). Each is optimised
-and simulated on the chip with the caller's fusion and detail.
+(an AllReduce is a fusion barrier): forward + backward (everything a gradient needs, and
+what the outputs no gradient feeds need; the gradients become outputs) and the optimizer
+(the rest: what the gradients feed and no gradient needs, and what only it reads). Each is
+optimised and simulated on the chip with the caller's fusion and detail. These two give the
+timeline (when each gradient is ready, how long the optimizer waits for its buckets); the
+step's compute is the whole step simulated as `simulate` does, and the step is that plus
+the delay communication adds to the timeline, so one chip's step is `simulate`'s.
 
 *Buckets.* Gradients are grouped into buckets of `bucket_bytes` in framework order (the
 reverse of the forward order, as PyTorch DDP and MindSpore's gradient fusion do). A bucket's
@@ -195,7 +200,7 @@ def _update_region(graph: Graph, param: str, starts: list[str],
                    producers: dict[str, Node]) -> tuple[set[str], list[str]]:
     """Walk back from a parameter's update outputs through element-wise ops on
     parameter-shaped operands; returns (region node names, boundary values = gradients)."""
-    numel = graph.values[param].numel
+    numel, dtype = graph.values[param].numel, graph.values[param].dtype
     region: set[str] = set()
     grads: list[str] = []
     stack = list(starts)
@@ -212,7 +217,11 @@ def _update_region(graph: Graph, param: str, starts: list[str],
         shaped = all(graph.values[i].numel in (numel, 1) for i in ins)
         passes_through = (node.opdef.category in _ELEMENTWISE
                           or node.opdef.unit_for(node, {}) == Unit.NONE)   # Identity views
-        if (node.subgraph is None and passes_through and shaped
+        # the Cast into the parameter's dtype (a float32 master's gradient, from the float16
+        # backward) ends the backward pass: frameworks all-reduce the master-dtype gradient
+        casts_in = (node.op_type == "Cast" and graph.values[v].dtype == dtype
+                    and any(graph.values[i].dtype != dtype for i in ins))
+        if (node.subgraph is None and passes_through and shaped and not casts_in
                 and graph.values[v].numel == numel):
             region.add(node.name)
             stack.extend(ins)
@@ -282,18 +291,39 @@ def _subgraph(graph: Graph, nodes: list[Node], name: str, extra_outputs: Iterabl
     return g
 
 
+def _ancestors(graph: Graph, values: Iterable[str]) -> set[str]:
+    """Names of the nodes `values` depend on (their producers, transitively)."""
+    producers = graph.producers()
+    by_name = {n.name: n for n in graph.nodes}
+    out: set[str] = set()
+    stack = [producers[v].name for v in values if v in producers]
+    while stack:
+        name = stack.pop()
+        if name in out:
+            continue
+        out.add(name)
+        stack.extend(producers[i].name for i in by_name[name].inputs if i and i in producers)
+    return out
+
+
 def split_at_gradients(graph: Graph, grads: list[Gradient]) -> tuple[Graph, Graph]:
-    """(forward + backward, optimizer): the optimizer is every node the gradients feed (no
-    node at all for a graph of gradients only, e.g. `asim.grad`'s)."""
+    """(forward + backward, optimizer) (no optimizer node at all for a graph of gradients
+    only, e.g. `asim.grad`'s). Forward + backward is what the gradients need, plus what the
+    outputs the gradients do not feed need (the loss, BatchNorm's running statistics); the
+    optimizer is the rest. A backward node that reads a gradient is not the optimizer when a
+    later gradient needs it: BatchNorm's scale and offset gradients feed its input gradient
+    (BNTrainingReduceGrad), so the rest of the backward pass depends on them. A node that
+    reads no gradient but only feeds the update (the weight decay's `w * decay`) is the
+    optimizer's."""
     gvals = {v for gr in grads for v in gr.values}
+    needed = _ancestors(graph, gvals)
     tainted = set(gvals)
-    opt_nodes, fb_nodes = [], []
     for n in graph.nodes:
-        if any(v in tainted for v in n.inputs):
-            opt_nodes.append(n)
+        if n.name not in needed and any(v in tainted for v in n.inputs):
             tainted.update(o for o in n.outputs if o)
-        else:
-            fb_nodes.append(n)
+    fb_names = needed | _ancestors(graph, [o for o in graph.outputs if o not in tainted])
+    fb_nodes = [n for n in graph.nodes if n.name in fb_names]
+    opt_nodes = [n for n in graph.nodes if n.name not in fb_names]
     read_by_opt = {v for n in opt_nodes for v in n.inputs if v}
     fb = _subgraph(graph, fb_nodes, f"{graph.name}:forward_backward",
                    [*sorted(gvals), *sorted(read_by_opt)])
@@ -332,8 +362,8 @@ class DataParallelResult:
     interconnect: Interconnect
     algorithm: str
     step_us: float                    # one step, every chip
-    compute_us: float                 # the single-chip step (forward, backward, optimizer)
-    forward_backward_us: float
+    compute_us: float                 # the single-chip step, as `simulate` gives it
+    forward_backward_us: float        # the two halves of the step cut at the gradients
     optimizer_us: float
     comm_us: float                    # time some lane is communicating
     exposed_comm_us: float            # step time beyond the single-chip step
@@ -427,10 +457,11 @@ _SINGLE_KEEP = 4
 
 def single_chip_step(step_graph: Graph, chip: Chip, fusion: Any = True,
                      detail: str = DEFAULT_DETAIL,
-                     mode: str = DEFAULT_MODE) -> tuple[list[Gradient], Any, Any]:
-    """(gradients, forward+backward Result, optimizer Result) of one chip's step. The last few
-    are kept (keyed by the graph's structure and every chip figure), so a scaling study over
-    world sizes simulates the chip once."""
+                     mode: str = DEFAULT_MODE) -> tuple[list[Gradient], Any, Any, float]:
+    """(gradients, forward+backward Result, optimizer Result, the whole step's time in us as
+    `simulate` gives it) of one chip's step. The last few are kept (keyed by the graph's
+    structure and every chip figure), so a scaling study over world sizes simulates the chip
+    once."""
     from .api import simulate
     from .ir.identity import graph_key
 
@@ -441,9 +472,11 @@ def single_chip_step(step_graph: Graph, chip: Chip, fusion: Any = True,
         fb = simulate(fb_graph, chip, fusion=fusion, detail=detail, mode=mode)
         opt = (simulate(opt_graph, chip, fusion=fusion, detail=detail, mode=mode)
                if opt_graph.nodes else None)
+        whole = (simulate(step_graph, chip, fusion=fusion, detail=detail, mode=mode).time_us
+                 if opt is not None else fb.time_us)
         while len(_SINGLE) >= _SINGLE_KEEP:
             del _SINGLE[next(iter(_SINGLE))]
-        _SINGLE[key] = (grads, fb, opt)
+        _SINGLE[key] = (grads, fb, opt, whole)
     return _SINGLE[key]
 
 
@@ -469,7 +502,7 @@ def simulate_data_parallel(step_graph: Graph, world_size: int = 8,
     chip = get_chip(chip)
     ic = get_interconnect(interconnect, chip)
     allreduce_phases(1.0, world_size, ic, algorithm)            # checks world size, algorithm
-    grads, fb, opt = single_chip_step(step_graph, chip, fusion, detail, mode)
+    grads, fb, opt, whole_us = single_chip_step(step_graph, chip, fusion, detail, mode)
     fb_us, opt_us = fb.time_us, (opt.time_us if opt is not None else 0.0)
 
     # when each gradient is ready: the end of the task of the (fused) node that makes it
@@ -519,8 +552,10 @@ def simulate_data_parallel(step_graph: Graph, world_size: int = 8,
         dep = needs.get(task.op_name.split("#", 1)[0], every)
         delay = max([delay, *(buckets[b].done_us - start for b in dep)])
         compute_tasks.append(("optimizer", start + delay, fb_us + opt.trace.us(task.end) + delay))
-    step_us = max([fb_us + opt_us + delay, *(b.done_us for b in buckets)])
-    compute_us = fb_us + opt_us
+    # the cut timeline gives what communication adds; the compute is the uncut step
+    compute_us = whole_us
+    step_us = compute_us + max(0.0, max([fb_us + opt_us + delay, *(b.done_us for b in buckets)])
+                               - (fb_us + opt_us))
     busy = _union([(c.start_us, c.end_us) for c in comm])
     return DataParallelResult(
         world_size=world_size, chip=chip, interconnect=ic, algorithm=algorithm or "hierarchical",

@@ -19,7 +19,10 @@ Ascend frameworks (MindSpore, TF/PyTorch adapters) build a training graph for CA
    "mse" (mean squared error against "labels" of the output's shape), or a scalar Value.
 4. Mixed precision (the frameworks' O2 level): the model computes in float16 (float inputs and
    constants are float16); parameters are float32 master inputs Cast to float16 for use; the
-   loss is computed in float32; gradients flow back through the Casts to float32.
+   loss is computed in float32; gradients flow back through the Casts to float32. A norm's
+   float32 statistics that the model reads itself (LayerNormalization's Mean) are Cast to
+   float16 for those readers. Optimizer kernels of float16/bfloat16 parameters (no mixed
+   precision) take float32 scalars (epsilon 1e-8 is 0 in float16).
    Loss scaling: the backward is seeded with the loss scale; gradients are unscaled in float32.
    A static scale (a float) only scales; the dynamic scale ("dynamic", default under mixed
    precision) also checks the gradients for inf/nan (NPUGetFloatStatus), keeps every parameter
@@ -171,6 +174,35 @@ def _to_half(g: Graph, keep: set[str]) -> None:
                     n.subgraph)
                if n.op_type == "Cast" and n.attrs.get("to") == "float32" else n
                for n in g.nodes]
+    _half_statistics(g)
+
+
+#: outputs of norms that stay float32 beside float16 operands (ONNX's stash type, CANN's
+#: float32 statistics): LayerNormalization's Mean and InvStdDev, RmsNorm's rstd
+_STATISTICS = {"LayerNormalization": (1, 2), "RmsNorm": (1,)}
+
+
+def _half_statistics(g: Graph) -> None:
+    """A norm's float32 statistics that the model itself reads (a graph using
+    LayerNormalization's Mean) are Cast to float16 for those readers; the norm's node keeps
+    them float32 under a new name (its gradient rule reads them so)."""
+    read = {i for n in g.nodes for i in n.inputs if i} | set(g.outputs)
+    for node in list(g.nodes):
+        stats = [node.outputs[k] for k in _STATISTICS.get(node.op_type, ())
+                 if k < len(node.outputs) and node.outputs[k] in read
+                 and g.values[node.outputs[k]].dtype == "float32"]
+        if not stats:
+            continue
+        renamed = {o: g.fresh_value_name(f"{o}.float32") for o in stats}
+        i = g.nodes.index(node)
+        g.nodes[i] = Node(node.name, node.op_type, node.inputs,
+                          tuple(renamed.get(o, o) for o in node.outputs), node.attrs,
+                          node.subgraph)
+        for old, new in renamed.items():
+            v = g.values.pop(old)
+            g.values[new] = Value(new, v.shape, v.dtype, v.layout)
+            g.add_node("Cast", [g.values[new]], {"to": COMPUTE_HALF},
+                       name=g.fresh_node_name("Cast"), outputs=[old], at=i + 1)
 
 
 def _lazy_cast(data: ConstData, dtype: str) -> ConstData:
@@ -472,6 +504,14 @@ class _Hyper:
     nesterov: bool
 
 
+def _hyper_dtype(dtype: str) -> str:
+    """The dtype of an optimizer kernel's scalar inputs (learning rate, betas, epsilon, beta
+    powers) for a parameter of `dtype`: float32 for a half-precision parameter, whose kernel
+    computes in float32 (in float16, epsilon 1e-8 is 0 and beta2 0.999 rounds to 0.99902;
+    a zero gradient then divides 0 by 0)."""
+    return MASTER if dtype in ("float16", "bfloat16") else dtype
+
+
 def _moment(step: _Step, p: _Param, suffix: str) -> Value:
     v = p.master
     return step.state_input(f"{p.name}{suffix}", v.shape, v.dtype,
@@ -491,7 +531,7 @@ def _sgd(step: _Step, p: _Param, d: Value, counter: Value | None, h: _Hyper) -> 
 
 def _momentum(step: _Step, p: _Param, d: Value, counter: Value | None, h: _Hyper) -> dict:
     w, m = p.master, _moment(step, p, "_m")
-    c = lambda v: step.scalar(v, w.dtype)   # noqa: E731
+    c = lambda v: step.scalar(v, _hyper_dtype(w.dtype))   # noqa: E731
     w2, m2 = step.g.apply_momentum(w, m, c(h.lr), _l2(step, p, d, h), c(h.momentum),
                                    use_nesterov=int(h.nesterov))
     return {"": (w, w2), "_m": (m, m2)}
@@ -511,8 +551,9 @@ def _powers(step: _Step, counter: Value, h: _Hyper, dtype: str) -> tuple[Value, 
 def _adam(step: _Step, p: _Param, d: Value, counter: Value | None, h: _Hyper,
           decoupled: bool = False) -> dict:
     w, m, v = p.master, _moment(step, p, "_m"), _moment(step, p, "_v")
-    c = lambda x: step.scalar(x, w.dtype)   # noqa: E731
-    b1p, b2p = _powers(step, counter, h, w.dtype)
+    hyper = _hyper_dtype(w.dtype)
+    c = lambda x: step.scalar(x, hyper)   # noqa: E731
+    b1p, b2p = _powers(step, counter, h, hyper)
     if decoupled:
         w2, m2, v2 = step.g.apply_adam_w(w, m, v, b1p, b2p, c(h.lr), c(h.weight_decay),
                                          c(h.betas[0]), c(h.betas[1]), c(h.eps), d)
@@ -531,11 +572,12 @@ def _lamb(step: _Step, p: _Param, d: Value, counter: Value | None, h: _Hyper) ->
     ratio ||w|| / ||update|| (norms as ReduceL2 over the whole tensor)."""
     g, w = step.g, p.master
     m, v = _moment(step, p, "_m"), _moment(step, p, "_v")
-    c = lambda x: step.scalar(x, w.dtype)   # noqa: E731
+    hyper = _hyper_dtype(w.dtype)
+    c = lambda x: step.scalar(x, hyper)   # noqa: E731
     b1, b2 = h.betas
     update, v2, m2 = g.lamb_apply_optimizer_assign(
         d, v, m, w, c(b1), c(1.0 - b1), c(b2), c(1.0 - b2), c(h.eps),
-        _as_dtype(g, counter, w.dtype), c(h.weight_decay))
+        _as_dtype(g, counter, hyper), c(h.weight_decay))
     axes = list(range(w.rank))
     w_norm = g.reduce_l2(w, axes, keepdims=0)
     u_norm = g.reduce_l2(update, axes, keepdims=0)

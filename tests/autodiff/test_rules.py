@@ -39,6 +39,18 @@ def _bn_training(g, x, s, b):
     return g.bn_training_update(x, total, square, s, b, mean, var, epsilon=1e-5)[0]
 
 
+def _bn_computed_statistics(g, x, s, b):
+    """Inference BatchNormalization fed the batch's own statistics (a training-mode BN as a
+    graph computes it): the gradient flows through the computed mean and variance."""
+    m = g.reduce_mean(x, [0, 2, 3], keepdims=0)
+    d = g.sub(x, g.reshape(m, [1, 3, 1, 1]))
+    return g.batch_normalization(x, s, b, m, g.reduce_mean(g.mul(d, d), [0, 2, 3], keepdims=0))
+
+
+def _scalar(g, v):
+    return g.reshape(v, g.const(np.array([], np.int64)))
+
+
 def _xent(g, x):
     labels = g.const(np.eye(5)[[0, 3, 1]])
     return g.softmax_cross_entropy_with_logits(x, labels)[0]
@@ -67,8 +79,13 @@ CASES = {
     "erf": (lambda g, a: g.erf(a), [(2, 3)]),
     "clip": (lambda g, a: g.clip(a, g.const(np.asarray(-0.5)), g.const(np.asarray(0.7))),
              [(3, 4)]),
+    "clip_bounds": (lambda g, a, lo, hi: g.clip(a, _scalar(g, g.mul(lo, 0.3)),
+                                                _scalar(g, g.add(g.abs(hi), 0.2))),
+                    [(3, 4), (1,), (1,)]),
     "max_min_nary": (lambda g, a, b, c: g.add(g.max(a, b, c), g.min(a, b)),
                      [(2, 3), (3,), (2, 1)]),
+    "max_min_tied": (lambda g, a, b: g.add(g.max(a, a), g.min(g.add(a, b), g.add(b, a))),
+                     [(2, 3), (3,)]),
     "hard_sigmoid_swish": (lambda g, a: g.add(g.hard_sigmoid(a), g.hard_swish(g.mul(a, 4.0))),
                            [(3, 4)]),
     "elu_selu": (lambda g, a: g.add(g.elu(a, alpha=0.7), g.selu(a)), [(3, 4)]),
@@ -91,6 +108,8 @@ CASES = {
                      [(3, 4, 2)]),
     "expand": (lambda g, a: g.expand(a, [2, 3, 4]), [(3, 1)]),
     "pad_and_crop": (lambda g, a: g.pad(a, g.const(np.array([1, -1, 0, 2]))), [(3, 4)]),
+    "pad_constant_value": (lambda g, a, c: g.pad(a, g.const(np.array([1, -1, 0, 2])),
+                                                 _scalar(g, c)), [(3, 4), (1,)]),
     # reductions
     "reduce_mean_sum": (lambda g, a: g.add(g.reduce_mean(a, [1], keepdims=0),
                                            g.reduce_sum(a, [1], keepdims=0)), [(3, 5)]),
@@ -144,8 +163,14 @@ CASES = {
                    [(2, 3, 8), (8,), (8,)]),
     "layer_norm_two_axes_stats": (lambda g, x, s, b: g.layer_normalization(
         x, s, b, axis=1, epsilon=1e-5, num_outputs=3)[0], [(2, 3, 4), (3, 4), (3, 4)]),
+    "layer_norm_statistics_read": (lambda g, x, s, b: g.add(*g.layer_normalization(
+        x, s, b, axis=1, epsilon=1e-5, num_outputs=3, stash_type=11)[1:]),
+        [(2, 3, 4), (3, 4), (3, 4)]),
     "batch_norm_inference": (_bn, [(2, 3, 4, 4), (3,), (3,), (3,), (3,)],
                              {"positive": (4,), "wrt": ["x0", "x1", "x2"]}),
+    "batch_norm_running_statistics": (_bn, [(2, 3, 4, 4), (3,), (3,), (3,), (3,)],
+                                      {"positive": (4,)}),
+    "batch_norm_computed_statistics": (_bn_computed_statistics, [(2, 3, 4, 4), (3,), (3,)]),
     "bn_training": (_bn_training, [(2, 3, 4, 4), (3,), (3,)]),
     "lrn_odd": (lambda g, x: g.lrn(x, size=5, alpha=1e-2, beta=0.75, bias=1.0), [(2, 7, 3, 3)]),
     "lrn_even": (lambda g, x: g.lrn(x, size=4, alpha=1e-1, beta=0.75, bias=2.0), [(2, 5, 3, 3)]),

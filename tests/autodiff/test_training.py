@@ -185,3 +185,59 @@ def test_light_model_step_executes_simulates_and_fusion_keeps_the_update():
         np.testing.assert_array_equal(fused.outputs[name], unfused[name], err_msg=name)
     moved = [n for n in news if n.endswith(".weight_new") or n.endswith("_w_0_new")]
     assert any(not np.array_equal(unfused[n], feeds[n[:-4]]) for n in moved)
+
+
+def _ln_stats_model():
+    """A float32 model that reads LayerNormalization's Mean and InvStdDev itself."""
+    g = asim.Graph("ln_stats")
+    x = g.input("x", (4, 8), "float32")
+    rng = np.random.default_rng(0)
+    w = g.const(rng.standard_normal((8, 8)).astype(np.float32) / 3, name="w")
+    s = g.const(rng.uniform(0.5, 1.5, 8).astype(np.float32), name="s")
+    b = g.const(0.1 * rng.standard_normal(8).astype(np.float32), name="b")
+    y, mean, rstd = g.layer_normalization(g.matmul(x, w), s, b, axis=-1, num_outputs=3)
+    g.output(g.add(y, g.mul(mean, rstd)))
+    return g
+
+
+@pytest.mark.parametrize("optimizer", ["momentum", "adamw", "lamb"])
+def test_mixed_precision_with_layer_norm_statistics_read_by_the_model(optimizer):
+    """Issue 23 item 17: LayerNormalization's float32 statistics met float16 operands under
+    mixed precision (Add: "inputs have different dtypes"); they are Cast for the model's
+    readers, and the gradient takes their share (the statistics' rule: against finite
+    differences in tests/autodiff/test_rules.py)."""
+    step = asim.training_step(_ln_stats_model(), "mse", optimizer)
+    feeds, out = _run(step)
+    assert all(np.all(np.isfinite(v)) for v in out.values())
+    assert not np.array_equal(out["w_new"], feeds["w"])
+    assert asim.simulate(step, "ascend910b").cycles > 0
+    # float32 (no mixed precision): the same update as SGD's gradient of the float32 model
+    ref = asim.training_step(_ln_stats_model(), "mse", "sgd", lr=1.0, mixed_precision=False)
+    feeds, out = _run(ref)
+    assert np.all(np.isfinite(out["w_new"]))
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "adamw", "lamb", "momentum"])
+def test_half_parameters_without_mixed_precision_update(optimizer):
+    """Issue 23 item 17: ApplyAdam/ApplyAdamW/LAMB on float16 parameters failed (epsilon 1e-8
+    is 0 in float16: a zero gradient divided 0 by 0). Their scalar inputs are float32; the
+    kernels compute in float32; the update of a zero-gradient column is finite and equals the
+    float32 model's within float16 rounding."""
+    def model(dtype):
+        g = asim.Graph("half")
+        x = g.input("x", (4, 3), dtype)
+        w = g.const(np.linspace(-1, 1, 12).reshape(3, 4).astype(dtype), name="w")
+        y = g.matmul(x, w)
+        g.output(g.mul(y, g.const(np.array([1, 1, 1, 0], dtype))))   # column 3: no gradient
+        return g
+    outs = {}
+    for dtype in ("float16", "float32"):
+        step = asim.training_step(model(dtype), "mse", optimizer, lr=1e-2,
+                                  mixed_precision=False)
+        feeds = initial_state(step)
+        rng = np.random.default_rng(0)
+        for name in ("x", "labels"):
+            feeds[name] = rng.uniform(-1, 1, step.values[name].shape).astype(dtype)
+        outs[dtype] = asim.execute(step, feeds)["w_new"]
+    assert np.all(np.isfinite(outs["float16"]))
+    np.testing.assert_allclose(outs["float16"].astype(np.float32), outs["float32"], atol=2e-3)

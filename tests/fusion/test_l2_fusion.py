@@ -155,3 +155,37 @@ def test_a_computed_weight_is_shared_by_every_chunk():
     values = chunk_values(fused_node, 2, opt.constants)
     assert values[y.name].shape == (4, 8, 6, 6)      # 4 samples, all 8 output channels
     assert simulate(opt, fusion=False).cycles > 0
+
+
+def test_a_computed_weight_inside_a_ub_fused_node_is_not_chunked():
+    """Issue 23 item 3: ResNet-50's batch-512 training step on the 910 and 910B raised a
+    GraphError: an L2 chain held a UB-fused ConvTranspose (the input gradient) reading the
+    Cast of a (512, 256, 1, 1) master weight; the batch split tells weights by the slots of
+    the chain's own nodes and chunked this one like an activation. Such a fused node is not
+    batch-separable for the pass."""
+    g = Graph("convt_weight")
+    dy = g.input("dy", (8, 8, 6, 6), "float16")
+    master = g.input("w", (8, 4, 1, 1), "float32")       # leads with 8, the batch
+    y = g.relu(g.conv_transpose(dy, g.cast(master, to="float16")))
+    g.output(g.relu(g.add(y, y)))
+    _, convt, relu, _, _ = g.nodes
+    assert batch_separable(g, convt) == 8                  # the slot tells W apart
+    fuse_nodes(g, [convt, relu], {"fusion": "UB", "pattern": "Conv2DBackpropEltwiseFusion",
+                                  "display_type": "ConvTransposeRelu"})
+    ub = next(n for n in g.nodes if n.subgraph is not None)
+    assert batch_separable(g, ub) is None
+    assert [batch_separable(g, n) for n in g.nodes if n.op_type in ("Add", "Relu")] == [8, 8]
+
+
+def test_resnet50_training_step_at_batch_512_optimizes_and_chunks():
+    """Issue 23 item 3 on the real graph, shapes only: the passes (with their chain
+    simulations) on ResNet-50's batch-512 step, then the lowering's chunk shapes of every
+    batch split kept."""
+    from ascendsim.lower.lowering import _chunk_values
+
+    step = asim.models.resnet50_training_step(batch=512)
+    for chip in ("ascend910", "ascend910b"):
+        opt = asim.optimize(step, chip).graph
+        for node in opt.nodes:
+            if node.attrs.get("fusion") == "L2" and node.attrs.get("batch_split", 1) > 1:
+                _chunk_values(node, node.attrs["batch_split"], opt.constants)

@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from hypothesis import assume
 from hypothesis import strategies as st
 
 import ascendsim as asim
@@ -323,3 +324,314 @@ def fusion_options(draw) -> dict:
     if switch:
         opts["fusion_switch"] = {"Switch": switch}
     return opts
+
+
+@dataclass
+class DrawnStep:
+    """A drawn graph made trainable (its extra inputs as constant weights) and how a
+    training step of it is configured."""
+
+    drawn: Drawn
+    optimizer: str
+    mixed_precision: bool
+
+    @property
+    def graph(self) -> Graph:
+        return self.drawn.graph
+
+    def step(self, **kw) -> Graph:
+        return asim.training_step(self.graph, "mse", self.optimizer,
+                                  mixed_precision=self.mixed_precision, **kw)
+
+    def __repr__(self) -> str:
+        return (f"DrawnStep({self.drawn!r}, optimizer={self.optimizer!r}, "
+                f"mixed_precision={self.mixed_precision})")
+
+
+def _trainable(g: Graph, seed: int) -> Graph:
+    """`g` with every input but the first as a seeded constant (a weight) and only the
+    outputs a parameter reaches, the first of which the mse loss reads."""
+    rng = np.random.default_rng(seed)
+    keep = g.inputs[:1]
+    for name in g.inputs[1:]:
+        v = g.values[name]
+        g.constants[name] = rng.uniform(-1.0, 1.0, tuple(v.shape)).astype(v.dtype)
+    g.inputs = list(keep)
+    params = set(asim.autodiff.parameters(g))
+    g.outputs = [o for o in g.outputs if params & g.ancestors([o])]
+    g.remove_unused()
+    return g
+
+
+@st.composite
+def training_graphs(draw, max_ops: int = 6) -> DrawnStep:
+    """A random graph (`graphs`) whose first output depends on a parameter, with an
+    optimizer and mixed precision on or off for `training_step(graph, "mse", ...)`."""
+    drawn = draw(graphs(max_ops=max_ops))
+    g = _trainable(drawn.graph, draw(st.integers(0, 2**16)))
+    assume(g.outputs and g.inputs)
+    return DrawnStep(Drawn(g, drawn.steps), draw(st.sampled_from(asim.autodiff.OPTIMIZERS)),
+                     draw(st.booleans()))
+
+
+# ----------------------------------------------------------------------------- gradients
+#: float64 ops with a gradient rule, each on values that keep it smooth where the rule is
+#: checked (positive arguments of Log/Sqrt/Rsqrt/Reciprocal/Pow, denominators >= 1, bounded
+#: Exp); kinks (Relu, Abs, Max, pools) are met with probability ~0 by continuous draws
+GRAD_UNARY = {
+    "tanh": lambda g, v: g.tanh(v), "sigmoid": lambda g, v: g.sigmoid(v),
+    "softplus": lambda g, v: g.softplus(v), "erf": lambda g, v: g.erf(v),
+    "gelu": lambda g, v: g.gelu(v), "gelu_tanh": lambda g, v: g.gelu(v, approximate="tanh"),
+    "neg": lambda g, v: g.neg(v), "abs": lambda g, v: g.abs(v), "relu": lambda g, v: g.relu(v),
+    "leaky_relu": lambda g, v: g.leaky_relu(v, alpha=0.1),
+    "elu": lambda g, v: g.elu(v, alpha=0.7), "selu": lambda g, v: g.selu(v),
+    "hard_sigmoid": lambda g, v: g.hard_sigmoid(v), "hard_swish": lambda g, v: g.hard_swish(v),
+    "exp_tanh": lambda g, v: g.exp(g.tanh(v)),
+    "log": lambda g, v: g.log(g.add(g.mul(v, v), 1.0)),
+    "sqrt": lambda g, v: g.sqrt(g.add(g.mul(v, v), 1.0)),
+    "rsqrt": lambda g, v: g.rsqrt(g.add(g.mul(v, v), 1.0)),
+    "reciprocal": lambda g, v: g.reciprocal(g.add(g.mul(v, v), 1.0)),
+    "pow2": lambda g, v: g.pow(v, 2.0),
+    "cast_identity": lambda g, v: g.identity(g.cast(v, to="float64")),
+}
+GRAD_BINARY = {
+    "add": lambda g, a, b: g.add(a, b), "sub": lambda g, a, b: g.sub(a, b),
+    "mul": lambda g, a, b: g.mul(a, b),
+    "div": lambda g, a, b: g.div(a, g.add(g.mul(b, b), 1.0)),
+    "max": lambda g, a, b: g.max(a, b), "min": lambda g, a, b: g.min(a, b),
+    "pow": lambda g, a, b: g.pow(g.add(g.mul(a, a), 1.0), g.tanh(b)),
+    "where": lambda g, a, b: g.where(g.greater(a, 0.0), a, b),
+    "sum3": lambda g, a, b: g.sum(a, b, a),
+}
+GRAD_KINDS = ("unary", "binary", "binary_const", "reduce", "matmul", "conv", "pool",
+              "softmax", "norm", "move", "new_input")
+
+
+def _f64(draw, g: Graph, shape, scale: float = 1.0, positive: bool = False) -> Value:
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    data = rng.uniform(-1.0, 1.0, shape) * scale
+    return g.const(np.abs(data) + 0.5 if positive else data)
+
+
+@st.composite
+def grad_graphs(draw, max_ops: int = 5) -> Drawn:
+    """A random float64 graph of ops with gradient rules (broadcasting, reductions, MatMul,
+    Conv, pooling, Softmax, LayerNorm / BatchNorm / BNTraining / RmsNorm, moves), for
+    `gradcheck.directional_check` over its inputs and parameters; its first output is the
+    last value made."""
+    g = Graph("gradfuzz")
+    steps: list[str] = []
+    pool: list[Value] = []
+
+    def new_input(shape) -> Value:
+        v = g.input(f"x{len(g.inputs)}", tuple(shape), "float64")
+        pool.append(v)
+        steps.append(f"input {v.name}{tuple(shape)}")
+        return v
+
+    new_input(_shape(draw, 1, 4))
+    last = None
+    for _ in range(draw(st.integers(1, max_ops))):
+        kind = draw(st.sampled_from(GRAD_KINDS))
+        v = draw(st.sampled_from(pool))
+        shape = tuple(int(d) for d in v.shape)
+        if kind == "new_input":
+            new_input(_shape(draw, 1, 4) if draw(st.booleans())
+                      else _broadcast_of(draw, shape) or (1,))
+            continue
+        name = kind
+        if kind == "unary":
+            name = draw(st.sampled_from(sorted(GRAD_UNARY)))
+            out = GRAD_UNARY[name](g, v)
+        elif kind in ("binary", "binary_const"):
+            name = draw(st.sampled_from(sorted(GRAD_BINARY)))
+            if kind == "binary":
+                w = draw(st.sampled_from([p for p in pool
+                                          if _broadcasts(tuple(p.shape), shape)]))
+            else:
+                w = _f64(draw, g, _broadcast_of(draw, shape) or (1,))
+            a, b = (v, w) if draw(st.booleans()) else (w, v)
+            out = GRAD_BINARY[name](g, a, b)
+        elif kind == "reduce":
+            name = draw(st.sampled_from(["reduce_sum", "reduce_mean", "reduce_max",
+                                         "reduce_min", "reduce_sum_square"]))
+            axes = sorted(draw(st.sets(st.integers(0, len(shape) - 1), min_size=1)))
+            keep = draw(st.sampled_from([0, 1]))
+            if not keep and len(axes) == len(shape):
+                keep = 1
+            out = getattr(g, name)(v, axes, keepdims=keep)
+        elif kind == "matmul":
+            out = _matmul(draw, g, v, shape, "float64", pool) if draw(st.booleans()) else \
+                _gemm(draw, g, v, shape)
+        elif kind in ("conv", "pool") or (kind == "norm" and len(shape) != 4 and
+                                          draw(st.booleans())):
+            if len(shape) != 4:
+                v = new_input((draw(st.integers(1, 2)), draw(st.integers(1, 4)),
+                               draw(st.integers(3, 6)), draw(st.integers(3, 6))))
+                shape = tuple(int(d) for d in v.shape)
+            if kind == "conv":
+                out = _conv(draw, g, v, shape, "float64", new_input)
+            elif kind == "pool":
+                name, out = _pool(draw, g, v, shape)
+            else:
+                name, out = _norm4(draw, g, v, shape)
+        elif kind == "softmax":
+            name = draw(st.sampled_from(["softmax", "log_softmax"]))
+            out = getattr(g, name)(v, axis=draw(st.integers(-len(shape), len(shape) - 1)))
+        elif kind == "norm":
+            name, out = _norm4(draw, g, v, shape) if len(shape) == 4 else \
+                _norm_last(draw, g, v, shape)
+        else:
+            name, out = _move(draw, g, v, shape, pool)
+        if out is None:
+            continue
+        if math.prod(int(d) for d in out.shape) > MAX_NUMEL:
+            continue
+        steps.append(f"{name} -> {out.name}{tuple(out.shape)}")
+        pool.append(out)
+        last = out
+    if last is None:
+        last = g.tanh(pool[0])
+        steps.append(f"tanh -> {last.name}")
+    g.output(last)
+    g.remove_unused()
+    return Drawn(g, steps)
+
+
+def _gemm(draw, g: Graph, v: Value, shape) -> Value:
+    """Gemm of a 2-D view of v, transposes and alpha/beta drawn, with a bias C."""
+    a = v if len(shape) == 2 else g.reshape(v, [-1, shape[-1]])
+    m, k = (int(d) for d in a.shape)
+    n = draw(st.integers(1, MAX_DIM))
+    ta, tb = draw(st.booleans()), draw(st.booleans())
+    if ta:
+        a = g.transpose(a, perm=[1, 0])
+    b = _f64(draw, g, (n, k) if tb else (k, n), 1.0 / math.sqrt(k))
+    c = _f64(draw, g, draw(st.sampled_from([(n,), (1, n), (m, n)])))
+    return g.gemm(a, b, c, transA=int(ta), transB=int(tb), alpha=0.5, beta=1.5)
+
+
+def _pool(draw, g: Graph, v: Value, shape) -> tuple[str, Value]:
+    n, c, h, w = shape
+    name = draw(st.sampled_from(["max_pool", "average_pool", "average_pool_pads",
+                                 "global_average_pool", "global_max_pool"]))
+    if name.startswith("global"):
+        return name, getattr(g, name)(v)
+    k = draw(st.integers(1, min(3, h, w)))
+    s = draw(st.integers(1, 2))
+    p = draw(st.integers(0, k // 2))
+    attrs = {"kernel_shape": [k, k], "strides": [s, s], "pads": [p] * 4}
+    if name == "max_pool":
+        return name, g.max_pool(v, **attrs)
+    return name, g.average_pool(v, count_include_pad=int(name.endswith("pads")), **attrs)
+
+
+def _norm4(draw, g: Graph, v: Value, shape) -> tuple[str, Value]:
+    c = shape[1]
+    name = draw(st.sampled_from(["batch_norm", "batch_norm_wrt_stats", "bn_training"]))
+    scale, bias = _f64(draw, g, (c,)), _f64(draw, g, (c,))
+    mean, var = _f64(draw, g, (c,)), _f64(draw, g, (c,), positive=True)
+    if name == "bn_training":
+        if shape[0] * shape[2] * shape[3] < 4:       # batch statistics of 1-3 values: skip
+            return name, None
+        total, square = g.bn_training_reduce(v)
+        return name, g.bn_training_update(v, total, square, scale, bias, mean, var,
+                                          epsilon=1e-3)[0]
+    if name == "batch_norm_wrt_stats":                 # statistics computed upstream
+        mean = g.add(mean, g.reduce_mean(v, [0, 2, 3], keepdims=0))
+        var = g.add(var, g.reduce_mean(g.mul(v, v), [0, 2, 3], keepdims=0))
+    return name, g.batch_normalization(v, scale, bias, mean, var)
+
+
+def _norm_last(draw, g: Graph, v: Value, shape) -> tuple[str, Value]:
+    name = draw(st.sampled_from(["layer_norm", "layer_norm_axis", "rms_norm"]))
+    if shape[-1] < 2:
+        return name, None
+    if name == "rms_norm":
+        return name, g.rms_norm(v, _f64(draw, g, (shape[-1],)), epsilon=1e-3)
+    axis = -1 if name == "layer_norm" or len(shape) < 2 else \
+        draw(st.integers(1, len(shape) - 1))
+    norm = shape[axis:]
+    # statistics stashed in float64 (ONNX's default stash is float32: its rounding, ~1e-7,
+    # would exceed the check's tolerance on a badly conditioned row of two elements)
+    return name, g.layer_normalization(v, _f64(draw, g, norm), _f64(draw, g, norm),
+                                       axis=axis, epsilon=1e-3, stash_type=11)
+
+
+def _move(draw, g: Graph, v: Value, shape, pool) -> tuple[str, Value | None]:
+    name = draw(st.sampled_from(["reshape", "transpose", "slice", "concat", "pad", "gather",
+                                 "expand", "clip", "unsqueeze_squeeze", "split"]))
+    rank = len(shape)
+    if name == "reshape":
+        return name, g.reshape(v, g.const(np.array(_reshaped(draw, shape), np.int64)))
+    if name == "transpose":
+        return name, g.transpose(v, perm=list(draw(st.permutations(range(rank)))))
+    if name == "slice":
+        axis = draw(st.integers(0, rank - 1))
+        start = draw(st.integers(0, shape[axis] - 1))
+        return name, g.slice(v, [start], [draw(st.integers(start + 1, shape[axis]))], [axis])
+    if name == "concat":
+        axis = draw(st.integers(0, rank - 1))
+        same = [w for w in pool if len(w.shape) == rank and all(
+            int(a) == int(b) for k, (a, b) in enumerate(zip(w.shape, shape)) if k != axis)]
+        return name, g.concat(v, draw(st.sampled_from(same)), axis=axis)
+    if name == "pad":
+        pads = [draw(st.integers(0, 2)) for _ in range(2 * rank)]
+        value = g.reshape(_f64(draw, g, (1,)), g.const(np.array([], np.int64)))
+        return name, g.pad(v, g.const(np.array(pads, np.int64)), value)
+    if name == "gather":
+        axis = draw(st.integers(0, rank - 1))
+        idx = draw(st.lists(st.integers(-shape[axis], shape[axis] - 1), min_size=1,
+                            max_size=4))
+        return name, g.gather(v, g.const(np.array(idx, np.int64)), axis=axis)
+    if name == "expand":
+        return name, g.expand(v, [draw(st.integers(1, 3)), *shape])
+    if name == "clip":
+        lo = g.reshape(_f64(draw, g, (1,), 0.5), g.const(np.array([], np.int64)))
+        return name, g.clip(v, lo, g.add(lo, 0.7))
+    if name == "split":
+        axis = draw(st.integers(0, rank - 1))
+        if shape[axis] % 2:
+            return name, None
+        a, b = g.split(v, axis=axis, num_outputs=2)
+        return name, g.mul(a, b)
+    return name, g.squeeze(g.unsqueeze(v, [0]), [0])
+
+
+# ----------------------------------------------------------------------------- decoders
+@dataclass(frozen=True)
+class DrawnDecoder:
+    """A small random decoder configuration and a sequence split into prompt and decode."""
+
+    config: object          # ascendsim.models.decoder.DecoderConfig
+    batch: int
+    length: int             # tokens in all
+    prompt: int             # the prefill's tokens; decode steps add the rest one by one
+    dtype: str              # of the fused-equals-unfused check
+    seed: int
+
+
+@st.composite
+def decoder_configs(draw) -> DrawnDecoder:
+    """GQA/MHA/MQA heads, head_dim 2-8, 1-2 layers, biases, tied embeddings, MoE with or
+    without a shared expert, a prompt of 1 to length - 1 tokens."""
+    from ascendsim.models.decoder import DecoderConfig
+
+    heads = draw(st.integers(1, 4))
+    kv = draw(st.sampled_from([k for k in range(1, heads + 1) if heads % k == 0]))
+    head_dim = draw(st.sampled_from([2, 4, 8]))
+    moe = draw(st.booleans())
+    experts = draw(st.integers(2, 4)) if moe else 0
+    cfg = DecoderConfig(
+        hidden=heads * head_dim, layers=draw(st.integers(1, 2)), heads=heads, kv_heads=kv,
+        ffn=draw(st.integers(2, 24)), vocab=draw(st.integers(4, 48)),
+        eps=draw(st.sampled_from([1e-6, 1e-5])),
+        rope_theta=draw(st.sampled_from([100.0, 10000.0, 1e6])),
+        qkv_bias=draw(st.booleans()), tie_embeddings=draw(st.booleans()),
+        experts=experts, top_k=draw(st.integers(1, experts)) if moe else 0,
+        expert_ffn=draw(st.integers(2, 12)) if moe else 0,
+        shared_ffn=draw(st.sampled_from([0, 4, 8])) if moe else 0, source="fuzz")
+    length = draw(st.integers(2, 6))
+    return DrawnDecoder(cfg, draw(st.integers(1, 2)), length, draw(st.integers(1, length - 1)),
+                        draw(st.sampled_from(["float32", "float16"])),
+                        draw(st.integers(0, 2**16)))

@@ -559,23 +559,31 @@ def _where_grad(ctx, douts):
 
 
 def _clip_grad(ctx, douts):
-    """The cotangent passes where min <= x <= max (bounds get none: hyper-parameters)."""
+    """The cotangent passes where min <= x <= max; a bound, when asked for, gets the sum of
+    the cotangent where x lies beyond it."""
     g, x, dy = ctx.g, ctx.ins[0], douts[0]
     inside = None
-    for bound, compare in ((1, g.greater_or_equal), (2, g.less_or_equal)):
+    out: list = [None] * len(ctx.ins)
+    for bound, compare, beyond in ((1, g.greater_or_equal, g.less),
+                                   (2, g.less_or_equal, g.greater)):
         if len(ctx.ins) > bound and ctx.ins[bound] is not None:
             test = compare(x, ctx.ins[bound])
             inside = test if inside is None else g.and_(inside, test)
-    dx = dy if inside is None else g.where(inside, dy, _c(ctx, 0.0))
-    return [dx] + [None] * (len(ctx.ins) - 1)
+            if ctx.needs(bound):
+                past = g.where(beyond(x, ctx.ins[bound]), dy, _c(ctx, 0.0))
+                out[bound] = ctx.unbroadcast(past, ctx.ins[bound])
+    out[0] = dy if inside is None else g.where(inside, dy, _c(ctx, 0.0))
+    return out
 
 
 def _extreme_grad(ctx, douts):
-    """n-ary Max/Min: each operand gets the cotangent where it is the result (ties: each
-    tied operand gets it whole; differentiate away from ties)."""
+    """n-ary Max/Min: each operand gets the cotangent where it is the result; tied operands
+    share it evenly (Max(a, a) = a passes dy once, as PyTorch's maximum does)."""
     g, y, dy = ctx.g, ctx.outs[0], douts[0]
-    return [ctx.unbroadcast(g.where(g.equal(v, y), dy, _c(ctx, 0.0)), v) if ctx.needs(i)
-            else None for i, v in enumerate(ctx.ins)]
+    hits = [g.cast(g.equal(v, y), to=dy.dtype) for v in ctx.ins]
+    share = g.div(dy, hits[0] if len(hits) == 1 else g.sum(*hits))
+    return [ctx.unbroadcast(g.mul(hit, share), v) if ctx.needs(i) else None
+            for i, (v, hit) in enumerate(zip(ctx.ins, hits))]
 
 
 def _hard_sigmoid_dx(ctx, g, x, y, dy):

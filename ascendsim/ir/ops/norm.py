@@ -252,14 +252,19 @@ def _log_softmax_grad(ctx, douts):
 
 def _layer_norm_grad(ctx, douts):
     """CANN's LayerNormXBackprop (dx) and LayerNormBetaGammaBackprop (dgamma, dbeta) from the
-    forward's Mean/InvStdDev (recomputed by a 3-output LayerNorm when the node has only Y)."""
-    g, node = ctx.g, ctx.node
+    forward's Mean/InvStdDev (recomputed by a 3-output LayerNorm when the node has only Y).
+    A graph that reads Mean or InvStdDev itself adds their share to dx (element-wise, in the
+    statistics' dtype): d mean / n, and -d rstd rstd^3 (x - mean) / n."""
+    g = ctx.g
     x, scale = ctx.ins[0], ctx.ins[1]
     bias = ctx.ins[2] if len(ctx.ins) > 2 else None
     dy = douts[0]
-    if dy is None:
-        raise GraphError(f"LayerNormalization '{node.name}' gradient: only through Y")
     axis = norm_axis(ctx.attrs["axis"], len(x.shape), x)
+    if dy is None:
+        out = [None] * len(ctx.ins)
+        if ctx.needs(0):
+            out[0] = _layer_norm_stats_dx(ctx, douts, axis)
+        return out
     if len(ctx.outs) == 3:
         mean, rstd = ctx.outs[1], ctx.outs[2]
     else:
@@ -272,6 +277,8 @@ def _layer_norm_grad(ctx, douts):
     out: list = [None] * len(ctx.ins)
     if ctx.needs(0):
         out[0] = g.layer_norm_x_backprop(dy, x, mean, rstd, gamma, axis=axis)
+        if any(d is not None for d in douts[1:]):
+            out[0] = g.add(out[0], _layer_norm_stats_dx(ctx, douts, axis))
     if ctx.needs(1) or (bias is not None and ctx.needs(2)):
         dgamma, dbeta = g.layer_norm_beta_gamma_backprop(dy, x, mean, rstd, axis=axis)
 
@@ -284,10 +291,31 @@ def _layer_norm_grad(ctx, douts):
     return out
 
 
+def _layer_norm_stats_dx(ctx, douts, axis: int):
+    """dx of LayerNormalization's Mean and InvStdDev outputs (see `_layer_norm_grad`)."""
+    g, x = ctx.g, ctx.ins[0]
+    mean, rstd = ctx.outs[1], ctx.outs[2] if len(ctx.outs) > 2 else None
+    shape = ctx.shape(x)
+    sd = mean.dtype
+    inv_n = ctx.scalar(1.0 / int(np.prod(shape[axis:], dtype=np.int64)), sd)
+    terms = []
+    if douts[1] is not None:
+        terms.append(g.mul(douts[1], inv_n))
+    if len(douts) > 2 and douts[2] is not None:
+        xs = x if x.dtype == sd else g.cast(x, to=sd)
+        r3 = g.mul(rstd, g.mul(rstd, rstd))
+        terms.append(g.neg(g.mul(g.mul(g.mul(douts[2], r3), inv_n), g.sub(xs, mean))))
+    dx = g.expand(terms[0] if len(terms) == 1 else g.add(*terms), ctx.ints(shape))
+    return dx if dx.dtype == x.dtype else g.cast(dx, to=x.dtype)
+
+
 def _batch_norm_grad(ctx, douts):
     """Inference form y = (x - mean) * scale / sqrt(var + eps) + B: a per-channel affine map.
-    The running statistics are state, not parameters: no cotangent. (Training steps use
-    CANN's BNTraining* ops instead; see autodiff/training.py.)"""
+    The running statistics are state, not parameters (`parameters` leaves them out), but
+    their cotangents are made when asked for or when they are computed from something
+    differentiated (statistics computed from x): d mean = -sum(dy) scale inv,
+    d var = -sum(dy (x - mean)) scale inv^3 / 2. (Training steps use CANN's BNTraining* ops
+    instead; see autodiff/training.py.)"""
     if int(ctx.attrs["training_mode"]):
         raise GraphError(f"BatchNormalization '{ctx.node.name}' gradient: training_mode=1 is "
                          f"not differentiated; training steps use BNTrainingReduce/Update")
@@ -304,6 +332,13 @@ def _batch_norm_grad(ctx, douts):
         out[1] = ctx.sum_to_channel(g.mul(dy, xhat))
     if ctx.needs(2):
         out[2] = ctx.sum_to_channel(dy)
+    if ctx.needs(3):
+        out[3] = g.neg(g.mul(ctx.sum_to_channel(dy), g.mul(scale, inv)))
+    if ctx.needs(4):
+        centred = g.mul(dy, g.sub(x, ctx.channel(mean, rank)))
+        cube = g.mul(inv, g.mul(inv, inv))
+        out[4] = g.mul(g.mul(ctx.sum_to_channel(centred), g.mul(scale, cube)),
+                       ctx.scalar(-0.5, var.dtype))
     return out
 
 

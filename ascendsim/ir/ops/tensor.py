@@ -560,7 +560,8 @@ def _gather_grad(ctx, douts):
 
 def _pad_grad(ctx, douts):
     """Constant-mode Pad: the cotangent sliced back to the input's region (negative pads
-    crop: the cropped elements get zeros)."""
+    crop: the cropped elements get zeros); the constant value's is the sum of the cotangent
+    over the padded positions (its whole sum less the input region's)."""
     if ctx.attrs["mode"] != "constant":
         raise GraphError(f"Pad '{ctx.node.name}' gradient: only constant mode, got "
                          f"{ctx.attrs['mode']!r}")
@@ -576,10 +577,16 @@ def _pad_grad(ctx, douts):
     ends = [starts[i] + d + min(b, 0) + min(e, 0) for i, (d, (b, e)) in
             enumerate(zip(shape, widths))]
     dx = g.slice(dy, ctx.ints(starts), ctx.ints(ends), ctx.ints(list(range(len(shape)))))
+    out: list = [None] * len(ctx.ins)
+    if len(ctx.ins) > 2 and ctx.ins[2] is not None and ctx.needs(2):
+        every = ctx.ints(list(range(len(shape))))
+        dc = g.sub(g.reduce_sum(dy, every, keepdims=0), g.reduce_sum(dx, every, keepdims=0))
+        out[2] = ctx.reshape(dc, ctx.shape(ctx.ins[2]))
     if any(b < 0 or e < 0 for b, e in widths):
         back = [max(-b, 0) for b, _ in widths] + [max(-e, 0) for _, e in widths]
         dx = g.pad(dx, ctx.ints(back))
-    return [dx] + [None] * (len(ctx.ins) - 1)
+    out[0] = dx
+    return out
 
 
 def _expand_grad(ctx, douts):
