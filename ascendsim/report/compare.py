@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -18,8 +18,28 @@ from .table import Table
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from ..api import Result
     from ..sim.trace import Trace
+
+
+class Run(Protocol):
+    """What a comparison reads of a simulated run (`ascendsim.api.Result` is one); report
+    takes it by shape, so it never imports the API layer above it."""
+
+    trace: Trace
+    graph: Any
+    outputs: dict[str, np.ndarray] | None
+
+    @property
+    def cycles(self) -> int: ...
+
+    @property
+    def time_us(self) -> float: ...
+
+    @property
+    def fusion(self) -> str: ...
+
+    @property
+    def subject(self) -> str: ...
 
 #: Output tolerances per dtype kind: fused kernels may round differently (fp16 accumulates in fp32).
 #: float16 and bfloat16 both allow about two machine epsilons (2**-10, 2**-7).
@@ -114,8 +134,8 @@ def outputs_close(a: dict[str, np.ndarray], b: dict[str, np.ndarray],
 class Comparison:
     """Two simulations of one model: before (`unfused`) and after (`fused`) optimisation."""
 
-    unfused: Result
-    fused: Result
+    unfused: Run
+    fused: Run
     values_note: str = ""     # why values were not computed ("" when they were, or not asked)
 
     @property
