@@ -76,9 +76,9 @@ def main() -> None:
     cases = args.cases or list(CASES)
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} at start")
     with tempfile.TemporaryDirectory(prefix="asim-baseline-") as tmp:
-        base = Path(tmp) / "baseline"
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "--quiet",
-                        str(base), args.baseline], check=True)
+        from timing import add_baseline_tree
+
+        base = add_baseline_tree(ROOT, args.baseline, Path(tmp) / "baseline")
         try:
             print("| case | revision | lower CPU s | engine CPU s | simulate CPU s | "
                   "SimPy events | cycles |")

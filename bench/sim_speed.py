@@ -158,10 +158,9 @@ def _measure(case: str, root: Path) -> dict:
 
 
 def _baseline_tree(rev: str, tmp: Path) -> Path:
-    tree = tmp / "baseline"
-    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "--quiet", str(tree),
-                    rev], check=True)
-    return tree
+    from timing import add_baseline_tree
+
+    return add_baseline_tree(ROOT, rev, tmp / "baseline")
 
 
 def _total(r: dict) -> float:
