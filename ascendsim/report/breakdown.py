@@ -119,12 +119,14 @@ class CauseRow:
         return getattr(self, f"{cause}_us")
 
 
-def task_causes(trace: Trace, task: TaskRecord) -> dict[str, int]:
-    """Cycles of the task's span per cause (they add up to the span), by `RULE`."""
+def task_causes(trace: Trace, task: TaskRecord,
+                intervals: Iterable[Interval] | None = None) -> dict[str, int]:
+    """Cycles of the task's span per cause (they add up to the span), by `RULE`; `intervals`:
+    the task's intervals when the caller has them grouped (else they are looked up)."""
     lo = min(task.launch_start, task.start)
     spans: dict[str, list[tuple[int, int]]] = {c: [] for c in CAUSES}
     spans["launch"].append((lo, task.start))
-    for iv in trace.intervals_of(task.task_id):
+    for iv in trace.intervals_of(task.task_id) if intervals is None else intervals:
         for cause, s, e in cause_of(iv):
             spans[cause].append((max(s, lo), min(e, task.end)))
     taken: list[tuple[int, int]] = []
@@ -166,14 +168,24 @@ class Breakdown:
         return {c: (t.of(c) / t.span_us if t.span_us else 0.0) for c in CAUSES}
 
 
+def intervals_by_task(trace: Trace) -> dict[int, list[Interval]]:
+    """Every interval of the trace grouped by task, in one pass (a lookup per task would
+    scan the whole trace once per task)."""
+    out: dict[int, list[Interval]] = {}
+    for iv in trace.intervals:
+        out.setdefault(iv.task_id, []).append(iv)
+    return out
+
+
 def breakdown(trace: Trace) -> Breakdown:
     """The E/R/C/W split of every task of `trace`, by op type and in total (see `RULE`)."""
     ops: list[CauseRow] = []
     by_type: dict[str, dict[str, int]] = {}
     counts: dict[str, int] = {}
     total: dict[str, int] = {c: 0 for c in CAUSES}
+    by_task = intervals_by_task(trace)
     for task in trace.tasks:
-        cyc = task_causes(trace, task)
+        cyc = task_causes(trace, task, by_task.get(task.task_id, ()))
         ops.append(_row(trace, task.op_name, task.op_type, 1, cyc))
         acc = by_type.setdefault(task.op_type, {c: 0 for c in CAUSES})
         for c, v in cyc.items():
@@ -185,4 +197,5 @@ def breakdown(trace: Trace) -> Breakdown:
     return Breakdown(ops, rows, _row(trace, "total", "", len(trace.tasks), total))
 
 
-__all__ = ["breakdown", "Breakdown", "CauseRow", "CAUSES", "RULE", "task_causes", "cause_of"]
+__all__ = ["breakdown", "Breakdown", "CauseRow", "CAUSES", "RULE", "task_causes", "cause_of",
+           "intervals_by_task"]

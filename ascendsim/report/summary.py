@@ -28,6 +28,7 @@ from ..hw.names import (
     TASK_MIX_AIV,
 )
 from ..sim.trace import TaskRecord, Trace
+from .breakdown import intervals_by_task, task_causes
 from .table import Table, csv_cell, render_table, require_pandas
 
 #: msprof ratio column for each pipe (cube-side pipes are "aic_", vector-side "aiv_")
@@ -304,17 +305,31 @@ def _write_rows(path: str, header: Sequence[str], rows: Iterable[tuple[Any, ...]
 CONFIDENCE_COLUMN = "validation_median_abs_error"
 
 
+#: the task's span by cause (us), the E/R/C/W split of `ascendsim.report.breakdown` (its
+#: `RULE` gives each instant of the span to one cause); not msprof columns
+CAUSE_COLUMNS = ("launch_us (E)", "read_us (R)", "compute_us (C)", "write_us (W)",
+                 "stall_us", "idle_us")
+_CAUSE_ORDER = ("launch", "read", "compute", "write", "stall", "idle")
+
+
 def write_op_summary_csv(trace: Trace, path: str, confidence: Any = None) -> None:
     """Write op_summary rows as CSV with msprof's column names ("N/A" where msprof has none),
-    plus `CONFIDENCE_COLUMN` (from `confidence`, a `Confidence` record; by default the one
-    read off the trace alone)."""
+    then the task's span by cause (`CAUSE_COLUMNS`) and `CONFIDENCE_COLUMN` (from
+    `confidence`, a `Confidence` record; by default the one read off the trace alone)."""
     if confidence is None:
         from .confidence import confidence as of_trace
 
         confidence = of_trace(trace)
     by_id = {t.task_id: t for t in trace.tasks}
-    _write_rows(path, (*COLUMNS, CONFIDENCE_COLUMN),
-                ((*astuple(r), confidence.cell(by_id[r.task_id])) for r in op_summary(trace)))
+    grouped = intervals_by_task(trace)
+
+    def causes(task: TaskRecord) -> tuple[float, ...]:
+        cyc = task_causes(trace, task, grouped.get(task.task_id, ()))
+        return tuple(round(trace.us(cyc[c]), 3) for c in _CAUSE_ORDER)
+
+    _write_rows(path, (*COLUMNS, *CAUSE_COLUMNS, CONFIDENCE_COLUMN),
+                ((*astuple(r), *causes(by_id[r.task_id]), confidence.cell(by_id[r.task_id]))
+                 for r in op_summary(trace)))
 
 
 def write_op_statistic_csv(trace: Trace, path: str) -> None:

@@ -8,7 +8,7 @@ import json
 import ascendsim as asim
 from ascendsim.cli import main
 from ascendsim.report import COLUMNS
-from ascendsim.report.summary import CONFIDENCE_COLUMN
+from ascendsim.report.summary import CAUSE_COLUMNS, CONFIDENCE_COLUMN
 
 
 def test_run_writes_everything(capsys, tmp_path) -> None:
@@ -27,7 +27,7 @@ def test_run_writes_everything(capsys, tmp_path) -> None:
     conf = next(line for line in out.splitlines()[:4] if line.startswith("confidence: "))
     assert "% of time in validated families" in conf
     with open(sv, newline="") as f:
-        assert next(csv.reader(f)) == [*COLUMNS, CONFIDENCE_COLUMN]
+        assert next(csv.reader(f)) == [*COLUMNS, *CAUSE_COLUMNS, CONFIDENCE_COLUMN]
 
 
 def test_run_no_fusion_has_more_tasks(capsys) -> None:

@@ -48,3 +48,27 @@ def test_the_rule_on_a_hand_made_task() -> None:
     assert got == {"compute": 30, "read": 20, "write": 20, "stall": 0, "launch": 60,
                    "idle": 20}
     assert sum(got.values()) == 150
+
+
+def test_summary_csv_splits_each_task_span_by_cause(bert, tmp_path) -> None:
+    """The op summary CSV's cause columns are the breakdown's per task and add up to the
+    task's span from its launch to its last instruction."""
+    import csv
+
+    from ascendsim.report.summary import CAUSE_COLUMNS
+
+    r = asim.simulate(bert)
+    path = tmp_path / "summary.csv"
+    r.write_summary_csv(str(path))
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    spans = {t.op_name: r.trace.us(t.end - min(t.launch_start, t.start))
+             for t in r.trace.tasks}
+    assert len(rows) == len(r.trace.tasks)
+    for row in rows:
+        total = sum(float(row[c]) for c in CAUSE_COLUMNS)
+        assert total == pytest.approx(spans[row["Op Name"]], abs=1e-2), row["Op Name"]
+    by_op = {row.name: row for row in r.breakdown().ops}
+    first = rows[0]
+    assert float(first["compute_us (C)"]) == pytest.approx(by_op[first["Op Name"]].compute_us,
+                                                          abs=1e-3)

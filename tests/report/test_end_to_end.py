@@ -10,7 +10,7 @@ import pytest
 
 import ascendsim as asim
 from ascendsim.report import COLUMNS, op_statistic, op_summary
-from ascendsim.report.summary import AICORE_TASK_TYPES, CONFIDENCE_COLUMN
+from ascendsim.report.summary import AICORE_TASK_TYPES, CAUSE_COLUMNS, CONFIDENCE_COLUMN
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -54,7 +54,8 @@ def test_files_of_a_real_run(conv_res, tmp_path) -> None:
     conv_res.write_summary_csv(str(csv_path))
     with open(csv_path, newline="") as f:
         rows = list(csv.reader(f))
-    assert rows[0] == [*COLUMNS, CONFIDENCE_COLUMN] and len(rows) == len(conv_res.trace.tasks) + 1
+    assert rows[0] == [*COLUMNS, *CAUSE_COLUMNS, CONFIDENCE_COLUMN]
+    assert len(rows) == len(conv_res.trace.tasks) + 1
     conv_res.write_chrome_trace(str(json_path))
     doc = json.loads(json_path.read_text())
     xs = [e for e in doc["traceEvents"] if e["ph"] == "X"]

@@ -18,7 +18,7 @@ from ascendsim.report import (
     write_op_statistic_csv,
     write_op_summary_csv,
 )
-from ascendsim.report.summary import CONFIDENCE_COLUMN, render_totals
+from ascendsim.report.summary import CAUSE_COLUMNS, CONFIDENCE_COLUMN, render_totals
 from ascendsim.sim.trace import Trace
 
 #: the msprof names issue 6 asks for, in msprof's order
@@ -101,7 +101,7 @@ def test_summary_csv(small_trace: Trace, tmp_path) -> None:
     write_op_summary_csv(small_trace, str(path))
     with open(path, newline="") as f:
         rows = list(csv.reader(f))
-    assert rows[0] == [*COLUMNS, CONFIDENCE_COLUMN]
+    assert rows[0] == [*COLUMNS, *CAUSE_COLUMNS, CONFIDENCE_COLUMN]
     assert rows[0][: len(MSPROF)] == MSPROF
     assert len(rows) == 4
     # the last column: the family's median |error| on the chip's generation, or unvalidated
