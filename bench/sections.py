@@ -73,12 +73,14 @@ SECTIONS: tuple[Section, ...] = (
                   "agreement (target: within 5 %). Wall times on a shared machine swing by "
                   "+-40 %: compare rows of one run."),
     Section("engine_cpu", "Simulator speed: lowering and engine CPU time", "engine_cpu.py",
-            ("--cases", "resnet_step", "bert_step"), fmt="markdown", minutes=0.5,
-            full="python bench/engine_cpu.py",
+            ("--baseline", "dcf67d5", "--repeat", "3", "--cases", "resnet_step", "bert_step"),
+            fmt="markdown", minutes=1,
+            full="python bench/engine_cpu.py --baseline dcf67d5 --repeat 3",
             about="CPU seconds (`time.process_time`, steadier than wall time on a shared "
                   "machine) of `lower` and `Engine.run` for training steps, this tree against "
-                  "the baseline revision d123969, each in a fresh process; both must simulate "
-                  "the same cycles."),
+                  "dcf67d5 (the engine and the lowering before their split into one module "
+                  "per concept), best of three, each in a fresh process. Cycles may differ "
+                  "where a chip figure changed since (kernel_start_us 1.28 -> 1.29 us)."),
     Section("ci_times", "Test suite run time", None, fmt="markdown", minutes=0,
             about="Wall time of the two suite runs, read from `bench/ci_times.json`: `.ci/run` "
                   "records its own run there, and `python bench/ci_times.py run -- pytest -q` "
