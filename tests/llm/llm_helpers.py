@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 import ascendsim as asim
-from ascendsim.models.decoder import MASKED
+from ascendsim.models.decoder import MASKED, empty_cache
 
 
 def attention_graph(b: int, h: int, hkv: int, s: int, t: int, d: int, dtype: str = "float16",
@@ -51,3 +51,23 @@ def naive_attention(q, k, v, mask=None):
     s = s - s.max(-1, keepdims=True)
     p = np.exp(s)
     return (p / p.sum(-1, keepdims=True)) @ v
+
+
+def prefill_then_decode(build, ids: np.ndarray, prompt: int) -> np.ndarray:
+    """Logits of the prompt (prefill, empty cache, every position) and of each next token
+    (decode steps reading the cache the previous step wrote). `build(**kw)` returns the
+    decoder graph for `batch`, `seq_len`/`all_logits` or `phase="decode"`/`context_len`."""
+    b = ids.shape[0]
+    pre = build(batch=b, seq_len=prompt, all_logits=True)
+    out = asim.execute(pre, {"input_ids": ids[:, :prompt], **empty_cache(pre)})
+    logits = [out["logits"]]
+    cache = {n[len("present"):]: out[n] for n in out if n.startswith("present")}
+    for pos in range(prompt, ids.shape[1]):
+        step = build(batch=b, phase="decode", context_len=pos)
+        feeds = {"input_ids": ids[:, pos:pos + 1]}
+        for suffix, c in cache.items():
+            feeds["past" + suffix] = np.concatenate([c, np.zeros_like(c[:, :, :1])], axis=2)
+        o = asim.execute(step, feeds)
+        logits.append(o["logits"])
+        cache = {n[len("present"):]: o[n] for n in o if n.startswith("present")}
+    return np.concatenate(logits, axis=1)

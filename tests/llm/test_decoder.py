@@ -4,28 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from llm_helpers import prefill_then_decode
 
 import ascendsim as asim
 from ascendsim.models.decoder import decoder, decoder_config, decoder_presets, empty_cache
 
 
 def _prefill_then_decode(preset, ids, prompt, dtype="float32"):
-    """Logits of the prompt (prefill, empty cache) and of each next token (decode steps that
-    read the cache the previous step wrote)."""
-    b = ids.shape[0]
-    pre = decoder(preset, batch=b, seq_len=prompt, all_logits=True, dtype=dtype)
-    out = asim.execute(pre, {"input_ids": ids[:, :prompt], **empty_cache(pre)})
-    logits = [out["logits"]]
-    cache = {n[len("present"):]: out[n] for n in out if n.startswith("present")}
-    for pos in range(prompt, ids.shape[1]):
-        step = decoder(preset, batch=b, phase="decode", context_len=pos, dtype=dtype)
-        feeds = {"input_ids": ids[:, pos:pos + 1]}
-        for suffix, c in cache.items():
-            feeds["past" + suffix] = np.concatenate([c, np.zeros_like(c[:, :, :1])], axis=2)
-        o = asim.execute(step, feeds)
-        logits.append(o["logits"])
-        cache = {n[len("present"):]: o[n] for n in o if n.startswith("present")}
-    return np.concatenate(logits, axis=1)
+    """Logits of the prompt and of each next token (`llm_helpers.prefill_then_decode`)."""
+    return prefill_then_decode(lambda **kw: decoder(preset, dtype=dtype, **kw), ids, prompt)
 
 
 @pytest.mark.parametrize("preset", ["tiny-gqa-1m", "tiny-moe-1m"])

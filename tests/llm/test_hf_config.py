@@ -8,6 +8,7 @@ import json
 
 import numpy as np
 import pytest
+from llm_helpers import prefill_then_decode
 
 import ascendsim as asim
 from ascendsim.models.decoder import PRESETS, decoder, empty_cache, rope_frequencies
@@ -49,21 +50,19 @@ def tiny(name: str, **extra) -> dict:
     return c
 
 
+def _changed(cfg: dict, change: dict) -> dict:
+    """`cfg` with the fields of `change` set, or removed where the value is None."""
+    for k, v in change.items():
+        if v is None:
+            cfg.pop(k)
+        else:
+            cfg[k] = v
+    return cfg
+
+
 def _prefill_then_decode(cfg, ids, prompt):
-    b = ids.shape[0]
-    pre = decoder(config=cfg, batch=b, seq_len=prompt, all_logits=True, dtype="float32")
-    out = asim.execute(pre, {"input_ids": ids[:, :prompt], **empty_cache(pre)})
-    logits = [out["logits"]]
-    cache = {n[len("present"):]: out[n] for n in out if n.startswith("present")}
-    for pos in range(prompt, ids.shape[1]):
-        step = decoder(config=cfg, batch=b, phase="decode", context_len=pos, dtype="float32")
-        feeds = {"input_ids": ids[:, pos:pos + 1]}
-        for suffix, c in cache.items():
-            feeds["past" + suffix] = np.concatenate([c, np.zeros_like(c[:, :, :1])], axis=2)
-        o = asim.execute(step, feeds)
-        logits.append(o["logits"])
-        cache = {n[len("present"):]: o[n] for n in o if n.startswith("present")}
-    return np.concatenate(logits, axis=1)
+    return prefill_then_decode(lambda **kw: decoder(config=cfg, dtype="float32", **kw), ids,
+                               prompt)
 
 
 # one tiny model per family (and DeepSeek-V2's group-limited routing, V2 with q_lora)
@@ -196,12 +195,7 @@ def test_rope_scaling_llama3_and_yarn():
     (dict(num_attention_heads=5), "heads"),
 ])
 def test_bad_config_is_a_config_error_naming_the_field(change, msg):
-    cfg = tiny("qwen2.5-7b")
-    for k, v in change.items():
-        if v is None:
-            cfg.pop(k)
-        else:
-            cfg[k] = v
+    cfg = _changed(tiny("qwen2.5-7b"), change)
     with pytest.raises(asim.ConfigError, match=msg):
         decoder(config=cfg, seq_len=2)
 
@@ -215,12 +209,7 @@ def test_bad_config_is_a_config_error_naming_the_field(change, msg):
     ("deepseek-v2-lite", dict(kv_lora_rank=None), "kv_lora_rank is missing"),
 ])
 def test_family_specific_refusals(name, change, msg):
-    cfg = tiny(name)
-    for k, v in change.items():
-        if v is None:
-            cfg.pop(k)
-        else:
-            cfg[k] = v
+    cfg = _changed(tiny(name), change)
     with pytest.raises(asim.ConfigError, match=msg):
         decoder(config=cfg, seq_len=2)
 
