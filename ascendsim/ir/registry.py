@@ -151,6 +151,10 @@ class OpDef:
     # False when the inputs only order the op (NPUGetFloatStatus reads the hardware status
     # register, not its inputs): the lowering keeps the dependencies but moves no input bytes.
     reads_inputs: bool = True
+    # inputs a gather reads only where its output points (an embedding table: the rows the
+    # ids select, not the whole table): the lowering moves as many of their bytes as the
+    # output has elements
+    gathers: tuple[int, ...] = ()
     # the input whose device block the op's output is (it writes into it in place: a KV-cache
     # append); the memory plan allocates no block for that output. None: a new block
     in_place: int | None = None

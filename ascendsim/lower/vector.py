@@ -85,6 +85,9 @@ def lower_vector(low: Lowering, node, parts: list, category: Category,
     in_fmts = [low.format_of(i) for i in ins]
     in_b = [padded_bytes(v, fmt if f == fmt else ND) for f, v in zip(in_fmts, in_vals)]
     out_b = [padded_bytes(v, f) for v, f in zip(out_vals, out_fmts)]
+    for k in gathered_inputs(parts, ext_in, node.inputs):
+        # a gather reads the rows it selects: as many elements as its output has
+        in_b[k] = min(in_b[k], out_vals[0].numel * itemsize(in_vals[k].dtype))
     n = max([b // itemsize(v.dtype) for b, v in zip(in_b, in_vals)]) if in_vals else 1
     n = max([n] + [b // itemsize(v.dtype) for b, v in zip(out_b, out_vals)])
     n = max(n, 1)
@@ -102,6 +105,16 @@ def lower_vector(low: Lowering, node, parts: list, category: Category,
     low.add_task(TaskSpec(name or node.name, op_type or node.op_type, low.vector_task_type(),
                           [low.vector_phase(groups)], ins, outs, in_fmts, out_fmts, flops,
                           (notes or []) + seq_notes + vnotes, fused))
+
+
+def gathered_inputs(parts: list, ext_in: list[str], inputs: list[str]) -> list[int]:
+    """Positions in `ext_in` of the inputs a lone gather reads only where its output points
+    (`OpDef.gathers`: an embedding table)."""
+    if len(parts) != 1:
+        return []
+    gathers = get_op(parts[0].op_type, parts[0].name).gathers
+    names = {inputs[i] for i in gathers if i < len(inputs) and inputs[i]}
+    return [k for k, name in enumerate(ext_in) if name in names]
 
 
 def kernel_pipeline(low: Lowering, parts: list, n: int, fmt: str) -> tuple[int, int]:
@@ -161,7 +174,9 @@ def vec_parts(low: Lowering, nodes: list, n: int, ext_outs: list[str], scale: fl
     notes: list[str] = []
     for nd in nodes:
         opdef = get_op(nd.op_type, nd.name)
-        ins = [low.sub_value(nd, i) for i in nd.inputs if i] if opdef.reads_inputs else []
+        # a gather's table is read where the output points: its work is the output's
+        ins = [low.sub_value(nd, i) for k, i in enumerate(nd.inputs)
+               if i and k not in opdef.gathers] if opdef.reads_inputs else []
         outs = [low.sub_value(nd, o) for o in nd.outputs]
         seq, work, text, flops, extra = node_seq(low, nd, opdef, ins, outs, n, ext_outs,
                                                  scale, fmt)

@@ -258,9 +258,9 @@ _move("Split", _split, kt.split, inputs=("input", "split?"),
 _move("Slice", _slice, kt.slice_, inputs=("data", "starts", "ends", "axes?", "steps?"),
       needs=(1, 2, 3, 4), builder="slice")
 _move("Gather", _gather, kt.gather, inputs=("data", "indices"), attrs={"axis": 0},
-      checks_const_inputs=(1,))
+      checks_const_inputs=(1,), gathers=(0,))
 _move("GatherElements", _gather_elements, kt.gather_elements, inputs=("data", "indices"),
-      attrs={"axis": 0})
+      attrs={"axis": 0}, gathers=(0,))
 _move("Expand", _expand, kt.expand, inputs=("input", "shape"), needs=(1,))
 _move("Tile", _tile, kt.tile, inputs=("input", "repeats"), needs=(1,))
 _move("Pad", _pad, kt.pad, inputs=("data", "pads", "constant_value?", "axes?"),
@@ -426,7 +426,7 @@ _move("ScatterElements", _scatter_infer, kt.scatter_elements,
 _move("ScatterND", _scatter_infer, kt.scatter_nd, inputs=("data", "indices", "updates"),
       attrs={"reduction": "none"}, builder="scatter_nd")
 _move("GatherND", _gather_nd, kt.gather_nd, inputs=("data", "indices"),
-      attrs={"batch_dims": 0}, builder="gather_nd")
+      attrs={"batch_dims": 0}, builder="gather_nd", gathers=(0,))
 _move("Trilu", _trilu, kt.trilu, inputs=("input", "k?"), attrs={"upper": 1})
 _move("OneHot", _one_hot, kt.one_hot, inputs=("indices", "depth", "values"),
       attrs={"axis": -1}, needs=(1,))
