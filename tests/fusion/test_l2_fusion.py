@@ -181,11 +181,11 @@ def test_resnet50_training_step_at_batch_512_optimizes_and_chunks():
     """Issue 23 item 3 on the real graph, shapes only: the passes (with their chain
     simulations) on ResNet-50's batch-512 step, then the lowering's chunk shapes of every
     batch split kept."""
-    from ascendsim.lower.lowering import _chunk_values
+    from ascendsim.lower.composite import chunk_values
 
     step = asim.models.resnet50_training_step(batch=512)
     for chip in ("ascend910", "ascend910b"):
         opt = asim.optimize(step, chip).graph
         for node in opt.nodes:
             if node.attrs.get("fusion") == "L2" and node.attrs.get("batch_split", 1) > 1:
-                _chunk_values(node, node.attrs["batch_split"], opt.constants)
+                chunk_values(node, node.attrs["batch_split"], opt.constants)
