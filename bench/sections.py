@@ -116,8 +116,8 @@ SECTIONS: tuple[Section, ...] = (
                   "decode step on the 910B: the share of simulated time in op families with "
                   "validation rows on the chip's generation, and their median |error| "
                   "(docs/api.md says what the figure does not promise)."),
-    Section("fuzz", "Fuzzing: the suite's random surfaces", "fuzz.py", fmt="markdown",
-            minutes=1.5, full="python bench/fuzz.py --heavy",
+    Section("fuzz", "Fuzzing: the suite's random surfaces", "fuzz.py", ("--heavy",),
+            fmt="markdown", minutes=6,
             about="Seeded hypothesis runs (the same examples on every machine): the default "
                   "examples run in every suite run, the heavy ones under `pytest -m fuzz`. "
                   "Strategies in `tests/fuzz/strategies.py`; each test module states its "
