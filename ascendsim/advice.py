@@ -159,22 +159,9 @@ def _flat_ub(node: Node) -> bool:
 
 
 def _sub_graph(graph: Graph, nodes: list[Node], outputs: list[str]) -> Graph:
-    """The group alone: the values it reads from outside as inputs (constants kept)."""
-    sub = Graph(f"{graph.name}/candidate")
-    produced = {o for n in nodes for o in n.outputs if o}
-    for n in nodes:
-        for v in n.inputs:
-            if not v or v in produced or v in sub.values:
-                continue
-            sub.values[v] = graph.values[v]
-            if v in graph.constants:
-                sub.constants[v] = graph.constants[v]
-            else:
-                sub.inputs.append(v)
-    for n in nodes:
-        for o in n.outputs:
-            if o:
-                sub.values[o] = graph.values[o]
+    """The group alone (`Graph.extract`: what it reads from outside as inputs, constants
+    kept), on copies of its nodes, with `outputs` as its outputs."""
+    sub = graph.extract(nodes, f"{graph.name}/candidate")
     sub.nodes = [Node(n.name, n.op_type, tuple(n.inputs), tuple(n.outputs), dict(n.attrs),
                       n.subgraph) for n in nodes]
     sub.outputs = list(outputs)
