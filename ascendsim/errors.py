@@ -39,3 +39,15 @@ class CapacityError(AscendSimError):
     """A workload whose device memory (weights, caches, live activations) exceeds the chip's
     HBM; the message names the sizes (the peak, the capacity, the largest tensors live at the
     peak) and what it would need."""
+
+
+def require_extra(module: str, extra: str, what: str):
+    """Import an optional dependency, or an AscendSimError saying which extra installs it."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise AscendSimError(f"{what} needs the '{module}' package: pip install "
+                             f"'ascendsim[{extra}]' (in a clone of the repository: "
+                             f"pip install -e '.[{extra}]')") from exc

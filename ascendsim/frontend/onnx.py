@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import AscendSimError, GraphError, UnsupportedOpError
+from ..errors import AscendSimError, GraphError, UnsupportedOpError, require_extra
 from ..execute import run_graph
 from ..ir.graph import Graph, check_attr
 from ..ir.ops.elementwise import FLOATS as FLOAT_DTYPES
@@ -91,13 +91,7 @@ FOLD_LIMIT = 1 << 16
 
 
 def _require_onnx() -> Any:
-    try:
-        import onnx
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise AscendSimError("ONNX import needs the 'onnx' package: pip install "
-                             "'ascendsim[onnx]' (in a clone of the repository: "
-                             "pip install -e '.[onnx]')") from exc
-    return onnx
+    return require_extra("onnx", "onnx", "ONNX import")
 
 
 def onnx_dtype(code: int, what: str) -> str:

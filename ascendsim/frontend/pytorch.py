@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import AscendSimError, GraphError
+from ..errors import AscendSimError, GraphError, require_extra
 from ..ir.graph import Graph
 from ..ir.tensor import Value
 
@@ -69,13 +69,7 @@ def aten(*names: str) -> Callable[[Converter], Converter]:
 
 
 def _require_torch() -> Any:
-    try:
-        import torch
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise AscendSimError("PyTorch import needs the 'torch' package: pip install "
-                             "'ascendsim[torch]' (in a clone of the repository: "
-                             "pip install -e '.[torch]')") from exc
-    return torch
+    return require_extra("torch", "torch", "PyTorch import")
 
 
 def overload_name(target: Any) -> str:
