@@ -20,9 +20,21 @@ from ascendsim.cli import main as cli_main
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`ascendsim validate` with the same arguments."""
-    return cli_main(["validate", "--no-progress",
-                     *(sys.argv[1:] if argv is None else list(argv))])
+    """`ascendsim validate` with the same arguments; with `--summary-only` alone, the same
+    summary and a line naming the worst families."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    if args != ["--summary-only"]:
+        return cli_main(["validate", "--no-progress", *args])
+    from ascendsim.validation.validate import validate
+
+    report = validate()
+    print(report.table(rows=False))
+    worst = sorted(((f, st) for f, st in report.by_family.items() if st.n >= 2),
+                   key=lambda fs: -fs[1].median_abs_error)[:3]
+    print("worst families (frozen rows, n >= 2): " + "; ".join(
+        f"{f} {100 * st.median_abs_error:.1f}% (n {st.n}, median ratio {st.median_ratio:.2f})"
+        for f, st in worst))
+    return 0
 
 
 if __name__ == "__main__":
