@@ -1,0 +1,300 @@
+"""Serving metrics of a decoder LLM on one chip: `generate()` simulates the prefill and the
+decode steps of a batch of requests and reports TTFT, TPOT, throughput and peak HBM.
+
+How the decode phase is timed: a decode step's time is affine in its context length (the
+weights are read once per step whatever the context; the KV cache read grows by one token per
+step), so `generate` simulates the decode step at `decode_samples` context lengths spread
+evenly from the first step (context = prompt_len) to the last (prompt_len + new_tokens - 2),
+and interpolates linearly between them for every other step, instead of simulating each of the
+new_tokens - 1 steps. The prefill is simulated once (prompt_len tokens, empty cache).
+
+Metrics (all sequences of the batch advance together, static batching):
+- ttft_ms: the prefill (it yields the first token);
+- tpot_ms: mean time of the decode steps (one token per sequence each);
+- decode_tokens_per_s: decode throughput, batch / TPOT (the decode phase alone);
+- output_tokens_per_s (also `tokens_per_s`): batch * new_tokens / (prefill + all decode
+  steps), the output token throughput with the prefill included;
+- prefill_tokens_per_s: batch * prompt_len / TTFT; e2e_latency_ms: TTFT + all decode steps;
+- hbm_peak_bytes: weights + KV cache at the final context + the peak of live activations
+  (liveness over one layer's prefill graph as the passes leave it, the largest step: layers
+  are identical and each layer's intermediates die before the next starts; with fused
+  attention no score matrix is live).
+
+Capacity: before simulating, weights + KV cache + activations are compared with the chip's
+HBM; a model that does not fit raises `CapacityError` naming the sizes, the excess and the
+minimum number of chips that would hold the weights and cache (split over them, activations
+on each); running across several chips is not modelled here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .api import DEFAULT_DETAIL, Result, fusion_options, optimize, simulate
+from .errors import CapacityError, ConfigError
+from .hw import Chip, get_chip
+from .ir.graph import Graph
+from .ir.registry import Unit, get_op
+from .models.blocks import check_positive
+from .models.decoder import DecoderConfig, decoder, decoder_config
+
+#: decode steps simulated by default (first, middle, last); the rest are interpolated
+DEFAULT_DECODE_SAMPLES = 3
+CACHE_PREFIXES = ("past_key.", "past_value.", "present_key.", "present_value.")
+
+Builder = Callable[..., Graph]
+
+
+def gib(nbytes: float) -> str:
+    """A size in the unit that shows it (GiB for a 7B model, KiB for a 4 KiB what-if HBM)."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(nbytes) >= scale or unit == "KiB" and nbytes:
+            return f"{nbytes / scale:.2f} {unit}"
+    return f"{nbytes:.0f} B"
+
+
+@dataclass
+class MemoryPlan:
+    """Device memory of a serving run, bytes."""
+
+    weights: int
+    kv_cache: int
+    activations: int
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.kv_cache + self.activations
+
+
+@dataclass
+class GenerationResult:
+    """Serving metrics and the per-phase simulation Results."""
+
+    model: str
+    chip: Chip
+    batch: int
+    prompt_len: int
+    new_tokens: int
+    prefill: Result
+    decode: list[tuple[int, Result]]          # (context length, Result) at the sampled steps
+    decode_step_ms: list[float]               # every decode step, interpolated
+    memory: MemoryPlan
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ttft_ms(self) -> float:
+        return self.prefill.time_us / 1e3
+
+    @property
+    def tpot_ms(self) -> float:
+        return float(np.mean(self.decode_step_ms)) if self.decode_step_ms else 0.0
+
+    @property
+    def total_ms(self) -> float:
+        return self.ttft_ms + float(np.sum(self.decode_step_ms))
+
+    @property
+    def e2e_latency_ms(self) -> float:
+        """End-to-end latency of a request: TTFT + every decode step (= total_ms)."""
+        return self.total_ms
+
+    @property
+    def decode_tokens_per_s(self) -> float:
+        """Decode throughput: tokens generated per second while decoding, batch / TPOT (the
+        steady-state serving figure; prefill excluded)."""
+        return self.batch / (self.tpot_ms / 1e3) if self.tpot_ms > 0 else 0.0
+
+    @property
+    def output_tokens_per_s(self) -> float:
+        """Output token throughput: batch x new tokens over the whole run, prefill included
+        (vLLM's "output token throughput")."""
+        return self.batch * self.new_tokens / (self.total_ms / 1e3)
+
+    @property
+    def prefill_tokens_per_s(self) -> float:
+        """Prefill throughput: prompt tokens processed per second (batch x prompt / TTFT)."""
+        return self.batch * self.prompt_len / (self.ttft_ms / 1e3) if self.ttft_ms > 0 else 0.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        """The output token throughput (`output_tokens_per_s`: prefill included); the decode
+        phase alone is `decode_tokens_per_s`."""
+        return self.output_tokens_per_s
+
+    @property
+    def hbm_peak_bytes(self) -> int:
+        return self.memory.total
+
+    def table(self) -> str:
+        rows = [("model", self.model), ("chip", self.chip.name),
+                ("batch x prompt + new", f"{self.batch} x {self.prompt_len} + {self.new_tokens}"),
+                ("TTFT (ms)", f"{self.ttft_ms:.2f}"), ("TPOT (ms)", f"{self.tpot_ms:.3f}"),
+                ("E2E latency (ms)", f"{self.e2e_latency_ms:.2f}"),
+                ("decode throughput (tokens/s)", f"{self.decode_tokens_per_s:.1f}"),
+                ("output throughput, prefill incl. (tokens/s)",
+                 f"{self.output_tokens_per_s:.1f}"),
+                ("prefill throughput (tokens/s)", f"{self.prefill_tokens_per_s:.1f}"),
+                ("HBM peak", f"{gib(self.hbm_peak_bytes)} (weights {gib(self.memory.weights)}"
+                             f", KV {gib(self.memory.kv_cache)}, activations "
+                             f"{gib(self.memory.activations)})")]
+        rows += [(f"decode step @ context {c} (ms)", f"{r.time_us / 1e3:.3f}")
+                 for c, r in self.decode]
+        width = max(len(k) for k, _ in rows)
+        return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+    def __repr__(self) -> str:
+        return (f"GenerationResult({self.model} on {self.chip.name}: TTFT {self.ttft_ms:.2f} ms, "
+                f"TPOT {self.tpot_ms:.3f} ms, decode {self.decode_tokens_per_s:.1f} tokens/s, "
+                f"output {self.output_tokens_per_s:.1f} tokens/s, HBM peak "
+                f"{gib(self.hbm_peak_bytes)})")
+
+
+# ----------------------------------------------------------------------------- memory
+def activation_peak(graph: Graph) -> int:
+    """Peak bytes of live intermediates in graph order (freed after their last reader); views
+    (ops on no unit) alias their input, the KV cache and constants are not counted."""
+    last_use: dict[str, int] = {}
+    for i, n in enumerate(graph.nodes):
+        for v in n.inputs:
+            if v:
+                last_use[v] = i
+    for o in graph.outputs:
+        last_use[o] = len(graph.nodes)
+    live: dict[str, int] = {}
+    peak = cur = 0
+    for i, n in enumerate(graph.nodes):
+        view = get_op(n.op_type, n.name).unit == Unit.NONE
+        for o in n.outputs:
+            if view or o.startswith(CACHE_PREFIXES):
+                continue
+            live[o] = graph.values[o].nbytes
+            cur += live[o]
+        peak = max(peak, cur)
+        for v in set(n.inputs):
+            if v in live and last_use.get(v, -1) <= i:
+                cur -= live.pop(v)
+    return peak
+
+
+def _const_bytes(graph: Graph) -> int:
+    return sum(graph.values[c].nbytes for c in graph.constants)
+
+
+def _cache_bytes(graph: Graph, tokens: int) -> int:
+    """KV bytes of a builder's graph, its cache inputs rescaled to `tokens` positions."""
+    total = 0
+    for n in graph.inputs:
+        if n.startswith(("past_key.", "past_value.")):
+            v = graph.values[n]
+            total += v.nbytes // max(int(v.shape[2]), 1) * tokens
+    return total
+
+
+def memory_plan(model: DecoderConfig | Builder, chip: Chip, batch: int, prompt_len: int,
+                new_tokens: int, dtype: str, fusion: Any = True) -> MemoryPlan:
+    """Weights + KV cache at the final context + peak live activations (module note), the
+    activations of the graph as `fusion` prepares it (fused attention keeps no scores)."""
+    tokens = prompt_len + new_tokens
+    options = fusion_options(fusion)
+
+    def prepared(g: Graph) -> Graph:
+        return g if options is None else optimize(g, chip, **options).graph
+    if isinstance(model, DecoderConfig):
+        from .ir.tensor import itemsize
+
+        one_layer = decoder(model, batch=batch, seq_len=prompt_len, dtype=dtype, layers=1)
+        return MemoryPlan(model.params() * itemsize(dtype),
+                          model.kv_cache_bytes(batch, tokens, dtype),
+                          activation_peak(prepared(one_layer)))
+    g = model(batch=batch, seq_len=prompt_len, phase="prefill", context_len=0, dtype=dtype)
+    return MemoryPlan(_const_bytes(g), _cache_bytes(g, tokens), activation_peak(prepared(g)))
+
+
+def check_capacity(name: str, plan: MemoryPlan, chip: Chip, batch: int, tokens: int) -> None:
+    """CapacityError when the plan exceeds the chip's HBM, naming sizes and minimum chips."""
+    hbm = chip.hbm_bytes
+    if plan.total <= hbm:
+        return
+    spare = hbm - plan.activations
+    chips = math.ceil((plan.weights + plan.kv_cache) / spare) if spare > 0 else None
+    need = (f"at least {chips} chips (weights and KV cache split over them, activations on "
+            f"each; multi-chip parallelism is not modelled)" if chips else
+            "more than any number of chips: the activations alone exceed one chip's HBM")
+    raise CapacityError(
+        f"{name} does not fit one {chip.name}: weights {gib(plan.weights)} + KV cache "
+        f"{gib(plan.kv_cache)} (batch {batch} x {tokens} tokens) + activations "
+        f"{gib(plan.activations)} = {gib(plan.total)} > HBM {gib(hbm)} (over by "
+        f"{gib(plan.total - hbm)}); it needs {need}")
+
+
+# ----------------------------------------------------------------------------- generate
+def decode_contexts(prompt_len: int, new_tokens: int, samples: int) -> list[int]:
+    """Context lengths of the simulated decode steps: `samples` points spread evenly over the
+    steps' contexts prompt_len .. prompt_len + new_tokens - 2 (all steps when fewer)."""
+    steps = new_tokens - 1
+    if steps <= 0:
+        return []
+    first, last = prompt_len, prompt_len + steps - 1
+    k = min(samples, steps)
+    if k == 1:
+        return [first]
+    return sorted({int(round(first + (last - first) * i / (k - 1))) for i in range(k)})
+
+
+def generate(model: str | DecoderConfig | Builder, chip: str | Chip = "ascend910b",
+             batch: int = 1, prompt_len: int = 128, new_tokens: int = 32,
+             dtype: str = "float16", *, fusion: Any = True, detail: str = DEFAULT_DETAIL,
+             decode_samples: int = DEFAULT_DECODE_SAMPLES, capacity_check: bool = True,
+             **overrides: Any) -> GenerationResult:
+    """Simulate serving `batch` requests of `prompt_len` tokens, `new_tokens` generated each.
+
+    model: a preset name of `asim.models.decoder_presets()`, a DecoderConfig, or a builder
+    called as ``builder(batch=, seq_len=, phase=, context_len=, dtype=)`` returning a decoder
+    graph with the same inputs (input_ids, past_key.l / past_value.l). `overrides` change
+    preset fields (layers=4, ...). Raises CapacityError when the run does not fit the chip's
+    HBM (see the module note); `capacity_check=False` simulates it anyway.
+    """
+    check_positive(batch=batch, prompt_len=prompt_len, new_tokens=new_tokens,
+                   decode_samples=decode_samples)
+    resolved = get_chip(chip)
+    is_builder = callable(model) and not isinstance(model, (str, DecoderConfig))
+    if is_builder:
+        if overrides:
+            raise ConfigError(f"overrides {sorted(overrides)} apply to presets, not to a "
+                              f"builder function")
+        build: Builder = model
+        name = getattr(model, "__name__", "decoder")
+    else:
+        cfg = decoder_config(model, **overrides)
+        name = model if isinstance(model, str) else "decoder"
+
+        def build(**kw: Any) -> Graph:
+            return decoder(cfg, **kw)
+    plan = memory_plan(build if is_builder else cfg, resolved, batch, prompt_len, new_tokens,
+                       dtype, fusion)
+    if capacity_check:
+        check_capacity(name, plan, resolved, batch, prompt_len + new_tokens)
+    prefill = simulate(build(batch=batch, seq_len=prompt_len, phase="prefill", context_len=0,
+                             dtype=dtype), resolved, fusion=fusion, detail=detail,
+                       check_capacity=capacity_check)
+    contexts = decode_contexts(prompt_len, new_tokens, decode_samples)
+    sampled = [(c, simulate(build(batch=batch, seq_len=None, phase="decode", context_len=c,
+                                  dtype=dtype), resolved, fusion=fusion, detail=detail,
+                            check_capacity=capacity_check))
+               for c in contexts]
+    all_ctx = np.arange(prompt_len, prompt_len + new_tokens - 1)
+    steps = (np.interp(all_ctx, [c for c, _ in sampled], [r.time_us / 1e3 for _, r in sampled])
+             if sampled else np.zeros(0))
+    notes = [f"decode simulated at contexts {contexts}, the other "
+             f"{max(0, len(all_ctx) - len(contexts))} steps interpolated linearly"]
+    return GenerationResult(name, resolved, batch, prompt_len, new_tokens, prefill, sampled,
+                            [float(s) for s in steps], plan, notes)
+
+
+__all__ = ["generate", "GenerationResult", "MemoryPlan", "memory_plan", "check_capacity",
+           "activation_peak", "decode_contexts", "DEFAULT_DECODE_SAMPLES"]
