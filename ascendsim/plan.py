@@ -373,7 +373,7 @@ def simulate_parallel(model: ParallelModel, chip: str | Chip | Box | None = None
                 counts[c.name] = n - 1
             colls0 = colls0 + new
             per0 = {**per0, **{c.name: per1[c.name] for c in new if c.name in per1}}
-        last = max(runs, key=len)
+        last = max(runs, key=lambda k: (len(runs[k][1]), len(k)))   # most collectives
         res_l, _, _, _, _, ev_l = runs[last]
         for c in colls0:
             if c.kind == "SendRecv":

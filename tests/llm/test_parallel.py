@@ -161,3 +161,22 @@ def test_capacity_error_names_smallest_plan_and_generate_runs_it():
                           parallel=asim.Parallel(tp=2))
     assert r.ttft_ms > 0 and r.tpot_ms > 0
     assert isinstance(r.prefill, asim.ParallelResult)
+
+
+def test_llama2_70b_tp8_rows_simulate_across_chips():
+    from ascendsim.validation.corpus import check_row, load_corpus
+    from ascendsim.validation.validate import validate_rows
+
+    rows = {r.id: r for r in load_corpus()}
+    row = rows["infer-llama2-70b-tp8-0002"]
+    assert row.role == "validation" and row.workload["parallel"] == {"tp": 8, "mc2": True}
+    rec = validate_rows([row]).rows[0]
+    assert rec.status == "ok", rec.reason
+    # decode of 70B fp16 over 8 x 910B4: ~17.5 GB per chip at ~1 TB/s; the row's 35.9 ms
+    # within a factor of two (first sight 0.83)
+    assert 0.5 < rec.ratio < 2.0
+    raw = {k: getattr(row, k) for k in ("id", "chip", "family", "role", "timing", "data",
+                                        "metric", "value", "unit", "source")}
+    bad = dict(row.workload, parallel={"tp": 8, "zz": 1})
+    with pytest.raises(asim.ConfigError, match="workload.parallel"):
+        check_row({**raw, "workload": bad}, "test row")
