@@ -262,14 +262,12 @@ def check_capacity(name: str, plan: MemoryPlan, chip: Chip, batch: int, tokens: 
     spare = hbm - plan.activations
     chips = math.ceil((plan.weights + plan.kv_cache) / spare) if spare > 0 else None
     best = smallest_plan(cfg, plan, chip, batch, dtype) if cfg is not None else None
+    need = (f"at least {chips} chips (weights and KV cache split over them, activations on "
+            f"each)" if chips else
+            "more than any number of chips: the activations alone exceed one chip's HBM")
     if best is not None:
-        need = (f"{best.world} chips: the smallest plan that fits is {best} (weights and KV "
-                f"cache split over them, activations on each; generate(..., "
-                f"parallel={best}))")
-    else:
-        need = (f"at least {chips} chips (weights and KV cache split over them, activations "
-                f"on each)" if chips else
-                "more than any number of chips: the activations alone exceed one chip's HBM")
+        need += (f"; the smallest plan that fits is {best} on {best.world} chips "
+                 f"(generate(..., parallel={best}))")
     raise CapacityError(
         f"{name} does not fit one {chip.name}: weights {gib(plan.weights)} + KV cache "
         f"{gib(plan.kv_cache)} (batch {batch} x {tokens} tokens) + activations "

@@ -29,6 +29,11 @@ FlashAttentionFusionPass):
   prefill, the absorbed form in decode), its leading dense layers and ungated shared
   experts; rope_scaling linear / llama3 / yarn in the cos/sin tables.
 - quant="w8a8": the projections as DynamicQuant -> QuantBatchMatmul (ir/ops/quant.py).
+- parallel=asim.Parallel(...): the same layers built per rank of a plan (`_Decoder.shard`):
+  the rank's heads, ffn or experts as slices of the single-chip weights (same seeds, so the
+  values match), the HCCL collectives as graph outputs (what goes to HCCL) and inputs (what
+  comes back), recorded as `Collective`s; `parallel_decoder` returns the `ParallelModel`
+  (models/parallel.py has the rules).
 
 Inputs: `input_ids` (batch, seq_len) int64 and, per layer l, `past_key.l` / `past_value.l`
 (batch, kv_heads, context_len + seq_len, head_dim): the cache buffer sized for this step, its
