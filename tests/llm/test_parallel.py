@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import ascendsim as asim
-from ascendsim.models.decoder import decoder, empty_cache
+from ascendsim.models.decoder import decoder, decoder_config, empty_cache
 from ascendsim.plan import run_parallel
 
 
@@ -182,3 +182,41 @@ def test_llama2_70b_tp8_rows_simulate_across_chips():
     bad = dict(row.workload, parallel={"tp": 8, "zz": 1})
     with pytest.raises(asim.ConfigError, match="workload.parallel"):
         check_row({**raw, "workload": bad}, "test row")
+
+
+#: DeepSeek-V3's structure (latent attention with q_lora, sigmoid group-limited routing, a
+#: leading dense layer, shared experts) at a few thousand parameters
+TINY_V3 = dict(hidden=64, layers=3, heads=4, kv_heads=4, ffn=96, vocab=128, kv_lora_rank=32,
+               qk_nope_dim=16, qk_rope_dim=8, v_head_dim=12, q_lora_rank=24, expert_ffn=24,
+               shared_ffn=24, experts=8, top_k=2, first_dense=1, n_group=4, topk_group=2)
+
+
+@pytest.mark.parametrize("plan", [asim.Parallel(tp=2), asim.Parallel(tp=4),
+                                  asim.Parallel(ep=2, dp=2),
+                                  asim.Parallel(tp=2, sequence_parallel=True)])
+@pytest.mark.parametrize("phase", ["prefill", "decode"])
+def test_latent_attention_moe_plans_equal_single_chip(plan, phase):
+    cfg = decoder_config("deepseek-v3", **TINY_V3)
+    kw = (dict(seq_len=4, all_logits=True) if phase == "prefill"
+          else dict(phase="decode", context_len=5))
+    g = decoder(cfg, batch=2, dtype="float32", **kw)
+    rng = np.random.default_rng(1)
+    feeds = {"input_ids": rng.integers(0, 128, g.values["input_ids"].shape)}
+    for name in g.inputs:
+        if name.startswith("past_"):
+            feeds[name] = rng.standard_normal(g.values[name].shape).astype(np.float32)
+    ref = asim.execute(g, feeds)[g.outputs[0]]
+    m = decoder(cfg, batch=2, dtype="float32", parallel=plan, **kw)
+    got = run_parallel(m, feeds)["logits"]
+    np.testing.assert_allclose(got, ref, rtol=0, atol=1e-4)
+
+
+def test_pipeline_step_is_stages_plus_sends_plus_bubbles():
+    m = decoder("tiny-gqa-1m", batch=4, seq_len=16, layers=4,
+                parallel=asim.Parallel(pp=2, micro_batches=4))
+    r = asim.simulate(m, asim.Box("ascend910b", 8, "atlas800-a2"))
+    stages = [s.time_us for s in r.stages]
+    sends = sum(c.time_us for c in r.collectives if c.kind == "SendRecv")
+    assert sends > 0
+    assert r.time_us == pytest.approx(sum(stages) + sends + 3 * max(stages))
+    assert [s.layers for s in r.stages] == [(0, 1), (2, 3)]
