@@ -53,7 +53,14 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..ir.graph import Graph
-from ..ir.tensor import LazyTensor, Value, itemsize, random_values, storage_dtype
+from ..ir.tensor import (
+    LazyTensor,
+    Value,
+    as_storage,
+    itemsize,
+    random_values,
+    storage_dtype,
+)
 from ..kernels import quant as kq
 from .blocks import ModelBuilder, check_choice, check_positive
 from .decoder_config import DecoderConfig
@@ -187,6 +194,19 @@ def softmax_scale(cfg: DecoderConfig) -> float:
     return scale
 
 
+@functools.lru_cache(maxsize=2)
+def causal_mask(seq: int, ctx: int, dtype: str) -> np.ndarray:
+    """The additive causal mask (1, 1, seq, ctx + seq) of a step in `dtype`'s storage: 0 where
+    key t <= query i + ctx, MASKED elsewhere. Cached (the last two): a parallel plan builds the
+    same step several times (its representative layers), and an 8k prompt's mask holds 64M
+    entries. Callers must not write into it."""
+    total = ctx + seq
+    t = np.arange(total)[None, :]
+    i = np.arange(seq)[:, None]
+    m = np.where(t <= i + ctx, np.float32(0.0), np.float32(MASKED))
+    return as_storage(m.reshape(1, 1, seq, total), dtype)
+
+
 # ----------------------------------------------------------------------------- layers
 class _Decoder:
     def __init__(self, cfg: DecoderConfig, mb: ModelBuilder, batch: int, seq: int, ctx: int,
@@ -214,10 +234,8 @@ class _Decoder:
         self.sin = self.g.const(sin, "rope.sin", dtype=mb.dtype, buffer=True)
         self.mask = None
         if seq > 1:
-            t = np.arange(self.total)[None, :]
-            i = np.arange(seq)[:, None]
-            m = np.where(t <= i + ctx, 0.0, MASKED).reshape(1, 1, seq, self.total)
-            self.mask = self.g.const(m, "attention.causal_mask", dtype=mb.dtype, buffer=True)
+            self.mask = self.g.const(causal_mask(seq, ctx, mb.dtype), "attention.causal_mask",
+                                     dtype=mb.dtype, buffer=True)
 
     def linear(self, x: Value, name: str, n: int, bias: bool = False,
                split: tuple | None = None) -> Value:
