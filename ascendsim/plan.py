@@ -401,16 +401,17 @@ def simulate_parallel(model: ParallelModel, chip: str | Chip | Box | None = None
 
 
 def simulate(graph: Graph | ParallelModel, chip: Any = DEFAULT_CHIP, fusion: Any = True,
-             detail: str = DEFAULT_DETAIL, **kwargs: Any) -> Result | ParallelResult:
+             detail: str = DEFAULT_DETAIL, *args: Any, **kwargs: Any) -> Result | ParallelResult:
     """`asim.simulate`: a Graph as `api.simulate` (every argument of it), a ParallelModel as
     `simulate_parallel` (chip: a chip or a Box; fusion, detail, mode)."""
     if isinstance(graph, ParallelModel):
         extra = set(kwargs) - {"mode", "box"}
-        if extra:
+        if extra or args:
             raise ConfigError(f"simulate(ParallelModel): unsupported argument(s) "
-                              f"{', '.join(sorted(extra))} (chip, fusion, detail, mode, box)")
+                              f"{', '.join(sorted(extra)) or args} (chip, fusion, detail, "
+                              f"mode, box)")
         return simulate_parallel(graph, chip, fusion, detail, **kwargs)
-    return simulate_graph(graph, chip, fusion, detail, **kwargs)
+    return simulate_graph(graph, chip, fusion, detail, *args, **kwargs)
 
 
 simulate.__doc__ = f"{simulate.__doc__}\n\napi.simulate:\n{simulate_graph.__doc__}"
