@@ -28,6 +28,8 @@ def _logits(preset: str, parallel: asim.Parallel, batch: int = 2, seq: int = 4):
     ("tiny-gqa-1m", asim.Parallel(tp=4), 2),          # tp > kv_heads: KV heads replicated
     ("tiny-gqa-1m", asim.Parallel(pp=2, micro_batches=1), 2),
     ("tiny-gqa-1m", asim.Parallel(tp=2, sequence_parallel=True), 2),
+    ("tiny-gqa-1m", asim.Parallel(tp=2, dp=2), 4),
+    ("tiny-gqa-1m", asim.Parallel(tp=2, pp=2, micro_batches=1), 2),
     ("tiny-moe-1m", asim.Parallel(tp=2), 2),
     ("tiny-moe-1m", asim.Parallel(ep=4, dp=4), 4),
 ])
