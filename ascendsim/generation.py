@@ -22,8 +22,10 @@ Metrics (all sequences of the batch advance together, static batching):
 
 Capacity: before simulating, weights + KV cache + activations are compared with the chip's
 HBM; a model that does not fit raises `CapacityError` naming the sizes, the excess and the
-minimum number of chips that would hold the weights and cache (split over them, activations
-on each); running across several chips is not modelled here.
+smallest parallel plan that fits (`smallest_plan`: fewest chips, tensor parallel before
+pipeline parallel; each chip holds 1/n of the weights and KV cache plus the replicated
+embedding, and the activations). `generate(..., parallel=asim.Parallel(...))` runs the
+prefill and decode steps across chips (`ascendsim.plan`), the memory plan per chip.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ from .ir.graph import Graph
 from .ir.registry import Unit, get_op
 from .models.blocks import check_positive
 from .models.decoder import DecoderConfig, decoder, decoder_config
+from .models.parallel import Parallel
+from .plan import simulate_parallel
 
 #: decode steps simulated by default (first, middle, last); the rest are interpolated
 DEFAULT_DECODE_SAMPLES = 3
@@ -215,16 +219,55 @@ def memory_plan(model: DecoderConfig | Builder, chip: Chip, batch: int, prompt_l
     return MemoryPlan(_const_bytes(g), _cache_bytes(g, tokens), activation_peak(prepared(g)))
 
 
-def check_capacity(name: str, plan: MemoryPlan, chip: Chip, batch: int, tokens: int) -> None:
-    """CapacityError when the plan exceeds the chip's HBM, naming sizes and minimum chips."""
+#: the largest plan `smallest_plan` tries (chips)
+MAX_PLAN_CHIPS = 64
+
+
+def per_chip(plan: MemoryPlan, cfg: DecoderConfig | None, chips: int, dtype: str) -> int:
+    """Bytes one of `chips` chips holds: 1/chips of the weights and KV cache, the embedding
+    table replicated, the activations whole."""
+    from .ir.tensor import itemsize
+
+    emb = cfg.vocab * cfg.hidden * itemsize(dtype) if cfg is not None and chips > 1 else 0
+    return (plan.weights + plan.kv_cache) // chips + emb + plan.activations
+
+
+def smallest_plan(cfg: DecoderConfig, plan: MemoryPlan, chip: Chip, batch: int,
+                  dtype: str = "float16") -> Parallel | None:
+    """The plan with the fewest chips whose share fits the chip's HBM (tensor parallel before
+    pipeline parallel at equal chips), among those that divide the model; None when none of
+    up to MAX_PLAN_CHIPS does."""
+    from .errors import ConfigError
+
+    for n in range(2, MAX_PLAN_CHIPS + 1):
+        if per_chip(plan, cfg, n, dtype) > chip.hbm_bytes:
+            continue
+        for tp in sorted((t for t in range(1, n + 1) if n % t == 0), reverse=True):
+            cand = Parallel(tp=tp, pp=n // tp)
+            try:
+                cand.check(cfg, batch, 1)
+            except ConfigError:
+                continue
+            return cand
+    return None
+
+
+def check_capacity(name: str, plan: MemoryPlan, chip: Chip, batch: int, tokens: int,
+                   cfg: DecoderConfig | None = None, dtype: str = "float16") -> None:
+    """CapacityError when the plan exceeds the chip's HBM, naming sizes and the smallest
+    parallel plan that fits (for a DecoderConfig) or the minimum chips."""
     hbm = chip.hbm_bytes
     if plan.total <= hbm:
         return
     spare = hbm - plan.activations
     chips = math.ceil((plan.weights + plan.kv_cache) / spare) if spare > 0 else None
+    best = smallest_plan(cfg, plan, chip, batch, dtype) if cfg is not None else None
     need = (f"at least {chips} chips (weights and KV cache split over them, activations on "
-            f"each; multi-chip parallelism is not modelled)" if chips else
+            f"each)" if chips else
             "more than any number of chips: the activations alone exceed one chip's HBM")
+    if best is not None:
+        need += (f"; the smallest plan that fits is {best} on {best.world} chips "
+                 f"(generate(..., parallel={best}))")
     raise CapacityError(
         f"{name} does not fit one {chip.name}: weights {gib(plan.weights)} + KV cache "
         f"{gib(plan.kv_cache)} (batch {batch} x {tokens} tokens) + activations "
@@ -250,6 +293,7 @@ def generate(model: str | DecoderConfig | Builder, chip: str | Chip = "ascend910
              batch: int = 1, prompt_len: int = 128, new_tokens: int = 32,
              dtype: str = "float16", *, fusion: Any = True, detail: str = DEFAULT_DETAIL,
              decode_samples: int = DEFAULT_DECODE_SAMPLES, capacity_check: bool = True,
+             parallel: Parallel | None = None, box: Any = None,
              **overrides: Any) -> GenerationResult:
     """Simulate serving `batch` requests of `prompt_len` tokens, `new_tokens` generated each.
 
@@ -257,7 +301,10 @@ def generate(model: str | DecoderConfig | Builder, chip: str | Chip = "ascend910
     called as ``builder(batch=, seq_len=, phase=, context_len=, dtype=)`` returning a decoder
     graph with the same inputs (input_ids, past_key.l / past_value.l). `overrides` change
     preset fields (layers=4, ...). Raises CapacityError when the run does not fit the chip's
-    HBM (see the module note); `capacity_check=False` simulates it anyway.
+    HBM (see the module note); `capacity_check=False` simulates it anyway. parallel: an
+    `asim.Parallel` plan (presets and DecoderConfigs): every step runs across chips on `box`
+    (an `asim.Box`; None: the chip's Atlas 800 box), TTFT and TPOT are the plan's steps and
+    the memory plan is one chip's share.
     """
     check_positive(batch=batch, prompt_len=prompt_len, new_tokens=new_tokens,
                    decode_samples=decode_samples)
@@ -277,8 +324,16 @@ def generate(model: str | DecoderConfig | Builder, chip: str | Chip = "ascend910
             return decoder(cfg, **kw)
     plan = memory_plan(build if is_builder else cfg, resolved, batch, prompt_len, new_tokens,
                        dtype, fusion)
+    if parallel is not None:
+        if is_builder:
+            raise ConfigError("generate(parallel=...): takes a preset or a DecoderConfig, not a "
+                              "builder function")
+        return _generate_parallel(name, cfg, resolved, batch, prompt_len, new_tokens, dtype,
+                                  plan, parallel, box, fusion, detail, decode_samples,
+                                  capacity_check)
     if capacity_check:
-        check_capacity(name, plan, resolved, batch, prompt_len + new_tokens)
+        check_capacity(name, plan, resolved, batch, prompt_len + new_tokens,
+                       None if is_builder else cfg, dtype)
     prefill = simulate(build(batch=batch, seq_len=prompt_len, phase="prefill", context_len=0,
                              dtype=dtype), resolved, fusion=fusion, detail=detail,
                        check_capacity=capacity_check)
@@ -296,5 +351,34 @@ def generate(model: str | DecoderConfig | Builder, chip: str | Chip = "ascend910
                             [float(s) for s in steps], plan, notes)
 
 
-__all__ = ["generate", "GenerationResult", "MemoryPlan", "memory_plan", "check_capacity",
-           "activation_peak", "decode_contexts", "DEFAULT_DECODE_SAMPLES"]
+def _generate_parallel(name: str, cfg: DecoderConfig, chip: Chip, batch: int, prompt_len: int,
+                       new_tokens: int, dtype: str, plan: MemoryPlan, parallel: Parallel,
+                       box: Any, fusion: Any, detail: str, decode_samples: int,
+                       capacity_check: bool) -> GenerationResult:
+    """`generate` with a plan: the steps simulated across chips, memory per chip."""
+    parallel.check(cfg, batch, prompt_len)
+    share = MemoryPlan(per_chip(plan, cfg, parallel.world, dtype) - plan.activations, 0,
+                       plan.activations)
+    if capacity_check and share.total > chip.hbm_bytes:
+        check_capacity(f"{name} with {parallel}", share, chip, batch,
+                       prompt_len + new_tokens)
+    where = box if box is not None else chip
+    prefill = simulate_parallel(decoder(cfg, batch=batch, seq_len=prompt_len, dtype=dtype,
+                                        parallel=parallel), where, fusion, detail)
+    contexts = decode_contexts(prompt_len, new_tokens, decode_samples)
+    sampled = [(c, simulate_parallel(decoder(cfg, batch=batch, phase="decode", context_len=c,
+                                             dtype=dtype, parallel=parallel),
+                                     where, fusion, detail)) for c in contexts]
+    all_ctx = np.arange(prompt_len, prompt_len + new_tokens - 1)
+    steps = (np.interp(all_ctx, [c for c, _ in sampled], [r.time_us / 1e3 for _, r in sampled])
+             if sampled else np.zeros(0))
+    notes = [f"{parallel} on {prefill.box}: memory per chip", *prefill.notes,
+             f"decode simulated at contexts {contexts}, the other "
+             f"{max(0, len(all_ctx) - len(contexts))} steps interpolated linearly"]
+    return GenerationResult(name, chip, batch, prompt_len, new_tokens, prefill, sampled,
+                            [float(s) for s in steps], share, notes)
+
+
+__all__ = ["generate", "smallest_plan", "per_chip", "MAX_PLAN_CHIPS", "GenerationResult",
+           "MemoryPlan", "memory_plan", "check_capacity", "activation_peak", "decode_contexts",
+           "DEFAULT_DECODE_SAMPLES"]

@@ -16,9 +16,22 @@ from .generation import (
     decode_contexts,
     generate,
     memory_plan,
+    smallest_plan,
 )
+from .hw.box import Box
+from .models.parallel import Collective, Parallel, ParallelModel
+from .plan import CollectiveTime, ParallelResult, run_parallel, simulate_parallel
 
 __all__ = [
+    "Box",
+    "Collective",
+    "CollectiveTime",
+    "Parallel",
+    "ParallelModel",
+    "ParallelResult",
+    "run_parallel",
+    "simulate_parallel",
+    "smallest_plan",
     "DEFAULT_DECODE_SAMPLES",
     "GenerationResult",
     "MemoryPlan",

@@ -33,7 +33,8 @@ communication overlaps the rest of the backward pass. Communication runs on its 
 replays its single-chip tasks in order after the backward pass, each task waiting for the
 buckets of the gradients it reads.
 
-*All-reduce algorithms* (HCCL's, with the alpha-beta costs of HCCL's algorithm docs; reduction
+*All-reduce algorithms* (in `ascendsim.hw.collectives`, shared with the inference plans of
+`ascendsim.plan`; HCCL's, with the alpha-beta costs of HCCL's algorithm docs; reduction
 compute (gamma) is not modelled): inside a server, Mesh for chips of one full-mesh group
 (2 steps of n/p bytes on every link at once) and a ring over the 910's 8 chips (HCCL's
 "8P ring": 2(p-1) steps of n/p, paced by its slowest hop); between servers, HCCL's
@@ -55,134 +56,20 @@ from typing import Any
 from .api import DEFAULT_CHIP, DEFAULT_DETAIL, DEFAULT_MODE
 from .errors import ConfigError, GraphError
 from .hw import Chip, get_chip
+from .hw.collectives import (
+    ALGORITHMS,
+    CommPhase,
+    allreduce_phases,
+    allreduce_seconds,
+    server_layout,
+)
 from .hw.interconnect import Interconnect, get_interconnect
 from .ir import Graph, Node
 from .ir.registry import Category, Unit
 
 #: PyTorch DDP's default bucket size (bucket_cap_mb=25)
 DEFAULT_BUCKET_BYTES = 25 * 2 ** 20
-ALGORITHMS = ("hierarchical", "ring", "halving_doubling")
-LANE_INTRA, LANE_INTER = "HCCS", "RoCE"
 _ELEMENTWISE = (Category.ELEMWISE, Category.BROADCAST)
-
-
-# ----------------------------------------------------------------------------- collectives
-@dataclass(frozen=True)
-class CommPhase:
-    """One stage of a collective on one lane: `steps` steps, each moving `step_bytes` on every
-    link it uses; `seconds` = steps * latency + bytes_per_link / bandwidth."""
-
-    lane: str
-    what: str
-    steps: int
-    bytes_per_link: float
-    bandwidth: float          # bytes/s of the pacing link
-    latency_s: float          # per step
-
-    @property
-    def seconds(self) -> float:
-        return self.steps * self.latency_s + self.bytes_per_link / self.bandwidth
-
-
-def _layout(world_size: int, ic: Interconnect) -> tuple[int, int]:
-    """(servers, chips per server) of a job, checked against the server's rules."""
-    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
-        raise ConfigError(f"world_size={world_size!r}: must be a positive integer")
-    cps = ic.chips_per_server
-    if world_size <= cps:
-        per = world_size
-        if per > ic.mesh_group_size and per != cps:
-            raise ConfigError(f"world_size={world_size} on {ic.name}: a server runs up to "
-                              f"{ic.mesh_group_size} chips of one mesh group or all {cps}")
-        return 1, per
-    if world_size % cps:
-        raise ConfigError(f"world_size={world_size} on {ic.name}: jobs over several servers "
-                          f"use whole servers ({cps} chips each)")
-    return world_size // cps, cps
-
-
-def _intra(ic: Interconnect, p: int) -> tuple[str, float, float, int]:
-    """(algorithm, pacing bandwidth, step latency, links used at once) inside one server."""
-    if p <= ic.mesh_group_size:
-        return "mesh", ic.hccs_bandwidth_bytes_per_s, ic.hccs_latency_us * 1e-6, p - 1
-    # the 910's 8P ring: hops inside a group over HCCS, across groups over the PCIe link
-    bw = min(ic.hccs_bandwidth_bytes_per_s, ic.group_link_bandwidth_bytes_per_s)
-    lat = max(ic.hccs_latency_us, ic.group_link_latency_us) * 1e-6
-    return "ring", bw, lat, 1
-
-
-def _ring(lane: str, nbytes: float, p: int, bw: float, lat: float, what: str) -> list[CommPhase]:
-    """Ring ReduceScatter + AllGather: 2(p-1) steps of n/p bytes (HCCL Ring.md)."""
-    return [CommPhase(lane, f"{what} ring ReduceScatter", p - 1, (p - 1) * nbytes / p, bw, lat),
-            CommPhase(lane, f"{what} ring AllGather", p - 1, (p - 1) * nbytes / p, bw, lat)]
-
-
-def _rhd(lane: str, nbytes: float, p: int, bw: float, lat: float, what: str) -> list[CommPhase]:
-    """Recursive halving-doubling (HCCL RHD.md): log2(p) halving + log2(p) doubling steps
-    moving (p-1)/p n each way; a non-power-of-two p first folds 2r ranks into r (one step of
-    n), runs on p' = 2^floor(log2 p) ranks and unfolds (one more step of n)."""
-    k = int(math.floor(math.log2(p)))
-    pp = 2 ** k
-    out = []
-    if pp != p:
-        out.append(CommPhase(lane, f"{what} RHD fold", 1, nbytes, bw, lat))
-    out += [CommPhase(lane, f"{what} RHD ReduceScatter", k, (pp - 1) * nbytes / pp, bw, lat),
-            CommPhase(lane, f"{what} RHD AllGather", k, (pp - 1) * nbytes / pp, bw, lat)]
-    if pp != p:
-        out.append(CommPhase(lane, f"{what} RHD unfold", 1, nbytes, bw, lat))
-    return out
-
-
-def allreduce_phases(nbytes: float, world_size: int, interconnect: Interconnect,
-                     algorithm: str | None = None) -> list[CommPhase]:
-    """The stages of an all-reduce of `nbytes` on `world_size` chips (see the Note on the
-    model); None = HCCL's own choice ("hierarchical")."""
-    ic = interconnect
-    algorithm = algorithm or "hierarchical"
-    if algorithm not in ALGORITHMS:
-        raise ConfigError(f"algorithm={algorithm!r}: valid values are {', '.join(ALGORITHMS)}")
-    if nbytes < 0:
-        raise ConfigError(f"all-reduce of {nbytes} bytes: must be >= 0")
-    servers, per = _layout(world_size, ic)
-    if world_size == 1 or nbytes == 0:
-        return []
-    nic_bw, nic_lat = ic.nic_bandwidth_bytes_per_s, ic.nic_latency_us * 1e-6
-    if algorithm != "hierarchical":
-        if servers > 1:
-            bw, lat, lane = nic_bw, nic_lat, LANE_INTER
-        else:
-            _, bw, lat, _ = _intra(ic, per)
-            lane = LANE_INTRA
-        if algorithm == "ring":
-            return _ring(lane, nbytes, world_size, bw, lat, f"{world_size}-chip")
-        return _rhd(lane, nbytes, world_size, bw, lat, f"{world_size}-chip")
-    phases: list[CommPhase] = []
-    slice_bytes = nbytes
-    if per > 1:
-        alg, bw, lat, _ = _intra(ic, per)
-        what = f"intra-server ({per} chips)"
-        if alg == "mesh":
-            rs = CommPhase(LANE_INTRA, f"{what} mesh ReduceScatter", 1, nbytes / per, bw, lat)
-            ag = CommPhase(LANE_INTRA, f"{what} mesh AllGather", 1, nbytes / per, bw, lat)
-        else:
-            rs, ag = _ring(LANE_INTRA, nbytes, per, bw, lat, what)
-        phases.append(rs)
-        slice_bytes = nbytes / per
-    if servers > 1:
-        what = f"inter-server ({servers} servers)"
-        if servers & (servers - 1) == 0:
-            phases += _rhd(LANE_INTER, slice_bytes, servers, nic_bw, nic_lat, what)
-        else:
-            phases += _ring(LANE_INTER, slice_bytes, servers, nic_bw, nic_lat, what)
-    if per > 1:
-        phases.append(ag)
-    return phases
-
-
-def allreduce_seconds(nbytes: float, world_size: int, interconnect: Interconnect,
-                      algorithm: str | None = None) -> float:
-    """Time of one all-reduce alone on idle links."""
-    return sum(p.seconds for p in allreduce_phases(nbytes, world_size, interconnect, algorithm))
 
 
 # ----------------------------------------------------------------------------- gradients
@@ -563,7 +450,7 @@ def simulate_data_parallel(step_graph: Graph, world_size: int = 8,
         comm_us=busy, exposed_comm_us=max(0.0, step_us - compute_us), buckets=buckets,
         comm=comm, compute_tasks=compute_tasks, forward_backward=fb, optimizer=opt,
         meta={"gradients": len(grads), "bucket_bytes": bucket_bytes,
-              "servers": _layout(world_size, ic)[0]})
+              "servers": server_layout(world_size, ic)[0]})
 
 
 def _union(intervals: list[tuple[float, float]]) -> float:

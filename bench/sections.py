@@ -149,6 +149,15 @@ SECTIONS: tuple[Section, ...] = (
             about="Step time, communication share and scaling efficiency on 1-64 chips "
                   "(weak scaling: one chip simulated, HCCL's gradient all-reduce added over "
                   "the chip's interconnect)."),
+    Section("parallel", "Parallel inference across chips", "parallel.py", fmt="markdown",
+            minutes=1.5,
+            about="70B-class models with tensor parallel (TP8, MC2) on an Atlas 800 A2 box of "
+                  "eight 910B and DeepSeek-V3 in W8A8 with expert parallel (EP16, attention "
+                  "data parallel) on an Atlas 800 A3 box (16 910C dies): step, per-token "
+                  "latency, tokens/s, exposed communication, the collectives of every layer "
+                  "and the simulator's wall time (targets: 70B TP8 decode < 5 s, 8k prefill "
+                  "< 20 s); then the llama2-70B TP8 rows of the corpus against their "
+                  "published times."),
     Section("interp", "Interp on the 310: divisible against non-divisible sizes", "interp.py",
             minutes=0.1,
             about="A Caffe Interp (bilinear, corners aligned) at the two shapes of a reported "

@@ -3,9 +3,10 @@
 Built-in chips (`chips()`): "ascend910" (910A, coupled cores), "ascend910b" (910B2, split
 AIC/AIV; alias "ascend910b2"), its siblings "ascend910b1", "ascend910b3", "ascend910b4",
 "ascend910b_gen1" (the first-generation 30-core SoC CANN calls "Ascend910B", coupled),
-"ascend310" and "ascend310p" (310P3, alias "ascend310p3"). Users load their own with
-`load_chip("my.toml")`, either complete or as `base = "ascend910"` plus the figures they
-change, and make what-ifs with `get_chip("ascend910").replace(ub_bytes=512 * 1024)`.
+"ascend910c" (one die of the Atlas A3's 910C, the 910B's microarchitecture), "ascend310" and
+"ascend310p" (310P3, alias "ascend310p3"). Users load their own with `load_chip("my.toml")`,
+either complete or as `base = "ascend910"` plus the figures they change, and make what-ifs
+with `get_chip("ascend910").replace(ub_bytes=512 * 1024)`.
 
 The timing model these figures feed, and which of them are estimates, is described in
 `ascendsim.hw.chip`; `chip.source(key)` / `chip.confidence(key)` tell, figure by figure.

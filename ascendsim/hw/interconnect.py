@@ -90,7 +90,9 @@ _FIGURES = {f.name: f for f in fields(Interconnect)
 
 
 def interconnects() -> list[str]:
-    """Names of the built-in interconnect files (one per built-in training chip)."""
+    """Names of the built-in interconnect files: training servers named like their chip
+    (ascend910, ascend910b) and the boxes of parallel inference plans (atlas800-a2,
+    atlas800-a3)."""
     folder = importlib.resources.files(__package__) / "interconnects"
     return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".toml"))
 

@@ -29,6 +29,11 @@ FlashAttentionFusionPass):
   prefill, the absorbed form in decode), its leading dense layers and ungated shared
   experts; rope_scaling linear / llama3 / yarn in the cos/sin tables.
 - quant="w8a8": the projections as DynamicQuant -> QuantBatchMatmul (ir/ops/quant.py).
+- parallel=asim.Parallel(...): the same layers built per rank of a plan (`_Decoder.shard`):
+  the rank's heads, ffn or experts as slices of the single-chip weights (same seeds, so the
+  values match), the HCCL collectives as graph outputs (what goes to HCCL) and inputs (what
+  comes back), recorded as `Collective`s; `parallel_decoder` returns the `ParallelModel`
+  (models/parallel.py has the rules).
 
 Inputs: `input_ids` (batch, seq_len) int64 and, per layer l, `past_key.l` / `past_value.l`
 (batch, kv_heads, context_len + seq_len, head_dim): the cache buffer sized for this step, its
@@ -48,11 +53,27 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..ir.graph import Graph
-from ..ir.tensor import LazyTensor, Value, random_values, storage_dtype
+from ..ir.tensor import (
+    LazyTensor,
+    Value,
+    as_storage,
+    itemsize,
+    random_values,
+    storage_dtype,
+)
 from ..kernels import quant as kq
 from .blocks import ModelBuilder, check_choice, check_positive
 from .decoder_config import DecoderConfig
 from .hf_config import from_hf, shipped
+from .parallel import (
+    Collective,
+    Parallel,
+    ParallelModel,
+    Shard,
+    sliced_made,
+    sliced_values,
+    split_ranges,
+)
 
 PHASES = ("prefill", "decode")
 #: weight quantisation modes of `decoder(quant=...)` (None: the compute dtype throughout)
@@ -173,12 +194,32 @@ def softmax_scale(cfg: DecoderConfig) -> float:
     return scale
 
 
+@functools.lru_cache(maxsize=2)
+def causal_mask(seq: int, ctx: int, dtype: str) -> np.ndarray:
+    """The additive causal mask (1, 1, seq, ctx + seq) of a step in `dtype`'s storage: 0 where
+    key t <= query i + ctx, MASKED elsewhere. Cached (the last two): a parallel plan builds the
+    same step several times (its representative layers), and an 8k prompt's mask holds 64M
+    entries. Callers must not write into it."""
+    total = ctx + seq
+    t = np.arange(total)[None, :]
+    i = np.arange(seq)[:, None]
+    m = np.where(t <= i + ctx, np.float32(0.0), np.float32(MASKED))
+    return as_storage(m.reshape(1, 1, seq, total), dtype)
+
+
 # ----------------------------------------------------------------------------- layers
 class _Decoder:
     def __init__(self, cfg: DecoderConfig, mb: ModelBuilder, batch: int, seq: int, ctx: int,
-                 absorbed: bool = False, quant: str | None = None):
+                 absorbed: bool = False, quant: str | None = None, shard: Shard | None = None):
         self.cfg, self.mb, self.g = cfg, mb, mb.g
         self.quant = quant
+        # a rank of a parallel plan (models/parallel.py): its heads, KV heads, the collectives
+        self.shard = shard
+        self.comm: list[Collective] = []
+        self.tp = shard.tp if shard is not None else 1
+        self.sp = shard is not None and shard.parallel.sequence_parallel
+        self.nh = cfg.heads // self.tp
+        self.nkv = cfg.kv_heads // self.tp if cfg.kv_heads >= self.tp else 1
         self.b, self.s, self.ctx = batch, seq, ctx
         self.total = ctx + seq
         self.absorbed = absorbed
@@ -193,23 +234,46 @@ class _Decoder:
         self.sin = self.g.const(sin, "rope.sin", dtype=mb.dtype, buffer=True)
         self.mask = None
         if seq > 1:
-            t = np.arange(self.total)[None, :]
-            i = np.arange(seq)[:, None]
-            m = np.where(t <= i + ctx, 0.0, MASKED).reshape(1, 1, seq, self.total)
-            self.mask = self.g.const(m, "attention.causal_mask", dtype=mb.dtype, buffer=True)
+            self.mask = self.g.const(causal_mask(seq, ctx, mb.dtype), "attention.causal_mask",
+                                     dtype=mb.dtype, buffer=True)
 
-    def linear(self, x: Value, name: str, n: int, bias: bool = False) -> Value:
+    def linear(self, x: Value, name: str, n: int, bias: bool = False,
+               split: tuple | None = None) -> Value:
+        """x @ W (+ b) of a (k, n) weight; on a rank of a plan `split` = ("col", ranges) keeps
+        those output columns, ("row", ranges, k) those input rows of the full (k, n) weight."""
         k = int(x.shape[-1])
+        if split is not None and split[0] == "row":
+            k = split[2]
+            if bias:
+                raise ConfigError(f"{name}: a row-parallel projection with a bias is not "
+                                  f"modelled")
         if self.quant == "w8a8" and not name.endswith("gate"):
-            y = self.quant_linear(x, name, k, n)
+            y = self.quant_linear(x, name, k, n, split)
         else:
-            w = self.mb.weight(f"{name}.weight", (k, n), scale=float(1 / np.sqrt(k)))
+            w = self.param(f"{name}.weight", (k, n), float(1 / np.sqrt(k)), split)
             y = self.g.matmul(x, w, name=name)
         if bias:
-            y = self.g.add(y, self.mb.weight(f"{name}.bias", (n,), scale=0.02))
+            y = self.g.add(y, self.param(f"{name}.bias", (n,), 0.02,
+                                         None if split is None else ("col", split[1])))
         return y
 
-    def quant_linear(self, x: Value, name: str, k: int, n: int) -> Value:
+    def param(self, name: str, shape: tuple, scale: float, split: tuple | None = None,
+              axis: int | None = None) -> Value:
+        """A seeded weight of the single-chip model, or on a rank its slice (`split`: "col"
+        slices the last axis, "row" the first, or `axis`), with the same values."""
+        if split is None:
+            return self.mb.weight(name, shape, scale=scale)
+        ax = axis if axis is not None else (len(shape) - 1 if split[0] == "col" else 0)
+        ranges = tuple(split[1])
+        local = list(shape)
+        local[ax] = sum(b - a for a, b in ranges)
+        make = functools.partial(sliced_values, tuple(shape), self.mb.dtype,
+                                 self.mb._seed(name), scale, ax, ranges)
+        return self.g.const(LazyTensor(tuple(local), self.mb.dtype, make,
+                                       f"{name} slice {ranges} of axis {ax}"), name)
+
+    def quant_linear(self, x: Value, name: str, k: int, n: int,
+                     split: tuple | None = None) -> Value:
         """W8A8 (vLLM-Ascend / MindIE): DynamicQuant of the activations per token, the weight
         int8 with a per-output-channel scale, QuantBatchMatmul dequantising in its epilogue.
         The int8 weight is the same seeded float weight the unquantised model has, quantised
@@ -219,10 +283,16 @@ class _Decoder:
         run never materialises weights)."""
         g, mb = self.g, self.mb
         shape, seed, sigma = (k, n), mb._seed(f"{name}.weight"), float(1 / np.sqrt(k))
-        wq = g.const(LazyTensor(shape, "int8", functools.partial(
-            _quantised, shape, mb.dtype, seed, sigma), f"int8 of random(seed={seed})"),
-            f"{name}.weight_int8")
-        ws = mb.fill(f"{name}.weight_scale", (n,), QUANT_CLIP_SIGMAS * sigma / 127.0,
+        make = functools.partial(_quantised, shape, mb.dtype, seed, sigma)
+        if split is not None:           # a rank's slice of the int8 weight
+            ax = 1 if split[0] == "col" else 0
+            ranges = tuple(split[1])
+            shape = (k, sum(b - a for a, b in ranges)) if ax else (sum(b - a for a, b in ranges),
+                                                                   n)
+            make = functools.partial(sliced_made, make, ax, ranges)
+        wq = g.const(LazyTensor(shape, "int8", make, f"int8 of random(seed={seed})"),
+                     f"{name}.weight_int8")
+        ws = mb.fill(f"{name}.weight_scale", (shape[1],), QUANT_CLIP_SIGMAS * sigma / 127.0,
                      dtype="float32")
         xq, xs = g.dynamic_quant(x, name=f"{name}.quant")
         return g.quant_batch_matmul(xq, wq, ws, xs, output_dtype=mb.dtype, name=name)
@@ -254,8 +324,8 @@ class _Decoder:
 
     def repeat_kv(self, x: Value) -> Value:
         """HF repeat_kv: (B, Hkv, T, D) -> (B, Hkv * G, T, D), each kv head G times."""
-        cfg, g, mb = self.cfg, self.g, self.mb
-        group = cfg.heads // cfg.kv_heads
+        g, mb = self.g, self.mb
+        group = self.nh // self.nkv
         if group == 1:
             return x
         b, hk, t, d = (int(v) for v in x.shape)
@@ -269,14 +339,16 @@ class _Decoder:
             return self.latent_attention(x, layer)
         d, name = cfg.head_dim, f"layers.{layer}.self_attn"
         qn, kn = (f"{name}.q_norm", f"{name}.k_norm") if cfg.qk_norm else (None, None)
-        q = self.heads(self.linear(x, f"{name}.q_proj", cfg.heads * d, cfg.qkv_bias), cfg.heads,
-                       qn)
-        k = self.heads(self.linear(x, f"{name}.k_proj", cfg.kv_heads * d, cfg.qkv_bias),
-                       cfg.kv_heads, kn)
-        v = self.heads(self.linear(x, f"{name}.v_proj", cfg.kv_heads * d, cfg.qkv_bias),
-                       cfg.kv_heads)
+        qs, kvs, os_ = self.head_splits(d, d, d)
+        x = self.tp_gather(x, f"{name}.input", layer)
+        q = self.heads(self.linear(x, f"{name}.q_proj", cfg.heads * d, cfg.qkv_bias, qs),
+                       self.nh, qn)
+        k = self.heads(self.linear(x, f"{name}.k_proj", cfg.kv_heads * d, cfg.qkv_bias, kvs),
+                       self.nkv, kn)
+        v = self.heads(self.linear(x, f"{name}.v_proj", cfg.kv_heads * d, cfg.qkv_bias, kvs),
+                       self.nkv)
         q, k = self.rotary(q), self.rotary(k)
-        cache_shape = (self.b, cfg.kv_heads, self.total, d)
+        cache_shape = (self.b, self.nkv, self.total, d)
         past_k = g.input(f"past_key.{layer}", cache_shape, mb.dtype)
         past_v = g.input(f"past_value.{layer}", cache_shape, mb.dtype)
         kc = g.kv_cache_append(past_k, k, position=self.ctx, name=f"present_key.{layer}")
@@ -288,8 +360,63 @@ class _Decoder:
             scores = g.add(scores, self.mask)
         ctx = g.matmul(g.softmax(scores, axis=-1), self.repeat_kv(vc))
         ctx = g.reshape(g.transpose(ctx, perm=[0, 2, 1, 3]),
-                        mb.ints([self.b * self.s, cfg.heads * d]))
-        return self.linear(ctx, f"{name}.o_proj", cfg.hidden)
+                        mb.ints([self.b * self.s, self.nh * d]))
+        out = self.linear(ctx, f"{name}.o_proj", cfg.hidden, split=os_)
+        return self.tp_reduce(out, f"{name}.o_proj", layer)
+
+    def head_splits(self, qd: int, kvd: int, od: int) -> tuple:
+        """(q split, k/v split, o_proj split) of this rank's heads (None on one chip): query
+        heads [a, b) of head size qd; KV heads of size kvd, split or (tp > kv_heads) the one
+        KV head of this rank's query group replicated; o_proj rows of od per head."""
+        if self.tp == 1:
+            return None, None, None
+        cfg, r = self.cfg, self.shard.tp_rank
+        a, b = split_ranges(cfg.heads, self.tp, r)
+        if cfg.kv_heads >= self.tp:
+            ka, kb = split_ranges(cfg.kv_heads, self.tp, r)
+        else:
+            ka = a * cfg.kv_heads // cfg.heads
+            kb = ka + 1
+        return (("col", ((a * qd, b * qd),)), ("col", ((ka * kvd, kb * kvd),)),
+                ("row", ((a * od, b * od),), cfg.heads * od))
+
+    def collective(self, kind: str, name: str, values: list[Value], outs: list[tuple],
+                   nbytes: int, layer: int | None, axis: int = 0, mc2: bool = False
+                   ) -> list[Value]:
+        """Hand `values` to HCCL (they become outputs of this graph) and take its results
+        (`outs`: (shape, dtype) each) as new inputs, recording the Collective."""
+        g = self.g
+        g.output(*values)
+        got = [g.input(f"{name}.{kind.lower()}.{i}", shape, dtype)
+               for i, (shape, dtype) in enumerate(outs)]
+        p = self.shard.parallel
+        group = p.dp if kind == "AllToAll" else p.tp
+        self.comm.append(Collective(f"{name}.{kind}", kind, group, int(nbytes),
+                                    tuple(v.name for v in values), tuple(v.name for v in got),
+                                    self.shard.stage, layer, axis, mc2))
+        return got
+
+    def tp_reduce(self, y: Value, name: str, layer: int | None) -> Value:
+        """The partial sums of a row-parallel projection summed over the tp ranks: AllReduce
+        (MC2: fused with its matmul) or, with sequence parallel, ReduceScatter over tokens."""
+        if self.tp == 1:
+            return y
+        t, h = (int(v) for v in y.shape)
+        nbytes = y.nbytes
+        if self.sp:
+            return self.collective("ReduceScatter", name, [y], [((t // self.tp, h), y.dtype)],
+                                   nbytes, layer)[0]
+        return self.collective("AllReduce", name, [y], [((t, h), y.dtype)], nbytes, layer,
+                               mc2=self.shard.parallel.mc2)[0]
+
+    def tp_gather(self, x: Value, name: str, layer: int | None) -> Value:
+        """Sequence parallel: the tokens of the tp ranks gathered before a column-parallel
+        block (identity otherwise)."""
+        if not self.sp:
+            return x
+        t, h = (int(v) for v in x.shape)
+        return self.collective("AllGather", name, [x], [((t * self.tp, h), x.dtype)],
+                               x.nbytes * self.tp, layer)[0]
 
     def latent_attention(self, x: Value, layer: int) -> Value:
         """DeepSeek V2/V3 multi-head latent attention (HF DeepseekV2Attention). The cache of a
@@ -303,15 +430,17 @@ class _Decoder:
         heads become the rows of one GEMM per sequence, as FlashMLA runs it)."""
         cfg, g, mb = self.cfg, self.g, self.mb
         name = f"layers.{layer}.self_attn"
-        b, s, t, h = self.b, self.s, self.total, cfg.heads
+        b, s, t, h = self.b, self.s, self.total, self.nh
         nope, rope, lat, vd = cfg.qk_nope_dim, cfg.qk_rope_dim, cfg.kv_lora_rank, cfg.v_head_dim
         qd = nope + rope
+        qs, _, os_ = self.head_splits(qd, nope + vd, vd)
+        x = self.tp_gather(x, f"{name}.input", layer)
         if cfg.q_lora_rank:
             qa = self.rms_norm(self.linear(x, f"{name}.q_a_proj", cfg.q_lora_rank),
                                f"{name}.q_a_layernorm")
-            q = self.linear(qa, f"{name}.q_b_proj", h * qd)
+            q = self.linear(qa, f"{name}.q_b_proj", cfg.heads * qd, split=qs)
         else:
-            q = self.linear(x, f"{name}.q_proj", h * qd)
+            q = self.linear(x, f"{name}.q_proj", cfg.heads * qd, split=qs)
         q = self.heads(q, h)                                     # (B, H, S, qd)
         last = [-1]
         q_nope = g.slice(q, mb.ints([0]), mb.ints([nope]), mb.ints(last))
@@ -326,8 +455,12 @@ class _Decoder:
         kc = g.kv_cache_append(past, latent, position=self.ctx, name=f"present_key.{layer}")
         g.output(kc)
         c_all = g.slice(kc, mb.ints([0]), mb.ints([lat]), mb.ints(last))         # (B,1,T,lat)
-        w_kv = mb.weight(f"{name}.kv_b_proj.weight", (lat, h * (nope + vd)),
-                         scale=float(1 / np.sqrt(lat)))
+        kv_split = None
+        if self.tp > 1:                  # this rank's heads of kv_b_proj, (nope + vd) each
+            a, z = split_ranges(cfg.heads, self.tp, self.shard.tp_rank)
+            kv_split = ("col", ((a * (nope + vd), z * (nope + vd)),))
+        w_kv = self.param(f"{name}.kv_b_proj.weight", (lat, cfg.heads * (nope + vd)),
+                          float(1 / np.sqrt(lat)), kv_split)
         scale = mb.scalar(softmax_scale(cfg))
         if self.absorbed:
             w3 = g.reshape(w_kv, mb.ints([lat, h, nope + vd]))
@@ -363,7 +496,8 @@ class _Decoder:
                 scores = g.add(scores, self.mask)
             o = g.transpose(g.matmul(g.softmax(scores, axis=-1), v), perm=[0, 2, 1, 3])
         o = g.reshape(o, mb.ints([b * s, h * vd]))
-        return self.linear(o, f"{name}.o_proj", cfg.hidden)
+        out = self.linear(o, f"{name}.o_proj", cfg.hidden, split=os_)
+        return self.tp_reduce(out, f"{name}.o_proj", layer)
 
     def router(self, logits: Value, name: str) -> Value:
         """(weights (T, k), expert_idx (T, k)) of the family's router."""
@@ -391,45 +525,78 @@ class _Decoder:
         b = g.slice(gate_up, mb.ints([n // 2]), mb.ints([n]), mb.ints([-1]))
         return g.mul(g.mul(a, g.sigmoid(a)), b)
 
-    def mlp(self, x: Value, name: str, ffn: int) -> Value:
-        act = self.swiglu(self.linear(x, f"{name}.gate_up_proj", 2 * ffn))
-        return self.linear(act, f"{name}.down_proj", self.cfg.hidden)
+    def mlp(self, x: Value, name: str, ffn: int, layer: int | None = None,
+            comm: bool = True) -> Value:
+        """SwiGLU MLP; on a tp rank its ffn slice (gate and up halves), reduced over the
+        ranks unless `comm` is False (a MoE layer reduces once, at its end)."""
+        up, down = None, None
+        if self.tp > 1:
+            a, b = split_ranges(ffn, self.tp, self.shard.tp_rank)
+            up, down = ("col", ((a, b), (ffn + a, ffn + b))), ("row", ((a, b),), ffn)
+        if comm:
+            x = self.tp_gather(x, f"{name}.input", layer)
+        act = self.swiglu(self.linear(x, f"{name}.gate_up_proj", 2 * ffn, split=up))
+        y = self.linear(act, f"{name}.down_proj", self.cfg.hidden, split=down)
+        return self.tp_reduce(y, f"{name}.down_proj", layer) if comm else y
 
     def moe(self, x: Value, layer: int) -> Value:
-        cfg, g, mb = self.cfg, self.g, self.mb
+        cfg, g = self.cfg, self.g
         name = f"layers.{layer}.mlp"
         h, e, ffn = cfg.hidden, cfg.experts, cfg.expert_ffn
-        x2 = x
+        ep = self.shard.ep if self.shard is not None else 1
+        x2 = self.tp_gather(x, f"{name}.input", layer)
         logits = self.linear(x2, f"{name}.gate", e)
         scales, idx = self.router(logits, name)
         ex, pos, groups = g.moe_init_routing(x2, idx, num_experts=e, name=f"{name}.dispatch")
-        w_gu = mb.weight(f"{name}.experts.gate_up_proj", (e, h, 2 * ffn),
-                         scale=float(1 / np.sqrt(h)))
-        w_dn = mb.weight(f"{name}.experts.down_proj", (e, ffn, h), scale=float(1 / np.sqrt(ffn)))
+        gu_split = dn_split = None
+        if self.tp > 1:                 # every expert's ffn split over the tp ranks
+            a, b = split_ranges(ffn, self.tp, self.shard.tp_rank)
+            gu_split, dn_split = ("col", ((a, b), (ffn + a, ffn + b))), ("row", ((a, b),))
+        n_local = e
+        if ep > 1:                      # this rank's experts; tokens sent to their experts
+            e0, e1 = split_ranges(e, ep, self.shard.ep_rank)
+            n_local = e1 - e0
+            gu_split = dn_split = ("row", ((e0, e1),))
+            rows = int(ex.shape[0])
+            cap = self.shard.capacity or rows
+            ex, groups = self.collective(
+                "AllToAll", f"{name}.dispatch", [ex, groups],
+                [((cap, h), ex.dtype), ((n_local,), groups.dtype)],
+                ex.nbytes + groups.nbytes, layer)
+        w_gu = self.param(f"{name}.experts.gate_up_proj", (e, h, 2 * ffn),
+                          float(1 / np.sqrt(h)), gu_split, axis=0 if ep > 1 else None)
+        w_dn = self.param(f"{name}.experts.down_proj", (e, ffn, h), float(1 / np.sqrt(ffn)),
+                          dn_split, axis=0 if ep > 1 else 1)
         gu = g.grouped_matmul(ex, w_gu, groups, name=f"{name}.experts.gate_up")
         down = g.grouped_matmul(self.swiglu(gu), w_dn, groups, name=f"{name}.experts.down")
+        if ep > 1:                      # the expert outputs back to their tokens' ranks
+            down = self.collective("AllToAll", f"{name}.combine", [down],
+                                   [((rows, h), down.dtype)], rows * h * itemsize(down.dtype),
+                                   layer)[0]
         y = g.moe_finalize_routing(down, scales, pos, name=f"{name}.combine")
         if cfg.shared_ffn and cfg.shared_gate:
-            shared = self.mlp(x2, f"{name}.shared_expert", cfg.shared_ffn)
+            shared = self.mlp(x2, f"{name}.shared_expert", cfg.shared_ffn, layer, comm=False)
             gate = g.sigmoid(self.linear(x2, f"{name}.shared_expert_gate", 1))
             y = g.add(y, g.mul(shared, gate))
         elif cfg.shared_ffn:        # DeepSeek: n_shared_experts always-on experts, no gate
-            y = g.add(y, self.mlp(x2, f"{name}.shared_experts", cfg.shared_ffn))
-        return y
+            y = g.add(y, self.mlp(x2, f"{name}.shared_experts", cfg.shared_ffn, layer,
+                                  comm=False))
+        return self.tp_reduce(y, name, layer)
 
     def layer(self, x: Value, layer: int) -> Value:
         name = f"layers.{layer}"
         x = self.g.add(x, self.attention(self.rms_norm(x, f"{name}.input_layernorm"), layer))
         h = self.rms_norm(x, f"{name}.post_attention_layernorm")
         out = (self.moe(h, layer) if self.cfg.moe_layer(layer)
-               else self.mlp(h, f"{name}.mlp", self.cfg.ffn))
+               else self.mlp(h, f"{name}.mlp", self.cfg.ffn, layer))
         return self.g.add(x, out)
 
 
 def decoder(preset: str | DecoderConfig | None = None, *, config=None, batch: int = 1,
             seq_len: int | None = None, phase: str = "prefill", context_len: int = 0,
             dtype: str = "float16", all_logits: bool = False, seed: int = 0,
-            quant: str | None = None, **overrides) -> Graph:
+            quant: str | None = None, parallel: Parallel | None = None,
+            **overrides) -> Graph | ParallelModel:
     """A decoder LLM step: prefill of `seq_len` prompt tokens after `context_len` cached ones,
     or one decode token per sequence against a cache of `context_len` tokens.
 
@@ -441,6 +608,8 @@ def decoder(preset: str | DecoderConfig | None = None, *, config=None, batch: in
     form in decode, its naive form in prefill. quant="w8a8": the attention and MLP
     projections as DynamicQuant + QuantBatchMatmul with int8 weights (the router, the shared
     expert gate, the routed experts, attention itself and lm_head stay in `dtype`).
+    parallel: an `asim.Parallel` plan: returns a `ParallelModel` (models/parallel.py) with one
+    graph per distinct rank and the collectives between them instead of a Graph.
     """
     if config is not None:
         if preset is not None:
@@ -463,30 +632,92 @@ def decoder(preset: str | DecoderConfig | None = None, *, config=None, batch: in
             context_len < 0:
         raise ConfigError(f"context_len={context_len!r}: must be a non-negative integer")
     label = preset if isinstance(preset, str) else "decoder"
+    if parallel is not None:
+        return parallel_decoder(cfg, parallel, label=label, batch=int(batch),
+                                seq_len=int(seq_len), phase=phase,
+                                context_len=int(context_len), dtype=dtype,
+                                all_logits=all_logits, seed=seed, quant=quant)
     mb = ModelBuilder(f"{label}_{phase}_b{batch}_s{seq_len}_c{context_len}", dtype, seed)
     dec = _Decoder(cfg, mb, int(batch), int(seq_len), int(context_len),
                    absorbed=phase == "decode", quant=quant)
-    g = mb.g
-    ids = g.input("input_ids", (batch, seq_len), "int64")
-    table = mb.weight("embed_tokens.weight", (cfg.vocab, cfg.hidden), scale=0.02)
-    x = g.gather(table, ids, axis=0, name="embed_tokens")
-    # the residual stream is (tokens, hidden), as the fused kernels see it: the projections
-    # are then single GEMMs of M = batch * seq_len rows that read each weight once
-    x = g.reshape(x, mb.ints([batch * seq_len, cfg.hidden]))
-    for layer in range(cfg.layers):
+    return _body(dec, int(batch), int(seq_len), all_logits)
+
+
+def _body(dec: _Decoder, batch: int, seq_len: int, all_logits: bool) -> Graph:
+    """Embedding, the layers, the final norm and lm_head of a single-chip model, or of one
+    rank of a plan (`dec.shard`: its stage's layers, the hidden state from / to the next
+    stage, lm_head split over the vocabulary with its logits all-gathered)."""
+    cfg, mb, g, sh = dec.cfg, dec.mb, dec.g, dec.shard
+    tokens = batch * seq_len
+    if sh is None or sh.first:
+        ids = g.input("input_ids", (batch, seq_len), "int64")
+        table = mb.weight("embed_tokens.weight", (cfg.vocab, cfg.hidden), scale=0.02)
+        x = g.gather(table, ids, axis=0, name="embed_tokens")
+        # the residual stream is (tokens, hidden), as the fused kernels see it: the
+        # projections are then single GEMMs of M = batch * seq_len rows that read each
+        # weight once
+        x = g.reshape(x, mb.ints([tokens, cfg.hidden]))
+        if dec.sp:                  # sequence parallel: this rank's share of the tokens
+            a, b = split_ranges(tokens, dec.tp, sh.tp_rank)
+            x = g.slice(x, mb.ints([a]), mb.ints([b]), mb.ints([0]))
+    else:
+        x = g.input(f"pp.hidden.{sh.stage - 1}", (tokens // dec.tp if dec.sp else tokens,
+                                                  cfg.hidden), mb.dtype)
+    for layer in (range(cfg.layers) if sh is None else sh.layers):
         x = dec.layer(x, layer)
+    if sh is not None and not sh.last:          # to the next pipeline stage
+        g.outputs.insert(0, x.name)
+        dec.comm.append(Collective(f"pp.stage{sh.stage}.SendRecv", "SendRecv", 2, x.nbytes,
+                                   (x.name,), (f"pp.hidden.{sh.stage}",), sh.stage))
+        g.validate()
+        return g
     x = dec.rms_norm(x, "norm")
+    if sh is not None:
+        x = dec.tp_gather(x, "norm", None)
     rows = seq_len if all_logits else 1
     x = g.reshape(x, mb.ints([batch, seq_len, cfg.hidden]))
     if rows != seq_len:
         x = g.slice(x, mb.ints([seq_len - 1]), mb.ints([seq_len]), mb.ints([1]))
     x = g.reshape(x, mb.ints([batch * rows, cfg.hidden]))
-    w = mb.weight("lm_head.weight", (cfg.hidden, cfg.vocab), scale=float(1 / np.sqrt(cfg.hidden)))
-    logits = g.reshape(g.matmul(x, w, name="lm_head"), mb.ints([batch, rows, cfg.vocab]),
-                       name="logits")
-    g.outputs.insert(0, logits.name)
+    scale = float(1 / np.sqrt(cfg.hidden))
+    if dec.tp == 1:
+        w = mb.weight("lm_head.weight", (cfg.hidden, cfg.vocab), scale=scale)
+        logits = g.reshape(g.matmul(x, w, name="lm_head"), mb.ints([batch, rows, cfg.vocab]),
+                           name="logits")
+        g.outputs.insert(0, logits.name)
+    else:                           # lm_head split over the vocabulary, logits all-gathered
+        w = dec.param("lm_head.weight", (cfg.hidden, cfg.vocab), scale,
+                      ("col", (split_ranges(cfg.vocab, dec.tp, sh.tp_rank),)))
+        n = cfg.vocab // dec.tp
+        part = g.reshape(g.matmul(x, w, name="lm_head"), mb.ints([batch, rows, n]),
+                         name="logits.shard")
+        g.outputs.insert(0, part.name)
+        dec.comm.append(Collective("lm_head.AllGather", "AllGather", dec.tp, part.nbytes * dec.tp,
+                                   (part.name,), ("logits",), sh.stage, None, axis=-1))
     g.validate()
     return g
+
+
+def parallel_decoder(cfg: DecoderConfig, parallel: Parallel, *, label: str = "decoder",
+                     batch: int = 1, seq_len: int = 1, phase: str = "prefill",
+                     context_len: int = 0, dtype: str = "float16", all_logits: bool = False,
+                     seed: int = 0, quant: str | None = None) -> ParallelModel:
+    """`decoder(..., parallel=plan)`: the model split by `plan` (models/parallel.py), its
+    stage graphs built on first use."""
+    if not isinstance(parallel, Parallel):
+        raise ConfigError(f"parallel={parallel!r}: pass an asim.Parallel(tp=, pp=, ep=, dp=)")
+    parallel.check(cfg, batch, seq_len)
+
+    def build(shard: Shard, local_batch: int | None) -> tuple[Graph, list[Collective]]:
+        b = local_batch or batch // parallel.dp // parallel.micro()
+        mb = ModelBuilder(f"{label}_{phase}_b{b}_s{seq_len}_c{context_len}_stage{shard.stage}",
+                          dtype, seed)
+        dec = _Decoder(cfg, mb, b, seq_len, context_len, absorbed=phase == "decode",
+                       quant=quant, shard=shard)
+        g = _body(dec, b, seq_len, all_logits)
+        return g, list(dec.comm)
+    return ParallelModel(label, cfg, parallel, phase, batch, seq_len, context_len, dtype, quant,
+                         build)
 
 
 def empty_cache(graph: Graph) -> dict[str, np.ndarray]:
@@ -496,5 +727,6 @@ def empty_cache(graph: Graph) -> dict[str, np.ndarray]:
             for n in graph.inputs if n.startswith(("past_key.", "past_value."))}
 
 
-__all__ = ["decoder", "decoder_presets", "decoder_config", "DecoderConfig", "PRESETS",
+__all__ = ["decoder", "parallel_decoder", "decoder_presets", "decoder_config", "DecoderConfig",
+           "PRESETS",
            "empty_cache", "PHASES", "rope_frequencies", "softmax_scale"]

@@ -113,7 +113,7 @@ _WORKLOAD_KEYS = {
     "model": ({"model", "batch"}, {"kind", "seq_len", "image", "precision", "phase", "layers"}),
     "transfer": ({"src", "dst", "bytes"}, {"kind", "l2_miss", "cores"}),
     "decoder": ({"preset", "batch"}, {"kind", "phase", "seq_len", "context_len", "precision",
-                                      "overrides", "layers", "launch"}),
+                                      "overrides", "layers", "launch", "parallel", "box"}),
 }
 
 
@@ -414,6 +414,14 @@ def _check_decoder(w: Mapping[str, Any], fail) -> None:
                                          f"{w['overrides']!r}")
     if not isinstance(w["preset"], str):
         raise fail("workload.preset", f"must be a preset name, got {w['preset']!r}")
+    plan = w.get("parallel", {})
+    known = ("tp", "pp", "ep", "dp", "sequence_parallel", "mc2", "micro_batches")
+    if not isinstance(plan, Mapping) or set(plan) - set(known):
+        raise fail("workload.parallel", f"must be a table of asim.Parallel fields "
+                                        f"({', '.join(known)}), got {plan!r}")
+    if "box" in w and not isinstance(w["box"], str):
+        raise fail("workload.box", f"must be a topology name (atlas800-a2, ...), got "
+                                   f"{w['box']!r}")
 
 
 __all__ = ["CorpusRow", "DEFINITION_KEYS", "load_corpus", "load_corpus_file", "check_row",

@@ -87,10 +87,15 @@ from typing import Any
 from ..api import simulate
 from ..errors import AscendSimError, ConfigError
 from ..hw import Chip, get_chip
+from ..hw.box import Box
+from ..models.decoder import decoder, decoder_config
+from ..models.parallel import Parallel
+from ..plan import simulate_parallel
 from .corpus import FAMILIES, UNITS, CorpusRow, load_corpus
 from .frozen import load_frozen
 from .workloads import (
     OP_NODE,
+    PRECISION_DTYPES,
     build_op_graph,
     decoder_plan,
     decoder_tokens,
@@ -600,11 +605,33 @@ class RowRunner:
         return chip.seconds(cycles), work
 
     def _decoder(self, row: CorpusRow, chip: Chip) -> tuple[float, dict[str, float]]:
-        plan = decoder_plan(row)
         mode = "host" if row.workload.get("launch", "graph") == "eager" else "sink"
+        if "parallel" in row.workload:
+            return self._decoder_plan(row, chip, mode)
+        plan = decoder_plan(row)
         cycles, flops = self._extrapolate(plan, chip, True, mode)
         return chip.seconds(cycles), {"sample": row.workload["batch"], "flop": flops,
                                       "token": decoder_tokens(row)}
+
+    def _decoder_plan(self, row: CorpusRow, chip: Chip, mode: str
+                      ) -> tuple[float, dict[str, float]]:
+        """A decoder row run across chips: `workload.parallel` (asim.Parallel fields) on a
+        Box of the row's chip and `workload.box` (default atlas800-a2), as `ascendsim.plan`
+        times it (its layers extrapolated from the simulated ones)."""
+        w = row.workload
+        cfg = decoder_config(w["preset"], **dict(w.get("overrides", {})))
+        precision = str(w.get("precision", "fp16")).lower()
+        phase = w.get("phase", "prefill")
+        model = decoder(cfg, batch=int(w["batch"]), phase=phase,
+                        seq_len=int(w["seq_len"]) if phase == "prefill" else None,
+                        context_len=int(w.get("context_len", 0)),
+                        dtype=PRECISION_DTYPES[precision],
+                        parallel=Parallel(**dict(w["parallel"])))
+        box = Box(chip, model.world, w.get("box", "atlas800-a2"))
+        res = simulate_parallel(model, box=box, fusion=True, detail="block", mode=mode)
+        flops = sum(t.flops for s in res.stages for t in s.result.trace.tasks)
+        return res.time_us * 1e-6, {"sample": w["batch"], "flop": flops,
+                                     "token": decoder_tokens(row)}
 
     def _extrapolate(self, plan, chip: Chip, fused: bool, mode: str) -> tuple[float, float]:
         """Cycles and FLOPs of a plan's graphs, extrapolated linearly in the layer count when

@@ -15,7 +15,7 @@ TAGS = set("SDFMGC")
 
 
 BUILTIN = ["ascend310", "ascend310p", "ascend910", "ascend910b", "ascend910b1", "ascend910b3",
-           "ascend910b4", "ascend910b_gen1"]
+           "ascend910b4", "ascend910b_gen1", "ascend910c"]
 
 
 def test_builtin_names_are_sorted_and_complete():

@@ -19,7 +19,8 @@ SHIPPED = shipped()
 #: parameter counts the model cards state (B = 1e9), within 2 %
 STATED = {"llama3-8b": 8.03e9, "llama3-70b": 70.6e9, "qwen2.5-7b": 7.61e9,
           "qwen3-0.6b": 0.6e9, "qwen3-8b": 8.19e9, "qwen3-30b-a3b": 30.5e9,
-          "mixtral-8x7b": 46.7e9, "deepseek-v2-lite": 15.7e9, "deepseek-v3": 671e9}
+          "mixtral-8x7b": 46.7e9, "deepseek-v2-lite": 15.7e9, "deepseek-v3": 671e9,
+          "qwen2.5-72b": 72.7e9}
 
 
 def tiny(name: str, **extra) -> dict:

@@ -1,0 +1,224 @@
+"""Parallel inference plans: plan validation, values equal to one chip's, the collectives and
+their bytes, shared simulations of identical ranks, the per-chip trace, the capacity hint."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import ascendsim as asim
+from ascendsim.models.decoder import decoder, decoder_config, empty_cache
+from ascendsim.plan import run_parallel
+
+
+def _logits(preset: str, parallel: asim.Parallel, batch: int = 2, seq: int = 4):
+    g = decoder(preset, batch=batch, seq_len=seq, all_logits=True, dtype="float32")
+    feeds = {"input_ids": np.random.default_rng(0).integers(0, 128, (batch, seq))}
+    feeds.update(empty_cache(g))
+    ref = asim.execute(g, feeds)[g.outputs[0]]
+    m = decoder(preset, batch=batch, seq_len=seq, all_logits=True, dtype="float32",
+                parallel=parallel)
+    return ref, run_parallel(m, feeds)["logits"]
+
+
+@pytest.mark.parametrize("preset,plan,batch", [
+    ("tiny-gqa-1m", asim.Parallel(tp=2), 2),
+    ("tiny-gqa-1m", asim.Parallel(tp=4), 2),          # tp > kv_heads: KV heads replicated
+    ("tiny-gqa-1m", asim.Parallel(pp=2, micro_batches=1), 2),
+    ("tiny-gqa-1m", asim.Parallel(tp=2, sequence_parallel=True), 2),
+    ("tiny-gqa-1m", asim.Parallel(tp=2, dp=2), 4),
+    ("tiny-gqa-1m", asim.Parallel(tp=2, pp=2, micro_batches=1), 2),
+    ("tiny-moe-1m", asim.Parallel(tp=2), 2),
+    ("tiny-moe-1m", asim.Parallel(ep=4, dp=4), 4),
+])
+def test_plan_logits_equal_single_chip(preset, plan, batch):
+    ref, got = _logits(preset, plan, batch)
+    assert got.shape == ref.shape
+    # float32 throughout; partial sums reassociate: a few ulps of logits of size ~3
+    np.testing.assert_allclose(got, ref, rtol=0, atol=1e-4)
+
+
+@pytest.mark.parametrize("plan,item", [
+    (dict(tp=3), "attention heads"),
+    (dict(tp=2, pp=3), "layers"),
+    (dict(ep=3, dp=3), "experts"),
+    (dict(ep=2, dp=2), "mixture-of-experts"),
+])
+def test_plan_that_does_not_divide_names_the_item(plan, item):
+    preset = "tiny-moe-1m" if plan.get("ep", 1) == 3 else "tiny-gqa-1m"
+    with pytest.raises(asim.ConfigError, match=item):
+        decoder(preset, batch=6, seq_len=4, parallel=asim.Parallel(**plan))
+
+
+def test_kv_groups_error():
+    with pytest.raises(asim.ConfigError, match="KV heads"):
+        decoder("tiny-gqa-1m", batch=1, seq_len=4, heads=12, kv_heads=4, hidden=96,
+                parallel=asim.Parallel(tp=6))
+
+
+def test_bad_plan_arguments():
+    with pytest.raises(asim.ConfigError, match="tp=0"):
+        asim.Parallel(tp=0)
+    with pytest.raises(asim.ConfigError, match="sequence_parallel"):
+        asim.Parallel(sequence_parallel=True)
+    with pytest.raises(asim.ConfigError, match="dp=ep"):
+        asim.Parallel(ep=4)
+
+
+def test_tp_allreduce_bytes_per_layer():
+    b, s, layers = 2, 16, 2
+    m = decoder("tiny-gqa-1m", batch=b, seq_len=s, parallel=asim.Parallel(tp=2))
+    cfg = m.config
+    ar = [c for c in m.collectives if c.kind == "AllReduce"]
+    assert len(ar) == 2 * layers
+    for layer in range(layers):
+        per = [c.nbytes for c in ar if c.layer == layer]
+        assert sum(per) == 2 * b * s * cfg.hidden * 2          # float16
+    ag = [c for c in m.collectives if c.kind == "AllGather"]
+    assert [c.nbytes for c in ag] == [b * 1 * cfg.vocab * 2]   # last token's logits
+
+
+def test_sequence_parallel_and_ep_collectives():
+    m = decoder("tiny-gqa-1m", batch=2, seq_len=8,
+                parallel=asim.Parallel(tp=2, sequence_parallel=True))
+    kinds = [c.kind for c in m.collectives if c.layer == 0]
+    assert kinds == ["AllGather", "ReduceScatter", "AllGather", "ReduceScatter"]
+    m = decoder("tiny-moe-1m", batch=4, seq_len=8, parallel=asim.Parallel(ep=2, dp=2))
+    a2a = [c for c in m.collectives if c.kind == "AllToAll" and c.layer == 0]
+    cfg = m.config
+    rows = 2 * 8 * cfg.top_k                     # a rank's tokens x top_k, sent out
+    assert [c.name.split(".")[-2] for c in a2a] == ["dispatch", "combine"]
+    assert a2a[1].nbytes == rows * cfg.hidden * 2
+
+
+def test_identical_ranks_share_one_graph_and_simulation():
+    m = decoder("tiny-gqa-1m", batch=2, seq_len=8, parallel=asim.Parallel(tp=4))
+    assert len(m.graphs) == 1
+    r = asim.simulate(m, asim.Box("ascend910b", 8, "atlas800-a2"))
+    assert len(r.stages) == 1 and set(r.ranks) == {0, 1, 2, 3}
+    assert len({id(s) for s in r.ranks.values()}) == 1
+    m = decoder("tiny-gqa-1m", batch=2, seq_len=8, parallel=asim.Parallel(tp=2, pp=2))
+    assert len(m.graphs) == 2
+    r = asim.simulate(m, asim.Box("ascend910b", 8, "atlas800-a2"))
+    assert [s.ranks for s in r.stages] == [(0, 1), (2, 3)]
+    assert any(c.kind == "SendRecv" for c in r.collectives)
+
+
+def test_step_is_compute_plus_exposed_comm_and_trace_per_chip(tmp_path):
+    m = decoder("tiny-gqa-1m", batch=2, seq_len=32, parallel=asim.Parallel(tp=2))
+    r = asim.simulate(m, asim.Box("ascend910b", 8, "atlas800-a2"))
+    st = r.stages[0]
+    assert r.time_us == pytest.approx(st.compute_us + st.comm_us)
+    assert r.comm_us == pytest.approx(st.comm_us)
+    single = asim.simulate(decoder("tiny-gqa-1m", batch=2, seq_len=32), "ascend910b")
+    assert r.time_us < 2 * single.time_us
+    path = tmp_path / "plan.json"
+    r.write_chrome_trace(str(path))
+    ev = json.loads(path.read_text())["traceEvents"]
+    procs = {e["pid"] for e in ev if e["name"] == "process_name"}
+    assert procs == {0, 1}
+    comm = [e for e in ev if e.get("cat") == "comm" and e["pid"] == 0]
+    assert len(comm) == 5 and {e["args"]["kind"] for e in comm} == {"AllReduce", "AllGather"}
+    # the stream waits: the task reading an all-reduce starts after it ends
+    ar = sorted((e for e in comm if e["args"]["kind"] == "AllReduce"), key=lambda e: e["ts"])
+    after = [e for e in ev if e.get("cat") == "compute" and e["pid"] == 0
+             and e["ts"] >= ar[0]["ts"]]
+    assert min(e["ts"] for e in after) >= ar[0]["ts"] + ar[0]["dur"] - 1e-3
+
+
+def test_layers_extrapolated_match_full_build():
+    cfg = dict(batch=2, phase="decode", context_len=64)
+    m3 = decoder("tiny-gqa-1m", layers=3, parallel=asim.Parallel(tp=2), **cfg)
+    r3 = asim.simulate(m3, "ascend910b")
+    assert r3.stages[0].layers_simulated == (0, 1)
+    counts = {c.name: c.count for c in r3.collectives}
+    assert sum(counts.values()) == 2 * 3 + 1
+
+
+def test_mc2_overlaps_prefill_not_decode_and_chip_files():
+    shape = dict(hidden=2048, heads=16, kv_heads=4, ffn=5632, layers=1)
+    for kw, gains in ((dict(batch=1, seq_len=2048), True),
+                      (dict(batch=4, phase="decode", context_len=128), False)):
+        plain = asim.simulate(decoder("tiny-gqa-1m", parallel=asim.Parallel(tp=4), **kw,
+                                      **shape), "ascend910b")
+        fused = asim.simulate(decoder("tiny-gqa-1m", parallel=asim.Parallel(tp=4, mc2=True),
+                                      **kw, **shape), "ascend910b")
+        if gains:        # 2048 rows: chunks of the all-reduce hide behind the matmul's
+            assert fused.comm_us < plain.comm_us
+        else:            # 4 rows: one chunk, the plain sequence
+            assert fused.comm_us == pytest.approx(plain.comm_us)
+        assert fused.time_us <= plain.time_us
+    box = asim.Box("ascend910c", 16, "atlas800-a3")
+    assert box.topology.chips_per_server == 16 and box.chip.hbm_bytes == 64 * 2**30
+    with pytest.raises(asim.ConfigError, match="world_size=12"):
+        asim.Box("ascend910b", 12, "atlas800-a2")
+
+
+def test_capacity_error_names_smallest_plan_and_generate_runs_it():
+    # 128.5 GiB of fp16 weights: 3 chips by bytes, but tp=3 does not divide 64 heads
+    with pytest.raises(asim.CapacityError,
+                       match=r"at least 3 chips.*smallest plan that fits is Parallel\(tp=4\) on 4"):
+        asim.llm.generate("llama2-70b", "ascend910b", batch=1, prompt_len=16, new_tokens=2)
+    r = asim.llm.generate("tiny-gqa-1m", "ascend910b", batch=2, prompt_len=16, new_tokens=3,
+                          parallel=asim.Parallel(tp=2))
+    assert r.ttft_ms > 0 and r.tpot_ms > 0
+    assert isinstance(r.prefill, asim.ParallelResult)
+
+
+def test_llama2_70b_tp8_rows_simulate_across_chips():
+    from ascendsim.validation.corpus import check_row, load_corpus
+    from ascendsim.validation.validate import validate_rows
+
+    rows = {r.id: r for r in load_corpus()}
+    row = rows["infer-llama2-70b-tp8-0002"]
+    assert row.role == "validation" and row.workload["parallel"] == {"tp": 8, "mc2": True}
+    rec = validate_rows([row]).rows[0]
+    assert rec.status == "ok", rec.reason
+    # decode of 70B fp16 over 8 x 910B4: ~17.5 GB per chip at ~1 TB/s; the row's 35.9 ms
+    # within a factor of two (first sight 0.83)
+    assert 0.5 < rec.ratio < 2.0
+    raw = {k: getattr(row, k) for k in ("id", "chip", "family", "role", "timing", "data",
+                                        "metric", "value", "unit", "source")}
+    bad = dict(row.workload, parallel={"tp": 8, "zz": 1})
+    with pytest.raises(asim.ConfigError, match="workload.parallel"):
+        check_row({**raw, "workload": bad}, "test row")
+
+
+#: DeepSeek-V3's structure (latent attention with q_lora, sigmoid group-limited routing, a
+#: leading dense layer, shared experts) at a few thousand parameters
+TINY_V3 = dict(hidden=64, layers=3, heads=4, kv_heads=4, ffn=96, vocab=128, kv_lora_rank=32,
+               qk_nope_dim=16, qk_rope_dim=8, v_head_dim=12, q_lora_rank=24, expert_ffn=24,
+               shared_ffn=24, experts=8, top_k=2, first_dense=1, n_group=4, topk_group=2)
+
+
+@pytest.mark.parametrize("plan", [asim.Parallel(tp=2), asim.Parallel(tp=4),
+                                  asim.Parallel(ep=2, dp=2),
+                                  asim.Parallel(tp=2, sequence_parallel=True)])
+@pytest.mark.parametrize("phase", ["prefill", "decode"])
+def test_latent_attention_moe_plans_equal_single_chip(plan, phase):
+    cfg = decoder_config("deepseek-v3", **TINY_V3)
+    kw = (dict(seq_len=4, all_logits=True) if phase == "prefill"
+          else dict(phase="decode", context_len=5))
+    g = decoder(cfg, batch=2, dtype="float32", **kw)
+    rng = np.random.default_rng(1)
+    feeds = {"input_ids": rng.integers(0, 128, g.values["input_ids"].shape)}
+    for name in g.inputs:
+        if name.startswith("past_"):
+            feeds[name] = rng.standard_normal(g.values[name].shape).astype(np.float32)
+    ref = asim.execute(g, feeds)[g.outputs[0]]
+    m = decoder(cfg, batch=2, dtype="float32", parallel=plan, **kw)
+    got = run_parallel(m, feeds)["logits"]
+    np.testing.assert_allclose(got, ref, rtol=0, atol=1e-4)
+
+
+def test_pipeline_step_is_stages_plus_sends_plus_bubbles():
+    m = decoder("tiny-gqa-1m", batch=4, seq_len=16, layers=4,
+                parallel=asim.Parallel(pp=2, micro_batches=4))
+    r = asim.simulate(m, asim.Box("ascend910b", 8, "atlas800-a2"))
+    stages = [s.time_us for s in r.stages]
+    sends = sum(c.time_us for c in r.collectives if c.kind == "SendRecv")
+    assert sends > 0
+    assert r.time_us == pytest.approx(sum(stages) + sends + 3 * max(stages))
+    assert [s.layers for s in r.stages] == [(0, 1), (2, 3)]
