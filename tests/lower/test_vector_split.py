@@ -4,6 +4,7 @@ ENABLE_MULTI_CORE_THRESHOLD, rounded up, up to the core count); on the A2 (no
 `vector_split_bytes`), one core per 16 KB of GM traffic. The msprof rows hpm-bert-0021 and
 hpm-bert256-0020 show block_dim 10 and 20 for fp32 ReduceSums of 2560 and 5120 elements."""
 
+import numpy as np
 import pytest
 
 import ascendsim as asim
@@ -34,9 +35,9 @@ def test_the_split_counts_the_widest_operand_not_the_traffic():
     chip = get_chip(GEN1)
     # a Cast fp32 -> fp16 of 512 elements: 2 KB of input, 1 KB of output -> 2 cores
     spec = VecSpec(512, ((4.0, 0.0),), 2.0, 1.0, ())
-    assert split_cores(chip, spec) == 2
+    assert split_cores(chip, spec, 30) == 2
     # without the TBE figure: 3 KB of traffic is below one 16 KB share -> the rule gives 0
-    assert split_cores(chip.replace(vector_split_bytes=None), spec) == 0
+    assert split_cores(chip.replace(vector_split_bytes=None), spec, 30) == 0
 
 
 def test_the_a2_keeps_the_traffic_rule():
@@ -58,3 +59,27 @@ def test_more_blocks_cost_their_start():
     assert one.block_dim == 1 and ten.block_dim == 10
     extra = chip.cycles(9 * chip.block_start_us * 1e-6)
     assert one.duration < ten.duration < one.duration + extra
+
+
+def _slice(n, keep, dtype="int32"):
+    g = asim.Graph("sl")
+    x = g.input("x", (1, n), dtype)
+    starts = g.const(np.array([0, 0], dtype=np.int64), name="s")
+    ends = g.const(np.array([1, keep], dtype=np.int64), name="e")
+    g.output(*g.add_node("Slice", [x, starts, ends], {}, name="rs"))
+    return g
+
+
+@pytest.mark.parametrize("n, cores", [(128, 16), (8, 1), (64, 8), (240, 30), (30 * 64, 30)])
+def test_a_slice_that_keeps_every_element_splits_as_copy_only(n, cores):
+    """TBE strided_slice_d runs copy_only when nothing is cut: n // 30 int32 elements per core
+    rounded up to a 32-byte block (8), so 128 elements take 16 cores (hpm-bert-0022 measured
+    block_dim 16)."""
+    assert _task(_slice(n, n), get_chip(GEN1)).block_dim == cores
+
+
+def test_a_slice_that_cuts_keeps_the_vector_split():
+    # 128 of 256 int32 elements: a real slice, TBE's 1 KB rule on 1 KB of input -> 1 core
+    assert _task(_slice(256, 128), get_chip(GEN1)).block_dim == 1
+    # the A2 has no TBE kernels: an identity slice is not split as copy_only
+    assert _task(_slice(128, 128), get_chip("ascend910b")).block_dim == 1
