@@ -330,6 +330,12 @@ class Chip:
             "scalar unit at each block's start (dependent reads: latency, not bandwidth); the "
             "lines per kernel kind are `sim.engine.tiling_lines`; absent: 0 (the read is "
             "folded into kernel_start_us)")
+    vector_split_bytes: int | None = _spec(
+        "int", "bytes", gt=0, optional=True,
+        doc="per-core data of a vector kernel's multi-core split where the chip's built-in "
+            "vector kernels are TBE DSL schedules: block_dim = min(cores, ceil(bytes of the "
+            "tensor split / this)) (`lower.tiling.vector_work`); absent: at least "
+            "gm_min_efficient_transfer_bytes of GM traffic per core")
     vector_bfloat16: str | None = _spec(
         "str", choices=("float32",), optional=True,
         doc="how the vector unit computes bf16 data: 'float32' = vconv bf16->fp32, the op's "

@@ -4,10 +4,18 @@ Note on the model
 -----------------
 Cube: see `cube_tiling` (CANN Matmul/Conv tiling: base blocks, L1 operand reuse, nd2nz).
 
-Vector (`vector_work`). The op's elements are split over the vector cores (at least
-`chip.gm_min_efficient_transfer_bytes` of traffic per core, the size at which GM moves reach
-full bandwidth) and cut into tiles as large as the UB allows with double buffering:
-2 x (input + output + intermediate bytes per element) x tile elements <= UB. One tile is
+Vector (`vector_work`). The op's elements are split over the vector cores: where the chip's
+built-in vector kernels are TBE DSL schedules (`chip.vector_split_bytes`), as TBE's
+VectorSchedule splits them, one core per 1 KB of the tensor it tiles, rounded up, up to the
+core count (tbe/dsl/static_schedule/vector_schedule.py `_get_block_tiling`,
+ENABLE_MULTI_CORE_THRESHOLD = 1024 bytes: a 2560-element fp32 ReduceSum runs on 10 cores;
+a kernel that only copies, TBE's TIK copy_only, which strided_slice_d runs when the slice
+keeps every element, gives each core n // cores elements rounded up to a 32-byte block, so
+a 128-element int32 copy runs on 16 cores, `VecSpec.split`);
+elsewhere at least `chip.gm_min_efficient_transfer_bytes` of traffic per core, the size at
+which GM moves reach full bandwidth. The elements are then cut into tiles as large as the
+UB allows with double buffering: 2 x (input + output + intermediate bytes per element) x
+tile elements <= UB. One tile is
   S -> MTE2 (GM->UB, one move per input) -> V (one instruction per vector op) -> MTE3 (UB->GM).
 A vector instruction on b bytes costs max(vector_min_cycles, b / rate(class, dtype)).
 
@@ -148,6 +156,7 @@ class VecSpec:
     align: int = 32                             # elements per tile multiple
     buffers: int = 2                            # UB slots per queue (kernel's BUFFER_NUM)
     row_tile: int = 0                           # >0: one tile per row of this many elements
+    split: str = ""                             # "copy": TBE copy_only's core split (note)
 
 
 def vector_work(chip, spec: VecSpec, op: str, cores: int) -> tuple[list[CoreGroup], list[str]]:
@@ -162,9 +171,9 @@ def vector_work(chip, spec: VecSpec, op: str, cores: int) -> tuple[list[CoreGrou
         raise SimulationError(
             f"op '{op}': UB of core 0 ({chip.ub_bytes} B) cannot hold the minimum tile: "
             f"{nbuf} slot(s) x {spec.align} elements x {per_elem:g} B/element = {need:g} B")
-    traffic = spec.elems * (sum(b for b, _ in spec.inputs) + spec.out_bytes)
-    block = max(1, min(cores, int(traffic // chip.gm_min_efficient_transfer_bytes),
-                       cdiv(spec.elems, spec.align)))
+    # (copy_only splits in 32-byte blocks, not in tiles of `align` elements)
+    most = cores if spec.split == "copy" else min(cores, cdiv(spec.elems, spec.align))
+    block = max(1, min(most, split_cores(chip, spec, cores)))
     if 0 < spec.row_tile <= slot_elems:
         # a kernel that loops over rows one at a time: a tile per row, at most a core per row
         slot_elems = spec.row_tile
@@ -188,6 +197,25 @@ def vector_work(chip, spec: VecSpec, op: str, cores: int) -> tuple[list[CoreGrou
         notes.append(f"V cycles per tile of {tile} elements: " + ", ".join(
             f"{p.instr} {part_cycles(chip, p, tile)}" for p in seq))
     return groups, notes
+
+
+def split_cores(chip, spec: VecSpec, cores: int) -> int:
+    """Cores (of `cores`) a vector task's data asks for (module note): where the chip gives
+    `vector_split_bytes`, TBE's split (copy_only's for a `split = "copy"` task, else
+    VectorSchedule's one core per `vector_split_bytes` of the tensor split, rounded up);
+    else one core per `gm_min_efficient_transfer_bytes` of GM traffic (rounded down)."""
+    if chip.vector_split_bytes and spec.split == "copy":
+        # TBE copy_only (TIK): n // cores elements per core, at least one, rounded up to a
+        # 32-byte block; as many cores as that takes
+        item = max([b for b, _ in spec.inputs] + [spec.out_bytes, 1e-9])
+        per_block = max(1, int(32 // item))
+        per_core = cdiv(max(1, spec.elems // cores), per_block) * per_block
+        return cdiv(spec.elems, per_core)
+    if chip.vector_split_bytes:
+        widest = max([b for b, _ in spec.inputs] + [spec.out_bytes])
+        return max(1, math.ceil(spec.elems * widest / chip.vector_split_bytes - 1e-9))
+    traffic = spec.elems * (sum(b for b, _ in spec.inputs) + spec.out_bytes)
+    return int(traffic // chip.gm_min_efficient_transfer_bytes)
 
 
 def _vector_stages(chip, spec: VecSpec, e: int) -> tuple[Stage, ...]:

@@ -96,7 +96,8 @@ def lower_vector(low: Lowering, node, parts: list, category: Category,
     through = low.through(outs, out_fmts)
     buffers, row_tile = kernel_pipeline(low, parts, n, fmt)
     spec = VecSpec(n, inputs, sum(out_b) / n, through, tuple(vparts), temp,
-                   buffers=buffers, row_tile=row_tile)
+                   buffers=buffers, row_tile=row_tile,
+                   split="copy" if copies_only(parts, in_vals, out_vals) else "")
     groups, vnotes = vector_work(low.chip, spec, node.name, low.vector_cores())
     if not ext_in and node.inputs:
         ins = [i for i in node.inputs if i]   # dependencies only: no bytes moved
@@ -105,6 +106,19 @@ def lower_vector(low: Lowering, node, parts: list, category: Category,
     low.add_task(TaskSpec(name or node.name, op_type or node.op_type, low.vector_task_type(),
                           [low.vector_phase(groups)], ins, outs, in_fmts, out_fmts, flops,
                           (notes or []) + seq_notes + vnotes, fused))
+
+
+#: op types whose TBE kernel is TIK copy_only when the op keeps every element of its input
+#: (strided_slice_d.py: input_size == out_size -> copy_only.copy_only), split over cores as
+#: copy_only splits (lower/tiling.py `split_cores`)
+TBE_COPY_ONLY = frozenset({"Slice"})
+
+
+def copies_only(parts: list, ins: list[Value], outs: list[Value]) -> bool:
+    """Whether a lone node of `TBE_COPY_ONLY` keeps every element of its data input (its
+    kernel on TBE chips is a plain copy)."""
+    return (len(parts) == 1 and parts[0].op_type in TBE_COPY_ONLY and bool(ins)
+            and len(outs) == 1 and outs[0].numel == ins[0].numel)
 
 
 def gathered_inputs(parts: list, ext_in: list[str], inputs: list[str]) -> list[int]:
@@ -278,5 +292,6 @@ def same_const(a: Any, b: Any) -> bool:
 #: this module's rows of the dispatcher's table (lower/lowering.py): vector and scalar units
 LOWERINGS = {"vector": lower_vector_op, "scalar": lower_vector_op}
 
-__all__ = ["lower_vector", "lower_vector_op", "keeps_format", "kernel_pipeline", "vec_parts",
+__all__ = ["TBE_COPY_ONLY", "copies_only", "lower_vector", "lower_vector_op",
+           "keeps_format", "kernel_pipeline", "vec_parts",
            "node_seq", "vec_class_of", "attrs_key", "same_const", "LOWERINGS"]

@@ -117,8 +117,12 @@ def _add(n: int, chip, **kw):
 
 
 def test_vector_split_reads_the_min_efficient_transfer():
-    """16384 fp16 elements move 6 x 16384 B: 6 cores at 16 KB per core, 24 at 4 KB."""
+    """16384 fp16 elements move 6 x 16384 B: without TBE's split, 6 cores at 16 KB per core,
+    24 at 4 KB; with it (the 910's vector_split_bytes = 1024), one core per KB of the 32 KB
+    tensor: all 32 cores."""
     c = get_chip("ascend910")
+    assert _add(16384, c).block_dim == 32
+    c = c.replace(vector_split_bytes=None)
     assert _add(16384, c).block_dim == 6
     assert _add(16384, c.replace(gm_min_efficient_transfer_bytes=4096)).block_dim == 24
 
