@@ -196,9 +196,13 @@ def _cache_bytes(graph: Graph, tokens: int) -> int:
 
 
 def memory_plan(model: DecoderConfig | Builder, chip: Chip, batch: int, prompt_len: int,
-                new_tokens: int, dtype: str, fusion: Any = True) -> MemoryPlan:
+                new_tokens: int, dtype: str, fusion: Any = True, quant: str | None = None,
+                kv_cache_dtype: str | None = None) -> MemoryPlan:
     """Weights + KV cache at the final context + peak live activations (module note), the
-    activations of the graph as `fusion` prepares it (fused attention keeps no scores)."""
+    activations of the graph as `fusion` prepares it (fused attention keeps no scores).
+    A quantised model (`quant`, `kv_cache_dtype` of `decoder`) counts its weights and cache
+    at their stored size: the constants of its graph (int8 / INT4Pack weights, their scales)
+    and the cache at the cache dtype's bytes."""
     tokens = prompt_len + new_tokens
     options = fusion_options(fusion)
 
@@ -207,9 +211,11 @@ def memory_plan(model: DecoderConfig | Builder, chip: Chip, batch: int, prompt_l
     if isinstance(model, DecoderConfig):
         from .ir.tensor import itemsize
 
-        one_layer = decoder(model, batch=batch, seq_len=prompt_len, dtype=dtype, layers=1)
-        return MemoryPlan(model.params() * itemsize(dtype),
-                          model.kv_cache_bytes(batch, tokens, dtype),
+        kw = {"quant": quant, "kv_cache_dtype": kv_cache_dtype}
+        one_layer = decoder(model, batch=batch, seq_len=prompt_len, dtype=dtype, layers=1, **kw)
+        weights = (model.params() * itemsize(dtype) if quant is None else
+                   _const_bytes(decoder(model, batch=1, seq_len=1, dtype=dtype, **kw)))
+        return MemoryPlan(weights, model.kv_cache_bytes(batch, tokens, kv_cache_dtype or dtype),
                           activation_peak(prepared(one_layer)))
     g = model(batch=batch, seq_len=prompt_len, phase="prefill", context_len=0, dtype=dtype)
     return MemoryPlan(_const_bytes(g), _cache_bytes(g, tokens), activation_peak(prepared(g)))
@@ -250,6 +256,7 @@ def generate(model: str | DecoderConfig | Builder, chip: str | Chip = "ascend910
              batch: int = 1, prompt_len: int = 128, new_tokens: int = 32,
              dtype: str = "float16", *, fusion: Any = True, detail: str = DEFAULT_DETAIL,
              decode_samples: int = DEFAULT_DECODE_SAMPLES, capacity_check: bool = True,
+             quant: str | None = None, kv_cache_dtype: str | None = None,
              **overrides: Any) -> GenerationResult:
     """Simulate serving `batch` requests of `prompt_len` tokens, `new_tokens` generated each.
 
@@ -257,7 +264,9 @@ def generate(model: str | DecoderConfig | Builder, chip: str | Chip = "ascend910
     called as ``builder(batch=, seq_len=, phase=, context_len=, dtype=)`` returning a decoder
     graph with the same inputs (input_ids, past_key.l / past_value.l). `overrides` change
     preset fields (layers=4, ...). Raises CapacityError when the run does not fit the chip's
-    HBM (see the module note); `capacity_check=False` simulates it anyway.
+    HBM (see the module note); `capacity_check=False` simulates it anyway. `quant` and
+    `kv_cache_dtype` are `decoder`'s (W8A8 / W8A16 / W4A16 weights, an int8 KV cache): the
+    memory plan counts the weights and the cache at their stored size.
     """
     check_positive(batch=batch, prompt_len=prompt_len, new_tokens=new_tokens,
                    decode_samples=decode_samples)
@@ -267,6 +276,9 @@ def generate(model: str | DecoderConfig | Builder, chip: str | Chip = "ascend910
         if overrides:
             raise ConfigError(f"overrides {sorted(overrides)} apply to presets, not to a "
                               f"builder function")
+        if quant is not None or kv_cache_dtype is not None:
+            raise ConfigError("quant and kv_cache_dtype apply to presets, not to a builder "
+                              "function (build the quantised graph in the builder)")
         build: Builder = model
         name = getattr(model, "__name__", "decoder")
     else:
@@ -274,9 +286,9 @@ def generate(model: str | DecoderConfig | Builder, chip: str | Chip = "ascend910
         name = model if isinstance(model, str) else "decoder"
 
         def build(**kw: Any) -> Graph:
-            return decoder(cfg, **kw)
+            return decoder(cfg, quant=quant, kv_cache_dtype=kv_cache_dtype, **kw)
     plan = memory_plan(build if is_builder else cfg, resolved, batch, prompt_len, new_tokens,
-                       dtype, fusion)
+                       dtype, fusion, quant=quant, kv_cache_dtype=kv_cache_dtype)
     if capacity_check:
         check_capacity(name, plan, resolved, batch, prompt_len + new_tokens)
     prefill = simulate(build(batch=batch, seq_len=prompt_len, phase="prefill", context_len=0,

@@ -20,7 +20,8 @@ FlashAttentionFusionPass):
   GroupedMatmul (down) -> MoeFinalizeRouting (weighted sum), plus the shared expert (dense
   SwiGLU MLP scaled by Sigmoid(x @ w_gate)). Values route the tokens the router picks; the
   timing model assumes the tokens spread evenly over the experts (ceil(T * k / E) rows each,
-  every expert's weights read once per layer: see ascendsim/lower/attention.py).
+  every touched expert's weights read once per layer, min(E, T * k) experts touched: see
+  lower_grouped_matmul in ascendsim/lower/cube.py).
 - the families of Hugging Face configs (models/hf_config.py): Qwen3's per-head q/k RMSNorm
   (on (B, S, H, D) before the transpose, head_dim may differ from hidden / heads); routers
   other than plain softmax top-k (Mixtral and Qwen3-MoE renormalised, DeepSeek-V2 groups,
@@ -28,7 +29,9 @@ FlashAttentionFusionPass):
   multi-head latent attention (`_Decoder.latent_attention`: a latent cache, the naive form in
   prefill, the absorbed form in decode), its leading dense layers and ungated shared
   experts; rope_scaling linear / llama3 / yarn in the cos/sin tables.
-- quant="w8a8": the projections as DynamicQuant -> QuantBatchMatmul (ir/ops/quant.py).
+- quant="w8a8": the projections as DynamicQuant -> QuantBatchMatmul (ir/ops/quant.py);
+  quant="w8a16" / "w4a16": as WeightQuantBatchMatmulV2 with int8 / INT4Pack weights
+  (weight-only: the activations stay in the compute dtype).
 
 Inputs: `input_ids` (batch, seq_len) int64 and, per layer l, `past_key.l` / `past_value.l`
 (batch, kv_heads, context_len + seq_len, head_dim): the cache buffer sized for this step, its
@@ -56,7 +59,16 @@ from .hf_config import from_hf, shipped
 
 PHASES = ("prefill", "decode")
 #: weight quantisation modes of `decoder(quant=...)` (None: the compute dtype throughout)
-QUANT_MODES = ("w8a8",)
+QUANT_MODES = ("w8a8", "w8a16", "w4a16")
+#: weight-only modes: (weight bits, antiquant group size along K; 0 = per output channel).
+#: W4A16 uses groups of 128 rows, the common AWQ / GPTQ group; a K that 128 does not divide,
+#: or is not above, takes the largest of 64 and 32 that fits (CANN takes group sizes that are
+#: multiples of 32 in [32, K - 1]), else per channel.
+WEIGHT_ONLY = {"w8a16": (8, 0), "w4a16": (4, 128)}
+#: KV cache dtypes of `decoder(kv_cache_dtype=...)` besides the compute dtype (None): MindIE's
+#: and vLLM-Ascend's "kv int8" (C8): per-channel symmetric int8, dequantised inside the
+#: decode attention (IncreFlashAttention's key/value antiquant scales)
+KV_CACHE_DTYPES = ("int8",)
 #: additive mask value of a hidden key (fp16's most negative finite number)
 MASKED = -65504.0
 
@@ -112,6 +124,21 @@ def _quantised(shape: tuple, dtype: str, seed: int, sigma: float) -> np.ndarray:
     """The int8 weight of a seeded normal(0, sigma) float weight (quant_linear)."""
     return kq.quant_weight(random_values(shape, dtype, seed, sigma),
                            QUANT_CLIP_SIGMAS * sigma / 127.0)
+
+
+@functools.lru_cache(maxsize=4)
+def _weight_only(shape: tuple, dtype: str, seed: int, sigma: float, bits: int,
+                 group: int) -> tuple[np.ndarray, np.ndarray]:
+    """(stored weight, scale) of the seeded normal(0, sigma) float weight quantised to `bits`
+    per channel or per `group` rows by absmax (int8 (K, N), or int4 in CANN's INT4Pack int32
+    (K, N / 8)); cached so the weight and its scale, two lazy constants, quantise it once."""
+    q, scale = kq.quant_weight_groups(random_values(shape, dtype, seed, sigma), bits, group)
+    return (kq.pack_int4(q) if bits == 4 else q), scale
+
+
+def _weight_only_part(shape: tuple, dtype: str, seed: int, sigma: float, bits: int, group: int,
+                      part: int) -> np.ndarray:
+    return _weight_only(shape, dtype, seed, sigma, bits, group)[part]
 
 
 # ----------------------------------------------------------------------------- rotary
@@ -176,9 +203,11 @@ def softmax_scale(cfg: DecoderConfig) -> float:
 # ----------------------------------------------------------------------------- layers
 class _Decoder:
     def __init__(self, cfg: DecoderConfig, mb: ModelBuilder, batch: int, seq: int, ctx: int,
-                 absorbed: bool = False, quant: str | None = None):
+                 absorbed: bool = False, quant: str | None = None,
+                 kv_cache_dtype: str | None = None):
         self.cfg, self.mb, self.g = cfg, mb, mb.g
         self.quant = quant
+        self.kv_int8 = kv_cache_dtype == "int8"
         self.b, self.s, self.ctx = batch, seq, ctx
         self.total = ctx + seq
         self.absorbed = absorbed
@@ -202,6 +231,9 @@ class _Decoder:
         k = int(x.shape[-1])
         if self.quant == "w8a8" and not name.endswith("gate"):
             y = self.quant_linear(x, name, k, n)
+        elif self.quant in WEIGHT_ONLY and not name.endswith("gate") and \
+                (self.quant == "w8a16" or n % kq.INT4_PER_INT32 == 0):
+            y = self.weight_only_linear(x, name, k, n)
         else:
             w = self.mb.weight(f"{name}.weight", (k, n), scale=float(1 / np.sqrt(k)))
             y = self.g.matmul(x, w, name=name)
@@ -226,6 +258,48 @@ class _Decoder:
                      dtype="float32")
         xq, xs = g.dynamic_quant(x, name=f"{name}.quant")
         return g.quant_batch_matmul(xq, wq, ws, xs, output_dtype=mb.dtype, name=name)
+
+    def kv_scale(self, name: str) -> float:
+        """The per-channel antiquant scale of an int8 cache: the seeded model's keys and
+        values are about unit normal (RMS-normed inputs through 1/sqrt(K)-scaled weights), so
+        a calibration by absmax gives QUANT_CLIP_SIGMAS / 127 up to rare outliers (beyond it
+        saturated); the same for every channel, known without running the model."""
+        return QUANT_CLIP_SIGMAS / 127.0
+
+    def kv_quant(self, x: Value, name: str) -> Value:
+        """New keys or values (B, Hkv, S, D) to int8 (AscendQuantV2, per channel (Hkv, 1, D))."""
+        g, mb, cfg = self.g, self.mb, self.cfg
+        shape = (cfg.kv_heads, 1, int(x.shape[-1]))
+        inv = mb.fill(f"{name}.quant_scale", shape, 1.0 / self.kv_scale(name))
+        return g.ascend_quant_v2(x, inv, name=f"{name}.quant")
+
+    def kv_dequant(self, cache: Value, name: str) -> Value:
+        """The int8 cache back to the compute dtype (AscendAntiQuantV2; in decode the
+        attention fusion moves it into IncreFlashAttention)."""
+        g, mb, cfg = self.g, self.mb, self.cfg
+        shape = (cfg.kv_heads, 1, int(cache.shape[-1]))
+        scale = mb.fill(f"{name}.antiquant_scale", shape, self.kv_scale(name))
+        return g.ascend_anti_quant_v2(cache, scale, dst_type=mb.dtype, name=f"{name}.dequant")
+
+    def weight_only_linear(self, x: Value, name: str, k: int, n: int) -> Value:
+        """W8A16 / W4A16 (WEIGHT_ONLY): the same seeded float weight the unquantised model
+        has, quantised offline by absmax per channel or per group of K rows, the activations
+        left in the compute dtype; WeightQuantBatchMatmulV2 antiquants it in the kernel.
+        Weight and scale are lazy: a shape-only run never builds them."""
+        g, mb = self.g, self.mb
+        bits, group = WEIGHT_ONLY[self.quant]
+        group = next((gs for gs in (group, group // 2, group // 4)
+                      if 32 <= gs < k and k % gs == 0), 0) if group else 0
+        shape, seed, sigma = (k, n), mb._seed(f"{name}.weight"), float(1 / np.sqrt(k))
+        args = (shape, mb.dtype, seed, sigma, bits, group)
+        wshape, wdt = ((k, n // kq.INT4_PER_INT32), "int32") if bits == 4 else ((k, n), "int8")
+        w = g.const(LazyTensor(wshape, wdt, functools.partial(_weight_only_part, *args, 0),
+                               f"int{bits} of random(seed={seed})"), f"{name}.weight_int{bits}")
+        sshape = (k // group, n) if group else (n,)
+        sc = g.const(LazyTensor(sshape, mb.dtype, functools.partial(
+            lambda *a: _weight_only_part(*a, 1).reshape(sshape), *args),
+            f"antiquant scale of random(seed={seed})"), f"{name}.antiquant_scale")
+        return g.weight_quant_batch_matmul_v2(x, w, sc, antiquant_group_size=group, name=name)
 
     def rms_norm(self, x: Value, name: str) -> Value:
         g, mb = self.g, self.mb
@@ -277,11 +351,16 @@ class _Decoder:
                        cfg.kv_heads)
         q, k = self.rotary(q), self.rotary(k)
         cache_shape = (self.b, cfg.kv_heads, self.total, d)
-        past_k = g.input(f"past_key.{layer}", cache_shape, mb.dtype)
-        past_v = g.input(f"past_value.{layer}", cache_shape, mb.dtype)
+        cache_dt = "int8" if self.kv_int8 else mb.dtype
+        past_k = g.input(f"past_key.{layer}", cache_shape, cache_dt)
+        past_v = g.input(f"past_value.{layer}", cache_shape, cache_dt)
+        if self.kv_int8:
+            k, v = self.kv_quant(k, f"{name}.k_cache"), self.kv_quant(v, f"{name}.v_cache")
         kc = g.kv_cache_append(past_k, k, position=self.ctx, name=f"present_key.{layer}")
         vc = g.kv_cache_append(past_v, v, position=self.ctx, name=f"present_value.{layer}")
         g.output(kc, vc)
+        if self.kv_int8:
+            kc, vc = self.kv_dequant(kc, f"{name}.k_cache"), self.kv_dequant(vc, f"{name}.v_cache")
         kt = g.transpose(self.repeat_kv(kc), perm=[0, 1, 3, 2])
         scores = g.mul(g.matmul(q, kt), mb.scalar(softmax_scale(cfg)))
         if self.mask is not None:
@@ -429,7 +508,8 @@ class _Decoder:
 def decoder(preset: str | DecoderConfig | None = None, *, config=None, batch: int = 1,
             seq_len: int | None = None, phase: str = "prefill", context_len: int = 0,
             dtype: str = "float16", all_logits: bool = False, seed: int = 0,
-            quant: str | None = None, **overrides) -> Graph:
+            quant: str | None = None, kv_cache_dtype: str | None = None,
+            **overrides) -> Graph:
     """A decoder LLM step: prefill of `seq_len` prompt tokens after `context_len` cached ones,
     or one decode token per sequence against a cache of `context_len` tokens.
 
@@ -440,7 +520,11 @@ def decoder(preset: str | DecoderConfig | None = None, *, config=None, batch: in
     weight memory until values are asked for. Latent attention (DeepSeek) builds its absorbed
     form in decode, its naive form in prefill. quant="w8a8": the attention and MLP
     projections as DynamicQuant + QuantBatchMatmul with int8 weights (the router, the shared
-    expert gate, the routed experts, attention itself and lm_head stay in `dtype`).
+    expert gate, the routed experts, attention itself and lm_head stay in `dtype`);
+    quant="w8a16" / "w4a16": the same projections as WeightQuantBatchMatmulV2 (int8 or int4
+    weights, antiquant in the kernel; a chip whose CANN lacks it fails when simulated).
+    kv_cache_dtype="int8": the K/V caches in int8 (AscendQuantV2 of the new tokens,
+    AscendAntiQuantV2 before attention, fused into IncreFlashAttention in decode).
     """
     if config is not None:
         if preset is not None:
@@ -450,6 +534,11 @@ def decoder(preset: str | DecoderConfig | None = None, *, config=None, batch: in
     check_choice("phase", phase, PHASES)
     if quant is not None:
         check_choice("quant", quant, QUANT_MODES)
+    if kv_cache_dtype is not None:
+        check_choice("kv_cache_dtype", kv_cache_dtype, KV_CACHE_DTYPES)
+        if cfg.mla:
+            raise ConfigError("kv_cache_dtype='int8': the latent cache of multi-head latent "
+                              "attention is not quantised here (only per-head K/V caches)")
     if phase == "decode":
         if seq_len not in (None, 1):
             raise ConfigError(f"seq_len={seq_len!r}: decode adds one token per sequence "
@@ -465,7 +554,7 @@ def decoder(preset: str | DecoderConfig | None = None, *, config=None, batch: in
     label = preset if isinstance(preset, str) else "decoder"
     mb = ModelBuilder(f"{label}_{phase}_b{batch}_s{seq_len}_c{context_len}", dtype, seed)
     dec = _Decoder(cfg, mb, int(batch), int(seq_len), int(context_len),
-                   absorbed=phase == "decode", quant=quant)
+                   absorbed=phase == "decode", quant=quant, kv_cache_dtype=kv_cache_dtype)
     g = mb.g
     ids = g.input("input_ids", (batch, seq_len), "int64")
     table = mb.weight("embed_tokens.weight", (cfg.vocab, cfg.hidden), scale=0.02)
