@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from statistics import NormalDist
 
 import numpy as np
 
@@ -126,19 +127,29 @@ def _quantised(shape: tuple, dtype: str, seed: int, sigma: float) -> np.ndarray:
                            QUANT_CLIP_SIGMAS * sigma / 127.0)
 
 
-@functools.lru_cache(maxsize=4)
+#: expected saturated weights per quantisation group (per channel or per group of K rows) of
+#: the weight-only scale: the clip sits where a normal group passes it this rarely
+WEIGHT_CLIP_TAIL = 0.05
+
+
+def weight_only_scale(rows: int, sigma: float, bits: int) -> float:
+    """The antiquant scale of a seeded normal(0, sigma) weight quantised to `bits` per channel
+    or per group of `rows` rows of K: the clip c * sigma that `rows` normal values pass
+    WEIGHT_CLIP_TAIL times on average (P(|x| > c) = WEIGHT_CLIP_TAIL / rows: about the
+    group's absmax, rarer outliers saturate), over 2^(bits-1) - 1 levels. Known without
+    building the weight, as W8A8's scale is (a shape-only run never materialises weights)."""
+    c = NormalDist().inv_cdf(1.0 - WEIGHT_CLIP_TAIL / (2.0 * rows))
+    return sigma * c / (2 ** (bits - 1) - 1)
+
+
 def _weight_only(shape: tuple, dtype: str, seed: int, sigma: float, bits: int,
-                 group: int) -> tuple[np.ndarray, np.ndarray]:
-    """(stored weight, scale) of the seeded normal(0, sigma) float weight quantised to `bits`
-    per channel or per `group` rows by absmax (int8 (K, N), or int4 in CANN's INT4Pack int32
-    (K, N / 8)); cached so the weight and its scale, two lazy constants, quantise it once."""
-    q, scale = kq.quant_weight_groups(random_values(shape, dtype, seed, sigma), bits, group)
-    return (kq.pack_int4(q) if bits == 4 else q), scale
-
-
-def _weight_only_part(shape: tuple, dtype: str, seed: int, sigma: float, bits: int, group: int,
-                      part: int) -> np.ndarray:
-    return _weight_only(shape, dtype, seed, sigma, bits, group)[part]
+                 scale: float) -> np.ndarray:
+    """The stored weight of a seeded normal(0, sigma) float weight quantised to `bits` with
+    `scale`: int8 (K, N), or int4 in CANN's INT4Pack int32 (K, N / 8)."""
+    qmax = 2 ** (bits - 1) - 1
+    w = np.asarray(random_values(shape, dtype, seed, sigma), np.float64)
+    q = np.clip(np.round(w / scale), -qmax, qmax).astype(np.int8)
+    return kq.pack_int4(q) if bits == 4 else q
 
 
 # ----------------------------------------------------------------------------- rotary
@@ -283,22 +294,20 @@ class _Decoder:
 
     def weight_only_linear(self, x: Value, name: str, k: int, n: int) -> Value:
         """W8A16 / W4A16 (WEIGHT_ONLY): the same seeded float weight the unquantised model
-        has, quantised offline by absmax per channel or per group of K rows, the activations
-        left in the compute dtype; WeightQuantBatchMatmulV2 antiquants it in the kernel.
-        Weight and scale are lazy: a shape-only run never builds them."""
+        has, quantised offline per channel or per group of K rows with the scale
+        `weight_only_scale` gives (the same for every channel and group), the activations
+        left in the compute dtype; WeightQuantBatchMatmulV2 antiquants it in the kernel."""
         g, mb = self.g, self.mb
         bits, group = WEIGHT_ONLY[self.quant]
         group = next((gs for gs in (group, group // 2, group // 4)
                       if 32 <= gs < k and k % gs == 0), 0) if group else 0
         shape, seed, sigma = (k, n), mb._seed(f"{name}.weight"), float(1 / np.sqrt(k))
-        args = (shape, mb.dtype, seed, sigma, bits, group)
+        scale = weight_only_scale(group or k, sigma, bits)
         wshape, wdt = ((k, n // kq.INT4_PER_INT32), "int32") if bits == 4 else ((k, n), "int8")
-        w = g.const(LazyTensor(wshape, wdt, functools.partial(_weight_only_part, *args, 0),
-                               f"int{bits} of random(seed={seed})"), f"{name}.weight_int{bits}")
-        sshape = (k // group, n) if group else (n,)
-        sc = g.const(LazyTensor(sshape, mb.dtype, functools.partial(
-            lambda *a: _weight_only_part(*a, 1).reshape(sshape), *args),
-            f"antiquant scale of random(seed={seed})"), f"{name}.antiquant_scale")
+        w = g.const(LazyTensor(wshape, wdt, functools.partial(
+            _weight_only, shape, mb.dtype, seed, sigma, bits, scale),
+            f"int{bits} of random(seed={seed})"), f"{name}.weight_int{bits}")
+        sc = mb.fill(f"{name}.antiquant_scale", (k // group, n) if group else (n,), scale)
         return g.weight_quant_batch_matmul_v2(x, w, sc, antiquant_group_size=group, name=name)
 
     def rms_norm(self, x: Value, name: str) -> Value:

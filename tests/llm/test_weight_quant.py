@@ -82,12 +82,13 @@ def test_weight_only_decoders_match_float_within_quantisation_error(rng, preset)
     ids = rng.integers(0, 128, (2, 6))
     f = decoder(preset, batch=2, seq_len=6, all_logits=True)
     a = asim.execute(f, {"input_ids": ids, **empty_cache(f)})["logits"].astype(np.float64)
-    for mode, (max_err, corr) in {"w8a16": (0.06, 0.999), "w4a16": (0.6, 0.93)}.items():
+    # int4 (15 levels, groups of 32 rows here): a rounding step of ~0.5 sigma, ~15% noise on
+    # every weight of the 7 projections of a layer, compounded over 2 random layers
+    for mode, (max_err, corr) in {"w8a16": (0.06, 0.999), "w4a16": (0.6, 0.9)}.items():
         q = decoder(preset, batch=2, seq_len=6, all_logits=True, quant=mode)
         assert "WeightQuantBatchMatmulV2" in {n.op_type for n in q.nodes}
         b = asim.execute(q, {"input_ids": ids, **empty_cache(q)})["logits"].astype(np.float64)
         assert np.isfinite(b).all()
-        # int4 (15 levels) on a random 2-layer model: ~9% weight noise per projection
         assert np.abs(a - b).max() < max_err * np.abs(a).max(), mode
         assert np.corrcoef(a.ravel(), b.ravel())[0, 1] > corr, mode
 
@@ -97,7 +98,7 @@ def _hbm_read(task) -> int:
 
 
 def _decode_cycles(chip="ascend910b", **kw):
-    g = decoder("llama3-8b", layers=2, phase="decode", context_len=512, **kw)
+    g = decoder("llama2-7b", layers=1, phase="decode", context_len=512, **kw)
     return asim.simulate(g, chip=chip)
 
 
@@ -118,7 +119,7 @@ def test_weight_only_decode_is_faster_on_the_910b_and_explain_says_why():
 
 def test_weight_only_prefill_gains_nothing_when_compute_bound():
     def cycles(**kw):
-        g = decoder("llama3-8b", layers=1, seq_len=1024, **kw)
+        g = decoder("llama2-7b", layers=1, seq_len=512, **kw)
         return asim.simulate(g, chip="ascend910b").cycles
     assert cycles(quant="w8a16") > 0.98 * cycles()
 
@@ -193,7 +194,7 @@ def test_int8_kv_cache_refuses_latent_attention():
 def test_memory_plan_counts_quantised_weights_and_cache_at_their_size():
     from ascendsim.generation import memory_plan
 
-    cfg = decoder_config("llama3-8b")
+    cfg = decoder_config("llama3-8b", layers=2)
     chip = asim.get_chip("ascend910b")
     base = memory_plan(cfg, chip, 1, 16, 4, "float16")
     w8 = memory_plan(cfg, chip, 1, 16, 4, "float16", quant="w8a16", kv_cache_dtype="int8")
@@ -206,13 +207,15 @@ def test_memory_plan_counts_quantised_weights_and_cache_at_their_size():
 
 
 def test_generate_fits_a_model_only_when_quantised():
-    """llama3-8b (16 GB in fp16) on an HBM of 12 GiB: CapacityError in fp16, fits in W4A16."""
-    chip = asim.get_chip("ascend910b").replace(hbm_bytes=12 * 2**30)
+    """llama3-8b cut to 2 layers: 3.0 GB of weights in fp16 (the 128k-vocabulary embedding and
+    lm_head 2.1 GB of it), 2.35 GB in W4A16; on an HBM of 2.6 GiB (2.79 GB) only the
+    quantised model fits."""
+    chip = asim.get_chip("ascend910b").replace(hbm_bytes=int(2.6 * 2**30))
+    kw = {"prompt_len": 8, "new_tokens": 2, "layers": 2, "decode_samples": 1}
     with pytest.raises(asim.CapacityError):
-        asim.llm.generate("llama3-8b", chip, prompt_len=8, new_tokens=2, layers=32)
-    res = asim.llm.generate("llama3-8b", chip, prompt_len=8, new_tokens=2, quant="w4a16",
-                            decode_samples=1)
-    assert res.memory.weights < 12 * 2**30
+        asim.llm.generate("llama3-8b", chip, **kw)
+    res = asim.llm.generate("llama3-8b", chip, quant="w4a16", **kw)
+    assert res.memory.total < chip.hbm_bytes
 
 
 # ----------------------------------------------------------------------------- MoE decode
