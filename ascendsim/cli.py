@@ -4,7 +4,7 @@
                   [--graph-kernel] [--detail block|tile] [--mode sink|host|eager]
                   [--timeline PNG] [--trace JSON] [--summary CSV] [--batch N] [--top N]
                   [--seq-len N] [--preset NAME] [--phase prefill|decode] [--context N]
-                  [--window START:END] [--cores LIST]
+                  [--window START:END] [--cores LIST] [--timeline-color type|op|cause]
     ascendsim compare MODEL_OR_ONNX [--chip ...] [--plot PNG] [--batch N] [--mode ...]
                       [--values | --no-values]
     ascendsim models
@@ -320,6 +320,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if (window or cores) and not (args.timeline or args.trace):
         raise BadInput("--window and --cores select what --timeline and --trace draw; give "
                        "one of them")
+    if args.timeline_color and not args.timeline:
+        raise BadInput("--timeline-color colours the --timeline figure; give --timeline PNG")
     progress = Progress(["load", "simulate", "report"], enabled=None if args.progress else False)
     try:
         t0 = time.perf_counter()
@@ -330,7 +332,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         window, cores = _check_view(res, window, cores)
         with progress.stage("writing reports"):
             if args.timeline:
-                res.plot_timeline(args.timeline, window=window, cores=cores)
+                res.plot_timeline(args.timeline, window=window, cores=cores,
+                                  color_by=args.timeline_color)
             if args.trace:
                 res.write_chrome_trace(args.trace, cores=cores, window=window)
             if args.summary:
@@ -532,6 +535,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="only this time span (microseconds) in --timeline and --trace")
     run.add_argument("--cores", metavar="LIST",
                      help="only these AI Cores (e.g. 0,1,4-7) in --timeline and --trace")
+    run.add_argument("--timeline-color", choices=("type", "op", "cause"), default=None,
+                     help="colour --timeline by op type, op, or cause (compute, read, write, "
+                          "stall, launch: the rule of the breakdown table)")
     run.add_argument("--top", type=int, default=15, help="rows of the printed tables")
     run.set_defaults(func=cmd_run)
 

@@ -200,9 +200,13 @@ def _cache_bytes(graph: Graph, tokens: int) -> int:
 
 
 def memory_plan(model: DecoderConfig | Builder, chip: Chip, batch: int, prompt_len: int,
-                new_tokens: int, dtype: str, fusion: Any = True) -> MemoryPlan:
+                new_tokens: int, dtype: str, fusion: Any = True, quant: str | None = None,
+                kv_cache_dtype: str | None = None) -> MemoryPlan:
     """Weights + KV cache at the final context + peak live activations (module note), the
-    activations of the graph as `fusion` prepares it (fused attention keeps no scores)."""
+    activations of the graph as `fusion` prepares it (fused attention keeps no scores).
+    A quantised model (`quant`, `kv_cache_dtype` of `decoder`) counts its weights and cache
+    at their stored size: the constants of its graph (int8 / INT4Pack weights, their scales)
+    and the cache at the cache dtype's bytes."""
     tokens = prompt_len + new_tokens
     options = fusion_options(fusion)
 
@@ -211,9 +215,11 @@ def memory_plan(model: DecoderConfig | Builder, chip: Chip, batch: int, prompt_l
     if isinstance(model, DecoderConfig):
         from .ir.tensor import itemsize
 
-        one_layer = decoder(model, batch=batch, seq_len=prompt_len, dtype=dtype, layers=1)
-        return MemoryPlan(model.params() * itemsize(dtype),
-                          model.kv_cache_bytes(batch, tokens, dtype),
+        kw = {"quant": quant, "kv_cache_dtype": kv_cache_dtype}
+        one_layer = decoder(model, batch=batch, seq_len=prompt_len, dtype=dtype, layers=1, **kw)
+        weights = (model.params() * itemsize(dtype) if quant is None else
+                   _const_bytes(decoder(model, batch=1, seq_len=1, dtype=dtype, **kw)))
+        return MemoryPlan(weights, model.kv_cache_bytes(batch, tokens, kv_cache_dtype or dtype),
                           activation_peak(prepared(one_layer)))
     g = model(batch=batch, seq_len=prompt_len, phase="prefill", context_len=0, dtype=dtype)
     return MemoryPlan(_const_bytes(g), _cache_bytes(g, tokens), activation_peak(prepared(g)))
@@ -293,6 +299,7 @@ def generate(model: str | DecoderConfig | Builder, chip: str | Chip = "ascend910
              batch: int = 1, prompt_len: int = 128, new_tokens: int = 32,
              dtype: str = "float16", *, fusion: Any = True, detail: str = DEFAULT_DETAIL,
              decode_samples: int = DEFAULT_DECODE_SAMPLES, capacity_check: bool = True,
+             quant: str | None = None, kv_cache_dtype: str | None = None,
              parallel: Parallel | None = None, box: Any = None,
              **overrides: Any) -> GenerationResult:
     """Simulate serving `batch` requests of `prompt_len` tokens, `new_tokens` generated each.
@@ -304,7 +311,9 @@ def generate(model: str | DecoderConfig | Builder, chip: str | Chip = "ascend910
     HBM (see the module note); `capacity_check=False` simulates it anyway. parallel: an
     `asim.Parallel` plan (presets and DecoderConfigs): every step runs across chips on `box`
     (an `asim.Box`; None: the chip's Atlas 800 box), TTFT and TPOT are the plan's steps and
-    the memory plan is one chip's share.
+    the memory plan is one chip's share. `quant` and
+    `kv_cache_dtype` are `decoder`'s (W8A8 / W8A16 / W4A16 weights, an int8 KV cache): the
+    memory plan counts the weights and the cache at their stored size.
     """
     check_positive(batch=batch, prompt_len=prompt_len, new_tokens=new_tokens,
                    decode_samples=decode_samples)
@@ -314,6 +323,9 @@ def generate(model: str | DecoderConfig | Builder, chip: str | Chip = "ascend910
         if overrides:
             raise ConfigError(f"overrides {sorted(overrides)} apply to presets, not to a "
                               f"builder function")
+        if quant is not None or kv_cache_dtype is not None:
+            raise ConfigError("quant and kv_cache_dtype apply to presets, not to a builder "
+                              "function (build the quantised graph in the builder)")
         build: Builder = model
         name = getattr(model, "__name__", "decoder")
     else:
@@ -321,16 +333,16 @@ def generate(model: str | DecoderConfig | Builder, chip: str | Chip = "ascend910
         name = model if isinstance(model, str) else "decoder"
 
         def build(**kw: Any) -> Graph:
-            return decoder(cfg, **kw)
+            return decoder(cfg, quant=quant, kv_cache_dtype=kv_cache_dtype, **kw)
     plan = memory_plan(build if is_builder else cfg, resolved, batch, prompt_len, new_tokens,
-                       dtype, fusion)
+                       dtype, fusion, quant=quant, kv_cache_dtype=kv_cache_dtype)
     if parallel is not None:
         if is_builder:
             raise ConfigError("generate(parallel=...): takes a preset or a DecoderConfig, not a "
                               "builder function")
         return _generate_parallel(name, cfg, resolved, batch, prompt_len, new_tokens, dtype,
                                   plan, parallel, box, fusion, detail, decode_samples,
-                                  capacity_check)
+                                  capacity_check, quant, kv_cache_dtype)
     if capacity_check:
         check_capacity(name, plan, resolved, batch, prompt_len + new_tokens,
                        None if is_builder else cfg, dtype)
@@ -354,7 +366,8 @@ def generate(model: str | DecoderConfig | Builder, chip: str | Chip = "ascend910
 def _generate_parallel(name: str, cfg: DecoderConfig, chip: Chip, batch: int, prompt_len: int,
                        new_tokens: int, dtype: str, plan: MemoryPlan, parallel: Parallel,
                        box: Any, fusion: Any, detail: str, decode_samples: int,
-                       capacity_check: bool) -> GenerationResult:
+                       capacity_check: bool, quant: str | None = None,
+                       kv_cache_dtype: str | None = None) -> GenerationResult:
     """`generate` with a plan: the steps simulated across chips, memory per chip."""
     parallel.check(cfg, batch, prompt_len)
     share = MemoryPlan(per_chip(plan, cfg, parallel.world, dtype) - plan.activations, 0,
@@ -364,10 +377,12 @@ def _generate_parallel(name: str, cfg: DecoderConfig, chip: Chip, batch: int, pr
                        prompt_len + new_tokens)
     where = box if box is not None else chip
     prefill = simulate_parallel(decoder(cfg, batch=batch, seq_len=prompt_len, dtype=dtype,
-                                        parallel=parallel), where, fusion, detail)
+                                        parallel=parallel, quant=quant,
+                                        kv_cache_dtype=kv_cache_dtype), where, fusion, detail)
     contexts = decode_contexts(prompt_len, new_tokens, decode_samples)
     sampled = [(c, simulate_parallel(decoder(cfg, batch=batch, phase="decode", context_len=c,
-                                             dtype=dtype, parallel=parallel),
+                                             dtype=dtype, parallel=parallel, quant=quant,
+                                             kv_cache_dtype=kv_cache_dtype),
                                      where, fusion, detail)) for c in contexts]
     all_ctx = np.arange(prompt_len, prompt_len + new_tokens - 1)
     steps = (np.interp(all_ctx, [c for c, _ in sampled], [r.time_us / 1e3 for _, r in sampled])

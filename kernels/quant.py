@@ -54,3 +54,119 @@ def quant_batch_matmul(x1: np.ndarray, x2: np.ndarray, scale: np.ndarray,
     if bias is not None:
         y = y + np.asarray(bias, np.float64)
     return y
+
+
+# ----------------------------------------------------------------------------- weight-only
+#: int4 values one int32 holds in CANN's INT4Pack layout (aclnnConvertWeightToINT4Pack)
+INT4_PER_INT32 = 8
+
+
+def pack_int4(q: np.ndarray) -> np.ndarray:
+    """Pack int4 values (an integer array (K, N) in [-8, 7], N a multiple of 8) into int32
+    (K, N / 8), eight per word, element j of a word in bits 4j..4j+3 (low nibble first), as
+    CANN's INT4Pack stores them."""
+    q = np.asarray(q, np.int64)
+    k, n = q.shape
+    nib = (q & 0xF).reshape(k, n // INT4_PER_INT32, INT4_PER_INT32).astype(np.uint32)
+    word = np.zeros((k, n // INT4_PER_INT32), np.uint32)
+    for j in range(INT4_PER_INT32):
+        word |= nib[:, :, j] << np.uint32(4 * j)
+    return word.view(np.int32)
+
+
+def unpack_int4(packed: np.ndarray) -> np.ndarray:
+    """The int4 values (K, 8 * N8) of an INT4Pack int32 array (K, N8) (pack_int4's inverse),
+    as int8 in [-8, 7]."""
+    w = np.asarray(packed).view(np.uint32)
+    k, n8 = w.shape
+    nib = np.empty((k, n8, INT4_PER_INT32), np.int8)
+    for j in range(INT4_PER_INT32):
+        v = ((w >> np.uint32(4 * j)) & np.uint32(0xF)).astype(np.int8)
+        nib[:, :, j] = np.where(v >= 8, v - 16, v)
+    return nib.reshape(k, n8 * INT4_PER_INT32)
+
+
+def group_rows(k: int, scale_rows: int) -> np.ndarray:
+    """The row of the (scale_rows, N) antiquant table each of the K weight rows uses: all row
+    0 per channel (scale_rows 1), else row // group_size (group_size = ceil(K / rows))."""
+    if scale_rows == 1:
+        return np.zeros(k, np.int64)
+    gs = -(-k // scale_rows)
+    return np.arange(k) // gs
+
+
+def quant_weight_groups(w: np.ndarray, bits: int, group_size: int = 0
+                        ) -> tuple[np.ndarray, np.ndarray]:
+    """Symmetric weight-only quantisation of a (K, N) float weight to `bits` (8 or 4) per
+    output channel (group_size 0) or per group of `group_size` rows of K: (q int8 values in
+    [-(2^(b-1) - 1), 2^(b-1) - 1], scale (groups, N) float32 = absmax / (2^(b-1) - 1))."""
+    w = np.asarray(w, np.float64)
+    k, n = w.shape
+    qmax = 2 ** (bits - 1) - 1
+    rows = 1 if group_size == 0 else -(-k // group_size)
+    idx = group_rows(k, rows)
+    absmax = np.zeros((rows, n))
+    np.maximum.at(absmax, idx, np.abs(w))
+    scale = np.where(absmax > 0, absmax / qmax, 1.0).astype(np.float32)
+    q = np.clip(np.round(w / scale[idx]), -qmax, qmax).astype(np.int8)
+    return q, scale
+
+
+@njit(**JIT)
+def _antiquant_matmul(x, wq, rows, scale, offset, y):
+    m, k = x.shape
+    n = wq.shape[1]
+    w = np.empty(n, np.float64)
+    for kk in range(k):
+        g = rows[kk]
+        for j in range(n):
+            w[j] = (wq[kk, j] + offset[g, j]) * scale[g, j]
+        for i in range(m):
+            a = x[i, kk]
+            for j in range(n):
+                y[i, j] += a * w[j]
+
+
+def weight_quant_batch_matmul(x: np.ndarray, weight: np.ndarray, scale: np.ndarray,
+                              offset: np.ndarray | None, bias: np.ndarray | None
+                              ) -> np.ndarray:
+    """CANN WeightQuantBatchMatmulV2: y = x @ ((weight + offset) * scale) + bias, the weight
+    int8 (K, N) or INT4Pack int32 (K, N / 8), scale/offset (1,), (N,) or (groups, N) per
+    group of K rows; in float64 (the caller rounds to the output dtype)."""
+    x = np.asarray(x, np.float64)
+    wq = unpack_int4(weight) if np.asarray(weight).dtype == np.int32 else np.asarray(weight)
+    k, n = wq.shape
+    s = np.asarray(scale, np.float64)
+    s = np.full((1, n), s.item()) if s.size == 1 else s.reshape(-1, n)
+    o = np.zeros_like(s) if offset is None else \
+        np.broadcast_to(np.asarray(offset, np.float64).reshape(-1, 1 if np.size(offset) == 1
+                                                              else n), s.shape)
+    rows = group_rows(k, s.shape[0])
+    lead = x.shape[:-1]
+    x2 = np.ascontiguousarray(x.reshape(-1, k))
+    y = np.zeros((x2.shape[0], n))
+    _antiquant_matmul(x2, np.ascontiguousarray(wq, np.float64), rows,
+                      np.ascontiguousarray(s), np.ascontiguousarray(o), y)
+    if bias is not None:
+        y = y + np.asarray(bias, np.float64)
+    return y.reshape(*lead, n)
+
+
+# ----------------------------------------------------------------------------- KV cache
+def ascend_quant(x: np.ndarray, scale: np.ndarray, offset: np.ndarray | None) -> np.ndarray:
+    """CANN AscendQuantV2 (torch_npu.npu_quantize, div_mode=False): int8 of
+    round(x * scale + offset), saturated to [-128, 127]; scale/offset broadcast on x's last
+    axis."""
+    y = np.asarray(x, np.float64) * np.asarray(scale, np.float64)
+    if offset is not None:
+        y = y + np.asarray(offset, np.float64)
+    return np.clip(np.round(y), -128, 127).astype(np.int8)
+
+
+def ascend_anti_quant(x: np.ndarray, scale: np.ndarray, offset: np.ndarray | None
+                      ) -> np.ndarray:
+    """CANN AscendAntiQuantV2 (torch_npu.npu_anti_quant): (x + offset) * scale in float64."""
+    y = np.asarray(x, np.float64)
+    if offset is not None:
+        y = y + np.asarray(offset, np.float64)
+    return y * np.asarray(scale, np.float64)

@@ -356,6 +356,10 @@ class Chip:
             "aclnn FusedInferAttentionScore workspace query with its host tiling, the launch), "
             "the host launch of eager_call op rows whose cann_op is FusedInferAttentionScore "
             "(validation.validate.EAGER_LAUNCH_FIGURES); absent: eager_op_launch_us")
+    weight_quant: str | None = _spec(
+        "str", choices=("int8", "int8,int4"), optional=True,
+        doc="weight dtypes of weight-only quantised matmuls (CANN WeightQuantBatchMatmulV2, "
+            "W8A16 / W4A16) on this chip's CANN; absent: the product has no such kernel")
     # provenance: dotted key -> "TAG: source"; not part of equality
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False,
                                        metadata={"kind": "sources"})

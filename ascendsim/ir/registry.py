@@ -235,7 +235,12 @@ WEIGHT_SLOTS = frozenset({"w"})
 
 
 def weight_inputs(node: Node) -> frozenset[str]:
-    """The value names `node` reads in weight slots (see WEIGHT_SLOTS)."""
+    """The value names `node` reads in weight slots (see WEIGHT_SLOTS); a fused node's are
+    those its inner nodes read in theirs, among its own inputs (a fused node's subgraph
+    names its inputs as the outer graph does)."""
+    if node.subgraph is not None:
+        inner = frozenset().union(*(weight_inputs(n) for n in node.subgraph.nodes))
+        return inner & frozenset(i for i in node.inputs if i)
     spec = get_op(node.op_type, node.name).inputs
     return frozenset(v for slot, v in zip(spec, node.inputs)
                      if v and slot.strip("*?") in WEIGHT_SLOTS)

@@ -129,13 +129,14 @@ class AttentionDims:
 def attention_dims(low: Lowering, node: Node, mask_at: int) -> AttentionDims:
     """The node's inputs as ND and its `AttentionDims`; `mask_at`: the mask's input index."""
     chip = low.chip
+    mask_name = node.inputs[mask_at] if len(node.inputs) > mask_at else ""
     ins = [ensure(low, i, ND) for i in node.inputs if i]
     q, k = low.value(ins[0]), low.value(ins[1])
     b, h, s, d = (int(x) for x in q.shape)
     cdt = "bfloat16" if cube_dtype(chip, q.dtype, node.op_type, node.name) == "bfloat16" \
         else "float16"
     split = not chip.coupled
-    return AttentionDims(ins, low.value(ins[mask_at]) if len(ins) > mask_at else None,
+    return AttentionDims(ins, low.value(mask_name) if mask_name else None,
                          b, h, s, d, int(k.shape[1]), int(k.shape[2]),
                          bool(node.attrs.get("causal", 0)), cdt, *chip.cube_shape(cdt),
                          itemsize(q.dtype), split,
@@ -172,16 +173,19 @@ def lower_attention(low: Lowering, node: Node) -> None:
     units = min(blocks_per_tile, MAX_UNITS)
     per_unit = blocks_per_tile / units          # key blocks one simulated unit stands for
     block = min(chip.ai_cores, tiles)
+    # an int8 cache (IFA's antiquant): K/V cross GM at one byte, dequantised on V per block
+    kv_b = itemsize(low.value(ins[1]).dtype)
     # L2: K/V are read once per query block (per head in prefill); the first read misses
-    kv_reads = b * heads_per_tile * keys * d * in_b * 2
+    kv_reads = b * heads_per_tile * keys * d * kv_b * 2
     miss_k, miss_v = low.miss(ins[1], kv_reads / 2), low.miss(ins[2], kv_reads / 2)
     miss_kv = max(float(miss_k), float(miss_v))
     miss_q = low.miss(ins[0], padded_bytes(q, ND))
     through = low.through([node.outputs[0]], [ND])
     # ---- one unit (a key block) and the per-tile head/tail
     kv_blk = tk * d * in_b
-    mte2 = (gm_read(chip, "MTE2", "L1", round(kv_blk * per_unit * fill), miss_k),
-            gm_read(chip, "MTE2", "L1", round(kv_blk * per_unit * fill), miss_v))
+    kv_gm = tk * d * kv_b
+    mte2 = (gm_read(chip, "MTE2", "L1", round(kv_gm * per_unit * fill), miss_k),
+            gm_read(chip, "MTE2", "L1", round(kv_gm * per_unit * fill), miss_v))
     head = (gm_read(chip, "MTE2", "L1", sq * d * in_b, miss_q, kind="copy_q"),)
     if mask is not None:
         mte2 += (gm_read(chip, "MTE2", "L1", round(sq * tk * itemsize(mask.dtype) * per_unit),
@@ -204,6 +208,11 @@ def lower_attention(low: Lowering, node: Node) -> None:
            vec_instr(chip, "binary", "float32", 2 * acc_b, "vec_rescale"))
     if mask is not None:
         vec += (vec_instr(chip, "binary", "float32", score_b, "vec_mask"),)
+    if kv_b < in_b:     # the antiquant of the block's keys and values: vconv, vadd, vmul
+        kv_elems_b = 2 * tk * d * in_b / vec_share * per_unit
+        vec += (vec_instr(chip, "unary", q.dtype, kv_elems_b, "vec_antiquant_cast"),
+                vec_instr(chip, "binary", q.dtype, kv_elems_b, "vec_antiquant_offset"),
+                vec_instr(chip, "binary", q.dtype, kv_elems_b, "vec_antiquant_scale"))
     stages = [Stage("MTE2", mte2, units=units, head=head,
                     out_bufs=(("L1", 2 * kv_blk + sq * tk * in_b),)),
               Stage("MTE1", mte1, units=units,
@@ -238,6 +247,10 @@ def lower_attention(low: Lowering, node: Node) -> None:
              f"{' and the L2 workspace (AIC -> AIV)' if split else ''}, never in HBM; "
              f"K/V L2 miss {miss_kv:.2f}",
              "online softmax per key block: vcmax, vsub, vexp, vcadd, cast, O rescale"]
+    if kv_b < in_b:
+        notes.append(f"int8 KV cache: keys and values read at {kv_b} B/element and "
+                     f"dequantised per key block on V ((x + offset) * scale, IFA antiquant); "
+                     f"the dequantised block's way back to the cube is not modelled")
     if split:
         notes.append(f"mix kernel: the vector stages stand for the AIC's {vec_share} AIV "
                      f"core(s), folded into its pipeline")

@@ -422,13 +422,23 @@ def lower_cube_op(low: Lowering, node: Node) -> None:
 
 
 # ----------------------------------------------------------------------------- grouped
+def touched_experts(experts: int, copies: int) -> int:
+    """Experts a GroupedMatmul of `copies` token copies (tokens x top_k) runs: all of them
+    once the copies can cover them, else at most one per copy (decode: a batch of 4 tokens
+    at top-8 of 128 experts reads 32 experts' weights, not 128). min(E, copies) is the most
+    that can be touched, the bound when the tokens pick different experts."""
+    return max(1, min(experts, copies))
+
+
 def lower_grouped_matmul(low: Lowering, node: Node, head: Node | None = None,
                          tail: list | None = None, inner: tuple[str, ...] = (),
                          display: str | None = None) -> None:
     """GroupedMatmul as E GEMMs of ceil(T / E) rows (tokens spread evenly over the experts,
-    the stated assumption), every expert's weight read once. group_type 2 (the weight
-    gradient, groups split the contraction T): E GEMMs (K x ceil(T / E)) @ (ceil(T / E) x N).
-    `head`/`tail`: the GroupedMatmul and its element-wise epilogue inside a UB-fused node."""
+    the stated assumption), every touched expert's weight read once (`touched_experts`:
+    fewer than E when the T token copies cannot cover them all, as in decode). group_type 2
+    (the weight gradient, groups split the contraction T): E GEMMs (K x ceil(T / E)) @
+    (ceil(T / E) x N). `head`/`tail`: the GroupedMatmul and its element-wise epilogue inside
+    a UB-fused node."""
     head = head or node
     x_name, w_name = head.inputs[0], head.inputs[1]
     x, w = low.sub_value(head, x_name), low.sub_value(head, w_name)
@@ -440,10 +450,13 @@ def lower_grouped_matmul(low: Lowering, node: Node, head: Node | None = None,
         rows = cdiv(t, e)
         per_expert = {x_name: (e, kdim, rows), w_name: (e, rows, n)}
     else:
-        e, kdim, n = (int(v) for v in w.shape)
+        experts, kdim, n = (int(v) for v in w.shape)
         t = int(x.shape[0])
+        e = touched_experts(experts, t)
         rows = cdiv(t, e)
         per_expert = {x_name: (e, rows, kdim), out.name: (e, rows, n)}
+        if e < experts:         # only the touched experts' weights are read
+            per_expert[w_name] = (e, kdim, n)
     saved = low.sub
     shapes = saved.copy(f"{node.name}_per_expert") if saved is not None else \
         Graph(f"{node.name}_per_expert")
@@ -460,7 +473,9 @@ def lower_grouped_matmul(low: Lowering, node: Node, head: Node | None = None,
     finally:
         low.sub = saved
     what = (f"{e} experts x (K {kdim} x {rows} token rows) @ ({rows} x N {n}) (weight "
-            f"gradient, group_type 2)" if split_k else f"{e} experts x {rows} rows each")
+            f"gradient, group_type 2)" if split_k else f"{e} experts x {rows} rows each" + (
+                f"; {t} token copies touch at most {e} of the {w.shape[0]} experts, whose "
+                f"weights alone are read" if e < int(w.shape[0]) else ""))
     low.tasks[-1].notes += (f"grouped matmul: {what} (T = {t} token copies assumed spread "
                             f"evenly)",)
 
@@ -487,5 +502,6 @@ __all__ = ["ACC_BYTES", "cube_dtype", "chip_cube_modes", "CubeGeometry", "Shaped
            "conv_geometry", "gemm_geometry", "CubeOperands", "CubeOutputs", "cube_operands",
            "cube_outputs", "lower_cube", "add_cube_task", "nd2nz_heads", "epilogue_phase",
            "nd2nz_head_phase",
-           "split_matmul_formats", "operand_misses", "lower_cube_op", "lower_grouped_matmul",
+           "split_matmul_formats", "operand_misses", "lower_cube_op", "touched_experts",
+           "lower_grouped_matmul",
            "CUBE_HEADS", "lower_cube_head", "LOWERINGS"]

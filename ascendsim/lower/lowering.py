@@ -15,6 +15,8 @@ modules, each exposing its rows as `LOWERINGS`:
 - cube.py       cube unit ops (Conv, MatMul, Gemm: GEMM geometry, tiling by cube_tiling.py,
                 fused epilogues) and GroupedMatmul
 - aicpu.py      AI CPU ops: launch, reads, compute, writes
+- weight_quant.py  WeightQuantBatchMatmulV2 (W8A16/W4A16): the weight's antiquant on the
+                vector cores, the float GEMM on the cube
 - attention.py / attention_grad.py   fused attention forward and backward
 - composite.py  fused nodes: one task for a UB/GraphKernel group, separate tasks for an L2
                 chain (each inner node through this table again)
@@ -42,7 +44,7 @@ from typing import Any
 from ..errors import ConfigError, SimulationError
 from ..hw.names import DETAILS
 from ..ir.registry import get_op
-from . import aicpu, attention, attention_grad, composite, cube, movement, vector
+from . import aicpu, attention, attention_grad, composite, cube, movement, vector, weight_quant
 from .context import Lowering, NodeLowering, memory_cycles
 from .cube import gemm_geometry
 from .formats import NC1HWC0, ND, NZ, padded_bytes, padded_numel
@@ -51,7 +53,7 @@ from .program import Program
 from .vector import vec_class_of
 
 #: the modules whose `LOWERINGS` make the table, one per kind of op
-MODULES = (movement, vector, cube, aicpu, attention, attention_grad, composite)
+MODULES = (movement, vector, cube, aicpu, attention, attention_grad, composite, weight_quant)
 
 
 def _table(modules) -> dict[str, NodeLowering]:

@@ -20,7 +20,8 @@ FlashAttentionFusionPass):
   GroupedMatmul (down) -> MoeFinalizeRouting (weighted sum), plus the shared expert (dense
   SwiGLU MLP scaled by Sigmoid(x @ w_gate)). Values route the tokens the router picks; the
   timing model assumes the tokens spread evenly over the experts (ceil(T * k / E) rows each,
-  every expert's weights read once per layer: see ascendsim/lower/attention.py).
+  every touched expert's weights read once per layer, min(E, T * k) experts touched: see
+  lower_grouped_matmul in ascendsim/lower/cube.py).
 - the families of Hugging Face configs (models/hf_config.py): Qwen3's per-head q/k RMSNorm
   (on (B, S, H, D) before the transpose, head_dim may differ from hidden / heads); routers
   other than plain softmax top-k (Mixtral and Qwen3-MoE renormalised, DeepSeek-V2 groups,
@@ -28,7 +29,9 @@ FlashAttentionFusionPass):
   multi-head latent attention (`_Decoder.latent_attention`: a latent cache, the naive form in
   prefill, the absorbed form in decode), its leading dense layers and ungated shared
   experts; rope_scaling linear / llama3 / yarn in the cos/sin tables.
-- quant="w8a8": the projections as DynamicQuant -> QuantBatchMatmul (ir/ops/quant.py).
+- quant="w8a8": the projections as DynamicQuant -> QuantBatchMatmul (ir/ops/quant.py);
+  quant="w8a16" / "w4a16": as WeightQuantBatchMatmulV2 with int8 / INT4Pack weights
+  (weight-only: the activations stay in the compute dtype).
 - parallel=asim.Parallel(...): the same layers built per rank of a plan (`_Decoder.shard`):
   the rank's heads, ffn or experts as slices of the single-chip weights (same seeds, so the
   values match), the HCCL collectives as graph outputs (what goes to HCCL) and inputs (what
@@ -48,6 +51,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from statistics import NormalDist
 
 import numpy as np
 
@@ -77,7 +81,16 @@ from .parallel import (
 
 PHASES = ("prefill", "decode")
 #: weight quantisation modes of `decoder(quant=...)` (None: the compute dtype throughout)
-QUANT_MODES = ("w8a8",)
+QUANT_MODES = ("w8a8", "w8a16", "w4a16")
+#: weight-only modes: (weight bits, antiquant group size along K; 0 = per output channel).
+#: W4A16 uses groups of 128 rows, the common AWQ / GPTQ group; a K that 128 does not divide,
+#: or is not above, takes the largest of 64 and 32 that fits (CANN takes group sizes that are
+#: multiples of 32 in [32, K - 1]), else per channel.
+WEIGHT_ONLY = {"w8a16": (8, 0), "w4a16": (4, 128)}
+#: KV cache dtypes of `decoder(kv_cache_dtype=...)` besides the compute dtype (None): MindIE's
+#: and vLLM-Ascend's "kv int8" (C8): per-channel symmetric int8, dequantised inside the
+#: decode attention (IncreFlashAttention's key/value antiquant scales)
+KV_CACHE_DTYPES = ("int8",)
 #: additive mask value of a hidden key (fp16's most negative finite number)
 MASKED = -65504.0
 
@@ -133,6 +146,31 @@ def _quantised(shape: tuple, dtype: str, seed: int, sigma: float) -> np.ndarray:
     """The int8 weight of a seeded normal(0, sigma) float weight (quant_linear)."""
     return kq.quant_weight(random_values(shape, dtype, seed, sigma),
                            QUANT_CLIP_SIGMAS * sigma / 127.0)
+
+
+#: expected saturated weights per quantisation group (per channel or per group of K rows) of
+#: the weight-only scale: the clip sits where a normal group passes it this rarely
+WEIGHT_CLIP_TAIL = 0.05
+
+
+def weight_only_scale(rows: int, sigma: float, bits: int) -> float:
+    """The antiquant scale of a seeded normal(0, sigma) weight quantised to `bits` per channel
+    or per group of `rows` rows of K: the clip c * sigma that `rows` normal values pass
+    WEIGHT_CLIP_TAIL times on average (P(|x| > c) = WEIGHT_CLIP_TAIL / rows: about the
+    group's absmax, rarer outliers saturate), over 2^(bits-1) - 1 levels. Known without
+    building the weight, as W8A8's scale is (a shape-only run never materialises weights)."""
+    c = NormalDist().inv_cdf(1.0 - WEIGHT_CLIP_TAIL / (2.0 * rows))
+    return sigma * c / (2 ** (bits - 1) - 1)
+
+
+def _weight_only(shape: tuple, dtype: str, seed: int, sigma: float, bits: int,
+                 scale: float) -> np.ndarray:
+    """The stored weight of a seeded normal(0, sigma) float weight quantised to `bits` with
+    `scale`: int8 (K, N), or int4 in CANN's INT4Pack int32 (K, N / 8)."""
+    qmax = 2 ** (bits - 1) - 1
+    w = np.asarray(random_values(shape, dtype, seed, sigma), np.float64)
+    q = np.clip(np.round(w / scale), -qmax, qmax).astype(np.int8)
+    return kq.pack_int4(q) if bits == 4 else q
 
 
 # ----------------------------------------------------------------------------- rotary
@@ -210,9 +248,11 @@ def causal_mask(seq: int, ctx: int, dtype: str) -> np.ndarray:
 # ----------------------------------------------------------------------------- layers
 class _Decoder:
     def __init__(self, cfg: DecoderConfig, mb: ModelBuilder, batch: int, seq: int, ctx: int,
-                 absorbed: bool = False, quant: str | None = None, shard: Shard | None = None):
+                 absorbed: bool = False, quant: str | None = None, shard: Shard | None = None,
+                 kv_cache_dtype: str | None = None):
         self.cfg, self.mb, self.g = cfg, mb, mb.g
         self.quant = quant
+        self.kv_int8 = kv_cache_dtype == "int8"
         # a rank of a parallel plan (models/parallel.py): its heads, KV heads, the collectives
         self.shard = shard
         self.comm: list[Collective] = []
@@ -249,6 +289,9 @@ class _Decoder:
                                   f"modelled")
         if self.quant == "w8a8" and not name.endswith("gate"):
             y = self.quant_linear(x, name, k, n, split)
+        elif self.quant in WEIGHT_ONLY and not name.endswith("gate") and \
+                (self.quant == "w8a16" or n % kq.INT4_PER_INT32 == 0):
+            y = self.weight_only_linear(x, name, k, n, split)
         else:
             w = self.param(f"{name}.weight", (k, n), float(1 / np.sqrt(k)), split)
             y = self.g.matmul(x, w, name=name)
@@ -296,6 +339,60 @@ class _Decoder:
                      dtype="float32")
         xq, xs = g.dynamic_quant(x, name=f"{name}.quant")
         return g.quant_batch_matmul(xq, wq, ws, xs, output_dtype=mb.dtype, name=name)
+
+    def kv_scale(self, name: str) -> float:
+        """The per-channel antiquant scale of an int8 cache: the seeded model's keys and
+        values are about unit normal (RMS-normed inputs through 1/sqrt(K)-scaled weights), so
+        a calibration by absmax gives QUANT_CLIP_SIGMAS / 127 up to rare outliers (beyond it
+        saturated); the same for every channel, known without running the model."""
+        return QUANT_CLIP_SIGMAS / 127.0
+
+    def kv_quant(self, x: Value, name: str) -> Value:
+        """New keys or values (B, Hkv, S, D) to int8 (AscendQuantV2, per channel (Hkv, 1, D))."""
+        g, mb = self.g, self.mb
+        shape = (self.nkv, 1, int(x.shape[-1]))
+        inv = mb.fill(f"{name}.quant_scale", shape, 1.0 / self.kv_scale(name))
+        return g.ascend_quant_v2(x, inv, name=f"{name}.quant")
+
+    def kv_dequant(self, cache: Value, name: str) -> Value:
+        """The int8 cache back to the compute dtype (AscendAntiQuantV2; in decode the
+        attention fusion moves it into IncreFlashAttention)."""
+        g, mb = self.g, self.mb
+        shape = (self.nkv, 1, int(cache.shape[-1]))
+        scale = mb.fill(f"{name}.antiquant_scale", shape, self.kv_scale(name))
+        return g.ascend_anti_quant_v2(cache, scale, dst_type=mb.dtype, name=f"{name}.dequant")
+
+    def weight_only_linear(self, x: Value, name: str, k: int, n: int,
+                           split: tuple | None = None) -> Value:
+        """W8A16 / W4A16 (WEIGHT_ONLY): the same seeded float weight the unquantised model
+        has, quantised offline per channel or per group of K rows with the scale
+        `weight_only_scale` gives (the same for every channel and group), the activations
+        left in the compute dtype; WeightQuantBatchMatmulV2 antiquants it in the kernel. On a
+        rank of a plan (`split`) the int8 weight is sliced like the float one; int4's packed
+        columns and per-group scales are not sliced here (a ConfigError names the plan)."""
+        g, mb = self.g, self.mb
+        bits, group = WEIGHT_ONLY[self.quant]
+        if split is not None and bits == 4:
+            raise ConfigError(f"{name}: quant={self.quant!r} with a parallel plan is not "
+                              f"modelled (int4 packed columns and per-group scales are not "
+                              f"split across ranks); use 'w8a16' or 'w8a8'")
+        group = next((gs for gs in (group, group // 2, group // 4)
+                      if 32 <= gs < k and k % gs == 0), 0) if group else 0
+        shape, seed, sigma = (k, n), mb._seed(f"{name}.weight"), float(1 / np.sqrt(k))
+        scale = weight_only_scale(group or k, sigma, bits)
+        wshape, wdt = ((k, n // kq.INT4_PER_INT32), "int32") if bits == 4 else ((k, n), "int8")
+        make = functools.partial(_weight_only, shape, mb.dtype, seed, sigma, bits, scale)
+        cols = n
+        if split is not None:           # a rank's slice of the int8 weight
+            ax, ranges = (1 if split[0] == "col" else 0), tuple(split[1])
+            width = sum(b - a for a, b in ranges)
+            wshape = (k, width) if ax else (width, n)
+            cols = wshape[1]
+            make = functools.partial(sliced_made, make, ax, ranges)
+        w = g.const(LazyTensor(wshape, wdt, make, f"int{bits} of random(seed={seed})"),
+                    f"{name}.weight_int{bits}")
+        sc = mb.fill(f"{name}.antiquant_scale", (k // group, n) if group else (cols,), scale)
+        return g.weight_quant_batch_matmul_v2(x, w, sc, antiquant_group_size=group, name=name)
 
     def rms_norm(self, x: Value, name: str) -> Value:
         g, mb = self.g, self.mb
@@ -349,11 +446,16 @@ class _Decoder:
                        self.nkv)
         q, k = self.rotary(q), self.rotary(k)
         cache_shape = (self.b, self.nkv, self.total, d)
-        past_k = g.input(f"past_key.{layer}", cache_shape, mb.dtype)
-        past_v = g.input(f"past_value.{layer}", cache_shape, mb.dtype)
+        cache_dt = "int8" if self.kv_int8 else mb.dtype
+        past_k = g.input(f"past_key.{layer}", cache_shape, cache_dt)
+        past_v = g.input(f"past_value.{layer}", cache_shape, cache_dt)
+        if self.kv_int8:
+            k, v = self.kv_quant(k, f"{name}.k_cache"), self.kv_quant(v, f"{name}.v_cache")
         kc = g.kv_cache_append(past_k, k, position=self.ctx, name=f"present_key.{layer}")
         vc = g.kv_cache_append(past_v, v, position=self.ctx, name=f"present_value.{layer}")
         g.output(kc, vc)
+        if self.kv_int8:
+            kc, vc = self.kv_dequant(kc, f"{name}.k_cache"), self.kv_dequant(vc, f"{name}.v_cache")
         kt = g.transpose(self.repeat_kv(kc), perm=[0, 1, 3, 2])
         scores = g.mul(g.matmul(q, kt), mb.scalar(softmax_scale(cfg)))
         if self.mask is not None:
@@ -595,8 +697,8 @@ class _Decoder:
 def decoder(preset: str | DecoderConfig | None = None, *, config=None, batch: int = 1,
             seq_len: int | None = None, phase: str = "prefill", context_len: int = 0,
             dtype: str = "float16", all_logits: bool = False, seed: int = 0,
-            quant: str | None = None, parallel: Parallel | None = None,
-            **overrides) -> Graph | ParallelModel:
+            quant: str | None = None, kv_cache_dtype: str | None = None,
+            parallel: Parallel | None = None, **overrides) -> Graph | ParallelModel:
     """A decoder LLM step: prefill of `seq_len` prompt tokens after `context_len` cached ones,
     or one decode token per sequence against a cache of `context_len` tokens.
 
@@ -607,7 +709,11 @@ def decoder(preset: str | DecoderConfig | None = None, *, config=None, batch: in
     weight memory until values are asked for. Latent attention (DeepSeek) builds its absorbed
     form in decode, its naive form in prefill. quant="w8a8": the attention and MLP
     projections as DynamicQuant + QuantBatchMatmul with int8 weights (the router, the shared
-    expert gate, the routed experts, attention itself and lm_head stay in `dtype`).
+    expert gate, the routed experts, attention itself and lm_head stay in `dtype`);
+    quant="w8a16" / "w4a16": the same projections as WeightQuantBatchMatmulV2 (int8 or int4
+    weights, antiquant in the kernel; a chip whose CANN lacks it fails when simulated).
+    kv_cache_dtype="int8": the K/V caches in int8 (AscendQuantV2 of the new tokens,
+    AscendAntiQuantV2 before attention, fused into IncreFlashAttention in decode).
     parallel: an `asim.Parallel` plan: returns a `ParallelModel` (models/parallel.py) with one
     graph per distinct rank and the collectives between them instead of a Graph.
     """
@@ -619,6 +725,11 @@ def decoder(preset: str | DecoderConfig | None = None, *, config=None, batch: in
     check_choice("phase", phase, PHASES)
     if quant is not None:
         check_choice("quant", quant, QUANT_MODES)
+    if kv_cache_dtype is not None:
+        check_choice("kv_cache_dtype", kv_cache_dtype, KV_CACHE_DTYPES)
+        if cfg.mla:
+            raise ConfigError("kv_cache_dtype='int8': the latent cache of multi-head latent "
+                              "attention is not quantised here (only per-head K/V caches)")
     if phase == "decode":
         if seq_len not in (None, 1):
             raise ConfigError(f"seq_len={seq_len!r}: decode adds one token per sequence "
@@ -633,13 +744,19 @@ def decoder(preset: str | DecoderConfig | None = None, *, config=None, batch: in
         raise ConfigError(f"context_len={context_len!r}: must be a non-negative integer")
     label = preset if isinstance(preset, str) else "decoder"
     if parallel is not None:
+        if quant is not None and WEIGHT_ONLY.get(quant, (8,))[0] == 4:
+            raise ConfigError(f"quant={quant!r} with a parallel plan is not modelled (int4 "
+                              f"packed columns and per-group scales are not split across "
+                              f"ranks); use 'w8a16' or 'w8a8'")
         return parallel_decoder(cfg, parallel, label=label, batch=int(batch),
                                 seq_len=int(seq_len), phase=phase,
                                 context_len=int(context_len), dtype=dtype,
-                                all_logits=all_logits, seed=seed, quant=quant)
+                                all_logits=all_logits, seed=seed, quant=quant,
+                                kv_cache_dtype=kv_cache_dtype)
     mb = ModelBuilder(f"{label}_{phase}_b{batch}_s{seq_len}_c{context_len}", dtype, seed)
     dec = _Decoder(cfg, mb, int(batch), int(seq_len), int(context_len),
-                   absorbed=phase == "decode", quant=quant)
+                   absorbed=phase == "decode", quant=quant,
+                   kv_cache_dtype=kv_cache_dtype)
     return _body(dec, int(batch), int(seq_len), all_logits)
 
 
@@ -701,7 +818,8 @@ def _body(dec: _Decoder, batch: int, seq_len: int, all_logits: bool) -> Graph:
 def parallel_decoder(cfg: DecoderConfig, parallel: Parallel, *, label: str = "decoder",
                      batch: int = 1, seq_len: int = 1, phase: str = "prefill",
                      context_len: int = 0, dtype: str = "float16", all_logits: bool = False,
-                     seed: int = 0, quant: str | None = None) -> ParallelModel:
+                     seed: int = 0, quant: str | None = None,
+                     kv_cache_dtype: str | None = None) -> ParallelModel:
     """`decoder(..., parallel=plan)`: the model split by `plan` (models/parallel.py), its
     stage graphs built on first use."""
     if not isinstance(parallel, Parallel):
@@ -713,7 +831,7 @@ def parallel_decoder(cfg: DecoderConfig, parallel: Parallel, *, label: str = "de
         mb = ModelBuilder(f"{label}_{phase}_b{b}_s{seq_len}_c{context_len}_stage{shard.stage}",
                           dtype, seed)
         dec = _Decoder(cfg, mb, b, seq_len, context_len, absorbed=phase == "decode",
-                       quant=quant, shard=shard)
+                       quant=quant, shard=shard, kv_cache_dtype=kv_cache_dtype)
         g = _body(dec, b, seq_len, all_logits)
         return g, list(dec.comm)
     return ParallelModel(label, cfg, parallel, phase, batch, seq_len, context_len, dtype, quant,

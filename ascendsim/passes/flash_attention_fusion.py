@@ -11,6 +11,10 @@ Pattern (anchored at the Softmax), BNSD tensors as HF's eager attention exports 
         ->  y = FlashAttentionScore(q, k, v[, mask]; scale_value, head_num, causal)
             or IncreFlashAttention(q, k, v[, mask]; num_heads, scale_value, num_key_value_heads)
 
+An int8 KV cache (decode): when k and v are each an AscendAntiQuantV2 of an int8 cache, the
+IncreFlashAttention takes the int8 caches and the antiquant scales/offsets as its
+key/value_antiquant_scale/offset inputs (the dequantisation moves into the kernel, as CANN's
+IFA does with antiquant_scale), so no float copy of the cache is written.
 GQA: the fused op reads k and v with their Hkv heads (each shared by G = H / Hkv query heads),
 so the repeat copies disappear. A constant mask that is exactly the bottom-right causal mask
 (0 where key t <= query i + T - S, at most -1e4 elsewhere) becomes `causal=1` and is not
@@ -31,6 +35,7 @@ from .rewrite import GraphView, other_input, replace_nodes
 MATMUL, MUL, DIV, ADD, SOFTMAX, TRANSPOSE, RESHAPE, EXPAND = (
     "MatMul", "Mul", "Div", "Add", "Softmax", "Transpose", "Reshape", "Expand")
 FAS, IFA = "FlashAttentionScore", "IncreFlashAttention"
+ANTIQUANT = "AscendAntiQuantV2"
 #: a mask entry at or below this hides its key (fp16 masks use -65504 or -10000)
 HIDDEN = -1.0e4
 
@@ -109,8 +114,14 @@ class FlashAttentionFusionPass(RewritePass):
         q = qk.inputs[0]
         nodes += [sc, qk, tr, *k_rep, *v_rep]
         decode = view.value(q).rank == 4 and view.value(q).shape[2] == 1
+        antiquant = None
+        if decode:      # an int8 cache dequantised just before: IFA reads it as int8
+            kd, vd = view.producer(k, (ANTIQUANT,)), view.producer(v, (ANTIQUANT,))
+            if kd is not None and vd is not None and kd is not vd:
+                antiquant = (kd, vd)
+                nodes += [kd, vd]
         return Match(node, nodes, {"q": q, "k": k, "v": v, "mask": mask, "scale": scale,
-                                   "tr": tr, "out": pv.outputs[0],
+                                   "tr": tr, "out": pv.outputs[0], "antiquant": antiquant,
                                    "pattern": self.patterns[1 if decode else 0]})
 
     def check(self, graph: Graph, m: Match, view: GraphView, ctx: PassContext) -> Decision:
@@ -149,6 +160,14 @@ class FlashAttentionFusionPass(RewritePass):
                               "num_key_value_heads": kv_heads}
             if causal:      # one query at the end of the cache sees every key
                 causal = 0
+            if m["antiquant"] is not None:
+                kd, vd = m["antiquant"]
+                ins[1:3] = [kd.inputs[0], vd.inputs[0]]
+                ins += [None] * (4 - len(ins))
+                for d in (kd, vd):
+                    ins += [d.inputs[1], d.inputs[2] if len(d.inputs) > 2 else None]
+                while ins[-1] is None:
+                    ins.pop()
         else:
             op, attrs = FAS, {"scale_value": float(m["scale"]), "head_num": heads,
                               "causal": causal}

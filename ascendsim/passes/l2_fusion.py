@@ -72,15 +72,9 @@ def _separable(graph: Graph, node: Node, batch: int | None, consts: frozenset[st
         if not inner or any(b is None for b in inner) or len(set(inner)) != 1:
             return None
         # a computed weight read inside (a training step's ConvTranspose of the Cast master
-        # weight) that leads with N: the lowering of a batch split tells weights by the slots
-        # of the chain's own nodes, not of a fused node's inner ones, and would chunk it like
-        # an activation (ResNet-50's batch-512 step: a (512, 256, 1, 1) weight)
-        for n in sub.nodes:
-            for w in weight_inputs(n):
-                if w in sub.inputs and w not in inner_consts:
-                    shape = sub.values[w].shape
-                    if shape and shape[0] == inner[0]:
-                        return None
+        # weight, leading with N in ResNet-50's batch-512 step: (512, 256, 1, 1)) is shared by
+        # the chunks: `weight_inputs` of the fused node names it, and the lowering's
+        # `chunk_values` leaves it whole
         return inner[0]
     if opdef(node).category not in _SEPARABLE or \
             unit_of(graph, node) not in (Unit.CUBE, Unit.VECTOR):

@@ -35,6 +35,7 @@ from ..hw.names import (
     PIPES,
 )
 from ..sim.trace import Interval, Trace
+from .breakdown import CAUSES, HEADINGS, RULE, breakdown, cause_of
 from .summary import core_kind, core_name, find_task, fused_label
 
 _LANE_HEIGHT = 0.8
@@ -104,10 +105,51 @@ class OpColors:
         return self.colors.get(key, OTHER)
 
 
+#: what `color_by` takes
+COLOR_BY = ("type", "op", "cause")
+#: one colour per cause of `report.breakdown` (compute, read, write, stall, launch, idle)
+CAUSE_COLORS = {"compute": "tab:green", "read": "tab:blue", "write": "tab:orange",
+                "stall": "tab:red", "launch": "tab:purple", "idle": "0.8"}
+
+
+def cause_colors(trace: Trace) -> OpColors:
+    """Colours by cause (`color_by="cause"`): the intervals are cut into their causes by
+    `report.breakdown.cause_of` (the breakdown's rule, one place), each cause one colour;
+    the legend ranks the causes by their total in `Result.breakdown()`."""
+    totals = {c: round(sum(r.of(c) for r in breakdown(trace).rows) * 1000) for c in CAUSES}
+    return OpColors("cause", {}, dict(CAUSE_COLORS), totals)
+
+
+def cause_lanes(lanes: Sequence[Lane]) -> list[Lane]:
+    """`lanes` with every interval cut into its causes (`cause_of`): each piece's `op` is its
+    cause; an instruction that only waits (no cause) is drawn as idle."""
+    out = []
+    for lane in lanes:
+        pieces = []
+        for iv in lane.intervals:
+            parts = cause_of(iv) or [("idle", iv.start, iv.end)]
+            pieces += [iv._replace(op=c, start=a, end=b, stall=0) for c, a, b in parts if b > a]
+        out.append(Lane(lane.label, pieces, lane.cores))
+    return out
+
+
+def _majority_cause(ivs: Sequence[Interval], at: np.ndarray) -> list[str]:
+    """The cause with most intervals of `ivs` (cause pieces) busy at each time of `at`."""
+    counts = []
+    for cause in CAUSES:
+        mine = [iv for iv in ivs if iv.op == cause]
+        st = np.sort(np.fromiter((iv.start for iv in mine), float, len(mine)))
+        en = np.sort(np.fromiter((iv.end for iv in mine), float, len(mine)))
+        counts.append(np.searchsorted(st, at, "right") - np.searchsorted(en, at, "right"))
+    best = np.argmax(np.vstack(counts), axis=0)
+    return [CAUSES[i] for i in best.tolist()]
+
+
 def op_colors(*traces: Trace, by: str = "type") -> OpColors:
     """Colours for one or several traces drawn together (see `OpColors`)."""
     if by not in ("type", "op"):
-        raise AscendSimError(f"colour by {by!r}: use 'type' or 'op'")
+        raise AscendSimError(f"colour by {by!r}: use 'type' or 'op' (or 'cause' in "
+                             f"plot_timeline)")
     keys: dict = {}
     totals: dict[str, int] = {}
     for k, trace in enumerate(traces):
@@ -257,9 +299,13 @@ def _draw_lane(ax: Any, y: float, lane: Lane, trace: Trace, colors: OpColors, ti
                                              edgecolors="none"))
         return
     # occupancy lane: rectangles of the step function (binned when finer than the figure),
-    # each coloured by the task running at its midpoint
+    # each coloured by the task running at its midpoint (by cause: the most common cause)
     x0, x1, h = _occupancy_rects(lane.intervals, lane.cores)
     if not len(h):
+        return
+    if colors.by == "cause":
+        faces = [colors.color(c) for c in _majority_cause(lane.intervals, (x0 + x1) / 2)]
+        _draw_rects(ax, y, x0, x1, h, faces, scale)
         return
     tids = sorted({iv.task_id for iv in lane.intervals})
     spans = {t.task_id: (t.start, t.end, colors.key_of(t, tix)) for t in trace.tasks
@@ -271,6 +317,12 @@ def _draw_lane(ax: Any, y: float, lane: Lane, trace: Trace, colors: OpColors, ti
     idx = np.searchsorted(t_start, mid, side="right") - 1
     faces = [colors.color(order[i][2]) if i >= 0 and t_end[i] >= m else OTHER
              for i, m in zip(idx.tolist(), mid.tolist(), strict=True)]
+    _draw_rects(ax, y, x0, x1, h, faces, scale)
+
+
+def _draw_rects(ax: Any, y: float, x0: np.ndarray, x1: np.ndarray, h: np.ndarray,
+                faces: list, scale: float) -> None:
+    """The occupancy rectangles of a lane at `y` (heights `h` as fractions of the lane)."""
     base = y - _LANE_HEIGHT / 2
     verts = np.empty((len(h), 4, 2))
     verts[:, 0, 0] = verts[:, 1, 0] = x0 * scale
@@ -303,9 +355,13 @@ def _time_scale(trace: Trace) -> float:
     return 1e6 / trace.chip.clock_hz
 
 
-def _lane_key(fig: Figure, lanes: Sequence[Lane] = ()) -> None:
-    """What the lanes mean, under the axes (a figure-level label the layout makes room for)."""
+def _lane_key(fig: Figure, lanes: Sequence[Lane] = (), rule: str = "") -> None:
+    """What the lanes mean, under the axes (a figure-level label the layout makes room for);
+    `rule`: the colouring rule when it needs saying (by cause)."""
     text = lane_key(lanes) if lanes else LANE_KEY
+    if rule:
+        text = text.replace("dark base = waiting on shared L2/HBM bandwidth; ", "")
+        text += f"; colour by cause: {rule}"
     fig.supxlabel(textwrap.fill(text, 170), fontsize="x-small", color="0.35", x=0.01,
                   ha="left")
 
@@ -331,7 +387,10 @@ def _legend(ax: Any, colors: OpColors, shown: set[str],
         handles.append(Patch(color=OTHER, label=f"{others} other"))
     if not handles:
         return
-    what = "op type" if colors.by == "type" else "op"
+    if colors.by == "cause":
+        handles = [Patch(color=colors.colors[c], label=HEADINGS[c]) for c in CAUSES
+                   if c in shown]
+    what = {"type": "op type", "op": "op", "cause": "cause"}[colors.by]
     ax.legend(handles=handles, title=what, loc="upper left", bbox_to_anchor=(1.005, 1.0),
               fontsize="small", frameon=False)
 
@@ -364,8 +423,10 @@ def plot_timeline(trace: Trace, path: str | None = None, *, cores: Sequence[int]
     `op` zooms to one op's tiles; `window=(start_us, end_us)` to a time span; `cores` picks the
     cores drawn lane by lane (in addition to the aggregated lanes when cores are aggregated);
     `aggregate` forces (True) or forbids (False) the per-pipe occupancy lanes. `color_by`:
-    "type" (op type; the default) or "op" (op instance; the default when the view holds at most
-    as many ops as the legend shows). `title`: the figure's title (`Result.plot_timeline`
+    "type" (op type; the default), "op" (op instance; the default when the view holds at most
+    as many ops as the legend shows) or "cause" (each interval cut into compute, read, write,
+    stall on L2/HBM, launch by the rule of `Result.breakdown()`; an aggregated lane takes the
+    most common cause of its cores). `title`: the figure's title (`Result.plot_timeline`
     names model, batch, chip and fusion). Saved to `path` (PNG, SVG, PDF by extension) when
     given; the Figure is returned either way.
     """
@@ -374,7 +435,12 @@ def plot_timeline(trace: Trace, path: str | None = None, *, cores: Sequence[int]
     shown_ops = {iv.op for lane in lanes for iv in lane.intervals}
     if color_by is None:
         color_by = "op" if (op or window) and len(shown_ops) <= _MAX_LEGEND else "type"
-    colors = op_colors(trace, by=color_by)
+    if color_by not in COLOR_BY:
+        raise AscendSimError(f"color_by={color_by!r}: one of {', '.join(COLOR_BY)}")
+    if color_by == "cause":
+        colors, lanes = cause_colors(trace), cause_lanes(lanes)
+    else:
+        colors = op_colors(trace, by=color_by)
     win = _window(trace, op, window)
     scale = _time_scale(trace)
     n_ops = len({iv.op for lane in lanes for iv in lane.intervals})
@@ -384,7 +450,7 @@ def plot_timeline(trace: Trace, path: str | None = None, *, cores: Sequence[int]
     xlim = None if win is None else (win[0] * scale, win[1] * scale)
     draw_timeline(ax, trace, lanes, colors, xlim)
     ax.set_xlabel("time (us)")
-    _lane_key(fig, lanes)
+    _lane_key(fig, lanes, RULE if color_by == "cause" else "")
     shown = {colors.key_of(iv) for lane in lanes for iv in lane.intervals}
     _legend(ax, colors, shown, (trace,))
     name = getattr(trace.chip, "name", "chip")

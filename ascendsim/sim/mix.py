@@ -25,6 +25,9 @@ one, so that block detail measures the AIC's pace before the AIV's traffic begin
 during the AIV's start-up burst, the coalesced AIC would keep that contended pace for all
 its remaining tiles: the over-contention of an unthrottled AIV). An AIC that is itself
 bandwidth-bound gains little: the AIV's bytes still cross the same fabric.
+A MIX_AIV kernel (lower/weight_quant.py: the AIV antiquants weight slices that the AIC then
+multiplies) is the same pipeline with the roles swapped: the AIV phase produces, the AIC
+phase waits for its first tiles and ends one of its tiles after the AIV's end.
 Any other multi-phase task runs its phases in turn.
 """
 
@@ -33,18 +36,22 @@ from __future__ import annotations
 import math
 
 from ..errors import SimulationError
-from ..hw.names import ENGINE_AICORE, TASK_MIX_AIC
+from ..hw.names import ENGINE_AICORE, TASK_MIX_AIC, TASK_MIX_AIV
 from ..lower.program import CoreGroup, Phase
 from .block import COALESCE_MIN, PREFIX_TILES
 from .kernelstart import tiling_lines
 
 
 def is_mix(task) -> bool:
-    """A split-chip mix kernel: an AIC phase followed by an AIV phase."""
+    """A split-chip mix kernel: an AIC phase followed by an AIV phase (MIX_AIC), or an AIV
+    phase whose results the AIC phase consumes (MIX_AIV: a weight-quantised matmul's
+    antiquant, lower/weight_quant.py); the first phase produces, the second consumes."""
     ph = task.phases
-    return (task.task_type == TASK_MIX_AIC and len(ph) == 2
-            and all(p.engine == ENGINE_AICORE and p.groups for p in ph)
-            and not ph[0].vector_cores and ph[1].vector_cores)
+    if len(ph) != 2 or not all(p.engine == ENGINE_AICORE and p.groups for p in ph):
+        return False
+    if task.task_type == TASK_MIX_AIC:
+        return not ph[0].vector_cores and ph[1].vector_cores
+    return task.task_type == TASK_MIX_AIV and ph[0].vector_cores and not ph[1].vector_cores
 
 
 def run_phases(engine, task):

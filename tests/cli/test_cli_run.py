@@ -145,3 +145,13 @@ def test_progress_bar_on_a_terminal_and_without_tqdm(monkeypatch, capsys) -> Non
     assert quiet.sim_callback() is None
     quiet.close()
     assert Progress(["a"]).sim_callback() is None      # stderr is not a terminal under pytest
+
+
+def test_run_timeline_coloured_by_cause(capsys, tmp_path) -> None:
+    png = str(tmp_path / "c.png")
+    code = main(["run", "conv_bn_relu", "--timeline", png, "--timeline-color", "cause",
+                 "--no-progress"])
+    assert code == 0, capsys.readouterr().err
+    assert open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+    code = main(["run", "conv_bn_relu", "--timeline-color", "cause", "--no-progress"])
+    assert code == 2 and "--timeline-color colours the --timeline" in capsys.readouterr().err

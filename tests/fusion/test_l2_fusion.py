@@ -158,23 +158,39 @@ def test_a_computed_weight_is_shared_by_every_chunk():
 
 
 def test_a_computed_weight_inside_a_ub_fused_node_is_not_chunked():
-    """Issue 23 item 3: ResNet-50's batch-512 training step on the 910 and 910B raised a
-    GraphError: an L2 chain held a UB-fused ConvTranspose (the input gradient) reading the
-    Cast of a (512, 256, 1, 1) master weight; the batch split tells weights by the slots of
-    the chain's own nodes and chunked this one like an activation. Such a fused node is not
-    batch-separable for the pass."""
+    """Issue 23 item 3 / issue 26: ResNet-50's batch-512 training step holds an L2 chain with a
+    UB-fused ConvTranspose (the input gradient) reading the Cast of a (512, 256, 1, 1) master
+    weight. `weight_inputs` of the fused node names the weights of its inner nodes, so the
+    chain stays batch-separable and the lowering's chunks share that weight whole (the pass
+    refused the split before, the weights inside UB-fused nodes unseen)."""
+    from ascendsim.api import simulate
+    from ascendsim.ir.registry import weight_inputs
+    from ascendsim.lower.composite import chunk_values
+
     g = Graph("convt_weight")
     dy = g.input("dy", (8, 8, 6, 6), "float16")
     master = g.input("w", (8, 4, 1, 1), "float32")       # leads with 8, the batch
     y = g.relu(g.conv_transpose(dy, g.cast(master, to="float16")))
-    g.output(g.relu(g.add(y, y)))
-    _, convt, relu, _, _ = g.nodes
+    out = g.relu(g.add(y, y))
+    g.output(out)
+    cast, convt, relu, _, _ = g.nodes
     assert batch_separable(g, convt) == 8                  # the slot tells W apart
     fuse_nodes(g, [convt, relu], {"fusion": "UB", "pattern": "Conv2DBackpropEltwiseFusion",
                                   "display_type": "ConvTransposeRelu"})
     ub = next(n for n in g.nodes if n.subgraph is not None)
-    assert batch_separable(g, ub) is None
+    assert weight_inputs(ub) == {cast.outputs[0]}
+    assert batch_separable(g, ub) == 8
     assert [batch_separable(g, n) for n in g.nodes if n.op_type in ("Add", "Relu")] == [8, 8]
+    chain = [n for n in g.nodes if n is not cast]
+    fuse_nodes(g, chain, {"fusion": "L2", "pattern": "L2BatchSplitFusion",
+                          "display_type": "L2_chain", "batch_split": 2, "chunk_batch": 4,
+                          "l2_values": ()})
+    l2 = next(n for n in g.nodes if n.attrs.get("fusion") == "L2")
+    values = chunk_values(l2, 2, g.constants)
+    assert values[cast.outputs[0]].shape == (8, 4, 1, 1)   # the weight, whole
+    assert values["dy"].shape == (4, 8, 6, 6)              # the activation, chunked
+    assert values[out.name].shape == (4, 4, 6, 6)
+    assert simulate(g, fusion=False).cycles > 0
 
 
 def test_resnet50_training_step_at_batch_512_optimizes_and_chunks():

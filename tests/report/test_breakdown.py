@@ -72,3 +72,46 @@ def test_summary_csv_splits_each_task_span_by_cause(bert, tmp_path) -> None:
     first = rows[0]
     assert float(first["compute_us (C)"]) == pytest.approx(by_op[first["Op Name"]].compute_us,
                                                           abs=1e-3)
+
+
+def test_timeline_colours_by_cause_with_the_breakdown_rule(tmp_path) -> None:
+    """color_by="cause": every interval is cut by the breakdown's `cause_of` (the hand-made
+    task above: the MTE2 move is read then stall), each cause one colour, named in the key."""
+    from matplotlib.colors import to_rgba
+
+    from ascendsim.report.timeline import (
+        CAUSE_COLORS,
+        cause_lanes,
+        plot_timeline,
+        timeline_lanes,
+    )
+
+    chip = asim.get_chip("ascend910")
+    task = TaskRecord(0, 0, "op", "Add", "AI_CORE", start=100, end=200, launch_start=50)
+    ivs = [Interval("aicore", 0, "S", 0, "op", 100, 110, kind="kernel_start"),
+           Interval("aicore", 0, "MTE2", 0, "op", 110, 150, kind="copy", src="DDR", dst="UB",
+                    stall=10),
+           Interval("aicore", 0, "V", 0, "op", 130, 160, kind="vec_binary"),
+           Interval("aicore", 0, "MTE3", 0, "op", 155, 180, kind="copy", src="UB", dst="L2")]
+    trace = Trace(chip, tasks=[task], intervals=ivs, total_cycles=200)
+    lanes = cause_lanes(timeline_lanes(trace, aggregate=False))
+    got = {(iv.pipe, iv.op, iv.start, iv.end) for lane in lanes for iv in lane.intervals}
+    assert got == {("S", "launch", 100, 110), ("MTE2", "read", 110, 140),
+                   ("MTE2", "stall", 140, 150), ("V", "compute", 130, 160),
+                   ("MTE3", "write", 155, 180)}
+    fig = plot_timeline(trace, str(tmp_path / "c.png"), color_by="cause", aggregate=False)
+    faces = {tuple(fc) for coll in fig.axes[0].collections for fc in coll.get_facecolors()}
+    for cause in ("launch", "read", "stall", "compute", "write"):
+        assert to_rgba(CAUSE_COLORS[cause]) in faces, cause
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert legend == ["C compute", "R read", "W write", "stall L2/HBM", "E launch"]
+    assert (tmp_path / "c.png").stat().st_size > 0
+
+
+def test_aggregated_timeline_by_cause_and_a_bad_colour_name(bert) -> None:
+    r = asim.simulate(bert, chip="ascend910b")
+    fig = r.plot_timeline(color_by="cause", aggregate=True)
+    legend = {t.get_text() for t in fig.axes[0].get_legend().get_texts()}
+    assert {"C compute", "R read"} <= legend
+    with pytest.raises(asim.AscendSimError, match="color_by='pipe'"):
+        r.plot_timeline(color_by="pipe")

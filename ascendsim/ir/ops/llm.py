@@ -33,7 +33,10 @@
   head_num / Hkv query heads (GQA); `causal`=1 applies the bottom-right causal mask (CANN
   sparse_mode 3) without a mask tensor; `atten_mask` is additive here (CANN's is boolean).
 - IncreFlashAttention (CANN IncreFlashAttention, torch_npu.npu_incre_flash_attention): the
-  decode form, one query token per sequence against the whole cache.
+  decode form, one query token per sequence against the whole cache; an int8 cache comes
+  with key/value_antiquant_scale and _offset (per channel, broadcast to the cache) and is
+  dequantised inside the kernel, (x + offset) * scale (the KV int8 of
+  npu_incre_flash_attention's antiquant_scale / antiquant_offset).
 
 Sources: hiascend.com torch_npu API pages for npu_fusion_attention (ptaoplist_000139),
 npu_fused_infer_attention_score (ptaoplist_000837), npu_rotary_mul (ptaoplist_000141),
@@ -48,6 +51,7 @@ import numpy as np
 from ...errors import GraphError
 from ...kernels import llm as kl
 from ...kernels import llm_grad as klg
+from ...kernels import quant as kq
 from ..registry import Category, OpDef, Unit, VecClass, broadcast_shapes, register
 from .elementwise import FLOATS, INTS, check_dtype, same_dtype
 from .norm import norm_axis
@@ -240,7 +244,19 @@ def _attention_infer(heads_attr: str, kv_attr: str | None):
         q, k, v = ins[0], ins[1], ins[2]
         mask = ins[3] if len(ins) > 3 else None
         check_dtype(q, FLOATS)
-        same_dtype([q, k, v])
+        if kv_attr and k.dtype == "int8":     # an int8 KV cache, dequantised in the kernel
+            same_dtype([k, v])
+            if len(ins) < 7 or ins[4] is None or ins[6] is None:
+                raise GraphError(f"IncreFlashAttention: int8 key '{k.name}' / value "
+                                 f"'{v.name}' need key_antiquant_scale and "
+                                 f"value_antiquant_scale")
+            for a in ins[4:]:
+                if a is not None and broadcast_shapes(a.shape, k.shape) != tuple(k.shape):
+                    raise GraphError(f"IncreFlashAttention antiquant '{a.name}' "
+                                     f"{tuple(a.shape)} does not broadcast to the cache "
+                                     f"{tuple(k.shape)}")
+        else:
+            same_dtype([q, k, v])
         qs = static_dims(q.shape, f"query '{q.name}'")
         ks, vs = static_dims(k.shape, f"key '{k.name}'"), static_dims(v.shape, f"value '{v.name}'")
         if len(qs) != 4 or len(ks) != 4 or ks != vs or qs[0] != ks[0] or qs[3] != ks[3]:
@@ -263,12 +279,21 @@ def _attention_infer(heads_attr: str, kv_attr: str | None):
     return infer
 
 
+def _dequant_kv(x, scale, offset, like):
+    """An int8 cache as the kernel reads it: (x + offset) * scale in x's compute dtype."""
+    return kq.ascend_anti_quant(x, scale, offset).astype(np.asarray(like).dtype)
+
+
 def _attention_kernel(scale_attr: str, causal_attr: str | None):
     def kernel(args, attrs):
         mask = args[3] if len(args) > 3 else None
         causal = bool(attrs[causal_attr]) if causal_attr else False
-        return [kl.flash_attention(args[0], args[1], args[2], mask,
-                                   float(attrs[scale_attr]), causal)]
+        k, v = args[1], args[2]
+        if np.asarray(k).dtype == np.int8:
+            extra = list(args[4:]) + [None] * (8 - len(args))
+            k = _dequant_kv(k, extra[0], extra[1], args[0])
+            v = _dequant_kv(v, extra[2], extra[3], args[0])
+        return [kl.flash_attention(args[0], k, v, mask, float(attrs[scale_attr]), causal)]
     return kernel
 
 
@@ -362,11 +387,14 @@ register(OpDef("FlashAttentionScore", _attention_infer("head_num", None),
                doc="CANN FlashAttentionScore (attention_out), BNSD, GQA, optional causal"))
 register(OpDef("IncreFlashAttention", _attention_infer("num_heads", "num_key_value_heads"),
                _attention_kernel("scale_value", None), _O, unit=Unit.CUBE,
-               inputs=("query", "key", "value", "atten_mask?"),
+               inputs=("query", "key", "value", "atten_mask?", "key_antiquant_scale?",
+                       "key_antiquant_offset?", "value_antiquant_scale?",
+                       "value_antiquant_offset?"),
                attrs={"num_heads": 0, "scale_value": 1.0, "num_key_value_heads": 0,
                       "input_layout": "BNSD"},
                flops=_attention_flops(None), vec_class=VecClass.EXP, vec_instrs=6,
-               untrainable_inputs=(3,), lowering="flash_attention",
-               doc="CANN IncreFlashAttention: one query token against the KV cache"))
+               untrainable_inputs=(3, 4, 5, 6, 7), lowering="flash_attention",
+               doc="CANN IncreFlashAttention: one query token against the KV cache (int8 "
+                   "with its per-channel antiquant scales and offsets, dequantised inside)"))
 
 __all__ = ["attention_pairs", "SPLIT_M", "SPLIT_K"]
