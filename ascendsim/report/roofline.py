@@ -121,6 +121,21 @@ def plot_roofline(trace: Trace, path: str | None = None, label_top: int = 6,
                  fontsize="medium")
     ax.grid(True, which="both", alpha=0.2)
     ax.legend(fontsize="x-small", loc="lower right")
+    _drop_overlaps(fig, ax)
     if path:
         fig.savefig(path)
     return fig
+
+
+def _drop_overlaps(fig: Figure, ax: Any) -> None:
+    """Remove the labels that overlap one placed before them, measured on the laid-out
+    figure: `_annotate` places labels with estimated text boxes before the constrained
+    layout moves the axes, and a real box can come out larger than its estimate."""
+    fig.draw_without_rendering()
+    kept = []
+    for text in list(ax.texts):
+        box = text.get_window_extent()
+        if any(box.overlaps(k) for k in kept):
+            text.remove()
+        else:
+            kept.append(box)

@@ -3,9 +3,10 @@
 A GM move asks the run's `L2Cache` (one per run) for its HBM fraction (misses, and the dirty
 bytes it evicts) and its per-core path bandwidth at its miss fraction (the msKPP de-rate);
 the task's GM traffic is the simulated one (`GmAccount.traffic`). When a task ends, its
-fills become ordinary residency and the intermediates it was the last reader of leave the
-L2; at the end of the graph what is still dirty is written back (`GmAccount.flush`). See the
-note on the model in `ascendsim.sim.engine`, "L2 as a cache".
+fills become ordinary residency and the intermediates it was the last reader of are dead
+(their lines stay; a later intermediate's writes overwrite them, else they are written back
+when evicted: `L2Cache.retire`); at the end of the graph what is still dirty is written back
+(`GmAccount.flush`). See the note on the model in `ascendsim.sim.engine`, "L2 as a cache".
 """
 
 from __future__ import annotations
@@ -74,8 +75,9 @@ class GmAccount:
         whole = whole or 1
         evicted = 0.0
         if write:
+            readers = self.readers
             for name, size, _ in tensors:
-                evicted += l2.write(tid, name, size, total * size / whole)
+                evicted += l2.write(tid, name, size, total * size / whole, name in readers)
             _add(tr, ("L2", "write"), total)
             _add(tr, ("DDR", "write"), evicted)
             return evicted / total, bw
@@ -99,16 +101,17 @@ class GmAccount:
 
     def task_done(self, tid: int) -> None:
         """A task ended: its fills become ordinary residency; an intermediate whose last
-        reader this was (or that nobody reads) is dead and leaves L2 (`L2Cache.drop`)."""
+        reader this was (or that nobody reads) is dead: its lines stay in L2, marked so
+        (`L2Cache.retire`)."""
         self.l2.end_task(tid)
         readers = self.readers
         for name in self.reads.get(tid, ()):
             readers[name] -= 1
             if readers[name] == 0:
-                self.l2.drop(name)
+                self.l2.retire(name)
         for name in self.writes.get(tid, ()):
             if readers.get(name) == 0:
-                self.l2.drop(name)
+                self.l2.retire(name)
 
     def flush(self, env, fabric, done: list):
         """End of the graph, once the `done` events of every task have fired: write back what

@@ -34,12 +34,24 @@ the one being accessed last; the dirty part of what is evicted (in proportion to
 tensor's dirty share) is written back to HBM. `flush()` writes back everything still dirty
 at the end of the graph.
 
-Dead tensors. `drop(name)` forgets a tensor without writing it back; the engine calls it when
-the last task reading an intermediate (not a graph output) has finished. GE's memory
-assigner hands a freed block to a later tensor (`lower/memory.py`), whose writes overwrite
-those lines, so a dead tensor's dirty data never reaches HBM; the model frees the lines at
-once instead of at the overwrite (a freed block that is not reused before it would be
-evicted is the case this gets wrong: it would be written back).
+Dead tensors. A cache line knows nothing of liveness: the dirty lines of a tensor whose last
+reader has finished stay in L2 and are written back when evicted, like any other. Huawei's
+L2 guide for the A2/A3 states that a replaced line is first written back to GM "because of
+cache coherence" (asc-devkit `docs/zh/guide/算子实践参考/SIMD算子性能优化/内存访问/
+设置合理的L2-CacheMode.md`), and the only L2 control on those chips is a per-tensor
+allocation hint (`GlobalTensor::SetL2CacheHint`); modes that drop or clean a line without a
+write-back (`NOTALLOC_CLEAN`, `NOTALLOC_DROP`) exist only on the Ascend 950
+(`reference/kernel-mechanisms.md` section 6). So `retire(name)` (the engine calls it when the
+last task reading an intermediate, not a graph output, has finished) marks the tensor's lines
+dead and leaves them where they are in the LRU order. What saves a dead tensor's dirty data
+from HBM is GE's memory reuse: the assigner hands the freed block to a later tensor
+(`lower/memory.py`), whose writes land on the same addresses and so on the same L2 lines,
+overwriting the dirty data in L2. Without addresses the model takes that block to be the
+most recently used dead one: a write that allocates new bytes of an intermediate
+(`write(..., reuse=True)`) takes them from the dead lines, most recently used first, without
+a write-back (`dropped_bytes` counts the dirty bytes overwritten so) and without growing the
+occupancy. Dead bytes that no later tensor reuses age to the LRU end and are written back
+when evicted (`writeback_bytes`), or at the end of the graph (`flush`).
 
 The decisions happen when a move starts; the engine turns miss and write-back bytes into
 fabric flows, so they share HBM bandwidth with everything else in flight.
@@ -73,7 +85,8 @@ class L2Stats:
     write_bytes: float = 0.0       # GM writes (all land in L2)
     writeback_bytes: float = 0.0   # dirty bytes written back to HBM on eviction
     flush_bytes: float = 0.0       # dirty bytes written back at the end of the graph
-    dropped_bytes: float = 0.0     # dirty bytes of dead tensors, never written back
+    dropped_bytes: float = 0.0     # dirty bytes of dead tensors overwritten in L2 by a later
+    #                                tensor in their block (never written back)
     flush_cycles: int = 0          # cycles the end-of-graph write-back takes after the last task
     peak_resident: float = 0.0     # most bytes resident at once
 
@@ -86,6 +99,7 @@ class L2Cache:
             raise ValueError(f"L2 capacity must be positive, got {capacity}")
         self.capacity = float(capacity)
         self.lines: OrderedDict[str, _Line] = OrderedDict()   # least recently used first
+        self.dead: set[str] = set()          # lines of tensors no task will read again
         self.used = 0.0
         self.stats = L2Stats()
         self._touched: dict[int, set[str]] = {}
@@ -147,13 +161,17 @@ class L2Cache:
             return miss, 0.0
         return miss, self._evict(name)
 
-    def write(self, task: int, name: str, size: int, nbytes: float) -> float:
+    def write(self, task: int, name: str, size: int, nbytes: float, reuse: bool = False) -> float:
         """A write of `nbytes` of tensor `name` (`size` bytes): resident and dirty in L2.
+        `reuse`: the tensor is an intermediate, whose block GE may have taken from a dead
+        tensor; its new bytes then overwrite dead lines first (see the module note).
         Returns the dirty bytes evicted to make room."""
         line = self._line(name, size)
         add = line.size - line.resident    # (the `min`s as `min` picks: the first of equals)
         if not add < nbytes:
             add = nbytes
+        if reuse and add > 0 and self.dead:
+            self._overwrite_dead(add)
         line.resident += add
         dirty = line.dirty + nbytes
         line.dirty = dirty if dirty < line.resident else line.resident
@@ -162,6 +180,29 @@ class L2Cache:
             self.log.append(add)
         self.stats.write_bytes += nbytes
         return self._evict(name)
+
+    def _overwrite_dead(self, nbytes: float) -> None:
+        """Free up to `nbytes` of dead lines, most recently used first, without writing their
+        dirty bytes back: a new tensor in a reused block overwrites them in L2."""
+        lines, dead, st = self.lines, self.dead, self.stats
+        for name in reversed([n for n in lines if n in dead]):
+            line = lines[name]
+            take = line.resident if line.resident < nbytes else nbytes
+            if take < line.resident:
+                gone = line.dirty * take / line.resident
+                line.dirty -= gone
+                line.resident -= take
+            else:
+                gone = line.dirty
+                del lines[name]
+                dead.discard(name)
+            st.dropped_bytes += gone
+            self.used -= take
+            if self.log is not None and take:
+                self.log.append(-take)
+            nbytes -= take
+            if nbytes <= 0:
+                return
 
     def end_task(self, task: int) -> None:
         """Forget a finished task's fills: its reads are now ordinary resident bytes."""
@@ -179,12 +220,10 @@ class L2Cache:
         self.stats.flush_bytes += total
         return total
 
-    def drop(self, name: str) -> None:
-        """Forget a dead tensor: its lines are free, its dirty bytes never written back."""
-        line = self.lines.pop(name, None)
-        if line is not None:
-            self.used -= line.resident
-            self.stats.dropped_bytes += line.dirty
+    def retire(self, name: str) -> None:
+        """A tensor no task will read again: its lines stay, dead (see the module note)."""
+        if name in self.lines:
+            self.dead.add(name)
 
     # -- replay (sim/engine.py: a task run alone, replayed from an identical earlier one) ----
     def resync(self) -> None:
@@ -198,48 +237,81 @@ class L2Cache:
         the task's own, -1 for any other): equal states give an identical task identical
         hits, misses and evictions (nothing else decides them; the occupancy is their sum after
         `resync`). Only between tasks (no fills of a running task pending)."""
-        get = roles.get
-        return tuple([(get(n, -1), ln.size, ln.resident, ln.dirty)
+        get, dead = roles.get, self.dead
+        return tuple([(get(n, -1), ln.size, ln.resident, ln.dirty, n in dead)
                       for n, ln in self.lines.items()])
 
     def roomy(self, sizes: dict[str, int]) -> bool:
         """Whether a task touching only tensors `sizes` (name -> largest size it names) can
-        fill them all without evicting anything (so no line but its own can matter)."""
+        fill them all without evicting anything (so no line but its own, and the dead lines
+        its writes may overwrite (`dead_tail`), can matter)."""
         grow = 0.0
         for n, size in sizes.items():
             ln = self.lines.get(n)
             grow += max(size, ln.size) - ln.resident if ln is not None else max(size, 1)
         return self.used + grow <= self.capacity
 
-    def own_state(self, roles: dict[str, int]) -> tuple:
-        """The task's own tensors by role: (size, resident, dirty) or None when absent."""
+    def dead_tail(self, nbytes: float) -> list[str]:
+        """The dead lines a task writing at most `nbytes` of intermediates may overwrite:
+        most recently used first, until their resident bytes reach `nbytes`."""
+        out: list[str] = []
+        if nbytes <= 0 or not self.dead:
+            return out
+        dead, total = self.dead, 0.0
+        for n in reversed(self.lines):
+            if n in dead:
+                out.append(n)
+                total += self.lines[n].resident
+                if total >= nbytes:
+                    break
+        return out
+
+    def own_state(self, roles: dict[str, int], tail: list[str] = ()) -> tuple:
+        """The task's own tensors by role: (size, resident, dirty) or None when absent; and
+        the dead lines of `tail` (`dead_tail`) in order."""
         out = [None] * len(roles)
         for n, r in roles.items():
             ln = self.lines.get(n)
             if ln is not None:
                 out[r] = (ln.size, ln.resident, ln.dirty)
-        return tuple(out)
+        lines = self.lines
+        return (tuple(out),
+                tuple((lines[n].size, lines[n].resident, lines[n].dirty) for n in tail))
 
-    def own_transition(self, before: list[str], roles: dict[str, int]) -> tuple | None:
+    def own_transition(self, before: list[str], roles: dict[str, int],
+                       tail: list[str] = ()) -> tuple | None:
         """After a task that evicted nothing: its own lines (role, size, resident, dirty) in
-        their final order at the recent end, the other lines untouched in `before`'s order,
+        their final order at the recent end, the other lines untouched in `before`'s order
+        but for the dead lines of `tail` it overwrote ((resident, dirty), or None when gone),
         and the increments of `used` (`log`); None if the cache is not in that form."""
-        others = [n for n in before if n not in roles]
-        names = list(self.lines)
+        lines = self.lines
+        gone = [n for n in tail if n not in lines]
+        others = [n for n in before if n not in roles and n not in gone]
+        names = list(lines)
         if names[:len(others)] != others or any(n not in roles for n in names[len(others):]):
             return None
-        own = tuple((roles[n], self.lines[n].size, self.lines[n].resident, self.lines[n].dirty)
+        own = tuple((roles[n], lines[n].size, lines[n].resident, lines[n].dirty)
                     for n in names[len(others):])
-        return own, tuple(self.log or ())
+        dead = tuple((lines[n].resident, lines[n].dirty) if n in lines else None for n in tail)
+        return own, tuple(self.log or ()), dead
 
-    def apply_own(self, transition: tuple, roles: list[str]) -> None:
-        """Replay an `own_transition` (`roles`: the replaying task's own names by role)."""
-        own, increments = transition
+    def apply_own(self, transition: tuple, roles: list[str], tail: list[str] = ()) -> None:
+        """Replay an `own_transition` (`roles`: the replaying task's own names by role;
+        `tail`: its `dead_tail`)."""
+        own, increments, dead = transition
+        for name, after in zip(tail, dead):
+            if after is None:
+                del self.lines[name]
+                self.dead.discard(name)
+            else:
+                ln = self.lines[name]
+                ln.resident, ln.dirty = after
         for role, size, resident, dirty in own:
             name = roles[role]
             ln = self.lines.pop(name, None) or _Line(size)
             ln.size, ln.resident, ln.dirty = size, resident, dirty
             self.lines[name] = ln
+            self.dead.discard(name)
         for d in increments:
             self.used += d
         st = self.stats
@@ -272,12 +344,14 @@ class L2Cache:
             ln.size, ln.resident, ln.dirty, ln.fills = size, resident, dirty, {}
             lines[before[at] if at >= 0 else roles[role]] = ln
         self.lines, self.used = lines, used
+        self.dead &= lines.keys()
 
     def copy(self) -> L2Cache:
         """An independent copy (lines, fills, occupancy, touched sets, stats; no replay log):
         the fast-forward tries a period's accesses on it before making them for real."""
         new = L2Cache.__new__(L2Cache)
         new.capacity, new.used, new.log = self.capacity, self.used, None
+        new.dead = set(self.dead)
         stats = new.stats = L2Stats.__new__(L2Stats)
         stats.__dict__.update(self.stats.__dict__)
         new._touched = {t: set(names) for t, names in self._touched.items()}
@@ -303,6 +377,8 @@ class L2Cache:
     # -- internals -------------------------------------------------------------------------
     def _line(self, name: str, size: int) -> _Line:
         line = self.lines.get(name)
+        if name in self.dead:              # (a name met again: live once more)
+            self.dead.discard(name)
         if line is None:
             line = self.lines[name] = _Line(max(size, 1))
         else:
@@ -340,5 +416,6 @@ class L2Cache:
                 line.fills.clear()
                 break
             del self.lines[name]
+            self.dead.discard(name)
         st.writeback_bytes += written
         return written

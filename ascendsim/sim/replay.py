@@ -51,9 +51,10 @@ def replay_key(task) -> tuple:
     (added by the engine) is, when the task cannot evict anything (`L2Cache.roomy`: the free
     bytes hold all of its tensors), only its own tensors' residency by role (order of first
     appearance in its moves; `own_state`), else the whole LRU with its tensors by role
-    (`state`: any line may be evicted). Equal states give equal hits, misses and write-backs;
-    a replay also replays the cache's transition (with the same float increments of its
-    occupancy), the task's GM traffic and the L2 byte counts."""
+    (`state`: any line may be evicted, or overwritten when dead) and which of its tensors
+    are intermediates (their writes may overwrite dead lines). Equal states give equal hits,
+    misses and write-backs; a replay also replays the cache's transition (with the same float
+    increments of its occupancy), the task's GM traffic and the L2 byte counts."""
     return (task.task_type, *((ph.engine, ph.aicpu_cycles, ph.aicpu_cores, ph.vector_cores,
                                ph.aicpu_launch_cycles, ph.aicpu_read_bytes,
                                ph.aicpu_write_bytes,
@@ -66,9 +67,20 @@ def task_key(gm: GmAccount, t) -> tuple:
     """The replay key of task `t` with the L2 it meets now (see `replay_key`)."""
     roles = gm.roles.get(t.task_id, {})
     l2 = gm.l2
+    # which of its tensors are intermediates decides whether its writes overwrite dead lines
+    readers = gm.readers
+    inter = tuple(sorted(r for n, r in roles.items() if n in readers))
     if l2.roomy(gm.sizes.get(t.task_id, {})):
-        return (replay_key(t), "roomy", l2.own_state(roles))
-    return (replay_key(t), "full", l2.state(roles))
+        return (replay_key(t), "roomy", inter, l2.own_state(roles, dead_tail(gm, t.task_id)))
+    return (replay_key(t), "full", inter, l2.state(roles))
+
+
+def dead_tail(gm: GmAccount, tid: int) -> list[str]:
+    """The dead L2 lines task `tid`'s writes may overwrite (`L2Cache.dead_tail` of the
+    sizes of the intermediates it touches)."""
+    readers = gm.readers
+    return gm.l2.dead_tail(sum(size for n, size in gm.sizes.get(tid, {}).items()
+                               if n in readers))
 
 
 def merge_peaks(into: dict[str, int], peaks: dict[str, int]) -> None:
@@ -92,6 +104,7 @@ def run_recorded(engine: Any, t, key):
     stats_before = dict(stats.__dict__)    # (L2Stats: plain float and int fields)
     outer_l2_peak, stats.peak_resident = stats.peak_resident, 0.0
     roomy = key[1] == "roomy"
+    tail = dead_tail(gm, t.task_id) if roomy else []
     if roomy:
         gm.l2.log = []
     outer_peaks, engine.peaks = engine.peaks, {}
@@ -108,7 +121,7 @@ def run_recorded(engine: Any, t, key):
         merge_peaks(engine.peaks, task_peaks)
         task_l2_peak = stats.peak_resident
         stats.peak_resident = max(outer_l2_peak, task_l2_peak)
-    transition = (gm.l2.own_transition(l2_before, roles) if roomy else
+    transition = (gm.l2.own_transition(l2_before, roles, tail) if roomy else
                   gm.l2.transition(l2_before, roles))
     gm.l2.log = None
     if transition is None:
@@ -145,7 +158,7 @@ def replay_task(engine: Any, t, seen: Replay, lead: int = 0):
     l2 = gm.l2
     stats = l2.stats
     if seen.roomy:
-        l2.apply_own(seen.l2, by_role)
+        l2.apply_own(seen.l2, by_role, dead_tail(gm, t.task_id))
     else:
         l2.apply(seen.l2, by_role)
         if seen.stats["peak_resident"] > stats.peak_resident:

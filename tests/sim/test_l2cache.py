@@ -83,11 +83,47 @@ def test_the_end_of_graph_flush_writes_back_what_is_dirty():
     res = asim.simulate(relu_chain(n), CHIP, fusion=False)
     st = res.trace.l2
     assert st.writeback_bytes == 0
-    assert st.flush_bytes == 2 * n                # the graph's output is still dirty in L2
-    assert st.dropped_bytes == 2 * n              # r1's output died in L2 (read by r2)
+    # the graph's output and r1's dead output are still dirty in L2: no later intermediate
+    # reused r1's block (r2 is a graph output), and nothing drops a dead line unwritten
+    assert st.flush_bytes == 4 * n
+    assert st.dropped_bytes == 0
     hbm_bw = get_chip(CHIP).hbm_bandwidth_bytes_per_s / get_chip(CHIP).clock_hz
     # the flush crosses HBM after the last task: at least its bytes at HBM bandwidth
     assert st.flush_cycles >= st.flush_bytes / hbm_bw
+
+
+def test_a_dead_tensor_is_overwritten_in_l2_only_by_a_tensor_reusing_its_block():
+    """r1's output dies once r2 has read it; r3 (an intermediate) takes its block and its
+    writes overwrite r1's dirty lines in L2, which never reach HBM. r2's and r3's outputs die
+    later but r4 is a graph output (the user's block, reusing none): their lines stay dirty
+    to the flush."""
+    n = 1 << 20                                   # 2 MB per tensor, far below L2
+    st = asim.simulate(relu_chain(n, 4), CHIP, fusion=False).trace.l2
+    assert st.write_bytes == 4 * 2 * n
+    assert st.dropped_bytes == 2 * n              # r1's output, overwritten by r3's
+    assert st.writeback_bytes == 0                # nothing evicted
+    assert st.flush_bytes == 3 * 2 * n            # r2's, r3's dead outputs and the graph's
+    # every byte written either reaches HBM or is overwritten in L2
+    assert st.writeback_bytes + st.flush_bytes + st.dropped_bytes == st.write_bytes
+    # r3's bytes take r1's lines: the input, r2, r3 and r4 resident at the peak, not five
+    assert st.peak_resident == 4 * 2 * n
+
+
+def test_dead_lines_unreused_are_written_back_when_evicted():
+    """A dead tensor is not dropped: with no intermediate to reuse its block, its dirty
+    lines age to the LRU end and reach HBM when a read's fills evict them."""
+    cache = L2Cache(4 * MB)
+    cache.write(0, "a", 2 * MB, 2 * MB, reuse=True)
+    cache.retire("a")
+    assert cache.resident("a") == 2 * MB and cache.dirty("a") == 2 * MB
+    miss, evicted = cache.read(1, "w", 3 * MB, 3 * MB, 1.0)   # a weight, not a reused block
+    assert miss == 3 * MB
+    assert evicted == 1 * MB                      # the oldest (dead) bytes go, written back
+    assert cache.stats.dropped_bytes == 0
+    cache.write(2, "b", 1 * MB, 1 * MB, reuse=True)   # b takes a's block: overwritten in L2
+    assert cache.stats.dropped_bytes == 1 * MB
+    assert cache.resident("a") == 0
+    assert cache.used == pytest.approx(4 * MB)
 
 
 @pytest.mark.parametrize("detail", ["block", "tile"])
