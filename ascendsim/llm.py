@@ -1,5 +1,6 @@
-"""The LLM namespace users import (`asim.llm`): generation on one chip and, as they land,
-parallel plans, serving and configuration search.
+"""The LLM namespace users import (`asim.llm`): generation on one chip, serving under a
+request stream and the search for the best serving configuration; parallel plans as they
+land.
 
 This module only gathers public names; the work is done in the modules named below, each in
 its layer (see pyproject's import contracts). Nothing inside the package imports it.
@@ -9,22 +10,54 @@ from __future__ import annotations
 
 from .generation import (
     DEFAULT_DECODE_SAMPLES,
+    SLO_METRICS,
     GenerationResult,
     MemoryPlan,
     activation_peak,
     check_capacity,
+    check_slo,
     decode_contexts,
     generate,
     memory_plan,
+    meets_slo,
+    tpot_ms,
+    ttft_ms,
+)
+from .serving import (
+    HOST_OVERHEAD_US,
+    Request,
+    SchedulerConfig,
+    ServingReport,
+    StepModel,
+    load_requests,
+    serve,
+    simulate_point,
+    synthetic,
+    write_requests,
 )
 
 __all__ = [
     "DEFAULT_DECODE_SAMPLES",
     "GenerationResult",
+    "HOST_OVERHEAD_US",
     "MemoryPlan",
+    "Request",
+    "SLO_METRICS",
+    "SchedulerConfig",
+    "ServingReport",
+    "StepModel",
     "activation_peak",
     "check_capacity",
+    "check_slo",
     "decode_contexts",
     "generate",
+    "load_requests",
+    "meets_slo",
     "memory_plan",
+    "serve",
+    "simulate_point",
+    "synthetic",
+    "tpot_ms",
+    "ttft_ms",
+    "write_requests",
 ]
