@@ -18,8 +18,8 @@ from .generation import (
     check_slo,
     decode_contexts,
     generate,
-    memory_plan,
     meets_slo,
+    memory_plan,
     tpot_ms,
     ttft_ms,
 )

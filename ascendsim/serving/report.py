@@ -171,6 +171,21 @@ class ServingReport:
                 f"{self.output_tokens_per_s:.0f} tokens/s, TTFT P50 {p[0]:.1f} ms, "
                 f"TPOT P50 {p[1]:.2f} ms, goodput {self.goodput:.2f} req/s)")
 
+    def to_csv(self, path: str) -> None:
+        """One line per request: arrival, lengths, TTFT, TPOT, E2E (ms), SLO met,
+        preemptions."""
+        import csv
+
+        with open(path, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["request", "arrival_s", "prompt_tokens", "output_tokens", "ttft_ms",
+                        "tpot_ms", "e2e_ms", "slo_met", "preemptions"])
+            for s, t, p, e, ok in zip(self.seqs, self.ttft_ms, self.tpot_ms, self.e2e_ms,
+                                      self.slo_met):
+                w.writerow([s.req.rid, f"{s.req.arrival_s:.6f}", s.req.prompt_tokens,
+                            s.req.output_tokens, f"{t:.3f}", f"{p:.3f}", f"{e:.3f}", int(ok),
+                            s.preemptions])
+
     def plot(self, path: str | None = None):
         """Four panels: TTFT and TPOT distributions, batch size and KV-cache use over time."""
         import matplotlib

@@ -44,8 +44,8 @@ POLICIES = ("vllm", "mindie")
 class SchedulerConfig:
     """The scheduler's limits (vLLM's engine arguments of the same names; MindIE's in the
     module note). num_blocks: the KV cache's block count instead of the memory plan's (vLLM's
-    num_gpu_blocks_override). host_overhead_us: CPU time per step outside the device (scheduling, input
-    preparation, sampling, detokenisation), None: the framework's default
+    num_gpu_blocks_override). host_overhead_us: CPU time per step outside the device
+    (scheduling, input preparation, sampling, detokenisation), None: the framework's default
     (`HOST_OVERHEAD_US`)."""
 
     policy: str = "vllm"
@@ -263,6 +263,69 @@ def run_instance(arrivals: list[tuple[float, Request, int]], model: StepModel,
                 s.first_token_s = t
             waiting.append(s)
 
+    scheduled: list[tuple[Seq, int]] = []
+    budget = budget_max
+
+
+    def preempt() -> Seq:
+        nonlocal preemptions
+        victim = running.pop()
+        cache.release(victim)
+        victim.computed = 0
+        victim.preemptions += 1
+        preemptions += 1
+        waiting.appendleft(victim)
+        return victim
+
+    def schedule_running() -> bool:
+        """Running requests first; True when one was preempted."""
+        nonlocal budget
+        preempted, i = False, 0
+        while i < len(running) and budget > 0:
+            s = running[i]
+            need = s.length - s.computed
+            if need > budget and not sched.chunked_prefill:
+                i += 1
+                continue
+            n = min(need, budget)
+            extra = cache.blocks_for(s.computed + n) - s.blocks - s.prefix_blocks
+            while not cache.take(extra):
+                preempted = True
+                if preempt() is s:
+                    return True
+            s.blocks += max(extra, 0)
+            scheduled.append((s, n))
+            budget -= n
+            i += 1
+        return preempted
+
+    def schedule_waiting() -> None:
+        nonlocal budget
+        admitted = 0
+        while (waiting and budget > 0 and len(running) < sched.max_num_seqs
+               and (sched.policy == "vllm" or admitted < sched.max_prefill_batch)):
+            s = waiting[0]
+            fresh = s.computed == 0
+            start = cache.lookup(s) if fresh else s.computed
+            need = s.length - start
+            n = min(need, budget)
+            extra = cache.blocks_for(start + n) - s.prefix_blocks - s.blocks
+            chunk_ok = need <= budget or (sched.chunked_prefill and sched.policy == "vllm")
+            if not chunk_ok or not cache.take(extra):
+                if fresh:
+                    cache.release(s)
+                break
+            waiting.popleft()
+            if fresh:
+                cache.hit_tokens += start
+                cache.asked_tokens += s.req.prompt_tokens
+            s.computed = start
+            s.blocks += max(extra, 0)
+            running.append(s)
+            scheduled.append((s, n))
+            budget -= n
+            admitted += 1
+
     for _ in range(max_steps):
         admit_arrivals()
         if not running and not waiting:
@@ -270,68 +333,8 @@ def run_instance(arrivals: list[tuple[float, Request, int]], model: StepModel,
                 break
             now = pending[0][0]
             continue
-        scheduled: list[tuple[Seq, int]] = []
+        scheduled.clear()
         budget = budget_max
-
-        def preempt() -> Seq:
-            nonlocal preemptions
-            victim = running.pop()
-            cache.release(victim)
-            victim.computed = 0
-            victim.preemptions += 1
-            preemptions += 1
-            waiting.appendleft(victim)
-            return victim
-
-        def schedule_running() -> bool:
-            """Running requests first; True when one was preempted."""
-            nonlocal budget
-            preempted, i = False, 0
-            while i < len(running) and budget > 0:
-                s = running[i]
-                need = s.length - s.computed
-                if need > budget and not sched.chunked_prefill:
-                    i += 1
-                    continue
-                n = min(need, budget)
-                extra = cache.blocks_for(s.computed + n) - s.blocks - s.prefix_blocks
-                while not cache.take(extra):
-                    preempted = True
-                    if preempt() is s:
-                        return True
-                s.blocks += max(extra, 0)
-                scheduled.append((s, n))
-                budget -= n
-                i += 1
-            return preempted
-
-        def schedule_waiting() -> None:
-            nonlocal budget
-            admitted = 0
-            while (waiting and budget > 0 and len(running) < sched.max_num_seqs
-                   and (sched.policy == "vllm" or admitted < sched.max_prefill_batch)):
-                s = waiting[0]
-                fresh = s.computed == 0
-                start = cache.lookup(s) if fresh else s.computed
-                need = s.length - start
-                n = min(need, budget)
-                extra = cache.blocks_for(start + n) - s.prefix_blocks - s.blocks
-                chunk_ok = need <= budget or (sched.chunked_prefill and sched.policy == "vllm")
-                if not chunk_ok or not cache.take(extra):
-                    if fresh:
-                        cache.release(s)
-                    break
-                waiting.popleft()
-                if fresh:
-                    cache.hit_tokens += start
-                    cache.asked_tokens += s.req.prompt_tokens
-                s.computed = start
-                s.blocks += max(extra, 0)
-                running.append(s)
-                scheduled.append((s, n))
-                budget -= n
-                admitted += 1
-
         if sched.policy == "vllm":
             if not schedule_running():
                 schedule_waiting()

@@ -36,11 +36,14 @@ from ..hw import Chip, get_chip
 from ..hw.interconnect import get_interconnect
 from ..ir.tensor import itemsize
 from ..models.decoder import DecoderConfig, decoder, decoder_config
+from ..models.hf_config import from_hf
 from .report import ServingReport
 from .scheduler import SchedulerConfig, Seq, check_scheduler, run_instance
 from .steps import StepModel, plan_size
 from .workload import Request, load_requests, synthetic
 
+#: the chip `serve` runs on unless told (the LLM serving chip of the built-in ones)
+DEFAULT_SERVING_CHIP = "ascend910b"
 #: step models kept between calls (a search serves one model many times)
 STEP_MODEL_CACHE = 8
 _STEP_MODELS: OrderedDict[tuple, StepModel] = OrderedDict()
@@ -126,13 +129,14 @@ def kv_transfer_us(cfg: DecoderConfig, chip: Chip, tokens: int, dtype: str, same
     return ic.nic_latency_us + nbytes / ic.nic_bandwidth_bytes_per_s * 1e6
 
 
-def serve(model: str | DecoderConfig, chip: str | Chip = "ascend910b", parallel: Any = None,
-          requests: Any = None, scheduler: Any = None, slo: dict[str, float] | None = None, *,
+def serve(model: str | Path | DecoderConfig, chip: str | Chip = DEFAULT_SERVING_CHIP,
+          parallel: Any = None, requests: Any = None, scheduler: Any = None, slo: dict[str, float] | None = None, *,
           dtype: str = "float16", quant: str | None = None,
           disaggregated: tuple[int, int] | None = None, instances: int = 1,
           interconnect: Any = None, detail: str = DEFAULT_DETAIL,
           **overrides: Any) -> ServingReport:
-    """Serve `requests` with `model` on `chip` (`instances` copies, or `disaggregated`
+    """Serve `requests` with `model` (a preset, a DecoderConfig or a Hugging Face config.json
+    path) on `chip` (`instances` copies, or `disaggregated`
     (prefill, decode) instances), each instance one chip or one `parallel` plan.
 
     requests: a list of `Request`, a CSV path (`load_requests`), a dict of `synthetic()`
@@ -143,8 +147,13 @@ def serve(model: str | DecoderConfig, chip: str | Chip = "ascend910b", parallel:
     slo_ = check_slo(slo)
     sched = check_scheduler(scheduler)
     resolved = get_chip(chip)
-    cfg = decoder_config(model, **overrides)
-    name = model if isinstance(model, str) else "decoder"
+    if isinstance(model, (str, Path)) and str(model).endswith(".json"):
+        if not Path(model).is_file():
+            raise ConfigError(f"model config {str(model)!r} not found")
+        cfg, name = decoder_config(from_hf(str(model)), **overrides), Path(model).stem
+    else:
+        cfg = decoder_config(model, **overrides)
+        name = model if isinstance(model, str) else "decoder"
     reqs = _requests(requests)
     if isinstance(instances, bool) or not isinstance(instances, int) or instances < 1:
         raise ConfigError(f"instances must be a positive integer, got {instances!r}")
@@ -225,4 +234,5 @@ def serve(model: str | DecoderConfig, chip: str | Chip = "ascend910b", parallel:
                          hit_tokens, notes)
 
 
-__all__ = ["serve", "kv_plan", "kv_transfer_us", "weight_bytes", "step_model"]
+__all__ = ["serve", "DEFAULT_SERVING_CHIP", "kv_plan", "kv_transfer_us", "weight_bytes",
+           "step_model"]

@@ -21,10 +21,11 @@ query length and context. So a step's time is split as
 - head(rows): what is outside the layers (embedding gather, final norm, lm_head over the
   rows that yield a token), from a decode point of batch `rows`.
 
-A point is simulated with one and with two layers (layers are identical; a model whose layers differ,
-e.g. leading dense layers of an MoE, is simulated whole) and its tasks are attributed to the
-layer or the head by node name, to attention or not by op family
-(`ascendsim.report.confidence.OP_FAMILY`), scaled so the parts add up to the simulated time.
+A point is simulated twice, cut to one and to two layers (layers are identical; a model
+whose layers differ, e.g. leading dense layers of an MoE, is simulated whole): per op family
+(`ascendsim.report.confidence.OP_FAMILY`), the difference is one layer and the rest is the
+head, so the whole model is head + layers x layer (tests/serving/test_steps.py: within 0.5%
+of simulating every layer). Task spans are scaled to add up to the simulated time.
 Points sit on fixed grids (`TOKEN_GRID`, `CONTEXT_GRID`); a step's parts are interpolated
 linearly between the grid points that bracket it (bilinearly for the attention parts:
 attention's cost is close to bilinear in batch x context), each grid point simulated once and
