@@ -24,12 +24,15 @@ from .generation import (
     ttft_ms,
 )
 from .serving import (
+    DEFAULT_SPACE,
     HOST_OVERHEAD_US,
     Request,
     SchedulerConfig,
+    SearchResult,
     ServingReport,
     StepModel,
     load_requests,
+    search,
     serve,
     simulate_point,
     synthetic,
@@ -38,12 +41,14 @@ from .serving import (
 
 __all__ = [
     "DEFAULT_DECODE_SAMPLES",
+    "DEFAULT_SPACE",
     "GenerationResult",
     "HOST_OVERHEAD_US",
     "MemoryPlan",
     "Request",
     "SLO_METRICS",
     "SchedulerConfig",
+    "SearchResult",
     "ServingReport",
     "StepModel",
     "activation_peak",
@@ -54,6 +59,7 @@ __all__ = [
     "load_requests",
     "meets_slo",
     "memory_plan",
+    "search",
     "serve",
     "simulate_point",
     "synthetic",

@@ -130,7 +130,8 @@ def kv_transfer_us(cfg: DecoderConfig, chip: Chip, tokens: int, dtype: str, same
 
 
 def serve(model: str | Path | DecoderConfig, chip: str | Chip = DEFAULT_SERVING_CHIP,
-          parallel: Any = None, requests: Any = None, scheduler: Any = None, slo: dict[str, float] | None = None, *,
+          parallel: Any = None, requests: Any = None, scheduler: Any = None,
+          slo: dict[str, float] | None = None, *,
           dtype: str = "float16", quant: str | None = None,
           disaggregated: tuple[int, int] | None = None, instances: int = 1,
           interconnect: Any = None, detail: str = DEFAULT_DETAIL,
