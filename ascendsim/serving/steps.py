@@ -52,8 +52,8 @@ from ..report.confidence import OP_FAMILY
 
 #: token counts at which dense(T), head(rows) and attn_prefill are simulated (powers of 2 and
 #: 1.5 x 2^k; every point above 16 a multiple of its quantum below)
-TOKEN_GRID = (1, 2, 4, 8) + tuple(sorted({2**k for k in range(4, 18)}
-                                         | {3 * 2**k for k in range(4, 17)}))
+TOKEN_GRID = (1, 2, 4, 8) + tuple(sorted({2**k for k in range(4, 18)} | {48, 96}
+                                         | {3 * 2**k for k in range(7, 17)}))
 #: (up to this many tokens, round up to a multiple of): the cube runs a GEMM's M in base
 #: blocks, so a step's time is flat between multiples of the block and jumps at each (M:
 #: measured on the model's lowered GEMMs, 16-row steps up to 128 tokens, 128-row above)
