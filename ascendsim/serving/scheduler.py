@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict, deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..errors import ConfigError
@@ -237,10 +237,13 @@ class InstanceRun:
 
 def run_instance(arrivals: list[tuple[float, Request, int]], model: StepModel,
                  sched: SchedulerConfig, num_blocks: int, *, prefill_only: bool = False,
+                 max_concurrency: int | None = None,
                  max_steps: int = 10_000_000) -> InstanceRun:
     """Serve `arrivals` (ready time, request, tokens already in the cache when it arrives:
     a disaggregated decode instance receives the prompt's KV) on one instance.
-    prefill_only: each request leaves after its first token (a prefill instance)."""
+    prefill_only: each request leaves after its first token (a prefill instance).
+    max_concurrency: at most this many requests in flight; a request is sent at its arrival
+    or when one in flight ends, whichever is later (vLLM's benchmark --max-concurrency)."""
     cache = KvCache(num_blocks, sched.block_size, sched.prefix_caching)
     pending = deque(sorted(arrivals, key=lambda a: (a[0], a[1].rid)))
     waiting: deque[Seq] = deque()
@@ -256,7 +259,12 @@ def run_instance(arrivals: list[tuple[float, Request, int]], model: StepModel,
 
     def admit_arrivals() -> None:
         while pending and pending[0][0] <= now + 1e-12:
+            if max_concurrency is not None and len(waiting) + len(running) >= max_concurrency:
+                return
             t, r, have = pending.popleft()
+            if max_concurrency is not None:
+                t = max(t, now)            # sent when a slot frees: its latency starts here
+                r = replace(r, arrival_s=t)
             s = Seq(r, t)
             if have:
                 s.computed, s.generated = have, 1

@@ -134,8 +134,8 @@ def serve(model: str | Path | DecoderConfig, chip: str | Chip = DEFAULT_SERVING_
           slo: dict[str, float] | None = None, *,
           dtype: str = "float16", quant: str | None = None,
           disaggregated: tuple[int, int] | None = None, instances: int = 1,
-          interconnect: Any = None, detail: str = DEFAULT_DETAIL,
-          **overrides: Any) -> ServingReport:
+          interconnect: Any = None, max_concurrency: int | None = None,
+          detail: str = DEFAULT_DETAIL, **overrides: Any) -> ServingReport:
     """Serve `requests` with `model` (a preset, a DecoderConfig or a Hugging Face config.json
     path) on `chip` (`instances` copies, or `disaggregated`
     (prefill, decode) instances), each instance one chip or one `parallel` plan.
@@ -143,7 +143,9 @@ def serve(model: str | Path | DecoderConfig, chip: str | Chip = DEFAULT_SERVING_
     requests: a list of `Request`, a CSV path (`load_requests`), a dict of `synthetic()`
     arguments, or None (100 Poisson requests at 1 per second). scheduler: a
     `SchedulerConfig` or a dict of its fields. slo: bounds on metrics of `SLO_METRICS` (ms)
-    for goodput. overrides change preset fields (layers=..., as `generate`).
+    for goodput. max_concurrency: a closed loop of at most that many requests in flight
+    (vLLM's benchmark --max-concurrency; one mixed instance). overrides change preset fields
+    (layers=..., as `generate`).
     """
     slo_ = check_slo(slo)
     sched = check_scheduler(scheduler)
@@ -158,6 +160,13 @@ def serve(model: str | Path | DecoderConfig, chip: str | Chip = DEFAULT_SERVING_
     reqs = _requests(requests)
     if isinstance(instances, bool) or not isinstance(instances, int) or instances < 1:
         raise ConfigError(f"instances must be a positive integer, got {instances!r}")
+    if max_concurrency is not None:
+        if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) \
+                or max_concurrency < 1:
+            raise ConfigError(f"max_concurrency must be a positive integer, got "
+                              f"{max_concurrency!r}")
+        if disaggregated is not None or instances != 1:
+            raise ConfigError("max_concurrency applies to one mixed instance")
     if disaggregated is not None:
         if (not isinstance(disaggregated, tuple) or len(disaggregated) != 2
                 or not all(isinstance(x, int) and x >= 1 for x in disaggregated)):
@@ -185,7 +194,8 @@ def serve(model: str | Path | DecoderConfig, chip: str | Chip = DEFAULT_SERVING_
         for k, arr in enumerate(group):
             if not arr:
                 continue
-            res = run_instance(arr, sm, sched, blocks, prefill_only=prefill_only)
+            res = run_instance(arr, sm, sched, blocks, prefill_only=prefill_only,
+                               max_concurrency=max_concurrency)
             steps.extend((offset + k, st) for st in res.steps)
             for f, us in res.families_us.items():
                 families[f] = families.get(f, 0.0) + us

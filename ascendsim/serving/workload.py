@@ -2,7 +2,8 @@
 
 Synthetic workload (`synthetic`)
 --------------------------------
-Arrivals: a Poisson process at `rate` requests/s (exponential gaps), or a gamma process with
+Arrivals: a Poisson process at `rate` requests/s (exponential gaps; rate = inf: every request
+at t = 0, vLLM's benchmark "QPS inf"), or a gamma process with
 the same mean gap and coefficient of variation `cv` (shape 1 / cv^2; cv > 1 is burstier than
 Poisson, cv = 1 is Poisson), as vLLM's `benchmark_serving.py --burstiness` draws them
 (burstiness = 1 / cv^2). Lengths: prompt and output token counts are each drawn from a
@@ -80,7 +81,10 @@ def synthetic(n: int, rate: float, *, seed: int = 0, arrival: str = "poisson", c
     """`n` seeded requests arriving at `rate` per second (see the module note)."""
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise ConfigError(f"requests: n must be a positive integer, got {n!r}")
-    for key, v in (("rate", rate), ("prompt_mean", prompt_mean), ("output_mean", output_mean)):
+    if not (isinstance(rate, (int, float)) and not isinstance(rate, bool) and rate > 0):
+        raise ConfigError(f"requests: rate must be a positive number (inf: all at t = 0), got "
+                          f"{rate!r}")
+    for key, v in (("prompt_mean", prompt_mean), ("output_mean", output_mean)):
         if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
             raise ConfigError(f"requests: {key} must be a positive number, got {v!r}")
     for key, v in (("cv", cv), ("prompt_cv", prompt_cv), ("output_cv", output_cv)):
