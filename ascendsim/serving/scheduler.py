@@ -15,12 +15,15 @@ yields a token at the end of the step (its first token ends its prefill); it fin
 `output_tokens` tokens and frees its blocks (its prefix blocks stay cached, evicted least
 recently used when the cache needs blocks).
 
-Policy "mindie" (MindIE Server's default scheduling, docs "config.json" ScheduleConfig
-parameters): a step is either a prefill batch or a decode batch, never mixed; prefill has
-priority (waiting requests are admitted up to `max_num_batched_tokens`, MindIE's
-maxPrefillTokens, and up to `max_prefill_batch`, its maxPrefillBatchSize, with whole
-prompts: no chunking) and a decode step runs every running request (up to `max_num_seqs`,
-its maxBatchSize). Preemption frees the last admitted request as in vLLM.
+Policy "mindie" (MindIE Server without SplitFuse): a step is either a prefill batch or a
+decode batch, never mixed, and prefill goes first: waiting requests are admitted with whole
+prompts (no chunking) up to `max_num_batched_tokens` (MindIE's max_prefill_tokens) and
+`max_prefill_batch` requests (max_prefill_batch_size); a decode step runs every running
+request (up to `max_num_seqs`, its maxBatchSize). The limits' names and the defaults 8192 and
+50 are MindIE's (S: hiascend.com MindIE Service docs, mindie_service0081, the /v2 metadata
+sample "max_prefill_batch_size": 50, "max_prefill_tokens": 8192); the prefill-first,
+never-mixed order is G (MindIE's ScheduleConfig policy types were not found described).
+Preemption frees the last admitted request as in vLLM.
 
 Paged KV cache (`KvCache`): `num_blocks` blocks of `block_size` tokens; a request holds
 ceil(tokens / block_size) blocks for the tokens it has computed and is computing.
