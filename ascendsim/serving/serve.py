@@ -11,8 +11,8 @@ that many tokens scaled linearly: with fused attention every live intermediate i
 tokens x a width, measured 944 MiB at 8192 tokens and 1888 MiB at 16384 for qwen2.5-7b, while
 building and optimising a prompt's graph grows with its square), and the KV cache gets the
 remainder, in blocks of `block_size` tokens (`SchedulerConfig.num_blocks` overrides the
-count, as vLLM's num_gpu_blocks_override). A model whose weights and activations leave no room, or whose
-cache cannot hold the longest request, raises CapacityError naming the sizes.
+count, as vLLM's num_gpu_blocks_override). A model whose weights and activations leave no
+room, or whose cache cannot hold the longest request, raises CapacityError naming the sizes.
 
 Note on disaggregation
 ----------------------
