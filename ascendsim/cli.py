@@ -35,6 +35,7 @@ from .api import DEFAULT_CHIP, DEFAULT_DETAIL, DEFAULT_MODE
 from .errors import AscendSimError
 from .hw.names import DETAILS, MODES
 from .serving import DEFAULT_SERVING_CHIP
+from .serving.workload import DEFAULT_OUTPUT_MEAN, DEFAULT_PROMPT_MEAN
 
 EXIT_OK, EXIT_INTERNAL, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -507,11 +508,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     requests: Any = args.requests or dict(
         n=args.num_requests, rate=args.rate, seed=args.seed, arrival=args.arrival, cv=args.cv,
         prompt_mean=args.prompt_mean, output_mean=args.output_mean)
-    sched = dict(policy=args.policy, max_num_seqs=args.max_num_seqs,
-                 max_num_batched_tokens=args.max_num_batched_tokens,
-                 chunked_prefill=not args.no_chunked_prefill,
-                 prefix_caching=not args.no_prefix_caching, block_size=args.block_size,
-                 launch=args.launch)
+    sched = dict(policy=args.policy, chunked_prefill=not args.no_chunked_prefill,
+                 prefix_caching=not args.no_prefix_caching, launch=args.launch)
+    for key in ("max_num_seqs", "max_num_batched_tokens", "block_size"):
+        if getattr(args, key) is not None:
+            sched[key] = getattr(args, key)
     report = serve(args.model, get_chip(args.chip), parallel, requests=requests,
                    scheduler=sched, slo=parse_slo(args.slo), quant=args.quant,
                    disaggregated=parse_disaggregated(args.disaggregated),
@@ -650,15 +651,20 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--num-requests", type=int, default=200, help="synthetic requests")
     srv.add_argument("--arrival", choices=("poisson", "gamma"), default="poisson")
     srv.add_argument("--cv", type=float, default=1.0, help="gamma arrivals' gap CV")
-    srv.add_argument("--prompt-mean", type=float, default=512, help="mean prompt tokens")
-    srv.add_argument("--output-mean", type=float, default=128, help="mean output tokens")
+    srv.add_argument("--prompt-mean", type=float, default=DEFAULT_PROMPT_MEAN,
+                     help=f"mean prompt tokens (default {DEFAULT_PROMPT_MEAN})")
+    srv.add_argument("--output-mean", type=float, default=DEFAULT_OUTPUT_MEAN,
+                     help=f"mean output tokens (default {DEFAULT_OUTPUT_MEAN})")
     srv.add_argument("--seed", type=int, default=0, help="seed of the synthetic workload")
     srv.add_argument("--policy", choices=("vllm", "mindie"), default="vllm")
-    srv.add_argument("--max-num-seqs", type=int, default=256)
-    srv.add_argument("--max-num-batched-tokens", type=int, default=8192)
+    srv.add_argument("--max-num-seqs", type=int, default=None,
+                     help="sequences per step (default: SchedulerConfig's)")
+    srv.add_argument("--max-num-batched-tokens", type=int, default=None,
+                     help="tokens per step (default: SchedulerConfig's)")
     srv.add_argument("--no-chunked-prefill", action="store_true")
     srv.add_argument("--no-prefix-caching", action="store_true")
-    srv.add_argument("--block-size", type=int, default=128, help="KV cache block (tokens)")
+    srv.add_argument("--block-size", type=int, default=None,
+                     help="KV cache block, tokens (default: SchedulerConfig's)")
     srv.add_argument("--launch", choices=("graph", "eager"), default="graph")
     srv.add_argument("--quant", choices=("w8a8",), default=None)
     srv.add_argument("--instances", type=int, default=1, help="mixed instances (round-robin)")
