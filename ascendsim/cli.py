@@ -34,6 +34,8 @@ from typing import Any
 from .api import DEFAULT_CHIP, DEFAULT_DETAIL, DEFAULT_MODE
 from .errors import AscendSimError
 from .hw.names import DETAILS, MODES
+from .serving import DEFAULT_SERVING_CHIP
+from .serving.workload import DEFAULT_OUTPUT_MEAN, DEFAULT_PROMPT_MEAN
 
 EXIT_OK, EXIT_INTERNAL, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -466,6 +468,62 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def parse_slo(text: str | None) -> dict[str, float] | None:
+    """`--slo ttft_ms=2000,tpot_ms=50` as a dict (the metrics are checked by serve)."""
+    if not text:
+        return None
+    out: dict[str, float] = {}
+    for part in text.split(","):
+        key, eq, value = part.partition("=")
+        try:
+            out[key.strip()] = float(value)
+        except ValueError:
+            raise BadInput(f"--slo {part.strip()!r}: write METRIC=MS, e.g. ttft_ms=2000") from None
+        if not eq:
+            raise BadInput(f"--slo {part.strip()!r}: write METRIC=MS, e.g. ttft_ms=2000")
+    return out
+
+
+def parse_disaggregated(text: str | None) -> tuple[int, int] | None:
+    """`--disaggregated 1:3` as (prefill instances, decode instances)."""
+    if not text:
+        return None
+    p, colon, d = text.partition(":")
+    if not (colon and p.strip().isdigit() and d.strip().isdigit()) or not int(p) or not int(d):
+        raise BadInput(f"--disaggregated {text!r}: write PREFILL:DECODE instances, e.g. 1:3")
+    return int(p), int(d)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import ascendsim as asim
+
+    from .serving import serve
+
+    for path, flag in ((args.plot, "--plot"), (args.csv, "--csv")):
+        _check_out(path, flag)
+    parallel = asim.Parallel(tp=args.tp) if args.tp > 1 else None
+    requests: Any = args.requests or dict(
+        n=args.num_requests, rate=args.rate, seed=args.seed, arrival=args.arrival, cv=args.cv,
+        prompt_mean=args.prompt_mean, output_mean=args.output_mean)
+    sched = dict(policy=args.policy, chunked_prefill=not args.no_chunked_prefill,
+                 prefix_caching=not args.no_prefix_caching, launch=args.launch)
+    for key in ("max_num_seqs", "max_num_batched_tokens", "block_size"):
+        if getattr(args, key) is not None:
+            sched[key] = getattr(args, key)
+    report = serve(args.model, get_chip(args.chip), parallel, requests=requests,
+                   scheduler=sched, slo=parse_slo(args.slo), quant=args.quant,
+                   disaggregated=parse_disaggregated(args.disaggregated),
+                   instances=args.instances)
+    print(report.table())
+    if args.csv:
+        report.to_csv(args.csv)
+        print(f"wrote per-request CSV: {args.csv}")
+    if args.plot:
+        report.plot(args.plot)
+        print(f"wrote serving plots: {args.plot}")
+    return EXIT_OK
+
+
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from .validation.calibrate import calibrate
 
@@ -578,6 +636,44 @@ def build_parser() -> argparse.ArgumentParser:
     val.add_argument("--no-progress", dest="progress", action="store_false",
                      help="no progress bar")
     val.set_defaults(func=cmd_validate)
+
+    srv = sub.add_parser("serve", help="serve a decoder LLM under a request stream: TTFT, "
+                                       "TPOT, throughput, goodput")
+    srv.add_argument("model", metavar="MODEL_OR_CONFIG",
+                     help="a decoder preset (see `ascendsim models`) or a Hugging Face "
+                          "config.json")
+    srv.add_argument("--chip", default=DEFAULT_SERVING_CHIP,
+                     help=f"default {DEFAULT_SERVING_CHIP}")
+    srv.add_argument("--tp", type=int, default=1, help="tensor-parallel chips per instance")
+    srv.add_argument("--requests", metavar="CSV", default=None,
+                     help="arrival_s,prompt_tokens,output_tokens[,prefix_id,prefix_tokens]")
+    srv.add_argument("--rate", type=float, default=1.0, help="synthetic arrivals per second")
+    srv.add_argument("--num-requests", type=int, default=200, help="synthetic requests")
+    srv.add_argument("--arrival", choices=("poisson", "gamma"), default="poisson")
+    srv.add_argument("--cv", type=float, default=1.0, help="gamma arrivals' gap CV")
+    srv.add_argument("--prompt-mean", type=float, default=DEFAULT_PROMPT_MEAN,
+                     help=f"mean prompt tokens (default {DEFAULT_PROMPT_MEAN})")
+    srv.add_argument("--output-mean", type=float, default=DEFAULT_OUTPUT_MEAN,
+                     help=f"mean output tokens (default {DEFAULT_OUTPUT_MEAN})")
+    srv.add_argument("--seed", type=int, default=0, help="seed of the synthetic workload")
+    srv.add_argument("--policy", choices=("vllm", "mindie"), default="vllm")
+    srv.add_argument("--max-num-seqs", type=int, default=None,
+                     help="sequences per step (default: SchedulerConfig's)")
+    srv.add_argument("--max-num-batched-tokens", type=int, default=None,
+                     help="tokens per step (default: SchedulerConfig's)")
+    srv.add_argument("--no-chunked-prefill", action="store_true")
+    srv.add_argument("--no-prefix-caching", action="store_true")
+    srv.add_argument("--block-size", type=int, default=None,
+                     help="KV cache block, tokens (default: SchedulerConfig's)")
+    srv.add_argument("--launch", choices=("graph", "eager"), default="graph")
+    srv.add_argument("--quant", choices=("w8a8",), default=None)
+    srv.add_argument("--instances", type=int, default=1, help="mixed instances (round-robin)")
+    srv.add_argument("--disaggregated", metavar="P:D", default=None,
+                     help="P prefill and D decode instances, the KV moved between them")
+    srv.add_argument("--slo", default=None, help="e.g. ttft_ms=2000,tpot_ms=50 (goodput)")
+    srv.add_argument("--csv", metavar="FILE", help="write one line per request")
+    srv.add_argument("--plot", metavar="PNG", help="write latency, batch and KV-use plots")
+    srv.set_defaults(func=cmd_serve)
 
     cal = sub.add_parser("calibrate", help="fit chip figures to an msprof op_summary CSV")
     cal.add_argument("profile", metavar="PROFILE.csv", help="msprof op_summary CSV")

@@ -8,9 +8,11 @@ evenly from the first step (context = prompt_len) to the last (prompt_len + new_
 and interpolates linearly between them for every other step, instead of simulating each of the
 new_tokens - 1 steps. The prefill is simulated once (prompt_len tokens, empty cache).
 
-Metrics (all sequences of the batch advance together, static batching):
-- ttft_ms: the prefill (it yields the first token);
-- tpot_ms: mean time of the decode steps (one token per sequence each);
+Metrics (all sequences of the batch advance together, static batching; TTFT, TPOT and the
+SLO check are defined once, here, by `ttft_ms`, `tpot_ms` and `meets_slo`, and shared with
+`ascendsim.serving`; docs/api.md "Serving metrics"):
+- ttft_ms: the prefill (it yields the first token; every request arrives at t = 0);
+- tpot_ms: (e2e - TTFT) / (new_tokens - 1), i.e. the mean time of the decode steps;
 - decode_tokens_per_s: decode throughput, batch / TPOT (the decode phase alone);
 - output_tokens_per_s (also `tokens_per_s`): batch * new_tokens / (prefill + all decode
   steps), the output token throughput with the prefill included;
@@ -96,7 +98,9 @@ class GenerationResult:
 
     @property
     def tpot_ms(self) -> float:
-        return float(np.mean(self.decode_step_ms)) if self.decode_step_ms else 0.0
+        """`tpot_ms` of the module's metrics: the mean decode step."""
+        return tpot_ms(self.e2e_latency_ms, self.ttft_ms, self.new_tokens) \
+            if self.decode_step_ms else 0.0
 
     @property
     def total_ms(self) -> float:
@@ -156,6 +160,45 @@ class GenerationResult:
                 f"TPOT {self.tpot_ms:.3f} ms, decode {self.decode_tokens_per_s:.1f} tokens/s, "
                 f"output {self.output_tokens_per_s:.1f} tokens/s, HBM peak "
                 f"{gib(self.hbm_peak_bytes)})")
+
+
+# ----------------------------------------------------------------------------- metrics
+#: the per-request metrics an SLO may bound (docs/api.md "Serving metrics")
+SLO_METRICS = ("ttft_ms", "tpot_ms", "e2e_ms")
+
+
+def ttft_ms(arrival_s: float, first_token_s: float) -> float:
+    """Time to first token: from the request's arrival to its first output token, ms."""
+    return (first_token_s - arrival_s) * 1e3
+
+
+def tpot_ms(e2e_ms: float, ttft_ms: float, output_tokens: int) -> float:
+    """Time per output token after the first: (end-to-end - TTFT) / (output tokens - 1), ms;
+    0 for a request of one output token."""
+    return (e2e_ms - ttft_ms) / (output_tokens - 1) if output_tokens > 1 else 0.0
+
+
+def check_slo(slo: dict[str, float] | None) -> dict[str, float]:
+    """An SLO: upper bounds on per-request metrics of SLO_METRICS, ms; an unknown metric or a
+    bound that is not a positive number raises ConfigError naming it."""
+    if slo is None:
+        return {}
+    if not isinstance(slo, dict):
+        raise ConfigError(f"slo must be a dict of metric -> bound (ms), got "
+                          f"{type(slo).__name__}")
+    for key, bound in slo.items():
+        if key not in SLO_METRICS:
+            raise ConfigError(f"slo: unknown metric {key!r}; metrics are "
+                              f"{', '.join(SLO_METRICS)} (ms)")
+        if isinstance(bound, bool) or not isinstance(bound, (int, float)) or not bound > 0:
+            raise ConfigError(f"slo: {key} must be a positive number of ms, got {bound!r}")
+    return {k: float(v) for k, v in slo.items()}
+
+
+def meets_slo(values: dict[str, float], slo: dict[str, float]) -> bool:
+    """Whether a request's metrics meet every bound of `slo` (goodput counts such requests
+    per second)."""
+    return all(values[k] <= bound for k, bound in slo.items())
 
 
 # ----------------------------------------------------------------------------- memory
@@ -395,5 +438,6 @@ def _generate_parallel(name: str, cfg: DecoderConfig, chip: Chip, batch: int, pr
 
 
 __all__ = ["generate", "smallest_plan", "per_chip", "MAX_PLAN_CHIPS", "GenerationResult",
-           "MemoryPlan", "memory_plan", "check_capacity", "activation_peak", "decode_contexts",
+           "ttft_ms", "tpot_ms", "check_slo", "meets_slo", "SLO_METRICS", "MemoryPlan",
+           "memory_plan", "check_capacity", "activation_peak", "decode_contexts",
            "DEFAULT_DECODE_SAMPLES"]

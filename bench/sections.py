@@ -126,6 +126,13 @@ SECTIONS: tuple[Section, ...] = (
             about="llama2-7b prefill and decode: the simulator's own optimise + simulate time, "
                   "unfused against fused (`asim.compare`), and `asim.llm.generate` serving "
                   "figures (TTFT, TPOT, tokens/s, HBM peak)."),
+    Section("serving", "LLM serving: 1,000 requests, the memo, a configuration search",
+            "serving.py", minutes=1.5,
+            about="`asim.llm.serve` of llama2-7b on one 910B under 1,000 Poisson requests "
+                  "(TTFT/TPOT/E2E percentiles, throughput, goodput, CPU time, fresh step "
+                  "simulations and the memo hit rate), and `asim.llm.search` over mixed and "
+                  "disaggregated qwen2-0.5b on four chips: the best configuration under its "
+                  "SLO and the runner-up."),
     Section("unit_block", "Block detail inside long tiles", "unit_block.py", fmt="markdown",
             minutes=1,
             about="The engine with and without chunk tiles (SimPy events, engine CPU seconds, "

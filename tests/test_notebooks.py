@@ -23,7 +23,7 @@ CELL_TIMEOUT_S = 300
 
 def test_notebooks_exist() -> None:
     names = [p.stem[:2] for p in NOTEBOOKS]
-    assert names == ["01", "02", "03", "04", "05", "06", "07", "08"]
+    assert names == ["01", "02", "03", "04", "05", "06", "07", "08", "09"]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)

@@ -121,7 +121,7 @@ ANCHOR_ORDER = ("attention", "conv", "batch_matmul", "gemm", "norm", "softmax", 
                 _T, _G, _E, _C)
 
 #: whole-model families of the table: reported beside the op figures, never weighed in
-MODEL_FAMILIES = ("model_training", "model_inference")
+MODEL_FAMILIES = ("model_training", "model_inference", "serving")
 _SEP = re.compile(r"[_\s;,+]+")
 
 

@@ -81,7 +81,7 @@ except ImportError:  # pragma: no cover - Python 3.10
 #: the fixed list of families (issue 10); extend only with a reason
 FAMILIES = ("gemm", "batch_matmul", "conv", "attention", "softmax", "norm", "elementwise",
             "reduce", "transpose", "embedding", "copy", "launch", "model_training",
-            "model_inference")
+            "model_inference", "serving")
 ROLES = ("validation", "calibration", "pending")
 #: how a figure was timed: msprof kernel time; one host-launched call with synchronisation;
 #: a steady-state graph-mode step; a throughput over many steps
@@ -93,9 +93,12 @@ UNITS: dict[str, tuple[str, float]] = {
     "us": ("time", 1e-6), "ms": ("time", 1e-3), "s": ("time", 1.0),
     "samples/s": ("throughput", 1.0), "images/s": ("throughput", 1.0),
     "tokens/s": ("throughput", 1.0), "TFLOPS": ("throughput", 1e12),
-    "GB/s": ("throughput", 1e9),
+    "GB/s": ("throughput", 1e9), "requests/s": ("throughput", 1.0),
 }
-WORKLOAD_KINDS = ("op", "model", "transfer", "decoder")
+WORKLOAD_KINDS = ("op", "model", "transfer", "decoder", "serving")
+#: what a serving row measured: a ServingReport.summary() key (throughputs, percentiles)
+SERVING_MEASURES = ("output_tokens_per_s", "requests_per_s") + tuple(
+    f"{m}_p{q}" for m in ("ttft_ms", "tpot_ms", "e2e_ms") for q in (50, 90, 99))
 PHASES = ("inference", "training")
 #: decoder workloads: the step measured and how it was launched
 DECODER_PHASES = ("prefill", "decode")
@@ -114,6 +117,10 @@ _WORKLOAD_KEYS = {
     "transfer": ({"src", "dst", "bytes"}, {"kind", "l2_miss", "cores"}),
     "decoder": ({"preset", "batch"}, {"kind", "phase", "seq_len", "context_len", "precision",
                                       "overrides", "layers", "launch", "parallel", "box"}),
+    # requests: synthetic() arguments (n, rate, prompt_mean, output_mean, ...); scheduler:
+    # SchedulerConfig fields; measure: a SERVING_MEASURES key
+    "serving": ({"preset", "requests", "measure"}, {"kind", "scheduler", "precision", "tp",
+                                                    "max_concurrency", "quant", "box"}),
 }
 
 
@@ -199,6 +206,12 @@ class CorpusRow:
             extra = f" seq {w['seq_len']}" if "seq_len" in w else ""
             return (f"{w['model']} {w.get('phase', 'inference')} b{w['batch']}{extra} "
                     f"{w.get('precision', '')}").strip()
+        if kind == "serving":
+            q = w["requests"]
+            conc = f" concurrency {w['max_concurrency']}" if "max_concurrency" in w else ""
+            return (f"serve {w['preset']} tp{w.get('tp', 1)} {q.get('n')} req "
+                    f"{q.get('prompt_mean')}/{q.get('output_mean')} tokens rate "
+                    f"{q.get('rate')}{conc}: {w['measure']}")
         if kind == "decoder":
             phase = w.get("phase", "prefill")
             size = f" s{w['seq_len']}" if phase == "prefill" else ""
@@ -389,6 +402,16 @@ def _check_workload(w: Any, fail) -> dict[str, Any]:
         raise fail("workload.phase", f"{w['phase']!r} is not one of {', '.join(PHASES)}")
     if kind == "decoder":
         _check_decoder(w, fail)
+    if kind == "serving":
+        if w["measure"] not in SERVING_MEASURES:
+            raise fail("workload.measure", f"{w['measure']!r} is not one of "
+                                           f"{', '.join(SERVING_MEASURES)}")
+        if not isinstance(w["requests"], Mapping):
+            raise fail("workload.requests", "must be a table of synthetic() arguments")
+        for key in ("tp", "max_concurrency"):
+            if key in w and (isinstance(w[key], bool) or not isinstance(w[key], int)
+                             or w[key] < 1):
+                raise fail(f"workload.{key}", f"must be a positive integer, got {w[key]!r}")
     return dict(w)
 
 

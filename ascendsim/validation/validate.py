@@ -633,6 +633,31 @@ class RowRunner:
         return res.time_us * 1e-6, {"sample": w["batch"], "flop": flops,
                                      "token": decoder_tokens(row)}
 
+    def _serving(self, row: CorpusRow, chip: Chip) -> tuple[float, dict[str, float]]:
+        """A serving run as the row's benchmark ran it (`serving.serve`): a throughput row is
+        the run's output tokens or requests over its duration, a percentile row that
+        latency."""
+        import math
+
+        from ..serving import serve
+
+        w = row.workload
+        tp = int(w.get("tp", 1))
+        parallel = Parallel(tp=tp) if tp > 1 else None
+        box = Box(chip, tp, w.get("box", "atlas800-a2")) if parallel is not None else None
+        requests = {k: (math.inf if v == "inf" else v) for k, v in w["requests"].items()}
+        dtypes = {"fp16": "float16", "bf16": "bfloat16", "float16": "float16",
+                  "bfloat16": "bfloat16"}
+        rep = serve(w["preset"], chip, requests=requests, scheduler=dict(w.get("scheduler", {})),
+                    max_concurrency=w.get("max_concurrency"),
+                    dtype=dtypes.get(w.get("precision", "fp16"), "float16"),
+                    quant=w.get("quant"), parallel=parallel, box=box)
+        summary = rep.summary()
+        if row.metric == "time":
+            return summary[w["measure"]] / 1e3, {}
+        return rep.duration_s, {"token": sum(r.output_tokens for r in rep.requests),
+                                "request": len(rep.requests)}
+
     def _extrapolate(self, plan, chip: Chip, fused: bool, mode: str) -> tuple[float, float]:
         """Cycles and FLOPs of a plan's graphs, extrapolated linearly in the layer count when
         the plan holds the 1- and 2-layer graphs."""
@@ -674,10 +699,10 @@ def _op_mode(row: CorpusRow, measure: str) -> str:
 
 
 _KINDS = {"op": RowRunner._op, "model": RowRunner._model, "transfer": RowRunner._transfer,
-          "decoder": RowRunner._decoder}
+          "decoder": RowRunner._decoder, "serving": RowRunner._serving}
 #: throughput unit -> the amount of work (key of the kind's work dict) it counts
 _UNIT_WORK = {"samples/s": "sample", "images/s": "sample", "tokens/s": "token",
-              "TFLOPS": "flop", "GB/s": "byte"}
+              "TFLOPS": "flop", "GB/s": "byte", "requests/s": "request"}
 
 
 def _to_unit(row: CorpusRow, seconds: float, work: Mapping[str, float]) -> float:

@@ -25,7 +25,7 @@ from ascendsim.report.confidence import (
 from ascendsim.report.summary import CONFIDENCE_COLUMN
 from ascendsim.validation.corpus import FAMILIES, load_corpus
 
-OP_FAMILIES = set(FAMILIES) - {"launch", "model_training", "model_inference"}
+OP_FAMILIES = set(FAMILIES) - {"launch", "model_training", "model_inference", "serving"}
 
 
 def test_every_registered_op_type_maps_to_a_family_or_is_unvalidated():

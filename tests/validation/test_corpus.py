@@ -34,13 +34,13 @@ CHIP_FILES = Path(ascendsim.hw.__file__).parent / "chips"
 
 FAMILIES = {"gemm", "batch_matmul", "conv", "attention", "softmax", "norm", "elementwise",
             "reduce", "transpose", "embedding", "copy", "launch", "model_training",
-            "model_inference"}
+            "model_inference", "serving"}
 ROLES = {"validation", "calibration", "pending"}
 TIMINGS = {"msprof_kernel", "eager_call", "graph_step", "throughput"}
 DATA = {"warm", "cold", "unknown"}
 UNIT_METRIC = {"us": "time", "ms": "time", "s": "time", "samples/s": "throughput",
                "images/s": "throughput", "tokens/s": "throughput", "TFLOPS": "throughput",
-               "GB/s": "throughput"}
+               "GB/s": "throughput", "requests/s": "throughput"}
 REQUIRED = {"id": str, "chip": str, "family": str, "role": str, "workload": dict,
             "timing": str, "data": str, "metric": str, "value": (int, float), "unit": str,
             "source": str}
@@ -49,7 +49,8 @@ OPTIONAL_STR = ("variant", "pending_reason", "source_detail", "framework", "cann
 #: kind -> the workload keys a row of that kind must give (the loader in
 #: ascendsim.validation owns the full vocabulary of optional keys)
 WORKLOAD_REQUIRED = {"op": {"op", "inputs"}, "model": {"model", "batch"},
-                     "transfer": {"src", "dst", "bytes"}, "decoder": {"preset", "batch"}}
+                     "transfer": {"src", "dst", "bytes"}, "decoder": {"preset", "batch"},
+                     "serving": {"preset", "requests", "measure"}}
 PHASES = {"inference", "training"}
 DECODER_PHASES = {"prefill", "decode"}
 PRECISIONS = {"fp16", "float16", "mixed", "amp", "bf16", "bfloat16", "fp32", "float32", "int8"}
@@ -100,6 +101,13 @@ def workload_problems(w: Any, role: str) -> list[str]:
             out.append("workload.seq_len: a prefill row gives its prompt tokens")
         elif phase == "decode" and not _positive_int(w.get("context_len")):
             out.append("workload.context_len: a decode row gives the cached tokens")
+    if kind == "serving":
+        if role != "pending" and w.get("preset") not in decoder_presets():
+            out.append(f"workload.preset {w.get('preset')!r} is not a decoder preset "
+                       f"(such rows are pending)")
+        if w.get("precision", "bf16") not in PRECISIONS:
+            out.append(f"workload.precision {w['precision']!r} is not one of "
+                       f"{sorted(PRECISIONS)}")
     if kind == "model":
         if w.get("phase", "inference") not in PHASES:
             out.append(f"workload.phase {w.get('phase')!r} is not one of {sorted(PHASES)}")

@@ -1,0 +1,165 @@
+"""serve(): the scheduler's behaviour under load, KV pressure and chunking; bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ascendsim.errors import CapacityError, ConfigError
+from ascendsim.hw import get_chip
+from ascendsim.hw.interconnect import get_interconnect
+from ascendsim.llm import Request, SchedulerConfig, load_requests, serve, synthetic, tpot_ms
+from ascendsim.models.decoder import decoder_config
+
+SMALL = "qwen2-0.5b"
+
+
+def test_ttft_rises_with_load_past_saturation():
+    """max_num_seqs=16 caps the batch: below capacity (10 req/s) requests start at once; past
+    it (40, 160 req/s) they queue, so TTFT grows with the rate while throughput flattens."""
+    runs = {rate: serve(SMALL, requests=dict(n=300, rate=rate, seed=1),
+                        scheduler=dict(max_num_seqs=16)) for rate in (10, 40, 160)}
+    p50 = {r: runs[r].percentiles("ttft_ms")["p50"] for r in runs}
+    assert p50[10] < 50 < 10 * p50[10] < p50[40] < p50[160]
+    served = {r: runs[r].requests_per_s for r in runs}
+    assert served[10] == pytest.approx(10, rel=0.1)
+    assert served[160] < 1.1 * served[40]            # saturated: no more throughput
+
+
+def test_preemptions_appear_when_kv_capacity_is_cut():
+    reqs = dict(n=200, rate=40, seed=1)
+    full = serve(SMALL, requests=reqs)
+    cut = serve(SMALL, requests=reqs, scheduler=dict(num_blocks=60))
+    assert full.preemptions == 0 and full.num_blocks > 10_000
+    assert cut.preemptions > 10 and cut.num_blocks == 60
+    assert cut.percentiles("e2e_ms")["p50"] > full.percentiles("e2e_ms")["p50"]
+    assert cut.timeline()["kv_use"].max() <= 1.0
+    # every request still finishes with all its tokens
+    assert all(s.generated == s.req.output_tokens for s in cut.seqs)
+
+
+def test_chunked_prefill_trades_ttft_for_tpot():
+    """llama2-7b, 1024-token prompts: chunks of 512 let decode tokens ride along every step
+    (TPOT down at every percentile) but spread each prompt over steps (TTFT up)."""
+    reqs = dict(n=100, rate=3, seed=2, prompt_mean=1024, output_mean=64)
+    on = serve("llama2-7b", requests=reqs,
+               scheduler=dict(chunked_prefill=True, max_num_batched_tokens=512))
+    off = serve("llama2-7b", requests=reqs,
+                scheduler=dict(chunked_prefill=False, max_num_batched_tokens=4096))
+    for p in ("p50", "p90", "p99"):
+        assert on.percentiles("ttft_ms")[p] > off.percentiles("ttft_ms")[p]
+        assert on.percentiles("tpot_ms")[p] < off.percentiles("tpot_ms")[p]
+
+
+def test_metrics_follow_their_one_definition():
+    reqs = dict(n=50, rate=5, seed=3)
+    bound = float(np.median(serve(SMALL, requests=reqs).ttft_ms))
+    r = serve(SMALL, requests=reqs, slo={"ttft_ms": bound, "tpot_ms": 1e3})
+    s = r.seqs[7]
+    e2e = (s.finish_s - s.req.arrival_s) * 1e3
+    ttft = (s.first_token_s - s.req.arrival_s) * 1e3
+    assert r.ttft_ms[7] == pytest.approx(ttft)
+    assert r.tpot_ms[7] == pytest.approx((e2e - ttft) / (s.req.output_tokens - 1))
+    assert tpot_ms(e2e, ttft, 1) == 0.0
+    met = (r.ttft_ms <= bound) & (r.tpot_ms <= 1e3)
+    assert met.sum() == 25                           # the median TTFT as the bound: half meet
+    assert r.goodput == pytest.approx(met.sum() / r.duration_s)
+    assert r.output_tokens_per_s == pytest.approx(
+        sum(q.output_tokens for q in r.requests) / r.duration_s)
+    # tokens come one per step per sequence: TPOT is at least the fastest step
+    assert r.tpot_ms.min() > 0
+
+
+def test_prefix_caching_skips_the_shared_prefix(tmp_path):
+    rows = ["arrival_s,prompt_tokens,output_tokens,prefix_id,prefix_tokens"]
+    rows += [f"{i * 0.05:.2f},1100,16,sys,1024" for i in range(20)]
+    path = tmp_path / "req.csv"
+    path.write_text("\n".join(rows) + "\n")
+    on = serve(SMALL, requests=str(path))
+    off = serve(SMALL, requests=str(path), scheduler=dict(prefix_caching=False))
+    # 8 full blocks of 128 tokens cached after the first request; 19 requests reuse them
+    assert on.prefix_hit_tokens == 19 * 1024 and off.prefix_hit_tokens == 0
+    assert on.percentiles("ttft_ms")["p50"] < off.percentiles("ttft_ms")["p50"]
+
+
+def test_disaggregated_moves_the_kv_cache_and_uses_more_chips():
+    reqs = dict(n=100, rate=20, seed=4)
+    mixed = serve(SMALL, requests=reqs)
+    disagg = serve(SMALL, requests=reqs, disaggregated=(1, 2))
+    assert disagg.chips == 3 and mixed.chips == 1
+    assert len(disagg.kv_transfer_ms) == sum(1 for q in disagg.requests if q.output_tokens > 1)
+    # each prompt's KV over one HCCS link (3 chips: one server): latency + bytes / 56 GB/s
+    ic = get_interconnect(None, get_chip("ascend910b"))
+    cfg = decoder_config(SMALL)
+    want = sorted((ic.hccs_latency_us + cfg.kv_cache_bytes(1, q.prompt_tokens)
+                   / ic.hccs_bandwidth_bytes_per_s * 1e6) / 1e3
+                  for q in disagg.requests if q.output_tokens > 1)
+    assert sorted(disagg.kv_transfer_ms) == pytest.approx(want)
+    assert ic.hccs_bandwidth_bytes_per_s == 5.6e10
+    assert all(s.generated == s.req.output_tokens for s in disagg.seqs)
+
+
+def test_mindie_policy_never_mixes_prefill_and_decode():
+    r = serve(SMALL, requests=dict(n=60, rate=30, seed=5), scheduler=dict(policy="mindie"))
+    mixed_steps = [st for _, st in r.steps if 0 < st.prefill_tokens and st.tokens >
+                   st.prefill_tokens]
+    assert not mixed_steps
+    v = serve(SMALL, requests=dict(n=60, rate=30, seed=5))
+    assert any(0 < st.prefill_tokens < st.tokens for _, st in v.steps)
+
+
+def test_synthetic_workload_is_seeded_and_documented():
+    a, b = synthetic(500, 4.0, seed=9), synthetic(500, 4.0, seed=9)
+    assert a == b and a != synthetic(500, 4.0, seed=10)
+    gaps = np.diff([r.arrival_s for r in a])
+    assert np.mean(gaps) == pytest.approx(0.25, rel=0.1)
+    assert np.mean([r.prompt_tokens for r in a]) == pytest.approx(512, rel=0.1)
+    bursty = np.diff([r.arrival_s for r in synthetic(500, 4.0, arrival="gamma", cv=3.0)])
+    assert np.std(bursty) / np.mean(bursty) > 2 * np.std(gaps) / np.mean(gaps)
+
+
+# ----------------------------------------------------------------------------- bad input
+@pytest.mark.parametrize("body, match", [
+    ("0.0,100,10\n0.5,-3,10\n", r"req\.csv: line 3: prompt_tokens must be a non-negative"),
+    ("0.0,100,10\n0.5,,10\n", r"req\.csv: line 3: missing prompt_tokens"),
+    ("0.0,100,10\n-1,100,10\n", r"req\.csv: line 3: arrival_s must be a non-negative"),
+    ("0.0,100,abc\n", r"req\.csv: line 2: output_tokens 'abc' is not a number"),
+    ("0.0,100,0\n", r"req\.csv: line 2: output_tokens must be >= 1"),
+])
+def test_bad_request_csv_names_file_line_and_column(tmp_path, body, match):
+    path = tmp_path / "req.csv"
+    path.write_text("arrival_s,prompt_tokens,output_tokens\n" + body)
+    with pytest.raises(ConfigError, match=match):
+        load_requests(path)
+
+
+def test_request_csv_missing_column(tmp_path):
+    path = tmp_path / "req.csv"
+    path.write_text("arrival_s,prompt_tokens\n0,10\n")
+    with pytest.raises(ConfigError, match=r"line 1: missing column\(s\) output_tokens"):
+        load_requests(path)
+
+
+def test_slo_on_an_unknown_metric():
+    with pytest.raises(ConfigError, match="slo: unknown metric 'itl_ms'; metrics are ttft_ms"):
+        serve(SMALL, requests=dict(n=5, rate=1), slo={"itl_ms": 30})
+
+
+def test_unknown_scheduler_option():
+    with pytest.raises(ConfigError, match="unknown option.*max_num_seq;"):
+        serve(SMALL, requests=dict(n=5, rate=1), scheduler={"max_num_seq": 8})
+    with pytest.raises(ConfigError, match="policy 'sglang' unknown"):
+        SchedulerConfig(policy="sglang")
+
+
+def test_a_model_that_does_not_fit_names_the_sizes():
+    with pytest.raises(CapacityError, match=r"llama2-70b does not fit ascend910b x 1: weights "
+                                            r"128\.\d+ GiB"):
+        serve("llama2-70b", requests=dict(n=5, rate=1))
+
+
+def test_a_request_longer_than_the_cache():
+    reqs = [Request(0, 0.0, 2000, 100)]
+    with pytest.raises(CapacityError, match=r"holds 4 blocks of 128 tokens \(512 tokens\), the "
+                                            r"longest request needs 17"):
+        serve(SMALL, requests=reqs, scheduler=dict(num_blocks=4))
