@@ -120,7 +120,7 @@ _WORKLOAD_KEYS = {
     # requests: synthetic() arguments (n, rate, prompt_mean, output_mean, ...); scheduler:
     # SchedulerConfig fields; measure: a SERVING_MEASURES key
     "serving": ({"preset", "requests", "measure"}, {"kind", "scheduler", "precision", "tp",
-                                                    "max_concurrency", "quant", "box"}),
+                                                    "max_concurrency", "quant"}),
 }
 
 

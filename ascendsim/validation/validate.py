@@ -643,15 +643,14 @@ class RowRunner:
 
         w = row.workload
         tp = int(w.get("tp", 1))
-        parallel = Parallel(tp=tp) if tp > 1 else None
-        box = Box(chip, tp, w.get("box", "atlas800-a2")) if parallel is not None else None
+        parallel = Parallel(tp=tp) if tp > 1 else None      # on the chip's Atlas 800 box
         requests = {k: (math.inf if v == "inf" else v) for k, v in w["requests"].items()}
         dtypes = {"fp16": "float16", "bf16": "bfloat16", "float16": "float16",
                   "bfloat16": "bfloat16"}
         rep = serve(w["preset"], chip, requests=requests, scheduler=dict(w.get("scheduler", {})),
                     max_concurrency=w.get("max_concurrency"),
                     dtype=dtypes.get(w.get("precision", "fp16"), "float16"),
-                    quant=w.get("quant"), parallel=parallel, box=box)
+                    quant=w.get("quant"), parallel=parallel)
         summary = rep.summary()
         if row.metric == "time":
             return summary[w["measure"]] / 1e3, {}
