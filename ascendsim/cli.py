@@ -31,9 +31,10 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from .api import DEFAULT_CHIP, DEFAULT_DETAIL, DEFAULT_MODE
+from .api import DEFAULT_CHIP, DEFAULT_DETAIL, DEFAULT_MODE, with_precision_mode
 from .errors import AscendSimError
 from .hw.names import DETAILS, MODES
+from .hw.precision import PRECISION_MODES
 
 EXIT_OK, EXIT_INTERNAL, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -314,7 +315,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     for path, flag in ((args.timeline, "--timeline"), (args.trace, "--trace"),
                        (args.summary, "--summary")):
         _check_out(path, flag)
-    chip = get_chip(args.chip)
+    chip = with_precision_mode(get_chip(args.chip), args.precision_mode)
     fusion = _fusion(args)
     window, cores = parse_window(args.window), parse_cores(args.cores)
     if (window or cores) and not (args.timeline or args.trace):
@@ -365,7 +366,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     import ascendsim as asim
 
     _check_out(args.plot, "--plot")
-    chip = get_chip(args.chip)
+    chip = with_precision_mode(get_chip(args.chip), args.precision_mode)
     progress = Progress(["load", "compare", "plot"], enabled=None if args.progress else False)
     try:
         with progress.stage("loading model"):
@@ -391,7 +392,8 @@ def cmd_attribute(args: argparse.Namespace) -> int:
     _check_out(args.plot, "--plot")
     graph = load_model(args.model, args.batch)
     fusion = _fusion(args)
-    att = attribute(graph, get_chip(args.chip), fusion=fusion, passes=args.passes or None,
+    att = attribute(graph, with_precision_mode(get_chip(args.chip), args.precision_mode),
+                    fusion=fusion, passes=args.passes or None,
                     instances=not args.no_instances, detail=args.detail, mode=args.mode)
     print(att.table())
     if not args.no_instances:
@@ -519,6 +521,10 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--mode", choices=MODES, default=DEFAULT_MODE,
                         help="sink: graph sunk on the device (default); host: op-by-op "
                              "launches from the host; eager: synchronised single-op calls")
+        sp.add_argument("--precision-mode", choices=tuple(PRECISION_MODES), default=None,
+                        help="CANN precision mode: the dtype cube ops read float32 operands "
+                             "in (default: the chip's, e.g. allow_fp32_to_fp16 on ascend910, "
+                             "must_keep_origin_dtype on ascend910b)")
         sp.add_argument("--no-progress", dest="progress", action="store_false",
                         help="no progress bar")
 
