@@ -447,10 +447,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
     for path, flag in ((args.plot, "--plot"), (args.csv, "--csv")):
         _check_out(path, flag)
     chip = get_chip(args.chip) if args.chip else None
+    as_chip = get_chip(args.as_chip) if args.as_chip else None
     progress = Progress(["validate"], enabled=None if args.progress else False)
     try:
         with progress.stage("simulating corpus rows"):
-            report = validate(chip=chip, families=args.family, quick=args.quick)
+            report = validate(chip=chip, families=args.family, quick=args.quick,
+                              as_chip=as_chip)
             if args.loso:
                 report.loso = leave_one_source_out()
     finally:
@@ -566,11 +568,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     val = sub.add_parser("validate", help="simulate the measured corpus; median |error|")
     val.add_argument("--chip", default=None,
-                     help="run every row on this chip (default: each row on its own chip)")
+                     help="only rows measured on this chip's generation (ascend910b: every "
+                          "Atlas A2 row), each on its own chip (default: every row)")
+    val.add_argument("--as-chip", default=None, metavar="CHIP",
+                     help="what-if: run the rows on this chip (a name or a chip file) "
+                          "instead of their own")
     val.add_argument("--family", action="append", default=None,
                      help="only rows of this family (repeatable)")
     val.add_argument("--quick", action="store_true", help="the fixed quick subset (< 30 s)")
-    val.add_argument("--plot", metavar="PNG", help="write the simulated vs measured scatter")
+    val.add_argument("--plot", metavar="PNG", help="write each row's ratio, per family")
     val.add_argument("--csv", metavar="FILE", help="write one line per row")
     val.add_argument("--loso", action="store_true", help="leave one source out of each C figure")
     val.add_argument("--summary-only", action="store_true",
