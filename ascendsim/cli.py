@@ -463,20 +463,35 @@ def cmd_validate(args: argparse.Namespace) -> int:
         print(f"wrote per-row CSV: {args.csv}")
     if args.plot:
         report.plot(args.plot)
-        print(f"wrote scatter plot: {args.plot}")
+        print(f"wrote ratio plot: {args.plot}")
     return EXIT_OK
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from .validation.calibrate import calibrate
+    from .validation.msprof import load_msprof
 
     _check_out(args.out, "--out")
     params = [p.strip() for p in args.params.split(",") if p.strip()]
-    result = calibrate(args.profile, get_chip(args.chip), params, holdout=args.holdout,
-                       seed=args.seed)
+    chip = get_chip(args.chip)
+    profile = load_msprof(args.profile, chip, data=args.data)
+    skipped = profile.unmapped
+    if skipped:
+        n = sum(skipped.values())
+        print(f"{n} of {len(profile.rows)} row(s) not used: op types the CANN op table "
+              f"cannot map: " + ", ".join(f"{t} ({k})" for t, k in skipped.items()))
+    failed = [r for r in profile.rows if r.status == "error" and r.op_type not in skipped]
+    if failed:
+        print(f"{len(failed)} row(s) not used: they did not simulate (first: "
+              f"{failed[0].reason})")
+    other = "cold" if args.data == "warm" else "warm"
+    print(f"single ops' inputs: {args.data} L2 (--data {other} for the other assumption)")
+    result = calibrate(profile, chip, params, holdout=args.holdout, seed=args.seed)
     print(result.summary())
+    print()
+    print(result.row_table())
     if args.out:
-        result.write_toml(args.out)
+        result.write_toml(args.out, force=args.force)    # refused (exit 2) when worse
         print(f"wrote chip file: {args.out}")
     return EXIT_OK
 
@@ -594,6 +609,11 @@ def build_parser() -> argparse.ArgumentParser:
     cal.add_argument("--holdout", type=float, default=0.3, help="held-out fraction")
     cal.add_argument("--seed", type=int, default=0, help="seed of the split")
     cal.add_argument("--out", metavar="CHIP.toml", help="write the calibrated chip file")
+    cal.add_argument("--force", action="store_true",
+                     help="write --out even when the held-out error got worse")
+    cal.add_argument("--data", choices=("warm", "cold"), default="warm",
+                     help="how each single op's inputs meet L2: warm (default: just produced, "
+                          "as in a model run) or cold (read from HBM)")
     cal.set_defaults(func=cmd_calibrate)
     return p
 
