@@ -233,9 +233,7 @@ class Result:
         """The TaskRecord of `op_name`: a task's own name, or any of the model's op names a
         fused task carries (`TaskRecord.fused_ops`: 'Softmax_39' finds its
         IncreFlashAttention, 'stem.conv' its ConvRelu)."""
-        from .report.summary import find_task
-
-        return find_task(self.trace, op_name)
+        return self.trace.task(op_name)
 
     def explain(self, op_name: str) -> str:
         from .report.explain import explain
