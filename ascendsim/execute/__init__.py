@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from ..errors import AscendSimError, GraphError
+from ..errors import AscendSimError, ConfigError, GraphError
 from ..ir.graph import Graph
 from ..ir.registry import get_op
 from ..ir.tensor import as_storage, materialize
@@ -69,7 +69,7 @@ def execute(graph: Graph, inputs: Mapping[str, np.ndarray],
     `hw.precision.cube_fp32_dtype`): "float16" or "bfloat16" rounds them before the kernel,
     which accumulates in float32 as the cube's L0C does; "float32" keeps them."""
     if cube_fp32 not in CUBE_FP32_DTYPES:
-        raise GraphError(f"cube_fp32={cube_fp32!r}: expected one of "
+        raise ConfigError(f"cube_fp32={cube_fp32!r}: expected one of "
                          f"{', '.join(CUBE_FP32_DTYPES)}")
     body = run_graph if cube_fp32 == "float32" else \
         (lambda g, feeds: run_graph(g, feeds, cube_fp32))

@@ -123,3 +123,14 @@ def test_cli_precision_mode(capsys, tmp_path):
     with pytest.raises(SystemExit) as ex:
         main(["run", str(path), "--precision-mode", "fp8", "--no-progress"])
     assert ex.value.code == 2 and "--precision-mode" in capsys.readouterr().err
+
+
+def test_execute_takes_the_cube_dtype():
+    g, feeds = _matmul(32), _feeds(32)
+    exact = next(iter(asim.execute(g, feeds).values()))
+    half = next(iter(asim.execute(g, feeds, cube_fp32="float16").values()))
+    want = feeds["a"].astype(np.float16).astype(np.float64) @ \
+        feeds["b"].astype(np.float16).astype(np.float64)
+    assert np.abs(half - want).max() < 1e-4 < np.abs(exact - want).max()
+    with pytest.raises(ConfigError, match="cube_fp32='fp8'"):
+        asim.execute(g, feeds, cube_fp32="fp8")
