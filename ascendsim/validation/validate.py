@@ -386,7 +386,8 @@ class ValidationReport:
             pend = [r for r in self.rows if r.status == "pending"]
             if pend:
                 out.append(f"pending rows ({len(pend)}, not counted)")
-                out += [f"  {r.id} [{r.family}, {r.chip}]: {r.pending_reason}" for r in pend]
+                out += [f"  {r.id} [{r.family}, {r.chip_name}]: {r.pending_reason}"
+                        for r in pend]
                 out.append("")
         head = ("family", "n", "median |error|", "median ratio", "bias")
 

@@ -134,3 +134,16 @@ def test_execute_takes_the_cube_dtype():
     assert np.abs(half - want).max() < 1e-4 < np.abs(exact - want).max()
     with pytest.raises(ConfigError, match="cube_fp32='fp8'"):
         asim.execute(g, feeds, cube_fp32="fp8")
+
+
+def test_compare_tolerance_follows_the_cube_rounding():
+    """A folded BatchNorm rounds other weights to fp16 than the unfused Conv: on the 910
+    (fp32 cube operands in fp16) the verdict takes fp16's tolerance and says why."""
+    g = asim.models.conv_bn_relu(dtype="float32")
+    on910 = asim.compare(g, "ascend910")
+    assert on910.cube_rounding == "float16" and on910.outputs_equal is True
+    assert on910.max_abs_diff > 1e-4                 # beyond float32's tolerance
+    assert "rounded to float16 by the precision mode" in on910.verdict
+    on910b = asim.compare(g, "ascend910b")
+    assert on910b.cube_rounding is None and on910b.outputs_equal is True
+    assert on910b.max_abs_diff < 1e-4
