@@ -67,7 +67,11 @@ How each timing is simulated (`simulate_row`):
   DMA probe rows give the L2 miss fraction explicitly (msKPP curves assume hits).
 
 Rows that fail to build or simulate get status "error" with the reason (the run goes on);
-pending rows are reported apart (status "pending") and never counted. Every simulation uses
+pending rows are reported apart (status "pending") and never counted. A row's verdict says
+more than whether it simulated: "ok" within `OFF_BOUND` (|error| <= 25 %), "off" beyond it,
+"failed", "pending". `validate(chip=)` keeps the rows measured on that chip's generation
+(`rows_of_chip`), each still simulated on its own chip; `as_chip=` is the what-if that runs
+them on another chip. Every simulation uses
 detail="block" unless an op row asks for "tile", and identical graphs are built and simulated
 once per run.
 """
