@@ -29,6 +29,8 @@ from .errors import CapacityError, ConfigError, GraphError, SimulationError
 from .gcpause import gc_paused
 from .hw import Chip, get_chip
 from .hw.names import DETAILS, MODES
+from .hw.precision import PRECISION_MODES, cube_fp32_dtype
+from .hw.precision import precision_mode as precision_mode_of
 from .ir import Graph
 from .ir.tensor import as_storage, storage_dtype
 from .sim.trace import Trace
@@ -117,13 +119,24 @@ class Result:
         return self.flops / (self.time_us * 1e-6) / 1e12 if self.time_us > 0 else 0.0
 
     @property
+    def precision_mode(self) -> str:
+        """CANN's precision mode the run used (`simulate(precision_mode=)`, else the chip's)."""
+        return precision_mode_of(self.chip)
+
+    def _peak_flops(self) -> float:
+        """The chip's cube peak in the mode `dtype` runs in (float32: the precision mode's)."""
+        cube = (cube_fp32_dtype(self.chip) or "float32") if self.dtype == "float32" \
+            else self.dtype
+        try:
+            return self.chip.peak_flops(cube)
+        except Exception:      # a dtype the cube has no rate for
+            return self.chip.peak_flops("float16")
+
+    @property
     def mfu(self) -> float:
         """Model flops utilisation: achieved flops/s over the chip's cube peak for `dtype`
-        (CANN times an fp32 model in the cube's fp16 mode on chips without an fp32 cube)."""
-        try:
-            peak = self.chip.peak_flops(self.dtype)
-        except Exception:      # a dtype the cube has no rate for
-            peak = self.chip.peak_flops("float16")
+        (float32 in the cube mode its precision mode picks: fp16 on the 910 by default)."""
+        peak = self._peak_flops()
         return self.achieved_tflops * 1e12 / peak if peak else 0.0
 
     @property
@@ -149,12 +162,11 @@ class Result:
         tp = self.throughput
         if tp is not None:
             parts.append(f"{tp[0]:,.1f} {tp[1]}")
-        try:
-            peak = self.chip.peak_flops(self.dtype) / 1e12
-        except Exception:
-            peak = self.chip.peak_flops("float16") / 1e12
+        peak = self._peak_flops() / 1e12
         parts.append(f"{self.achieved_tflops:,.2f} TFLOPS achieved")
         parts.append(f"MFU {100 * self.mfu:.1f}% of {peak:,.0f} TFLOPS {self.dtype}")
+        if self.dtype == "float32":
+            parts.append(f"precision mode {self.precision_mode}")
         return ", ".join(parts)
 
     def summary(self):
@@ -221,9 +233,7 @@ class Result:
         """The TaskRecord of `op_name`: a task's own name, or any of the model's op names a
         fused task carries (`TaskRecord.fused_ops`: 'Softmax_39' finds its
         IncreFlashAttention, 'stem.conv' its ConvRelu)."""
-        from .report.summary import find_task
-
-        return find_task(self.trace, op_name)
+        return self.trace.task(op_name)
 
     def explain(self, op_name: str) -> str:
         from .report.explain import explain
@@ -291,6 +301,17 @@ def _resolve_chip(chip: str | Chip, options: Mapping[str, Any] | None = None) ->
 
 
 # ----------------------------------------------------------------------------- capacity
+def with_precision_mode(chip: Chip, mode: str | None) -> Chip:
+    """`chip` running under CANN precision mode `mode` (None: its own default); an unknown
+    mode is a ConfigError listing the modes."""
+    if mode is None or mode == precision_mode_of(chip):
+        return chip
+    if mode not in PRECISION_MODES:
+        raise ConfigError(f"precision_mode={mode!r}: expected one of "
+                          f"{', '.join(PRECISION_MODES)}")
+    return chip.replace(precision_mode=mode)
+
+
 def _nbytes(graph: Graph, name: str) -> int | None:
     """ND bytes of a value with a static shape, else None."""
     v = graph.values.get(name)
@@ -449,7 +470,7 @@ def simulate(graph: Graph, chip: str | Chip = DEFAULT_CHIP, fusion: FusionOption
              detail: str = DEFAULT_DETAIL, inputs: Mapping[str, np.ndarray] | None = None,
              mode: str = DEFAULT_MODE, streams: int = 1, symmetric: bool = True,
              progress: Callable[[int, int], None] | bool | None = None,
-             check_capacity: bool = True) -> Result:
+             check_capacity: bool = True, precision_mode: str | None = None) -> Result:
     """Simulate `graph` on `chip` and return a `Result` (cycles, time, trace, outputs).
 
     fusion: see the module docstring (True: the Ascend stack's default passes, as the CLI).
@@ -464,6 +485,10 @@ def simulate(graph: Graph, chip: str | Chip = DEFAULT_CHIP, fusion: FusionOption
     False: no progress.
     check_capacity: raise CapacityError when the peak live device memory (`Result.memory`)
     exceeds the chip's `hbm_bytes`; False simulates anyway.
+    precision_mode: CANN's precision mode (`hw.precision.PRECISION_MODES`: the dtype a cube op
+    reads float32 operands in, for its time and its values); None = the chip's default
+    (`Chip.precision_mode`: allow_fp32_to_fp16 on the 910, must_keep_origin_dtype on the 910B,
+    force_fp16 on the 310).
     """
     from .lower import lower
     from .lower.memory import memory_plan
@@ -478,7 +503,7 @@ def simulate(graph: Graph, chip: str | Chip = DEFAULT_CHIP, fusion: FusionOption
     _check_choice("mode", mode, MODES)
     progress = _progress_callback(progress)
     options = fusion_options(fusion)
-    chip = _resolve_chip(chip, options)
+    chip = with_precision_mode(_resolve_chip(chip, options), precision_mode)
     if options is not None:
         options.pop("chip", None)          # the same chip (checked): passed once, below
     if check_capacity:                     # before lowering: a huge batch fails at once
@@ -509,7 +534,7 @@ def simulate(graph: Graph, chip: str | Chip = DEFAULT_CHIP, fusion: FusionOption
     if inputs is not None:
         from .execute import execute
 
-        outputs = execute(graph, inputs)
+        outputs = execute(graph, inputs, cube_fp32=cube_fp32_dtype(chip) or "float32")
     meta: dict[str, Any] = {
         "fusion": _describe_fusion(options),
         "mode": mode, "streams": program.streams, "tasks": len(program.tasks),
@@ -613,7 +638,8 @@ def compare(graph: Graph, chip: str | Chip = DEFAULT_CHIP, fusion: FusionOption 
     progress: how value computation reports itself: None (default) prints a percentage on
     stderr when the values take over `COMPARE_QUIET_FLOPS` flops, True always, False never,
     or a callable progress(label, work_done, work_total). Other keywords go to both
-    `simulate` calls."""
+    `simulate` calls; precision_mode (CANN's, see `simulate`) also sets how the values round
+    float32 cube operands."""
     from .execute import execute, graph_flops
     from .report.compare import Comparison
 
@@ -624,7 +650,8 @@ def compare(graph: Graph, chip: str | Chip = DEFAULT_CHIP, fusion: FusionOption 
         raise ConfigError(f"values={values!r}: pass None (decide by the work), True or False")
     if isinstance(inputs, str) and inputs != "auto":
         raise ConfigError(f"inputs={inputs!r}: pass 'auto', None or a dict of arrays")
-    chip = _resolve_chip(chip, fusion_options(fusion))
+    chip = with_precision_mode(_resolve_chip(chip, fusion_options(fusion)),
+                               kw.pop("precision_mode", None))
     flops = graph_flops(graph) if isinstance(graph, Graph) else None
     note = ""
     feeds: Mapping[str, np.ndarray] | None = None
@@ -660,10 +687,12 @@ def compare(graph: Graph, chip: str | Chip = DEFAULT_CHIP, fusion: FusionOption 
                 hook = _value_progress(what, graph_flops(res.graph))
             else:
                 hook = None
-            res.outputs = execute(res.graph, feeds, progress=hook)
+            res.outputs = execute(res.graph, feeds, progress=hook,
+                                  cube_fp32=cube_fp32_dtype(chip) or "float32")
     return Comparison(unfused, fused, values_note=note)
 
 
 __all__ = ["simulate", "compare", "optimize", "Result", "cost_model", "fusion_options",
+           "with_precision_mode",
            "seeded_inputs", "DEFAULT_CHIP", "DEFAULT_DETAIL", "DEFAULT_MODE",
            "COMPARE_VALUE_LIMIT", "COMPARE_FLOP_LIMIT"]

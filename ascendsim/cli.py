@@ -31,9 +31,10 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from .api import DEFAULT_CHIP, DEFAULT_DETAIL, DEFAULT_MODE
+from .api import DEFAULT_CHIP, DEFAULT_DETAIL, DEFAULT_MODE, with_precision_mode
 from .errors import AscendSimError
 from .hw.names import DETAILS, MODES
+from .hw.precision import PRECISION_MODES
 from .serving import DEFAULT_SERVING_CHIP
 from .serving.workload import DEFAULT_OUTPUT_MEAN, DEFAULT_PROMPT_MEAN
 
@@ -316,7 +317,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     for path, flag in ((args.timeline, "--timeline"), (args.trace, "--trace"),
                        (args.summary, "--summary")):
         _check_out(path, flag)
-    chip = get_chip(args.chip)
+    chip = with_precision_mode(get_chip(args.chip), args.precision_mode)
     fusion = _fusion(args)
     window, cores = parse_window(args.window), parse_cores(args.cores)
     if (window or cores) and not (args.timeline or args.trace):
@@ -370,7 +371,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     import ascendsim as asim
 
     _check_out(args.plot, "--plot")
-    chip = get_chip(args.chip)
+    chip = with_precision_mode(get_chip(args.chip), args.precision_mode)
     progress = Progress(["load", "compare", "plot"], enabled=None if args.progress else False)
     try:
         with progress.stage("loading model"):
@@ -396,7 +397,8 @@ def cmd_attribute(args: argparse.Namespace) -> int:
     _check_out(args.plot, "--plot")
     graph = load_model(args.model, args.batch)
     fusion = _fusion(args)
-    att = attribute(graph, get_chip(args.chip), fusion=fusion, passes=args.passes or None,
+    att = attribute(graph, with_precision_mode(get_chip(args.chip), args.precision_mode),
+                    fusion=fusion, passes=args.passes or None,
                     instances=not args.no_instances, detail=args.detail, mode=args.mode)
     print(att.table())
     if not args.no_instances:
@@ -450,10 +452,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
     for path, flag in ((args.plot, "--plot"), (args.csv, "--csv")):
         _check_out(path, flag)
     chip = get_chip(args.chip) if args.chip else None
+    as_chip = get_chip(args.as_chip) if args.as_chip else None
     progress = Progress(["validate"], enabled=None if args.progress else False)
     try:
         with progress.stage("simulating corpus rows"):
-            report = validate(chip=chip, families=args.family, quick=args.quick)
+            report = validate(chip=chip, families=args.family, quick=args.quick,
+                              as_chip=as_chip)
             if args.loso:
                 report.loso = leave_one_source_out()
     finally:
@@ -464,7 +468,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         print(f"wrote per-row CSV: {args.csv}")
     if args.plot:
         report.plot(args.plot)
-        print(f"wrote scatter plot: {args.plot}")
+        print(f"wrote ratio plot: {args.plot}")
     return EXIT_OK
 
 
@@ -526,14 +530,29 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from .validation.calibrate import calibrate
+    from .validation.msprof import load_msprof
 
     _check_out(args.out, "--out")
     params = [p.strip() for p in args.params.split(",") if p.strip()]
-    result = calibrate(args.profile, get_chip(args.chip), params, holdout=args.holdout,
-                       seed=args.seed)
+    chip = get_chip(args.chip)
+    profile = load_msprof(args.profile, chip, data=args.data)
+    skipped = profile.unmapped
+    if skipped:
+        n = sum(skipped.values())
+        print(f"{n} of {len(profile.rows)} row(s) not used: op types the CANN op table "
+              f"cannot map: " + ", ".join(f"{t} ({k})" for t, k in skipped.items()))
+    failed = [r for r in profile.rows if r.status == "error" and r.op_type not in skipped]
+    if failed:
+        print(f"{len(failed)} row(s) not used: they did not simulate (first: "
+              f"{failed[0].reason})")
+    other = "cold" if args.data == "warm" else "warm"
+    print(f"single ops' inputs: {args.data} L2 (--data {other} for the other assumption)")
+    result = calibrate(profile, chip, params, holdout=args.holdout, seed=args.seed)
     print(result.summary())
+    print()
+    print(result.row_table())
     if args.out:
-        result.write_toml(args.out)
+        result.write_toml(args.out, force=args.force)    # refused (exit 2) when worse
         print(f"wrote chip file: {args.out}")
     return EXIT_OK
 
@@ -580,6 +599,10 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--mode", choices=MODES, default=DEFAULT_MODE,
                         help="sink: graph sunk on the device (default); host: op-by-op "
                              "launches from the host; eager: synchronised single-op calls")
+        sp.add_argument("--precision-mode", choices=tuple(PRECISION_MODES), default=None,
+                        help="CANN precision mode: the dtype cube ops read float32 operands "
+                             "in (default: the chip's, e.g. allow_fp32_to_fp16 on ascend910, "
+                             "must_keep_origin_dtype on ascend910b)")
         sp.add_argument("--no-progress", dest="progress", action="store_false",
                         help="no progress bar")
 
@@ -624,11 +647,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     val = sub.add_parser("validate", help="simulate the measured corpus; median |error|")
     val.add_argument("--chip", default=None,
-                     help="run every row on this chip (default: each row on its own chip)")
+                     help="only rows measured on this chip's generation (ascend910b: every "
+                          "Atlas A2 row), each on its own chip (default: every row)")
+    val.add_argument("--as-chip", default=None, metavar="CHIP",
+                     help="what-if: run the rows on this chip (a name or a chip file) "
+                          "instead of their own")
     val.add_argument("--family", action="append", default=None,
                      help="only rows of this family (repeatable)")
     val.add_argument("--quick", action="store_true", help="the fixed quick subset (< 30 s)")
-    val.add_argument("--plot", metavar="PNG", help="write the simulated vs measured scatter")
+    val.add_argument("--plot", metavar="PNG", help="write each row's ratio, per family")
     val.add_argument("--csv", metavar="FILE", help="write one line per row")
     val.add_argument("--loso", action="store_true", help="leave one source out of each C figure")
     val.add_argument("--summary-only", action="store_true",
@@ -684,6 +711,11 @@ def build_parser() -> argparse.ArgumentParser:
     cal.add_argument("--holdout", type=float, default=0.3, help="held-out fraction")
     cal.add_argument("--seed", type=int, default=0, help="seed of the split")
     cal.add_argument("--out", metavar="CHIP.toml", help="write the calibrated chip file")
+    cal.add_argument("--force", action="store_true",
+                     help="write --out even when the held-out error got worse")
+    cal.add_argument("--data", choices=("warm", "cold"), default="warm",
+                     help="how each single op's inputs meet L2: warm (default: just produced, "
+                          "as in a model run) or cold (read from HBM)")
     cal.set_defaults(func=cmd_calibrate)
     return p
 

@@ -21,8 +21,11 @@ Identity and resume
 -------------------
 A point's id is a hash of the graph's structure (nodes, attributes, shapes, dtypes, constant
 descriptions), every chip figure (not the sources), the fusion option, the detail and the launch
-mode. Rows are appended to `out` (CSV) as points finish, so a sweep stopped half-way and started
-again with the same arguments runs only the points missing from the file.
+mode. Rows are appended to `out` (CSV) as points finish, each flushed whole, so a sweep stopped
+half-way (Ctrl-C, or killed) and started again with the same arguments runs only the points
+missing from the file. A last line a kill cut short is dropped (its point runs again); a corrupt
+line elsewhere (wrong field count, a result that is not a number, a point written twice) is a
+ConfigError naming the file and the line.
 
 Executors
 ---------
@@ -37,8 +40,10 @@ import csv
 import dataclasses
 import difflib
 import hashlib
+import io
 import itertools
 import json
+import math
 import os
 import threading
 from collections import OrderedDict
@@ -393,16 +398,53 @@ def _value_text(v: Any) -> str:
 
 
 def _read_done(out: Path, columns: list[str]) -> dict[str, dict[str, str]]:
-    """Rows already in `out`, by point id; ConfigError if the file is another sweep's."""
+    """Rows already in `out`, by point id. A last line without its newline is what a run
+    killed mid-write leaves: it is cut off the file (that point runs again). ConfigError,
+    naming the file and line, when the file is another sweep's or a line is corrupt (wrong
+    field count, a result that is not a number, a point written twice)."""
     if not out.exists() or out.stat().st_size == 0:
         return {}
-    with out.open(newline="") as fh:
-        reader = csv.reader(fh)
-        header = next(reader, None)
-        if header != columns:
-            raise ConfigError(f"sweep out file {str(out)!r} has columns {header}, this sweep "
-                              f"writes {columns}: pass another out= or remove the file")
-        return {row[0]: dict(zip(columns, row)) for row in reader if len(row) == len(columns)}
+    data = out.read_bytes()
+    if not data.endswith(b"\n"):
+        cut = data.rfind(b"\n") + 1
+        with out.open("r+b") as fh:
+            fh.truncate(cut)
+        data = data[:cut]
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise ConfigError(f"sweep out file {str(out)!r} line {line}: not UTF-8 text: a "
+                          f"corrupt file; remove it or pass another out=") from None
+    reader = csv.reader(io.StringIO(text))
+    header = next(reader, None)
+    if header is None:
+        return {}
+    if header != columns:
+        raise ConfigError(f"sweep out file {str(out)!r} has columns {header}, this sweep "
+                          f"writes {columns}: pass another out= or remove the file")
+    done: dict[str, dict[str, str]] = {}
+    for rec in reader:
+        where = f"sweep out file {str(out)!r} line {reader.line_num}"
+        if not rec:
+            continue
+        if len(rec) != len(columns):
+            raise ConfigError(f"{where}: {len(rec)} fields, the header has {len(columns)}: "
+                              f"a corrupt line; remove it (its point runs again) or the file")
+        row = dict(zip(columns, rec))
+        for c in RESULT_COLUMNS:
+            try:
+                value = int(row[c]) if c in _INT_RESULTS else float(row[c])
+            except ValueError:
+                value = math.nan
+            if not math.isfinite(value):
+                raise ConfigError(f"{where}: {c} = {row[c]!r} is not a finite number: a "
+                                  f"corrupt line; remove it (its point runs again) or the file")
+        if rec[0] in done:
+            raise ConfigError(f"{where}: point {rec[0]} is written twice: a corrupt file; "
+                              f"remove one of the lines")
+        done[rec[0]] = row
+    return done
 
 
 def sweep(graphs: Graph | Mapping[str, Graph], chip: str | Chip = DEFAULT_CHIP,

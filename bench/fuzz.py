@@ -33,6 +33,14 @@ SURFACES = (
      "DP_EXAMPLES", "DP_FUZZ_EXAMPLES", "data_parallel"),
     ("decoders: prefill + decode = full forward, fused = unfused", "test_fuzz_decoders",
      "DEFAULT_EXAMPLES", "FUZZ_EXAMPLES", ""),
+    ("malformed msprof CSVs: a file error naming the file, or row errors naming their line",
+     "test_fuzz_files", "MSPROF_EXAMPLES", "MSPROF_FUZZ_EXAMPLES", "msprof"),
+    ("malformed chip files: a ConfigError naming the file, or a chip that simulates",
+     "test_fuzz_files", "CHIP_EXAMPLES", "CHIP_FUZZ_EXAMPLES", "chip"),
+    ("malformed fusion-switch files: a ConfigError naming the file, or a switch that runs",
+     "test_fuzz_files", "SWITCH_EXAMPLES", "SWITCH_FUZZ_EXAMPLES", "switch"),
+    ("command lines: exit 0, or exit 2 with one line naming the culprit", "test_fuzz_files",
+     "CLI_EXAMPLES", "CLI_FUZZ_EXAMPLES", "cli"),
 )
 
 

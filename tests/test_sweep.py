@@ -206,3 +206,93 @@ def test_group_fields_take_dicts_and_resume(tmp_path):
     again = sweep(g, "ascend910", grid=grid, fusion=[True], out=tmp_path / "p.csv",
                   progress=False)
     assert again.resumed == 2 and again.rows == res.rows
+
+
+# ------------------------- issue 23: a sweep killed with SIGKILL resumes; corrupt files refused
+KILL_GRID = {"hbm_bandwidth_bytes_per_s": [f * 1e11 for f in range(5, 13)]}     # 8 points
+KILL_SCRIPT = """
+import sys
+import ascendsim as asim
+from ascendsim.sweep import sweep
+sweep(asim.models.resnet50(batch=1), "ascend910", grid={grid!r}, fusion=[False],
+      out=sys.argv[1], progress=False)
+"""
+
+
+def _data_lines(path) -> list[list[str]]:
+    with open(path, newline="") as fh:
+        return list(csv.reader(fh))[1:]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL of a process group is POSIX")
+def test_sigkill_mid_run_then_resume_loses_and_repeats_no_point(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import time
+
+    out = tmp_path / "killed.csv"
+    proc = subprocess.Popen([sys.executable, "-c", KILL_SCRIPT.format(grid=KILL_GRID),
+                             str(out)], start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            if out.exists() and len(_data_lines(out)) >= 2:
+                break
+            time.sleep(0.05)
+        assert proc.poll() is None, "the sweep ended before it could be killed"
+        os.killpg(proc.pid, signal.SIGKILL)           # the sweep and its worker processes
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    at_kill = len(_data_lines(out))
+    assert 2 <= at_kill < 8
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        res = sweep(asim.models.resnet50(batch=1), "ascend910", grid=KILL_GRID, fusion=[False],
+                    executor=pool, out=out, progress=False)
+    lines = _data_lines(out)
+    assert res.resumed == at_kill and len(res) == 8 and not res.errors
+    assert len(lines) == 8 and len({ln[0] for ln in lines}) == 8          # none lost, none twice
+    assert sorted(ln[0] for ln in lines) == sorted(r["point"] for r in res.rows)
+    chip = asim.get_chip("ascend910").replace(hbm_bandwidth_bytes_per_s=5e11)
+    fresh = asim.simulate(asim.models.resnet50(batch=1), chip, fusion=False)
+    row = next(r for r in res.rows if r["hbm_bandwidth_bytes_per_s"] == 5e11)
+    assert row["cycles"] == fresh.cycles
+
+
+def _finished(tmp_path, small_resnet):
+    out = tmp_path / "s.csv"
+    with CountingExecutor() as pool:
+        sweep(small_resnet, "ascend910", grid={"ub_bytes": [128 * 1024, 192 * 1024,
+                                                            256 * 1024]},
+              fusion=[False], executor=pool, out=out, progress=False)
+    return out
+
+
+def test_a_line_cut_by_a_kill_is_dropped_and_its_point_reruns(tmp_path, small_resnet):
+    out = _finished(tmp_path, small_resnet)
+    text = out.read_text()
+    out.write_text(text[: len(text) - 7])               # the last row, cut mid-number
+    grid = {"ub_bytes": [128 * 1024, 192 * 1024, 256 * 1024]}
+    with CountingExecutor() as pool:
+        again = sweep(small_resnet, "ascend910", grid=grid, fusion=[False], executor=pool,
+                      out=out, progress=False)
+    assert again.resumed == 2 and pool.submitted == 1 and len(again) == 3
+    assert out.read_text() == text                      # rewritten whole, once
+
+
+@pytest.mark.parametrize("damage, says", [
+    (lambda lines: lines[:2] + ["x,y"] + lines[2:], "line 3: 2 fields"),
+    (lambda lines: lines + [lines[1]], "line 5: point .* is written twice"),
+    (lambda lines: [lines[0], lines[1].replace(lines[1].split(",")[-1], "abc"), *lines[2:]],
+     "line 2: l2_write_bytes = 'abc' is not a finite number"),
+])
+def test_a_corrupt_sweep_file_is_refused_naming_its_line(tmp_path, small_resnet, damage, says):
+    out = _finished(tmp_path, small_resnet)
+    out.write_text("\n".join(damage(out.read_text().splitlines())) + "\n")
+    with pytest.raises(asim.ConfigError, match=f"s.csv' {says}"):
+        sweep(small_resnet, "ascend910", grid={"ub_bytes": [128 * 1024, 192 * 1024,
+                                                            256 * 1024]},
+              fusion=[False], executor=CountingExecutor(), out=out, progress=False)

@@ -282,7 +282,7 @@ def test_fused_tasks_carry_and_accept_the_models_names(tmp_path):
     assert ifa.op_name.startswith("Softmax_")                 # the task name is unchanged
     assert ifa.op_name in ifa.fused_ops and len(ifa.fused_ops) > 3   # was () before
     member = next(m for m in ifa.fused_ops if m.startswith("MatMul_"))
-    assert res.task(member) is ifa
+    assert res.task(member) is ifa and res.trace.task(member) is ifa   # Trace.task too
     assert f"'{member}' was fused into '{ifa.op_name}' (IncreFlashAttention)" in \
         res.explain(member)
     table = str(asim.report.summary.summary_table(res.trace, top=None))
@@ -290,7 +290,7 @@ def test_fused_tasks_carry_and_accept_the_models_names(tmp_path):
     fig = res.plot_timeline(str(tmp_path / "t.png"), op=member)
     labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert any(lab.startswith(f"{ifa.op_name} = ") for lab in labels), labels
-    conv = asim.simulate(asim.models.resnet50(batch=1)).task("stem.bn")   # BN folded: found
+    conv = asim.simulate(asim.models.resnet50(batch=1)).trace.task("stem.bn")   # BN folded
     assert conv.op_type == "ConvRelu" and conv.fused_ops == ("stem.conv", "stem.bn", "Relu_0")
 
 

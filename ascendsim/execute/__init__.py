@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from ..errors import AscendSimError, GraphError
+from ..errors import AscendSimError, ConfigError, GraphError
 from ..ir.graph import Graph
 from ..ir.registry import get_op
 from ..ir.tensor import as_storage, materialize
@@ -51,19 +51,28 @@ def _check_inputs(graph: Graph, feeds: Mapping[str, np.ndarray]) -> dict[str, np
     return env
 
 
-def run_graph(graph: Graph, feeds: list) -> list:
+def run_graph(graph: Graph, feeds: list, cube_fp32: str = "float32") -> list:
     """The body runner control-flow ops get: `graph`'s outputs for positional inputs."""
-    out = execute(graph, dict(zip(graph.inputs, feeds)))
+    out = execute(graph, dict(zip(graph.inputs, feeds)), cube_fp32=cube_fp32)
     return [out[o] for o in graph.outputs]
 
 
 def execute(graph: Graph, inputs: Mapping[str, np.ndarray],
             outputs: list[str] | None = None,
-            progress: Callable[[int, int], None] | None = None) -> dict[str, np.ndarray]:
+            progress: Callable[[int, int], None] | None = None,
+            cube_fp32: str = "float32") -> dict[str, np.ndarray]:
     """Run `graph` on `inputs` and return its outputs (or the named values) as arrays.
 
     progress: called as progress(work_done, work_total) after each node, the work of a node
-    being its flops (at least 1), so the fraction is the share of the arithmetic done."""
+    being its flops (at least 1), so the fraction is the share of the arithmetic done.
+    cube_fp32: the dtype a cube op reads float32 operands in (the chip's CANN precision mode,
+    `hw.precision.cube_fp32_dtype`): "float16" or "bfloat16" rounds them before the kernel,
+    which accumulates in float32 as the cube's L0C does; "float32" keeps them."""
+    if cube_fp32 not in CUBE_FP32_DTYPES:
+        raise ConfigError(f"cube_fp32={cube_fp32!r}: expected one of "
+                         f"{', '.join(CUBE_FP32_DTYPES)}")
+    body = run_graph if cube_fp32 == "float32" else \
+        (lambda g, feeds: run_graph(g, feeds, cube_fp32))
     wanted = list(outputs) if outputs is not None else list(graph.outputs)
     weights = node_work(graph) if progress is not None else []
     total_work, done_work = sum(weights), 0
@@ -87,9 +96,10 @@ def execute(graph: Graph, inputs: Mapping[str, np.ndarray],
         try:
             if node.subgraph is not None:
                 # each run of element-wise ops is one composite loop (see .composite)
-                results = run_subgraph(node.subgraph, args, run_graph)
+                results = run_subgraph(node.subgraph, args, body, cube_fp32)
             else:
-                results = opdef.run_kernel(args, node.attrs, run_graph)
+                results = opdef.run_kernel(cube_operands(opdef, args, cube_fp32),
+                                           node.attrs, body)
         except AscendSimError:
             raise
         except Exception as exc:  # a kernel failure must name the node, not numba internals
@@ -149,6 +159,6 @@ def node_work(graph: Graph) -> list[int]:
     return [max(1, node_flops(graph, n) or 0) for n in graph.nodes]
 
 
-from .composite import run_subgraph, stored  # noqa: E402  (the planner imports run_graph lazily)
+from .composite import CUBE_FP32_DTYPES, cube_operands, run_subgraph, stored  # noqa: E402  (the planner imports run_graph lazily)
 
 __all__ = ["execute", "run_graph", "run_subgraph", "graph_flops", "node_flops"]

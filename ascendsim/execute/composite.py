@@ -28,6 +28,7 @@ from ..ir.graph import Graph, Node
 from ..ir.ops.elementwise import scalar_args
 from ..ir.registry import BodyRunner, Category, OpDef, get_op
 from ..ir.tensor import as_storage, materialize
+from ..kernels.bf16 import round_bf16
 from ..kernels.composite import COMPUTE_DTYPES, Loop, Step, run_loop
 
 _LOCK = threading.Lock()
@@ -217,9 +218,30 @@ def stored(graph: Graph, name: str, arr: object) -> np.ndarray:
     return np.asarray(arr)
 
 
-def run_subgraph(sub: Graph, args: list, run_body: BodyRunner) -> list[np.ndarray]:
+#: the dtypes a cube op may read float32 operands in (`cube_operands`)
+CUBE_FP32_DTYPES = ("float32", "float16", "bfloat16")
+
+
+def cube_operands(opdef: OpDef, args: list, cube_fp32: str) -> list:
+    """`args` as a cube op reads them: its two matrix operands, when float32, rounded to
+    `cube_fp32` (CANN's precision mode; the result still accumulates in float32). Other ops'
+    arguments, a bias and non-float32 operands are returned unchanged."""
+    if cube_fp32 == "float32" or opdef.category != Category.CUBE:
+        return args
+    out = list(args)
+    for i in range(min(2, len(out))):
+        a = out[i]
+        if a is not None and np.asarray(a).dtype == np.float32:
+            out[i] = round_bf16(a) if cube_fp32 == "bfloat16" else \
+                np.asarray(a).astype(np.float16).astype(np.float32)
+    return out
+
+
+def run_subgraph(sub: Graph, args: list, run_body: BodyRunner,
+                 cube_fp32: str = "float32") -> list[np.ndarray]:
     """Values of a fused node's outputs: runs by their composite loops, other ops by their
-    registry kernels (nested fused nodes recursively; `run_body` runs control-flow bodies)."""
+    registry kernels (nested fused nodes recursively; `run_body` runs control-flow bodies;
+    `cube_fp32` as in `cube_operands`)."""
     env: dict[str, Any] = dict(zip(sub.inputs, args))
     p = plan(sub)
     readers = Counter(i for st in p.steps for n in (st.nodes if isinstance(st, Run) else [st])
@@ -243,8 +265,10 @@ def run_subgraph(sub: Graph, args: list, run_body: BodyRunner) -> list[np.ndarra
         else:
             a = [fetch(i) for i in st.inputs]
             try:
-                res = run_subgraph(st.subgraph, a, run_body) if st.subgraph is not None \
-                    else _opdef(st).run_kernel(a, st.attrs, run_body)
+                res = run_subgraph(st.subgraph, a, run_body, cube_fp32) \
+                    if st.subgraph is not None else \
+                    _opdef(st).run_kernel(cube_operands(_opdef(st), a, cube_fp32), st.attrs,
+                                          run_body)
             except AscendSimError:
                 raise
             except Exception as exc:   # name the inner node, not numba internals
@@ -277,4 +301,5 @@ def composite_chain(ops: list[tuple[str, tuple[float, ...]]], x: np.ndarray) -> 
     return run_subgraph(g, [x], run_graph)[0]
 
 
-__all__ = ["plan", "run_subgraph", "compilable", "composite_chain", "Plan", "Run"]
+__all__ = ["CUBE_FP32_DTYPES", "cube_operands", "plan", "run_subgraph", "compilable",
+           "composite_chain", "Plan", "Run"]

@@ -59,6 +59,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from .names import CORE_PIPES
+from .precision import PRECISION_MODES
 
 #: pipes an AI Core may have (FIX only on split, 910B-style chips)
 #: core organisations
@@ -336,6 +337,11 @@ class Chip:
             "vector kernels are TBE DSL schedules: block_dim = min(cores, ceil(bytes of the "
             "tensor split / this)) (`lower.tiling.vector_work`); absent: at least "
             "gm_min_efficient_transfer_bytes of GM traffic per core")
+    precision_mode: str | None = _spec(
+        "str", choices=tuple(PRECISION_MODES), optional=True,
+        doc="CANN's default precision mode on this chip: the dtype a cube op reads float32 "
+            "operands in (hw/precision.py); absent: must_keep_origin_dtype where the cube has "
+            "a float32 mode, else allow_fp32_to_fp16")
     vector_bfloat16: str | None = _spec(
         "str", choices=("float32",), optional=True,
         doc="how the vector unit computes bf16 data: 'float32' = vconv bf16->fp32, the op's "

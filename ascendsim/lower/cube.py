@@ -8,10 +8,10 @@ rule of lower/matmul_format.py); the element-wise tail of a UB-fused node is its
 
 Note on the model
 -----------------
-Cube dtype. The cube runs int8 in its int8 mode, bfloat16 and float32 in the chip's own modes
-when `chip.cube_mkn` has them (910B: fp32 at a quarter of the fp16 rate), and everything
-else (float32 on 910/310, CANN's allow_fp32_to_fp16) in its float16 mode; GM and buffer
-bytes stay those of the operand dtype.
+Cube dtype. The cube runs int8 in its int8 mode, bfloat16 in its bf16 mode, float32 in the
+mode the chip's CANN precision mode picks (hw/precision.py: the 910B's default keeps its fp32
+mode, a quarter of the fp16 rate; the 910's and 310's run fp16), everything else in its float16
+mode; GM and buffer bytes stay those of the operand dtype.
 
 Fused epilogue. A cube op at the head of a UB-fused node keeps its cube tiling and the rest
 runs on V per output tile; on split chips, as a second phase on the AIV cores, reading the
@@ -29,6 +29,7 @@ import numpy as np
 
 from ..errors import UnsupportedOpError
 from ..hw.names import ENGINE_AICORE, TASK_AI_CORE, TASK_MIX_AIC
+from ..hw.precision import PRECISION_MODES, cube_fp32_dtype, precision_mode
 from ..ir.graph import Graph, Node
 from ..ir.ops.llm import SPLIT_K, SPLIT_M
 from ..ir.registry import get_op
@@ -49,8 +50,8 @@ ACC_BYTES = 4
 
 
 def cube_dtype(chip: Any, dtype: str, op_type: str = "", node: str | None = None) -> str:
-    """The cube mode an operand dtype runs in: int8, the chip's bf16 or fp32 mode where it has
-    one, else fp16 (CANN's allow_fp32_to_fp16 for fp32 on chips without an fp32 mode).
+    """The cube mode an operand dtype runs in: int8, the chip's bf16 mode, for fp32 the mode
+    the chip's CANN precision mode picks (`hw.precision.cube_fp32_dtype`), else fp16.
     bfloat16 on a chip without a bf16 mode (910, 310) is an UnsupportedOpError naming the op
     and the chip: such a chip cannot run it, and no CANN precision mode converts it."""
     if dtype in ("int8", "uint8"):
@@ -62,8 +63,15 @@ def cube_dtype(chip: Any, dtype: str, op_type: str = "", node: str | None = None
                 f"(its cube_mkn lists {chip_cube_modes(chip)}); use a 910B-family chip "
                 f"or Cast the operands to float16"))
         return "bfloat16"
-    if dtype == "float32" and chip.cube_mkn.float32 is not None:
-        return "float32"
+    if dtype == "float32":                   # the chip's precision mode decides (hw/precision)
+        mode = cube_fp32_dtype(chip)
+        if mode is None:
+            raise UnsupportedOpError(op_type or "cube op", node, detail=(
+                f"{dtype} operands under precision mode {precision_mode(chip)!r} need a "
+                f"{PRECISION_MODES[precision_mode(chip)]} cube mode, and {chip.name}'s cube "
+                f"has none (its cube_mkn lists {chip_cube_modes(chip)}); CANN would fall back "
+                f"to an AI CPU kernel, which is not modelled: pick another precision_mode"))
+        return mode
     return "float16"
 
 
@@ -210,8 +218,8 @@ def cube_operands(low: Lowering, head) -> CubeOperands:
         notes.append(f"bfloat16 operands run in the cube's bf16 mode (cube_mkn.bfloat16 "
                      f"{m0}x{k0}x{n0} per cycle), accumulated in fp32 in L0C")
     if xv.dtype in ("float32", "float64") and cdt == "float16":
-        notes.append(f"{xv.dtype} operands run in the cube's float16 mode (CANN "
-                     f"allow_fp32_to_fp16 precision mode); GM bytes stay {xv.dtype}")
+        notes.append(f"{xv.dtype} operands run in the cube's float16 mode (CANN precision "
+                     f"mode {precision_mode(chip)}); GM bytes stay {xv.dtype}")
     if conv and opdef.conv_view is not None:     # a weight gradient: the Conv it equals
         v_attrs, *shapes = opdef.conv_view(head.attrs, xv.shape, wv.shape, out_v.shape)
         geo = conv_geometry(v_attrs, False, *(Shaped(sh) for sh in shapes), k0, False)

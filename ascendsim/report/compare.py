@@ -157,6 +157,31 @@ class Comparison:
         return {k: values[k].dtype for k in self.unfused.outputs or {} if k in values}
 
     @property
+    def cube_rounding(self) -> str | None:
+        """The dtype both runs rounded float32 cube operands to (the chip's precision mode,
+        e.g. float16 under allow_fp32_to_fp16), when the graph has such operands; None else.
+        The tolerance of float32 outputs is then that dtype's: a fusion that folds a
+        BatchNorm into conv weights rounds other numbers than the unfused graph."""
+        from ..hw.precision import cube_fp32_dtype
+        from ..ir.registry import Category, get_op
+
+        chip = getattr(self.unfused, "chip", None)
+        cdt = cube_fp32_dtype(chip) if chip is not None else None
+        if cdt in (None, "float32"):
+            return None
+        g = self.unfused.graph
+        for n in g.nodes:
+            if get_op(n.op_type, n.name).category == Category.CUBE and n.inputs and \
+                    g.values[n.inputs[0]].dtype == "float32":
+                return cdt
+        return None
+
+    def _tolerance_dtypes(self) -> dict[str, str]:
+        """`_dtypes`, float32 outputs taking the cube rounding's dtype (`cube_rounding`)."""
+        cdt = self.cube_rounding
+        return {k: (cdt if cdt and d == "float32" else d) for k, d in self._dtypes().items()}
+
+    @property
     def depth(self) -> int:
         """The longest op chain of the graph as given (`graph_depth`)."""
         return graph_depth(self.unfused.graph)
@@ -167,15 +192,15 @@ class Comparison:
         Equal means within the dtype's tolerance grown with the depth (`tolerance`)."""
         if self.unfused.outputs is None or self.fused.outputs is None:
             return None
-        return outputs_close(self.unfused.outputs, self.fused.outputs, self._dtypes(),
-                             self.depth)[0]
+        return outputs_close(self.unfused.outputs, self.fused.outputs,
+                             self._tolerance_dtypes(), self.depth)[0]
 
     @property
     def max_abs_diff(self) -> float | None:
         if self.unfused.outputs is None or self.fused.outputs is None:
             return None
-        return outputs_close(self.unfused.outputs, self.fused.outputs, self._dtypes(),
-                             self.depth)[1]
+        return outputs_close(self.unfused.outputs, self.fused.outputs,
+                             self._tolerance_dtypes(), self.depth)[1]
 
     @property
     def verdict(self) -> str:
@@ -189,12 +214,16 @@ class Comparison:
         outs = self.unfused.outputs or {}
         n = sum(int(np.asarray(v).size) for v in outs.values())
         dts = sorted(set(self._dtypes().values())) or ["?"]
-        rtol, atol = tolerance(dts[0], self.depth)
+        tol = sorted(set(self._tolerance_dtypes().values())) or ["?"]
+        rtol, atol = tolerance(tol[0], self.depth)
         how = "agree" if eq else "DIFFER"
+        cdt = self.cube_rounding
+        rounding = (f"; float32 cube operands rounded to {cdt} by the precision mode, so "
+                    f"the tolerance is {cdt}'s") if cdt else ""
         return (f"outputs {how}: {len(outs)} output(s), {n:,} elements of {'/'.join(dts)} "
                 f"compared on seeded inputs; max |diff| {self.max_abs_diff:.3g}, tolerance "
-                f"rtol {rtol:.2g} + atol {atol:.2g} x the output's scale (two {dts[0]} "
-                f"epsilons x sqrt(depth {self.depth}))")
+                f"rtol {rtol:.2g} + atol {atol:.2g} x the output's scale (two {tol[0]} "
+                f"epsilons x sqrt(depth {self.depth})){rounding}")
 
     def table(self) -> Table:
         """Rows: launches, DDR/L2 bytes, time, time per op type, outputs equal (when computed)."""

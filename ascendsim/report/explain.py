@@ -50,9 +50,7 @@ ADVICE = {
 
 def _find_task(trace: Trace, op_name: str) -> tuple[TaskRecord, str]:
     """The task of `op_name`, or of the fused node that swallowed it (with a note saying so)."""
-    from .summary import find_task
-
-    t = find_task(trace, op_name)       # raises AscendSimError naming the valid ops
+    t = trace.task(op_name)             # raises AscendSimError naming the valid ops
     if t.op_name == op_name:
         return t, ""
     return t, (f"'{op_name}' was fused into '{t.op_name}' ({t.op_type}) with "

@@ -363,18 +363,6 @@ def fused_label(names: Sequence[str], op_name: str = "", first: int = 3) -> str:
     return ", ".join(names[:first]) + more
 
 
-def find_task(trace: Trace, op_name: str) -> TaskRecord:
-    """The task of `op_name`, or of the fused task that carries it among its `fused_ops`
-    (any of the model's op names a fusion swallowed); AscendSimError naming the ops else."""
-    for t in trace.tasks:
-        if t.op_name == op_name:
-            return t
-    for t in trace.tasks:
-        if op_name in t.fused_ops:
-            return t
-    return trace.task(op_name)          # raises, naming the valid ops
-
-
 def summary_table(trace: Trace, top: int | None = 15) -> Table:
     """The slowest `top` tasks (all when None) as a terminal table, slowest first; the last
     column names the model's ops a fused task carries."""

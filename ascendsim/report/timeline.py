@@ -36,7 +36,7 @@ from ..hw.names import (
 )
 from ..sim.trace import Interval, Trace
 from .breakdown import CAUSES, HEADINGS, RULE, breakdown, cause_of
-from .summary import core_kind, core_name, find_task, fused_label
+from .summary import core_kind, core_name, fused_label
 
 _LANE_HEIGHT = 0.8
 _MAX_LEGEND = 16
@@ -182,7 +182,7 @@ def _window(trace: Trace, op: str | None,
             window: tuple[float, float] | None) -> tuple[int, int] | None:
     """The zoom window in cycles, from an op name or a (start_us, end_us) pair."""
     if op is not None:
-        task = find_task(trace, op)      # a fused task's member names work too
+        task = trace.task(op)            # a fused task's member names work too
         margin = max(1, task.duration // 50)
         return task.start - margin, task.end + margin
     if window is not None:
@@ -201,7 +201,7 @@ def timeline_lanes(trace: Trace, cores: Sequence[int] | None = None, op: str | N
     win = _window(trace, op, window)
     ivs = trace.intervals
     if op is not None:
-        task_id = find_task(trace, op).task_id
+        task_id = trace.task(op).task_id
         ivs = [iv for iv in ivs if iv.task_id == task_id]
     if win is not None:
         ivs = [iv for iv in ivs if iv.end > win[0] and iv.start < win[1]]

@@ -99,8 +99,14 @@ class Trace:
         return cycles / self.chip.clock_hz * 1e6
 
     def task(self, op_name: str) -> TaskRecord:
+        """The task of `op_name`: a task's own name, else the fused task that carries it among
+        its `fused_ops` (any of the model's op names a fusion swallowed: 'Softmax_39' finds
+        its IncreFlashAttention, 'stem.bn' its ConvRelu); AscendSimError naming ops else."""
         for t in self.tasks:
             if t.op_name == op_name:
+                return t
+        for t in self.tasks:
+            if op_name in t.fused_ops:
                 return t
         from ..errors import AscendSimError
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,23 @@ FACTOR_LIMIT = 20.0
 INITIAL_STEP = 1.5
 #: the source prefix of calibrated figures (the C tag of reference/ascend-hardware.md)
 C_PREFIX = "C: calibrated on rows "
+#: a fitted figure beyond this factor of the starting figure is implausible and warned
+#: about, by the starting figure's confidence tag: a stated, derived, ini or measured figure
+#: (S/D/F/M) is a published or measured value of that very chip, so a fit that moves it by
+#: more than x2 says the rows do not measure it (a 910 HBM fitted to 455 GB/s against the
+#: sourced 1.2 TB/s); a guessed, calibrated or user figure (G/C/U) is allowed x5
+PLAUSIBLE_FACTOR = {"S": 2.0, "D": 2.0, "F": 2.0, "M": 2.0, "G": 5.0, "C": 5.0, "U": 5.0}
+
+
+@dataclass(frozen=True)
+class RowFit:
+    """One measurement before and after the fit."""
+
+    id: str
+    part: str                      # "train" or "held out"
+    measured: float
+    ratio_before: float            # > 1: the model is slow
+    ratio_after: float
 
 
 @dataclass(frozen=True)
@@ -105,6 +122,33 @@ class CalibrationResult:
     train_error_after: float
     evaluations: int = 0
     message: str = ""
+    #: every measurement's ratio before and after (`row_table`)
+    rows: list[RowFit] = field(default_factory=list)
+    #: fitted figures implausibly far from a sourced starting figure (`PLAUSIBLE_FACTOR`)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def worse(self) -> bool:
+        """Whether the fit made the held-out median |error| worse (the training one when
+        nothing was held out): `write_toml` then refuses unless forced."""
+        before, after = self.error_before, self.error_after
+        if math.isnan(before) or math.isnan(after):
+            before, after = self.train_error_before, self.train_error_after
+        return after > before
+
+    def row_table(self) -> str:
+        """Each measurement's ratio before and after the fit, held-out rows first."""
+        head = ("row", "part", "measured", "ratio before", "ratio after", "|error| change")
+        order = sorted(self.rows, key=lambda r: (r.part != "held out", r.id))
+        body = [(r.id, r.part, f"{r.measured:.4g}", f"{r.ratio_before:.3f}",
+                 f"{r.ratio_after:.3f}",
+                 f"{100 * (abs(r.ratio_after - 1) - abs(r.ratio_before - 1)):+.1f} pt")
+                for r in order]
+        widths = [max(len(str(x[i])) for x in [head, *body]) for i in range(len(head))]
+        lines = ["  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()
+                 for cells in [head, *body]]
+        lines.insert(1, "-" * len(lines[0]))
+        return "\n".join(lines)
 
     def summary(self) -> str:
         lines = [f"calibrated {self.base.name}: {len(self.train_rows)} training rows, "
@@ -117,12 +161,26 @@ class CalibrationResult:
                      f"{self.loss_before:.4f} -> {self.loss_after:.4f})")
         lines.append(f"  training median |error|: {_pct(self.train_error_before)} -> "
                      f"{_pct(self.train_error_after)}")
+        if self.worse:
+            lines.append("  the fit made the held-out error worse: write_toml refuses it "
+                         "(force=True, CLI --force, writes it anyway)")
+        lines += [f"  warning: {w}" for w in self.warnings]
         return "\n".join(lines)
 
-    def write_toml(self, path: str | Path, description: str | None = None) -> Path:
+    def write_toml(self, path: str | Path, description: str | None = None,
+                   force: bool = False) -> Path:
         """A chip file loadable by `load_chip`: ``base = "<chip>"`` plus the fitted figures
-        (every figure, with its source, when the starting chip is not a built-in one)."""
+        (every figure, with its source, when the starting chip is not a built-in one).
+        Refused (ConfigError) when the fit made the held-out error worse (`worse`), unless
+        force=True."""
         path = Path(path)
+        if self.worse and not force:
+            held = "held-out" if not math.isnan(self.error_before) else "training"
+            before, after = (self.error_before, self.error_after) if held == "held-out" \
+                else (self.train_error_before, self.train_error_after)
+            raise ConfigError(f"{path}: not written: the fit made the {held} median |error| "
+                              f"worse ({_pct(before)} -> {_pct(after)}); pass force=True "
+                              f"(CLI --force) to write it anyway")
         builtin = self.base.name in chips() and get_chip(self.base.name) == self.base
         keys = list(self.params) if builtin else list(self.chip.figure_keys())
         desc = description or (f"{self.base.name} calibrated on {len(self.train_rows)} rows "
@@ -179,7 +237,8 @@ def measurements(source: Any, chip: Chip) -> list[Measurement]:
     if isinstance(source, ProfileComparison):
         name = Path(source.path).name
         return [Measurement(f"{name}#{r.index}", r.measured_us, "time",
-                            lambda c, call=r.call: simulate_call(call, c)[0])
+                            lambda c, call=r.call, d=source.data: simulate_call(
+                                call, c, data=d)[0])
                 for r in source.rows if r.status == "ok" and r.call is not None]
     if isinstance(source, ValidationReport):
         source = [r.row for r in source.rows if r.status == "ok"]
@@ -295,6 +354,10 @@ def calibrate(rows_or_profile: Any, chip: str | Chip, params: Iterable[str],
 
     tb, ta = log_ratios(test, base), log_ratios(test, fitted)
     rb, ra = log_ratios(train, base), log_ratios(train, fitted)
+    per_row = [RowFit(m.id, part, m.measured, math.exp(b), math.exp(a))
+               for part, subset, before, after in (("train", train, rb, ra),
+                                                   ("held out", test, tb, ta))
+               for m, b, a in zip(subset, before, after)]
     return CalibrationResult(
         chip=fitted, base=base,
         params={p: fitted.figure(p) for p in params},
@@ -302,7 +365,23 @@ def calibrate(rows_or_profile: Any, chip: str | Chip, params: Iterable[str],
         train_rows=[m.id for m in train], test_rows=[m.id for m in test],
         error_before=med(tb), error_after=med(ta), loss_before=msl(tb), loss_after=msl(ta),
         train_error_before=med(rb), train_error_after=med(ra), evaluations=len(cache),
-        message=str(res.message))
+        message=str(res.message), rows=per_row,
+        warnings=implausible(base, {p: fitted.figure(p) for p in params}))
+
+
+def implausible(base: Chip, fitted: Mapping[str, float]) -> list[str]:
+    """A warning per fitted figure beyond `PLAUSIBLE_FACTOR` of the starting chip's figure
+    (the bound by the starting figure's confidence tag), naming both and the source."""
+    out = []
+    for key, value in fitted.items():
+        start = float(base.figure(key))
+        tag = base.confidence(key)
+        bound = min(PLAUSIBLE_FACTOR.get(t, 5.0) for t in tag.split("/"))
+        if start > 0 and not 1 / bound <= value / start <= bound:
+            out.append(f"{key} = {value:.4g} is x{value / start:.2f} of {base.name}'s "
+                       f"{start:.4g} ({base.source(key)[:80]}), beyond the x{bound:g} "
+                       f"plausible for a {tag}-tagged figure: the rows may not measure it")
+    return out
 
 
 # ----------------------------------------------------------------------------- leave one out
@@ -369,6 +448,7 @@ def cited_rows(source: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
 
 
-__all__ = ["calibrate", "CalibrationResult", "Measurement", "fittable_params", "scaled_chip",
+__all__ = ["calibrate", "CalibrationResult", "RowFit", "implausible", "PLAUSIBLE_FACTOR",
+           "Measurement", "fittable_params", "scaled_chip",
            "measurements", "split", "cited_rows", "C_PREFIX", "leave_one_source_out",
            "LeaveOneSourceOut", "loso_table"]

@@ -16,6 +16,11 @@ back to their logical shape (FRACTAL_NZ (.., n1, m1, m0, n0) -> (.., m1*m0, n1*n
 NC1HWC0 (N, C1, H, W, C0) -> (N, C1*C0, H, W); Conv2D's FRACTAL_Z weight from the input and
 output channels, a square kernel assumed).
 
+The single op's inputs are warm by default (`load_msprof(data="warm")`: each produced by a
+task just before, as its producer wrote it in the model run); data="cold" reads them from
+HBM; the table states which. A fused kernel (`FusionOp_<member>_<member>...`) is refused by
+name, listing its members; `ProfileComparison.unmapped` counts the op types the table lacks.
+
 Faults: a file-level fault (unreadable, not a CSV, a required column missing) raises
 `ConfigError` naming the file and the column; a row-level fault (an op type not in
 `CANN_OPS`, an unparsable shape, a build or simulation error) is recorded on that row
@@ -56,6 +61,16 @@ _RATIO_RE = re.compile(r"^(?:aic_|aiv_|ai\*_)?(" + "|".join(RATIO_PIPES) + r")_r
 #: the measured node of a row's graph
 OP_NODE = "op"
 
+#: how a single op's inputs meet L2 (`load_msprof(data=)`): "warm" = each input produced by a
+#: task just before (in a profiled model run an op's inputs were just written by their
+#: producer), "cold" = read from HBM (first touch misses L2)
+DATA_STATES = ("warm", "cold")
+DEFAULT_DATA = "warm"
+#: how the table states the assumption
+L2_STATE = {"warm": "warm in L2 (each produced just before, as in a model run; data='cold' "
+                    "reads them from HBM)",
+            "cold": "cold (read from HBM; data='warm' produces each just before)"}
+
 
 # ----------------------------------------------------------------------------- parsing
 def parse_shapes(text: str) -> list[tuple[int, ...]]:
@@ -80,13 +95,17 @@ def parse_shapes(text: str) -> list[tuple[int, ...]]:
 
 
 def parse_dtypes(text: str) -> list[str]:
-    """"DT_FLOAT16;DT_INT64" -> ["float16", "int64"]; unknown names raise ValueError."""
+    """"DT_FLOAT16;DT_INT64" -> ["float16", "int64"]; an empty entry (an absent optional
+    input) -> ""; unknown names raise ValueError."""
     text = (text or "").strip().strip('"')
     if not text:
         return []
     out = []
     for part in text.split(";"):
         key = part.strip().upper().removeprefix("DT_")
+        if not key:                 # an absent optional input (its shape entry is empty too)
+            out.append("")
+            continue
         if key not in DTYPES:
             raise ValueError(f"unknown data type {part.strip()!r}")
         out.append(DTYPES[key])
@@ -279,6 +298,78 @@ def _np(dtype: str) -> str:
     return "float32" if dtype == "bfloat16" else dtype
 
 
+def _op(op: str, n_inputs: int, **attrs: Any) -> Builder:
+    """The registry op `op` on the row's first `n_inputs` inputs (CANN's input order)."""
+    def build(g: Graph, xs: list, call: OpCall) -> Any:
+        if len(xs) < n_inputs:
+            raise ValueError(f"{call.op_type} takes {n_inputs} inputs, the row gives {len(xs)}")
+        return tuple(g.add_node(op, xs[:n_inputs], attrs, name=OP_NODE))
+    return build
+
+
+def _vectors_after_x(shapes: list[tuple[int, ...]], call: OpCall) -> list[tuple[int, ...]]:
+    """BN training kernels: x (and grads) as given, every per-channel input flattened to (C,)
+    (msprof lists them as NC1HWC0 (1, C1, 1, 1, C0) or (1, C, 1, 1))."""
+    full = 2 if call.op_type.startswith(("BNTrainingUpdateGrad", "BNTrainingReduceGrad")) else 1
+    return [*shapes[:full], *((math.prod(sh) or 1,) for sh in shapes[full:])]
+
+
+def _rms_norm(g: Graph, xs: list, call: OpCall) -> Any:
+    outs = min(2, max(1, len(call.outputs)))       # y, and rstd when the row lists it
+    return tuple(g.add_node("RmsNorm", xs[:2], {"num_outputs": outs}, name=OP_NODE))
+
+
+def _attention_shapes(shapes: list[tuple[int, ...]], call: OpCall) -> list[tuple[int, ...]]:
+    """query, key, value in BNSD (4-D); the optional inputs after them are not built (a
+    mask is read as the causal mask, `_attention`). BSH/TND rows are refused: an op_summary
+    row does not carry head_num, so their head count is unknown."""
+    q = shapes[:3]
+    if len(q) < 3 or any(len(sh) != 4 for sh in q):
+        raise ValueError(f"{call.op_type} with query/key/value shapes {q}: only the BNSD "
+                         f"layout (4-D) is read; BSH/TND rows do not say the head count")
+    return q
+
+
+def _attention(op: str) -> Builder:
+    def build(g: Graph, xs: list, call: OpCall) -> Any:
+        q, k = xs[0].shape, xs[1].shape
+        if op == "IncreFlashAttention":
+            attrs = {"num_heads": q[1], "num_key_value_heads": k[1]}
+        else:   # a mask input with more than one query token: CANN's causal (sparse_mode 2/3)
+            masked = any(sh for sh, _, _ in call.inputs[3:])
+            attrs = {"head_num": q[1], "causal": int(masked and q[2] > 1)}
+        attrs["scale_value"] = 1.0 / math.sqrt(q[3])
+        return g.add_node(op, xs[:3], attrs, name=OP_NODE)[0]
+    return build
+
+
+def _max_pool(g: Graph, xs: list, call: OpCall) -> Any:
+    """A 3x3 window (msprof rows carry no window: ResNet's stem pool and Inception's are
+    3x3), stride from the input/output sizes, the padding that gives the output size."""
+    x = xs[0]
+    h = x.shape[2]
+    out = logical_shape(call.outputs[0][0], call.outputs[0][2]) if call.outputs else None
+    if not out or len(out) != 4:
+        raise ValueError("MaxPool needs its 4-D output shape to read the stride")
+    ho, k = out[2], 3
+    stride = max(1, round(h / ho))
+    pad = max(0, math.ceil(((ho - 1) * stride + k - h) / 2))
+    return g.add_node("MaxPool", [x], {"kernel_shape": [k, k], "strides": [stride, stride],
+                                       "pads": [pad] * 4}, name=OP_NODE)[0]
+
+
+#: fused CANN kernels (UB fusion) whose member ops are named in the op type
+FUSION_PREFIX = "FusionOp_"
+
+
+def fused_members(op_type: str) -> list[str]:
+    """The member op types a fused CANN kernel's type names ("FusionOp_Conv2D_Relu" ->
+    ["Conv2D", "Relu"]); [] for any other op type."""
+    if not op_type.startswith(FUSION_PREFIX):
+        return []
+    return [m for m in op_type[len(FUSION_PREFIX):].split("_") if m]
+
+
 #: CANN op type -> registry op and builder (the one place the mapping lives)
 CANN_OPS: dict[str, CannOp] = {
     **{t: CannOp("MatMul", _matmul, doc="transposes read from the shapes",
@@ -314,6 +405,27 @@ CANN_OPS: dict[str, CannOp] = {
     **{t: CannOp("ReduceMax", _reduce("ReduceMax"), doc="axes from input/output shapes")
        for t in ("ReduceMaxD", "ReduceMax")},
     **{t: CannOp("Gather", _gather, doc="axis 0") for t in ("GatherV2", "GatherV2D", "Gather")},
+    "FlashAttentionScore": CannOp("FlashAttentionScore", _attention("FlashAttentionScore"),
+                                  shapes=_attention_shapes,
+                                  doc="BNSD; head_num from the query; a mask input = causal"),
+    "IncreFlashAttention": CannOp("IncreFlashAttention", _attention("IncreFlashAttention"),
+                                  shapes=_attention_shapes,
+                                  doc="BNSD; query and key/value heads from the shapes"),
+    "RmsNorm": CannOp("RmsNorm", _rms_norm, doc="x, gamma; rstd when the row lists 2 outputs"),
+    "SwiGlu": CannOp("SwiGlu", _op("SwiGlu", 1), doc="dim -1"),
+    **{t: CannOp("MaxPool", _max_pool, doc="3x3 window assumed, stride from the sizes")
+       for t in ("MaxPool", "MaxPoolV3")},
+    "BNTrainingReduce": CannOp("BNTrainingReduce", _op("BNTrainingReduce", 1),
+                               doc="x -> sum, square_sum"),
+    "BNTrainingUpdate": CannOp("BNTrainingUpdate", _op("BNTrainingUpdate", 7),
+                               shapes=_vectors_after_x, doc="channel vectors flattened"),
+    "BNTrainingUpdateGrad": CannOp("BNTrainingUpdateGrad", _op("BNTrainingUpdateGrad", 4),
+                                   shapes=_vectors_after_x, doc="channel vectors flattened"),
+    "BNTrainingReduceGrad": CannOp("BNTrainingReduceGrad", _op("BNTrainingReduceGrad", 7),
+                                   shapes=_vectors_after_x, doc="channel vectors flattened"),
+    **{t: CannOp("ApplyAdam", _op("ApplyAdam", 10), doc="CANN's input order")
+       for t in ("ApplyAdam", "ApplyAdamD")},
+    "ApplyAdamW": CannOp("ApplyAdamW", _op("ApplyAdamW", 11), doc="CANN's input order"),
 }
 
 
@@ -364,6 +476,7 @@ class ProfileComparison:
     chip: Chip
     rows: list[ProfileRow]
     columns: tuple[str, ...] = ()
+    data: str = DEFAULT_DATA         # how the single ops' inputs met L2 ("warm" / "cold")
 
     @property
     def ok_rows(self) -> list[ProfileRow]:
@@ -379,6 +492,12 @@ class ProfileComparison:
     def bias(self) -> float:
         ratios = [r.ratio for r in self.ok_rows]
         return math.exp(statistics.fmean(math.log(x) for x in ratios)) if ratios else math.nan
+
+    @property
+    def unmapped(self) -> dict[str, int]:
+        """Op types the CANN op table cannot map (`CANN_OPS`; fused kernels named by their
+        members), with how many rows each: rows `calibrate` cannot use."""
+        return unmapped(self.rows)
 
     def table(self) -> str:
         pipes = sorted({p for r in self.rows for p in (*r.measured_ratios,
@@ -400,7 +519,7 @@ class ProfileComparison:
         n_err = sum(r.status == "error" for r in self.rows)
         lines.append(f"\nmedian |error| {100 * self.median_abs_error:.1f}% over "
                      f"{len(self.ok_rows)} ops on {self.chip.name} (bias {self.bias:.2f}); "
-                     f"{n_err} row(s) not simulated")
+                     f"{n_err} row(s) not simulated; inputs {L2_STATE[self.data]}")
         return "\n".join(lines)
 
     def to_csv(self, path: str | Path) -> None:
@@ -421,6 +540,15 @@ class ProfileComparison:
                             *[_opt(r.measured_ratios.get(p)) for p in pipes],
                             *[_opt(r.simulated_ratios.get(p)) for p in pipes],
                             r.status, r.reason])
+
+
+def unmapped(rows: Sequence[ProfileRow]) -> dict[str, int]:
+    """Op type -> rows whose op type is not in `CANN_OPS`, most rows first."""
+    out: dict[str, int] = {}
+    for r in rows:
+        if r.op_type not in CANN_OPS:
+            out[r.op_type] = out.get(r.op_type, 0) + 1
+    return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def _r2(x: float | None) -> str:
@@ -495,9 +623,15 @@ def decode_call(rec: Mapping[str, str]) -> OpCall:
                   tuple(zip(shapes, dtypes, fmts)), tuple(zip(oshapes, odtypes, ofmts)))
 
 
-def build_call(call: OpCall) -> tuple[Graph, CannOp]:
-    """The one-op graph of a profiled call (inputs warm: each produced by a Relu first)."""
+def build_call(call: OpCall, data: str = DEFAULT_DATA) -> tuple[Graph, CannOp]:
+    """The one-op graph of a profiled call (data="warm": each float input produced by a Relu
+    first, so it sits in L2; "cold": the graph inputs feed the op directly)."""
     spec = CANN_OPS.get(call.op_type)
+    members = fused_members(call.op_type)
+    if spec is None and members:
+        raise KeyError(f"op type {call.op_type!r} is a fused CANN kernel of "
+                       f"{', '.join(members)}: an op_summary row does not say which inputs "
+                       f"feed which member, so it is not rebuilt (compare it in a model run)")
     if spec is None:
         raise KeyError(f"op type {call.op_type!r} is not in the CANN op table "
                        f"(ascendsim.validation.msprof.CANN_OPS)")
@@ -513,8 +647,11 @@ def build_call(call: OpCall) -> tuple[Graph, CannOp]:
     xs = []
     for i, shape in enumerate(shapes):
         dtype = call.inputs[i][1]
+        if not dtype:
+            raise ValueError(f"input {i} of {call.op_type} is absent (no data type)")
         x = g.input(f"x{i}", shape or (1,), dtype)
-        warm = np.dtype(_np(dtype)).kind == "f" and spec.measure != "transdata"
+        warm = data == "warm" and np.dtype(_np(dtype)).kind == "f" and \
+            spec.measure != "transdata"
         xs.append(g.add_node("Relu", [x], name=f"warm_{i}")[0] if warm else x)
     out = spec.build(g, xs, call)
     g.output(*(out if isinstance(out, tuple) else (out,)))
@@ -538,13 +675,13 @@ def _measured_ratios(rec: Mapping[str, str]) -> dict[str, float]:
     return out
 
 
-def simulate_call(call: OpCall, chip: Chip,
-                  cache: dict | None = None) -> tuple[float, dict[str, float], str]:
+def simulate_call(call: OpCall, chip: Chip, cache: dict | None = None,
+                  data: str = DEFAULT_DATA) -> tuple[float, dict[str, float], str]:
     """Simulated kernel time (us) of a call, its pipe ratios, and the registry op."""
-    key = (call, chip)
+    key = (call, chip, data)
     if cache is not None and key in cache:
         return cache[key]
-    g, spec = build_call(call)
+    g, spec = build_call(call, data)
     res = simulate(g, chip, fusion=False, mode="sink", detail="block")
     if spec.measure == "transdata":
         mine = [t for t in res.trace.tasks if t.op_type == "TransData"
@@ -566,7 +703,7 @@ def simulate_call(call: OpCall, chip: Chip,
 
 
 def compare_profile(path: str | Path, header: Sequence[str], records: list[dict[str, str]],
-                    chip: Chip) -> ProfileComparison:
+                    chip: Chip, data: str = DEFAULT_DATA) -> ProfileComparison:
     cache: dict = {}
     rows = []
     for i, rec in enumerate(records, start=1):
@@ -585,7 +722,7 @@ def compare_profile(path: str | Path, header: Sequence[str], records: list[dict[
                 raise ValueError(f"Task Duration(us) = {rec['Task Duration(us)']!r} is not "
                                  f"a positive finite time")
             call = decode_call(rec)
-            sim_us, ratios, reg = simulate_call(call, chip, cache)
+            sim_us, ratios, reg = simulate_call(call, chip, cache, data)
             rows.append(ProfileRow(**base, registry_op=reg, simulated_us=sim_us,
                                    simulated_ratios=ratios, call=call))
         except (AscendSimError, ValueError, KeyError, TypeError, IndexError, ArithmeticError,
@@ -597,16 +734,22 @@ def compare_profile(path: str | Path, header: Sequence[str], records: list[dict[
                 reason = f"the row's shapes are too large to build ({reason or 'no memory'})"
             rows.append(ProfileRow(**base, status="error",
                                    reason=f"line {line}: {type(exc).__name__}: {reason}"[:300]))
-    return ProfileComparison(str(path), chip, rows, tuple(header))
+    return ProfileComparison(str(path), chip, rows, tuple(header), data)
 
 
-def load_msprof(path: str | Path, chip: str | Chip = "ascend910b") -> ProfileComparison:
-    """Read an msprof op_summary CSV and simulate each op on `chip` (see the module doc)."""
+def load_msprof(path: str | Path, chip: str | Chip = "ascend910b",
+                data: str = DEFAULT_DATA) -> ProfileComparison:
+    """Read an msprof op_summary CSV and simulate each op on `chip` (see the module doc).
+    data: "warm" (default: each op's inputs were just written, so they meet L2 as in the
+    profiled model run) or "cold" (inputs read from HBM); the table says which."""
+    if data not in DATA_STATES:
+        raise ConfigError(f"data={data!r}: expected one of {', '.join(DATA_STATES)}")
     chip = get_chip(chip)
     header, records = read_op_summary(path)
-    return compare_profile(path, header, records, chip)
+    return compare_profile(path, header, records, chip, data)
 
 
 __all__ = ["load_msprof", "ProfileComparison", "ProfileRow", "OpCall", "CANN_OPS", "CannOp",
+           "fused_members", "FUSION_PREFIX", "unmapped",
            "REQUIRED_COLUMNS", "parse_shapes", "parse_dtypes", "logical_shape", "decode_call",
-           "build_call", "simulate_call", "read_op_summary"]
+           "build_call", "simulate_call", "read_op_summary", "DATA_STATES", "DEFAULT_DATA"]

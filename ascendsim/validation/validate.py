@@ -67,7 +67,11 @@ How each timing is simulated (`simulate_row`):
   DMA probe rows give the L2 miss fraction explicitly (msKPP curves assume hits).
 
 Rows that fail to build or simulate get status "error" with the reason (the run goes on);
-pending rows are reported apart (status "pending") and never counted. Every simulation uses
+pending rows are reported apart (status "pending") and never counted. A row's verdict says
+more than whether it simulated: "ok" within `OFF_BOUND` (|error| <= 25 %), "off" beyond it,
+"failed", "pending". `validate(chip=)` keeps the rows measured on that chip's generation
+(`rows_of_chip`), each still simulated on its own chip; `as_chip=` is the what-if that runs
+them on another chip. Every simulation uses
 detail="block" unless an op row asks for "tile", and identical graphs are built and simulated
 once per run.
 """
@@ -76,6 +80,7 @@ from __future__ import annotations
 
 import csv
 import math
+import random
 import statistics
 import textwrap
 import time
@@ -91,6 +96,7 @@ from ..hw.box import Box
 from ..models.decoder import decoder, decoder_config
 from ..models.parallel import Parallel
 from ..plan import simulate_parallel
+from ..report.confidence import GENERATIONS, generation
 from .corpus import FAMILIES, UNITS, CorpusRow, load_corpus
 from .frozen import load_frozen
 from .workloads import (
@@ -125,6 +131,11 @@ QUICK_IDS = (
     "pub-pocketllm-910-aclnn-add-enqueue",
 )
 STATUSES = ("ok", "error", "pending")
+#: a row whose |ratio - 1| exceeds this is "off" (the outer band of the plot, twice the
+#: corpus's median |error| of about 15 %): it simulated, and the model misses it
+OFF_BOUND = 0.25
+#: what a row's verdict says: within OFF_BOUND, beyond it, did not simulate, not run
+VERDICTS = ("ok", "off", "failed", "pending")
 
 
 # ----------------------------------------------------------------------------- records
@@ -162,6 +173,26 @@ class ValidationRecord:
     def error(self) -> float | None:
         r = self.ratio
         return None if r is None else r - 1.0
+
+    @property
+    def verdict(self) -> str:
+        """"ok" (|error| <= `OFF_BOUND`), "off" (beyond it), "failed" (did not simulate) or
+        "pending" (not run): more than whether the row simulated."""
+        if self.status == "pending":
+            return "pending"
+        err = self.error
+        if err is None:
+            return "failed"
+        return "off" if abs(err) > OFF_BOUND else "ok"
+
+    @property
+    def chip_name(self) -> str:
+        """The row's chip in one naming: the built-in chip it names (aliases resolved:
+        ascend910b2 is ascend910b), as written for a chip the model lacks."""
+        try:
+            return get_chip(self.row.chip).name
+        except AscendSimError:
+            return self.row.chip
 
 
 @dataclass(frozen=True)
@@ -338,24 +369,34 @@ class ValidationReport:
     def count(self, status: str, role: str | None = None) -> int:
         return sum(r.status == status and (role is None or r.role == role) for r in self.rows)
 
+    def verdicts(self, role: str | None = None) -> dict[str, int]:
+        """How many rows (of a role) have each verdict (`VERDICTS`)."""
+        return {v: sum(r.verdict == v and (role is None or r.role == role) for r in self.rows)
+                for v in VERDICTS}
+
     def table(self, rows: bool = True) -> str:
         """A printable report: per row (roles apart), per family, overall."""
         out: list[str] = []
-        where = f"on {self.chip}" if self.chip else "each row on its own chip"
+        where = f"run on {self.chip} (what-if)" if self.chip else "each row on its own chip"
+        if self.meta.get("chip_filter"):
+            where = f"rows measured on {self.meta['chip_filter']}'s generation, {where}"
         if rows:
-            head = ("id", "family", "chip", "timing", "measured", "simulated", "ratio", "status")
+            head = ("id", "family", "chip", "simulated on", "timing", "measured", "simulated",
+                    "ratio", "status")
             for role in ("validation", "calibration"):
-                body = [(r.id, r.family, r.sim_chip, r.timing, f"{_fmt(r.value)} {r.unit}",
+                body = [(r.id, r.family, r.chip_name, r.sim_chip, r.timing,
+                         f"{_fmt(r.value)} {r.unit}",
                          "-" if r.simulated is None else f"{_fmt(r.simulated)} {r.unit}",
                          "-" if r.ratio is None else f"{r.ratio:.2f}",
-                         r.status if r.status == "ok" else f"error: {r.reason}")
+                         f"failed: {r.reason}" if r.verdict == "failed" else r.verdict)
                         for r in self.rows if r.role == role]
                 if body:
                     out += [f"{role} rows ({len(body)})", *_grid(head, body), ""]
             pend = [r for r in self.rows if r.status == "pending"]
             if pend:
                 out.append(f"pending rows ({len(pend)}, not counted)")
-                out += [f"  {r.id} [{r.family}, {r.chip}]: {r.pending_reason}" for r in pend]
+                out += [f"  {r.id} [{r.family}, {r.chip_name}]: {r.pending_reason}"
+                        for r in pend]
                 out.append("")
         head = ("family", "n", "median |error|", "median ratio", "bias")
 
@@ -408,30 +449,36 @@ class ValidationReport:
                          f"all validation rows {_pct(av.median_abs_error)} (n = {av.n})")
         parts.append(f"first sight {_pct(fs.median_abs_error)} (n = {fs.n} rows with a "
                      f"first_ratio)")
-        out.append("; ".join(parts) + f"; {errors} row(s) failed to simulate, "
+        v = self.verdicts()
+        out.append("; ".join(parts) + f"; rows {v['ok']} ok, {v['off']} off (|error| > "
+                   f"{OFF_BOUND:.0%}), {errors} failed to simulate, "
                    f"{self.count('pending')} pending; {self.wall_s:.1f} s")
         return "\n".join(out)
 
     def to_csv(self, path: str | Path) -> None:
-        """One line per row: the row's fields, then simulated, ratio, error, status, reason."""
+        """One line per row: the row's fields, then its chip in one naming (`chip_name`), the
+        chip that simulated it, simulated, ratio, error, status, verdict, reason."""
         names = [f.name for f in fields(CorpusRow) if f.name not in ("workload", "file")]
         with open(path, "w", newline="", encoding="utf-8") as fh:
             w = csv.writer(fh)
-            w.writerow([*names, "workload", "sim_chip", "simulated", "ratio", "error",
-                        "status", "reason"])
+            w.writerow([*names, "workload", "chip_name", "sim_chip", "simulated", "ratio",
+                        "error", "status", "verdict", "reason"])
             for r in self.rows:
                 vals = [getattr(r.row, n) for n in names]
                 vals = [";".join(v) if isinstance(v, tuple) else v for v in vals]
-                w.writerow([*vals, r.row.describe(), r.sim_chip,
+                w.writerow([*vals, r.row.describe(), r.chip_name, r.sim_chip,
                             "" if r.simulated is None else f"{r.simulated:.6g}",
                             "" if r.ratio is None else f"{r.ratio:.4f}",
-                            "" if r.error is None else f"{r.error:.4f}", r.status, r.reason])
+                            "" if r.error is None else f"{r.error:.4f}", r.status, r.verdict,
+                            r.reason])
 
     def plot(self, path: str | Path | None = None, roles: Iterable[str] = ("validation",
                                                                              "calibration")):
-        """Log-log scatter of simulated vs measured (each in its row's unit, so rows of every
-        unit share the diagonal) with +-10% and +-25% bands, coloured by family; calibration
-        rows hollow. Returns the matplotlib Figure; saves it when `path` is given."""
+        """Each row's ratio (simulated/measured for times, measured/simulated for
+        throughputs: > 1 = the model is slow; a unitless figure, so ms, TFLOPS, GB/s and
+        tokens/s rows share the axis), one column per family, on a log axis with the +-10 %
+        and +-`OFF_BOUND` bands; calibration rows hollow, "off" rows named. Returns the
+        matplotlib Figure; saves it when `path` is given."""
         import matplotlib
 
         if path is not None:
@@ -439,51 +486,37 @@ class ValidationReport:
         import matplotlib.pyplot as plt
 
         roles = tuple(roles)
-        pts = [r for r in self.rows if r.status == "ok" and r.role in roles and r.simulated]
-        fig, ax = plt.subplots(figsize=(7.5, 6.5))
-        if pts:
-            # plot the "slow" direction the same way for both metrics: x = measured, y = the
-            # simulated value expressed so that y/x = ratio
-            xs = [r.value for r in pts]
-            ys = [r.value * r.ratio for r in pts]
-            lo, hi = min(xs + ys) / 2, max(xs + ys) * 2
-            grid = [lo, hi]
-            ax.plot(grid, grid, color="black", lw=1)
-            for band, alpha, style in ((0.25, 0.10, "--"), (0.10, 0.22, ":")):
-                lo_b = [g * (1 - band) for g in grid]
-                hi_b = [g * (1 + band) for g in grid]
-                ax.fill_between(grid, lo_b, hi_b, color="tab:green", alpha=alpha, lw=0,
-                                label=f"±{band:.0%}")
-                for edge in (lo_b, hi_b):
-                    ax.plot(grid, edge, color="tab:green", lw=0.8, ls=style)
-            # one colour per family of the fixed list (14: tab10, then four tab20 shades),
-            # the same in every plot
-            palette = [*plt.get_cmap("tab10").colors, *plt.get_cmap("tab20").colors[1:8:2]]
-            fams = list(dict.fromkeys(r.family for r in pts))
-            for fam in fams:
-                for role, face in (("validation", True), ("calibration", False)):
-                    sel = [r for r in pts if r.family == fam and r.role == role]
-                    if not sel:
-                        continue
-                    color = palette[FAMILIES.index(fam) % len(palette)]
-                    ax.scatter([r.value for r in sel], [r.value * r.ratio for r in sel], s=28,
-                               facecolors=color if face else "none", edgecolors=color,
-                               label=fam if role == "validation" or not any(
-                                   r.family == fam and r.role == "validation" for r in pts)
-                               else None)
-            ax.set_xscale("log")
-            ax.set_yscale("log")
-            ax.set_xlim(lo, hi)
-            ax.set_ylim(lo, hi)
+        pts = [r for r in self.rows if r.role in roles and r.ratio is not None]
+        fams = [f for f in FAMILIES if any(r.family == f for r in pts)]
+        fig, ax = plt.subplots(figsize=(max(6.5, 0.55 * len(fams) + 2.5), 5.5))
+        ax.axhline(1.0, color="black", lw=1)
+        for band, alpha in ((OFF_BOUND, 0.10), (0.10, 0.22)):
+            ax.axhspan(1 - band, 1 + band, color="tab:green", alpha=alpha, lw=0,
+                       label=f"±{band:.0%}")
+        palette = [*plt.get_cmap("tab10").colors, *plt.get_cmap("tab20").colors[1:8:2]]
+        rng = random.Random(0)           # a fixed jitter: the same figure every run
+        for i, fam in enumerate(fams):
+            color = palette[FAMILIES.index(fam) % len(palette)]
+            for role, face in (("validation", True), ("calibration", False)):
+                sel = [r for r in pts if r.family == fam and r.role == role]
+                xs = [i + rng.uniform(-0.25, 0.25) for _ in sel]
+                ax.scatter(xs, [r.ratio for r in sel], s=24, edgecolors=color,
+                           facecolors=color if face else "none")
+                for x, r in zip(xs, sel):
+                    if r.verdict == "off":
+                        ax.annotate(r.id, (x, r.ratio), fontsize=5, alpha=0.7,
+                                    xytext=(3, 0), textcoords="offset points")
+        ax.set_yscale("log")
+        ax.set_xticks(range(len(fams)))
+        ax.set_xticklabels(fams, rotation=45, ha="right", fontsize=8)
+        ax.set_xlim(-0.7, max(len(fams), 1) - 0.3)
+        ax.set_ylabel("ratio (> 1: the model is slow)")
         chips = self.chip or ", ".join(sorted({r.sim_chip for r in pts})) or "-"
-        chips = textwrap.fill(f"ascendsim vs measured on {chips}", 80)   # a title the figure fits
-        ax.set_xlabel("measured (row unit)")
-        ax.set_ylabel("simulated, as measured x ratio (above the line: model slow)")
-        ax.set_title(f"{chips}\nmedian |error| (validation rows) "
-                     f"{_pct(self.median_abs_error)}, bias {_num(self.bias)}; hollow = "
-                     f"calibration rows", fontsize=10)
-        ax.legend(fontsize=7, loc="upper left", ncol=2)
-        ax.grid(True, which="both", alpha=0.2)
+        title = textwrap.fill(f"ascendsim vs measured, simulated on {chips}", 80)
+        ax.set_title(f"{title}\nmedian |error| (validation rows) {_pct(self.median_abs_error)}"
+                     f", bias {_num(self.bias)}; hollow = calibration rows", fontsize=10)
+        ax.legend(fontsize=7, loc="upper left")
+        ax.grid(True, axis="y", which="both", alpha=0.2)
         fig.tight_layout()
         if path is not None:
             fig.savefig(path, dpi=110)
@@ -760,11 +793,11 @@ def _short(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"[:300]
 
 
-def validate_rows(rows: Iterable[CorpusRow], chip: str | Chip | None = None,
+def validate_rows(rows: Iterable[CorpusRow], as_chip: str | Chip | None = None,
                   progress=None) -> ValidationReport:
-    """Simulate the given rows (see `validate`)."""
+    """Simulate the given rows, each on its own chip or all on `as_chip` (see `validate`)."""
     t0 = time.perf_counter()
-    forced = get_chip(chip) if chip is not None else None
+    forced = get_chip(as_chip) if as_chip is not None else None
     runner = RowRunner()
     rows = list(rows)
     out: list[ValidationRecord] = []
@@ -791,12 +824,14 @@ def validate_rows(rows: Iterable[CorpusRow], chip: str | Chip | None = None,
 
 def _record(runner: RowRunner, row: CorpusRow, forced: Chip | None) -> ValidationRecord:
     """Simulate one row (pending rows are recorded, not simulated)."""
-    name = forced.name if forced is not None else row.chip
     if row.role == "pending":
-        return ValidationRecord(row, name, None, "pending", row.pending_reason)
+        return ValidationRecord(row, forced.name if forced is not None else row.chip, None,
+                                "pending", row.pending_reason)
     t1 = time.perf_counter()
+    name = forced.name if forced is not None else row.chip
     try:
         the_chip = forced if forced is not None else get_chip(row.chip)
+        name = the_chip.name           # the chip that ran it, aliases resolved
         sim = runner.value(row, the_chip)
         return ValidationRecord(row, name, sim, "ok", wall_s=time.perf_counter() - t1)
     except (AscendSimError, ValueError, KeyError, TypeError, ZeroDivisionError,
@@ -812,18 +847,40 @@ def quick_rows(rows: Sequence[CorpusRow]) -> list[CorpusRow]:
     return [by_id[i] for i in QUICK_IDS if i in by_id]
 
 
+def rows_of_chip(rows: Iterable[CorpusRow], chip: str | Chip) -> list[CorpusRow]:
+    """The rows measured on `chip`'s generation (`report.confidence.GENERATIONS`):
+    "ascend910b" keeps every Atlas A2 row (910B1, B2, B3, B4), "ascend910" the first-generation
+    rows (910A and the 30-core ascend910b_gen1), "ascend310p" the 310P rows. A chip of no
+    known generation (a user's chip file) is a ConfigError: run rows on it with as_chip=."""
+    gen = generation(chip)
+    if gen is None:
+        name = getattr(chip, "name", chip)
+        raise ConfigError(f"chip {name!r} is of no known generation ("
+                          f"{', '.join(sorted(set(GENERATIONS.values())))}), so no row was "
+                          f"measured on it: pass it as as_chip= (CLI --as-chip) to run rows "
+                          f"on it as a what-if")
+    return [r for r in rows if generation(r.chip) == gen]
+
+
 def validate(chip: str | Chip | None = None, families: Iterable[str] | None = None,
-             quick: bool = False, progress=None) -> ValidationReport:
+             quick: bool = False, progress=None,
+             as_chip: str | Chip | None = None) -> ValidationReport:
     """Simulate every corpus row as it was measured and compare (see the module docstring).
 
-    chip: None runs each row on its own chip; a name or `Chip` runs every row on it.
-    families: only rows of these families. quick: the fixed subset `QUICK_IDS` (< 30 s).
-    progress: called as progress(rows_done, rows_total)."""
+    chip: only the rows measured on that chip's generation (`rows_of_chip`), each still run
+    on its own chip; None: every row. as_chip: a what-if, every selected row run on this
+    chip (a name or a `Chip`) instead of its own. families: only rows of these families.
+    quick: the fixed subset `QUICK_IDS` (< 30 s). progress: progress(rows_done, rows_total)."""
     rows = load_corpus(families)
     if quick:
         rows = quick_rows(rows)
-    return validate_rows(rows, chip, progress)
+    if chip is not None:
+        rows = rows_of_chip(rows, chip)
+    report = validate_rows(rows, as_chip, progress)
+    report.meta["chip_filter"] = None if chip is None else getattr(chip, "name", chip)
+    return report
 
 
-__all__ = ["validate", "validate_rows", "quick_rows", "ValidationReport", "ValidationRecord",
+__all__ = ["validate", "validate_rows", "rows_of_chip", "quick_rows", "OFF_BOUND", "VERDICTS",
+           "ValidationReport", "ValidationRecord",
            "FamilyStats", "SourceStats", "summarize", "transfer_cycles", "QUICK_IDS"]

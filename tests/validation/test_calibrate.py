@@ -181,3 +181,74 @@ def test_missing_scipy_names_the_extra(monkeypatch, profile):
     monkeypatch.setitem(sys.modules, "scipy.optimize", None)
     with pytest.raises(ConfigError, match=r"pip install 'ascendsim\[calibrate\]'"):
         calibrate(profile, "ascend910", ["hbm_bandwidth_bytes_per_s"])
+
+
+# ---------------------------------------------------- issue 23 item 9: what calibration shows
+def test_per_row_before_after_table(result):
+    rows = {r.id: r for r in result.rows}
+    assert set(rows) == set(result.train_rows) | set(result.test_rows)
+    assert {rows[i].part for i in result.test_rows} == {"held out"}
+    for r in result.rows:                        # half the bandwidth: the start is fast
+        assert r.ratio_before < 0.9 and abs(r.ratio_after - 1) < abs(r.ratio_before - 1)
+    text = result.row_table()
+    assert text.splitlines()[0].split()[:2] == ["row", "part"]
+    assert all(i in text for i in result.test_rows)
+
+
+def test_write_refused_when_held_out_error_got_worse(result, tmp_path):
+    import dataclasses
+
+    worse = dataclasses.replace(result, error_before=0.693, error_after=0.710)
+    assert worse.worse and not result.worse
+    with pytest.raises(ConfigError, match=r"worse \(69\.3% -> 71\.0%\).*force=True"):
+        worse.write_toml(tmp_path / "w.toml")
+    assert not (tmp_path / "w.toml").exists()
+    assert load_chip(worse.write_toml(tmp_path / "w.toml", force=True)).name
+    assert "refuses it" in worse.summary()
+
+
+def test_implausible_fit_of_a_sourced_figure_is_warned(result):
+    from ascendsim.validation.calibrate import PLAUSIBLE_FACTOR, implausible
+
+    chip = get_chip("ascend910")
+    hbm = chip.hbm_bandwidth_bytes_per_s
+    tag = chip.confidence("hbm_bandwidth_bytes_per_s")
+    assert PLAUSIBLE_FACTOR[tag.split("/")[0]] == 2.0
+    warn = implausible(chip, {"hbm_bandwidth_bytes_per_s": 455e9})
+    assert len(warn) == 1 and "hbm_bandwidth_bytes_per_s = 4.55e+11" in warn[0] \
+        and f"x{455e9 / hbm:.2f}" in warn[0]
+    assert implausible(chip, {"hbm_bandwidth_bytes_per_s": hbm * 0.8}) == []
+    assert result.warnings == implausible(chip, result.params)
+
+
+def test_cli_reports_unmapped_rows_the_table_and_refuses_a_worse_file(profile, tmp_path,
+                                                                      capsys, monkeypatch):
+    import dataclasses
+
+    from ascendsim.cli import main
+    from ascendsim.validation import calibrate as cal_mod
+
+    rows = profile.read_text().splitlines()
+    extra = tmp_path / "with_unknown.csv"
+    extra.write_text("\n".join([*rows, "z0,Zork,AI_CORE,3.0,16,DT_FLOAT16,ND,16,DT_FLOAT16",
+                                "f0,FusionOp_Conv2D_Relu,AI_CORE,3.0,16,DT_FLOAT16,ND,16,"
+                                "DT_FLOAT16"]) + "\n")
+    out = tmp_path / "c.toml"
+    assert main(["calibrate", str(extra), "--chip", "ascend910", "--params",
+                 "hbm_bandwidth_bytes_per_s", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "2 of 12 row(s) not used" in text and "FusionOp_Conv2D_Relu (1)" in text \
+        and "Zork (1)" in text
+    assert "ratio before" in text and "single ops' inputs: warm L2" in text and out.exists()
+    real = cal_mod.calibrate
+    monkeypatch.setattr(cal_mod, "calibrate", lambda *a, **k: dataclasses.replace(
+        real(*a, **k), error_before=0.1, error_after=0.2))
+    out.unlink()
+    assert main(["calibrate", str(profile), "--chip", "ascend910", "--params",
+                 "hbm_bandwidth_bytes_per_s", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "worse (10.0% -> 20.0%)" in err
+    assert not out.exists()
+    assert main(["calibrate", str(profile), "--chip", "ascend910", "--params",
+                 "hbm_bandwidth_bytes_per_s", "--out", str(out), "--force"]) == 0
+    assert out.exists()

@@ -59,18 +59,18 @@ def test_a_small_fia_loop_is_host_bound_and_a_long_one_kernel_bound():
     rows = [_fa_row(128, 2048), _fa_row(128, 2048, cann_op="FlashAttentionScore"),
             _fa_row(3072, 16384)]
     what_if = get_chip("ascend910b2").replace(eager_op_launch_us=21.5)
-    sim = [r.simulated for r in validate_rows(rows, chip=what_if).rows]
+    sim = [r.simulated for r in validate_rows(rows, as_chip=what_if).rows]
     assert sim[0] == pytest.approx(72.58, rel=1e-3)
     assert sim[1] == pytest.approx(21.5, rel=1e-3)
     assert sim[2] > 150.0
     plain = get_chip("ascend910b2").replace(eager_fused_attention_launch_us=None)
-    assert validate_rows([rows[2]], chip=plain).rows[0].simulated == pytest.approx(sim[2],
+    assert validate_rows([rows[2]], as_chip=plain).rows[0].simulated == pytest.approx(sim[2],
                                                                                     rel=1e-3)
 
 
 def test_kernel_timed_fia_rows_ignore_it():
     row = _fa_row(128, 2048, timing="msprof_kernel")
     a = validate_rows([row]).rows[0].simulated
-    b = validate_rows([row], chip=get_chip("ascend910b2").replace(
+    b = validate_rows([row], as_chip=get_chip("ascend910b2").replace(
         eager_fused_attention_launch_us=None)).rows[0].simulated
     assert a == pytest.approx(b) and a < 30.0

@@ -37,19 +37,19 @@ def test_a_1024_loop_is_host_bound_and_a_4096_loop_kernel_bound():
     """TFLOPS = 2 n^3 / per-call time: at 1024 the call is the host's 21.5 us (99.9 TFLOPS,
     within 1%); at 4096 the kernel (~0.42 ms) hides the host, so the figure does not move it
     (the same TFLOPS as with the 10.5 us host_launch_us, within 0.1%)."""
-    rep = validate_rows([_mm_row(1024), _mm_row(4096)], chip=EAGER)
+    rep = validate_rows([_mm_row(1024), _mm_row(4096)], as_chip=EAGER)
     by = {r.id: r.simulated for r in rep.rows}
     assert by["t-mm-1024"] == pytest.approx(2 * 1024 ** 3 / 21.5e-6 / 1e12, rel=0.01)
     plain = get_chip("ascend910b").replace(eager_op_launch_us=None)
-    rep0 = validate_rows([_mm_row(4096)], chip=plain)
+    rep0 = validate_rows([_mm_row(4096)], as_chip=plain)
     assert by["t-mm-4096"] == pytest.approx(rep0.rows[0].simulated, rel=1e-3)
-    rep1 = validate_rows([_mm_row(1024)], chip=plain)
+    rep1 = validate_rows([_mm_row(1024)], as_chip=plain)
     assert rep1.rows[0].simulated > 1.5 * by["t-mm-1024"]      # 10.5 us host: kernel-bound
 
 
 def test_kernel_timed_rows_ignore_it():
     msprof = _mm_row(1024, timing="msprof_kernel", metric="time", value=10.0, unit="us")
-    a = validate_rows([msprof], chip=EAGER).rows[0].simulated
-    b = validate_rows([msprof], chip=get_chip("ascend910b").replace(
+    a = validate_rows([msprof], as_chip=EAGER).rows[0].simulated
+    b = validate_rows([msprof], as_chip=get_chip("ascend910b").replace(
         eager_op_launch_us=None)).rows[0].simulated
     assert a == pytest.approx(b)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from ascendsim.errors import ConfigError
+from ascendsim.hw import get_chip
 from ascendsim.validation.msprof import (
     CANN_OPS,
     REQUIRED_COLUMNS,
@@ -168,3 +169,87 @@ def test_median_is_nan_when_nothing_simulates(tmp_path):
     path.write_text(",".join(REQUIRED_COLUMNS) + "\nx,Foo,AI_CORE,1.0,\"4\",DT_FLOAT16\n")
     cmp = load_msprof(path)
     assert cmp.rows[0].status == "error" and math.isnan(cmp.median_abs_error)
+
+
+# ------------------------------------------- issue 23 item 9: the LLM and training op types
+_F16, _F32 = "float16", "float32"
+_V = ((1, 4, 1, 1, 16), _F32, "NC1HWC0")          # a BN channel vector as msprof lists it
+_X = ((8, 4, 14, 14, 16), _F16, "NC1HWC0")
+NEW_TYPES = {
+    "FlashAttentionScore": OpCall("FlashAttentionScore", (
+        ((1, 8, 256, 64), _F16, "ND"), ((1, 2, 256, 64), _F16, "ND"),
+        ((1, 2, 256, 64), _F16, "ND"), ((), "", "ND"), ((2048, 2048), "bool", "ND")), ()),
+    "IncreFlashAttention": OpCall("IncreFlashAttention", (
+        ((4, 8, 1, 64), _F16, "ND"), ((4, 2, 512, 64), _F16, "ND"),
+        ((4, 2, 512, 64), _F16, "ND")), ()),
+    "RmsNorm": OpCall("RmsNorm", (((8, 512), _F16, "ND"), ((512,), _F16, "ND")),
+                      (((8, 512), _F16, "ND"), ((8, 1), _F32, "ND"))),
+    "SwiGlu": OpCall("SwiGlu", (((8, 1024), _F16, "ND"),), (((8, 512), _F16, "ND"),)),
+    "MaxPoolV3": OpCall("MaxPoolV3", (((8, 4, 112, 112, 16), _F16, "NC1HWC0"),),
+                        (((8, 4, 56, 56, 16), _F16, "NC1HWC0"),)),
+    "BNTrainingReduce": OpCall("BNTrainingReduce", (_X,), (_V, _V)),
+    "BNTrainingUpdate": OpCall("BNTrainingUpdate", (_X, *[_V] * 6), (_X,)),
+    "BNTrainingUpdateGrad": OpCall("BNTrainingUpdateGrad", (_X, _X, _V, _V), (_V, _V)),
+    "BNTrainingReduceGrad": OpCall("BNTrainingReduceGrad", (_X, _X, *[_V] * 5), (_X,)),
+    "ApplyAdamD": OpCall("ApplyAdamD", (*[((1000,), _F32, "ND")] * 3,
+                                       *[((1,), _F32, "ND")] * 6, ((1000,), _F32, "ND")), ()),
+    "ApplyAdamW": OpCall("ApplyAdamW", (*[((1000,), _F32, "ND")] * 3,
+                                       *[((1,), _F32, "ND")] * 7, ((1000,), _F32, "ND")), ()),
+}
+
+
+@pytest.mark.parametrize("op_type", sorted(NEW_TYPES))
+def test_llm_and_training_op_types_map_and_simulate(op_type):
+    from ascendsim.ir.registry import has_op
+    from ascendsim.validation.msprof import simulate_call
+
+    spec = CANN_OPS[op_type]
+    assert has_op(spec.registry_op)
+    g, _ = build_call(NEW_TYPES[op_type])
+    assert g.node("op").op_type == spec.registry_op
+    for chip in ("ascend910", "ascend910b"):
+        us, _, reg = simulate_call(NEW_TYPES[op_type], get_chip(chip))
+        assert us > 0 and reg == spec.registry_op
+
+
+def test_attention_and_pool_attributes_from_the_shapes():
+    fa, _ = build_call(NEW_TYPES["FlashAttentionScore"])
+    assert fa.node("op").attrs["head_num"] == 8 and fa.node("op").attrs["causal"] == 1
+    assert fa.node("op").attrs["scale_value"] == pytest.approx(1 / 8)
+    ifa, _ = build_call(NEW_TYPES["IncreFlashAttention"])
+    assert (ifa.node("op").attrs["num_heads"], ifa.node("op").attrs["num_key_value_heads"]) \
+        == (8, 2)
+    mp, _ = build_call(NEW_TYPES["MaxPoolV3"])
+    assert mp.values["op"].shape == (8, 64, 56, 56)
+    bsh = OpCall("FlashAttentionScore", (((1, 256, 512), _F16, "ND"),) * 3, ())
+    with pytest.raises(ValueError, match="BNSD.*head count"):
+        build_call(bsh)
+
+
+def test_fused_kernels_are_refused_by_name_and_listed_as_unmapped(tmp_path):
+    from ascendsim.validation.msprof import fused_members
+
+    assert fused_members("FusionOp_Conv2D_Relu") == ["Conv2D", "Relu"]
+    assert fused_members("Conv2D") == []
+    with pytest.raises(KeyError, match="fused CANN kernel of Conv2D, Relu"):
+        build_call(OpCall("FusionOp_Conv2D_Relu", (((1, 16, 8, 8), _F16, "ND"),), ()))
+    rows = CANN8.read_text(encoding="utf-8").splitlines()
+    path = tmp_path / "f.csv"
+    header = next(csv.reader([rows[0]]))
+    cells = {"Op Name": "x", "OP Type": "FusionOp_MatMul_Add", "Task Type": "AI_CORE",
+             "Task Duration(us)": "2", "Input Shapes": "16,16", "Input Data Types": "DT_FLOAT16"}
+    path.write_text("\n".join([*rows, ",".join(f'"{cells.get(h, "")}"' for h in header)]))
+    prof = load_msprof(path, chip="ascend910b")
+    assert prof.unmapped.get("FusionOp_MatMul_Add") == 1
+    assert "fused CANN kernel of MatMul, Add" in prof.rows[-1].reason
+
+
+def test_warm_l2_is_an_option_and_stated(tmp_path):
+    warm = load_msprof(CANN8, chip="ascend910b")
+    cold = load_msprof(CANN8, chip="ascend910b", data="cold")
+    assert "inputs warm in L2" in warm.table() and "inputs cold" in cold.table()
+    pairs = [(w.simulated_us, c.simulated_us) for w, c in zip(warm.rows, cold.rows)
+             if w.simulated_us and c.simulated_us and w.op_type != "TransData"]
+    assert pairs and all(c >= w * 0.999 for w, c in pairs) and any(c > w for w, c in pairs)
+    with pytest.raises(ConfigError, match="data='hot'"):
+        load_msprof(CANN8, data="hot")

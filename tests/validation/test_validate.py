@@ -16,6 +16,7 @@ from ascendsim.validation.corpus import check_row, load_corpus, load_corpus_file
 from ascendsim.validation.validate import (
     QUICK_IDS,
     ValidationRecord,
+    ValidationReport,
     quick_rows,
     summarize,
     transfer_cycles,
@@ -117,7 +118,7 @@ def test_faulty_rows_are_recorded_not_raised_and_pending_rows_apart():
 def test_chip_argument_runs_every_row_on_that_chip():
     rows = [row(), row(id="t-b", chip="ascend910b")]
     own = validate_rows(rows)
-    forced = validate_rows(rows, chip="ascend310")
+    forced = validate_rows(rows, as_chip="ascend310")
     assert [r.sim_chip for r in own.rows] == ["ascend910", "ascend910b"]
     assert {r.sim_chip for r in forced.rows} == {"ascend310"} and forced.chip == "ascend310"
     assert forced.rows[0].simulated == forced.rows[1].simulated
@@ -254,3 +255,62 @@ def test_quick_rows_keep_quick_order_and_skip_missing_ids():
     picked = quick_rows(list(reversed(rows)))
     assert [r.id for r in picked] == [i for i in QUICK_IDS if i in {r.id for r in rows}]
     assert quick_rows([replace(rows[0], id="not-quick")]) == []
+
+
+# ---------------------------------------------- issue 23 item 8: verdicts, chip filter, plot
+def test_verdict_says_more_than_it_simulated(tmp_path):
+    from ascendsim.validation.validate import OFF_BOUND, VERDICTS
+
+    near = ValidationRecord(row(value=2.0), "ascend910", 2.0 * (1 + OFF_BOUND / 2), "ok")
+    far = ValidationRecord(row(value=2.0), "ascend910", 2.0 * 0.08, "ok")   # ratio 0.08
+    failed = ValidationRecord(row(), "ascend910", None, "error", "boom")
+    pend = ValidationRecord(row(role="pending", pending_reason="x"), "ascend910", None,
+                            "pending")
+    assert [r.verdict for r in (near, far, failed, pend)] == list(VERDICTS)
+    rep = ValidationReport([near, far, failed, pend])
+    assert rep.verdicts() == {"ok": 1, "off": 1, "failed": 1, "pending": 1}
+    text = rep.table()
+    assert " off " in text and "failed: boom" in text and "1 off (|error| > 25%)" in text
+    rep.to_csv(tmp_path / "v.csv")
+    assert [x["verdict"] for x in csv.DictReader((tmp_path / "v.csv").open())] == \
+        list(VERDICTS)
+
+
+def test_chip_filters_by_generation_and_as_chip_runs_the_what_if():
+    from ascendsim.report.confidence import generation
+    from ascendsim.validation.validate import rows_of_chip
+
+    rows = [row(id="t-910"), row(id="t-b2", chip="ascend910b2"),
+            row(id="t-b4", chip="ascend910b4"), row(id="t-gen1", chip="ascend910b_gen1"),
+            row(id="t-310p", chip="ascend310p")]
+    assert [r.id for r in rows_of_chip(rows, "ascend910b")] == ["t-b2", "t-b4"]
+    assert [r.id for r in rows_of_chip(rows, "ascend910")] == ["t-910", "t-gen1"]
+    with pytest.raises(ConfigError, match="as_chip="):
+        rows_of_chip(rows, get_chip("ascend910").replace(name="my-chip"))
+    rep = validate(chip="ascend910b", quick=True)   # was: all 14 quick rows on the 910B
+    assert len(rep.rows) == 12 and all(generation(r.row.chip) == "910B" for r in rep.rows)
+    assert all(r.sim_chip == "ascend910b" for r in rep.rows)
+    assert rep.chip is None and "rows measured on ascend910b's generation" in rep.table(False)
+    what_if = validate(chip="ascend910", quick=True, as_chip="ascend910b")
+    assert [r.id for r in what_if.rows] == ["pub-pocketllm-910-aclnn-add-enqueue"]
+    assert what_if.chip == "ascend910b" and what_if.rows[0].sim_chip == "ascend910b"
+    assert what_if.rows[0].chip_name == "ascend910"
+
+
+def test_chip_column_has_one_naming_and_says_who_ran_it():
+    rows = [row(id="t-b", chip="ascend910b"), row(id="t-b2", chip="ascend910b2")]
+    rep = validate_rows(rows)
+    assert {r.chip_name for r in rep.rows} == {"ascend910b"}       # was ascend910b2 beside it
+    assert {r.sim_chip for r in rep.rows} == {"ascend910b"}
+    assert "simulated on" in rep.table()
+
+
+def test_plot_puts_ratios_per_family(quick, tmp_path):
+    fig = quick.plot(tmp_path / "p.png")
+    ax = fig.axes[0]
+    assert ax.get_ylabel().startswith("ratio")
+    fams = [t.get_text() for t in ax.get_xticklabels()]
+    assert fams and set(fams) <= {r.family for r in quick.rows}
+    ys = [y for c in ax.collections for _, y in c.get_offsets()]
+    assert sorted(ys) == pytest.approx(sorted(r.ratio for r in quick.rows
+                                              if r.ratio is not None))
