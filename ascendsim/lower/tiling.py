@@ -17,7 +17,8 @@ which GM moves reach full bandwidth. The elements are then cut into tiles as lar
 UB allows with double buffering: 2 x (input + output + intermediate bytes per element) x
 tile elements <= UB; a kernel that loops over a fixed group of rows at a time (`row_tile`:
 RmsNorm's NORMAL mode one row, the TBE LayerNorm cube path 16) gets one tile per group and
-whole groups per core, at most a core per group. One tile is
+ceil(groups / cores) whole groups per core, the last core the rest (`split_blocked`). One
+tile is
   S -> MTE2 (GM->UB, one move per input) -> V (one instruction per vector op) -> MTE3 (UB->GM).
 A vector instruction on b bytes costs max(vector_min_cycles, b / rate(class, dtype)).
 
@@ -134,6 +135,19 @@ def split_even(total: int, parts: int) -> list[tuple[int, int]]:
     return out
 
 
+def split_blocked(total: int, parts: int) -> list[tuple[int, int]]:
+    """[(amount, how many parts get it)]: `total` in blocks of ceil(total / parts), the last
+    block taking the rest, as row-wise kernels bind rows to cores (ops-nn rms_norm_tiling.cpp
+    blockFactor = ceil(rows / cores), useCoreNum = ceil(rows / blockFactor); TVM's
+    split(nparts=cores) in TBE's layer_norm_cube_schedule)."""
+    factor = cdiv(total, parts)
+    used = cdiv(total, factor)
+    rest = total - factor * (used - 1)
+    if rest == factor:
+        return [(factor, used)]
+    return [(factor, used - 1), (rest, 1)]
+
+
 # ----------------------------------------------------------------------------- vector ops
 @dataclass(frozen=True)
 class VecPart:
@@ -183,7 +197,7 @@ def vector_work(chip, spec: VecSpec, op: str, cores: int) -> tuple[list[CoreGrou
         slot_elems = spec.row_tile
         total = cdiv(spec.elems, spec.row_tile)
         block = min(block, total)
-        shares = [(round(k * spec.elems / total), n, k) for k, n in split_even(total, block)]
+        shares = [(round(k * spec.elems / total), n, k) for k, n in split_blocked(total, block)]
     groups: list[CoreGroup] = []
     core = 0
     for per_core, ncores, ntiles in shares or [
