@@ -15,7 +15,10 @@ a 128-element int32 copy runs on 16 cores, `VecSpec.split`);
 elsewhere at least `chip.gm_min_efficient_transfer_bytes` of traffic per core, the size at
 which GM moves reach full bandwidth. The elements are then cut into tiles as large as the
 UB allows with double buffering: 2 x (input + output + intermediate bytes per element) x
-tile elements <= UB. One tile is
+tile elements <= UB; a kernel that loops over a fixed group of rows at a time (`row_tile`:
+RmsNorm's NORMAL mode one row, the TBE LayerNorm cube path 16) gets one tile per group and
+ceil(groups / cores) whole groups per core, the last core the rest (`split_blocked`). One
+tile is
   S -> MTE2 (GM->UB, one move per input) -> V (one instruction per vector op) -> MTE3 (UB->GM).
 A vector instruction on b bytes costs max(vector_min_cycles, b / rate(class, dtype)).
 
@@ -132,6 +135,19 @@ def split_even(total: int, parts: int) -> list[tuple[int, int]]:
     return out
 
 
+def split_blocked(total: int, parts: int) -> list[tuple[int, int]]:
+    """[(amount, how many parts get it)]: `total` in blocks of ceil(total / parts), the last
+    block taking the rest, as row-wise kernels bind rows to cores (ops-nn rms_norm_tiling.cpp
+    blockFactor = ceil(rows / cores), useCoreNum = ceil(rows / blockFactor); TVM's
+    split(nparts=cores) in TBE's layer_norm_cube_schedule)."""
+    factor = cdiv(total, parts)
+    used = cdiv(total, factor)
+    rest = total - factor * (used - 1)
+    if rest == factor:
+        return [(factor, used)]
+    return [(factor, used - 1), (rest, 1)]
+
+
 # ----------------------------------------------------------------------------- vector ops
 @dataclass(frozen=True)
 class VecPart:
@@ -155,7 +171,7 @@ class VecSpec:
     temp_bytes: float = 0.0                     # UB bytes per element for intermediates
     align: int = 32                             # elements per tile multiple
     buffers: int = 2                            # UB slots per queue (kernel's BUFFER_NUM)
-    row_tile: int = 0                           # >0: one tile per row of this many elements
+    row_tile: int = 0                           # >0: elements per row-group tile (note)
     split: str = ""                             # "copy": TBE copy_only's core split (note)
 
 
@@ -174,14 +190,18 @@ def vector_work(chip, spec: VecSpec, op: str, cores: int) -> tuple[list[CoreGrou
     # (copy_only splits in 32-byte blocks, not in tiles of `align` elements)
     most = cores if spec.split == "copy" else min(cores, cdiv(spec.elems, spec.align))
     block = max(1, min(most, split_cores(chip, spec, cores)))
+    shares = None
     if 0 < spec.row_tile <= slot_elems:
-        # a kernel that loops over rows one at a time: a tile per row, at most a core per row
+        # a kernel that loops over its rows a fixed group at a time: a tile per group, whole
+        # groups per core (at most a core per group)
         slot_elems = spec.row_tile
-        block = min(block, cdiv(spec.elems, spec.row_tile))
+        total = cdiv(spec.elems, spec.row_tile)
+        block = min(block, total)
+        shares = [(round(k * spec.elems / total), n, k) for k, n in split_blocked(total, block)]
     groups: list[CoreGroup] = []
     core = 0
-    for per_core, ncores in split_even(spec.elems, block):
-        ntiles = cdiv(per_core, slot_elems)
+    for per_core, ncores, ntiles in shares or [
+            (e, n, cdiv(e, slot_elems)) for e, n in split_even(spec.elems, block)]:
         segs = []
         for tile_elems, count in split_even(per_core, ntiles):
             segs.append(Segment(_vector_stages(chip, spec, tile_elems), count))

@@ -132,8 +132,9 @@ def gathered_inputs(parts: list, ext_in: list[str], inputs: list[str]) -> list[i
 
 
 def kernel_pipeline(low: Lowering, parts: list, n: int, fmt: str) -> tuple[int, int]:
-    """(UB slots per queue, task elements per row tile or 0) of a lone node whose kernel path
-    says so (`OpSequence.buffers`, `row_tile`: RmsNorm's NORMAL mode on A2); (2, 0) else.
+    """(UB slots per queue, task elements per row-group tile or 0) of a lone node whose kernel
+    path says so (`OpSequence.buffers`, `row_tile`: RmsNorm's NORMAL mode on A2, one row; the
+    TBE LayerNorm cube path, 16 rows); (2, 0) else.
     The path is picked from the values `node_seq` resolves (bf16 widened to fp32)."""
     if len(parts) != 1:
         return 2, 0
@@ -150,7 +151,8 @@ def kernel_pipeline(low: Lowering, parts: list, n: int, fmt: str) -> tuple[int, 
     if seq is None or not seq.row_tile:
         return (seq.buffers if seq is not None else 2), 0
     length, _ = ROW_RULES[seq.rows](ins, nd.attrs, low.const_value)
-    return seq.buffers, max(1, -(-int(length) * n // max(int(ins[0].numel), 1)))
+    per_tile = int(length) * seq.row_tile
+    return seq.buffers, max(1, -(-per_tile * n // max(int(ins[0].numel), 1)))
 
 
 def lower_vector_op(low: Lowering, node: Node) -> None:

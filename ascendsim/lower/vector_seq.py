@@ -15,7 +15,7 @@ holds the alternatives, each with the condition CANN's op implementation checks;
 that applies replaces the op's row of SEQUENCES (`sequence_for`), and `explain()` names it.
 LayerNorm on fp16 FRACTAL_NZ data on an Ascend910-class chip sums its rows on the cube
 (TBE layer_norm.py `_check_vector_to_cube`, layer_norm_cube.py): four full-shape vector passes
-instead of fifteen and two reduce trees.
+instead of fifteen and two reduce trees, one 16-row group at a time, single-buffered.
 
 Steps are of three shapes:
 - ELEM: one instruction over every element of the op (vsub, vexp, vmul ...), in the op's
@@ -95,7 +95,8 @@ class OpSequence:
     per row the ROW steps work on (1; 16 where the statistics come from the cube as 16-wide
     fractal columns); `note`: what `explain` adds about the kernel path; `buffers`: the
     kernel's UB slots per queue (its BUFFER_NUM; 1 serialises the load, compute and store of
-    consecutive tiles); `row_tile`: the kernel loops over its rows one at a time."""
+    consecutive tiles); `row_tile`: the kernel loops over its rows this many at a time
+    (0: tiles as large as the UB allows)."""
 
     steps: tuple[Step, ...]
     fp32: bool = False
@@ -105,7 +106,7 @@ class OpSequence:
     stat_width: int = 1
     note: str = ""
     buffers: int = 2
-    row_tile: bool = False
+    row_tile: int = 0
 
 
 def _e(instr: str, vclass: str, count: float = 1.0) -> Step:
@@ -192,7 +193,10 @@ SEQUENCES: dict[str, OpSequence] = {
 #: broadcast, xx_sum, mean_mul, nz_var, var_add_eps, vlog, var_log_mul, vexp), casts mean and
 #: variance to fp16, then makes four full-shape fp32 passes: x - mean, * rsqrt, * gamma,
 #: + beta (x_sub_mean, mean_mul_var, scale_mul, scale_add; the statistics are read with a
-#: stride, not materialised), and casts the result back (cast_res).
+#: stride, not materialised), and casts the result back (cast_res). The schedule tiles the UB
+#: by one 16-row group (`_get_tiling`: CUB_matrix [k, 1, 16, 16]), binds row groups to cores
+#: (block_dim = min(groups, CORE_NUM)) and defines `_double_buffer` but never calls it, so
+#: each group's load, vector work and store run one after another (`buffers=1`, `row_tile=16`).
 _LAYER_NORM_CUBE = (
     _w("vmov (L0C->UB: sum x)"), _w("vmuls"), _w("vmov (L0C->UB: sum x*x)"),
     _w("vbrcb (diagonal)"), _w("vmuls"), _w("vmul", "binary"), _w("vsub", "binary"),
@@ -259,15 +263,17 @@ _RMS_NORM_NORMAL = (_e("vmul", "binary"), _r("vcadd"), _e("vmuls", "unary"),
 #: its sequence); the first that applies replaces the op's row of SEQUENCES
 PATHS: dict[str, tuple[tuple[Callable[..., bool], OpSequence], ...]] = {
     "RmsNorm": ((_rms_norm_normal, OpSequence(
-        _RMS_NORM_NORMAL, fp32=True, rows="gamma", buffers=1, row_tile=True,
+        _RMS_NORM_NORMAL, fp32=True, rows="gamma", buffers=1, row_tile=1,
         note="CANN's Ascend C RmsNorm, NORMAL mode (ops-nn rms_norm.h): one row per loop "
              "step, single-buffered queues (BUFFER_NUM = 1), rstd on the scalar unit "
              "(the V->S->V round trip per row is not costed: no public cycle figure)")),),
     "LayerNormalization": ((_layer_norm_cube, OpSequence(
-        _LAYER_NORM_CUBE, fp32=True, rows="from_axis", stat_width=16,
+        _LAYER_NORM_CUBE, fp32=True, rows="from_axis", stat_width=16, buffers=1,
+        row_tile=16,
         note="CANN's cube path (layer_norm_cube): the row sums run on the cube as "
              "x . ones and x . x^T, 2 x L/16 mmads per 16 rows, not simulated on the M "
-             "pipe (small beside the V work and overlapped by its double buffering)")),),
+             "pipe; one 16-row group per tile, single-buffered (its schedule never "
+             "enables double buffering)")),),
 }
 
 

@@ -125,3 +125,45 @@ def test_validation_rows_declare_their_formats():
     assert tr.values[tr.inputs[0]].layout == "ND"
     res = simulate(ln, rows["hpm-bert-0008"].chip, fusion=False)
     assert "cube path" in res.explain("op")
+
+
+def _cube_task(shape, chip: str = "ascend910b_gen1"):
+    from ascendsim.lower import lower
+    program = lower(_ln_graph(shape, "float16", NZ), get_chip(chip))
+    return next(t for t in program.tasks if t.op_name == "op")
+
+
+def test_cube_path_runs_16_row_groups_single_buffered():
+    """layer_norm_cube_schedule.py tiles the UB by one 16-row group (CUB_matrix
+    [k, 1, 16, 16]), binds the row groups to cores (block_dim = min(groups, cores)) and never
+    calls its `_double_buffer`: each tile holds 16 x 768 elements, every stage has one slot,
+    and 4 groups run on 4 cores."""
+    task = _cube_task((16384, 768))
+    groups = task.phases[0].groups
+    assert sum(len(g.cores) for g in groups) == 30
+    tiles = sum(len(g.cores) * sum(sg.count for sg in g.segments) for g in groups)
+    assert tiles == 16384 // 16                  # one tile per 16-row group
+    stages = groups[0].segments[0].stages
+    assert {s.pipe: s.slots for s in stages if s.pipe in ("MTE2", "V")} == {"MTE2": 1, "V": 1}
+    small = _cube_task((64, 768))
+    assert sum(len(g.cores) for g in small.phases[0].groups) == 4
+    # the DSL (ND) path keeps its double-buffered tiling
+    from ascendsim.lower import lower
+    program = lower(_ln_graph((16384, 768), "float16", "ND"), get_chip("ascend910b_gen1"))
+    nd = next(t for t in program.tasks if t.op_name == "op")
+    assert all(s.slots == 2 for s in nd.phases[0].groups[0].segments[0].stages
+               if s.pipe in ("MTE2", "V"))
+
+
+def test_cube_path_serialises_load_compute_store():
+    """With one slot a core's span is at least its MTE2 plus V busy time (the next group's
+    load waits for this group's compute); double buffering would overlap them."""
+    res = simulate(_ln_graph((16384, 768), "float16", NZ), "ascend910b_gen1", fusion=False,
+                   detail="tile")
+    task = res.trace.task("op")
+    ivs = [iv for iv in res.trace.intervals if iv.task_id == task.task_id]
+    first = min(iv.core for iv in ivs)
+    ivs = [iv for iv in ivs if iv.core == first]
+    busy = {p: sum(iv.duration for iv in ivs if iv.pipe == p) for p in ("MTE2", "V")}
+    span = max(iv.start + iv.duration for iv in ivs) - min(iv.start for iv in ivs)
+    assert span >= busy["V"] + busy["MTE2"]

@@ -104,3 +104,17 @@ def test_single_buffering_serialises_load_compute_store():
     assert span >= busy["V"] + busy["MTE2"]
     block = simulate(_graph(400, 4096, "float16"), "ascend910b3", fusion=False)
     assert block.time_us == pytest.approx(res.time_us, rel=0.1)
+
+
+def test_row_tiles_give_whole_rows_to_each_core():
+    """A row-tiled kernel's rows are not split between cores, and cores take blockFactor =
+    ceil(rows / cores) rows each (rms_norm_tiling.cpp): 50 rows of 4096 on the 910B3's 40
+    vector cores run on ceil(50 / 2) = 25 cores of two rows; 100 rows on ceil(100 / 3) = 34
+    cores, 33 of three rows and the last of the one row left."""
+    def split(rows: int) -> list[tuple[int, int]]:
+        program = lower(_graph(rows, 4096, "float16"), get_chip("ascend910b3"))
+        task = next(t for t in program.tasks if t.op_name == "op")
+        return sorted((sum(sg.count for sg in g.segments), len(g.cores))
+                      for g in task.phases[0].groups)
+    assert split(50) == [(2, 25)]
+    assert split(100) == [(1, 1), (3, 33)]
