@@ -183,6 +183,9 @@ def test_a_tp2_run_reports_its_collectives_and_pays_for_them():
     # same requests at a light load: the steps are alike (one or a few sequences each)
     assert len(two.steps) == pytest.approx(len(one.steps), rel=0.1)
     assert per_step(two) > 0.5 * per_step(one)
+    # the split compute alone (the step less its exposed collectives) is below one chip's
+    coll = sum(two.collectives_us.values()) / len(two.steps)
+    assert 0 < coll and per_step(two) - coll < per_step(one)
     # TPOT carries the exposed all-reduces: above the split compute's share of the one-chip
     # TPOT (its device part halved, its per-step host part whole)
     host_ms = one.scheduler.overhead_us / 1e3
