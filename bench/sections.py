@@ -127,12 +127,13 @@ SECTIONS: tuple[Section, ...] = (
                   "unfused against fused (`asim.compare`), and `asim.llm.generate` serving "
                   "figures (TTFT, TPOT, tokens/s, HBM peak)."),
     Section("serving", "LLM serving: 1,000 requests, the memo, a configuration search",
-            "serving.py", minutes=1.5,
-            about="`asim.llm.serve` of llama2-7b on one 910B under 1,000 Poisson requests "
-                  "(TTFT/TPOT/E2E percentiles, throughput, goodput, CPU time, fresh step "
-                  "simulations and the memo hit rate), and `asim.llm.search` over mixed and "
-                  "disaggregated qwen2-0.5b on four chips: the best configuration under its "
-                  "SLO and the runner-up."),
+            "serving.py", minutes=3,
+            about="`asim.llm.serve` under 1,000 Poisson requests of llama2-7b on one 910B and "
+                  "of llama2-70b on TP8 (an Atlas 800 A2 box): TTFT/TPOT/E2E percentiles, "
+                  "throughput, goodput, CPU time, fresh step simulations with their CPU cost "
+                  "and the memo hit rate; and `asim.llm.search` of llama2-70b on one box over "
+                  "TP4 x 2 and TP8, mixed and disaggregated, fp16 and W8A8: the best "
+                  "configuration under its SLO, the runner-up and why it lost."),
     Section("unit_block", "Block detail inside long tiles", "unit_block.py", fmt="markdown",
             minutes=1,
             about="The engine with and without chunk tiles (SimPy events, engine CPU seconds, "

@@ -40,6 +40,7 @@ class ServingReport:
     memo_hits: int = 0              # steps timed from the memo alone
     memo_misses: int = 0            # steps that needed a fresh simulation
     prefix_hit_tokens: int = 0
+    points_cpu_s: float = 0.0       # CPU seconds of this run's fresh step simulations
     notes: list[str] = field(default_factory=list)
 
     # ------------------------------------------------------------ per request
@@ -151,7 +152,8 @@ class ServingReport:
                  ("memory per chip", f"weights {gib(self.memory.weights)}, KV cache "
                                      f"{gib(self.memory.kv_cache)}, activations "
                                      f"{gib(self.memory.activations)}"),
-                 ("step simulations", f"{self.points_simulated} fresh for "
+                 ("step simulations", f"{self.points_simulated} fresh "
+                                      f"({self.points_cpu_s:.1f} CPU s) for "
                                       f"{self.memo_hits + self.memo_misses} steps, memo "
                                       f"hit rate {self.memo_hit_rate:.2%} of steps")]
         device = sum(self.families_us.values())

@@ -97,7 +97,14 @@ class SchedulerConfig:
 #: for vLLM-Ascend or MindIE was found; chosen so that small-batch decode carries a few ms of
 #: host time in eager mode and about 1 ms in graph mode, the order vLLM's own V1 notes give
 #: for the GPU (the device part of eager mode's launches is simulated: launch "eager" runs
-#: the step op by op from the host, ascendsim's mode "host")
+#: the step op by op from the host, ascendsim's mode "host"). Its host lane charges each task
+#: the chip's `host_launch_us` (the AscendCL enqueue, 10.5 us on the 910B), not a framework's
+#: eager op call (torch_npu's Python and ATen dispatch: `eager_op_launch_us`, given by no
+#: built-in chip): a qwen2.5-7b decode step of batch 4 at context 400 on the 910B3 launches 563
+#: tasks, 5.9 ms of host lane under 16.0 ms of device time, so eager costs it 0.4%; at 50 us per
+#: call the lane would bind (29.3 ms). The serving rows' TPOT gap is of that order (qwen2.5-7b
+#: at 1 req/s: 36.5 ms measured, 22.2 ms simulated), but no source found gives torch_npu's
+#: per-op call cost, so it is not modelled.
 HOST_OVERHEAD_US: dict[tuple[str, str], float] = {
     ("vllm", "graph"): 1000.0, ("vllm", "eager"): 3000.0,
     ("mindie", "graph"): 1000.0, ("mindie", "eager"): 3000.0,

@@ -53,8 +53,9 @@ ACTIVATION_PROBE_TOKENS = 4096
 STEP_MODEL_CACHE = 8
 _STEP_MODELS: OrderedDict[tuple, StepModel] = OrderedDict()
 #: bytes per weight of a quantisation mode's projections (the embeddings, lm_head and norms
-#: stay in the compute dtype; decoder(quant=...) documents which weights are int8)
-QUANT_WEIGHT_BYTES = {"w8a8": 1}
+#: stay in the compute dtype; decoder(quant=...) documents which weights are quantised; the
+#: antiquant scales of weight-only modes are left out, a few bytes per output channel)
+QUANT_WEIGHT_BYTES = {"w8a8": 1, "w8a16": 1, "w4a16": 0.5}
 
 
 def step_model(cfg: DecoderConfig, chip: Chip, parallel: Any, *, dtype: str, quant: str | None,
@@ -77,9 +78,11 @@ def weight_bytes(cfg: DecoderConfig, dtype: str, quant: str | None) -> int:
     total = cfg.params() * itemsize(dtype)
     if quant is None:
         return total
+    if quant not in QUANT_WEIGHT_BYTES:
+        raise ConfigError(f"quant {quant!r} unknown; one of {', '.join(QUANT_WEIGHT_BYTES)}")
     emb = cfg.vocab * cfg.hidden * (1 if cfg.tie_embeddings else 2)
     projections = cfg.params() - emb
-    return emb * itemsize(dtype) + projections * QUANT_WEIGHT_BYTES[quant]
+    return int(emb * itemsize(dtype) + projections * QUANT_WEIGHT_BYTES[quant])
 
 
 def kv_plan(cfg: DecoderConfig, chip: Chip, parallel: Any, sched: SchedulerConfig, *,
@@ -182,7 +185,7 @@ def serve(model: str | Path | DecoderConfig, chip: str | Chip = DEFAULT_SERVING_
     sm = step_model(cfg, resolved, parallel, dtype=dtype, quant=quant, launch=sched.launch,
                     detail=detail)
     hits0, misses0 = sm.steps_memo, sm.misses
-    fresh0 = sm.steps_fresh
+    fresh0, cpu0 = sm.steps_fresh, sm.points_cpu_s
     longest = max(r.prompt_tokens + r.output_tokens for r in reqs)
     memory, blocks = kv_plan(cfg, resolved, parallel, sched, dtype=dtype, quant=quant,
                              longest=longest, name=name)
@@ -251,7 +254,7 @@ def serve(model: str | Path | DecoderConfig, chip: str | Chip = DEFAULT_SERVING_
     return ServingReport(name, resolved.name, parallel, sched, slo_, reqs, ordered, steps,
                          families, collectives, host, memory, blocks, chips, disaggregated,
                          transfers, sm.misses - misses0, sm.steps_memo - hits0,
-                         sm.steps_fresh - fresh0, hit_tokens, notes)
+                         sm.steps_fresh - fresh0, hit_tokens, sm.points_cpu_s - cpu0, notes)
 
 
 __all__ = ["serve", "DEFAULT_SERVING_CHIP", "kv_plan", "kv_transfer_us", "weight_bytes",

@@ -41,6 +41,7 @@ is reported per kind, as families named `COLLECTIVE` + kind).
 from __future__ import annotations
 
 import bisect
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -225,6 +226,7 @@ class StepModel:
         self.misses = 0
         self.steps_memo = 0          # steps timed from the memo alone
         self.steps_fresh = 0         # steps that needed a fresh simulation
+        self.points_cpu_s = 0.0      # CPU seconds of the fresh simulations
 
     # ---------------------------------------------------------------- points
     def point(self, phase: str, batch: int, seq_len: int, context_len: int) -> PointTime:
@@ -232,8 +234,10 @@ class StepModel:
         got = self.memo.get(key)
         if got is None:
             self.misses += 1
+            c0 = time.process_time()
             got = simulate_point(self.cfg, self.chip, self.parallel, phase, batch, seq_len,
                                  context_len, **self.options)
+            self.points_cpu_s += time.process_time() - c0
             self.memo[key] = got
         else:
             self.hits += 1

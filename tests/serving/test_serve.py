@@ -163,3 +163,55 @@ def test_a_request_longer_than_the_cache():
     with pytest.raises(CapacityError, match=r"holds 4 blocks of 128 tokens \(512 tokens\), the "
                                             r"longest request needs 17"):
         serve(SMALL, requests=reqs, scheduler=dict(num_blocks=4))
+
+
+def test_a_tp2_run_reports_its_collectives_and_pays_for_them():
+    """TP2 splits each layer's compute over two chips and adds two all-reduces per layer: the
+    run reports them (collectives_us), and its device time per step stays above half of the
+    one-chip step's (the split compute alone), because the all-reduces are exposed."""
+    import ascendsim as asim
+    reqs = dict(n=60, rate=4, seed=2, prompt_mean=256, output_mean=32)
+    one = serve(SMALL, requests=reqs)
+    two = serve(SMALL, parallel=asim.Parallel(tp=2), requests=reqs)
+    assert two.chips == 2 and one.chips == 1
+    assert set(two.collectives_us) >= {"AllReduce"} and two.collectives_us["AllReduce"] > 0
+    assert not one.collectives_us
+    assert "collective AllReduce" in two.table()
+
+    def per_step(r):
+        return (sum(r.families_us.values()) + sum(r.collectives_us.values())) / len(r.steps)
+    # same requests at a light load: the steps are alike (one or a few sequences each)
+    assert len(two.steps) == pytest.approx(len(one.steps), rel=0.1)
+    assert per_step(two) > 0.5 * per_step(one)
+    # the split compute alone (the step less its exposed collectives) is below one chip's
+    coll = sum(two.collectives_us.values()) / len(two.steps)
+    assert 0 < coll and per_step(two) - coll < per_step(one)
+    # TPOT carries the exposed all-reduces: above the split compute's share of the one-chip
+    # TPOT (its device part halved, its per-step host part whole)
+    host_ms = one.scheduler.overhead_us / 1e3
+    tpot1, tpot2 = (r.percentiles("tpot_ms")["p50"] for r in (one, two))
+    assert tpot2 > (tpot1 - host_ms) / 2 + host_ms
+    # the fresh step simulations are counted with their CPU time; a rerun needs none
+    assert two.points_simulated > 0 and two.points_cpu_s > 0
+    again = serve(SMALL, parallel=asim.Parallel(tp=2), requests=reqs)
+    assert again.points_simulated == 0 and again.points_cpu_s == 0
+    assert again.summary() == two.summary()
+
+
+def test_weight_quantisation_with_a_plan():
+    """W8A16 serves on a TP2 plan with int8 projection weights (the weights per chip shrink
+    by the projections' half); W4A16 with a plan and an unknown mode are refused by name."""
+    import ascendsim as asim
+    from ascendsim.serving.serve import weight_bytes
+    cfg = decoder_config(SMALL)
+    emb = cfg.vocab * cfg.hidden * (1 if cfg.tie_embeddings else 2)
+    assert weight_bytes(cfg, "float16", "w8a16") == emb * 2 + (cfg.params() - emb)
+    assert weight_bytes(cfg, "float16", "w4a16") == emb * 2 + (cfg.params() - emb) // 2
+    plan, reqs = asim.Parallel(tp=2), dict(n=20, rate=4, seed=0)
+    r = serve(SMALL, parallel=plan, quant="w8a16", requests=reqs)
+    assert r.memory.weights == weight_bytes(cfg, "float16", "w8a16") // 2
+    assert r.collectives_us["AllReduce"] > 0
+    with pytest.raises(ConfigError, match="w4a16.*parallel plan"):
+        serve(SMALL, parallel=plan, quant="w4a16", requests=reqs)
+    with pytest.raises(ConfigError, match="quant 'int3' unknown"):
+        serve(SMALL, quant="int3", requests=reqs)
