@@ -264,6 +264,15 @@ class ParallelModel:
     quant: str | None
     builder: Callable[..., tuple[Graph, list[Collective]]] = field(repr=False)
     _stages: list[StageModel] | None = field(default=None, repr=False)
+    #: the same model under another plan (`with_plan`)
+    replanner: Callable[[Parallel], ParallelModel] | None = field(default=None, repr=False)
+
+    def with_plan(self, parallel: Parallel) -> ParallelModel:
+        """The same model, phase and batch split by `parallel` (ConfigError when the plan
+        does not divide it)."""
+        if self.replanner is None:
+            raise ConfigError(f"{self!r} was built without a way to rebuild it under {parallel}")
+        return self.replanner(parallel)
 
     @property
     def world(self) -> int:
