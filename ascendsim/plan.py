@@ -302,15 +302,15 @@ def bigger_plan(model: ParallelModel, activations: int, hbm: int) -> Parallel | 
     """The plan with the fewest chips (the plan's sizes times 2, 4, ...) whose every rank
     holds its weights, KV cache and `activations` (the current plan's, an upper bound) within
     `hbm`, each candidate's shares computed from its own graphs: expert parallel grown first
-    (an EP plan), then tensor, then pipeline parallel, among the plans that divide the model
-    and its batch; None when none of up to MAX_BIGGER_CHIPS chips does."""
+    (an EP plan: over more data-parallel ranks, then over more tensor-parallel ones), then
+    tensor, then pipeline parallel, among the plans that divide the model and its batch; None when none of up to MAX_BIGGER_CHIPS chips does."""
     p = model.parallel
     keep = {f: getattr(p, f) for f in ("tp", "pp", "ep", "dp", "sequence_parallel", "mc2")}
     for k in (2, 4, 8, 16, 32, 64, 128):
         if p.world * k > MAX_BIGGER_CHIPS:
             break
-        changes = ([{"ep": p.ep * k, "dp": p.dp * k}] if p.ep > 1 else []) + \
-            [{"tp": p.tp * k}, {"pp": p.pp * k}]
+        changes = ([{"ep": p.ep * k, "dp": p.dp * k}, {"ep": p.ep * k, "tp": p.tp * k}]
+                   if p.ep > 1 else []) + [{"tp": p.tp * k}, {"pp": p.pp * k}]
         for change in changes:
             try:
                 cand = model.with_plan(Parallel(**{**keep, **change}))
@@ -607,8 +607,8 @@ def _groups(model: ParallelModel, rank: int, c: Collective) -> tuple[int, ...]:
     p = model.parallel
     sh = model.shard(rank)
     base = sh.stage * p.stage_size
-    if c.kind == "AllToAll":
-        return tuple(base + d * p.tp + sh.tp_rank for d in range(p.dp))
+    if c.kind == "AllToAll":                # every rank of the stage (ep = tp * dp)
+        return tuple(base + i for i in range(p.stage_size))
     return tuple(base + sh.dp_rank * p.tp + t for t in range(p.tp))
 
 

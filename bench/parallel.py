@@ -42,6 +42,10 @@ CASES = (
      dict(ep=16, dp=16), A3),
     ("DeepSeek-V3 W8A8 EP16 prefill 16 x 1024", "deepseek-v3",
      dict(batch=16, seq_len=1024, quant="w8a8", dtype="bfloat16"), dict(ep=16, dp=16), A3),
+    # attention TP8 x DP2, MoE EP16: the layout vLLM-Ascend runs DeepSeek in on one A3 box
+    ("DeepSeek-V3 W8A8 TP8 DP2 EP16 decode b64 ctx1024", "deepseek-v3",
+     dict(batch=64, phase="decode", context_len=1024, quant="w8a8", dtype="bfloat16"),
+     dict(tp=8, dp=2, ep=16), A3),
 )
 QUICK = (0, 1)
 ROWS = ("infer-llama2-70b-tp8-0001", "infer-llama2-70b-tp8-0002", "infer-llama2-70b-tp8-0003",

@@ -520,7 +520,7 @@ class _Decoder:
         got = [g.input(f"{name}.{kind.lower()}.{i}", shape, dtype)
                for i, (shape, dtype) in enumerate(outs)]
         p = self.shard.parallel
-        group = p.dp if kind == "AllToAll" else p.tp
+        group = p.ep if kind == "AllToAll" else p.tp
         self.comm.append(Collective(f"{name}.{kind}", kind, group, int(nbytes),
                                     tuple(v.name for v in values), tuple(v.name for v in got),
                                     self.shard.stage, layer, axis, mc2))
@@ -656,11 +656,12 @@ class _Decoder:
         return g.mul(g.mul(a, g.sigmoid(a)), b)
 
     def mlp(self, x: Value, name: str, ffn: int, layer: int | None = None,
-            comm: bool = True) -> Value:
+            comm: bool = True, split: bool = True) -> Value:
         """SwiGLU MLP; on a tp rank its ffn slice (gate and up halves), reduced over the
-        ranks unless `comm` is False (a MoE layer reduces once, at its end)."""
+        ranks unless `comm` is False (a MoE layer reduces once, at its end); `split` False:
+        the whole MLP (a shared expert on a rank's token slice, attention TP + MoE EP)."""
         up, down = None, None
-        if self.tp > 1:
+        if self.tp > 1 and split:
             a, b = split_ranges(ffn, self.tp, self.shard.tp_rank)
             up, down = ("col", ((a, b), (ffn + a, ffn + b))), ("row", ((a, b),), ffn)
         if comm:
@@ -675,11 +676,16 @@ class _Decoder:
         h, e, ffn = cfg.hidden, cfg.experts, cfg.expert_ffn
         ep = self.shard.ep if self.shard is not None else 1
         x2 = self.tp_gather(x, f"{name}.input", layer)
+        ep_tp = ep > 1 and self.tp > 1          # attention TP + MoE EP: route a tp slice
+        if ep_tp:
+            full = int(x2.shape[0])
+            t0, t1 = split_ranges(full, self.tp, self.shard.tp_rank)
+            x2 = g.slice(x2, starts=[t0], ends=[t1], axes=[0], name=f"{name}.tp_slice")
         logits = self.linear(x2, f"{name}.gate", e)
         scales, idx = self.router(logits, name)
         ex, pos, groups = g.moe_init_routing(x2, idx, num_experts=e, name=f"{name}.dispatch")
         gu_split = dn_split = None
-        if self.tp > 1:                 # every expert's ffn split over the tp ranks
+        if self.tp > 1 and ep == 1:     # every expert's ffn split over the tp ranks
             a, b = split_ranges(ffn, self.tp, self.shard.tp_rank)
             gu_split, dn_split = ("col", ((a, b), (ffn + a, ffn + b))), ("row", ((a, b),))
         n_local = e
@@ -704,12 +710,17 @@ class _Decoder:
                                    layer)[0]
         y = g.moe_finalize_routing(down, scales, pos, name=f"{name}.combine")
         if cfg.shared_ffn and cfg.shared_gate:
-            shared = self.mlp(x2, f"{name}.shared_expert", cfg.shared_ffn, layer, comm=False)
+            shared = self.mlp(x2, f"{name}.shared_expert", cfg.shared_ffn, layer, comm=False,
+                              split=not ep_tp)
             gate = g.sigmoid(self.linear(x2, f"{name}.shared_expert_gate", 1))
             y = g.add(y, g.mul(shared, gate))
         elif cfg.shared_ffn:        # DeepSeek: n_shared_experts always-on experts, no gate
             y = g.add(y, self.mlp(x2, f"{name}.shared_experts", cfg.shared_ffn, layer,
-                                  comm=False))
+                                  comm=False, split=not ep_tp))
+        if ep_tp:                       # the tp slices of the layer's output put together
+            return self.collective("AllGather", f"{name}.output", [y],
+                                   [((full, h), y.dtype)], full * h * itemsize(y.dtype),
+                                   layer)[0]
         return self.tp_reduce(y, name, layer)
 
     def layer(self, x: Value, layer: int) -> Value:

@@ -32,6 +32,9 @@ def _logits(preset: str, parallel: asim.Parallel, batch: int = 2, seq: int = 4, 
     ("tiny-gqa-1m", asim.Parallel(tp=2, pp=2, micro_batches=1), 2),
     ("tiny-moe-1m", asim.Parallel(tp=2), 2),
     ("tiny-moe-1m", asim.Parallel(ep=4, dp=4), 4),
+    ("tiny-moe-1m", asim.Parallel(tp=2, ep=2), 2),    # attention TP + MoE EP
+    ("tiny-moe-1m", asim.Parallel(tp=2, dp=2, ep=4), 4),
+    ("tiny-moe-1m", asim.Parallel(tp=2, dp=2, ep=4, pp=2, micro_batches=1), 4),
 ])
 def test_plan_logits_equal_single_chip(preset, plan, batch):
     ref, got = _logits(preset, plan, batch)
@@ -216,7 +219,7 @@ TINY_V3 = dict(hidden=64, layers=3, heads=4, kv_heads=4, ffn=96, vocab=128, kv_l
 
 
 @pytest.mark.parametrize("plan", [asim.Parallel(tp=2), asim.Parallel(tp=4),
-                                  asim.Parallel(ep=2, dp=2),
+                                  asim.Parallel(ep=2, dp=2), asim.Parallel(tp=2, ep=2),
                                   asim.Parallel(tp=2, sequence_parallel=True)])
 @pytest.mark.parametrize("phase", ["prefill", "decode"])
 def test_latent_attention_moe_plans_equal_single_chip(plan, phase):
@@ -320,3 +323,30 @@ def test_w8a8_moe_logits_within_quantisation_error_and_ep_equal_single_chip():
     rel = np.linalg.norm(q_ref - ref) / np.linalg.norm(ref)
     assert 0 < rel < 0.05
     np.testing.assert_allclose(q_ep, q_ref, rtol=0, atol=1e-4)
+
+
+@pytest.mark.parametrize("plan,match", [
+    (dict(tp=2, ep=2, dp=2), r"ep must be tp \* dp = 4"),
+    (dict(tp=2, ep=2, sequence_parallel=True), "without sequence parallel"),
+])
+def test_expert_parallel_with_tensor_parallel_plan_errors(plan, match):
+    with pytest.raises(asim.ConfigError, match=match):
+        asim.Parallel(**plan)
+
+
+def test_expert_parallel_with_tensor_parallel_routes_a_token_slice_per_rank():
+    """Attention TP + MoE EP: every rank routes 1/tp of the tokens to the experts of all
+    tp * dp ranks and the tp slices are gathered after the layer: per MoE layer one
+    AllToAll each way over ep ranks and one AllGather over tp, no MoE AllReduce; a token
+    count tp does not divide is named."""
+    m = decoder("tiny-moe-1m", batch=4, seq_len=6, parallel=asim.Parallel(tp=2, dp=2, ep=4))
+    colls = [c for c in m.collectives if c.layer == 1]
+    kinds = sorted((c.kind, c.group) for c in colls)
+    assert kinds == [("AllGather", 2), ("AllReduce", 2), ("AllToAll", 4), ("AllToAll", 4)]
+    g = m.graphs[0]
+    gate = next(n for n in g.nodes if n.name == "layers.1.mlp.gate")
+    assert g.values[gate.outputs[0]].shape[0] == 2 * 6 // 2     # 2 sequences x 6 / tp
+    r = asim.simulate(m, asim.Box("ascend910b", 4, "atlas800-a2"))
+    assert r.time_us > 0 and {c.kind for c in r.collectives} >= {"AllToAll", "AllGather"}
+    with pytest.raises(asim.ConfigError, match="routes 1/tp of a micro-batch's 3 tokens"):
+        decoder("tiny-moe-1m", batch=2, seq_len=3, parallel=asim.Parallel(tp=2, dp=2, ep=4))
