@@ -303,7 +303,8 @@ def bigger_plan(model: ParallelModel, activations: int, hbm: int) -> Parallel | 
     holds its weights, KV cache and `activations` (the current plan's, an upper bound) within
     `hbm`, each candidate's shares computed from its own graphs: expert parallel grown first
     (an EP plan: over more data-parallel ranks, then over more tensor-parallel ones), then
-    tensor, then pipeline parallel, among the plans that divide the model and its batch; None when none of up to MAX_BIGGER_CHIPS chips does."""
+    tensor, then pipeline parallel, among the plans that divide the model and its batch;
+    None when none of up to MAX_BIGGER_CHIPS chips does."""
     p = model.parallel
     keep = {f: getattr(p, f) for f in ("tp", "pp", "ep", "dp", "sequence_parallel", "mc2")}
     for k in (2, 4, 8, 16, 32, 64, 128):
