@@ -178,17 +178,29 @@ class ParallelResult:
 
     def chrome_trace_dict(self) -> dict[str, Any]:
         """Perfetto JSON: one process per chip (rank), its stage's tasks on an "AI Core
-        stream" thread and its collectives on an "HCCS link" thread, micro-batch 0 of the
-        simulated (representative) layers, stages placed one after another."""
+        stream" thread and its collectives on an "HCCS link" thread. Each micro-batch of a
+        stage takes a slot of the stage's time (the step's schedule: a slot starts when the
+        stage's previous one ends and the previous stage's slot and Send/Recv of the same
+        micro-batch are done); a slot shows the simulated (representative) layers' tasks and
+        collectives, then one "extrapolated" block for the other layers, then the Send/Recv
+        to the next stage. The last slot ends at the step time."""
         events: list[dict[str, Any]] = []
-        offset = 0.0
-        starts = {}
+        m = self.model.parallel.micro()
+        sends = {s.stage: sum(c.time_us for c in self.collectives
+                              if c.kind == "SendRecv" and c.stage == s.stage)
+                 for s in self.stages}
+        start: dict[tuple[int, int], float] = {}
         for s in self.stages:
-            starts[s.stage] = offset
-            sends = [c for c in self.collectives if c.kind == "SendRecv" and c.stage == s.stage]
-            offset += s.timeline[-1][3] if s.timeline else 0.0
-            offset += sum(c.time_us for c in sends)
+            for mb in range(m):
+                prev_mb = start[(s.stage, mb - 1)] + s.time_us if mb else 0.0
+                prev_st = 0.0
+                if s.stage:
+                    before = self.stages[s.stage - 1]
+                    prev_st = start[(before.stage, mb)] + before.time_us + sends[before.stage]
+                start[(s.stage, mb)] = max(prev_mb, prev_st)
         for s in self.stages:
+            shown = s.timeline[-1][3] if s.timeline else 0.0
+            rest = [layer for layer in s.layers if layer not in s.layers_simulated]
             for rank in s.ranks:
                 events.append({"name": "process_name", "ph": "M", "pid": rank,
                                "args": {"name": f"chip {rank} ({self.chip.name}, stage "
@@ -196,11 +208,27 @@ class ParallelResult:
                 for tid, tname in ((0, "AI Core stream"), (1, f"{LANE_INTRA} link")):
                     events.append({"name": "thread_name", "ph": "M", "pid": rank, "tid": tid,
                                    "args": {"name": tname}})
-                for lane, name, t0, t1, args in s.timeline:
-                    events.append({"name": name, "cat": lane, "ph": "X", "pid": rank,
-                                   "tid": 0 if lane == "compute" else 1,
-                                   "ts": round(starts[s.stage] + t0, 4),
-                                   "dur": round(max(t1 - t0, 0.0), 4), "args": args})
+                for mb in range(m):
+                    t_mb = start[(s.stage, mb)]
+                    for lane, name, t0, t1, args in s.timeline:
+                        events.append({"name": name, "cat": lane, "ph": "X", "pid": rank,
+                                       "tid": 0 if lane == "compute" else 1,
+                                       "ts": round(t_mb + t0, 4),
+                                       "dur": round(max(t1 - t0, 0.0), 4),
+                                       "args": {**args, "micro_batch": mb}})
+                    if rest and s.time_us > shown:
+                        events.append({"name": f"layers {rest[0]}-{rest[-1]} (extrapolated)",
+                                       "cat": "compute", "ph": "X", "pid": rank, "tid": 0,
+                                       "ts": round(t_mb + shown, 4),
+                                       "dur": round(s.time_us - shown, 4),
+                                       "args": {"extrapolated": True, "layers": len(rest),
+                                                "micro_batch": mb}})
+                    if sends[s.stage]:
+                        events.append({"name": f"stage {s.stage} -> {s.stage + 1} Send/Recv",
+                                       "cat": "comm", "ph": "X", "pid": rank, "tid": 1,
+                                       "ts": round(t_mb + s.time_us, 4),
+                                       "dur": round(sends[s.stage], 4),
+                                       "args": {"kind": "SendRecv", "micro_batch": mb}})
         return {"traceEvents": events, "displayTimeUnit": "ns",
                 "otherData": {"generator": "ascendsim", "plan": str(self.model.parallel),
                               "box": repr(self.box), "step_us": round(self.time_us, 4),

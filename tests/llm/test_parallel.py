@@ -289,15 +289,16 @@ def test_rank_over_hbm_raises_naming_the_rank_sizes_and_a_bigger_plan():
 def test_deepseek_v3_bf16_experts_do_not_fit_an_a3_box_and_w8a8_does():
     """DeepSeek-V3 over 16 x 64 GiB with attention data parallel: a rank holds 1/16 of the
     routed experts (~76 GiB in bf16, half in int8) and a whole copy of the rest (latent
-    attention, shared experts, embeddings: ~32 GiB in bf16), so bf16 needs 64 ranks
-    (38 + 32 GiB does not fit at 32) and W8A8, which quantises the routed experts too, fits
+    attention, shared experts, embeddings: ~32 GiB in bf16). bf16 does not fit 32 ranks of
+    attention data parallel (38 + 32 GiB); the plan named is attention TP2 x DP16 with EP32
+    (the rest split over 2 ranks too). W8A8, which quantises the routed experts too, fits
     16."""
     box = asim.Box("ascend910c", 16, "atlas800-a3")
     kw = dict(batch=64, phase="decode", context_len=256, dtype="bfloat16",
               parallel=asim.Parallel(ep=16, dp=16))
     with pytest.raises(asim.CapacityError,
                        match=r"rank 0 .*weights 10\d\.\d\d GiB.*> HBM 64\.00 GiB.*"
-                             r"Parallel\(ep=64, dp=64\) on 64 chips"):
+                             r"Parallel\(tp=2, ep=32, dp=16\) on 32 chips"):
         asim.simulate(decoder("deepseek-v3", **kw), box)
     r = asim.simulate(decoder("deepseek-v3", quant="w8a8", **kw), box)
     assert 50 * 2**30 < r.memory[0].total < 64 * 2**30
@@ -350,3 +351,28 @@ def test_expert_parallel_with_tensor_parallel_routes_a_token_slice_per_rank():
     assert r.time_us > 0 and {c.kind for c in r.collectives} >= {"AllToAll", "AllGather"}
     with pytest.raises(asim.ConfigError, match="routes 1/tp of a micro-batch's 3 tokens"):
         decoder("tiny-moe-1m", batch=2, seq_len=3, parallel=asim.Parallel(tp=2, dp=2, ep=4))
+
+
+def test_pipeline_trace_shows_every_micro_batch_and_ends_at_the_step(tmp_path):
+    """Each stage's micro-batches take slots of the stage's time in the step's schedule:
+    the trace's last event ends at the step time, every micro-batch appears on every chip,
+    the layers not simulated are one extrapolated block per slot, a stage's slot for a
+    micro-batch starts after the previous stage's slot and Send/Recv of it."""
+    m = decoder("tiny-gqa-1m", batch=4, seq_len=16, layers=6,
+                parallel=asim.Parallel(pp=2, micro_batches=4))
+    r = asim.simulate(m, asim.Box("ascend910b", 8, "atlas800-a2"))
+    ev = [e for e in r.chrome_trace_dict()["traceEvents"] if e["ph"] == "X"]
+    end = max(e["ts"] + e["dur"] for e in ev)
+    assert end == pytest.approx(r.time_us, rel=1e-6)
+    for pid in (0, 1):
+        assert {e["args"]["micro_batch"] for e in ev if e["pid"] == pid} == {0, 1, 2, 3}
+        extra = [e for e in ev if e["pid"] == pid and e["args"].get("extrapolated")]
+        assert len(extra) == 4 and all(e["name"] == (f"layers {2 + 3 * pid}-{2 + 3 * pid} "
+                                                     f"(extrapolated)") for e in extra)
+    sends = sorted((e for e in ev if e["pid"] == 0 and e["args"].get("kind") == "SendRecv"),
+                   key=lambda e: e["ts"])
+    first1 = min(e["ts"] for e in ev if e["pid"] == 1)
+    # stage 1's first slot starts as micro-batch 0's Send/Recv ends (its first task after
+    # the gap it has in its own simulation)
+    gap = r.stages[1].timeline[0][2]
+    assert first1 == pytest.approx(sends[0]["ts"] + sends[0]["dur"] + gap, abs=1e-3)
