@@ -14,7 +14,8 @@ of the stage.
 kinds), so a stage is simulated with one layer of each kind it has (its base) and with one
 more layer of each kind in turn; a kind's per-layer time is the difference, and the stage's
 time is the base plus (count - 1) x per-layer time of each kind. What carries over between
-layers (the L2 contents) is in the difference; the trace shows the simulated layers.
+layers (the L2 contents) is in the difference; the trace shows the simulated layers' tasks
+and one extrapolated block for the rest, per micro-batch (`ParallelResult.chrome_trace_dict`).
 
 *Collectives.* A collective starts when the task that makes its input ends (HCCL's task on
 the same stream as the compute, GE cuts the graph there: no fusion across it) and the stream
