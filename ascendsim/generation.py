@@ -43,15 +43,13 @@ from .api import DEFAULT_DETAIL, Result, fusion_options, optimize, simulate
 from .errors import CapacityError, ConfigError
 from .hw import Chip, get_chip
 from .ir.graph import Graph
-from .ir.registry import Unit, get_op
 from .models.blocks import check_positive
 from .models.decoder import DecoderConfig, decoder, decoder_config
 from .models.parallel import Parallel
-from .plan import simulate_parallel
+from .plan import activation_peak, simulate_parallel
 
 #: decode steps simulated by default (first, middle, last); the rest are interpolated
 DEFAULT_DECODE_SAMPLES = 3
-CACHE_PREFIXES = ("past_key.", "past_value.", "present_key.", "present_value.")
 
 Builder = Callable[..., Graph]
 
@@ -202,32 +200,6 @@ def meets_slo(values: dict[str, float], slo: dict[str, float]) -> bool:
 
 
 # ----------------------------------------------------------------------------- memory
-def activation_peak(graph: Graph) -> int:
-    """Peak bytes of live intermediates in graph order (freed after their last reader); views
-    (ops on no unit) alias their input, the KV cache and constants are not counted."""
-    last_use: dict[str, int] = {}
-    for i, n in enumerate(graph.nodes):
-        for v in n.inputs:
-            if v:
-                last_use[v] = i
-    for o in graph.outputs:
-        last_use[o] = len(graph.nodes)
-    live: dict[str, int] = {}
-    peak = cur = 0
-    for i, n in enumerate(graph.nodes):
-        view = get_op(n.op_type, n.name).unit == Unit.NONE
-        for o in n.outputs:
-            if view or o.startswith(CACHE_PREFIXES):
-                continue
-            live[o] = graph.values[o].nbytes
-            cur += live[o]
-        peak = max(peak, cur)
-        for v in set(n.inputs):
-            if v in live and last_use.get(v, -1) <= i:
-                cur -= live.pop(v)
-    return peak
-
-
 def _const_bytes(graph: Graph) -> int:
     return sum(graph.values[c].nbytes for c in graph.constants)
 
@@ -421,12 +393,14 @@ def _generate_parallel(name: str, cfg: DecoderConfig, chip: Chip, batch: int, pr
     where = box if box is not None else chip
     prefill = simulate_parallel(decoder(cfg, batch=batch, seq_len=prompt_len, dtype=dtype,
                                         parallel=parallel, quant=quant,
-                                        kv_cache_dtype=kv_cache_dtype), where, fusion, detail)
+                                        kv_cache_dtype=kv_cache_dtype), where, fusion, detail,
+                                check_capacity=capacity_check)
     contexts = decode_contexts(prompt_len, new_tokens, decode_samples)
     sampled = [(c, simulate_parallel(decoder(cfg, batch=batch, phase="decode", context_len=c,
                                              dtype=dtype, parallel=parallel, quant=quant,
                                              kv_cache_dtype=kv_cache_dtype),
-                                     where, fusion, detail)) for c in contexts]
+                                     where, fusion, detail, check_capacity=capacity_check))
+               for c in contexts]
     all_ctx = np.arange(prompt_len, prompt_len + new_tokens - 1)
     steps = (np.interp(all_ctx, [c for c, _ in sampled], [r.time_us / 1e3 for _, r in sampled])
              if sampled else np.zeros(0))

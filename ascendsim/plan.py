@@ -14,7 +14,8 @@ of the stage.
 kinds), so a stage is simulated with one layer of each kind it has (its base) and with one
 more layer of each kind in turn; a kind's per-layer time is the difference, and the stage's
 time is the base plus (count - 1) x per-layer time of each kind. What carries over between
-layers (the L2 contents) is in the difference; the trace shows the simulated layers.
+layers (the L2 contents) is in the difference; the trace shows the simulated layers' tasks
+and one extrapolated block for the rest, per micro-batch (`ParallelResult.chrome_trace_dict`).
 
 *Collectives.* A collective starts when the task that makes its input ends (HCCL's task on
 the same stream as the compute, GE cuts the graph there: no fusion across it) and the stream
@@ -34,6 +35,16 @@ nothing to overlap.
 c_s); with m micro-batches the step is sum_s (T_s + c_s) + (m - 1) max_s T_s (the slowest
 stage paces the rest).
 
+*Memory.* Before timing, every stage's rank is checked against the chip's HBM with the rules
+of `generation.check_capacity`: its weight share (the constants of its graph: its slices,
+the replicated embedding, int8 weights at their stored size), its KV cache after the step
+(the cache tensors of its graph, times the pipeline's micro-batches: the graph holds one
+micro-batch, the rank the cache of all) and the peak of its live activations (`activation_peak`
+of the simulated graph as the passes leave it), the layers extrapolated as the timing is.
+A rank over the HBM raises `CapacityError` naming the rank, the sizes and a bigger plan
+(`bigger_plan`: each candidate's shares from its own graphs); `check_capacity=False` times
+it anyway.
+
 Not modelled: contention between concurrent collectives, HCCL's own kernel launch, the
 reduction arithmetic, load imbalance of routed experts (tokens spread evenly over the experts,
 as the single-chip MoE timing assumes), collectives spanning servers (except the pipeline's
@@ -51,13 +62,14 @@ import numpy as np
 
 from .api import DEFAULT_CHIP, DEFAULT_DETAIL, DEFAULT_MODE, Result
 from .api import simulate as simulate_graph
-from .errors import ConfigError, GraphError
+from .errors import CapacityError, ConfigError, GraphError
 from .hw import Chip
 from .hw.box import Box
 from .hw.collectives import LANE_INTRA, collective_phases
 from .ir.graph import Graph
+from .ir.registry import Unit, get_op
 from .ir.tensor import storage_dtype
-from .models.parallel import Collective, ParallelModel, split_ranges
+from .models.parallel import Collective, Parallel, ParallelModel, split_ranges
 
 #: MC2 (MatmulAllReduce) communication chunk: fewest rows of M per chunk. G: CANN's default
 #: split (comm_turn=0) is not documented; 256 rows is two base blocks of a 910B matmul tiling
@@ -109,6 +121,7 @@ class ParallelResult:
     stages: list[StageTiming]
     collectives: list[CollectiveTime]
     notes: list[str] = field(default_factory=list)
+    memory: list[RankMemory] = field(default_factory=list)   # one per stage (its ranks')
 
     @property
     def chip(self) -> Chip:
@@ -166,17 +179,29 @@ class ParallelResult:
 
     def chrome_trace_dict(self) -> dict[str, Any]:
         """Perfetto JSON: one process per chip (rank), its stage's tasks on an "AI Core
-        stream" thread and its collectives on an "HCCS link" thread, micro-batch 0 of the
-        simulated (representative) layers, stages placed one after another."""
+        stream" thread and its collectives on an "HCCS link" thread. Each micro-batch of a
+        stage takes a slot of the stage's time (the step's schedule: a slot starts when the
+        stage's previous one ends and the previous stage's slot and Send/Recv of the same
+        micro-batch are done); a slot shows the simulated (representative) layers' tasks and
+        collectives, then one "extrapolated" block for the other layers, then the Send/Recv
+        to the next stage. The last slot ends at the step time."""
         events: list[dict[str, Any]] = []
-        offset = 0.0
-        starts = {}
+        m = self.model.parallel.micro()
+        sends = {s.stage: sum(c.time_us for c in self.collectives
+                              if c.kind == "SendRecv" and c.stage == s.stage)
+                 for s in self.stages}
+        start: dict[tuple[int, int], float] = {}
         for s in self.stages:
-            starts[s.stage] = offset
-            sends = [c for c in self.collectives if c.kind == "SendRecv" and c.stage == s.stage]
-            offset += s.timeline[-1][3] if s.timeline else 0.0
-            offset += sum(c.time_us for c in sends)
+            for mb in range(m):
+                prev_mb = start[(s.stage, mb - 1)] + s.time_us if mb else 0.0
+                prev_st = 0.0
+                if s.stage:
+                    before = self.stages[s.stage - 1]
+                    prev_st = start[(before.stage, mb)] + before.time_us + sends[before.stage]
+                start[(s.stage, mb)] = max(prev_mb, prev_st)
         for s in self.stages:
+            shown = s.timeline[-1][3] if s.timeline else 0.0
+            rest = [layer for layer in s.layers if layer not in s.layers_simulated]
             for rank in s.ranks:
                 events.append({"name": "process_name", "ph": "M", "pid": rank,
                                "args": {"name": f"chip {rank} ({self.chip.name}, stage "
@@ -184,11 +209,27 @@ class ParallelResult:
                 for tid, tname in ((0, "AI Core stream"), (1, f"{LANE_INTRA} link")):
                     events.append({"name": "thread_name", "ph": "M", "pid": rank, "tid": tid,
                                    "args": {"name": tname}})
-                for lane, name, t0, t1, args in s.timeline:
-                    events.append({"name": name, "cat": lane, "ph": "X", "pid": rank,
-                                   "tid": 0 if lane == "compute" else 1,
-                                   "ts": round(starts[s.stage] + t0, 4),
-                                   "dur": round(max(t1 - t0, 0.0), 4), "args": args})
+                for mb in range(m):
+                    t_mb = start[(s.stage, mb)]
+                    for lane, name, t0, t1, args in s.timeline:
+                        events.append({"name": name, "cat": lane, "ph": "X", "pid": rank,
+                                       "tid": 0 if lane == "compute" else 1,
+                                       "ts": round(t_mb + t0, 4),
+                                       "dur": round(max(t1 - t0, 0.0), 4),
+                                       "args": {**args, "micro_batch": mb}})
+                    if rest and s.time_us > shown:
+                        events.append({"name": f"layers {rest[0]}-{rest[-1]} (extrapolated)",
+                                       "cat": "compute", "ph": "X", "pid": rank, "tid": 0,
+                                       "ts": round(t_mb + shown, 4),
+                                       "dur": round(s.time_us - shown, 4),
+                                       "args": {"extrapolated": True, "layers": len(rest),
+                                                "micro_batch": mb}})
+                    if sends[s.stage]:
+                        events.append({"name": f"stage {s.stage} -> {s.stage + 1} Send/Recv",
+                                       "cat": "comm", "ph": "X", "pid": rank, "tid": 1,
+                                       "ts": round(t_mb + s.time_us, 4),
+                                       "dur": round(sends[s.stage], 4),
+                                       "args": {"kind": "SendRecv", "micro_batch": mb}})
         return {"traceEvents": events, "displayTimeUnit": "ns",
                 "otherData": {"generator": "ascendsim", "plan": str(self.model.parallel),
                               "box": repr(self.box), "step_us": round(self.time_us, 4),
@@ -200,6 +241,141 @@ class ParallelResult:
 
         with open(path, "w") as f:
             json.dump(self.chrome_trace_dict(), f, separators=(",", ":"))
+
+
+# ----------------------------------------------------------------------------- memory
+#: names of the KV cache tensors of a decoder graph (inputs: the cache read; outputs: written)
+CACHE_PREFIXES = ("past_key.", "past_value.", "present_key.", "present_value.")
+
+
+def activation_peak(graph: Graph) -> int:
+    """Peak bytes of live intermediates in graph order (freed after their last reader); views
+    (ops on no unit) alias their input, the KV cache and constants are not counted."""
+    last_use: dict[str, int] = {}
+    for i, n in enumerate(graph.nodes):
+        for v in n.inputs:
+            if v:
+                last_use[v] = i
+    for o in graph.outputs:
+        last_use[o] = len(graph.nodes)
+    live: dict[str, int] = {}
+    peak = cur = 0
+    for i, n in enumerate(graph.nodes):
+        view = get_op(n.op_type, n.name).unit == Unit.NONE
+        for o in n.outputs:
+            if view or o.startswith(CACHE_PREFIXES):
+                continue
+            live[o] = graph.values[o].nbytes
+            cur += live[o]
+        peak = max(peak, cur)
+        for v in set(n.inputs):
+            if v in live and last_use.get(v, -1) <= i:
+                cur -= live.pop(v)
+    return peak
+
+
+def cache_bytes(graph: Graph) -> int:
+    """KV cache bytes a decoder step's graph holds: its cache inputs (past_*), sized to the
+    context after the step (the step writes its tokens into them in place)."""
+    return sum(graph.values[n].nbytes for n in graph.inputs
+               if n.startswith(("past_key.", "past_value.")))
+
+
+@dataclass(frozen=True)
+class RankMemory:
+    """HBM of one rank of a plan (bytes): weights share, KV cache after the step, live
+    activations at their peak."""
+
+    rank: int
+    stage: int
+    weights: int
+    kv_cache: int
+    activations: int
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.kv_cache + self.activations
+
+
+def _gib(nbytes: float) -> str:
+    return f"{nbytes / 2**30:.2f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:.2f} MiB"
+
+
+#: the largest plan `bigger_plan` names (chips)
+MAX_BIGGER_CHIPS = 256
+
+
+def _held(model: ParallelModel, stage: int, built: dict, base: tuple, extra: list
+          ) -> tuple[int, int]:
+    """(weights, KV cache) bytes a rank of `stage` holds: the base layers' graph plus
+    (count - 1) times each added layer's difference (as the timing extrapolates), the cache
+    times the micro-batches (a graph holds one micro-batch, the rank the cache of all)."""
+    def sizes(g: Graph) -> tuple[int, int]:
+        return sum(g.values[c].nbytes for c in g.constants), cache_bytes(g)
+    w0, kv0 = sizes(built[base])
+    w, kv = w0, kv0
+    for _kind, layers, n in extra:
+        w1, kv1 = sizes(built[layers])
+        w += (n - 1) * (w1 - w0)
+        kv += (n - 1) * (kv1 - kv0)
+    return w, kv * model.parallel.micro()
+
+
+def _stage_graphs(model: ParallelModel, stage: int) -> tuple[tuple, list, dict]:
+    base, extra = _representatives(model, stage)
+    return base, extra, {layers: model.build(stage, layers)[0]
+                         for layers in [base, *(e[1] for e in extra)]}
+
+
+def bigger_plan(model: ParallelModel, activations: int, hbm: int) -> Parallel | None:
+    """The plan with the fewest chips (the plan's sizes times 2, 4, ...) whose every rank
+    holds its weights, KV cache and `activations` (the current plan's, an upper bound) within
+    `hbm`, each candidate's shares computed from its own graphs: expert parallel grown first
+    (an EP plan: over more data-parallel ranks, then over more tensor-parallel ones), then
+    tensor, then pipeline parallel, among the plans that divide the model and its batch;
+    None when none of up to MAX_BIGGER_CHIPS chips does."""
+    p = model.parallel
+    keep = {f: getattr(p, f) for f in ("tp", "pp", "ep", "dp", "sequence_parallel", "mc2")}
+    for k in (2, 4, 8, 16, 32, 64, 128):
+        if p.world * k > MAX_BIGGER_CHIPS:
+            break
+        changes = ([{"ep": p.ep * k, "dp": p.dp * k}, {"ep": p.ep * k, "tp": p.tp * k}]
+                   if p.ep > 1 else []) + [{"tp": p.tp * k}, {"pp": p.pp * k}]
+        for change in changes:
+            try:
+                cand = model.with_plan(Parallel(**{**keep, **change}))
+            except ConfigError:
+                continue
+            fits = True
+            for s in range(cand.parallel.pp):
+                base, extra, built = _stage_graphs(cand, s)
+                w, kv = _held(cand, s, built, base, extra)
+                if w + kv + activations > hbm:
+                    fits = False
+                    break
+            if fits:
+                return cand.parallel
+    return None
+
+
+def check_rank_capacity(model: ParallelModel, memory: list[RankMemory], chip: Chip) -> None:
+    """CapacityError naming the first rank over the chip's HBM (module note, *Memory*)."""
+    hbm = chip.hbm_bytes
+    over = [m for m in memory if m.total > hbm]
+    if not over:
+        return
+    m = max(over, key=lambda r: r.total)
+    ranks = model.stage_ranks(m.stage)
+    best = bigger_plan(model, m.activations, hbm)
+    need = (f"; a plan that fits is {best} on {best.world} chips" if best is not None else
+            f"; no larger plan of up to {MAX_BIGGER_CHIPS} chips (the sizes of {model.parallel} "
+            f"times 2, 4, ... that divide the model and its batch of {model.batch}) fits")
+    raise CapacityError(
+        f"{model!r}: rank {m.rank} (stage {m.stage}: ranks {ranks[0]}-{ranks[-1]} hold the same "
+        f"sizes) does not fit one {chip.name}: weights "
+        f"{_gib(m.weights)} + KV cache {_gib(m.kv_cache)} + activations "
+        f"{_gib(m.activations)} = {_gib(m.total)} > HBM {_gib(hbm)} (over by "
+        f"{_gib(m.total - hbm)}){need}")
 
 
 # ----------------------------------------------------------------------------- timing
@@ -336,12 +512,23 @@ def _representatives(model: ParallelModel, stage: int) -> tuple[tuple[int, ...],
     return base, extra
 
 
+def _stage_memory(model: ParallelModel, stage: int, built: dict, runs: dict, base: tuple,
+                  extra: list) -> RankMemory:
+    """A stage's rank memory (module note, *Memory*)."""
+    w, kv = _held(model, stage, built, base, extra)
+    act = max(activation_peak(r[0].graph) for r in runs.values())
+    return RankMemory(model.stage_ranks(stage)[0], stage, w, kv, act)
+
+
 def simulate_parallel(model: ParallelModel, chip: str | Chip | Box | None = None,
                       fusion: Any = True, detail: str = DEFAULT_DETAIL,
-                      mode: str = DEFAULT_MODE, *, box: Box | None = None) -> ParallelResult:
+                      mode: str = DEFAULT_MODE, *, box: Box | None = None,
+                      check_capacity: bool = True) -> ParallelResult:
     """Time one step of `model` on a Box (module note). chip: a chip name / Chip (its
     Atlas 800 box: A3 for the 910C, A2 otherwise, as many chips as the plan takes) or a Box;
-    fusion, detail, mode: as `simulate` takes them, for every stage graph."""
+    fusion, detail, mode: as `simulate` takes them, for every stage graph. Raises
+    CapacityError when a rank's weights, KV cache and activations exceed the chip's HBM
+    (`check_capacity=False` times it anyway); `ParallelResult.memory` has every stage's."""
     if not isinstance(model, ParallelModel):
         raise GraphError(f"simulate_parallel() needs a ParallelModel (models.decoder(..., "
                          f"parallel=asim.Parallel(...))), got {type(model).__name__}")
@@ -349,6 +536,7 @@ def simulate_parallel(model: ParallelModel, chip: str | Chip | Box | None = None
     p = model.parallel
     stages: list[StageTiming] = []
     timed: list[CollectiveTime] = []
+    memory: list[RankMemory] = []
     notes = []
     guesses = sorted(k for k, v in box.topology.sources.items() if v.startswith("G"))
     if guesses:
@@ -356,11 +544,16 @@ def simulate_parallel(model: ParallelModel, chip: str | Chip | Box | None = None
     for s in range(p.pp):
         base, extra = _representatives(model, s)
         runs = {}
+        built = {}
         for layers in [base, *(e[1] for e in extra)]:
             g, colls = model.build(s, layers)
+            built[layers] = g
             res = simulate_graph(g, box.chip, fusion=fusion, detail=detail, mode=mode,
                                  check_capacity=False)
             runs[layers] = (res, colls, *_timeline(res, colls, box))
+        memory.append(_stage_memory(model, s, built, runs, base, extra))
+        if check_capacity:
+            check_rank_capacity(model, memory[-1:], box.chip)
         res0, colls0, t0, comm0, per0, ev0 = runs[base]
         total, comm_total = t0, comm0
         counts: dict[str, int] = {c.name: 1 for c in colls0}
@@ -397,7 +590,7 @@ def simulate_parallel(model: ParallelModel, chip: str | Chip | Box | None = None
     step = sum(st.time_us for st in stages) + sends
     if m > 1:
         step += (m - 1) * max(st.time_us for st in stages)
-    return ParallelResult(model, box, step, stages, timed, notes)
+    return ParallelResult(model, box, step, stages, timed, notes, memory)
 
 
 def simulate(graph: Graph | ParallelModel, chip: Any = DEFAULT_CHIP, fusion: Any = True,
@@ -405,11 +598,11 @@ def simulate(graph: Graph | ParallelModel, chip: Any = DEFAULT_CHIP, fusion: Any
     """`asim.simulate`: a Graph as `api.simulate` (every argument of it), a ParallelModel as
     `simulate_parallel` (chip: a chip or a Box; fusion, detail, mode)."""
     if isinstance(graph, ParallelModel):
-        extra = set(kwargs) - {"mode", "box"}
+        extra = set(kwargs) - {"mode", "box", "check_capacity"}
         if extra or args:
             raise ConfigError(f"simulate(ParallelModel): unsupported argument(s) "
                               f"{', '.join(sorted(extra)) or args} (chip, fusion, detail, "
-                              f"mode, box)")
+                              f"mode, box, check_capacity)")
         return simulate_parallel(graph, chip, fusion, detail, **kwargs)
     return simulate_graph(graph, chip, fusion, detail, *args, **kwargs)
 
@@ -444,8 +637,8 @@ def _groups(model: ParallelModel, rank: int, c: Collective) -> tuple[int, ...]:
     p = model.parallel
     sh = model.shard(rank)
     base = sh.stage * p.stage_size
-    if c.kind == "AllToAll":
-        return tuple(base + d * p.tp + sh.tp_rank for d in range(p.dp))
+    if c.kind == "AllToAll":                # every rank of the stage (ep = tp * dp)
+        return tuple(base + i for i in range(p.stage_size))
     return tuple(base + sh.dp_rank * p.tp + t for t in range(p.tp))
 
 
@@ -595,4 +788,5 @@ def run_parallel(model: ParallelModel, inputs: Mapping[str, np.ndarray]) -> dict
 
 
 __all__ = ["simulate", "simulate_parallel", "run_parallel", "ParallelResult", "StageTiming",
-           "CollectiveTime", "MC2_CHUNK_ROWS"]
+           "CollectiveTime", "MC2_CHUNK_ROWS", "RankMemory", "activation_peak", "cache_bytes",
+           "bigger_plan", "check_rank_capacity", "CACHE_PREFIXES", "MAX_BIGGER_CHIPS"]

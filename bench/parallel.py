@@ -1,6 +1,7 @@
 """Parallel inference across chips: 70B-class TP8 on an Atlas 800 A2 box and DeepSeek-V3 W8A8
 with expert parallel on an Atlas 800 A3 box; step time, tokens/s, per-token latency,
-collectives, the simulator's own wall time, and the llama2-70B TP8 validation rows.
+collectives, the simulator's own wall time, and the llama2-70B and Qwen2-72B TP8 validation
+rows beside their published figures.
 
     python bench/parallel.py              # the must-show plans, prefill and decode
     python bench/parallel.py --quick      # the 70B TP8 speed checks only
@@ -42,10 +43,23 @@ CASES = (
      dict(ep=16, dp=16), A3),
     ("DeepSeek-V3 W8A8 EP16 prefill 16 x 1024", "deepseek-v3",
      dict(batch=16, seq_len=1024, quant="w8a8", dtype="bfloat16"), dict(ep=16, dp=16), A3),
+    # attention TP8 x DP2, MoE EP16: the layout vLLM-Ascend runs DeepSeek in on one A3 box
+    ("DeepSeek-V3 W8A8 TP8 DP2 EP16 decode b64 ctx1024", "deepseek-v3",
+     dict(batch=64, phase="decode", context_len=1024, quant="w8a8", dtype="bfloat16"),
+     dict(tp=8, dp=2, ep=16), A3),
 )
 QUICK = (0, 1)
 ROWS = ("infer-llama2-70b-tp8-0001", "infer-llama2-70b-tp8-0002", "infer-llama2-70b-tp8-0003",
-        "infer-llama2-70b-tp8-0004")
+        "infer-llama2-70b-tp8-0004", "infer-qwen2-72b-tp8-0001", "infer-qwen2-72b-tp8-0002",
+        "infer-qwen2-72b-tp8-0003", "infer-qwen2-72b-tp8-0004", "infer-qwen2-72b-tp8-0005",
+        "infer-qwen2-72b-tp8-0006")
+
+
+def _tokens_per_s(w: dict, ms: float) -> float:
+    """Tokens a step makes per second: the batch's prompt tokens in prefill, one per
+    sequence in decode."""
+    tokens = w["batch"] * (w["seq_len"] if w["phase"] == "prefill" else 1)
+    return tokens / ms * 1e3
 
 
 def run(case: tuple) -> None:
@@ -82,20 +96,23 @@ def main() -> None:
     if args.quick:
         return
     print()
-    print("Validation rows (torchair llama2-70B on an Atlas 800I A2, 8 x 910B4, TP8 with MC2; "
-          "first sight stamped before any tuning):")
+    print("Validation rows (torchair on an Atlas 800I A2, 8 x 910B4: llama2-70B fp16 TP8 with "
+          "MC2, Qwen2-72B bf16 TP8 by deepspeed's all-reduce; published step times, tokens/s "
+          "derived from them; first sight stamped before any tuning):")
     print()
-    print("| row | workload | measured ms | simulated ms | error | first-sight ratio |")
-    print("|---|---|---:|---:|---:|---:|")
+    print("| row | workload | measured ms | simulated ms | measured tokens/s | simulated "
+          "tokens/s | error | first-sight ratio |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
     rows = [r for r in load_corpus() if r.id in ROWS]
     for r in validate_rows(rows).rows:
         if r.status != "ok":
             print(f"| {r.id} | {r.status}: {r.reason} | {r.measured:g} | | | |")
             continue
         w = r.row.workload
-        what = (f"b{w['batch']} {w['phase']} "
+        what = (f"{w['preset']} b{w['batch']} {w['phase']} "
                 + (f"s{w['seq_len']}" if w["phase"] == "prefill" else f"ctx{w['context_len']}"))
         print(f"| {r.id} | {what} | {r.measured:g} | {r.simulated:.1f} | "
+              f"{_tokens_per_s(w, r.measured):,.0f} | {_tokens_per_s(w, r.simulated):,.0f} | "
               f"{100 * abs(r.ratio - 1):.0f} % (ratio {r.ratio:.2f}) | {r.row.first_ratio} |")
 
 

@@ -160,12 +160,13 @@ SECTIONS: tuple[Section, ...] = (
     Section("parallel", "Parallel inference across chips", "parallel.py", fmt="markdown",
             minutes=1.5,
             about="70B-class models with tensor parallel (TP8, MC2) on an Atlas 800 A2 box of "
-                  "eight 910B and DeepSeek-V3 in W8A8 with expert parallel (EP16, attention "
-                  "data parallel) on an Atlas 800 A3 box (16 910C dies): step, per-token "
-                  "latency, tokens/s, exposed communication, the collectives of every layer "
-                  "and the simulator's wall time (targets: 70B TP8 decode < 5 s, 8k prefill "
-                  "< 20 s); then the llama2-70B TP8 rows of the corpus against their "
-                  "published times."),
+                  "eight 910B and DeepSeek-V3 in W8A8 (routed experts int8 too) with expert "
+                  "parallel (EP16 with attention data parallel, and with attention TP8 x "
+                  "DP2) on an Atlas 800 A3 box (16 910C dies): step, per-token latency, "
+                  "tokens/s, exposed communication, the collectives of every layer and the "
+                  "simulator's wall time (targets: 70B TP8 decode < 5 s, 8k prefill < 20 s); "
+                  "then the llama2-70B and Qwen2-72B TP8 rows of the corpus beside their "
+                  "published times and tokens/s."),
     Section("interp", "Interp on the 310: divisible against non-divisible sizes", "interp.py",
             minutes=0.1,
             about="A Caffe Interp (bilinear, corners aligned) at the two shapes of a reported "

@@ -95,6 +95,26 @@ def group_rows(k: int, scale_rows: int) -> np.ndarray:
     return np.arange(k) // gs
 
 
+def grouped_matmul_dequant(x: np.ndarray, w: np.ndarray, group_list: np.ndarray,
+                           scale: np.ndarray, pertoken: np.ndarray) -> np.ndarray:
+    """A8W8 GroupedMatmul: row group e of int8 x (T, K) (cumulative ends `group_list`) times
+    int8 w[e] (K, N), accumulated exactly (int64), times scale[e, n] and pertoken[t], in
+    float64 (the caller rounds to the output dtype); rows past the last end are 0."""
+    x = np.asarray(x, np.int64)
+    w = np.asarray(w, np.int64)
+    sc = np.asarray(scale, np.float64)
+    pt = np.asarray(pertoken, np.float64)
+    y = np.zeros((x.shape[0], w.shape[2]), np.float64)
+    start = 0
+    for e, end in enumerate(np.asarray(group_list, np.int64)):
+        end = int(min(max(end, start), x.shape[0]))
+        if end > start:
+            acc = (x[start:end] @ w[e]).astype(np.float64)
+            y[start:end] = acc * sc[e][None, :] * pt[start:end, None]
+        start = end
+    return y
+
+
 def quant_weight_groups(w: np.ndarray, bits: int, group_size: int = 0
                         ) -> tuple[np.ndarray, np.ndarray]:
     """Symmetric weight-only quantisation of a (K, N) float weight to `bits` (8 or 4) per

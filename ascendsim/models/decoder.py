@@ -29,7 +29,8 @@ FlashAttentionFusionPass):
   multi-head latent attention (`_Decoder.latent_attention`: a latent cache, the naive form in
   prefill, the absorbed form in decode), its leading dense layers and ungated shared
   experts; rope_scaling linear / llama3 / yarn in the cos/sin tables.
-- quant="w8a8": the projections as DynamicQuant -> QuantBatchMatmul (ir/ops/quant.py);
+- quant="w8a8": the projections as DynamicQuant -> QuantBatchMatmul (ir/ops/quant.py), the
+  routed experts as DynamicQuant -> GroupedMatmul with int8 weights (`_Decoder.experts`);
   quant="w8a16" / "w4a16": as WeightQuantBatchMatmulV2 with int8 / INT4Pack weights
   (weight-only: the activations stay in the compute dtype).
 - parallel=asim.Parallel(...): the same layers built per rank of a plan (`_Decoder.shard`):
@@ -340,6 +341,33 @@ class _Decoder:
         xq, xs = g.dynamic_quant(x, name=f"{name}.quant")
         return g.quant_batch_matmul(xq, wq, ws, xs, output_dtype=mb.dtype, name=name)
 
+    def experts(self, x: Value, groups: Value, wname: str, shape: tuple, split: tuple | None,
+                axis: int | None, name: str) -> Value:
+        """GroupedMatmul of the routed experts' (E, K, N) weight (a rank's slice with
+        `split` along `axis`, as `param`). W8A8 quantises them too, as vLLM-Ascend's W8A8
+        MoE runs DeepSeek: DynamicQuant of the routed tokens, the int8 weight (the seeded
+        float weight quantised with the per expert and output channel scale of
+        `quant_linear`), GroupedMatmul dequantising in its epilogue."""
+        g, mb = self.g, self.mb
+        sigma = float(1 / np.sqrt(shape[1]))
+        if self.quant != "w8a8":
+            return g.grouped_matmul(x, self.param(wname, shape, sigma, split, axis), groups,
+                                    name=name)
+        seed = mb._seed(wname)
+        make = functools.partial(_quantised, shape, mb.dtype, seed, sigma)
+        local = list(shape)
+        if split is not None:
+            ax = axis if axis is not None else (len(shape) - 1 if split[0] == "col" else 0)
+            ranges = tuple(split[1])
+            local[ax] = sum(b - a for a, b in ranges)
+            make = functools.partial(sliced_made, make, ax, ranges)
+        wq = g.const(LazyTensor(tuple(local), "int8", make, f"int8 of random(seed={seed})"),
+                     f"{wname}_int8")
+        ws = mb.fill(f"{wname}_scale", (local[0], local[2]),
+                     QUANT_CLIP_SIGMAS * sigma / 127.0, dtype="float32")
+        xq, xs = g.dynamic_quant(x, name=f"{name}.quant")
+        return g.grouped_matmul(xq, wq, groups, ws, xs, output_dtype=mb.dtype, name=name)
+
     def kv_scale(self, name: str) -> float:
         """The per-channel antiquant scale of an int8 cache: the seeded model's keys and
         values are about unit normal (RMS-normed inputs through 1/sqrt(K)-scaled weights), so
@@ -492,7 +520,7 @@ class _Decoder:
         got = [g.input(f"{name}.{kind.lower()}.{i}", shape, dtype)
                for i, (shape, dtype) in enumerate(outs)]
         p = self.shard.parallel
-        group = p.dp if kind == "AllToAll" else p.tp
+        group = p.ep if kind == "AllToAll" else p.tp
         self.comm.append(Collective(f"{name}.{kind}", kind, group, int(nbytes),
                                     tuple(v.name for v in values), tuple(v.name for v in got),
                                     self.shard.stage, layer, axis, mc2))
@@ -628,11 +656,12 @@ class _Decoder:
         return g.mul(g.mul(a, g.sigmoid(a)), b)
 
     def mlp(self, x: Value, name: str, ffn: int, layer: int | None = None,
-            comm: bool = True) -> Value:
+            comm: bool = True, split: bool = True) -> Value:
         """SwiGLU MLP; on a tp rank its ffn slice (gate and up halves), reduced over the
-        ranks unless `comm` is False (a MoE layer reduces once, at its end)."""
+        ranks unless `comm` is False (a MoE layer reduces once, at its end); `split` False:
+        the whole MLP (a shared expert on a rank's token slice, attention TP + MoE EP)."""
         up, down = None, None
-        if self.tp > 1:
+        if self.tp > 1 and split:
             a, b = split_ranges(ffn, self.tp, self.shard.tp_rank)
             up, down = ("col", ((a, b), (ffn + a, ffn + b))), ("row", ((a, b),), ffn)
         if comm:
@@ -647,11 +676,16 @@ class _Decoder:
         h, e, ffn = cfg.hidden, cfg.experts, cfg.expert_ffn
         ep = self.shard.ep if self.shard is not None else 1
         x2 = self.tp_gather(x, f"{name}.input", layer)
+        ep_tp = ep > 1 and self.tp > 1          # attention TP + MoE EP: route a tp slice
+        if ep_tp:
+            full = int(x2.shape[0])
+            t0, t1 = split_ranges(full, self.tp, self.shard.tp_rank)
+            x2 = g.slice(x2, starts=[t0], ends=[t1], axes=[0], name=f"{name}.tp_slice")
         logits = self.linear(x2, f"{name}.gate", e)
         scales, idx = self.router(logits, name)
         ex, pos, groups = g.moe_init_routing(x2, idx, num_experts=e, name=f"{name}.dispatch")
         gu_split = dn_split = None
-        if self.tp > 1:                 # every expert's ffn split over the tp ranks
+        if self.tp > 1 and ep == 1:     # every expert's ffn split over the tp ranks
             a, b = split_ranges(ffn, self.tp, self.shard.tp_rank)
             gu_split, dn_split = ("col", ((a, b), (ffn + a, ffn + b))), ("row", ((a, b),))
         n_local = e
@@ -665,24 +699,28 @@ class _Decoder:
                 "AllToAll", f"{name}.dispatch", [ex, groups],
                 [((cap, h), ex.dtype), ((n_local,), groups.dtype)],
                 ex.nbytes + groups.nbytes, layer)
-        w_gu = self.param(f"{name}.experts.gate_up_proj", (e, h, 2 * ffn),
-                          float(1 / np.sqrt(h)), gu_split, axis=0 if ep > 1 else None)
-        w_dn = self.param(f"{name}.experts.down_proj", (e, ffn, h), float(1 / np.sqrt(ffn)),
-                          dn_split, axis=0 if ep > 1 else 1)
-        gu = g.grouped_matmul(ex, w_gu, groups, name=f"{name}.experts.gate_up")
-        down = g.grouped_matmul(self.swiglu(gu), w_dn, groups, name=f"{name}.experts.down")
+        gu = self.experts(ex, groups, f"{name}.experts.gate_up_proj", (e, h, 2 * ffn),
+                          gu_split, 0 if ep > 1 else None, f"{name}.experts.gate_up")
+        down = self.experts(self.swiglu(gu), groups, f"{name}.experts.down_proj",
+                            (e, ffn, h), dn_split, 0 if ep > 1 else 1,
+                            f"{name}.experts.down")
         if ep > 1:                      # the expert outputs back to their tokens' ranks
             down = self.collective("AllToAll", f"{name}.combine", [down],
                                    [((rows, h), down.dtype)], rows * h * itemsize(down.dtype),
                                    layer)[0]
         y = g.moe_finalize_routing(down, scales, pos, name=f"{name}.combine")
         if cfg.shared_ffn and cfg.shared_gate:
-            shared = self.mlp(x2, f"{name}.shared_expert", cfg.shared_ffn, layer, comm=False)
+            shared = self.mlp(x2, f"{name}.shared_expert", cfg.shared_ffn, layer, comm=False,
+                              split=not ep_tp)
             gate = g.sigmoid(self.linear(x2, f"{name}.shared_expert_gate", 1))
             y = g.add(y, g.mul(shared, gate))
         elif cfg.shared_ffn:        # DeepSeek: n_shared_experts always-on experts, no gate
             y = g.add(y, self.mlp(x2, f"{name}.shared_experts", cfg.shared_ffn, layer,
-                                  comm=False))
+                                  comm=False, split=not ep_tp))
+        if ep_tp:                       # the tp slices of the layer's output put together
+            return self.collective("AllGather", f"{name}.output", [y],
+                                   [((full, h), y.dtype)], full * h * itemsize(y.dtype),
+                                   layer)[0]
         return self.tp_reduce(y, name, layer)
 
     def layer(self, x: Value, layer: int) -> Value:
@@ -708,8 +746,9 @@ def decoder(preset: str | DecoderConfig | None = None, *, config=None, batch: in
     fields (layers=2, experts=8, ...). Weights are lazy seeded constants: a 70B graph costs no
     weight memory until values are asked for. Latent attention (DeepSeek) builds its absorbed
     form in decode, its naive form in prefill. quant="w8a8": the attention and MLP
-    projections as DynamicQuant + QuantBatchMatmul with int8 weights (the router, the shared
-    expert gate, the routed experts, attention itself and lm_head stay in `dtype`);
+    projections as DynamicQuant + QuantBatchMatmul with int8 weights, the routed experts as
+    DynamicQuant + int8 GroupedMatmul (the router, the shared expert gate, attention itself
+    and lm_head stay in `dtype`);
     quant="w8a16" / "w4a16": the same projections as WeightQuantBatchMatmulV2 (int8 or int4
     weights, antiquant in the kernel; a chip whose CANN lacks it fails when simulated).
     kv_cache_dtype="int8": the K/V caches in int8 (AscendQuantV2 of the new tokens,
@@ -834,8 +873,13 @@ def parallel_decoder(cfg: DecoderConfig, parallel: Parallel, *, label: str = "de
                        quant=quant, shard=shard, kv_cache_dtype=kv_cache_dtype)
         g = _body(dec, b, seq_len, all_logits)
         return g, list(dec.comm)
+    def replan(other: Parallel) -> ParallelModel:
+        return parallel_decoder(cfg, other, label=label, batch=batch, seq_len=seq_len,
+                                phase=phase, context_len=context_len, dtype=dtype,
+                                all_logits=all_logits, seed=seed, quant=quant,
+                                kv_cache_dtype=kv_cache_dtype)
     return ParallelModel(label, cfg, parallel, phase, batch, seq_len, context_len, dtype, quant,
-                         build)
+                         build, replanner=replan)
 
 
 def empty_cache(graph: Graph) -> dict[str, np.ndarray]:

@@ -20,10 +20,16 @@ vLLM-Ascend and MindIE run it on HCCL):
 - pipeline parallel (pp): consecutive layers per stage (layers % pp == 0), the hidden state
   sent to the next stage (Send/Recv), the batch cut into `micro_batches` that flow through
   the stages one after another.
-- expert parallel (ep): the routed experts of every MoE layer spread over ep ranks; the ep
-  ranks are the data-parallel ranks of a stage (dp = ep, tp = 1: attention data parallel with
-  expert parallel MoE, DeepSeek-V3's deployment), each with its own sequences; tokens go to
-  their experts' ranks with an AllToAll (dispatch) and come back with another (combine).
+- expert parallel (ep): the routed experts of every MoE layer spread over the ep = tp * dp
+  ranks of a stage; tokens go to their experts' ranks with an AllToAll (dispatch) and come
+  back with another (combine). With tp = 1 (dp = ep) attention is data parallel, each rank
+  with its own sequences (DeepSeek-V3's deployment); with tp > 1 attention is tensor
+  parallel as above and the MoE layer's tokens, the same on the tp ranks after the
+  attention's all-reduce, are cut in tp slices: each rank routes its slice (router, shared
+  experts in full on its slice, dispatch to the experts of all ep ranks, combine) and an
+  AllGather over the tp ranks puts the layer's output back together (the attention TP + MoE
+  EP layout vLLM-Ascend and MindIE run DeepSeek in; the routed experts are whole, not split
+  by tp).
 - data parallel (dp): dp copies, each with batch / dp sequences.
 - mc2: the row-parallel projections' all-reduce fused with their matmul (CANN's
   MatmulAllReduce, `torch_npu.npu_mm_all_reduce_base`), communication overlapping the
@@ -88,10 +94,15 @@ class Parallel:
             raise ConfigError("Parallel(mc2=True, sequence_parallel=True): the fused matmul + "
                               "ReduceScatter / AllGather forms are not modelled (mc2 fuses "
                               "the all-reduce)")
-        if self.ep > 1 and (self.tp != 1 or self.dp != self.ep):
+        if self.ep > 1 and self.ep != self.tp * self.dp:
             raise ConfigError(f"Parallel(ep={self.ep}, tp={self.tp}, dp={self.dp}): expert "
-                              f"parallel runs attention data parallel over the ep ranks: "
-                              f"use tp=1, dp=ep")
+                              f"parallel spreads the experts over every rank of a stage: "
+                              f"ep must be tp * dp = {self.tp * self.dp} (tp=1, dp=ep: "
+                              f"attention data parallel; tp > 1: attention tensor parallel)")
+        if self.ep > 1 and self.tp > 1 and self.sequence_parallel:
+            raise ConfigError(f"Parallel(ep={self.ep}, tp={self.tp}, sequence_parallel=True): "
+                              f"expert parallel with tensor parallel attention is modelled "
+                              f"without sequence parallel")
 
     @property
     def world(self) -> int:
@@ -120,7 +131,7 @@ class Parallel:
         dense = any(not cfg.moe_layer(i) for i in range(cfg.layers))
         if dense and cfg.ffn % tp:
             raise ConfigError(f"{self}: tp={tp} does not divide the MLP's ffn={cfg.ffn}")
-        if cfg.moe and tp > 1:
+        if cfg.moe and tp > 1 and self.ep == 1:
             if cfg.expert_ffn % tp:
                 raise ConfigError(f"{self}: tp={tp} does not divide expert_ffn="
                                   f"{cfg.expert_ffn}")
@@ -145,6 +156,10 @@ class Parallel:
         if (batch // self.dp) % m:
             raise ConfigError(f"{self}: {m} micro-batches do not divide the {batch // self.dp} "
                               f"sequences of a data-parallel rank")
+        if self.ep > 1 and tp > 1 and (batch // self.dp // m) * seq_len % tp:
+            raise ConfigError(f"{self}: expert parallel with tp={tp} routes 1/tp of a "
+                              f"micro-batch's {(batch // self.dp // m) * seq_len} tokens "
+                              f"per rank: not divisible")
         if self.sequence_parallel and (batch // self.dp // m) * seq_len % tp:
             raise ConfigError(f"{self}: sequence_parallel splits the {batch * seq_len} tokens "
                               f"over tp={tp}: not divisible")
@@ -180,7 +195,8 @@ class Shard:
 
     @property
     def ep_rank(self) -> int:
-        return self.dp_rank if self.parallel.ep > 1 else 0
+        """Place among the stage's ep = tp * dp ranks (which experts it holds)."""
+        return self.dp_rank * self.parallel.tp + self.tp_rank if self.parallel.ep > 1 else 0
 
     @property
     def first(self) -> bool:
@@ -264,6 +280,15 @@ class ParallelModel:
     quant: str | None
     builder: Callable[..., tuple[Graph, list[Collective]]] = field(repr=False)
     _stages: list[StageModel] | None = field(default=None, repr=False)
+    #: the same model under another plan (`with_plan`)
+    replanner: Callable[[Parallel], ParallelModel] | None = field(default=None, repr=False)
+
+    def with_plan(self, parallel: Parallel) -> ParallelModel:
+        """The same model, phase and batch split by `parallel` (ConfigError when the plan
+        does not divide it)."""
+        if self.replanner is None:
+            raise ConfigError(f"{self!r} was built without a way to rebuild it under {parallel}")
+        return self.replanner(parallel)
 
     @property
     def world(self) -> int:

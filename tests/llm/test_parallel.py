@@ -32,6 +32,9 @@ def _logits(preset: str, parallel: asim.Parallel, batch: int = 2, seq: int = 4, 
     ("tiny-gqa-1m", asim.Parallel(tp=2, pp=2, micro_batches=1), 2),
     ("tiny-moe-1m", asim.Parallel(tp=2), 2),
     ("tiny-moe-1m", asim.Parallel(ep=4, dp=4), 4),
+    ("tiny-moe-1m", asim.Parallel(tp=2, ep=2), 2),    # attention TP + MoE EP
+    ("tiny-moe-1m", asim.Parallel(tp=2, dp=2, ep=4), 4),
+    ("tiny-moe-1m", asim.Parallel(tp=2, dp=2, ep=4, pp=2, micro_batches=1), 4),
 ])
 def test_plan_logits_equal_single_chip(preset, plan, batch):
     ref, got = _logits(preset, plan, batch)
@@ -216,7 +219,7 @@ TINY_V3 = dict(hidden=64, layers=3, heads=4, kv_heads=4, ffn=96, vocab=128, kv_l
 
 
 @pytest.mark.parametrize("plan", [asim.Parallel(tp=2), asim.Parallel(tp=4),
-                                  asim.Parallel(ep=2, dp=2),
+                                  asim.Parallel(ep=2, dp=2), asim.Parallel(tp=2, ep=2),
                                   asim.Parallel(tp=2, sequence_parallel=True)])
 @pytest.mark.parametrize("phase", ["prefill", "decode"])
 def test_latent_attention_moe_plans_equal_single_chip(plan, phase):
@@ -244,3 +247,132 @@ def test_pipeline_step_is_stages_plus_sends_plus_bubbles():
     assert sends > 0
     assert r.time_us == pytest.approx(sum(stages) + sends + 3 * max(stages))
     assert [s.layers for s in r.stages] == [(0, 1), (2, 3)]
+
+
+def test_rank_memory_extrapolates_to_the_whole_stage_graph():
+    """The memory of a stage's rank, from its representative layers extrapolated, equals the
+    constants and cache inputs of the stage's whole graph (identical layers: exact)."""
+    from ascendsim.plan import cache_bytes
+
+    m = decoder("tiny-gqa-1m", batch=2, phase="decode", context_len=7, layers=4,
+                parallel=asim.Parallel(tp=2, pp=2))
+    r = asim.simulate(m, asim.Box("ascend910b", 4, "atlas800-a2"))
+    assert [mem.rank for mem in r.memory] == [0, 2]
+    for mem in r.memory:
+        g, _ = m.build(mem.stage)
+        assert mem.weights == sum(g.values[c].nbytes for c in g.constants)
+        # the graph holds one of the 2 micro-batches; the rank keeps both's cache:
+        # 2 layers x K and V x (2 sequences, 1 KV head of the rank, 8 positions, head 16) x 2 B
+        assert mem.kv_cache == 2 * cache_bytes(g) > 0
+        assert mem.kv_cache == 2 * 2 * 2 * 1 * 8 * 16 * 2
+        assert 0 < mem.activations < mem.weights
+
+
+def test_rank_over_hbm_raises_naming_the_rank_sizes_and_a_bigger_plan():
+    m = decoder("tiny-gqa-1m", batch=2, seq_len=16, layers=4,
+                parallel=asim.Parallel(pp=2))
+    box = asim.Box("ascend910b", 2, "atlas800-a2")
+    mem = asim.simulate(m, box, check_capacity=False).memory
+    big = max(mem, key=lambda x: x.total)
+    small = min(mem, key=lambda x: x.total)
+    assert big.total > small.total          # the last stage holds lm_head and the final norm
+    chip = box.chip.replace(hbm_bytes=(big.total + small.total) // 2)
+    with pytest.raises(asim.CapacityError) as err:
+        asim.simulate(m, asim.Box(chip, 2, "atlas800-a2"))
+    msg = str(err.value)
+    assert f"rank {big.rank} (stage {big.stage}" in msg
+    assert f"KV cache {big.kv_cache / 2**20:.2f} MiB" in msg
+    assert f"weights {big.weights / 2**20:.2f} MiB" in msg
+    assert "a plan that fits is Parallel(tp=2, pp=2) on 4 chips" in msg
+
+
+def test_deepseek_v3_bf16_experts_do_not_fit_an_a3_box_and_w8a8_does():
+    """DeepSeek-V3 over 16 x 64 GiB with attention data parallel: a rank holds 1/16 of the
+    routed experts (~76 GiB in bf16, half in int8) and a whole copy of the rest (latent
+    attention, shared experts, embeddings: ~32 GiB in bf16). bf16 does not fit 32 ranks of
+    attention data parallel (38 + 32 GiB); the plan named is attention TP2 x DP16 with EP32
+    (the rest split over 2 ranks too). W8A8, which quantises the routed experts too, fits
+    16."""
+    box = asim.Box("ascend910c", 16, "atlas800-a3")
+    kw = dict(batch=64, phase="decode", context_len=256, dtype="bfloat16",
+              parallel=asim.Parallel(ep=16, dp=16))
+    with pytest.raises(asim.CapacityError,
+                       match=r"rank 0 .*weights 10\d\.\d\d GiB.*> HBM 64\.00 GiB.*"
+                             r"Parallel\(tp=2, ep=32, dp=16\) on 32 chips"):
+        asim.simulate(decoder("deepseek-v3", **kw), box)
+    r = asim.simulate(decoder("deepseek-v3", quant="w8a8", **kw), box)
+    assert 50 * 2**30 < r.memory[0].total < 64 * 2**30
+
+
+def test_w8a8_routed_experts_are_int8_grouped_matmuls():
+    g = decoder("tiny-moe-1m", batch=2, seq_len=4, quant="w8a8")
+    experts = [n for n in g.nodes if n.op_type == "GroupedMatmul"]
+    assert experts and all(g.values[n.inputs[0]].dtype == "int8" and
+                           g.values[n.inputs[1]].dtype == "int8" and
+                           g.values[n.outputs[0]].dtype == "float16" for n in experts)
+
+
+def test_w8a8_moe_logits_within_quantisation_error_and_ep_equal_single_chip():
+    """The W8A8 MoE model (projections and routed experts int8) against the float model:
+    within 5% of the logits' norm (int8 keeps ~1% per matmul; each of the 2 layers chains
+    four: q/k/v, o, gate_up, down, the errors adding about in quadrature, 3.1% seen); an
+    expert-parallel plan of it
+    computes the same quantised logits (each expert's int8 weight and scales are the
+    single-chip model's, its tokens' per-token scales taken over whole rows)."""
+    ref, _ = _logits("tiny-moe-1m", asim.Parallel(ep=4, dp=4), batch=4)
+    q_ref, q_ep = _logits("tiny-moe-1m", asim.Parallel(ep=4, dp=4), batch=4, quant="w8a8")
+    rel = np.linalg.norm(q_ref - ref) / np.linalg.norm(ref)
+    assert 0 < rel < 0.05
+    np.testing.assert_allclose(q_ep, q_ref, rtol=0, atol=1e-4)
+
+
+@pytest.mark.parametrize("plan,match", [
+    (dict(tp=2, ep=2, dp=2), r"ep must be tp \* dp = 4"),
+    (dict(tp=2, ep=2, sequence_parallel=True), "without sequence parallel"),
+])
+def test_expert_parallel_with_tensor_parallel_plan_errors(plan, match):
+    with pytest.raises(asim.ConfigError, match=match):
+        asim.Parallel(**plan)
+
+
+def test_expert_parallel_with_tensor_parallel_routes_a_token_slice_per_rank():
+    """Attention TP + MoE EP: every rank routes 1/tp of the tokens to the experts of all
+    tp * dp ranks and the tp slices are gathered after the layer: per MoE layer one
+    AllToAll each way over ep ranks and one AllGather over tp, no MoE AllReduce; a token
+    count tp does not divide is named."""
+    m = decoder("tiny-moe-1m", batch=4, seq_len=6, parallel=asim.Parallel(tp=2, dp=2, ep=4))
+    colls = [c for c in m.collectives if c.layer == 1]
+    kinds = sorted((c.kind, c.group) for c in colls)
+    assert kinds == [("AllGather", 2), ("AllReduce", 2), ("AllToAll", 4), ("AllToAll", 4)]
+    g = m.graphs[0]
+    gate = next(n for n in g.nodes if n.name == "layers.1.mlp.gate")
+    assert g.values[gate.outputs[0]].shape[0] == 2 * 6 // 2     # 2 sequences x 6 / tp
+    r = asim.simulate(m, asim.Box("ascend910b", 4, "atlas800-a2"))
+    assert r.time_us > 0 and {c.kind for c in r.collectives} >= {"AllToAll", "AllGather"}
+    with pytest.raises(asim.ConfigError, match="routes 1/tp of a micro-batch's 3 tokens"):
+        decoder("tiny-moe-1m", batch=2, seq_len=3, parallel=asim.Parallel(tp=2, dp=2, ep=4))
+
+
+def test_pipeline_trace_shows_every_micro_batch_and_ends_at_the_step(tmp_path):
+    """Each stage's micro-batches take slots of the stage's time in the step's schedule:
+    the trace's last event ends at the step time, every micro-batch appears on every chip,
+    the layers not simulated are one extrapolated block per slot, a stage's slot for a
+    micro-batch starts after the previous stage's slot and Send/Recv of it."""
+    m = decoder("tiny-gqa-1m", batch=4, seq_len=16, layers=6,
+                parallel=asim.Parallel(pp=2, micro_batches=4))
+    r = asim.simulate(m, asim.Box("ascend910b", 8, "atlas800-a2"))
+    ev = [e for e in r.chrome_trace_dict()["traceEvents"] if e["ph"] == "X"]
+    end = max(e["ts"] + e["dur"] for e in ev)
+    assert end == pytest.approx(r.time_us, rel=1e-6)
+    for pid in (0, 1):
+        assert {e["args"]["micro_batch"] for e in ev if e["pid"] == pid} == {0, 1, 2, 3}
+        extra = [e for e in ev if e["pid"] == pid and e["args"].get("extrapolated")]
+        assert len(extra) == 4 and all(e["name"] == (f"layers {2 + 3 * pid}-{2 + 3 * pid} "
+                                                     f"(extrapolated)") for e in extra)
+    sends = sorted((e for e in ev if e["pid"] == 0 and e["args"].get("kind") == "SendRecv"),
+                   key=lambda e: e["ts"])
+    first1 = min(e["ts"] for e in ev if e["pid"] == 1)
+    # stage 1's first slot starts as micro-batch 0's Send/Recv ends (its first task after
+    # the gap it has in its own simulation)
+    gap = r.stages[1].timeline[0][2]
+    assert first1 == pytest.approx(sends[0]["ts"] + sends[0]["dur"] + gap, abs=1e-3)

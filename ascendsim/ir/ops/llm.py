@@ -9,7 +9,11 @@
 - SwiGlu (CANN SwiGlu, torch_npu.npu_swiglu): split `dim` into halves A, B; silu(A) * B.
 - GroupedMatmul (CANN GroupedMatmul, torch_npu.npu_grouped_matmul, one x / one weight
   tensor, group_list_type 0): rows of x (T, K) in consecutive groups ending at the
-  cumulative counts `group_list` (E,), group e times weight[e] (K, N).
+  cumulative counts `group_list` (E,), group e times weight[e] (K, N). Its A8W8 form (the
+  quantised MoE of vLLM-Ascend's W8A8 DeepSeek path: npu_dynamic_quant of the routed tokens,
+  npu_grouped_matmul with int8 weights, scale=[per expert and channel] and
+  per_token_scale=[the dynamic quant's], output_dtype bf16/fp16): int8 x and weight,
+  int32 accumulation, times scale[e, n] and per_token_scale[t] in the epilogue.
 - MoeGatingTopKSoftmax (CANN, torch_npu.npu_moe_gating_top_k_softmax): softmax of router
   logits (T, E), top k -> (y, expert_idx int32, row_idx int32 = j * T + t).
 - MoeGatingTopK (CANN MoeGatingTopK, torch_npu.npu_moe_gating_top_k, the DeepSeek-V3 router;
@@ -53,6 +57,7 @@ from ...kernels import llm as kl
 from ...kernels import llm_grad as klg
 from ...kernels import quant as kq
 from ..registry import Category, OpDef, Unit, VecClass, broadcast_shapes, register
+from ..tensor import as_storage
 from .elementwise import FLOATS, INTS, check_dtype, same_dtype
 from .norm import norm_axis
 
@@ -121,10 +126,44 @@ def _swiglu_infer(ins, attrs, consts):
 SPLIT_M, SPLIT_K = 0, 2
 
 
+#: output dtypes of the int8 (A8W8) GroupedMatmul
+GMM_QUANT_OUT = ("float16", "bfloat16", "float32")
+
+
+def _gmm_quant_check(x, w, gl, scale, pertoken, out) -> None:
+    """The A8W8 form: int8 x and weight, scale (E, N) float32 per expert and output
+    channel, per_token_scale (T,), output_dtype one of GMM_QUANT_OUT."""
+    if x.dtype != "int8" or w.dtype != "int8":
+        raise GraphError(f"GroupedMatmul with a scale takes int8 x and weight; got {x.dtype} "
+                         f"'{x.name}' and {w.dtype} '{w.name}'")
+    if scale is None or pertoken is None:
+        raise GraphError(f"GroupedMatmul with int8 x '{x.name}' needs both scale (E, N) and "
+                         f"per_token_scale (T,) to dequantise")
+    if w.rank == 3 and tuple(scale.shape) != (w.shape[0], w.shape[2]):
+        raise GraphError(f"GroupedMatmul scale '{scale.name}' {tuple(scale.shape)} is not "
+                         f"(E, N) = {(w.shape[0], w.shape[2])}")
+    if tuple(pertoken.shape) != (x.shape[0],):
+        raise GraphError(f"GroupedMatmul per_token_scale '{pertoken.name}' "
+                         f"{tuple(pertoken.shape)} is not ({x.shape[0]},)")
+    if out not in GMM_QUANT_OUT:
+        raise GraphError(f"GroupedMatmul output_dtype {out!r}: one of "
+                         f"{', '.join(GMM_QUANT_OUT)}")
+
+
 def _gmm_infer(ins, attrs, consts):
     x, w, gl = ins[0], ins[1], ins[2]
-    check_dtype(x, FLOATS)
-    same_dtype([x, w])
+    scale = ins[3] if len(ins) > 3 else None
+    pertoken = ins[4] if len(ins) > 4 else None
+    out_dtype = x.dtype
+    if x.dtype == "int8" or scale is not None:
+        if attrs["group_type"] != SPLIT_M:
+            raise GraphError("GroupedMatmul: the int8 form (scale, per_token_scale) needs "
+                             "group_type 0")
+        _gmm_quant_check(x, w, gl, scale, pertoken, attrs.get("output_dtype"))
+        out_dtype = attrs["output_dtype"]
+    else:
+        check_dtype(x, FLOATS)
+        same_dtype([x, w])
     check_dtype(gl, INTS, "group_list")
     if attrs["group_type"] == SPLIT_K:
         if x.rank != 2 or w.rank != 2 or gl.rank != 1 or x.shape[1] != w.shape[0]:
@@ -141,7 +180,7 @@ def _gmm_infer(ins, attrs, consts):
     if x.shape[1] != w.shape[1] or w.shape[0] != gl.shape[0]:
         raise GraphError(f"GroupedMatmul: x {tuple(x.shape)}, weight {tuple(w.shape)} and "
                          f"group_list {tuple(gl.shape)} do not agree on K or E")
-    return [((x.shape[0], w.shape[2]), x.dtype)]
+    return [((x.shape[0], w.shape[2]), out_dtype)]
 
 
 def _gmm_flops(ins, outs, attrs) -> int:
@@ -153,6 +192,9 @@ def _gmm_flops(ins, outs, attrs) -> int:
 def _gmm_kernel(args, attrs):
     if attrs["group_type"] == SPLIT_K:
         return [klg.grouped_matmul_split_k(args[0], args[1], args[2])]
+    if len(args) > 3:               # A8W8: exact integer products, dequantised per row
+        return [as_storage(kq.grouped_matmul_dequant(args[0], args[1], args[2], args[3],
+                                                     args[4]), attrs["output_dtype"])]
     return [kl.grouped_matmul(args[0], args[1], args[2])]
 
 
@@ -340,11 +382,15 @@ register(OpDef("SwiGlu", _swiglu_infer,
                vec_class=VecClass.EXP, vec_instrs=3, builder="swi_glu",
                doc="CANN SwiGlu: silu(first half) * second half of `dim`"))
 register(OpDef("GroupedMatmul", _gmm_infer, _gmm_kernel,
-               Category.CUBE, unit=Unit.CUBE, inputs=("x", "weight", "group_list"),
+               Category.CUBE, unit=Unit.CUBE,
+               inputs=("x", "weight", "group_list", "scale?", "per_token_scale?"),
                lowering="grouped_matmul",
-               attrs={"group_list_type": 0, "group_type": SPLIT_M}, flops=_gmm_flops,
+               attrs={"group_list_type": 0, "group_type": SPLIT_M, "output_dtype": "float16"},
+               flops=_gmm_flops,
                doc="CANN GroupedMatmul: consecutive row groups of x times weight[e] "
-                   "(group_type 2: x (K, T) @ weight (T, N) per group of T -> (E, K, N))"))
+                   "(group_type 2: x (K, T) @ weight (T, N) per group of T -> (E, K, N); "
+                   "int8 x and weight with scale (E, N) and per_token_scale (T,): int32 "
+                   "accumulation dequantised to output_dtype in the epilogue)"))
 register(OpDef("MoeGatingTopKSoftmax", _gating_infer,
                lambda args, attrs: kl.moe_gating_top_k_softmax(args[0], int(attrs["k"])), _R,
                inputs=("x",), attrs={"k": 1}, num_outputs=3,
