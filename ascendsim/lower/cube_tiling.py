@@ -47,6 +47,17 @@ is kept (`open_double_buffer`), so with a kept strip each tile's mmads wait for 
 tile's L0C->UB drain. Its base block comes from a C++ tiling generator that is not public; the
 search below picks it.
 
+MatMulV3's base block. On split chips a 2-D MatMul (batch 1, no conv) whose output gives at
+least one 128 x 256 base block per cube core runs CANN's basic tiling, not a searched one:
+ops-nn matmul_v3_base_tiling.cpp `DoBasicTiling` -> `SetBaseBlockTiling` sets baseM 128
+(256 when L0C is 256 KB), baseN 256, and keeps them without transposes; only when the blocks
+are fewer than the cores (`smallBlockNum`) does it re-balance the split
+(`FormulateBasicBlockDavid`). So 32 blocks of 128 x 256 on 24 cores run in two rounds, 8
+cores taking two blocks, where a searched tiling would balance smaller blocks. `basic_block`
+gives that block; the search keeps only candidates of that block (baseK, stepK and L1 reuse
+are still searched), and shapes with M or N below the block, batched and transposed calls
+(other CANN paths: small-shape, full-load, BatchMatMulV3's own tiling) keep the search.
+
 Block dim. A profile may show a kernel launched on more blocks than the chip has cores (TBE
 MatMul at block_dim 32 on the 30-core first-generation 910): `GemmSpec.blocks` (the MatMul/Gemm
 attribute `block_dim`) spreads the base blocks over that many blocks, and the blocks past the
@@ -222,6 +233,26 @@ def tbe_reuse(chip, m_t: int, n_t: int, a_strip: float, b_strip: float) -> str:
     if a_fit and b_fit:
         return "A" if m_t >= n_t else "B"
     return "A" if a_fit else "B" if b_fit else ""
+
+
+#: MatMulV3's basic block (SetBaseBlockTiling): baseN, and baseM per L0C size (bytes)
+BASIC_BLOCK_N = 256
+BASIC_BLOCK_M = {131072: 128, 262144: 256}
+
+
+def basic_block(chip, spec: GemmSpec) -> tuple[int, int] | None:
+    """(baseM, baseN) of MatMulV3's basic tiling when it applies to `spec` on `chip` (module
+    note, "MatMulV3's base block"): a split chip, a 2-D MatMul (not conv, not TBE), M and N at
+    least the block, and at least one block per cube core; None otherwise."""
+    if not takes_nd(chip) or spec.conv_rows is not None or spec.batch != 1 or spec.blocks:
+        return None
+    m_t = BASIC_BLOCK_M.get(chip.l0c_bytes)
+    n_t = BASIC_BLOCK_N
+    if m_t is None or spec.m < m_t or spec.n < n_t:
+        return None
+    if cdiv(spec.m, m_t) * cdiv(spec.n, n_t) < chip.ai_cores:
+        return None
+    return m_t, n_t
 
 
 def _grid(chip, spec: GemmSpec, m_t: int, n_t: int) -> tuple[int, int, int, int]:
@@ -458,7 +489,20 @@ def _candidates(chip, spec: GemmSpec) -> _Candidates:
         c.sharings = sorted(sharings, key=sharings.__getitem__)
     if not rows or not len(c):
         raise _NoFit(_no_fit(chip, spec))
+    basic = basic_block(chip, spec)
+    if basic is not None:
+        keep = (c.m_t == basic[0]) & (c.n_t == basic[1])
+        if keep.any():
+            _keep(c, keep)
     return c
+
+
+def _keep(c: _Candidates, mask: np.ndarray) -> None:
+    """Keep only the candidates of `mask` (every per-candidate array of `c`)."""
+    n = len(c)
+    for name, value in list(vars(c).items()):
+        if isinstance(value, np.ndarray) and value.shape[:1] == (n,):
+            setattr(c, name, value[mask])
 
 
 def _no_fit(chip, spec: GemmSpec) -> str:
@@ -628,6 +672,9 @@ def gemm_work(chip, spec: GemmSpec, op: str) -> tuple[list[CoreGroup], list[str]
              f"cube padding: M {spec.m}->{ceil_to(spec.m, m0)}, N {spec.n}->"
              f"{ceil_to(spec.n, n0)}, K {spec.k}; output tiles cover {padded} elements for "
              f"{useful} useful ({100 * (1 - useful / padded):.1f}% waste)"]
+    if basic_block(chip, spec) == (t.m_t, t.n_t):
+        notes.append("base block fixed by MatMulV3's basic tiling (SetBaseBlockTiling: at "
+                     "least one block per cube core)")
     if fmt:
         notes.append(f"ND operand(s) {fmt} converted to NZ on the GM->L1 move (nd2nz)")
     if tbe_matmul(chip, spec):

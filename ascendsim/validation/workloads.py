@@ -29,6 +29,17 @@ first call, and count for the measured call. Cold rows (L2 flushed between calls
 instruction-level rows (``measure`` = "pipe:P" or "launch") and aclnn chain rows (below) run
 the op once.
 
+A cold row whose source times with a harness that flushes L2 by writing a buffer
+(`FLUSH_HARNESSES`, by the repository of the row's source table) meets an L2 full of that
+buffer's dirty lines, not an empty one: triton's do_bench zeroes a buffer before every timed
+call (`cache.zero_()`; on the NPU driver of triton-ascend the buffer is 192 MiB,
+`get_empty_cache_for_benchmark`), the L2 allocates on write (msprof's L2Cache events count
+`write_cache_miss_allocate`), and a line it replaces must first be written back to GM,
+"occupying GM bandwidth" (Ascend C best practices, "Set a reasonable L2 CacheMode"). So the
+graph writes that buffer first (node "warm_flush", a graph output: user memory, written back
+when evicted, never dropped) and the measured call's fills pay the write-backs. A buffer at
+least as large as the L2 leaves every line dirty, so its exact size matters only through that.
+
 An op row whose ``cann_op`` is in `CANN_CHAINS` measured one aclnn call that launches a chain
 of kernels; its inputs are the aclnn call's, and the graph is the chain as the aclnn source
 builds it (the main op is the node "op", the others "op_<step>"). Such a row's kernel time is
@@ -78,6 +89,19 @@ PRECISION_DTYPES = {"fp16": "float16", "float16": "float16", "mixed": "float16",
 OP_NODE = "op"
 #: op type of the warm-up task that leaves an input in L2 (a copy-like vector op)
 WARM_OP = "Relu"
+#: name of the node that writes a cold row's flush buffer (the `warm_` prefix: not measured)
+FLUSH_NODE = "warm_flush"
+#: bytes each cold-timing harness writes to flush L2 before a timed call, by the repository
+#: of a row's source table (module note): triton.testing.do_bench with the NPU driver of
+#: triton-ascend (`get_empty_cache_for_benchmark`: 192 MiB of int32, `clear_cache`:
+#: `cache.zero_()`), which FlagGems' and FlagGems-vllm's 'kernel' mode call; pto-dsl's own
+#: do_bench zeroes 256 MB (ptodsl/utils/bench.py, quoted in its rows' notes)
+FLUSH_HARNESSES: dict[str, int] = {
+    "github.com/Ascend/triton-ascend": 192 * 2**20,
+    "github.com/flagos-ai/FlagGems": 192 * 2**20,
+    "github.com/flagos-ai/FlagGems-vllm": 192 * 2**20,
+    "github.com/huawei-csl/pto-dsl": 256 * 2**20,
+}
 #: calls of a looped op row simulated back to back; the last one is measured (module note)
 LOOP_CALLS = 3
 #: name prefix of the earlier calls of a looped op row (not measured)
@@ -144,10 +168,18 @@ def build_op_graph(row: CorpusRow) -> Graph:
     """The op graph of an op row (the measured node "op"), with warm-up producers for warm
     data and, for a looped row, the earlier calls before it (`loop_calls`)."""
     warm = row.data in ("warm", "unknown")
-    key = ("op", _freeze(row.workload), warm, loop_calls(row))
+    key = ("op", _freeze(row.workload), warm, loop_calls(row), flush_bytes(row))
     if key not in _GRAPHS:
-        _GRAPHS[key] = _op_graph(row.workload, warm, key[3])
+        _GRAPHS[key] = _op_graph(row.workload, warm, key[3], key[4])
     return _GRAPHS[key]
+
+
+def flush_bytes(row: CorpusRow) -> int:
+    """Bytes of the buffer a cold row's timing harness writes before the call to flush L2
+    (`FLUSH_HARNESSES`; 0: the row's source flushes no such way, or the row is not cold)."""
+    if row.data != "cold":
+        return 0
+    return FLUSH_HARNESSES.get(row.source_table.split(":", 1)[0], 0)
 
 
 def loop_calls(row: CorpusRow) -> int:
@@ -172,12 +204,18 @@ def is_earlier_call(name: str) -> bool:
 _GRAPHS: dict[tuple, Graph] = {}
 
 
-def _op_graph(w: Mapping[str, Any], warm: bool, calls: int = 1) -> Graph:
+def _op_graph(w: Mapping[str, Any], warm: bool, calls: int = 1, flush: int = 0) -> Graph:
     op_type = w["op"]
     opdef = get_op(op_type)          # UnsupportedOpError names an unknown op
     chain = CANN_CHAINS.get(w.get("cann_op", ""))
     g = Graph(f"row_{w.get('cann_op') if chain else op_type}")
     args: list[Any] = []
+    flushed: list[Any] = []
+    if flush:
+        # the harness's cache.zero_(): a fill of `flush` bytes, kept as user memory
+        seed = g.input("flush_seed", (1,), "int32")
+        shape = g.const(np.array([flush // 4], dtype=np.int64), name="flush_shape")
+        flushed = g.add_node("Expand", [seed, shape], name=FLUSH_NODE)
     for i, spec in enumerate(w["inputs"]):
         dtype = spec.get("dtype", "float16")
         shape = tuple(spec["shape"])
@@ -198,7 +236,7 @@ def _op_graph(w: Mapping[str, Any], warm: bool, calls: int = 1) -> Graph:
         if chain.op != op_type:
             raise GraphError(f"cann_op {w['cann_op']}: its chain's main op is {chain.op}, "
                              f"the row says op = {op_type!r}")
-        g.output(*chain.build(g, args, attrs))
+        g.output(*chain.build(g, args, attrs), *flushed)
         return g
     unknown = sorted(set(attrs) - set(opdef.attrs))
     if unknown:
@@ -209,7 +247,7 @@ def _op_graph(w: Mapping[str, Any], warm: bool, calls: int = 1) -> Graph:
     for c in range(calls - 1):
         earlier += g.add_node(op_type, args, dict(attrs), name=f"{PREV_CALL}{c}")
     outs = g.add_node(op_type, args, attrs, name=OP_NODE)
-    g.output(*earlier, *outs)
+    g.output(*earlier, *outs, *flushed)
     return g
 
 

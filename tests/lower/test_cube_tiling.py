@@ -357,3 +357,32 @@ def test_array_search_picks_what_the_one_block_search_picks(name):
         c, est = ct._search_estimates(chip, spec)
         assert [c.tiling(i, float(e)) for i, e in enumerate(est)] == \
             [ct.GemmTiling(*row) for row in every]
+
+
+def test_matmulv3_basic_block_when_every_core_gets_one():
+    # MatMulV3's basic tiling (SetBaseBlockTiling): 128 x 256 on the 910B (L0C 128 KB) once
+    # the output holds at least one such block per cube core; 1024^2 gives 8 x 4 = 32 blocks
+    # on 24 cores, so 8 cores take two blocks (two rounds of mmads where a balanced split of
+    # smaller blocks takes 64/24 -> 3 blocks of a quarter... the cube time goes up)
+    chip = get_chip("ascend910b")
+    assert ct.basic_block(chip, GemmSpec(1, 1024, 1024, 1024, "float16", 2, 2, 4)) == (128, 256)
+    # fewer blocks than cores (512 x 512: 4 x 2), N below the block, a batch: the search
+    assert ct.basic_block(chip, GemmSpec(1, 512, 1024, 512, "float16", 2, 2, 4)) is None
+    assert ct.basic_block(chip, GemmSpec(1, 4096, 4096, 16, "float16", 2, 2, 4)) is None
+    assert ct.basic_block(chip, GemmSpec(8, 1024, 1024, 1024, "float16", 2, 2, 4)) is None
+    # coupled chips (910) run TBE's schedule, not MatMulV3
+    assert ct.basic_block(get_chip("ascend910"),
+                          GemmSpec(1, 1024, 1024, 1024, "float16", 2, 2, 4)) is None
+    _, _, bm, bn = _factors(chip, _gemm(1024, 1024, 1024))
+    assert (bm, bn) == (128, 256)
+
+
+def test_basic_block_round_imbalance_costs_what_two_rounds_cost():
+    # 1024 x 1024 output: 32 blocks of 128 x 256 on 24 cores, the busiest core runs two;
+    # 1536 x 1024: 48 blocks, every core runs two. Same busiest-core work, so the same time
+    # (within 10%: the 1536 case shares L2/HBM among 24 busy cores in its second round, the
+    # 1024 one among 8), where a balanced split would make the larger one ~1.5x slower
+    chip = get_chip("ascend910b")
+    small = _mm(chip, _gemm(1024, 1024, 1024, "float32")).duration
+    large = _mm(chip, _gemm(1536, 1024, 1024, "float32")).duration
+    assert large <= 1.1 * small
