@@ -173,13 +173,14 @@ SECTIONS: tuple[Section, ...] = (
                   "20 ms -> 1.6 ms change on an Atlas 310. No source names the mechanism, so "
                   "the model runs both on the same vector path."),
     Section("attribution", "Pass attribution and the fusion advisor", "attribution.py",
-            ("--quick",), minutes=0.3, full="python bench/attribution.py",
+            minutes=1,
             about="ResNet-50 (910), a BERT-large encoder layer (910) and a llama2-7b decoder "
                   "layer (910B): every pass's leave-one-out and cumulative gain and their "
                   "interaction (`asim.attribute`), then the advisor's top candidate "
                   "re-simulated against its predicted gain, with its values against the "
-                  "unfused ops'. The report runs reduced sizes; the full run (BERT-large at "
-                  "batch 32 x 512, values compared at full size) is the `full` command."),
+                  "unfused ops', at full size (ResNet-50 batch 1 at 224 x 224, BERT-large at "
+                  "batch 32 x 512, llama2-7b prefill of 1024 tokens); `--quick` runs "
+                  "smaller sizes of the same three."),
     Section("scalesim_compare", "Side by side with SCALE-Sim", "scalesim_compare.py",
             fmt="markdown", minutes=0.25,
             about="The ResNet-50 v1.5 conv layers in ascendsim and in SCALE-Sim 3.0.0; when no "
