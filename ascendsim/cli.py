@@ -463,13 +463,19 @@ def cmd_validate(args: argparse.Namespace) -> int:
     finally:
         progress.close()
     print(report.table(rows=not args.summary_only))
-    if args.csv:
-        report.to_csv(args.csv)
-        print(f"wrote per-row CSV: {args.csv}")
-    if args.plot:
-        report.plot(args.plot)
-        print(f"wrote ratio plot: {args.plot}")
+    write_report_files(report, args.csv, "per-row CSV", args.plot, "ratio plot")
     return EXIT_OK
+
+
+def write_report_files(report: Any, csv: str | None, csv_what: str, plot: str | None,
+                       plot_what: str) -> None:
+    """A report's `to_csv` / `plot` files where the command line asked for them."""
+    if csv:
+        report.to_csv(csv)
+        print(f"wrote {csv_what}: {csv}")
+    if plot:
+        report.plot(plot)
+        print(f"wrote {plot_what}: {plot}")
 
 
 def parse_slo(text: str | None) -> dict[str, float] | None:
@@ -519,12 +525,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                    disaggregated=parse_disaggregated(args.disaggregated),
                    instances=args.instances)
     print(report.table())
-    if args.csv:
-        report.to_csv(args.csv)
-        print(f"wrote per-request CSV: {args.csv}")
-    if args.plot:
-        report.plot(args.plot)
-        print(f"wrote serving plots: {args.plot}")
+    write_report_files(report, args.csv, "per-request CSV", args.plot, "serving plots")
     return EXIT_OK
 
 

@@ -46,7 +46,7 @@ from .ir.graph import Graph
 from .models.blocks import check_positive
 from .models.decoder import DecoderConfig, decoder, decoder_config
 from .models.parallel import Parallel
-from .plan import activation_peak, simulate_parallel
+from .plan import MemoryPlan, activation_peak, simulate_parallel
 
 #: decode steps simulated by default (first, middle, last); the rest are interpolated
 DEFAULT_DECODE_SAMPLES = 3
@@ -60,19 +60,6 @@ def gib(nbytes: float) -> str:
         if abs(nbytes) >= scale or unit == "KiB" and nbytes:
             return f"{nbytes / scale:.2f} {unit}"
     return f"{nbytes:.0f} B"
-
-
-@dataclass
-class MemoryPlan:
-    """Device memory of a serving run, bytes."""
-
-    weights: int
-    kv_cache: int
-    activations: int
-
-    @property
-    def total(self) -> int:
-        return self.weights + self.kv_cache + self.activations
 
 
 @dataclass

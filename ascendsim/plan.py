@@ -281,13 +281,10 @@ def cache_bytes(graph: Graph) -> int:
                if n.startswith(("past_key.", "past_value.")))
 
 
-@dataclass(frozen=True)
-class RankMemory:
-    """HBM of one rank of a plan (bytes): weights share, KV cache after the step, live
-    activations at their peak."""
+@dataclass
+class MemoryPlan:
+    """Device memory of a serving run or of one chip's share of it, bytes."""
 
-    rank: int
-    stage: int
     weights: int
     kv_cache: int
     activations: int
@@ -295,6 +292,15 @@ class RankMemory:
     @property
     def total(self) -> int:
         return self.weights + self.kv_cache + self.activations
+
+
+@dataclass
+class RankMemory(MemoryPlan):
+    """HBM of one rank of a plan (bytes): weights share, KV cache after the step, live
+    activations at their peak."""
+
+    rank: int = 0
+    stage: int = 0
 
 
 def _gib(nbytes: float) -> str:
@@ -517,7 +523,7 @@ def _stage_memory(model: ParallelModel, stage: int, built: dict, runs: dict, bas
     """A stage's rank memory (module note, *Memory*)."""
     w, kv = _held(model, stage, built, base, extra)
     act = max(activation_peak(r[0].graph) for r in runs.values())
-    return RankMemory(model.stage_ranks(stage)[0], stage, w, kv, act)
+    return RankMemory(w, kv, act, rank=model.stage_ranks(stage)[0], stage=stage)
 
 
 def simulate_parallel(model: ParallelModel, chip: str | Chip | Box | None = None,
@@ -788,5 +794,6 @@ def run_parallel(model: ParallelModel, inputs: Mapping[str, np.ndarray]) -> dict
 
 
 __all__ = ["simulate", "simulate_parallel", "run_parallel", "ParallelResult", "StageTiming",
-           "CollectiveTime", "MC2_CHUNK_ROWS", "RankMemory", "activation_peak", "cache_bytes",
+           "CollectiveTime", "MC2_CHUNK_ROWS", "MemoryPlan", "RankMemory", "activation_peak",
+           "cache_bytes",
            "bigger_plan", "check_rank_capacity", "CACHE_PREFIXES", "MAX_BIGGER_CHIPS"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from lower_trace_helpers import first_core_busy_and_span
 
 import ascendsim as asim
 from ascendsim.api import simulate
@@ -160,10 +161,5 @@ def test_cube_path_serialises_load_compute_store():
     load waits for this group's compute); double buffering would overlap them."""
     res = simulate(_ln_graph((16384, 768), "float16", NZ), "ascend910b_gen1", fusion=False,
                    detail="tile")
-    task = res.trace.task("op")
-    ivs = [iv for iv in res.trace.intervals if iv.task_id == task.task_id]
-    first = min(iv.core for iv in ivs)
-    ivs = [iv for iv in ivs if iv.core == first]
-    busy = {p: sum(iv.duration for iv in ivs if iv.pipe == p) for p in ("MTE2", "V")}
-    span = max(iv.start + iv.duration for iv in ivs) - min(iv.start for iv in ivs)
+    busy, span = first_core_busy_and_span(res)
     assert span >= busy["V"] + busy["MTE2"]

@@ -6,6 +6,7 @@ chips and fused groups keep the double-buffered sequence."""
 from __future__ import annotations
 
 import pytest
+from lower_trace_helpers import first_core_busy_and_span
 
 import ascendsim as asim
 from ascendsim.api import simulate
@@ -95,12 +96,7 @@ def test_single_buffering_serialises_load_compute_store():
     previous row's store, so a core takes about V + MTE2 per row, not max(V, MTE2); block
     detail (coalesced rows) gives the same kernel time as tile detail."""
     res = simulate(_graph(400, 4096, "float16"), "ascend910b3", fusion=False, detail="tile")
-    task = res.trace.task("op")
-    ivs = [iv for iv in res.trace.intervals if iv.task_id == task.task_id]
-    first = min(iv.core for iv in ivs)
-    ivs = [iv for iv in ivs if iv.core == first]
-    busy = {p: sum(iv.duration for iv in ivs if iv.pipe == p) for p in ("MTE2", "V")}
-    span = max(iv.start + iv.duration for iv in ivs) - min(iv.start for iv in ivs)
+    busy, span = first_core_busy_and_span(res)
     assert span >= busy["V"] + busy["MTE2"]
     block = simulate(_graph(400, 4096, "float16"), "ascend910b3", fusion=False)
     assert block.time_us == pytest.approx(res.time_us, rel=0.1)
