@@ -8,8 +8,9 @@ lists (`DEFAULT_SPACE` for the keys): every combination of tensor-parallel size 
 count / tp instances into prefill and decode ones, or the `ratios` given), scheduler limits
 (`max_num_seqs`, `max_num_batched_tokens`, `chunked_prefill`) and `quant` is one point, served
 with the same requests (`serve`); a point that cannot run (a plan that does not fit, a plan
-this build cannot simulate) is kept with its error and left off the front. Every point
-records the keyword arguments of the one `serve` call that reproduces it (`Point.serve_kwargs`).
+the model cannot split, such as W4A16 across ranks) is kept with its error and left off the
+front. Every point records the keyword arguments of the one `serve` call that reproduces it
+(`Point.serve_kwargs`).
 
 Points run on `executor` (any `concurrent.futures.Executor`, e.g. a process pool or a Dask
 client's `get_executor()`); None runs them in this process, one after another, where they
