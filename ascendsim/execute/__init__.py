@@ -159,6 +159,11 @@ def node_work(graph: Graph) -> list[int]:
     return [max(1, node_flops(graph, n) or 0) for n in graph.nodes]
 
 
-from .composite import CUBE_FP32_DTYPES, cube_operands, run_subgraph, stored  # noqa: E402  (the planner imports run_graph lazily)
+from .composite import (  # noqa: E402  (the planner imports run_graph lazily)
+    CUBE_FP32_DTYPES,
+    cube_operands,
+    run_subgraph,
+    stored,
+)
 
 __all__ = ["execute", "run_graph", "run_subgraph", "graph_flops", "node_flops"]
