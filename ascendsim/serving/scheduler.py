@@ -95,16 +95,22 @@ class SchedulerConfig:
 
 #: CPU time per step outside the device, us, by (policy, launch). G: no per-step host figure
 #: for vLLM-Ascend or MindIE was found; chosen so that small-batch decode carries a few ms of
-#: host time in eager mode and about 1 ms in graph mode, the order vLLM's own V1 notes give
-#: for the GPU (the device part of eager mode's launches is simulated: launch "eager" runs
-#: the step op by op from the host, ascendsim's mode "host"). Its host lane charges each task
-#: the chip's `host_launch_us` (the AscendCL enqueue, 10.5 us on the 910B), not a framework's
-#: eager op call (torch_npu's Python and ATen dispatch: `eager_op_launch_us`, given by no
-#: built-in chip): a qwen2.5-7b decode step of batch 4 at context 400 on the 910B3 launches 563
-#: tasks, 5.9 ms of host lane under 16.0 ms of device time, so eager costs it 0.4%; at 50 us per
-#: call the lane would bind (29.3 ms). The serving rows' TPOT gap is of that order (qwen2.5-7b
-#: at 1 req/s: 36.5 ms measured, 22.2 ms simulated), but no source found gives torch_npu's
-#: per-op call cost, so it is not modelled.
+#: host time in eager mode and about 1 ms in graph mode. The nearest measured figure is vLLM
+#: V0's on GPU hosts (vLLM RFC #6854, multi-step scheduling: sampled-token transfer,
+#: pythonisation of outputs, input preparation and the scheduler leave "about 4ms of GPU
+#: bubble" per decode step, "5-13ms" in general); vLLM-Ascend 0.7.3 runs that V0 loop, but
+#: the key here is the launch mode, not the engine version (V1, eager or graph, does less per
+#: step), so the figure stays a guess. The device part of eager mode's launches is simulated
+#: (serving.steps.launch_chip): launch "eager" runs the step op by op from the host, each task
+#: at the chip's framework eager op call (`eager_op_launch_us`, torch_npu's Python, ATen
+#: dispatch and aclnn launch) when the chip file gives one, else its AscendCL enqueue
+#: (`host_launch_us`, 10.5 us on the 910B). A qwen2.5-7b decode step of batch 4 at context
+#: 400 on the 910B3 launches 563 tasks: at 10.5 us they hide under its 16.0 ms of device time;
+#: at 50 us per call the host lane paces it (29.3 ms). The v0.7.3 step is host-paced: vLLM-
+#: Ascend's tuning notes (vllm-ascend PR #878) run qwen2.5-7b on v0.7.3 at about 1 req/s
+#: (200 requests of 200 / 128 tokens) at a 17.2 ms median TPOT after host-side changes only
+#: (PGO-built Python / torch / torch_npu, tcmalloc, MindIE Turbo), where the untuned v0.7.3
+#: release benchmark (issue #776, ShareGPT prompts at 1 req/s) has 36.5 ms.
 HOST_OVERHEAD_US: dict[tuple[str, str], float] = {
     ("vllm", "graph"): 1000.0, ("vllm", "eager"): 3000.0,
     ("mindie", "graph"): 1000.0, ("mindie", "eager"): 3000.0,

@@ -32,6 +32,14 @@ attention's cost is close to bilinear in batch x context), each grid point simul
 kept (`StepModel.hits`, `.misses`). The error of the memo against direct simulation of the
 same step is measured by tests/serving/test_steps.py.
 
+Launch. "graph" sinks the step on the device (ascendsim's mode "sink": vLLM-Ascend's ACL
+graph replay, MindIE's graph); "eager" runs it op by op from the host, launches running ahead
+of the device (mode "host"), as vLLM-Ascend's eager PyTorch path does: every op is a torch_npu
+call from Python, so the host lane charges each task the chip's framework eager op call
+(`eager_op_launch_us`: Python, ATen dispatch, the aclnn workspace query and launch) where the
+chip file gives one, else its bare AscendCL enqueue (`host_launch_us`) (`launch_chip`). When
+that call costs more than the device spends on the op, the host lane paces the step.
+
 `simulate_point` is the only place that builds and simulates a step: with a parallel plan
 (`parallel` with more than one rank) it builds `models.decoder(..., parallel=plan)` and times
 it with `plan.simulate_parallel` (collectives on the box's interconnect; their exposed time
@@ -72,6 +80,17 @@ CONTEXT_GRID = (0, 64, 256, 1024, 4096, 16384, 65536, 262144)
 #: device: ascendsim's "sink") or eager (PyTorch op by op from the host, running ahead)
 LAUNCH_MODES = {"graph": "sink", "eager": "host"}
 ATTENTION = "attention"
+
+
+def launch_chip(chip: Chip, launch: str) -> Chip:
+    """The chip a step of `launch` mode runs on (module note, *Launch*): for "eager", one whose
+    host launch is the framework's eager op call (`eager_op_launch_us`) when the chip gives
+    that figure; otherwise the chip unchanged."""
+    if launch not in LAUNCH_MODES:
+        raise ConfigError(f"launch {launch!r} unknown; one of {', '.join(LAUNCH_MODES)}")
+    if launch == "eager" and chip.eager_op_launch_us is not None:
+        return chip.replace(host_launch_us=chip.eager_op_launch_us)
+    return chip
 
 
 def plan_size(parallel: Any) -> int:
@@ -120,8 +139,7 @@ def simulate_point(cfg: DecoderConfig, chip: Chip, parallel: Any, phase: str, ba
     """Simulate one uniform step (`batch` sequences, `seq_len` new tokens each after
     `context_len` cached ones) and split its time (module note). layers=1 simulates one layer
     and scales (when the model's layers are identical); None simulates them all."""
-    if launch not in LAUNCH_MODES:
-        raise ConfigError(f"launch {launch!r} unknown; one of {', '.join(LAUNCH_MODES)}")
+    chip = launch_chip(chip, launch)
     if plan_size(parallel) > 1:
         return _simulate_plan_point(cfg, chip, parallel, phase, batch, seq_len, context_len,
                                     dtype=dtype, quant=quant, launch=launch, detail=detail)
@@ -147,13 +165,27 @@ def _families(cfg: DecoderConfig, chip: Chip, phase: str, batch: int, seq_len: i
     g = decoder(cfg, batch=batch, seq_len=None if phase == "decode" else seq_len, phase=phase,
                 context_len=context_len, dtype=dtype, quant=quant, layers=layers)
     res = simulate(g, chip, detail=detail, mode=LAUNCH_MODES[launch], check_capacity=False)
-    fams: dict[str, float] = {}
-    for t in res.trace.tasks:
-        fam = OP_FAMILY.get(t.op_type, "other")
-        fams[fam] = fams.get(fam, 0) + max(t.end - t.launch_start, 0)
+    fams = family_advance(res.trace.tasks)
     spans = sum(fams.values())
     scale = res.time_us / spans if spans else 0.0
     return {k: v * scale for k, v in fams.items()}
+
+
+def family_advance(tasks: Sequence[Any]) -> dict[str, float]:
+    """How far each op family moved the step's end, in cycles: tasks in order of their end,
+    each charged the time from the previous task's end (or its own launch, for the first) to
+    its own, so the charges add up to the step and a task that waits (for its host launch in
+    eager mode, its dispatch on the device) carries the wait that paces it. Overlapping
+    spans (`end - launch_start` per task) would count a host-paced step's queueing once per
+    task and split it by where the queue stood, not by what each family costs."""
+    fams: dict[str, float] = {}
+    prev = None
+    for t in sorted(tasks, key=lambda t: (t.end, t.start)):
+        begin = t.launch_start if prev is None else prev
+        fam = OP_FAMILY.get(t.op_type, "other")
+        fams[fam] = fams.get(fam, 0.0) + max(t.end - begin, 0)
+        prev = t.end if prev is None else max(prev, t.end)
+    return fams
 
 
 def _simulate_plan_point(cfg: DecoderConfig, chip: Chip, parallel: Any, phase: str, batch: int,
@@ -174,10 +206,7 @@ def _simulate_plan_point(cfg: DecoderConfig, chip: Chip, parallel: Any, phase: s
     for c in res.collectives:
         comm[COLLECTIVE + c.kind] = comm.get(COLLECTIVE + c.kind, 0.0) + c.exposed_us * c.count
     compute = max(res.time_us - sum(comm.values()), 0.0)
-    fams: dict[str, float] = {}
-    for t in max(res.stages, key=lambda st: st.time_us).result.trace.tasks:
-        fam = OP_FAMILY.get(t.op_type, "other")
-        fams[fam] = fams.get(fam, 0.0) + max(t.end - t.launch_start, 0)
+    fams = family_advance(max(res.stages, key=lambda st: st.time_us).result.trace.tasks)
     spans = sum(fams.values())
     fams = {k: v * compute / spans for k, v in fams.items()} if spans else {"other": compute}
     fams.update(comm)
@@ -345,6 +374,7 @@ class StepModel:
         return total
 
 
-__all__ = ["simulate_point", "COLLECTIVE", "PointTime", "StepModel", "StepTime", "plan_size",
-           "TOKEN_GRID", "BATCH_GRID", "CONTEXT_GRID", "LAUNCH_MODES"]
+__all__ = ["simulate_point", "launch_chip", "family_advance", "COLLECTIVE", "PointTime",
+           "StepModel", "StepTime", "plan_size", "TOKEN_GRID", "BATCH_GRID", "CONTEXT_GRID",
+           "LAUNCH_MODES"]
 
