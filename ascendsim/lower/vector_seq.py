@@ -161,6 +161,19 @@ _BN_REDUCE_GRAD = (_e("vconv f16->f32 (x)", "unary"), _w("vadds"), _w("vsqrt", "
                    _w("vadd", "binary"), _e("vmul", "binary"), _e("vadd", "binary"),
                    _e("vadd", "binary"), _w("vdiv", "div"), _e("vmul", "binary"))
 
+#: CANN's BatchNorm training update as its TBE DSL writes it (ops/built-in/tbe/impl/
+#: bn_training_update.py, bn_training_update_compute): per channel the batch mean and variance
+#: (two vmuls, vmul, vsub), the multiplier scale / sqrt(var + eps) (vadds, vsqrt, vdiv) and the
+#: addend offset - multiplier * mean (vmul, vsub); a 2-byte x is cast to fp32, y = multiplier
+#: * x + addend over the full shape (the statistics read by the broadcasting forms, as in the
+#: gradients above) and cast back; then per channel the running mean and variance (five
+#: vmuls, two vadds).
+_BN_UPDATE = (_w("vmuls"), _w("vmuls"), _w("vmul", "binary"), _w("vsub", "binary"),
+              _w("vadds"), _w("vsqrt", "sqrt"), _w("vdiv", "div"), _w("vmul", "binary"),
+              _w("vsub", "binary"), _e("vmul", "binary"), _e("vadd", "binary"), _w("vmuls"),
+              _w("vmuls"), _w("vmuls"), _w("vadd", "binary"), _w("vmuls"), _w("vmuls"),
+              _w("vadd", "binary"))
+
 #: op type -> its vector instruction sequence (module note); ops absent: `derived_steps`
 SEQUENCES: dict[str, OpSequence] = {
     # CANN's TBE softmax_v2 along the last axis (softmax_v2_compute): row max and x - max in
@@ -207,6 +220,7 @@ SEQUENCES: dict[str, OpSequence] = {
     # fp32 inputs: the same steps without the casts (the fp16 path is in PATHS)
     "BNTrainingUpdateGrad": OpSequence(_BN_UPDATE_GRAD[1:], rows="channels"),
     "BNTrainingReduceGrad": OpSequence(_BN_REDUCE_GRAD[1:], rows="channels"),
+    "BNTrainingUpdate": OpSequence(_BN_UPDATE, fp32=True, rows="channels", cast_at=9),
 }
 
 #: CANN's LayerNorm on fp16 FRACTAL_NZ data where the reductions run on the cube

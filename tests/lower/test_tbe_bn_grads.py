@@ -1,6 +1,6 @@
-"""CANN's BatchNorm training gradients on the first-generation 910 (TBE DSL kernels): both
-full-shape fp16 inputs cast to fp32, fp32 arithmetic, and the block split of their TBE
-schedules (lower/vector.py `TBE_BLOCKS`, lower/vector_seq.py `_BN_UPDATE_GRAD`)."""
+"""CANN's BatchNorm training kernels on the first-generation 910 (TBE DSL kernels): their
+full-shape fp16 inputs cast to fp32, fp32 arithmetic, and the gradients' block split by their
+TBE schedules (lower/vector.py `TBE_BLOCKS`, lower/vector_seq.py `_BN_UPDATE_GRAD`)."""
 
 from __future__ import annotations
 
@@ -60,3 +60,21 @@ def test_reduce_grad_v_work_is_its_fp32_sequence_on_16_blocks() -> None:
     res = _bn_grad("BNTrainingReduceGrad", 1024)
     busy, _ = first_core_busy_and_span(res, "op", ("V",))
     assert 29_000 <= busy["V"] <= 31_500
+
+
+def test_bn_training_update_computes_y_in_fp32() -> None:
+    # TBE bn_training_update: a float16 x is cast to fp32, y = multiplier * x + addend in fp32
+    # (two full-shape steps) and cast back; the statistics are per channel
+    g = asim.Graph("bnu")
+    x = g.input("x", (16, 512, 28, 28), "float16", "NC1HWC0")
+    stats = [g.input(f"s{i}", (512,), "float32") for i in range(6)]
+    outs = g.bn_training_update(x, *stats, name="op")
+    g.output(*outs)
+    task = asim.simulate(g, CHIP, fusion=False).trace.task("op")
+    notes = " ".join(task.notes)
+    assert "float16 computed in float32" in notes
+    assert "vconv f16->f32, vmul, vadd" in notes and "vconv f32->f16" in notes
+    busy, _ = first_core_busy_and_span(asim.simulate(g, CHIP, fusion=False), "op", ("V",))
+    # 6.4 M elements over 30 cores: 214,000 per core at two vconvs (128 per cycle) and two
+    # fp32 binary ops (32 per cycle): 0.078 cycles each, about 16,700 V cycles per core
+    assert 15_500 <= busy["V"] <= 18_500
