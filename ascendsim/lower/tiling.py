@@ -52,12 +52,13 @@ def cdiv(a: int, b: int) -> int:
 
 # ----------------------------------------------------------------------------- data moves
 def gm_read(chip, pipe: str, dst: str, nbytes: int, miss: float, kind: str = "copy",
-            same_address: bool = False) -> Instr:
+            same_address: bool = False, moves: int = 1) -> Instr:
     """A GM -> dst move of `nbytes` with L2 miss fraction `miss` (msKPP de-rate); reads that
     several cores make of the same addresses at once are slowed by the chip's
-    `gm_same_address_slowdown`."""
+    `gm_same_address_slowdown`; `moves` DMA commands issued one after another (a gather's one
+    move per row) each pay the path's latency."""
     bw = chip.path_bytes_per_cycle.get("gm", dst.lower())
-    lat = chip.path_latency_cycles.get("gm", dst.lower())
+    lat = chip.path_latency_cycles.get("gm", dst.lower()) * max(1, moves)
     eff = bw * (1.0 - miss) + miss * bw / chip.l2_miss_slowdown
     if same_address:
         eff /= chip.gm_same_address_slowdown
@@ -173,6 +174,9 @@ class VecSpec:
     buffers: int = 2                            # UB slots per queue (kernel's BUFFER_NUM)
     row_tile: int = 0                           # >0: elements per row-group tile (note)
     split: str = ""                             # "copy": TBE copy_only's core split (note)
+    # per input, GM moves per element (a gather's one DMA per row, 1/row length); () or 0:
+    # one move per tile
+    moves: tuple[float, ...] = ()
 
 
 def vector_work(chip, spec: VecSpec, op: str, cores: int) -> tuple[list[CoreGroup], list[str]]:
@@ -239,8 +243,10 @@ def split_cores(chip, spec: VecSpec, cores: int) -> int:
 
 
 def _vector_stages(chip, spec: VecSpec, e: int) -> tuple[Stage, ...]:
-    loads = tuple(gm_read(chip, "MTE2", "UB", math.ceil(b * e), miss) for b, miss in spec.inputs
-                  if b > 0)
+    moves = spec.moves or (0.0,) * len(spec.inputs)
+    loads = tuple(gm_read(chip, "MTE2", "UB", math.ceil(b * e), miss,
+                          moves=math.ceil(m * e - 1e-9) if m else 1)
+                  for (b, miss), m in zip(spec.inputs, moves) if b > 0)
     if not loads:
         loads = (Instr("MTE2", "copy", 1),)
     vec = vec_instrs(chip, spec.parts, e) or (Instr("V", "vec_nop", 1),)

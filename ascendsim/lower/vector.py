@@ -24,6 +24,7 @@ input (formats.py); the others read and write ND.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -59,8 +60,7 @@ def lower_vector(low: Lowering, node, parts: list, category: Category,
     keeps = category <= Category.SEGMENT
     # the special format of the main input survives element-wise/reduce work
     main = next((i for i in ext_in if not low.is_const(i)), None)
-    fmt = ND
-    out_fmts = [ND] * len(outs)
+    fmt, out_fmts = ND, [ND] * len(outs)
     if keeps and main is not None and low.format_of(main) in (NC1HWC0, NZ):
         fmt = low.format_of(main)
         keep = keeps_format(low, main, fmt, outs)
@@ -85,7 +85,7 @@ def lower_vector(low: Lowering, node, parts: list, category: Category,
     in_fmts = [low.format_of(i) for i in ins]
     in_b = [padded_bytes(v, fmt if f == fmt else ND) for f, v in zip(in_fmts, in_vals)]
     out_b = [padded_bytes(v, f) for v, f in zip(out_vals, out_fmts)]
-    for k in gathered_inputs(parts, ext_in, node.inputs):
+    for k in (gathered := gathered_inputs(parts, ext_in, node.inputs)):
         # a gather reads the rows it selects: as many elements as its output has
         in_b[k] = min(in_b[k], out_vals[0].numel * itemsize(in_vals[k].dtype))
     n = max([b // itemsize(v.dtype) for b, v in zip(in_b, in_vals)]) if in_vals else 1
@@ -97,15 +97,55 @@ def lower_vector(low: Lowering, node, parts: list, category: Category,
     buffers, row_tile = kernel_pipeline(low, parts, n, fmt)
     spec = VecSpec(n, inputs, sum(out_b) / n, through, tuple(vparts), temp,
                    buffers=buffers, row_tile=row_tile,
-                   split="copy" if copies_only(parts, in_vals, out_vals) else "")
-    groups, vnotes = vector_work(low.chip, spec, node.name, low.vector_cores())
+                   split="copy" if copies_only(parts, in_vals, out_vals) else "",
+                   moves=row_moves(low, parts[0], in_vals, gathered))
+    groups, vnotes = vector_work(low.chip, spec, node.name,
+                                 (blocks := schedule_blocks(low, parts, ext_vals))[0])
     if not ext_in and node.inputs:
         ins = [i for i in node.inputs if i]   # dependencies only: no bytes moved
         in_fmts = [low.format_of(i) for i in ins]
         vnotes = vnotes + ["inputs order the op only (no input bytes read)"]
     low.add_task(TaskSpec(name or node.name, op_type or node.op_type, low.vector_task_type(),
                           [low.vector_phase(groups)], ins, outs, in_fmts, out_fmts, flops,
-                          (notes or []) + seq_notes + vnotes, fused))
+                          (notes or []) + seq_notes + vnotes + blocks[1], fused))
+
+
+def _bn_update_grad_blocks(shape: tuple[int, ...], cores: int) -> int:
+    """TBE bn_update_grad_schedule (te_schedule/bn_update_grad_shedule.py): C1 >= CORE_NUM
+    cuts C1 over every core (schedule_cut_c1); a smaller C1 whose H/W do not split evenly over
+    the cores and a batch below CORE_NUM falls to the atomic reduce schedule, which splits the
+    batch (a ResNet-50 gradient at batch 16, C1 = 16: block_dim 16 in its MindSpore profile,
+    against 30 at C1 = 64)."""
+    c1 = -(-shape[1] // 16) if len(shape) > 1 else 1
+    return cores if c1 >= cores else min(shape[0], cores)
+
+
+def _leading_axis_blocks(shape: tuple[int, ...], cores: int) -> int:
+    """TBE BnGradReduceSchedule (an ElewiseSchedule; te_schedule/bn_grad_reduce_schedule.py):
+    blocks over the batch axis of [N, C1, H, W, C0] (a ResNet-50 gradient at batch 16:
+    block_dim 16 at C1 = 16 and at C1 = 64 in its MindSpore profile)."""
+    return min(shape[0], cores) if shape else 1
+
+
+#: op type -> its TBE schedule's block count for the main input's logical shape and the core
+#: count, on chips whose built-in vector kernels are TBE DSL kernels (`chip.vector_split_bytes`)
+#: where the op's special schedule does not split the data as VectorSchedule does
+TBE_BLOCKS: dict[str, Any] = {
+    "BNTrainingUpdateGrad": _bn_update_grad_blocks,
+    "BNTrainingReduceGrad": _leading_axis_blocks,
+}
+
+
+def schedule_blocks(low: Lowering, parts: list, ext_vals: list[Value]) -> tuple[int, list[str]]:
+    """Cores a lone node's vector task spreads over: the vector cores, or fewer where its TBE
+    schedule binds blocks to one axis (`TBE_BLOCKS`); and the note saying so."""
+    cores = low.vector_cores()
+    rule = TBE_BLOCKS.get(parts[0].op_type) if len(parts) == 1 else None
+    if rule is None or not low.chip.vector_split_bytes or not ext_vals:
+        return cores, []
+    shape = tuple(int(d) for d in ext_vals[0].shape)
+    blocks = max(1, min(cores, rule(shape, cores)))
+    return blocks, [f"TBE schedule of {parts[0].op_type}: {blocks} block(s) for {list(shape)}"]
 
 
 #: op types whose TBE kernel is TIK copy_only when the op keeps every element of its input
@@ -129,6 +169,29 @@ def gathered_inputs(parts: list, ext_in: list[str], inputs: list[str]) -> list[i
     gathers = get_op(parts[0].op_type, parts[0].name).gathers
     names = {inputs[i] for i in gathers if i < len(inputs) and inputs[i]}
     return [k for k, name in enumerate(ext_in) if name in names]
+
+
+def row_moves(low: Lowering, nd: Node, in_vals: list[Value],
+              gathered: list[int]) -> tuple[float, ...]:
+    """GM moves per task element of each input (`VecSpec.moves`): a gather's table is read one
+    row per DMA command when it does not fit half the UB, as TBE's gather_v2_d does on chips
+    whose built-in vector kernels are TBE kernels (`chip.vector_split_bytes`): per index a
+    reg_mov of the index, then copy_gm_to_ubuf of that row, the gathered rows leaving in one
+    copy_ubuf_to_gm per UB batch; a table under half the UB (less 1 KB) is copied into the UB
+    once and its rows moved UB -> UB (ops/built-in/tbe/impl/gather_v2_d.py
+    `_get_ub_available_size`, `_gather_v2_operation`). () when no input is read so."""
+    if not gathered or not low.chip.vector_split_bytes:
+        return ()
+    out = []
+    for k, v in enumerate(in_vals):
+        table = int(v.numel) * itemsize(v.dtype)
+        if k not in gathered or v.rank < 1 or table < (low.chip.ub_bytes - 1024) // 2:
+            out.append(0.0)
+            continue
+        axis = int(nd.attrs.get("axis", 0) or 0) % v.rank
+        row = math.prod(int(d) for d in v.shape[axis + 1:]) or 1
+        out.append(1.0 / row)
+    return tuple(out) if any(out) else ()
 
 
 def kernel_pipeline(low: Lowering, parts: list, n: int, fmt: str) -> tuple[int, int]:

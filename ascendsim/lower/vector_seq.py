@@ -138,6 +138,42 @@ _LAYER_NORM = (_e("vmuls", "unary"), _r("vcadd"), _e("vbrcb", "unary"), _e("vsub
                _e("vln", "exp"), _e("vmuls", "unary"), _e("vexp", "exp"),
                _e("vmul", "binary"), _e("vmul", "binary"), _e("vadd", "binary"))
 
+#: CANN's BatchNorm training gradients as their TBE DSL writes them (ops/built-in/tbe/impl/
+#: bn_training_update_grad.py, bn_training_reduce_grad.py): where the chip's vdiv takes fp32
+#: (every Ascend910-class chip) both full-shape inputs, grads and x, are cast to fp32 and every
+#: full-shape step runs in fp32. Their schedules (te_schedule/bn_update_grad_shedule.py,
+#: bn_grad_reduce_schedule.py) read the per-channel statistics ([1, C1, 1, 1, C0]) in place
+#: with the broadcasting forms of vmul/vadd/vsub (`vector_mul_with_broadcast`, ...), so no
+#: broadcast pass; the arithmetic on the statistics alone is per channel (ROW steps, one row per
+#: channel). The first step is x's cast (grads' is the sequence's own, `cast_at`).
+#: UpdateGrad: -mean per channel, x - mean; + eps, sqrt, 1/sqrt per channel; * rsqrt, * grads;
+#: tuple_sum of (grads * x_norm, grads) over N, H, W (two folds of a strided reduction: C0
+#: stays innermost).
+_BN_UPDATE_GRAD = (_e("vconv f16->f32 (x)", "unary"), _w("vmuls"), _e("vadd", "binary"),
+                   _w("vadds"), _w("vsqrt", "sqrt"), _w("vdiv", "div"), _e("vmul", "binary"),
+                   _e("vmul", "binary"), _r("vcadd"), _r("vcadd"))
+#: ReduceGrad: per channel + eps, sqrt, three scalings, two divisions, a product and a sum
+#: (multiplier, addend); multiplier * x, + grads, + addend; per channel scale / sqrt; * it
+#: (cast back to the output's fp16 after the last step)
+_BN_REDUCE_GRAD = (_e("vconv f16->f32 (x)", "unary"), _w("vadds"), _w("vsqrt", "sqrt"),
+                   _w("vmuls", "unary"), _w("vmuls", "unary"), _w("vmuls", "unary"),
+                   _w("vdiv", "div"), _w("vdiv", "div"), _w("vmul", "binary"),
+                   _w("vadd", "binary"), _e("vmul", "binary"), _e("vadd", "binary"),
+                   _e("vadd", "binary"), _w("vdiv", "div"), _e("vmul", "binary"))
+
+#: CANN's BatchNorm training update as its TBE DSL writes it (ops/built-in/tbe/impl/
+#: bn_training_update.py, bn_training_update_compute): per channel the batch mean and variance
+#: (two vmuls, vmul, vsub), the multiplier scale / sqrt(var + eps) (vadds, vsqrt, vdiv) and the
+#: addend offset - multiplier * mean (vmul, vsub); a 2-byte x is cast to fp32, y = multiplier
+#: * x + addend over the full shape (the statistics read by the broadcasting forms, as in the
+#: gradients above) and cast back; then per channel the running mean and variance (five
+#: vmuls, two vadds).
+_BN_UPDATE = (_w("vmuls"), _w("vmuls"), _w("vmul", "binary"), _w("vsub", "binary"),
+              _w("vadds"), _w("vsqrt", "sqrt"), _w("vdiv", "div"), _w("vmul", "binary"),
+              _w("vsub", "binary"), _e("vmul", "binary"), _e("vadd", "binary"), _w("vmuls"),
+              _w("vmuls"), _w("vmuls"), _w("vadd", "binary"), _w("vmuls"), _w("vmuls"),
+              _w("vadd", "binary"))
+
 #: op type -> its vector instruction sequence (module note); ops absent: `derived_steps`
 SEQUENCES: dict[str, OpSequence] = {
     # CANN's TBE softmax_v2 along the last axis (softmax_v2_compute): row max and x - max in
@@ -181,6 +217,10 @@ SEQUENCES: dict[str, OpSequence] = {
     "Exp": OpSequence((_e("vexp", "exp"),)),
     "Sqrt": OpSequence((_e("vsqrt", "sqrt"),)),
     "Cast": OpSequence((_e("vconv", "unary"),), narrow=True),
+    # fp32 inputs: the same steps without the casts (the fp16 path is in PATHS)
+    "BNTrainingUpdateGrad": OpSequence(_BN_UPDATE_GRAD[1:], rows="channels"),
+    "BNTrainingReduceGrad": OpSequence(_BN_REDUCE_GRAD[1:], rows="channels"),
+    "BNTrainingUpdate": OpSequence(_BN_UPDATE, fp32=True, rows="channels", cast_at=9),
 }
 
 #: CANN's LayerNorm on fp16 FRACTAL_NZ data where the reductions run on the cube
@@ -259,9 +299,21 @@ def _rms_norm_normal(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str
 _RMS_NORM_NORMAL = (_e("vmul", "binary"), _r("vcadd"), _e("vmuls", "unary"),
                     _e("vmul", "binary"))
 
+def _narrow_pair(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str) -> bool:
+    """Whether both full-shape inputs (grads, x) are 2-byte floats, which a BatchNorm
+    gradient kernel casts up to fp32 one by one."""
+    return len(ins) > 1 and all(v.dtype in _NARROW_FLOATS for v in ins[:2])
+
+
 #: op type -> (when a kernel path applies (inputs, attrs, the main input's format, chip name),
 #: its sequence); the first that applies replaces the op's row of SEQUENCES
 PATHS: dict[str, tuple[tuple[Callable[..., bool], OpSequence], ...]] = {
+    "BNTrainingUpdateGrad": ((_narrow_pair, OpSequence(
+        _BN_UPDATE_GRAD, fp32=True, rows="channels", cast_at=1,
+        note="TBE bn_training_update_grad: grads and x cast to fp32")),),
+    "BNTrainingReduceGrad": ((_narrow_pair, OpSequence(
+        _BN_REDUCE_GRAD, fp32=True, rows="channels", cast_at=1,
+        note="TBE bn_training_reduce_grad: grads and x cast to fp32, the result back")),),
     "RmsNorm": ((_rms_norm_normal, OpSequence(
         _RMS_NORM_NORMAL, fp32=True, rows="gamma", buffers=1, row_tile=1,
         note="CANN's Ascend C RmsNorm, NORMAL mode (ops-nn rms_norm.h): one row per loop "
@@ -344,10 +396,19 @@ def _rows_axes(ins: Sequence[Value], attrs: dict, const: Callable) -> tuple[int,
     return length, (1 if axes[-1] == rank - 1 else math.prod(shape[axes[-1] + 1:]))
 
 
+def _rows_channels(ins: Sequence[Value], attrs: dict, const: Callable) -> tuple[int, int]:
+    """BatchNorm statistics of [N, C, H, W]: one row per channel over N, H and W, strided
+    (on NC1HWC0 data the channel's C0 lane stays innermost)."""
+    shape = [int(d) for d in ins[0].shape]
+    if len(shape) < 2:
+        return max(math.prod(shape), 1), 1
+    return math.prod(shape) // max(shape[1], 1), 16
+
+
 #: how a row-wise op's rows are found: (inputs, attrs, constant lookup) -> (L, inner)
 ROW_RULES: dict[str, Callable[..., tuple[int, int]]] = {
     "axis": _rows_axis, "from_axis": _rows_from_axis, "gamma": _rows_gamma,
-    "spatial": _rows_spatial, "axes": _rows_axes}
+    "spatial": _rows_spatial, "axes": _rows_axes, "channels": _rows_channels}
 
 
 # ----------------------------------------------------------------------------- resolution
@@ -475,7 +536,7 @@ def resolve(op_type: str, opdef: Any, ins: Sequence[Value], outs: Sequence[Value
             parts.append(SeqPart(instr, vclass, cdtype, item, ELEM,
                                  (in_elems if seq.rows else per_task) * pad(item), 0,
                                  s.count))
-    if cast:
+    if cast and outs[0].dtype in _NARROW_FLOATS:
         out = outs[0]
         parts.append(SeqPart(f"vconv f32->{_short(out.dtype)}", "unary", out.dtype,
                              itemsize(out.dtype), ELEM,

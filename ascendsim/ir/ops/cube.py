@@ -258,6 +258,7 @@ register(OpDef(
 
 def _filter_grad_infer(ins, attrs, consts):
     x, dy = ins[0], ins[1]
+    _check_block_dim(attrs)
     filt = attrs.get("filter_shape")
     if not filt or len(filt) != len(x.shape) or len(x.shape) < 3:
         raise GraphError(f"Conv2DBackpropFilter: filter_shape {filt} must give (M, C, *kernel) "
@@ -298,9 +299,11 @@ register(OpDef(
     "Conv2DBackpropFilter", _filter_grad_infer, kconv.conv_backprop_filter, Category.CUBE,
     unit=Unit.CUBE, inputs=("x", "dy"), conv=True, conv_view=_filter_grad_view,
     builder="conv_backprop_filter",
-    attrs={**_WINDOW_ATTRS, "group": 1, "filter_shape": None}, flops=_filter_grad_flops,
+    attrs={**_WINDOW_ATTRS, "group": 1, "filter_shape": None, "block_dim": 0},
+    flops=_filter_grad_flops,
     doc="dW of a group-1 Conv from its input X and output gradient dY (CANN "
-        "Conv2DBackpropFilter): the Conv of X^T by dY^T, one cube kernel"))
+        "Conv2DBackpropFilter): the Conv of X^T by dY^T, one cube kernel; block_dim: the "
+        "kernel's block dim when a profile fixes it (0: the cube tiling chooses)"))
 
 
 # ----------------------------------------------------------------------------- gradients
