@@ -99,12 +99,12 @@ class SchedulerConfig:
 #: for the GPU (the device part of eager mode's launches is simulated: launch "eager" runs
 #: the step op by op from the host, ascendsim's mode "host"). Its host lane charges each task
 #: the chip's `host_launch_us` (the AscendCL enqueue, 10.5 us on the 910B), not a framework's
-#: eager op call (torch_npu's Python and ATen dispatch: `eager_op_launch_us`, given by no
-#: built-in chip): a qwen2.5-7b decode step of batch 4 at context 400 on the 910B3 launches 563
-#: tasks, 5.9 ms of host lane under 16.0 ms of device time, so eager costs it 0.4%; at 50 us per
-#: call the lane would bind (29.3 ms). The serving rows' TPOT gap is of that order (qwen2.5-7b
-#: at 1 req/s: 36.5 ms measured, 22.2 ms simulated), but no source found gives torch_npu's
-#: per-op call cost, so it is not modelled.
+#: eager op call (torch_npu's Python and ATen dispatch: `eager_op_launch_us`, on the 910B
+#: torch.add's measured 12.142 us, which this lane does not read): a qwen2.5-7b decode step
+#: of batch 4 at context 400 on the 910B3 launches 563 tasks, 5.9 ms of host lane under
+#: 16.0 ms of device time, so eager costs it 0.4%; at 50 us per call the lane would bind
+#: (29.3 ms). The serving rows' TPOT gap is of that order (qwen2.5-7b at 1 req/s: 36.5 ms
+#: measured, 22.2 ms simulated); torch.add's 12.1 us per call would not bind the lane either.
 HOST_OVERHEAD_US: dict[tuple[str, str], float] = {
     ("vllm", "graph"): 1000.0, ("vllm", "eager"): 3000.0,
     ("mindie", "graph"): 1000.0, ("mindie", "eager"): 3000.0,
