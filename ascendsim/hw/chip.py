@@ -28,7 +28,8 @@ Timing figures the simulator is expected to use:
 - scalar: each issued instruction costs `scalar_ops_per_instr` scalar ops at
   `scalar_ops_per_cycle`.
 - tasks: `host_launch_us` per op launched from the host, `sink_launch_us` per op when the graph
-  is sunk on the device; `kernel_start_us` per block on each core (scalar pipe) before the
+  is sunk on the device, `host_sync_us` from a synchronised call's last task to the host's
+  return from its synchronize; `kernel_start_us` per block on each core (scalar pipe) before the
   block's first instruction, plus `block_start_us` (optional) per block beyond the first of
   the kernel, plus `tiling_line_cycles` (optional) per 64-byte line of the kernel's tiling
   data (lines by kernel kind: `sim.engine.tiling_lines`); AI CPU ops cost
@@ -307,7 +308,10 @@ class Chip:
     # task overheads
     host_launch_us: float = _spec("float", "us", ge=0, doc="host launch per op")
     host_sync_us: float = _spec("float", "us", ge=0,
-                                doc="host synchronisation after an eager call")
+                                doc="an eager call's completion path: from the end of its last "
+                                    "task to the return of the host's aclrtSynchronizeStream "
+                                    "(an event task and an interrupt-woken wait on HWTS chips, "
+                                    "SQ-head polling on STARS chips)")
     sink_launch_us: float = _spec("float", "us", ge=0,
                                   doc="device-side dispatch per task (every launch mode)")
     kernel_start_us: float = _spec(

@@ -25,7 +25,10 @@ Workload kinds (the `workload` table):
   only; "pipe:<P>": busy cycles of pipe P on the first core, for instruction-level
   microbenchmarks), ``detail`` ("block" default, "tile" for microbenchmarks),
   ``count_bytes`` (what a GB/s figure counts: "io", the default, every input and output
-  byte; "first_input", the bytes of the first input: msKPP's per-instruction rates).
+  byte; "first_input", the bytes of the first input: msKPP's per-instruction rates),
+  ``host`` (who launches an eager call: "framework", the default, a framework's eager op
+  call such as torch_npu's; "acl", a kernel launched straight through AscendCL by the
+  benchmark's own host code, at the chip's `host_launch_us`).
 - ``model``: a built-in model. Keys: ``model`` (e.g. "resnet50", "bert_base", "bert_large"),
   ``batch``, ``seq_len`` (transformers) or ``image`` (CNNs), ``precision`` ("fp16", "bf16",
   "fp32", "mixed"), ``phase`` ("inference" or "training").
@@ -110,9 +113,12 @@ _OPTIONAL = ("variant", "pending_reason", "calibrates", "source_detail", "framew
              "note", "source_table", "first_ratio", "first_commit", "first_date")
 #: keys that hold a number rather than a string
 _NUMERIC_OPTIONAL = ("first_ratio",)
+#: who launches an op row's eager call (workload.host): a framework's eager op call, or the
+#: benchmark's own AscendCL kernel launch
+HOSTS = ("framework", "acl")
 _WORKLOAD_KEYS = {
     "op": ({"op", "inputs"}, {"kind", "cann_op", "attrs", "cores", "measure", "detail",
-                              "count_bytes", "loop"}),
+                              "count_bytes", "loop", "host"}),
     "model": ({"model", "batch"}, {"kind", "seq_len", "image", "precision", "phase", "layers"}),
     "transfer": ({"src", "dst", "bytes"}, {"kind", "l2_miss", "cores"}),
     "decoder": ({"preset", "batch"}, {"kind", "phase", "seq_len", "context_len", "precision",
@@ -396,6 +402,8 @@ def _check_workload(w: Any, fail) -> dict[str, Any]:
         measure = w.get("measure", "task")
         if measure not in ("task", "launch") and not str(measure).startswith("pipe:"):
             raise fail("workload.measure", f"{measure!r}: expected task, launch or pipe:<P>")
+        if w.get("host", "framework") not in HOSTS:
+            raise fail("workload.host", f"{w['host']!r}: expected {' or '.join(HOSTS)}")
         if not isinstance(w.get("loop", False), bool):
             raise fail("workload.loop", f"must be true or false, got {w['loop']!r}")
     if kind == "model" and w.get("phase", "inference") not in PHASES:

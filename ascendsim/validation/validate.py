@@ -32,16 +32,19 @@ How each timing is simulated (`simulate_row`):
   of torch.matmul in a loop) runs in mode="host" (launches run ahead of the device) and takes
   the loop's steady state, max(the call's host launches, its device-side dispatches and
   kernels back to back), the call being the last of three back to back on warm data (it
-  meets the previous call's dirty output in L2, as every call of the loop does). The per-call
-  floor today, for a one-task call, is `host_launch_us` +
-  `sink_launch_us` + `host_sync_us` = 10.5 + 2.0 + 2.6 = 15.1 us on every built-in chip
-  (POCKETLLM's 910A aclnn enqueue and aclrtSynchronizeDevice, reused on 910B/310; the
-  dispatch is a placeholder) plus the kernel; each inserted TransData adds its own. A chip
+  meets the previous call's dirty output in L2, as every call of the loop does). The floor of
+  one synchronised one-task call is its host launch + `sink_launch_us` (2.0 us, a
+  placeholder) + the kernel + `host_sync_us`, the completion path from the task's end to
+  the return of aclrtSynchronizeStream, which CANN's runtime takes two ways: on HWTS chips
+  (910, 310, 310P) an event task recorded behind the last task and an interrupt-woken wait,
+  14.4 us (POCKETLLM's memset + synchronize round trip on the first-generation 910); on STARS
+  chips (910B) SQ-head polling, 2.6 us; each inserted TransData adds its own task. A chip
   whose file gives `eager_op_launch_us` (a framework's eager op call: torch_npu's Python,
-  ATen dispatch and aclnn calls; no built-in chip gives one today: the 910B's was fitted on
-  a table that holds validation rows and no other source was found) launches the
-  op rows' tasks at that cost instead of `host_launch_us` (not ``measure = "launch"`` rows,
-  which time the AscendCL enqueue alone); a call whose host side differs from a plain op's
+  ATen dispatch and aclnn calls; the 910B's: torch.add's measured 12.142 us host enqueue)
+  launches the op rows' tasks at that cost instead of `host_launch_us` (the AscendCL
+  enqueue, 10.5 us), except rows whose own host code launches the kernel through AscendCL
+  (``host = "acl"``) and ``measure = "launch"`` rows, which time the AscendCL enqueue alone;
+  a call whose host side differs from a plain op's
   takes its own figure where the chip gives one (`EAGER_LAUNCH_FIGURES`: torch_npu's
   npu_fused_infer_attention_score, `eager_fused_attention_launch_us`). Model rows timed as
   eager calls run op by op in mode="host" (one step, not synchronised per op).
@@ -570,7 +573,8 @@ class RowRunner:
             chip = chip.replace(ai_cores=min(cores, chip.ai_cores),
                                 aiv_cores=0 if chip.coupled else min(cores, chip.aiv_cores))
         if (kind == "op" and row.timing == "eager_call"
-                and row.workload.get("measure", "task") != "launch"):
+                and row.workload.get("measure", "task") != "launch"
+                and row.workload.get("host", "framework") == "framework"):
             launch = eager_launch_us(chip, row.workload.get("cann_op", ""))
             if launch is not None:
                 chip = chip.replace(host_launch_us=launch)

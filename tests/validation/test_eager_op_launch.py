@@ -1,11 +1,13 @@
 """The eager op call's host cost (optional chip figure eager_op_launch_us): eager_call op rows
 launch their tasks at that cost, so a torch.mm loop at 1024^3 is host-bound at ~21.5 us per
-call while 4096^3 stays kernel-bound. No built-in chip gives the figure: the 910B's was fitted
-on gemm-910b2-0012, whose table holds validation rows, and no other source was found; the
-tests set it as a what-if (21.5 us)."""
+call while 4096^3 stays kernel-bound (21.5 us: the figure once fitted on gemm-910b2-0012, whose
+table holds validation rows, kept here as a what-if). The 910B file gives 12.142 us, torch.add's
+measured host enqueue on a 910B2 (triton-ascend issue 1675); rows whose kernel the benchmark
+launches itself through AscendCL (workload host = "acl") keep host_launch_us."""
 
 import pytest
 
+from ascendsim.errors import ConfigError
 from ascendsim.hw import get_chip
 from ascendsim.validation.calibrate import fittable_params
 from ascendsim.validation.corpus import check_row
@@ -25,12 +27,41 @@ def _mm_row(n, **changes):
 EAGER = get_chip("ascend910b").replace(eager_op_launch_us=21.5)
 
 
-def test_no_built_in_chip_gives_it_and_a_set_figure_is_fittable():
-    for name in ("ascend910b", "ascend910"):
-        assert get_chip(name).eager_op_launch_us is None
-        # an absent optional figure is not offered to the calibrator
-        assert "eager_op_launch_us" not in fittable_params(get_chip(name))
+def test_the_910b_gives_torch_adds_measured_call_and_the_910_none():
+    chip = get_chip("ascend910b")
+    assert chip.eager_op_launch_us == pytest.approx(12.142)
+    assert chip.confidence("eager_op_launch_us") == "M"
+    assert get_chip("ascend910b3").eager_op_launch_us == pytest.approx(12.142)   # inherited
+    assert get_chip("ascend910").eager_op_launch_us is None
+    # an absent optional figure is not offered to the calibrator, a present one is
+    assert "eager_op_launch_us" not in fittable_params(get_chip("ascend910"))
     assert "eager_op_launch_us" in fittable_params(EAGER)
+
+
+def test_an_acl_launched_call_keeps_the_ascendcl_launch():
+    """A synchronised one-call row: launched by a framework it starts at eager_op_launch_us,
+    launched by the benchmark's own AscendCL code (host = "acl") at host_launch_us; the rest
+    of the call (dispatch, kernel, synchronize) is the same, so the two differ by exactly
+    the two launch figures (within 1e-3 us)."""
+    def relu(host):
+        w = {"kind": "op", "op": "Relu", "inputs": [{"shape": [256], "dtype": "float16"}],
+             "host": host}
+        return check_row({"id": f"t-relu-{host}", "chip": "ascend910b3", "family": "elementwise",
+                          "role": "validation", "workload": w, "timing": "eager_call",
+                          "data": "warm", "metric": "time", "value": 30.0, "unit": "us",
+                          "source": "test"}, "test row")
+    chip = get_chip("ascend910b3")
+    fw, acl = (r.simulated for r in validate_rows([relu("framework"), relu("acl")]).rows)
+    assert fw - acl == pytest.approx(chip.eager_op_launch_us - chip.host_launch_us, abs=1e-3)
+
+
+def test_a_bad_host_names_the_key():
+    w = {"kind": "op", "op": "Relu", "inputs": [{"shape": [256], "dtype": "float16"}],
+         "host": "cuda"}
+    with pytest.raises(ConfigError, match=r"workload\.host.*'cuda'.*framework or acl"):
+        check_row({"id": "t-bad", "chip": "ascend910b", "family": "elementwise",
+                   "role": "validation", "workload": w, "timing": "eager_call", "data": "warm",
+                   "metric": "time", "value": 30.0, "unit": "us", "source": "test"}, "test row")
 
 
 def test_a_1024_loop_is_host_bound_and_a_4096_loop_kernel_bound():
