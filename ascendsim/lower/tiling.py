@@ -17,7 +17,11 @@ which GM moves reach full bandwidth. The elements are then cut into tiles as lar
 UB allows with double buffering: 2 x (input + output + intermediate bytes per element) x
 tile elements <= UB; a kernel that loops over a fixed group of rows at a time (`row_tile`:
 RmsNorm's NORMAL mode one row, the TBE LayerNorm cube path 16) gets one tile per group and
-ceil(groups / cores) whole groups per core, the last core the rest (`split_blocked`). One
+ceil(groups / cores) whole groups per core, the last core the rest (`split_blocked`). A
+kernel that binds whole rows to cores (`row_elems`: CANN's Ascend C RmsNorm on A2 in every
+tiling mode, ops-nn rms_norm_tiling.cpp blockFactor = ceil(rows / AIV cores)) runs on
+min(rows, cores) cores whatever the bytes, never splitting a row: one row of 16384 bf16 is
+one core's work, looped over in UB tiles (SPLIT_D). One
 tile is
   S -> MTE2 (GM->UB, one move per input) -> V (one instruction per vector op) -> MTE3 (UB->GM).
 A vector instruction on b bytes costs max(vector_min_cycles, b / rate(class, dtype)).
@@ -173,6 +177,7 @@ class VecSpec:
     align: int = 32                             # elements per tile multiple
     buffers: int = 2                            # UB slots per queue (kernel's BUFFER_NUM)
     row_tile: int = 0                           # >0: elements per row-group tile (note)
+    row_elems: int = 0                          # >0: whole rows of this many per core (note)
     split: str = ""                             # "copy": TBE copy_only's core split (note)
     # per input, GM moves per element (a gather's one DMA per row, 1/row length); () or 0:
     # one move per tile
@@ -195,6 +200,15 @@ def vector_work(chip, spec: VecSpec, op: str, cores: int) -> tuple[list[CoreGrou
     most = cores if spec.split == "copy" else min(cores, cdiv(spec.elems, spec.align))
     block = max(1, min(most, split_cores(chip, spec, cores)))
     shares = None
+    if spec.row_elems > 0:
+        # whole rows per core, on as many cores as the kernel's tiling binds rows to
+        # (min(rows, cores)), whatever the bytes; a core tiles its rows as the UB allows
+        rows = cdiv(spec.elems, spec.row_elems)
+        block = min(cores, rows)
+        if not 0 < spec.row_tile <= slot_elems:
+            shares = [(round(k * spec.elems / rows), n,
+                       cdiv(round(k * spec.elems / rows), slot_elems))
+                      for k, n in split_blocked(rows, block)]
     if 0 < spec.row_tile <= slot_elems:
         # a kernel that loops over its rows a fixed group at a time: a tile per group, whole
         # groups per core (at most a core per group)

@@ -96,7 +96,9 @@ class OpSequence:
     fractal columns); `note`: what `explain` adds about the kernel path; `buffers`: the
     kernel's UB slots per queue (its BUFFER_NUM; 1 serialises the load, compute and store of
     consecutive tiles); `row_tile`: the kernel loops over its rows this many at a time
-    (0: tiles as large as the UB allows)."""
+    (0: tiles as large as the UB allows); `whole_rows`: the kernel binds whole rows to
+    cores, one core per row at most, on min(rows, cores) cores whatever the bytes
+    (`tiling.vector_work`)."""
 
     steps: tuple[Step, ...]
     fp32: bool = False
@@ -107,6 +109,7 @@ class OpSequence:
     note: str = ""
     buffers: int = 2
     row_tile: int = 0
+    whole_rows: bool = False
 
 
 def _e(instr: str, vclass: str, count: float = 1.0) -> Step:
@@ -291,6 +294,15 @@ def _rms_norm_normal(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str
     return RMS_NORM_SMALL_REDUCE < col_align <= RMS_NORM_UB_FACTOR[item]
 
 
+def _rms_norm_a2(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str) -> bool:
+    """Whether CANN runs this RmsNorm as its Ascend C kernel on an A2 chip in a mode other
+    than NORMAL (MERGE_N for short rows, SPLIT_D for rows longer than the UB factor, the
+    mixed-dtype modes): the same tiling binds whole rows to cores (rms_norm_tiling.cpp
+    blockFactor = ceil(numRow / numCore), useCoreNum = ceil(numRow / blockFactor), numCore
+    the AIV count), so a row is never split across cores."""
+    return chip_name in RMS_NORM_A2_CHIPS and fmt == "ND" and len(ins) >= 2
+
+
 #: RmsNorm NORMAL mode (ops-nn norm/rms_norm/op_kernel/rms_norm.h `KernelRmsNorm`): per row,
 #: CopyIn -> Cast to fp32 -> Mul x*x -> ReduceSumHalfInterval (halving Adds, one
 #: WholeReduceSum) -> V_S flag, rstd = 1/sqrt(sum/n + eps) on the scalar unit, S_V flag ->
@@ -315,10 +327,15 @@ PATHS: dict[str, tuple[tuple[Callable[..., bool], OpSequence], ...]] = {
         _BN_REDUCE_GRAD, fp32=True, rows="channels", cast_at=1,
         note="TBE bn_training_reduce_grad: grads and x cast to fp32, the result back")),),
     "RmsNorm": ((_rms_norm_normal, OpSequence(
-        _RMS_NORM_NORMAL, fp32=True, rows="gamma", buffers=1, row_tile=1,
+        _RMS_NORM_NORMAL, fp32=True, rows="gamma", buffers=1, row_tile=1, whole_rows=True,
         note="CANN's Ascend C RmsNorm, NORMAL mode (ops-nn rms_norm.h): one row per loop "
              "step, single-buffered queues (BUFFER_NUM = 1), rstd on the scalar unit "
-             "(the V->S->V round trip per row is not costed: no public cycle figure)")),),
+             "(the V->S->V round trip per row is not costed: no public cycle figure)")),
+                (_rms_norm_a2, OpSequence(
+        SEQUENCES["RmsNorm"].steps, fp32=True, rows="gamma", whole_rows=True,
+        note="CANN's Ascend C RmsNorm on A2 (ops-nn rms_norm_tiling.cpp): whole rows per "
+             "core, min(rows, AIV cores) cores; a row longer than a UB tile is looped over "
+             "on its core (SPLIT_D)")),),
     "LayerNormalization": ((_layer_norm_cube, OpSequence(
         _LAYER_NORM_CUBE, fp32=True, rows="from_axis", stat_width=16, buffers=1,
         row_tile=16,

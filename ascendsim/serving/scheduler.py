@@ -104,8 +104,8 @@ class SchedulerConfig:
 #: (serving.steps.launch_chip): launch "eager" runs the step op by op from the host, each task
 #: at the chip's framework eager op call (`eager_op_launch_us`, torch_npu's Python, ATen
 #: dispatch and aclnn launch; on the 910B torch.add's measured 12.142 us) when the chip file
-#: gives one, else its AscendCL enqueue (`host_launch_us`). A qwen2.5-7b decode step of batch 4 at context
-#: 400 on the 910B3 launches 563 tasks: at 10.5 us they hide under its 16.0 ms of device time;
+#: gives one, else its AscendCL enqueue (`host_launch_us`). A qwen2.5-7b decode step of batch 4
+#: at context 400 on the 910B3 launches 563 tasks: at 12.1 us they hide under its device time;
 #: at 50 us per call the host lane paces it (29.3 ms). The v0.7.3 step is host-paced: vLLM-
 #: Ascend's tuning notes (vllm-ascend PR #878) run qwen2.5-7b on v0.7.3 at about 1 req/s
 #: (200 requests of 200 / 128 tokens) at a 17.2 ms median TPOT after host-side changes only

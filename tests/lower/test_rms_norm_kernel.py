@@ -114,3 +114,38 @@ def test_row_tiles_give_whole_rows_to_each_core():
                       for g in task.phases[0].groups)
     assert split(50) == [(2, 25)]
     assert split(100) == [(1, 1), (3, 33)]
+
+
+def _cores(rows: int, cols: int, dtype: str, chip: str) -> int:
+    program = lower(_graph(rows, cols, dtype), get_chip(chip))
+    task = next(t for t in program.tasks if t.op_name == "op")
+    return sum(len(g.cores) for g in task.phases[0].groups)
+
+
+@pytest.mark.parametrize("rows,cols,dtype,cores", [
+    (1, 16384, "bfloat16", 1),      # SPLIT_D: one row, one core (the bytes would take 6)
+    (32, 1152, "bfloat16", 32),     # MERGE_N: a core per row (the bytes would take 9)
+    (32, 16384, "bfloat16", 32),    # SPLIT_D: a core per row (the bytes would take 48)
+    (100, 128, "float16", 34),      # ceil(100 / 48) = 3 rows per core: 34 cores
+])
+def test_every_mode_binds_whole_rows_to_cores(rows, cols, dtype, cores):
+    """MERGE_N and SPLIT_D rows are bound to cores as NORMAL ones are (rms_norm_tiling.cpp
+    blockFactor = ceil(rows / AIV cores), useCoreNum = ceil(rows / blockFactor)): the kernel
+    runs on min(rows, 48) vector cores of the 910B2, whatever the bytes, and no row is split
+    between cores."""
+    assert _cores(rows, cols, dtype, "ascend910b") == cores
+
+
+def test_a_long_row_stays_on_one_core():
+    """SPLIT_D: a 16384-element bf16 row is one core's work on the 910B2 (the kernel loops
+    over the row on that core), while the 910 generation's TBE kernel splits an fp16 row of
+    the same length by bytes."""
+    one = simulate(_graph(1, 16384, "bfloat16"), "ascend910b", fusion=False)
+    other = simulate(_graph(1, 16384, "float16"), "ascend910", fusion=False)
+    assert one.trace.task("op").block_dim == 1
+    assert other.trace.task("op").block_dim > 1
+
+
+def test_other_chips_split_rows_by_bytes():
+    """The 910 generation's TBE RmsNorm is a VectorSchedule: one core per KB, rows or not."""
+    assert _cores(1, 16384, "float16", "ascend910") > 1

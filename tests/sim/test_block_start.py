@@ -49,10 +49,34 @@ def test_a_one_block_kernel_pays_only_the_start():
 
 
 def test_chips_without_the_figure_are_unchanged():
-    """Only the first-generation 910 has a calibrated figure; elsewhere it is absent (no
-    guessed value) and a kernel's start is kernel_start_us on every core."""
-    for name in ("ascend910", "ascend910b", "ascend310"):
+    """The 910 and the 310 have no figure (absent, not guessed): a kernel's start is
+    kernel_start_us on every core."""
+    for name in ("ascend910", "ascend310", "ascend310p"):
         assert get_chip(name).block_start_us is None
+
+
+@pytest.mark.parametrize("name", ["ascend910b", "ascend910b1", "ascend910b3", "ascend910b4"])
+def test_a2_chips_reuse_the_first_generation_figure(name):
+    """The A2 chips take the first-generation 910's calibrated figure (tag G, reused in time
+    as their kernel_start_us is): Huawei's A2/A3 best practices state that the head overhead
+    grows with the cores a kernel starts, and no A2 measurement isolates it."""
+    chip, gen1 = get_chip(name), get_chip(GEN1)
+    assert chip.block_start_us == gen1.block_start_us
+    assert chip.source("block_start_us").startswith("G:")
+
+
+def test_a_48_block_a2_vector_kernel_pays_47_block_starts():
+    """A Relu over 1M fp16 elements on the 910B2 runs on its 48 vector cores; every block
+    starts with kernel_start_us + 47 x block_start_us (1.29 + 3.10 = 4.39 us), 3.1 us more
+    than a kernel of one block would pay."""
+    chip = get_chip("ascend910b")
+    res, task = _relu(1 << 20, chip)
+    assert task.block_dim == chip.aiv_cores == 48
+    starts = [iv for iv in res.trace.intervals_of(task.task_id) if iv.kind == KERNEL_START_KIND]
+    assert len(starts) == 48 and len({iv.duration for iv in starts}) == 1
+    assert chip.seconds(starts[0].duration) * 1e6 == pytest.approx(4.392, abs=0.01)
+    _, without = _relu(1 << 20, chip.replace(block_start_us=None))
+    assert chip.seconds(task.duration - without.duration) * 1e6 == pytest.approx(3.10, abs=0.01)
 
 
 def test_a_negative_figure_is_a_config_error_naming_it():

@@ -82,8 +82,9 @@ def test_a_negative_figure_is_a_config_error_naming_it():
 
 def test_a_mix_kernel_reads_per_side():
     """A 910B MatMul + Relu fused into a MIX_AIC kernel: its AIC blocks read the TCubeTiling
-    (4 lines), its AIV blocks one line."""
-    chip = get_chip("ascend910b").replace(tiling_line_cycles=LINE)
+    (4 lines), its AIV blocks one line (without block_start_us, so that each side's start
+    differs from kernel_start_us by its tiling read alone)."""
+    chip = get_chip("ascend910b").replace(tiling_line_cycles=LINE, block_start_us=None)
     g = asim.Graph("t")
     a, b = g.input("a", (256, 256), "float16"), g.input("b", (256, 256), "float16")
     g.output(g.relu(g.matmul(a, b, name="mm"), name="r"))
