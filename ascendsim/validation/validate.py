@@ -88,7 +88,7 @@ import statistics
 import textwrap
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -686,7 +686,8 @@ class RowRunner:
         dtypes = {"fp16": "float16", "bf16": "bfloat16", "float16": "float16",
                   "bfloat16": "bfloat16"}
         # the rows of one benchmark run (its throughput, TTFT and TPOT) read one serving run
-        key = (repr(sorted((k, repr(v)) for k, v in w.items() if k != "measure")), chip)
+        run = replace(row, workload={k: v for k, v in w.items() if k != "measure"})
+        key = (workload_key(run), chip)
         rep = self.serving_runs.get(key)
         if rep is None:
             rep = self.serving_runs[key] = serve(
