@@ -21,6 +21,7 @@ and one extrapolated block for the rest, per micro-batch (`ParallelResult.chrome
 the same stream as the compute, GE cuts the graph there: no fusion across it) and the stream
 waits for it: every later task of the stage starts that much later. Its time is
 `hw.collectives.collective_phases` on the Box's interconnect (alpha-beta steps, links idle;
+on the A2 boxes each mesh stage also pays HCCL's chain of stream tasks on its main stream;
 reduction compute not modelled). With `mc2`, an AllReduce right after a matmul is fused with
 it (CANN's MatmulAllReduce, `torch_npu.npu_mm_all_reduce_base`: "computation and
 communication pipelined inside the fused operator", hiascend torch_npu API reference):

@@ -21,6 +21,24 @@ p - 1 others over their own links at once (`n` is the full buffer: the reduced i
 ReduceScatter, the gathered output of an AllGather, a chip's whole send buffer of an
 AllToAll); on the 910's 4 + 4 server a ring of p - 1 steps of n/p. Send/Recv is one step of n
 bytes over one link (HCCS inside a server, RoCE between servers).
+
+*The task chain of a mesh stage.* HCCL expands a collective into stream tasks (HCCL user guide,
+"Profiling数据中通信算子行为分析 / 通信算子执行": a communication operator is "由多个notify同步任务
+及memcpy内存拷贝任务编排而成", one stream per plane). On a mesh group it uses the main stream and
+p - 2 slave streams, one per peer, and the main stream runs a fixed chain per stage (hicann/hccl
+src, AllReduceMeshExecutor on the 910B: ReduceScatterMeshAtomic then AllGatherMeshAtomic):
+  ReduceScatter: p - 2 posts that start the slaves, TxAck + RxAck with its peer, p - 2 waits
+  and p - 2 posts that pair with the slaves, one Reduce_Inline, TxDataSignal + RxDataSignal,
+  an empty task, p - 2 waits for the slaves' ends, an empty task, the copy to the output:
+  4(p - 2) + 8 tasks;
+  AllGather: the same start and end handshakes with the slaves (2(p - 2)), TxAck + RxAck,
+  p - 2 waits, a zero-byte attach copy, p - 2 posts, the data copy, TxDataSignal +
+  RxDataSignal and an empty task: 4(p - 2) + 7 tasks.
+Each task costs the interconnect's `stream_task_us` (when the file gives one), so a stage takes
+latency + tasks x stream_task_us + bytes / bandwidth: at 16 KB the chain, not the bytes, is what
+a decode step's all-reduce pays. The AllToAll chain (not read) and the 910's ring (its own
+executor) pay none; nor does the op-base small-count executor (AllReduceMeshSmallCountExecutor,
+eager calls of <= 256 KB) differ here from the graph-mode chain.
 """
 
 from __future__ import annotations
@@ -35,12 +53,17 @@ ALGORITHMS = ("hierarchical", "ring", "halving_doubling")
 LANE_INTRA, LANE_INTER = "HCCS", "RoCE"
 #: the collectives of the inference plans (`collective_phases`)
 KINDS = ("AllReduce", "ReduceScatter", "AllGather", "AllToAll", "SendRecv")
+#: mesh stage -> (a, b): its main stream runs a (p - 2) + b HCCL tasks on a mesh group of p
+#: (module note; D from hicann/hccl ReduceScatterMeshAtomic::RunAsync / RunReduceScatter and
+#: AllGatherMeshAtomic::RunAllGather)
+MESH_STAGE_TASKS = {"ReduceScatter": (4, 8), "AllGather": (4, 7)}
 
 
 @dataclass(frozen=True)
 class CommPhase:
     """One stage of a collective on one lane: `steps` steps, each moving `step_bytes` on every
-    link it uses; `seconds` = steps * latency + bytes_per_link / bandwidth."""
+    link it uses, and `tasks` HCCL stream tasks in a chain on the main stream; `seconds` =
+    steps * latency + tasks * task_s + bytes_per_link / bandwidth."""
 
     lane: str
     what: str
@@ -48,10 +71,28 @@ class CommPhase:
     bytes_per_link: float
     bandwidth: float          # bytes/s of the pacing link
     latency_s: float          # per step
+    tasks: int = 0            # HCCL stream tasks in a chain (module note)
+    task_s: float = 0.0       # per task
 
     @property
     def seconds(self) -> float:
-        return self.steps * self.latency_s + self.bytes_per_link / self.bandwidth
+        return (self.steps * self.latency_s + self.tasks * self.task_s
+                + self.bytes_per_link / self.bandwidth)
+
+
+def mesh_stage_tasks(stage: str, p: int) -> int:
+    """HCCL stream tasks that the main stream of a mesh `stage` ("ReduceScatter" or
+    "AllGather") runs in a chain on a mesh group of p chips (module note)."""
+    a, b = MESH_STAGE_TASKS[stage]
+    return a * (p - 2) + b if p > 1 else 0
+
+
+def _mesh(lane: str, stage: str, what: str, nbytes: float, p: int, bw: float, lat: float,
+          ic: Interconnect) -> CommPhase:
+    """One mesh stage of n/p bytes per link, with its task chain where `ic` prices one."""
+    task_s = (ic.stream_task_us or 0.0) * 1e-6
+    tasks = mesh_stage_tasks(stage, p) if task_s and stage in MESH_STAGE_TASKS else 0
+    return CommPhase(lane, what, 1, nbytes / p, bw, lat, tasks, task_s)
 
 
 def server_layout(world_size: int, ic: Interconnect) -> tuple[int, int]:
@@ -132,8 +173,10 @@ def allreduce_phases(nbytes: float, world_size: int, interconnect: Interconnect,
         alg, bw, lat, _ = _intra(ic, per)
         what = f"intra-server ({per} chips)"
         if alg == "mesh":
-            rs = CommPhase(LANE_INTRA, f"{what} mesh ReduceScatter", 1, nbytes / per, bw, lat)
-            ag = CommPhase(LANE_INTRA, f"{what} mesh AllGather", 1, nbytes / per, bw, lat)
+            rs = _mesh(LANE_INTRA, "ReduceScatter", f"{what} mesh ReduceScatter", nbytes, per,
+                       bw, lat, ic)
+            ag = _mesh(LANE_INTRA, "AllGather", f"{what} mesh AllGather", nbytes, per, bw,
+                       lat, ic)
         else:
             rs, ag = _ring(LANE_INTRA, nbytes, per, bw, lat, what)
         phases.append(rs)
@@ -184,9 +227,10 @@ def collective_phases(kind: str, nbytes: float, group: int, interconnect: Interc
     alg, bw, lat, _ = _intra(ic, per)
     what = f"{kind} ({per} chips, {alg})"
     if alg == "mesh":
-        return [CommPhase(LANE_INTRA, what, 1, nbytes / per, bw, lat)]
+        return [_mesh(LANE_INTRA, kind, what, nbytes, per, bw, lat, ic)]
     return [CommPhase(LANE_INTRA, what, per - 1, (per - 1) * nbytes / per, bw, lat)]
 
 
-__all__ = ["ALGORITHMS", "KINDS", "LANE_INTRA", "LANE_INTER", "CommPhase", "server_layout",
-           "allreduce_phases", "allreduce_seconds", "collective_phases"]
+__all__ = ["ALGORITHMS", "KINDS", "LANE_INTRA", "LANE_INTER", "MESH_STAGE_TASKS", "CommPhase",
+           "server_layout", "mesh_stage_tasks", "allreduce_phases", "allreduce_seconds",
+           "collective_phases"]

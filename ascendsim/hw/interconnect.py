@@ -9,7 +9,9 @@ A server holds `chips_per_server` chips. Inside a server, chips form full-mesh g
 (the 910's 4 + 4) joins its groups through `group_link_*` (a PCIe switch on the 910). Between
 servers each chip has its own RoCE port (`nic_bandwidth_bytes_per_s`) into a non-blocking
 network. Every step of a collective costs a fixed latency (`*_latency_us`, the alpha of HCCL's
-alpha-beta model) plus bytes / bandwidth (beta).
+alpha-beta model) plus bytes / bandwidth (beta). Where the file gives `stream_task_us`, a mesh
+stage also pays its chain of HCCL stream tasks (notify record/wait, SDMA copy or inline reduce)
+on the main stream, that many tasks times `stream_task_us` (`hw.collectives`, MESH_STAGE_TASKS).
 
 File layout (see `interconnects/ascend910.toml`)::
 
@@ -46,6 +48,7 @@ class Interconnect:
     nic_latency_us: float
     group_link_bandwidth_bytes_per_s: float | None = None
     group_link_latency_us: float | None = None
+    stream_task_us: float | None = None
     sources: Any = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
