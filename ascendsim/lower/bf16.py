@@ -10,7 +10,9 @@ the chip (the cube's bf16 check is `cube.cube_dtype`).
 
 The model: a bf16 op's own instructions are timed as the fp32 op (4 bytes per element at
 the fp32 rates), plus one vconv per element of every bf16 input and output, at the unary
-rate (msKPP's figure for one-operand instructions; no vconv measurement was found). Ops that
+rate (msKPP's figure for one-operand instructions; no vconv measurement was found); its UB
+tile holds two fp32 working buffers per element besides the bf16 queues
+(`BF16_WORK_BYTES`). Ops that
 only move data (the MOVE class) and Cast itself handle bf16 directly: no conversions.
 """
 
@@ -25,6 +27,12 @@ from ..ir.registry import OpDef, VecClass
 from ..ir.tensor import Value
 from .vector_seq import ELEM, SeqPart
 
+#: UB bytes per element of a bf16 op's main input for the fp32 working buffers its casts
+#: fill: two fp32 buffers, as CANN's bf16 kernels allocate them (ops-nn swi_glu_bf16.hpp
+#: inputTempBuffer and outputTempBuffer, tileLength x sizeof(float) each; rms_norm_split_d.h
+#: x_fp32_buf and sqx_buf, ub_factor x sizeof(float) each); the fp16 sequences that cast to
+#: fp32 count the same (vector_seq.resolve)
+BF16_WORK_BYTES = 2 * 4
 #: ops the vector unit runs on bf16 data as it is: the conversion itself (vconv)
 NATIVE_BF16_OPS = frozenset({"Cast"})
 #: what `explain()` says of a vector op on bf16 data

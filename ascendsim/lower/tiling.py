@@ -19,9 +19,14 @@ tile elements <= UB; a kernel that loops over a fixed group of rows at a time (`
 RmsNorm's NORMAL mode one row, the TBE LayerNorm cube path 16) gets one tile per group and
 ceil(groups / cores) whole groups per core, the last core the rest (`split_blocked`). A
 kernel that binds whole rows to cores (`row_elems`: CANN's Ascend C RmsNorm on A2 in every
-tiling mode, ops-nn rms_norm_tiling.cpp blockFactor = ceil(rows / AIV cores)) runs on
+tiling mode, ops-nn rms_norm_tiling.cpp blockFactor = ceil(rows / AIV cores); TBE's
+NORM-pattern Softmax, whose block split is on the not-reduced axes only) runs on
 min(rows, cores) cores whatever the bytes, never splitting a row: one row of 16384 bf16 is
-one core's work, looped over in UB tiles (SPLIT_D). One
+one core's work, looped over in UB tiles (SPLIT_D). Such a row longer than a tile is passed
+over chunk by chunk once per reduction and once more to write the result, so its main input
+is read `row_reads` times from GM (RmsNorm SPLIT_D 2: the sum of squares, then y; Softmax 3:
+the max, the sum of exp, the output); the reads after the first hit the L2, which holds the
+row the core read a pass earlier (a core's row is KBs to MBs, the L2 tens of MB). One
 tile is
   S -> MTE2 (GM->UB, one move per input) -> V (one instruction per vector op) -> MTE3 (UB->GM).
 A vector instruction on b bytes costs max(vector_min_cycles, b / rate(class, dtype)).
@@ -178,6 +183,7 @@ class VecSpec:
     buffers: int = 2                            # UB slots per queue (kernel's BUFFER_NUM)
     row_tile: int = 0                           # >0: elements per row-group tile (note)
     row_elems: int = 0                          # >0: whole rows of this many per core (note)
+    row_reads: int = 1                          # main-input reads when such a row > a tile
     split: str = ""                             # "copy": TBE copy_only's core split (note)
     # per input, GM moves per element (a gather's one DMA per row, 1/row length); () or 0:
     # one move per tile
@@ -216,13 +222,15 @@ def vector_work(chip, spec: VecSpec, op: str, cores: int) -> tuple[list[CoreGrou
         total = cdiv(spec.elems, spec.row_tile)
         block = min(block, total)
         shares = [(round(k * spec.elems / total), n, k) for k, n in split_blocked(total, block)]
+    # a bound row longer than a tile is passed over chunk by chunk, once per `row_reads`
+    reads = spec.row_reads if spec.row_elems > slot_elems and not spec.row_tile else 1
     groups: list[CoreGroup] = []
     core = 0
     for per_core, ncores, ntiles in shares or [
             (e, n, cdiv(e, slot_elems)) for e, n in split_even(spec.elems, block)]:
         segs = []
         for tile_elems, count in split_even(per_core, ntiles):
-            segs.append(Segment(_vector_stages(chip, spec, tile_elems), count))
+            segs.append(Segment(_vector_stages(chip, spec, tile_elems, reads), count))
         groups.append(CoreGroup(tuple(range(core, core + ncores)), tuple(segs)))
         core += ncores
     tile = min(slot_elems, cdiv(spec.elems, block))
@@ -230,6 +238,10 @@ def vector_work(chip, spec: VecSpec, op: str, cores: int) -> tuple[list[CoreGrou
              f"{tile} elements per tile "
              f"(UB {chip.ub_bytes} B, {nbuf} slot{'s' if nbuf > 1 else ''} x "
              f"{per_elem:g} B/element)"]
+    if reads > 1:
+        notes.append(f"a row of {spec.row_elems} elements exceeds the UB tile: its main input "
+                     f"is read from GM {reads} times, chunk by chunk (one pass per reduction, "
+                     f"one to write)")
     seq = [p for p in spec.parts if isinstance(p, SeqPart)]
     if seq:
         notes.append(f"V cycles per tile of {tile} elements: " + ", ".join(
@@ -256,11 +268,16 @@ def split_cores(chip, spec: VecSpec, cores: int) -> int:
     return int(traffic // chip.gm_min_efficient_transfer_bytes)
 
 
-def _vector_stages(chip, spec: VecSpec, e: int) -> tuple[Stage, ...]:
+def _vector_stages(chip, spec: VecSpec, e: int, reads: int = 1) -> tuple[Stage, ...]:
+    """One tile's stages; `reads`: GM reads of the main (first) input's bytes, the reads after
+    the first hitting the L2 (the core read the same row a pass earlier)."""
     moves = spec.moves or (0.0,) * len(spec.inputs)
     loads = tuple(gm_read(chip, "MTE2", "UB", math.ceil(b * e), miss,
                           moves=math.ceil(m * e - 1e-9) if m else 1)
                   for (b, miss), m in zip(spec.inputs, moves) if b > 0)
+    if reads > 1 and spec.inputs and spec.inputs[0][0] > 0:
+        loads += (gm_read(chip, "MTE2", "UB", math.ceil(spec.inputs[0][0] * e) * (reads - 1),
+                          0.0),)
     if not loads:
         loads = (Instr("MTE2", "copy", 1),)
     vec = vec_instrs(chip, spec.parts, e) or (Instr("V", "vec_nop", 1),)

@@ -32,7 +32,7 @@ import numpy as np
 from ..ir.graph import Node
 from ..ir.registry import Category, get_op
 from ..ir.tensor import Value, itemsize
-from .bf16 import BF16_NOTE, bf16_vector_work, vconv_parts, widened
+from .bf16 import BF16_NOTE, BF16_WORK_BYTES, bf16_vector_work, vconv_parts, widened
 from .context import Lowering, TaskSpec
 from .formats import NC1HWC0, ND, NZ, is_small_operand, padded_bytes
 from .memo import vector_work
@@ -94,9 +94,10 @@ def lower_vector(low: Lowering, node, parts: list, category: Category,
     vparts, temp, flops, seq_notes = vec_parts(low, parts, n, outs, fmt=fmt)
     inputs = tuple((b / n, low.miss(i, b, fmt=f)) for i, b, f in zip(ins, in_b, in_fmts))
     through = low.through(outs, out_fmts)
-    buffers, row_tile, row_elems = kernel_pipeline(low, parts, n, fmt)
+    buffers, row_tile, row_elems, row_reads = kernel_pipeline(low, parts, n, fmt)
     spec = VecSpec(n, inputs, sum(out_b) / n, through, tuple(vparts), temp,
                    buffers=buffers, row_tile=row_tile, row_elems=row_elems,
+                   row_reads=row_reads,
                    split="copy" if copies_only(parts, in_vals, out_vals) else "",
                    moves=row_moves(low, parts[0], in_vals, gathered))
     groups, vnotes = vector_work(low.chip, spec, node.name,
@@ -194,33 +195,38 @@ def row_moves(low: Lowering, nd: Node, in_vals: list[Value],
     return tuple(out) if any(out) else ()
 
 
-def kernel_pipeline(low: Lowering, parts: list, n: int, fmt: str) -> tuple[int, int, int]:
+def kernel_pipeline(low: Lowering, parts: list, n: int, fmt: str
+                    ) -> tuple[int, int, int, int]:
     """(UB slots per queue, task elements per row-group tile or 0, task elements per row
-    when the kernel binds whole rows to cores or 0) of a lone node whose kernel path says so
+    when the kernel binds whole rows to cores or 0, GM reads of the main input when such a
+    row does not fit a UB tile) of a lone node whose kernel path says so
     (`OpSequence.buffers`, `row_tile`: RmsNorm's NORMAL mode on A2, one row; the TBE
-    LayerNorm cube path, 16 rows; `whole_rows`: RmsNorm on A2); (2, 0, 0) else.
+    LayerNorm cube path, 16 rows; `whole_rows`, `row_reads`: RmsNorm on A2, the NORM-pattern
+    Softmax and LogSoftmax, whose reduced axis is innermost); (2, 0, 0, 1) else.
     The path is picked from the values `node_seq` resolves (bf16 widened to fp32)."""
     if len(parts) != 1:
-        return 2, 0, 0
+        return 2, 0, 0, 1
     nd = parts[0]
     opdef = get_op(nd.op_type, nd.name)
     ins = [low.sub_value(nd, i) for i in nd.inputs if i]
     outs = [low.sub_value(nd, o) for o in nd.outputs]
     if not ins:
-        return 2, 0, 0
+        return 2, 0, 0, 1
     bf16 = bf16_vector_work(low.chip, opdef, nd.name, ins, outs)
     if bf16 is not None:
         ins = widened(ins, bf16)
     seq = sequence_for(nd.op_type, ins, nd.attrs, fmt, low.chip.name)
     if seq is None or not (seq.row_tile or seq.whole_rows):
-        return (seq.buffers if seq is not None else 2), 0, 0
-    length, _ = ROW_RULES[seq.rows](ins, nd.attrs, low.const_value)
+        return (seq.buffers if seq is not None else 2), 0, 0, 1
+    length, inner = ROW_RULES[seq.rows](ins, nd.attrs, low.const_value)
+    # rows bound to cores are contiguous ones (a reduction over the innermost axis)
+    whole = seq.whole_rows and inner == 1
 
     def task_elems(elems: int) -> int:
         return max(1, -(-elems * n // max(int(ins[0].numel), 1)))
 
     return (seq.buffers, task_elems(int(length) * seq.row_tile) if seq.row_tile else 0,
-            task_elems(int(length)) if seq.whole_rows else 0)
+            task_elems(int(length)) if whole else 0, seq.row_reads if whole else 1)
 
 
 def lower_vector_op(low: Lowering, node: Node) -> None:
@@ -310,6 +316,8 @@ def node_seq(low: Lowering, nd, opdef, ins: list, outs: list, n: int, ext_outs: 
     if bf16 is not None:
         seq = [*before, *seq, *after]
         text += f"; {BF16_NOTE}"
+        if ins:   # the fp32 working buffers the casts fill (lower/bf16.py)
+            work = max(work, BF16_WORK_BYTES * ins[0].numel / max(n, 1) * scale)
     extra = [o.numel * itemsize(o.dtype) / max(n, 1) * scale for o in outs
              if o.name not in ext_outs]
     if key is not None and all(i >= 0 for i, _ in read):

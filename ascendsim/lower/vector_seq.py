@@ -98,7 +98,9 @@ class OpSequence:
     consecutive tiles); `row_tile`: the kernel loops over its rows this many at a time
     (0: tiles as large as the UB allows); `whole_rows`: the kernel binds whole rows to
     cores, one core per row at most, on min(rows, cores) cores whatever the bytes
-    (`tiling.vector_work`)."""
+    (`tiling.vector_work`); `row_reads`: GM reads of the main input per element when one of
+    those rows does not fit a UB tile (the kernel passes over the row in UB-sized chunks once
+    per reduction and once more to write the result; 1: the row is read once)."""
 
     steps: tuple[Step, ...]
     fp32: bool = False
@@ -110,6 +112,7 @@ class OpSequence:
     buffers: int = 2
     row_tile: int = 0
     whole_rows: bool = False
+    row_reads: int = 1
 
 
 def _e(instr: str, vclass: str, count: float = 1.0) -> Step:
@@ -177,18 +180,28 @@ _BN_UPDATE = (_w("vmuls"), _w("vmuls"), _w("vmul", "binary"), _w("vsub", "binary
               _w("vmuls"), _w("vmuls"), _w("vadd", "binary"), _w("vmuls"), _w("vmuls"),
               _w("vadd", "binary"))
 
+#: how a TBE NORM-pattern kernel (softmax_v2: classify([x, axes], OpPatternMode.NORM)) places
+#: its rows: tbe/dsl unify_schedule norm_tilingcase.py `_add_tiling_case` puts the block split
+#: on A (not reduced) axes only ("block split on A axis": a reduced row is never shared by
+#: cores), and a UB split on a reduced axis is its workspace schedule: the row is worked on
+#: in UB-sized chunks, the reductions finished over the whole row before the next step. Two
+#: reductions (max, sum) then the output: the row is read three times.
+_NORM_ROWS: dict[str, Any] = {"whole_rows": True, "row_reads": 3}
+
 #: op type -> its vector instruction sequence (module note); ops absent: `derived_steps`
 SEQUENCES: dict[str, OpSequence] = {
     # CANN's TBE softmax_v2 along the last axis (softmax_v2_compute): row max and x - max in
     # the input dtype (the max broadcast materialised), cast to fp32 where the chip's vexp
-    # takes fp32, exp, row sum, broadcast, divide, cast back
+    # takes fp32, exp, row sum, broadcast, divide, cast back. A NORM-pattern kernel
+    # (classify(..., OpPatternMode.NORM)): its rows are bound to cores and a row too long for
+    # the UB is passed over once per reduction and once to write (_NORM_ROWS)
     "Softmax": OpSequence((_r("vcmax", "reduce_max"), _e("vbrcb", "unary"),
                            _e("vsub", "binary"), _e("vexp", "exp"), _r("vcadd"),
                            _e("vbrcb", "unary"), _e("vdiv", "div")), fp32=True, rows="axis",
-                          cast_at=3),
+                          cast_at=3, **_NORM_ROWS),
     "LogSoftmax": OpSequence((_r("vcmax", "reduce_max"), _e("vsub", "binary"),
                               _e("vexp", "exp"), _r("vcadd"), _w("vln", "exp"),
-                              _e("vsub", "binary")), fp32=True, rows="axis"),
+                              _e("vsub", "binary")), fp32=True, rows="axis", **_NORM_ROWS),
     "LayerNormalization": OpSequence(_LAYER_NORM, fp32=True, rows="from_axis"),
     "InstanceNormalization": OpSequence(_INSTANCE_NORM, fp32=True, rows="spatial"),
     # square, row sum, rstd = 1/sqrt(mean + eps), x * rstd, * gamma
@@ -294,6 +307,20 @@ def _rms_norm_normal(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str
     return RMS_NORM_SMALL_REDUCE < col_align <= RMS_NORM_UB_FACTOR[item]
 
 
+def _rms_norm_split_d(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str) -> bool:
+    """Whether CANN runs this RmsNorm as the SPLIT_D mode of its Ascend C kernel on an A2 chip
+    (rms_norm_tiling.cpp, same-dtype branch): x and gamma of one dtype, the row's 32-byte-
+    aligned length above the UB factor (12288 elements for 2-byte dtypes, 10240 for fp32)."""
+    if chip_name not in RMS_NORM_A2_CHIPS or fmt != "ND" or len(ins) < 2:
+        return False
+    x, gamma = ins[0], ins[1]
+    item = itemsize(x.dtype)
+    if x.dtype != gamma.dtype or item not in RMS_NORM_UB_FACTOR:
+        return False
+    per_block = 32 // item
+    return -(-int(gamma.numel) // per_block) * per_block > RMS_NORM_UB_FACTOR[item]
+
+
 def _rms_norm_a2(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str) -> bool:
     """Whether CANN runs this RmsNorm as its Ascend C kernel on an A2 chip in a mode other
     than NORMAL (MERGE_N for short rows, SPLIT_D for rows longer than the UB factor, the
@@ -331,11 +358,17 @@ PATHS: dict[str, tuple[tuple[Callable[..., bool], OpSequence], ...]] = {
         note="CANN's Ascend C RmsNorm, NORMAL mode (ops-nn rms_norm.h): one row per loop "
              "step, single-buffered queues (BUFFER_NUM = 1), rstd on the scalar unit "
              "(the V->S->V round trip per row is not costed: no public cycle figure)")),
+                (_rms_norm_split_d, OpSequence(
+        SEQUENCES["RmsNorm"].steps, fp32=True, rows="gamma", buffers=1, whole_rows=True,
+        row_reads=2,
+        note="CANN's Ascend C RmsNorm, SPLIT_D mode (ops-nn rms_norm_split_d.h): a row "
+             "longer than the UB factor on one core, read from GM twice in UB-sized chunks "
+             "(ComputeFormerPrecision sums x*x, ComputeLatter reads x again for y), "
+             "single-buffered queues (rms_norm_base.h BUFFER_NUM = 1)")),
                 (_rms_norm_a2, OpSequence(
         SEQUENCES["RmsNorm"].steps, fp32=True, rows="gamma", whole_rows=True,
         note="CANN's Ascend C RmsNorm on A2 (ops-nn rms_norm_tiling.cpp): whole rows per "
-             "core, min(rows, AIV cores) cores; a row longer than a UB tile is looped over "
-             "on its core (SPLIT_D)")),),
+             "core, min(rows, AIV cores) cores")),),
     "LayerNormalization": ((_layer_norm_cube, OpSequence(
         _LAYER_NORM_CUBE, fp32=True, rows="from_axis", stat_width=16, buffers=1,
         row_tile=16,

@@ -72,10 +72,10 @@ def test_bf16_vector_math_is_fp32_between_vconvs() -> None:
     slow_fp32 = chip.replace(vector_op_bytes_per_cycle={"exp_fp32": 8.0})
     slow_fp16 = chip.replace(vector_op_bytes_per_cycle={"exp_fp16": 4.0})
     slow_vconv = chip.replace(vector_bytes_per_cycle=8.0)
-    assert _cycles(_exp("bfloat16"), slow_fp32) > 2 * base["bfloat16"]
+    assert _cycles(_exp("bfloat16"), slow_fp32) > 1.5 * base["bfloat16"]
     assert _cycles(_exp("float16"), slow_fp32) == base["float16"]
     assert _cycles(_exp("bfloat16"), slow_fp16) == base["bfloat16"]
-    assert _cycles(_exp("bfloat16"), slow_vconv) > 2 * base["bfloat16"]
+    assert _cycles(_exp("bfloat16"), slow_vconv) > 1.5 * base["bfloat16"]
     assert _cycles(_exp("float16"), slow_vconv) == base["float16"]
 
 

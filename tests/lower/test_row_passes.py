@@ -1,0 +1,128 @@
+"""Row-wise kernels whose reduced rows are bound to cores, and rows too long for the UB:
+TBE's NORM-pattern Softmax splits cores over its not-reduced axes only (norm_tilingcase.py
+"block split on A axis") and, when a row does not fit the UB, passes over it once per
+reduction and once to write (three GM reads of x); CANN's Ascend C RmsNorm SPLIT_D reads x
+twice (ops-nn rms_norm_split_d.h) through single-buffered queues. The reads after the first
+hit the L2. bf16 kernels hold two fp32 working buffers per element in the UB."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+import ascendsim as asim
+from ascendsim.hw import get_chip
+from ascendsim.lower import lower, vector_seq
+from ascendsim.lower.bf16 import BF16_WORK_BYTES
+from ascendsim.lower.tiling import VecSpec, vector_work
+
+
+def _softmax(shape: tuple[int, ...], dtype: str = "float16", axis: int = -1) -> asim.Graph:
+    g = asim.Graph("softmax")
+    x = g.input("x", shape, dtype)
+    g.output(g.add_node("Softmax", [x], {"axis": axis}, name="op")[0])
+    return g
+
+
+def _rms(rows: int, cols: int, dtype: str) -> asim.Graph:
+    g = asim.Graph("rms")
+    x = g.input("x", (rows, cols), dtype)
+    g.output(g.rms_norm(x, g.input("g", (cols,), dtype), name="op"))
+    return g
+
+
+def _task(graph: asim.Graph, chip: str):
+    program = lower(graph, get_chip(chip))
+    return next(t for t in program.tasks if t.op_name == "op")
+
+
+def _cores(task) -> int:
+    return sum(len(g.cores) for g in task.phases[0].groups)
+
+
+def _gm_reads(task) -> tuple[int, int]:
+    """(bytes read from GM by every core, of them the bytes read at an L2 miss fraction 0)."""
+    total = hit = 0
+    for group in task.phases[0].groups:
+        for seg in group.segments:
+            for stage in seg.stages:
+                if stage.pipe != "MTE2":
+                    continue
+                for ins in stage.instrs:
+                    if ins.src == "GM":
+                        n = ins.nbytes * seg.count * len(group.cores) * stage.units
+                        total += n
+                        hit += n if ins.hbm == 0 else 0
+    return total, hit
+
+
+def test_softmax_rows_stay_on_their_cores():
+    """8 rows of 4096 run on 8 of the 910B3's 40 vector cores: no row is shared."""
+    assert _cores(_task(_softmax((8, 4096)), "ascend910b3")) == 8
+
+
+def test_a_strided_softmax_keeps_the_byte_split():
+    """A softmax over a middle axis has no contiguous rows to bind: more cores than rows."""
+    assert _cores(_task(_softmax((2, 64, 512), axis=1), "ascend910b3")) > 2
+
+
+@pytest.mark.parametrize("cols,reads", [(4096, 1), (65536, 3)])
+def test_a_row_too_long_for_the_ub_is_read_once_per_pass(cols, reads):
+    """Rows of 4096 fp16 fit a UB tile and are read once; rows of 65536 do not, and the
+    kernel reads each three times (max, sum of exp, output), the last two from the L2."""
+    rows = 4
+    total, hit = _gm_reads(_task(_softmax((rows, cols)), "ascend910b3"))
+    x_bytes = rows * cols * 2
+    assert total == pytest.approx(reads * x_bytes, rel=0.01)
+    assert hit == pytest.approx((reads - 1) * x_bytes, rel=0.01)
+
+
+def test_the_passes_cost_time(monkeypatch):
+    """Rows too long for the UB take longer with their three reads than read once."""
+    three = asim.simulate(_softmax((32, 65536)), "ascend910b3", fusion=False).time_us
+    monkeypatch.setitem(vector_seq.SEQUENCES, "Softmax",
+                        replace(vector_seq.SEQUENCES["Softmax"], row_reads=1))
+    once = asim.simulate(_softmax((32, 65536)), "ascend910b3", fusion=False).time_us
+    assert three > 1.02 * once
+
+
+def test_rms_norm_split_d_reads_x_twice_single_buffered():
+    """SPLIT_D (a bf16 row of 16384, past the UB factor): x read twice, one UB slot per
+    queue; a NORMAL-mode row of 4096 is read once."""
+    task = _task(_rms(4, 16384, "bfloat16"), "ascend910b")
+    total, hit = _gm_reads(task)
+    x_bytes, g_bytes = 4 * 16384 * 2, 16384 * 2
+    assert total - hit == pytest.approx(x_bytes + g_bytes, rel=0.02)
+    assert hit == pytest.approx(x_bytes, rel=0.02)
+    stages = task.phases[0].groups[0].segments[0].stages
+    assert next(s for s in stages if s.pipe == "MTE2").slots == 1
+    normal, normal_hit = _gm_reads(_task(_rms(4, 4096, "bfloat16"), "ascend910b"))
+    assert normal_hit == 0
+
+
+def test_bf16_tiles_hold_fp32_working_buffers():
+    """A bf16 Mul's UB tile counts two fp32 buffers per element besides its bf16 queues, so
+    it holds fewer elements than the fp16 one."""
+    def note(dtype: str) -> str:
+        g = asim.Graph("mul")
+        a, b = g.input("a", (1 << 20,), dtype), g.input("b", (1 << 20,), dtype)
+        g.output(g.add_node("Mul", [a, b], name="op")[0])
+        return next(n for n in _task(g, "ascend910b").notes if n.startswith("vector tiling"))
+    assert f"x {6 + BF16_WORK_BYTES:g} B/element" in note("bfloat16")
+    assert "x 6 B/element" in note("float16")
+
+
+def test_reads_apply_only_when_the_bound_row_exceeds_the_tile():
+    """`row_reads` is inert for rows that fit a tile and for kernels without bound rows."""
+    chip = get_chip("ascend910b3")
+    base = dict(elems=4 * 65536, inputs=((2.0, 1.0),), out_bytes=2.0, out_through=1.0,
+                parts=(), temp_bytes=8.0)
+
+    def loads(**kw) -> int:
+        groups, _ = vector_work(chip, VecSpec(**base, **kw), "op", 40)
+        seg = groups[0].segments[0]
+        return sum(len(s.instrs) for s in seg.stages if s.pipe == "MTE2")
+    assert loads(row_elems=65536, row_reads=3) == 2        # the first read and the re-reads
+    assert loads(row_elems=1024, row_reads=3) == 1         # the row fits a tile
+    assert loads(row_reads=3) == 1                         # rows not bound
