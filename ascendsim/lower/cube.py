@@ -37,7 +37,7 @@ from ..ir.tensor import Value, itemsize
 from .context import Lowering, TaskSpec
 from .cube_tiling import GemmSpec, gemm_tiling, operand_read_bytes, takes_nd
 from .formats import NC1HWC0, ND, NZ, is_small_operand, padded_bytes, padded_numel
-from .matmul_format import ND2NZ_DMA_MAX_STRIDE, MatmulFormats, matmul_formats, nd2nz_head
+from .matmul_format import MatmulFormats, matmul_formats, nd2nz_head, nd2nz_head_reason
 from .memo import gemm_work, vector_work
 from .movement import ensure
 from .program import Phase, Task
@@ -336,20 +336,23 @@ def add_cube_task(low: Lowering, node, head, tail: list, ops: CubeOperands, outs
 
 def nd2nz_heads(low: Lowering, ops: CubeOperands, miss_a: Any, miss_b: Any
                 ) -> tuple[list[Phase], int, bool, bool, Any, Any]:
-    """The AIV phases at the head of a split chip's MatMul that convert ND operands too wide
-    for the on-the-fly ND->NZ DMA (`nd2nz_head_phase`): the phases, the workspace bytes they
-    write, whether A and B are converted, and A's and B's miss fractions (a converted
-    operand's is its workspace's); adds their notes to `ops.notes`."""
+    """The AIV phases at the head of a split chip's MatMul that convert ND operands the
+    on-the-fly ND->NZ DMA does not take (MatMulV3's nd2nzA/B, `nd2nz_head_phase`): the
+    phases, the workspace bytes they write, whether A and B are converted, and A's and B's
+    miss fractions (a converted operand's is its workspace's); adds their notes to
+    `ops.notes`."""
     geo = ops.geo
-    head_a, head_b = nd2nz_head(geo.k, geo.n) if ops.nd and ops.formats is not None \
-        else (False, False)
+    head_a, head_b = nd2nz_head(geo.k, geo.n, ops.xv.dtype) \
+        if ops.nd and ops.formats is not None else (False, False)
     head_a = head_a and low.format_of(ops.x_name) == ND
     head_b = head_b and low.format_of(ops.w_name) == ND
     phases: list[Phase] = []
     workspace = 0
     for operand, v, on in ((ops.x_name, ops.xv, head_a), (ops.w_name, ops.wv, head_b)):
         if on:
-            ph, ws_fits, hnotes = nd2nz_head_phase(low, operand, v)
+            inner = geo.k if operand == ops.x_name else geo.n
+            ph, ws_fits, hnotes = nd2nz_head_phase(
+                low, operand, v, nd2nz_head_reason(inner, v.dtype) or "")
             phases.append(ph)
             ops.notes += hnotes
             workspace += padded_bytes(v, NZ)
@@ -370,9 +373,10 @@ def epilogue_phase(low: Lowering, name: str, outs: CubeOutputs, notes: list[str]
     return low.vector_phase(vgroups)
 
 
-def nd2nz_head_phase(low: Lowering, name: str, v: Value) -> tuple[Phase, bool, list[str]]:
-    """The AIV phase at a MatMul kernel's head that converts an ND operand too wide for the
-    ND->NZ DMA into an NZ workspace (lower/matmul_format.py); returns the phase, whether
+def nd2nz_head_phase(low: Lowering, name: str, v: Value, why: str
+                     ) -> tuple[Phase, bool, list[str]]:
+    """The AIV phase at a MatMul kernel's head that converts an ND operand the ND->NZ DMA does
+    not take (`why`, lower/matmul_format.py) into an NZ workspace; returns the phase, whether
     the workspace stays in L2 (the cube then reads it from there) and notes."""
     src_b, dst_b = padded_bytes(v, ND), padded_bytes(v, NZ)
     n = max(padded_numel(v, ND), padded_numel(v, NZ))
@@ -383,8 +387,7 @@ def nd2nz_head_phase(low: Lowering, name: str, v: Value) -> tuple[Phase, bool, l
                    0.0 if fits else 1.0,
                    (VecPart("unary", v.dtype, max(src_b, dst_b) / n, "vec_transdata"),))
     groups, vnotes = vector_work(low.chip, spec, f"nd2nz head {name}", low.vector_cores())
-    notes = [f"'{name}' rows exceed the ND->NZ DMA stride ({ND2NZ_DMA_MAX_STRIDE} "
-             f"elements): the AIV cores convert it to an NZ workspace at the kernel's head "
+    notes = [f"'{name}' {why}: the AIV cores convert it to an NZ workspace at the kernel's head "
              f"({src_b} B -> {dst_b} B, {'kept in L2' if fits else 'through HBM'}), then "
              f"the cube reads the workspace (MatMulV3 V_HEAD_ND2NZ)"] + vnotes
     return low.vector_phase(groups), fits, notes
