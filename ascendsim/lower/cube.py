@@ -37,7 +37,7 @@ from ..ir.tensor import Value, itemsize
 from .context import Lowering, TaskSpec
 from .cube_tiling import GemmSpec, gemm_tiling, operand_read_bytes, takes_nd
 from .formats import NC1HWC0, ND, NZ, is_small_operand, padded_bytes, padded_numel
-from .matmul_format import ND2NZ_DMA_MAX_STRIDE, MatmulFormats, matmul_formats, nd2nz_head
+from .matmul_format import MatmulFormats, matmul_formats, nd2nz_head, nd2nz_head_reason
 from .memo import gemm_work, vector_work
 from .movement import ensure
 from .program import Phase, Task
@@ -95,6 +95,9 @@ class CubeGeometry:
     conv_rows: tuple[int, int, int, int, int] | None
     bias: bool
     note: str
+    #: the batch is a split of K over cores whose partial outputs are accumulated in GM
+    #: (TBE's weight gradient: float32 atomic adds, `tbe_filter_grad_geometry`)
+    k_split: int = 1
 
 
 class Shaped(NamedTuple):
@@ -131,6 +134,27 @@ def conv_geometry(attrs: dict, transposed: bool, xv: Value, wv: Value, out_v: Va
     note = (f"implicit GEMM: M = N*Ho*Wo = {m}, K = ceil{k0}(Cin/group = {cin // group})"
             f"*kh*kw = {k}, N = Cout/group = {n}, group {group}")
     return CubeGeometry(group, m, k, n, conv_rows, has_bias, note)
+
+
+def tbe_filter_grad_geometry(geo: CubeGeometry, batch: int, hw: int, k0: int, blocks: int
+                             ) -> CubeGeometry:
+    """TBE's Conv2DBackpropFilter on the 910 generation splits the batch, its reduction axis,
+    over cores first (the schedule's block_dim [batch_dim, n_dim, m_dim, group_dim]; its
+    default `_get_block_dim` takes the largest factor of the batch up to the core count, then
+    Cin1, then H): each core reduces K over its samples' Ho*Wo positions (padded to k0 per
+    sample, `hw_pad_1`) into a whole dW partial and adds it into the float32 output in GM
+    with atomic writes (the schedule's rfactor over the fused multi-core batch axis,
+    `fused_atomic_write`). As a GEMM: `batch_dim` independent parts of the whole output
+    (M x N), each with K = its samples x ceil(Ho*Wo, k0), every part writing its partial."""
+    split = max(f for f in range(1, min(batch, max(1, blocks)) + 1) if batch % f == 0)
+    if split == 1:
+        return geo
+    k = ceil_to(hw, k0) * (batch // split)
+    note = (f"TBE weight gradient: batch {batch} split over {split} cores (block_dim "
+            f"batch_dim), each a whole dW partial M {geo.m} x N {geo.n} over K = "
+            f"{batch // split} sample(s) x ceil{k0}(Ho*Wo = {hw}) = {k}, accumulated in the "
+            f"float32 output by atomic adds ({split} partial writes)")
+    return CubeGeometry(split, geo.m, k, geo.n, None, False, note, k_split=split)
 
 
 def gemm_geometry(attrs: dict, xv: Value, wv: Value, out_v: Value, k0: int,
@@ -225,6 +249,11 @@ def cube_operands(low: Lowering, head) -> CubeOperands:
         geo = conv_geometry(v_attrs, False, *(Shaped(sh) for sh in shapes), k0, False)
         notes.append(f"{head.op_type}: the Conv of X^T {shapes[0]} by dY^T {shapes[1]}, "
                      f"read in place (no transposes)")
+        if chip.matmul_schedule == "tbe":
+            notes.append(geo.note)
+            geo = tbe_filter_grad_geometry(
+                geo, int(shapes[0][1]), int(np.prod(shapes[1][2:])), k0,
+                int(head.attrs.get("block_dim") or 0) or chip.ai_cores)
     elif conv:
         geo = conv_geometry(head.attrs, opdef.transposed, xv, wv, out_v, k0, bool(extra))
     else:
@@ -286,9 +315,11 @@ def lower_cube(low: Lowering, node, head, tail: list, fused: tuple[str, ...] = (
                                                          ops.w_name, ops.xv, ops.wv)
     phases, workspace, head_a, head_b, miss_a, miss_b = nd2nz_heads(low, ops, miss_a, miss_b)
     split_tail = bool(tail) and not chip.coupled
-    spec = GemmSpec(geo.batch, geo.m, geo.k, geo.n, ops.cdt, in_b,
-                    max(1, round(outs.out_bytes)) if not split_tail
-                    else itemsize(outs.head_out.dtype), ACC_BYTES, miss_a, miss_b,
+    # partial sums of a K split are written as float32 (atomic adds into the output)
+    out_b = ACC_BYTES if geo.k_split > 1 else max(1, round(outs.out_bytes)) \
+        if not split_tail else itemsize(outs.head_out.dtype)
+    spec = GemmSpec(geo.batch, geo.m, geo.k, geo.n, ops.cdt, in_b, out_b, ACC_BYTES,
+                    miss_a, miss_b,
                     0.0 if split_tail else outs.through, geo.bias, geo.conv_rows,
                     () if split_tail else tuple(outs.epi_parts),
                     () if split_tail else outs.epi_inputs, shared_a=gn > 1 and block > 1,
@@ -296,8 +327,9 @@ def lower_cube(low: Lowering, node, head, tail: list, fused: tuple[str, ...] = (
                     nd2nz_a=ops.nd and low.format_of(ops.x_name) == ND and not head_a,
                     nd2nz_b=ops.nd and low.format_of(ops.w_name) == ND and not head_b,
                     blocks=int(head.attrs.get("block_dim") or 0),
-                    batched_b=not ops.conv and geo.batch > 1 and ops.wv.rank > 2
-                    and ops.wv.numel > int(ops.wv.shape[-1]) * int(ops.wv.shape[-2]))
+                    batched_b=geo.k_split > 1 or (
+                        not ops.conv and geo.batch > 1 and ops.wv.rank > 2
+                        and ops.wv.numel > int(ops.wv.shape[-1]) * int(ops.wv.shape[-2])))
     groups, cnotes, _ = gemm_work(chip, spec, node.name)
     notes += cnotes
     notes.append(f"L2: A miss {miss_a:.2f}, B miss {miss_b:.2f} when not resident "
@@ -336,20 +368,23 @@ def add_cube_task(low: Lowering, node, head, tail: list, ops: CubeOperands, outs
 
 def nd2nz_heads(low: Lowering, ops: CubeOperands, miss_a: Any, miss_b: Any
                 ) -> tuple[list[Phase], int, bool, bool, Any, Any]:
-    """The AIV phases at the head of a split chip's MatMul that convert ND operands too wide
-    for the on-the-fly ND->NZ DMA (`nd2nz_head_phase`): the phases, the workspace bytes they
-    write, whether A and B are converted, and A's and B's miss fractions (a converted
-    operand's is its workspace's); adds their notes to `ops.notes`."""
+    """The AIV phases at the head of a split chip's MatMul that convert ND operands the
+    on-the-fly ND->NZ DMA does not take (MatMulV3's nd2nzA/B, `nd2nz_head_phase`): the
+    phases, the workspace bytes they write, whether A and B are converted, and A's and B's
+    miss fractions (a converted operand's is its workspace's); adds their notes to
+    `ops.notes`."""
     geo = ops.geo
-    head_a, head_b = nd2nz_head(geo.k, geo.n) if ops.nd and ops.formats is not None \
-        else (False, False)
+    head_a, head_b = nd2nz_head(geo.k, geo.n, ops.xv.dtype) \
+        if ops.nd and ops.formats is not None else (False, False)
     head_a = head_a and low.format_of(ops.x_name) == ND
     head_b = head_b and low.format_of(ops.w_name) == ND
     phases: list[Phase] = []
     workspace = 0
     for operand, v, on in ((ops.x_name, ops.xv, head_a), (ops.w_name, ops.wv, head_b)):
         if on:
-            ph, ws_fits, hnotes = nd2nz_head_phase(low, operand, v)
+            inner = geo.k if operand == ops.x_name else geo.n
+            ph, ws_fits, hnotes = nd2nz_head_phase(
+                low, operand, v, nd2nz_head_reason(inner, v.dtype) or "")
             phases.append(ph)
             ops.notes += hnotes
             workspace += padded_bytes(v, NZ)
@@ -370,9 +405,10 @@ def epilogue_phase(low: Lowering, name: str, outs: CubeOutputs, notes: list[str]
     return low.vector_phase(vgroups)
 
 
-def nd2nz_head_phase(low: Lowering, name: str, v: Value) -> tuple[Phase, bool, list[str]]:
-    """The AIV phase at a MatMul kernel's head that converts an ND operand too wide for the
-    ND->NZ DMA into an NZ workspace (lower/matmul_format.py); returns the phase, whether
+def nd2nz_head_phase(low: Lowering, name: str, v: Value, why: str
+                     ) -> tuple[Phase, bool, list[str]]:
+    """The AIV phase at a MatMul kernel's head that converts an ND operand the ND->NZ DMA does
+    not take (`why`, lower/matmul_format.py) into an NZ workspace; returns the phase, whether
     the workspace stays in L2 (the cube then reads it from there) and notes."""
     src_b, dst_b = padded_bytes(v, ND), padded_bytes(v, NZ)
     n = max(padded_numel(v, ND), padded_numel(v, NZ))
@@ -383,8 +419,7 @@ def nd2nz_head_phase(low: Lowering, name: str, v: Value) -> tuple[Phase, bool, l
                    0.0 if fits else 1.0,
                    (VecPart("unary", v.dtype, max(src_b, dst_b) / n, "vec_transdata"),))
     groups, vnotes = vector_work(low.chip, spec, f"nd2nz head {name}", low.vector_cores())
-    notes = [f"'{name}' rows exceed the ND->NZ DMA stride ({ND2NZ_DMA_MAX_STRIDE} "
-             f"elements): the AIV cores convert it to an NZ workspace at the kernel's head "
+    notes = [f"'{name}' {why}: the AIV cores convert it to an NZ workspace at the kernel's head "
              f"({src_b} B -> {dst_b} B, {'kept in L2' if fits else 'through HBM'}), then "
              f"the cube reads the workspace (MatMulV3 V_HEAD_ND2NZ)"] + vnotes
     return low.vector_phase(groups), fits, notes

@@ -25,15 +25,21 @@ the vector) has N = 1 as B's inner axis, so a float16/bfloat16 GEMV larger than 
 limit and below the split-K rule runs on NZ operands, paying a TransData of the whole matrix
 and the vector padded to 16 columns.
 
-An ND operand whose rows are longer than `ND2NZ_DMA_MAX_STRIDE` elements cannot be converted on
-the GM->L1 move at all: the DMA's source row stride (`copy_gm_to_cbuf_multi_nd2nz` srcDValue,
-CCE intrinsic API) is a 16-bit count, [1, 65535] elements. MatMulV3 then converts that operand
-with the vector cores at the head of the kernel, into a GM workspace in NZ, before the cube
-phase (ops-nn matmul_v3_base_tiling.cpp `GetMoreArgs`: nd2nzA/B when the inner size exceeds
-ND2NZ_ON_THE_FLY_LIMIT = 65535; `MixNd2NzType::V_HEAD_ND2NZ`, "all cores do nd2nz at the
-head"); `nd2nz_head` says which operands (A's rows are K long, B's N long; a matrix-vector
-product's B, which CANN lays out as a 1 x K row, then converts only K elements, which this
-model leaves out).
+Inside the ND path the MatMulV3 kernel itself decides, per operand, whether its ND rows go
+through the on-the-fly ND->NZ DMA or are converted first by the vector cores, at the head of
+the kernel, into a GM workspace in NZ that the cube then reads (a MIX_AIC task;
+`MixNd2NzType::V_HEAD_ND2NZ`, "all cores do nd2nz at the head"). ops-nn
+matmul_v3_base_tiling.cpp `GetMoreArgs` sets nd2nzA / nd2nzB for an ND operand when its inner
+axis (K for A, N for B) is not 256-byte aligned (`Is256BAlign`) or exceeds
+ND2NZ_ON_THE_FLY_LIMIT = 65535 elements, unless its inner bytes are one of the sizes the DMA
+converts on the way (`IsOnTheWay`, SUPPORT_ND2NZ_GM2L0: 32, 64, 96, 128, 160, 192, 224, 256,
+384 B) or it is float32 (without HF32) with an inner axis below the limit. The limit is the
+DMA's own: its source row stride (`copy_gm_to_cbuf_multi_nd2nz` srcDValue, CCE intrinsic API)
+is a 16-bit count, [1, 65535] elements. `nd2nz_head` says which operands (A's rows are K long,
+B's N long; a matrix-vector product's B, which CANN lays out as a 1 x K row, would convert only
+K elements, which this model leaves out). Left out as well: the `NeedNd2NzVnchw` variant for
+short unaligned inner axes under an outer axis above 8192, and the `mataConflictFlag` cases
+that convert B when N is a multiple of 16384.
 
 The rule is the aclnn (op-by-op, torch_npu) path's; this model applies it to every 2-D MatMul
 node on a split chip. Batched MatMuls (BatchMatMul's own util) keep ND.
@@ -42,6 +48,8 @@ node on a split chip. Batched MatMuls (BatchMatMul's own util) keep ND.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from ..ir.tensor import itemsize
 
 #: IsNdToNzOnTheFly kInnerAxisMaxLimit: the largest inner axis (and the "small" size) for ND
 INNER_MAX = 65535
@@ -59,6 +67,10 @@ NZ_ND_OUT_ALIGN = 256
 SHORT_INNER_ALIGN = 16
 #: the ND->NZ DMA's largest source row stride, in elements (srcDValue, uint16)
 ND2NZ_DMA_MAX_STRIDE = 65535
+#: MatMulV3 `Is256BAlign`: an inner axis of a multiple of 256 bytes converts on the fly
+ND2NZ_ALIGN_BYTES = 256
+#: MatMulV3 SUPPORT_ND2NZ_GM2L0: inner-axis sizes in bytes the DMA converts on the way
+ND2NZ_ON_THE_WAY_BYTES = (32, 64, 96, 128, 160, 192, 224, 256, 384)
 #: dtypes the rule applies to (IsFormatSupportNd: others always take ND on DAV_2201)
 RULE_DTYPES = ("float16", "bfloat16")
 
@@ -103,12 +115,25 @@ def matmul_formats(m: int, k: int, n: int, dtype: str, cube_cores: int) -> Matmu
            else "NZ, converted back to ND")))
 
 
-def nd2nz_head(k: int, n: int) -> tuple[bool, bool]:
-    """Whether an ND A (rows of k elements) and an ND B (rows of n elements) exceed the
-    on-the-fly conversion's row stride and are converted at the kernel's head by the vector
-    cores (see the module note)."""
-    return k > ND2NZ_DMA_MAX_STRIDE, n > ND2NZ_DMA_MAX_STRIDE
+def nd2nz_head_reason(inner: int, dtype: str) -> str | None:
+    """Why MatMulV3 converts an ND operand whose rows hold `inner` elements of `dtype` at the
+    kernel's head (see the module note), or None when the ND->NZ DMA converts it on the way."""
+    size = inner * itemsize(dtype)
+    if inner > ND2NZ_DMA_MAX_STRIDE:
+        return f"rows of {inner} elements exceed the ND->NZ DMA stride ({ND2NZ_DMA_MAX_STRIDE})"
+    if dtype == "float32" or size % ND2NZ_ALIGN_BYTES == 0 or size in ND2NZ_ON_THE_WAY_BYTES:
+        return None
+    return (f"rows of {size} B are not {ND2NZ_ALIGN_BYTES}-byte aligned nor a size the DMA "
+            f"converts on the way")
 
 
-__all__ = ["MatmulFormats", "matmul_formats", "nd2nz_head", "ND2NZ_DMA_MAX_STRIDE", "INNER_MAX",
+def nd2nz_head(k: int, n: int, dtype: str = "float16") -> tuple[bool, bool]:
+    """Whether an ND A (rows of k elements) and an ND B (rows of n elements; a vector B, n = 1,
+    is left out) are converted at the kernel's head by the vector cores (see the module note)."""
+    return (nd2nz_head_reason(k, dtype) is not None,
+            n > 1 and nd2nz_head_reason(n, dtype) is not None)
+
+
+__all__ = ["MatmulFormats", "matmul_formats", "nd2nz_head", "nd2nz_head_reason",
+           "ND2NZ_DMA_MAX_STRIDE", "ND2NZ_ALIGN_BYTES", "ND2NZ_ON_THE_WAY_BYTES", "INNER_MAX",
            "INNER_MIN", "ND_SMALL_LIMIT", "SPLIT_K_MIN_K"]

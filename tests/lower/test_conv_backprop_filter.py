@@ -123,10 +123,12 @@ def test_one_kernel_costs_the_chains_conv_and_saves_its_transposes():
     kernel = [r for r in one.summary() if r.op_type == "Conv2DBackpropFilter"]
     conv = [r for r in chain.summary() if r.op_type == "Conv"]
     assert len(kernel) == 1 and len(conv) == 1
-    # same implicit GEMM (M = C*kh*kw rows of x^T windows, K = N*Ho*Wo, N = M): the kernel
-    # runs the chain's Conv; allow 5 % for where the operands come from (GM vs L2)
-    assert kernel[0].task_duration_us == pytest.approx(conv[0].task_duration_us, rel=0.05)
+    # the same MACs as the chain's Conv (M = C*kh*kw, K = N*Ho*Wo, N = M), but TBE's kernel
+    # splits the batch over cores (lower/cube.py tbe_filter_grad_geometry): its time stays
+    # within 1.5x of the Conv's either way
     assert kernel[0].flops == conv[0].flops == 2 * 8 * 14 * 14 * 256 * 256 * 9
+    ratio = kernel[0].task_duration_us / conv[0].task_duration_us
+    assert 1 / 1.5 < ratio < 1.5
     # the chain also pays its three transposes (each at least a pass over its tensor)
     transposes = sum(r.task_duration_us for r in chain.summary() if r.op_type == "Transpose")
     assert transposes > 0
@@ -146,3 +148,23 @@ def test_bad_filter_shape_is_named(filter_shape, match):
     dy = g.input("dy", (2, 16, 9, 9), "float32")
     with pytest.raises(GraphError, match=match):
         g.conv_backprop_filter(x, dy, filter_shape=filter_shape, pads=[1, 1, 1, 1])
+
+
+def test_tbe_weight_gradient_splits_the_batch_and_adds_float32_partials():
+    """On the 910 (TBE) each of the batch's cores reduces its own sample into a whole dW and
+    adds it into the float32 output (the schedule's batch_dim split with atomic writes): the
+    kernel writes at least batch x dW x 4 bytes, where the chain's Conv writes dW once."""
+    xs, fs, attrs = (8, 256, 14, 14), (256, 256, 3, 3), {"pads": [1, 1, 1, 1]}
+    g = asim.Graph("dw")
+    g.output(g.conv_backprop_filter(g.input("x", xs, "float16"),
+                                    g.input("dy", (8, 256, 14, 14), "float16"),
+                                    filter_shape=list(fs), **attrs))
+    res = asim.simulate(g, "ascend910", fusion=False)
+    name = g.nodes[0].name
+    task = res.trace.task(name)
+    writes = sum(v for (level, kind), v in task.traffic.items() if kind == "write")
+    assert writes >= 8 * 256 * 256 * 9 * 4
+    assert "batch 8 split over 8 cores" in res.explain(name)
+    # the 910B's kernel is not TBE's: no batch split there
+    res_b = asim.simulate(g, "ascend910b", fusion=False)
+    assert "split over" not in res_b.explain(name)

@@ -9,7 +9,7 @@ import pytest
 import ascendsim as asim
 from ascendsim.hw import get_chip
 from ascendsim.ir import Graph
-from ascendsim.lower.matmul_format import matmul_formats
+from ascendsim.lower.matmul_format import matmul_formats, nd2nz_head
 
 CORES = 24    # the 910B2's AI Cores (AIC)
 
@@ -110,7 +110,8 @@ def test_rows_wider_than_the_nd2nz_dma_stride_get_a_vector_head():
     MatMul kernel (one task) converts A on the AIV cores into an NZ workspace first, then the
     cube reads the workspace: the task costs at least the conversion's HBM traffic (read A,
     write the workspace, which does not fit in L2) plus the cube's read of it, and more than
-    the same MatMul with rows one fractal narrower (65520, converted on the fly)."""
+    the same MatMul with rows 128 elements narrower (65408, 256-byte aligned: converted on
+    the fly)."""
     chip = get_chip("ascend910b")
     res, tasks = _tasks(1024, 65536, "float16")
     assert [t.op_type for t in tasks] == ["MatMul"]
@@ -121,6 +122,50 @@ def test_rows_wider_than_the_nd2nz_dma_stride_get_a_vector_head():
     roof = 3 * a_bytes / chip.hbm_bandwidth_bytes_per_s
     t = res.chip.seconds(mm.duration)
     assert roof <= t <= 2.5 * roof
-    res_n, tasks_n = _tasks(1024, 65520, "float16")
+    res_n, tasks_n = _tasks(1024, 65408, "float16")
     assert "exceed the ND->NZ DMA stride" not in res_n.explain("mv")
     assert t > 1.5 * res_n.chip.seconds(tasks_n[0].duration)
+
+
+@pytest.mark.parametrize("k, n, dtype, heads", [
+    (4096, 4096, "float16", (False, False)),   # 8192 B rows: 256-byte aligned
+    (1000, 4096, "float16", (True, False)),    # 2000 B: not aligned, not an on-the-way size
+    (4096, 1000, "bfloat16", (False, True)),
+    (96, 4096, "float16", (False, False)),     # 192 B: the DMA converts it on the way
+    (192, 4096, "float16", (False, False)),    # 384 B: on the way
+    (144, 4096, "float16", (True, False)),     # 288 B: neither
+    (1000, 1000, "float32", (False, False)),   # float32 below the stride limit stays ND
+    (70000, 1000, "float32", (True, False)),   # beyond the DMA's stride: every dtype
+    (1000, 1, "float16", (True, False)),       # a vector B (n = 1) is left out
+])
+def test_matmulv3_head_nd2nz_rule(k, n, dtype, heads):
+    """MatMulV3's nd2nzA/B (ops-nn matmul_v3_base_tiling.cpp GetMoreArgs): an ND operand
+    whose inner axis is not 256-byte aligned, and not one of the sizes the DMA converts on
+    the way, is converted by the vector cores at the kernel's head."""
+    assert nd2nz_head(k, n, dtype) == heads
+
+
+def _mm_graph(m: int, k: int, n: int, dtype: str = "float16") -> Graph:
+    g = Graph("mm")
+    g.output(g.add_node("MatMul", [g.input("a", (m, k), dtype), g.input("b", (k, n), dtype)],
+                        name="mm")[0])
+    return g
+
+
+def test_unaligned_inner_axis_makes_the_matmul_a_mix_kernel_with_a_vector_head():
+    """K = 1000 fp16 (2000 B rows) keeps ND in the aclnn rule but not on the DMA: the MatMul is
+    one MIX_AIC task whose AIV head converts A; it takes longer than the K = 1024 MatMul
+    (more cube work, aligned rows) and at least the conversion's own traffic longer than
+    the same kernel without the head would."""
+    res = asim.simulate(_mm_graph(4096, 1000, 4096), "ascend910b", fusion=False, mode="sink")
+    (mm,) = res.trace.tasks
+    assert mm.task_type == "MIX_AIC"
+    assert "not 256-byte aligned" in res.explain("mm")
+    ref = asim.simulate(_mm_graph(4096, 1024, 4096), "ascend910b", fusion=False, mode="sink")
+    (mm_ref,) = ref.trace.tasks
+    assert mm_ref.task_type != "MIX_AIC"
+    a_bytes = 4096 * 1000 * 2
+    chip = get_chip("ascend910b")
+    t, t_ref = res.chip.seconds(mm.duration), ref.chip.seconds(mm_ref.duration)
+    assert t > t_ref
+    assert t - t_ref * 1000 / 1024 >= 2 * a_bytes / chip.l2_bandwidth_bytes_per_s
