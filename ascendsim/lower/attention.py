@@ -17,7 +17,10 @@ tiling (ops-transformer flash_attention_score tiling `SetMultiCoreParams` and th
 kernel's `Process`): a tile is a query block of `S1_BASE` = 128 rows (several L0 blocks of
 `sq` rows sharing each K/V block), the tiles go to min(tiles, AIV cores) AIVs in consecutive
 runs of ceil(tiles / AIVs), and AIV 2k and 2k + 1 share AIC k's cube (`aic_tiles`): 8 query
-blocks run on 4 AICs, two each, and 49 blocks leave one AIC with 4 while 11 sit idle. Its
+blocks run on 4 AICs, two each, and 49 blocks leave one AIC with 4 while 11 sit idle. A
+block's vector work stays on its own AIV: an AIC with one active AIV runs its tiles' V stage
+at one AIV's rate (an AIC whose two AIVs have runs of unequal length is timed at their mean:
+simplification). Its
 bmm2 takes P from the GM workspace the AIVs wrote (a GM-typed Matmul operand): an MTE2 read
 per key block, an L2 hit. A FusedInferAttentionScore call with S > 1 (`prompt` = 1, the
 prompt flash attention kernel) keeps the even split over AICs: its measured calls (S0 = 256,
@@ -157,21 +160,23 @@ def attention_dims(low: Lowering, node: Node, mask_at: int) -> AttentionDims:
                          max(1, chip.aiv_cores // chip.ai_cores) if split else 1)
 
 
-def aic_tiles(chip, tiles: int) -> list[int]:
-    """Tiles (query blocks) per AIC as CANN's FlashAttentionScore tiling spreads them on a
-    split chip: over min(tiles, AIV cores) AIVs in consecutive runs of ceil(tiles / AIVs)
-    (`SetMultiCoreParams`: splitFactorSize), AIV 2k and 2k + 1 sharing AIC k's cube
-    (block dim = ceil(AIVs / 2)). Eight blocks on a 48-AIV chip land on 4 AICs, two each."""
+def aic_tiles(chip, tiles: int) -> list[tuple[int, int]]:
+    """(tiles, active AIVs) per AIC as CANN's FlashAttentionScore tiling spreads query blocks
+    on a split chip: over min(tiles, AIV cores) AIVs in consecutive runs of
+    ceil(tiles / AIVs) (`SetMultiCoreParams`: splitFactorSize), AIV 2k and 2k + 1 sharing AIC
+    k's cube (block dim = ceil(AIVs / 2)); each block's vector work stays on its own AIV.
+    Eight blocks on a 48-AIV chip land on 4 AICs, two each; one block on one AIV."""
     ratio = max(1, chip.aiv_cores // chip.ai_cores)
     used = min(tiles, chip.aiv_cores)
     run = cdiv(tiles, used)
     per_aiv = [min(run, tiles - i * run) for i in range(cdiv(tiles, run))]
-    return [sum(per_aiv[k:k + ratio]) for k in range(0, len(per_aiv), ratio)]
+    return [(sum(per_aiv[k:k + ratio]), len(per_aiv[k:k + ratio]))
+            for k in range(0, len(per_aiv), ratio)]
 
 
-def runs(counts: list[int]) -> list[tuple[int, int]]:
-    """[(count, how many consecutive cores have it)] of a per-core list."""
-    out: list[tuple[int, int]] = []
+def runs(counts: list) -> list[tuple]:
+    """[(entry, how many consecutive cores have it)] of a per-core list."""
+    out: list[tuple] = []
     for n in counts:
         if out and out[-1][0] == n:
             out[-1] = (n, out[-1][1] + 1)
@@ -216,7 +221,8 @@ def lower_attention(low: Lowering, node: Node) -> None:
     per_unit = blocks_per_tile / units          # (query, key) blocks a simulated unit stands for
     kv_unit = per_unit / sub                    # key blocks it loads (shared by the sub-blocks)
     per_core = aic_tiles(chip, tiles) if cann_split else [
-        n for n, c in split_even(tiles, min(chip.ai_cores, tiles)) for _ in range(c)]
+        (n, vec_share) for n, c in split_even(tiles, min(chip.ai_cores, tiles))
+        for _ in range(c)]
     block = len(per_core)
     # an int8 cache (IFA's antiquant): K/V cross GM at one byte, dequantised on V per block
     kv_b = itemsize(low.value(ins[1]).dtype)
@@ -246,21 +252,25 @@ def lower_attention(low: Lowering, node: Node) -> None:
     pv = cdiv(sq, m0) * cdiv(tk, k0) * cdiv(d, n0) + over
     mm = (Instr("M", "mmad", math.ceil(qk * per_unit)),
           Instr("M", "mmad", math.ceil(pv * per_unit)))
-    score_b = sq * tk * ACC / vec_share * per_unit      # per vector core
-    acc_b = sq * d * ACC / vec_share * per_unit
-    vec = (vec_instr(chip, "reduce", "float32", score_b, "vec_rowmax"),
-           vec_instr(chip, "binary", "float32", score_b, "vec_sub"),
-           vec_instr(chip, "exp", "float32", score_b, "vec_exp"),
-           vec_instr(chip, "reduce", "float32", score_b, "vec_rowsum"),
-           vec_instr(chip, "unary", "float32", score_b, "vec_cast"),
-           vec_instr(chip, "binary", "float32", 2 * acc_b, "vec_rescale"))
-    if mask is not None:
-        vec += (vec_instr(chip, "binary", "float32", score_b, "vec_mask"),)
-    if kv_b < in_b:     # the antiquant of the block's keys and values: vconv, vadd, vmul
-        kv_elems_b = 2 * tk * d * in_b / vec_share * per_unit
-        vec += (vec_instr(chip, "unary", q.dtype, kv_elems_b, "vec_antiquant_cast"),
-                vec_instr(chip, "binary", q.dtype, kv_elems_b, "vec_antiquant_offset"),
-                vec_instr(chip, "binary", q.dtype, kv_elems_b, "vec_antiquant_scale"))
+    def vector(share: int) -> tuple[Instr, ...]:
+        """The V stage's instructions per unit when `share` AIVs do the AIC's vector work."""
+        score_b = sq * tk * ACC / share * per_unit      # per vector core
+        acc_b = sq * d * ACC / share * per_unit
+        out = (vec_instr(chip, "reduce", "float32", score_b, "vec_rowmax"),
+               vec_instr(chip, "binary", "float32", score_b, "vec_sub"),
+               vec_instr(chip, "exp", "float32", score_b, "vec_exp"),
+               vec_instr(chip, "reduce", "float32", score_b, "vec_rowsum"),
+               vec_instr(chip, "unary", "float32", score_b, "vec_cast"),
+               vec_instr(chip, "binary", "float32", 2 * acc_b, "vec_rescale"))
+        if mask is not None:
+            out += (vec_instr(chip, "binary", "float32", score_b, "vec_mask"),)
+        if kv_b < in_b:     # the antiquant of the block's keys and values: vconv, vadd, vmul
+            kv_elems_b = 2 * tk * d * in_b / share * per_unit
+            out += (vec_instr(chip, "unary", q.dtype, kv_elems_b, "vec_antiquant_cast"),
+                    vec_instr(chip, "binary", q.dtype, kv_elems_b, "vec_antiquant_offset"),
+                    vec_instr(chip, "binary", q.dtype, kv_elems_b, "vec_antiquant_scale"))
+        return out
+
     stages = [Stage("MTE2", mte2, units=units, head=head,
                     out_bufs=(("L1", 2 * kv_blk + sq * tk * in_b),)),
               Stage("MTE1", mte1, units=units,
@@ -274,14 +284,18 @@ def lower_attention(low: Lowering, node: Node) -> None:
         vmove: tuple[Instr, ...] = ()
     else:
         vmove = (local_move(chip, "V", "L0C", "UB", round(sq * (tk + d) * ACC * per_unit)),)
-    stages.append(Stage("V", vmove + vec, units=units,
-                        out_bufs=(("UB", math.ceil(sq * d * in_b / vec_share)),)))
-    stages.append(Stage("MTE3", (gm_write(chip, "MTE3", "UB", sq * d * in_b, through),)))
-    n_instr = units * (len(mte2) + len(mte1) + len(mm) + len(vec) + 1) + 2
-    chain = (scalar_stage(chip, n_instr),) + tuple(stages)
+    chains: dict[int, tuple[Stage, ...]] = {}
+    for share in sorted({a for _, a in per_core}):
+        vec = vector(share)
+        tail = (Stage("V", vmove + vec, units=units,
+                      out_bufs=(("UB", math.ceil(sq * d * in_b / share)),)),
+                Stage("MTE3", (gm_write(chip, "MTE3", "UB", sq * d * in_b, through),)))
+        n_instr = units * (len(mte2) + len(mte1) + len(mm) + len(vec) + 1) + 2
+        chains[share] = (scalar_stage(chip, n_instr),) + tuple(stages) + tail
     groups, core = [], 0
-    for count, ncores in runs(per_core):
-        groups.append(CoreGroup(tuple(range(core, core + ncores)), (Segment(chain, count),)))
+    for (count, share), ncores in runs(per_core):
+        groups.append(CoreGroup(tuple(range(core, core + ncores)),
+                                (Segment(chains[share], count),)))
         core += ncores
     flops = attention_pairs((b, h, s, d), (b, hkv, t, d), causal) * (4 * d + 5)
     layout = "the group's heads stacked" if stacked else "per head"
@@ -306,7 +320,8 @@ def lower_attention(low: Lowering, node: Node) -> None:
         notes.append(f"work split as CANN's FlashAttentionScore tiling: {tiles} query blocks "
                      f"over min(blocks, {chip.aiv_cores}) AIV cores in runs of "
                      f"ceil(blocks / AIVs), each AIC serving two AIVs: tiles per AIC "
-                     f"{max(per_core)} (busiest) to {min(per_core)}; P goes back to the "
+                     f"{max(per_core)[0]} (busiest) to {min(per_core)[0]}, the vector work "
+                     f"of a block on its own AIV; P goes back to the "
                      f"AIC through the GM workspace (bmm2 reads it from GM)")
     low.add_task(TaskSpec(node.name, node.op_type, TASK_MIX_AIC if split else TASK_AI_CORE,
                           [Phase(ENGINE_AICORE, tuple(groups))], ins, list(node.outputs),

@@ -14,13 +14,34 @@ from ascendsim.lower.attention import aic_tiles
 
 def test_query_blocks_fill_aiv_pairs_before_further_aics():
     chip = get_chip("ascend910b2")                  # 24 AICs, 48 AIVs
-    assert aic_tiles(chip, 1) == [1]
-    assert aic_tiles(chip, 8) == [2, 2, 2, 2]       # 8 AIVs on 4 AICs, not 8 AICs
-    assert aic_tiles(chip, 48) == [2] * 24
+    assert aic_tiles(chip, 1) == [(1, 1)]           # one block: one AIV does its vector work
+    assert aic_tiles(chip, 8) == [(2, 2)] * 4       # 8 AIVs on 4 AICs, not 8 AICs
+    assert aic_tiles(chip, 48) == [(2, 2)] * 24
     # one block more than AIVs: runs of 2 on 25 AIVs, the busiest AIC does 4 blocks
-    assert aic_tiles(chip, 49) == [4] * 12 + [1]
-    big = aic_tiles(chip, 2048)                     # runs of 43: 47 full AIVs and one of 27
+    assert aic_tiles(chip, 49) == [(4, 2)] * 12 + [(1, 1)]
+    big = [n for n, _ in aic_tiles(chip, 2048)]     # runs of 43: 47 full AIVs and one of 27
     assert sum(big) == 2048 and max(big) == 86 and min(big) == 70 and len(big) == 24
+
+
+def test_a_lone_block_runs_its_softmax_on_one_aiv():
+    """S = 128, one head: one query block on one AIV, which does all its vector work; the
+    even split (prompt=1) cuts it into two 64-row tiles on two AICs, each tile's softmax
+    shared by both AIVs of its AIC: a quarter of the V time per core."""
+    fas, fas_v = _v_busy(_fas(128, 8192, 0))
+    fia, fia_v = _v_busy(_fas(128, 8192, 1))
+    assert (fas.block_dim, fia.block_dim) == (1, 2)
+    assert fas_v == pytest.approx(4 * fia_v, rel=0.1)
+
+
+def _v_busy(g: asim.Graph):
+    """The attention task and the V pipe's busy cycles on its busiest core."""
+    trace = asim.simulate(g, "ascend910b2").trace
+    task = trace.tasks[0]
+    busy: dict[int, int] = {}
+    for iv in trace.intervals:
+        if iv.task_id == task.task_id and iv.pipe == "V":
+            busy[iv.core] = busy.get(iv.core, 0) + iv.duration
+    return task, max(busy.values())
 
 
 def _fas(s: int, t: int, prompt: int) -> asim.Graph:
