@@ -12,7 +12,21 @@ hit in L2), in decode (S = 1) the G query heads of a kv head stacked as G rows, 
 read once per kv head (GQA's saving, as IncreFlashAttention does). A tile is one query block;
 its units are the key/value blocks of `tk` keys it sees (causal: only the blocks at or below
 the diagonal, bottom-right aligned, averaged over the tiles). Tiles are spread evenly over
-the AI Cores.
+the AI Cores, except FlashAttentionScore's prefill on split chips, which follows CANN's
+tiling (ops-transformer flash_attention_score tiling `SetMultiCoreParams` and the s1s2
+kernel's `Process`): a tile is a query block of `S1_BASE` = 128 rows (several L0 blocks of
+`sq` rows sharing each K/V block), the tiles go to min(tiles, AIV cores) AIVs in consecutive
+runs of ceil(tiles / AIVs), and AIV 2k and 2k + 1 share AIC k's cube (`aic_tiles`): 8 query
+blocks run on 4 AICs, two each, and 49 blocks leave one AIC with 4 while 11 sit idle. A
+block's vector work stays on its own AIV: an AIC with one active AIV runs its tiles' V stage
+at one AIV's rate (an AIC whose two AIVs have runs of unequal length is timed at their mean:
+simplification). Its
+bmm2 takes P from the GM workspace the AIVs wrote (a GM-typed Matmul operand): an MTE2 read
+per key block, an L2 hit. A FusedInferAttentionScore call with S > 1 (`prompt` = 1, the
+prompt flash attention kernel) keeps the even split over AICs: its measured calls (S0 = 256,
+one head, S1 up to 8192) stay within a host cost that the pair split's kernel would exceed.
+The AIV side's own moves (its reads of S and of the partial O, its write of P) overlap its
+vector work through ping-pong buffers and are not timed apart (the folded AIV has no MTE2).
 
 One unit is the flash-attention recurrence on one key block (online softmax):
   MTE2: K and V blocks GM -> L1 (the Q block once per tile, the mask block if there is one);
@@ -59,6 +73,9 @@ from .tiling import (
 #: candidate key-block lengths (longest first) and the largest query block
 _KV_BLOCKS = (512, 256, 128, 64, 32, 16)
 _MAX_Q_BLOCK = 128
+#: CANN FlashAttentionScore's query block on split chips (S: ops-transformer
+#: flash_attention_score tiling, HIGH_PERF_BLOCK_SIZE = 128, the s1 basic block)
+S1_BASE = 128
 ACC = 4     # fp32 accumulator / softmax bytes
 #: simulation granularity: at most this many units per tile, a unit then standing for several
 #: consecutive key blocks (their moves and instructions summed; buffers stay one block's size)
@@ -143,6 +160,31 @@ def attention_dims(low: Lowering, node: Node, mask_at: int) -> AttentionDims:
                          max(1, chip.aiv_cores // chip.ai_cores) if split else 1)
 
 
+def aic_tiles(chip, tiles: int) -> list[tuple[int, int]]:
+    """(tiles, active AIVs) per AIC as CANN's FlashAttentionScore tiling spreads query blocks
+    on a split chip: over min(tiles, AIV cores) AIVs in consecutive runs of
+    ceil(tiles / AIVs) (`SetMultiCoreParams`: splitFactorSize), AIV 2k and 2k + 1 sharing AIC
+    k's cube (block dim = ceil(AIVs / 2)); each block's vector work stays on its own AIV.
+    Eight blocks on a 48-AIV chip land on 4 AICs, two each; one block on one AIV."""
+    ratio = max(1, chip.aiv_cores // chip.ai_cores)
+    used = min(tiles, chip.aiv_cores)
+    run = cdiv(tiles, used)
+    per_aiv = [min(run, tiles - i * run) for i in range(cdiv(tiles, run))]
+    return [(sum(per_aiv[k:k + ratio]), len(per_aiv[k:k + ratio]))
+            for k in range(0, len(per_aiv), ratio)]
+
+
+def runs(counts: list) -> list[tuple]:
+    """[(entry, how many consecutive cores have it)] of a per-core list."""
+    out: list[tuple] = []
+    for n in counts:
+        if out and out[-1][0] == n:
+            out[-1] = (n, out[-1][1] + 1)
+        else:
+            out.append((n, 1))
+    return out
+
+
 def keys_read(per_head: list[int], t: int, tk: int) -> tuple[int, float]:
     """Keys the query blocks read in all, and their share of the whole key blocks: the last
     key block ends at T, and its DMA reads only the keys that exist (T = 4097 in a decode step
@@ -166,13 +208,22 @@ def lower_attention(low: Lowering, node: Node) -> None:
     rows = group if stacked else s
     sq, tk = attention_blocks(chip, rows, d, in_b, m0, vec_share)
     per_head = visible_blocks(rows if stacked else s, t, sq, tk, causal, stacked)
-    keys, fill = keys_read(per_head, t, tk)
+    # split chips, prefill: a tile is CANN's query block of S1_BASE rows, `sub` L0 blocks
+    cann_split = split and not stacked and not int(node.attrs.get("prompt", 0))
+    sub = max(1, min(S1_BASE, ceil_to(s, sq)) // sq) if cann_split else 1
+    per_tile = [sum(per_head[j:j + sub]) for j in range(0, len(per_head), sub)]
+    keys, fill = keys_read([max(per_head[j:j + sub]) for j in range(0, len(per_head), sub)],
+                           t, tk)
     heads_per_tile = hkv if stacked else h
-    tiles = b * heads_per_tile * len(per_head)
-    blocks_per_tile = max(1, round(sum(per_head) / len(per_head)))
+    tiles = b * heads_per_tile * len(per_tile)
+    blocks_per_tile = max(1, round(sum(per_tile) / len(per_tile)))
     units = min(blocks_per_tile, MAX_UNITS)
-    per_unit = blocks_per_tile / units          # key blocks one simulated unit stands for
-    block = min(chip.ai_cores, tiles)
+    per_unit = blocks_per_tile / units          # (query, key) blocks a simulated unit stands for
+    kv_unit = per_unit / sub                    # key blocks it loads (shared by the sub-blocks)
+    per_core = aic_tiles(chip, tiles) if cann_split else [
+        (n, vec_share) for n, c in split_even(tiles, min(chip.ai_cores, tiles))
+        for _ in range(c)]
+    block = len(per_core)
     # an int8 cache (IFA's antiquant): K/V cross GM at one byte, dequantised on V per block
     kv_b = itemsize(low.value(ins[1]).dtype)
     # L2: K/V are read once per query block (per head in prefill); the first read misses
@@ -184,9 +235,12 @@ def lower_attention(low: Lowering, node: Node) -> None:
     # ---- one unit (a key block) and the per-tile head/tail
     kv_blk = tk * d * in_b
     kv_gm = tk * d * kv_b
-    mte2 = (gm_read(chip, "MTE2", "L1", round(kv_gm * per_unit * fill), miss_k),
-            gm_read(chip, "MTE2", "L1", round(kv_gm * per_unit * fill), miss_v))
-    head = (gm_read(chip, "MTE2", "L1", sq * d * in_b, miss_q, kind="copy_q"),)
+    mte2 = (gm_read(chip, "MTE2", "L1", round(kv_gm * kv_unit * fill), miss_k),
+            gm_read(chip, "MTE2", "L1", round(kv_gm * kv_unit * fill), miss_v))
+    if cann_split:   # bmm2's left operand P comes back from the AIVs' GM workspace (L2 hit)
+        mte2 += (gm_read(chip, "MTE2", "L1", round(sq * tk * in_b * per_unit), 0.0,
+                         kind="copy_p"),)
+    head = (gm_read(chip, "MTE2", "L1", sq * sub * d * in_b, miss_q, kind="copy_q"),)
     if mask is not None:
         mte2 += (gm_read(chip, "MTE2", "L1", round(sq * tk * itemsize(mask.dtype) * per_unit),
                          low.miss(ins[3], padded_bytes(mask, ND)), kind="copy_mask"),)
@@ -198,21 +252,25 @@ def lower_attention(low: Lowering, node: Node) -> None:
     pv = cdiv(sq, m0) * cdiv(tk, k0) * cdiv(d, n0) + over
     mm = (Instr("M", "mmad", math.ceil(qk * per_unit)),
           Instr("M", "mmad", math.ceil(pv * per_unit)))
-    score_b = sq * tk * ACC / vec_share * per_unit      # per vector core
-    acc_b = sq * d * ACC / vec_share * per_unit
-    vec = (vec_instr(chip, "reduce", "float32", score_b, "vec_rowmax"),
-           vec_instr(chip, "binary", "float32", score_b, "vec_sub"),
-           vec_instr(chip, "exp", "float32", score_b, "vec_exp"),
-           vec_instr(chip, "reduce", "float32", score_b, "vec_rowsum"),
-           vec_instr(chip, "unary", "float32", score_b, "vec_cast"),
-           vec_instr(chip, "binary", "float32", 2 * acc_b, "vec_rescale"))
-    if mask is not None:
-        vec += (vec_instr(chip, "binary", "float32", score_b, "vec_mask"),)
-    if kv_b < in_b:     # the antiquant of the block's keys and values: vconv, vadd, vmul
-        kv_elems_b = 2 * tk * d * in_b / vec_share * per_unit
-        vec += (vec_instr(chip, "unary", q.dtype, kv_elems_b, "vec_antiquant_cast"),
-                vec_instr(chip, "binary", q.dtype, kv_elems_b, "vec_antiquant_offset"),
-                vec_instr(chip, "binary", q.dtype, kv_elems_b, "vec_antiquant_scale"))
+    def vector(share: int) -> tuple[Instr, ...]:
+        """The V stage's instructions per unit when `share` AIVs do the AIC's vector work."""
+        score_b = sq * tk * ACC / share * per_unit      # per vector core
+        acc_b = sq * d * ACC / share * per_unit
+        out = (vec_instr(chip, "reduce", "float32", score_b, "vec_rowmax"),
+               vec_instr(chip, "binary", "float32", score_b, "vec_sub"),
+               vec_instr(chip, "exp", "float32", score_b, "vec_exp"),
+               vec_instr(chip, "reduce", "float32", score_b, "vec_rowsum"),
+               vec_instr(chip, "unary", "float32", score_b, "vec_cast"),
+               vec_instr(chip, "binary", "float32", 2 * acc_b, "vec_rescale"))
+        if mask is not None:
+            out += (vec_instr(chip, "binary", "float32", score_b, "vec_mask"),)
+        if kv_b < in_b:     # the antiquant of the block's keys and values: vconv, vadd, vmul
+            kv_elems_b = 2 * tk * d * in_b / share * per_unit
+            out += (vec_instr(chip, "unary", q.dtype, kv_elems_b, "vec_antiquant_cast"),
+                    vec_instr(chip, "binary", q.dtype, kv_elems_b, "vec_antiquant_offset"),
+                    vec_instr(chip, "binary", q.dtype, kv_elems_b, "vec_antiquant_scale"))
+        return out
+
     stages = [Stage("MTE2", mte2, units=units, head=head,
                     out_bufs=(("L1", 2 * kv_blk + sq * tk * in_b),)),
               Stage("MTE1", mte1, units=units,
@@ -226,23 +284,27 @@ def lower_attention(low: Lowering, node: Node) -> None:
         vmove: tuple[Instr, ...] = ()
     else:
         vmove = (local_move(chip, "V", "L0C", "UB", round(sq * (tk + d) * ACC * per_unit)),)
-    stages.append(Stage("V", vmove + vec, units=units,
-                        out_bufs=(("UB", math.ceil(sq * d * in_b / vec_share)),)))
-    stages.append(Stage("MTE3", (gm_write(chip, "MTE3", "UB", sq * d * in_b, through),)))
-    n_instr = units * (len(mte2) + len(mte1) + len(mm) + len(vec) + 1) + 2
-    chain = (scalar_stage(chip, n_instr),) + tuple(stages)
+    chains: dict[int, tuple[Stage, ...]] = {}
+    for share in sorted({a for _, a in per_core}):
+        vec = vector(share)
+        tail = (Stage("V", vmove + vec, units=units,
+                      out_bufs=(("UB", math.ceil(sq * d * in_b / share)),)),
+                Stage("MTE3", (gm_write(chip, "MTE3", "UB", sq * d * in_b, through),)))
+        n_instr = units * (len(mte2) + len(mte1) + len(mm) + len(vec) + 1) + 2
+        chains[share] = (scalar_stage(chip, n_instr),) + tuple(stages) + tail
     groups, core = [], 0
-    for count, ncores in split_even(tiles, block):
-        groups.append(CoreGroup(tuple(range(core, core + ncores)), (Segment(chain, count),)))
+    for (count, share), ncores in runs(per_core):
+        groups.append(CoreGroup(tuple(range(core, core + ncores)),
+                                (Segment(chains[share], count),)))
         core += ncores
     flops = attention_pairs((b, h, s, d), (b, hkv, t, d), causal) * (4 * d + 5)
     layout = "the group's heads stacked" if stacked else "per head"
     notes = [f"fused attention: B {b}, heads {h} (kv heads {hkv}, group {group}), S {s}, "
              f"T {t}, D {d}{', causal' if causal else ''}"
              f"{', additive mask' if mask is not None else ''}",
-             f"attention tiling: query block {sq} rows ({layout}), key block {tk}; {tiles} "
-             f"tiles x ~{blocks_per_tile} key blocks over block dim {block} (simulated as {units} "
-             f"unit(s) of {per_unit:.3g} block(s))",
+             f"attention tiling: query block {sq * sub} rows ({layout}, L0 blocks of {sq}), "
+             f"key block {tk}; {tiles} tiles x ~{blocks_per_tile} blocks over block dim "
+             f"{block} (simulated as {units} unit(s) of {per_unit:.3g} block(s))",
              f"scores and probabilities stay in L0C/UB"
              f"{' and the L2 workspace (AIC -> AIV)' if split else ''}, never in HBM; "
              f"K/V L2 miss {miss_kv:.2f}",
@@ -254,6 +316,13 @@ def lower_attention(low: Lowering, node: Node) -> None:
     if split:
         notes.append(f"mix kernel: the vector stages stand for the AIC's {vec_share} AIV "
                      f"core(s), folded into its pipeline")
+    if cann_split:
+        notes.append(f"work split as CANN's FlashAttentionScore tiling: {tiles} query blocks "
+                     f"over min(blocks, {chip.aiv_cores}) AIV cores in runs of "
+                     f"ceil(blocks / AIVs), each AIC serving two AIVs: tiles per AIC "
+                     f"{max(per_core)[0]} (busiest) to {min(per_core)[0]}, the vector work "
+                     f"of a block on its own AIV; P goes back to the "
+                     f"AIC through the GM workspace (bmm2 reads it from GM)")
     low.add_task(TaskSpec(node.name, node.op_type, TASK_MIX_AIC if split else TASK_AI_CORE,
                           [Phase(ENGINE_AICORE, tuple(groups))], ins, list(node.outputs),
                           [low.format_of(i) for i in ins], [ND] * len(node.outputs), flops,
@@ -263,5 +332,6 @@ def lower_attention(low: Lowering, node: Node) -> None:
 #: this module's rows of the dispatcher's table (lower/lowering.py)
 LOWERINGS = {"flash_attention": lower_attention}
 
-__all__ = ["ACC", "MAX_UNITS", "AttentionDims", "attention_dims", "attention_blocks",
-           "visible_blocks", "keys_read", "lower_attention", "LOWERINGS"]
+__all__ = ["ACC", "MAX_UNITS", "S1_BASE", "AttentionDims", "aic_tiles", "runs",
+           "attention_dims", "attention_blocks", "visible_blocks", "keys_read",
+           "lower_attention", "LOWERINGS"]

@@ -427,10 +427,13 @@ register(OpDef("KvCacheAppend", _append_infer,
 register(OpDef("FlashAttentionScore", _attention_infer("head_num", None),
                _attention_kernel("scale_value", "causal"), _O, unit=Unit.CUBE,
                inputs=("query", "key", "value", "atten_mask?"),
-               attrs={"scale_value": 1.0, "head_num": 0, "input_layout": "BNSD", "causal": 0},
+               attrs={"scale_value": 1.0, "head_num": 0, "input_layout": "BNSD", "causal": 0,
+                      "prompt": 0},
                flops=_attention_flops("causal"), vec_class=VecClass.EXP, vec_instrs=6,
                untrainable_inputs=(3,), lowering="flash_attention",
-               doc="CANN FlashAttentionScore (attention_out), BNSD, GQA, optional causal"))
+               doc="CANN FlashAttentionScore (attention_out), BNSD, GQA, optional causal; "
+                   "prompt=1: the call is FusedInferAttentionScore with S > 1 (the prompt "
+                   "flash attention kernel, its own work split)"))
 register(OpDef("IncreFlashAttention", _attention_infer("num_heads", "num_key_value_heads"),
                _attention_kernel("scale_value", None), _O, unit=Unit.CUBE,
                inputs=("query", "key", "value", "atten_mask?", "key_antiquant_scale?",
