@@ -30,6 +30,9 @@ row the core read a pass earlier (a core's row is KBs to MBs, the L2 tens of MB)
 tile is
   S -> MTE2 (GM->UB, one move per input) -> V (one instruction per vector op) -> MTE3 (UB->GM).
 A vector instruction on b bytes costs max(vector_min_cycles, b / rate(class, dtype)).
+A kernel that stores its output in several DMA commands per tile (`VecSpec.out_moves`: the
+TIK MaxPoolWithArgmax's one mask store per window position, lower/pool.py) pays the UB -> GM
+latency once per command, as `moves` does for a gather's reads.
 
 Scalar: every tile costs `chip.scalar_ops_per_instr` scalar operations (loop, address and
 issue work) per instruction it issues, at `chip.scalar_ops_per_cycle`.
