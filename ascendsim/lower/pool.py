@@ -89,7 +89,8 @@ def argmax_tiling(h: int, w: int, ho: int, wo: int, kernel: tuple[int, int],
     half = ub_bytes / 2
     if wo * 16 * pos * 2 > half:
         return None
-    if ho * wo * 16 * pos * 2 <= half:
+    l1_short = h * w * 16 * 2 > l1_bytes     # the plane does not fit L1: bands of kh rows
+    if ho * wo * 16 * pos * 2 <= half and not l1_short:
         g = math.ceil(ho * wo / 16)
         return ArgmaxTiling(1, ho, g, h, planes, _blocks(planes, cores), pos)
     img2col_h = half / (pos * 16 * 2 + _ROW_EXTRA)
@@ -102,7 +103,7 @@ def argmax_tiling(h: int, w: int, ho: int, wo: int, kernel: tuple[int, int],
     else:
         cut = int((img2col_h // per_row - 1) * sh)
         cut, step = (kh, sh) if cut < kh else (cut, cut)
-    if cut * w * 16 * 2 > l1_bytes:
+    if l1_short or cut * w * 16 * 2 > l1_bytes:
         cut, step = kh, sh
     span = h + pt + pb
     bands = (math.ceil((span - cut) / step) + 1 if cut >= step else math.ceil(span / step))
