@@ -73,3 +73,17 @@ def test_every_band_pays_a_store_and_two_instructions_per_group_per_position():
     floor = 20 * 169 * (2 * 2 * 4 + store)
     t = _pool(13)
     assert floor <= t.duration <= 1.5 * floor
+
+
+def test_tik_task_keeps_the_simulator_invariants_and_its_roofline():
+    from tests.sim.conftest import check_invariants
+
+    g = asim.Graph("mp")
+    x = g.input("x", (2, 64, 20, 20), "float16")
+    y, a = g.max_pool_with_argmax(x, name="op", kernel_shape=[5, 5], strides=[1, 1],
+                                  pads=[2] * 4)
+    g.output(y, a)
+    res = simulate(g, "ascend910b_gen1", fusion=False)
+    check_invariants(res)
+    t = res.trace.task("op")
+    assert t.input_formats[0] == "NC1HWC0" and t.duration >= t.roofline_cycles
