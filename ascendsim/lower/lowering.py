@@ -44,7 +44,17 @@ from typing import Any
 from ..errors import ConfigError, SimulationError
 from ..hw.names import DETAILS
 from ..ir.registry import get_op
-from . import aicpu, attention, attention_grad, composite, cube, movement, vector, weight_quant
+from . import (
+    aicpu,
+    attention,
+    attention_grad,
+    composite,
+    cube,
+    movement,
+    pool,
+    vector,
+    weight_quant,
+)
 from .context import Lowering, NodeLowering, memory_cycles
 from .cube import gemm_geometry
 from .formats import NC1HWC0, ND, NZ, padded_bytes, padded_numel
@@ -53,7 +63,8 @@ from .program import Program
 from .vector import vec_class_of
 
 #: the modules whose `LOWERINGS` make the table, one per kind of op
-MODULES = (movement, vector, cube, aicpu, attention, attention_grad, composite, weight_quant)
+MODULES = (movement, vector, pool, cube, aicpu, attention, attention_grad, composite,
+           weight_quant)
 
 
 def _table(modules) -> dict[str, NodeLowering]:

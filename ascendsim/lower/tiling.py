@@ -30,6 +30,9 @@ row the core read a pass earlier (a core's row is KBs to MBs, the L2 tens of MB)
 tile is
   S -> MTE2 (GM->UB, one move per input) -> V (one instruction per vector op) -> MTE3 (UB->GM).
 A vector instruction on b bytes costs max(vector_min_cycles, b / rate(class, dtype)).
+A kernel that stores its output in several DMA commands per tile (`VecSpec.out_moves`: the
+TIK MaxPoolWithArgmax's one mask store per window position, lower/pool.py) pays the UB -> GM
+latency once per command, as `moves` does for a gather's reads.
 
 Scalar: every tile costs `chip.scalar_ops_per_instr` scalar operations (loop, address and
 issue work) per instruction it issues, at `chip.scalar_ops_per_cycle`.
@@ -75,10 +78,11 @@ def gm_read(chip, pipe: str, dst: str, nbytes: int, miss: float, kind: str = "co
                  gm_tensors(miss))
 
 
-def gm_write(chip, pipe: str, src: str, nbytes: int, through: float) -> Instr:
-    """A src -> GM move; `through` = fraction written through to HBM (does not stay in L2)."""
+def gm_write(chip, pipe: str, src: str, nbytes: int, through: float, moves: int = 1) -> Instr:
+    """A src -> GM move; `through` = fraction written through to HBM (does not stay in L2);
+    `moves` DMA commands issued one after another each pay the path's latency (as `gm_read`)."""
     bw = chip.path_bytes_per_cycle.get(src.lower(), "gm")
-    lat = chip.path_latency_cycles.get(src.lower(), "gm")
+    lat = chip.path_latency_cycles.get(src.lower(), "gm") * max(1, moves)
     return Instr(pipe, "copy", int(round(lat)), int(nbytes), src, GM, bw, float(through),
                  gm_tensors(through))
 
@@ -188,6 +192,9 @@ class VecSpec:
     # per input, GM moves per element (a gather's one DMA per row, 1/row length); () or 0:
     # one move per tile
     moves: tuple[float, ...] = ()
+    # DMA commands per tile that write the output (a TIK kernel's one store per window
+    # position of its argmax mask, lower/pool.py); 1: one store per tile
+    out_moves: int = 1
 
 
 def vector_work(chip, spec: VecSpec, op: str, cores: int) -> tuple[list[CoreGroup], list[str]]:
@@ -282,10 +289,10 @@ def _vector_stages(chip, spec: VecSpec, e: int, reads: int = 1) -> tuple[Stage, 
         loads = (Instr("MTE2", "copy", 1),)
     vec = vec_instrs(chip, spec.parts, e) or (Instr("V", "vec_nop", 1),)
     store = (gm_write(chip, "MTE3", "UB", max(math.ceil(spec.out_bytes * e), 1),
-                      spec.out_through),)
+                      spec.out_through, moves=spec.out_moves),)
     in_ub = math.ceil(sum(b for b, _ in spec.inputs) * e)
     out_ub = math.ceil((spec.out_bytes + spec.temp_bytes) * e)
-    n_instr = len(loads) + max(issued_instrs(spec.parts), 1) + len(store)
+    n_instr = len(loads) + max(issued_instrs(spec.parts), 1) + max(spec.out_moves, 1)
     return (scalar_stage(chip, n_instr),
             Stage("MTE2", loads, out_bufs=(("UB", in_ub),), slots=spec.buffers),
             Stage("V", vec, out_bufs=(("UB", out_ub),), slots=spec.buffers),

@@ -485,6 +485,7 @@ _OPS = [
           Category.SEGMENT, inputs=("x",),
           attrs={"kernel_shape": None, "strides": None, "pads": None}, num_outputs=2,
           flops=_maxpool_argmax_flops, vec_class=_R, builder="max_pool_with_argmax",
+          lowering="max_pool_with_argmax",
           doc="CANN MaxPoolWithArgmax [MS-TBE max_pool_with_argmax; TF MaxPoolWithArgmax]: "
               "(y, argmax int32 = flat index into x's H*W plane); pads as ONNX [begin, end]"),
     OpDef("MaxPoolGradWithArgmax", _maxpool_grad_infer, _maxpool_grad_kernel,
