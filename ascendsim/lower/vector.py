@@ -88,9 +88,8 @@ def lower_vector(low: Lowering, node, parts: list, category: Category,
     for k in (gathered := gathered_inputs(parts, ext_in, node.inputs)):
         # a gather reads the rows it selects: as many elements as its output has
         in_b[k] = min(in_b[k], out_vals[0].numel * itemsize(in_vals[k].dtype))
-    n = max([b // itemsize(v.dtype) for b, v in zip(in_b, in_vals)]) if in_vals else 1
-    n = max([n] + [b // itemsize(v.dtype) for b, v in zip(out_b, out_vals)])
-    n = max(n, 1)
+    sized = [*zip(in_b, in_vals), *zip(out_b, out_vals)]
+    n = max([1] + [b // itemsize(v.dtype) for b, v in sized])
     vparts, temp, flops, seq_notes = vec_parts(low, parts, n, outs, fmt=fmt)
     inputs = tuple((b / n, low.miss(i, b, fmt=f)) for i, b, f in zip(ins, in_b, in_fmts))
     through = low.through(outs, out_fmts)
