@@ -39,6 +39,9 @@ call from Python, so the host lane charges each task the chip's framework eager 
 (`eager_op_launch_us`: Python, ATen dispatch, the aclnn workspace query and launch) where the
 chip file gives one, else its bare AscendCL enqueue (`host_launch_us`) (`launch_chip`). When
 that call costs more than the device spends on the op, the host lane paces the step.
+`StepModel.launch_us` is the host time to launch one step (its kernels at that call cost in
+eager mode, one graph launch in graph mode): the scheduler's vLLM V0 policy hands a step's
+tokens over after the next step's launches (serving.scheduler, module note).
 
 `simulate_point` is the only place that builds and simulates a step: with a parallel plan
 (`parallel` with more than one rank) it builds `models.decoder(..., parallel=plan)` and times
