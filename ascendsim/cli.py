@@ -684,7 +684,7 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--output-mean", type=float, default=DEFAULT_OUTPUT_MEAN,
                      help=f"mean output tokens (default {DEFAULT_OUTPUT_MEAN})")
     srv.add_argument("--seed", type=int, default=0, help="seed of the synthetic workload")
-    srv.add_argument("--policy", choices=("vllm", "mindie"), default="vllm")
+    srv.add_argument("--policy", choices=("vllm", "vllm-v0", "mindie"), default="vllm")
     srv.add_argument("--max-num-seqs", type=int, default=None,
                      help="sequences per step (default: SchedulerConfig's)")
     srv.add_argument("--max-num-batched-tokens", type=int, default=None,

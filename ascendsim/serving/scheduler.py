@@ -25,6 +25,23 @@ sample "max_prefill_batch_size": 50, "max_prefill_tokens": 8192); the prefill-fi
 never-mixed order is G (MindIE's ScheduleConfig policy types were not found described).
 Preemption frees the last admitted request as in vLLM.
 
+Policy "vllm-v0" (vLLM V0's default scheduler, vllm/core/scheduler.py `_schedule_default`, as
+vLLM 0.7.3 and vLLM-Ascend 0.7.x run it without chunked prefill): waiting requests are
+admitted first, whole prompts only ("enable_chunking=False"), while `max_num_batched_tokens`,
+`max_num_seqs` and the free blocks allow; running requests decode only in a step that admitted
+none ("Don't schedule decodes if prefills are scheduled", S: the function's own comment). So
+every prefill is a step of its own and the running requests wait for it, as under "mindie"
+but without MindIE's prefill batch cap. Preemption as in vLLM.
+A step's tokens reach the user one step late: V0's engine processes a step's outputs
+(detokenisation, stop checks, the request outputs the server streams) in a callback that the
+model runner calls during the next step, after that step's forward and logits are launched and
+before it samples (vllm_ascend/worker/model_runner.py `execute_model`, `async_callback` between
+`compute_logits` and `sample`; vLLM-Ascend's NPUPlatform.is_async_output_supported returns True,
+eager or not, vllm_ascend/platform.py of the 0.7 / 0.8 series). So a token is stamped at the
+next step's start plus its host work (`overhead_us`) and its launches
+(`StepModel.launch_us`), at most that step's end; a step after which nothing runs hands its
+tokens over when it ends.
+
 Paged KV cache (`KvCache`): `num_blocks` blocks of `block_size` tokens; a request holds
 ceil(tokens / block_size) blocks for the tokens it has computed and is computing.
 """
@@ -40,7 +57,7 @@ from ..errors import ConfigError
 from .steps import LAUNCH_MODES, StepModel
 from .workload import Request
 
-POLICIES = ("vllm", "mindie")
+POLICIES = ("vllm", "vllm-v0", "mindie")
 
 
 @dataclass(frozen=True)
@@ -82,6 +99,10 @@ class SchedulerConfig:
         if not 0 < self.gpu_memory_utilization <= 1:
             raise ConfigError(f"scheduler gpu_memory_utilization must be in (0, 1], got "
                               f"{self.gpu_memory_utilization!r}")
+        if self.policy == "vllm-v0" and self.chunked_prefill:
+            raise ConfigError("scheduler policy 'vllm-v0' is vLLM V0's scheduler without chunked "
+                              "prefill; set chunked_prefill=False (V0's chunked-prefill scheduler "
+                              "orders a step as policy 'vllm' does)")
         if self.host_overhead_us is not None and not self.host_overhead_us >= 0:
             raise ConfigError(f"scheduler host_overhead_us must be >= 0, got "
                               f"{self.host_overhead_us!r}")
@@ -111,8 +132,23 @@ class SchedulerConfig:
 #: (200 requests of 200 / 128 tokens) at a 17.2 ms median TPOT after host-side changes only
 #: (PGO-built Python / torch / torch_npu, tcmalloc, MindIE Turbo), where the untuned v0.7.3
 #: release benchmark (issue #776, ShareGPT prompts at 1 req/s) has 36.5 ms.
+#: What the sources give for that step, and why the figure stays G:
+#: - the eager Qwen2 layer of vLLM 0.7.3 on vLLM-Ascend 0.7.x makes about 15 torch_npu calls
+#:   (add-RMSNorm twice; four linears; q, k and v made contiguous; the rotary, KV-cache write
+#:   and paged-attention ATB ops; SwiGLU; two output allocations; vllm_ascend/attention.py and
+#:   ops/rotary_embedding.py of that release): at `eager_op_launch_us` (12.142 us, M) that is
+#:   about 5 ms per step over 28 layers, under the ~16 ms the device spends on a small decode
+#:   batch, so the launches alone do not pace the step (the simulated eager lane agrees);
+#: - vLLM RFC #6854 measures V0's serial host work per decode step on GPU hosts: about 4 ms
+#:   in its traces, 5-13 ms in general (M, x86 hosts, an older V0);
+#: - the tuned-host rows of PR #878 (serving.toml) run at a 17.3 ms median TPOT against ~16.3
+#:   ms of simulated device time, so a tuned host adds about 1 ms; the untuned release adds
+#:   ~16 ms more per step than the launches and the serial work above account for. No source
+#:   splits those 16 ms (Python speed of the stock build, MindIE Turbo's patches, the
+#:   allocator), so no figure here is fitted to them.
 HOST_OVERHEAD_US: dict[tuple[str, str], float] = {
     ("vllm", "graph"): 1000.0, ("vllm", "eager"): 3000.0,
+    ("vllm-v0", "graph"): 1000.0, ("vllm-v0", "eager"): 3000.0,
     ("mindie", "graph"): 1000.0, ("mindie", "eager"): 3000.0,
 }
 
@@ -272,6 +308,11 @@ def run_instance(arrivals: list[tuple[float, Request, int]], model: StepModel,
     now = 0.0
     overhead = sched.overhead_us
     budget_max = sched.max_num_batched_tokens
+    # V0's output callback (module note): the tokens of the last step, stamped when it ended,
+    # move to the next step's callback when one runs
+    deferred = sched.policy == "vllm-v0"
+    launch = model.launch_us() if deferred else 0.0
+    last_tokens: list[tuple[Seq, bool]] = []
 
     def admit_arrivals() -> None:
         while pending and pending[0][0] <= now + 1e-12:
@@ -327,7 +368,7 @@ def run_instance(arrivals: list[tuple[float, Request, int]], model: StepModel,
         nonlocal budget
         admitted = 0
         while (waiting and budget > 0 and len(running) < sched.max_num_seqs
-               and (sched.policy == "vllm" or admitted < sched.max_prefill_batch)):
+               and (sched.policy != "mindie" or admitted < sched.max_prefill_batch)):
             s = waiting[0]
             fresh = s.computed == 0
             start = cache.lookup(s) if fresh else s.computed
@@ -353,6 +394,7 @@ def run_instance(arrivals: list[tuple[float, Request, int]], model: StepModel,
     for _ in range(max_steps):
         admit_arrivals()
         if not running and not waiting:
+            last_tokens = []               # nothing runs next: handed over when they ended
             if not pending:
                 break
             now = pending[0][0]
@@ -369,6 +411,7 @@ def run_instance(arrivals: list[tuple[float, Request, int]], model: StepModel,
                 schedule_running()
         if not scheduled:
             if pending:
+                last_tokens = []
                 now = max(now, pending[0][0])
                 continue
             raise ConfigError(
@@ -386,6 +429,15 @@ def run_instance(arrivals: list[tuple[float, Request, int]], model: StepModel,
             families[k] = families.get(k, 0.0) + v
         host += overhead
         dt = st.time_us + overhead
+        if last_tokens:
+            handed = now + min(overhead + launch, dt) / 1e6
+            for s, first in last_tokens:
+                s.token_times[-1] = handed
+                if first:
+                    s.first_token_s = handed
+                if s.finish_s is not None:
+                    s.finish_s = handed
+            last_tokens = []
         now += dt / 1e6
         for s, n in scheduled:
             s.computed += n
@@ -394,6 +446,8 @@ def run_instance(arrivals: list[tuple[float, Request, int]], model: StepModel,
             if s.computed >= s.length:
                 s.generated += 1
                 s.token_times.append(now)
+                if deferred:
+                    last_tokens.append((s, s.first_token_s is None))
                 if s.first_token_s is None:
                     s.first_token_s = now
                 if s.generated >= s.req.output_tokens or prefill_only:

@@ -39,6 +39,9 @@ call from Python, so the host lane charges each task the chip's framework eager 
 (`eager_op_launch_us`: Python, ATen dispatch, the aclnn workspace query and launch) where the
 chip file gives one, else its bare AscendCL enqueue (`host_launch_us`) (`launch_chip`). When
 that call costs more than the device spends on the op, the host lane paces the step.
+`StepModel.launch_us` is the host time to launch one step (its kernels at that call cost in
+eager mode, one graph launch in graph mode): the scheduler's vLLM V0 policy hands a step's
+tokens over after the next step's launches (serving.scheduler, module note).
 
 `simulate_point` is the only place that builds and simulates a step: with a parallel plan
 (`parallel` with more than one rank) it builds `models.decoder(..., parallel=plan)` and times
@@ -114,6 +117,7 @@ class PointTime:
     layer_us: dict[str, float]
     head_us: dict[str, float]
     collective_us: dict[str, float] = field(default_factory=dict)
+    tasks: float = 0.0               # kernel launches of the whole step (layers and head)
 
     @property
     def layer_attention_us(self) -> float:
@@ -145,30 +149,30 @@ def simulate_point(cfg: DecoderConfig, chip: Chip, parallel: Any, phase: str, ba
                                     dtype=dtype, quant=quant, launch=launch, detail=detail)
     uniform = _uniform_layers(cfg)
     if layers is None or not uniform or cfg.layers < 2:
-        fams = _families(cfg, chip, phase, batch, seq_len, context_len, cfg.layers, launch,
-                         detail, dtype, quant)
+        fams, tasks = _families(cfg, chip, phase, batch, seq_len, context_len, cfg.layers,
+                                launch, detail, dtype, quant)
         per = {k: v / cfg.layers for k, v in fams.items()}
-        return PointTime(sum(fams.values()), cfg.layers, per, {})
-    one, two = (_families(cfg, chip, phase, batch, seq_len, context_len, n, launch, detail,
-                          dtype, quant) for n in (1, 2))
+        return PointTime(sum(fams.values()), cfg.layers, per, {}, tasks=tasks)
+    (one, t1), (two, t2) = (_families(cfg, chip, phase, batch, seq_len, context_len, n, launch,
+                                      detail, dtype, quant) for n in (1, 2))
     per_layer = {k: two.get(k, 0.0) - one.get(k, 0.0) for k in {*one, *two}}
     head_us = {k: one.get(k, 0.0) - per_layer[k] for k in per_layer}
     total = sum(head_us.values()) + cfg.layers * sum(per_layer.values())
-    return PointTime(total, cfg.layers, per_layer, head_us)
+    return PointTime(total, cfg.layers, per_layer, head_us, tasks=t1 + (cfg.layers - 1) * (t2 - t1))
 
 
 def _families(cfg: DecoderConfig, chip: Chip, phase: str, batch: int, seq_len: int,
               context_len: int, layers: int, launch: str, detail: str, dtype: str,
-              quant: str | None) -> dict[str, float]:
+              quant: str | None) -> tuple[dict[str, float], int]:
     """Simulated time of the model cut to `layers` layers, us by op family (task spans
-    scaled to add up to the simulated time)."""
+    scaled to add up to the simulated time), and its number of tasks."""
     g = decoder(cfg, batch=batch, seq_len=None if phase == "decode" else seq_len, phase=phase,
                 context_len=context_len, dtype=dtype, quant=quant, layers=layers)
     res = simulate(g, chip, detail=detail, mode=LAUNCH_MODES[launch], check_capacity=False)
     fams = family_advance(res.trace.tasks)
     spans = sum(fams.values())
     scale = res.time_us / spans if spans else 0.0
-    return {k: v * scale for k, v in fams.items()}
+    return {k: v * scale for k, v in fams.items()}, len(res.trace.tasks)
 
 
 def family_advance(tasks: Sequence[Any]) -> dict[str, float]:
@@ -206,12 +210,13 @@ def _simulate_plan_point(cfg: DecoderConfig, chip: Chip, parallel: Any, phase: s
     for c in res.collectives:
         comm[COLLECTIVE + c.kind] = comm.get(COLLECTIVE + c.kind, 0.0) + c.exposed_us * c.count
     compute = max(res.time_us - sum(comm.values()), 0.0)
-    fams = family_advance(max(res.stages, key=lambda st: st.time_us).result.trace.tasks)
+    largest = max(res.stages, key=lambda st: st.time_us).result.trace.tasks
+    fams = family_advance(largest)
     spans = sum(fams.values())
     fams = {k: v * compute / spans for k, v in fams.items()} if spans else {"other": compute}
     fams.update(comm)
     per_layer = {k: v / cfg.layers for k, v in fams.items()}
-    return PointTime(res.time_us, cfg.layers, per_layer, {}, comm)
+    return PointTime(res.time_us, cfg.layers, per_layer, {}, comm, tasks=len(largest))
 
 
 def quantised(tokens: int) -> int:
@@ -281,6 +286,16 @@ class StepModel:
 
     def _decode(self, batch: int, ctx: int) -> PointTime:
         return self.point("decode", batch, 1, max(ctx, 1))
+
+    def launch_us(self) -> float:
+        """Host time to launch one step's forward (module note, *Launch*): in eager mode every
+        kernel of a decode step at the chip's eager call cost, in graph mode the one graph
+        launch (the chip's AscendCL enqueue). The kernel count barely moves with the batch,
+        so one decode point of batch 1 stands for every step."""
+        chip = launch_chip(self.chip, self.options["launch"])
+        if self.options["launch"] == "graph":
+            return chip.host_launch_us
+        return self._decode(1, CONTEXT_GRID[1]).tasks * chip.host_launch_us
 
     # ---------------------------------------------------------------- parts
     def dense(self, tokens: int) -> dict[str, float]:

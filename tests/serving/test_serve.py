@@ -108,6 +108,53 @@ def test_mindie_policy_never_mixes_prefill_and_decode():
     assert any(0 < st.prefill_tokens < st.tokens for _, st in v.steps)
 
 
+def test_vllm_v0_policy_runs_every_prefill_as_a_step_of_its_own():
+    """vLLM V0's default scheduler: prompts are admitted whole and first, and running requests
+    decode only in steps that admitted none, so no step mixes the two (V1's policy "vllm"
+    does mix them); without MindIE's prefill batch cap every waiting prompt that fits the
+    token budget starts in one step."""
+    fixed = dict(prompt_mean=64, output_mean=16, prompt_cv=0, output_cv=0)
+    v0 = dict(policy="vllm-v0", chunked_prefill=False, max_prefill_batch=4)
+    staggered = dict(n=8, rate=200.0, seed=5, **fixed)
+    for policy, mixes in ((v0, False), (dict(policy="vllm"), True)):
+        r = serve(SMALL, requests=staggered, layers=1, scheduler=policy)
+        assert any(0 < st.prefill_tokens < st.tokens for _, st in r.steps) is mixes
+    at_once = dict(n=8, rate=float("inf"), seed=5, **fixed)
+    assert serve(SMALL, requests=at_once, layers=1, scheduler=v0).steps[0][1].prefill_tokens \
+        == 8 * 64
+    mindie = dict(v0, policy="mindie")
+    assert serve(SMALL, requests=at_once, layers=1, scheduler=mindie).steps[0][1] \
+        .prefill_tokens == 4 * 64
+    with pytest.raises(ConfigError, match="'vllm-v0' is vLLM V0's scheduler without chunked"):
+        SchedulerConfig(policy="vllm-v0")
+
+
+def test_vllm_v0_hands_a_steps_tokens_over_in_the_next_steps_callback():
+    """V0 processes a step's outputs in a callback of the next step, after its host work and
+    its launches: the first token of a lone request reaches the user that much after its
+    prefill ends; a step after which nothing runs hands its tokens over when it ends. V1's
+    policy "vllm" hands them over at the step's end."""
+    from ascendsim.serving.serve import step_model
+
+    req = [Request(0, 0.0, 64, 3)]
+    sched = dict(policy="vllm-v0", chunked_prefill=False, launch="eager",
+                 host_overhead_us=500.0)
+    v0 = serve(SMALL, requests=req, layers=1, scheduler=sched)
+    ends = [st.end_s for _, st in v0.steps]
+    chip = get_chip("ascend910b")
+    sm = step_model(decoder_config(SMALL, layers=1), chip, None, dtype="float16", quant=None,
+                    launch="eager", detail="block")
+    launch = sm.launch_us()
+    assert launch == pytest.approx(sm.point("decode", 1, 1, 64).tasks * chip.eager_op_launch_us)
+    assert launch > 100            # a few tens of kernels at torch_npu's ~12 us per call
+    s = v0.seqs[0]
+    assert s.first_token_s == pytest.approx(ends[0] + (500.0 + launch) / 1e6)
+    assert s.token_times[1] == pytest.approx(ends[1] + (500.0 + launch) / 1e6)
+    assert s.finish_s == pytest.approx(ends[2])
+    v1 = serve(SMALL, requests=req, layers=1, scheduler=dict(sched, policy="vllm"))
+    assert v1.seqs[0].first_token_s == pytest.approx(v1.steps[0][1].end_s)
+
+
 def test_synthetic_workload_is_seeded_and_documented():
     a, b = synthetic(500, 4.0, seed=9), synthetic(500, 4.0, seed=9)
     assert a == b and a != synthetic(500, 4.0, seed=10)
