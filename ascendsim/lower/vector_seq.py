@@ -15,7 +15,9 @@ holds the alternatives, each with the condition CANN's op implementation checks;
 that applies replaces the op's row of SEQUENCES (`sequence_for`), and `explain()` names it.
 LayerNorm on fp16 FRACTAL_NZ data on an Ascend910-class chip sums its rows on the cube
 (TBE layer_norm.py `_check_vector_to_cube`, layer_norm_cube.py): four full-shape vector passes
-instead of fifteen and two reduce trees, one 16-row group at a time, single-buffered.
+instead of fifteen and two reduce trees, one 16-row group at a time, single-buffered; on ND
+data with gamma and beta of x's dtype it is the TIK kernel of layer_norm_tik.py (whole rows per
+core, statistics on the per-row values, four row passes).
 
 Steps are of three shapes:
 - ELEM: one instruction over every element of the op (vsub, vexp, vmul ...), in the op's
@@ -100,7 +102,9 @@ class OpSequence:
     cores, one core per row at most, on min(rows, cores) cores whatever the bytes
     (`tiling.vector_work`); `row_reads`: GM reads of the main input per element when one of
     those rows does not fit a UB tile (the kernel passes over the row in UB-sized chunks once
-    per reduction and once more to write the result; 1: the row is read once)."""
+    per reduction and once more to write the result; 1: the row is read once);
+    `row_align_elems`: the kernel lays each row out on a multiple of this many elements in
+    UB (0: on the chip's 32-byte UB blocks), and every step pays that padding."""
 
     steps: tuple[Step, ...]
     fp32: bool = False
@@ -113,6 +117,7 @@ class OpSequence:
     row_tile: int = 0
     whole_rows: bool = False
     row_reads: int = 1
+    row_align_elems: int = 0
 
 
 def _e(instr: str, vclass: str, count: float = 1.0) -> Step:
@@ -282,6 +287,73 @@ def _layer_norm_cube(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str
             and shape[-1] <= LAYER_NORM_CUBE_MAX_ROW)
 
 
+#: CANN's LayerNorm on ND data on a first-generation 910: layer_norm.py runs the TIK kernel of
+#: layer_norm_tik.py whenever `if_tik_support` holds, not the DSL sequence of SEQUENCES
+#: (ops/built-in/tbe/impl/layer_norm.py and layer_norm_tik.py, public canndev copy
+#: dengguojie/vue-element-admin). Its SplitN mode (a row fits half the UB) loads a tile of whole
+#: rows and works in fp32: zero the tile (vector_dup, in the input dtype), cast an fp16 tile up,
+#: per row x*x and two vec_reduce_add (sum x, sum x*x); on the tile's per-row values E(x),
+#: E(x^2), E(x)^2, the variance, |var| (vmuls, vmuls, vmul, vsub, vabs), then -mean and
+#: 1/sqrt(var + eps) (vmuls, vadds, vsqrt, vector_dup, vdiv); per row x + (-mean), * rstd
+#: (vadds, vmuls with the two values read into scalar registers); gamma and beta are loaded one
+#: row long and, for fp16 data, cast up over the whole tile's buffer (`exec_vec_cmd` counts the
+#: buffer, batch_num x data_num elements: half an fp32 repeat count each, the fp16 side);
+#: per row * gamma, + beta; the result cast back. Rows per core ceil(rows / cores)
+#: (`_mode_compute`); two threads per core (`thread_num = 2`: double-buffered) on half the UB
+#: each. A row too long for that (SplitD) is read from GM twice: the sums pass, then the
+#: normalising pass. The scalar reads of each row's mean and rstd from UB (a V -> S round trip
+#: per row) are not costed: no public cycle figure.
+_LAYER_NORM_TIK_STATS = (
+    _w("vmuls (E(x))"), _w("vmuls (E(x^2))"), _w("vmul", "binary"), _w("vsub", "binary"),
+    _w("vabs"), _w("vmuls (-mean)"), _w("vadds (+eps)"), _w("vsqrt", "sqrt"),
+    _w("vector_dup (1)"), _w("vdiv", "div"))
+_LAYER_NORM_TIK = (
+    _e("vector_dup (zero the tile)", "unary"), _e("vmul (x*x)", "binary"),
+    _r("vcadd (sum x)"), _r("vcadd (sum x*x)"), *_LAYER_NORM_TIK_STATS,
+    _e("vadds (-mean)", "unary"), _e("vmuls (rstd)", "unary"), _e("vmul (gamma)", "binary"),
+    _e("vadd (beta)", "binary"))
+#: fp16 data: gamma's and beta's casts run over the whole tile buffer (counted on the fp16
+#: side: 128 elements per repeat, half an fp32 unary repeat)
+_LAYER_NORM_TIK_NARROW = (
+    *_LAYER_NORM_TIK[:-2], _e("vconv f16->f32 (gamma, whole tile)", "unary", 0.5),
+    _LAYER_NORM_TIK[-2], _e("vconv f16->f32 (beta, whole tile)", "unary", 0.5),
+    _LAYER_NORM_TIK[-1])
+#: chips whose CANN SoC version is "Ascend910" (if_tik_support `support_version`; at most 32
+#: AI Cores): the first-generation 910 parts
+LAYER_NORM_TIK_CHIPS = frozenset({"ascend910", "ascend910b_gen1"})
+#: the shortest normalised row the TIK kernel takes (if_support_shape `min_support_num`)
+LAYER_NORM_TIK_MIN_ROW = 128
+#: the TIK kernel's UB rows are aligned to one fp32 repeat, 64 elements, in both the fp32 and
+#: the input-dtype buffers (`data_num_align = _get_align_num(data_num, ub_repeat_data_num)`)
+LAYER_NORM_TIK_ROW_ALIGN = 64
+
+
+def _layer_norm_tik(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str) -> bool:
+    """Whether CANN runs this LayerNorm as its TIK kernel (layer_norm_tik.py `if_tik_support`):
+    a first-generation 910, ND data, gamma and beta of x's dtype and of the normalised shape,
+    epsilon > 0, a normalised row of at least 128 elements, and not a single row whose length
+    is a multiple of 16 (that one stays on the DSL kernel)."""
+    if chip_name not in LAYER_NORM_TIK_CHIPS or fmt != "ND" or len(ins) < 3:
+        return False
+    x, gamma, beta = ins[0], ins[1], ins[2]
+    if gamma is None or beta is None or not x.shape:
+        return False
+    shape = [int(d) for d in x.shape]
+    axis = _norm_axis(attrs.get("axis", -1), len(shape))
+    row = math.prod(shape[axis:])
+    rows = math.prod(shape[:axis])
+    return (gamma.dtype == x.dtype == beta.dtype
+            and [int(d) for d in gamma.shape] == shape[axis:]
+            and [int(d) for d in beta.shape] == shape[axis:]
+            and float(attrs.get("epsilon", 1e-5)) > 0
+            and row >= LAYER_NORM_TIK_MIN_ROW and not (rows == 1 and row % 16 == 0))
+
+
+def _layer_norm_tik_narrow(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str) -> bool:
+    """The TIK kernel on 2-byte data (its gamma/beta casts over the whole tile)."""
+    return _layer_norm_tik(ins, attrs, fmt, chip_name) and ins[0].dtype in _NARROW_FLOATS
+
+
 #: A2 chips (CANN SocVersion ASCEND910B: the 910B1..B4) whose RmsNorm is the Ascend C kernel of
 #: ops-nn norm/rms_norm (the first-generation 910 and the 910_95 take other branches of its tiling)
 RMS_NORM_A2_CHIPS = frozenset({"ascend910b", "ascend910b1", "ascend910b3", "ascend910b4"})
@@ -344,6 +416,10 @@ def _narrow_pair(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str) ->
     return len(ins) > 1 and all(v.dtype in _NARROW_FLOATS for v in ins[:2])
 
 
+_TIK_NOTE = ("CANN's TIK kernel (layer_norm_tik.py): whole rows per core, two threads per "
+             "core, per-row statistics on the vector unit; the per-row scalar reads of mean "
+             "and rstd are not costed (no public cycle figure)")
+
 #: op type -> (when a kernel path applies (inputs, attrs, the main input's format, chip name),
 #: its sequence); the first that applies replaces the op's row of SEQUENCES
 PATHS: dict[str, tuple[tuple[Callable[..., bool], OpSequence], ...]] = {
@@ -375,7 +451,13 @@ PATHS: dict[str, tuple[tuple[Callable[..., bool], OpSequence], ...]] = {
         note="CANN's cube path (layer_norm_cube): the row sums run on the cube as "
              "x . ones and x . x^T, 2 x L/16 mmads per 16 rows, not simulated on the M "
              "pipe; one 16-row group per tile, single-buffered (its schedule never "
-             "enables double buffering)")),),
+             "enables double buffering)")),
+                           (_layer_norm_tik_narrow, OpSequence(
+        _LAYER_NORM_TIK_NARROW, fp32=True, rows="from_axis", cast_at=1, whole_rows=True,
+        row_reads=2, row_align_elems=LAYER_NORM_TIK_ROW_ALIGN, note=_TIK_NOTE)),
+                           (_layer_norm_tik, OpSequence(
+        _LAYER_NORM_TIK, fp32=True, rows="from_axis", cast_at=1, whole_rows=True,
+        row_reads=2, row_align_elems=LAYER_NORM_TIK_ROW_ALIGN, note=_TIK_NOTE)),),
 }
 
 
@@ -555,6 +637,8 @@ def resolve(op_type: str, opdef: Any, ins: Sequence[Value], outs: Sequence[Value
         """Rows start on 32-byte UB blocks: every step pays its dtype's row padding."""
         if not seq.rows or strided:
             return 1.0
+        if seq.row_align_elems:
+            return math.ceil(length / seq.row_align_elems) * seq.row_align_elems / length
         return math.ceil(length * item / align_bytes) * align_bytes / item / length
 
     rows = in_elems / length
@@ -652,7 +736,8 @@ def sequence_text(parts: Sequence[SeqPart]) -> str:
     return ", ".join(_describe(p) for p in parts)
 
 
-__all__ = ["ELEM", "LAYER_NORM_CUBE_CHIPS", "LAYER_NORM_CUBE_MAX_ROW", "PATHS", "REDUCE",
+__all__ = ["ELEM", "LAYER_NORM_CUBE_CHIPS", "LAYER_NORM_CUBE_MAX_ROW", "LAYER_NORM_TIK_CHIPS",
+           "LAYER_NORM_TIK_MIN_ROW", "LAYER_NORM_TIK_ROW_ALIGN", "PATHS", "REDUCE",
            "RMS_NORM_A2_CHIPS",
            "REPEAT_BYTES", "ROW", "ROW_RULES", "SEQUENCES", "OpSequence", "SeqPart", "Step",
            "VEC_CLASS", "derived_steps", "instr_cycles", "part_cycles", "reduce_row_cycles",
