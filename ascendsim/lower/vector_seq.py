@@ -270,21 +270,23 @@ _LAYER_NORM_CUBE = (
 #: with 610 and 310B that ascendsim has no chip for; neither the A2 "910B" (Ascend910B1..B4)
 #: nor the Ascend310)
 LAYER_NORM_CUBE_CHIPS = frozenset({"ascend910", "ascend910b_gen1", "ascend310p"})
-#: the widest reduced row the cube path takes (ori_shape[-1] <= 1024; NZ shape[-4] <= 64)
-LAYER_NORM_CUBE_MAX_ROW = 1024
+#: the row widths the cube path takes: `_check_vector_to_cube` lists ori_shape[-1] in (1024, 768,
+#: 96, 384, 192, 128, 512, 256) and the NZ shape[-4] (width / 16) in (64, 48, 6, 12, 24, 16, 32),
+#: which leaves 128 out (8 is not in the second list); earlier copies list 1024 and 768 only
+LAYER_NORM_CUBE_ROWS = frozenset({96, 192, 256, 384, 512, 768, 1024})
 
 
 def _layer_norm_cube(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str) -> bool:
     """Whether CANN runs this LayerNorm on its cube path (`_check_vector_to_cube`, impl_mode
     high_performance, CANN's default): FRACTAL_NZ float16 data of rank 2 or 3 normalised over
-    its last axis only, that axis at most 1024 long, on an Ascend910-class chip."""
+    its last axis only, that axis one of the listed widths, on an Ascend910-class chip."""
     if chip_name not in LAYER_NORM_CUBE_CHIPS or fmt != "FRACTAL_NZ" or not ins:
         return False
     x = ins[0]
     shape = [int(d) for d in x.shape]
     return (x.dtype == "float16" and len(shape) in (2, 3)
             and _norm_axis(attrs.get("axis", -1), len(shape)) == len(shape) - 1
-            and shape[-1] <= LAYER_NORM_CUBE_MAX_ROW)
+            and shape[-1] in LAYER_NORM_CUBE_ROWS)
 
 
 #: CANN's LayerNorm on ND data on a first-generation 910: layer_norm.py runs the TIK kernel of
@@ -736,7 +738,7 @@ def sequence_text(parts: Sequence[SeqPart]) -> str:
     return ", ".join(_describe(p) for p in parts)
 
 
-__all__ = ["ELEM", "LAYER_NORM_CUBE_CHIPS", "LAYER_NORM_CUBE_MAX_ROW", "LAYER_NORM_TIK_CHIPS",
+__all__ = ["ELEM", "LAYER_NORM_CUBE_CHIPS", "LAYER_NORM_CUBE_ROWS", "LAYER_NORM_TIK_CHIPS",
            "LAYER_NORM_TIK_MIN_ROW", "LAYER_NORM_TIK_ROW_ALIGN", "PATHS", "REDUCE",
            "RMS_NORM_A2_CHIPS",
            "REPEAT_BYTES", "ROW", "ROW_RULES", "SEQUENCES", "OpSequence", "SeqPart", "Step",

@@ -55,6 +55,9 @@ def _v_busy(res, op: str) -> int:
     ((64, 1024), "float16", -1, NZ, "ascend910", True),
     ((512, 768), "float16", -1, NZ, "ascend310p", True),
     ((64, 1040), "float16", -1, NZ, "ascend910", False),     # row longer than 1024
+    ((64, 640), "float16", -1, NZ, "ascend910", False),      # not a listed width
+    ((64, 128), "float16", -1, NZ, "ascend910", False),      # 128: NZ shape[-4] 8 not listed
+    ((64, 384), "float16", -1, NZ, "ascend910", True),
     ((16384, 768), "float32", -1, NZ, "ascend910b_gen1", False),   # fp16 only
     ((16384, 768), "float16", -1, "ND", "ascend910b_gen1", False),  # NZ data only
     ((16384, 768), "float16", -1, NZ, "ascend910b", False),   # not on the A2 910B
