@@ -323,6 +323,8 @@ def _narrow_pair(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str) ->
 
 
 #: CANN's rotate-half RoPE kernel on A2 (ops-transformer posembedding/rotary_position_embedding:
+#: op_host/rope_rotate_half_tiling.h, RopeRotateHalfTilingClass capable on SocVersion ASCEND910B
+#: for the half mode (arch35 parts take rope_regbase_tiling_base.cpp and op_kernel/arch35);
 #: op_host/rope_rotate_half_tiling.cpp, op_kernel/rotary_position_embedding.cpp, which runs
 #: rotate_half_bf16.h `RotateHalfBf16<half|bfloat16_t, float>` for 2-byte dtypes and
 #: rotate_half.h `RotateHalf<float>` for fp32). Per head of a UB step (Compute): Cast x to fp32,
