@@ -3,6 +3,7 @@ it): the base blocks are spread over that many blocks, and blocks past the core 
 a second round on the cores that free up (hpm-bert-0001: MatMul at block dim 32 on the
 30-core first-generation 910)."""
 
+import numpy as np
 import pytest
 
 import ascendsim as asim
@@ -93,3 +94,27 @@ def test_weight_gradient_takes_the_profiled_block_dim():
     assert "block dim 32 on 30 cores (2 rounds" in note
     with pytest.raises(GraphError, match="block_dim must be >= 0"):
         _filter_grad(-1)
+
+
+def _conv(block_dim=0, batch=16, cin=32, cout=32, hw=160):
+    """YOLOv5's 1x1 32 -> 32 convolution on 160x160 at batch 16 (cov-hpm-yolo16-conv-1x1-32to32,
+    profiled at block_dim 16 on the 30-core first-generation 910)."""
+    g = asim.Graph("conv")
+    x = g.input("x", (batch, cin, hw, hw), "float16", "NC1HWC0")
+    w = g.const(np.zeros((cout, cin, 1, 1), np.float16), "w")
+    g.output(*g.add_node("Conv", [x, w], {"kernel_shape": [1, 1], "block_dim": block_dim},
+                         name="mm"))
+    return g
+
+
+def test_conv_takes_the_profiled_block_dim():
+    """Conv takes `block_dim` as MatMul does: this streaming convolution moves its 52 MB on
+    that many cores, so 8 blocks take 1.5-2.2x the time of 16 (less than 2x where 16 cores
+    already share L2/HBM bandwidth)."""
+    chip = get_chip(GEN1)
+    eight, sixteen = _task(_conv(8), chip), _task(_conv(16), chip)
+    assert 1.5 <= eight.duration / sixteen.duration <= 2.2
+    note = " ".join(asim.simulate(_conv(8), GEN1, fusion=False).explain("mm").splitlines())
+    assert "over block dim 8" in note
+    with pytest.raises(GraphError, match="block_dim must be >= 0"):
+        _conv(-1)
