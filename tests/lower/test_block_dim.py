@@ -9,6 +9,7 @@ import pytest
 import ascendsim as asim
 from ascendsim.errors import GraphError
 from ascendsim.hw import get_chip
+from ascendsim.lower.cube import tbe_conv_blocks
 from ascendsim.lower.cube_tiling import core_tiles
 
 GEN1 = "ascend910b_gen1"      # 30 AI Cores
@@ -118,3 +119,23 @@ def test_conv_takes_the_profiled_block_dim():
     assert "over block dim 8" in note
     with pytest.raises(GraphError, match="block_dim must be >= 0"):
         _conv(-1)
+
+
+def test_tbe_conv_splits_the_batch_first():
+    """TBE Conv2D on the first-generation 910 takes a block per image (the batch's largest
+    divisor within the cores when the batch exceeds them), as every forward Conv2D of the
+    YOLOv5 profiles ran (block_dim 16 at batch 16, 32 and 64 on 30 cores); a split chip's
+    Ascend C tiling is not TBE's; a profiled block_dim overrides the split."""
+    gen1, a2 = get_chip(GEN1), get_chip("ascend910b")
+    for batch in (16, 32, 64):
+        assert tbe_conv_blocks(gen1, batch, batch * 160 * 160, 32) == 16
+    assert tbe_conv_blocks(gen1, 8, 8 * 160 * 160, 32) == 24      # 8 images x 3 per image
+    assert tbe_conv_blocks(gen1, 1, 56 * 56, 64) == 30            # one image: all cores
+    assert tbe_conv_blocks(gen1, 1, 16, 16) == 1                  # one output fractal
+    assert tbe_conv_blocks(a2, 16, 16 * 160 * 160, 32) == 0
+    note = " ".join(asim.simulate(_conv(batch=32), GEN1, fusion=False).explain("mm")
+                    .splitlines())
+    assert "over block dim 16" in note
+    note = " ".join(asim.simulate(_conv(12, batch=32), GEN1, fusion=False).explain("mm")
+                    .splitlines())
+    assert "over block dim 12" in note
