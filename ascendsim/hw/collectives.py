@@ -22,11 +22,12 @@ ReduceScatter, the gathered output of an AllGather, a chip's whole send buffer o
 AllToAll); on the 910's 4 + 4 server a ring of p - 1 steps of n/p. Send/Recv is one step of n
 bytes over one link (HCCS inside a server, RoCE between servers).
 
-*The task chain of a mesh stage.* HCCL expands a collective into stream tasks (HCCL user guide,
-"Profiling数据中通信算子行为分析 / 通信算子执行": a communication operator is "由多个notify同步任务
-及memcpy内存拷贝任务编排而成", one stream per plane). On a mesh group it uses the main stream and
-p - 2 slave streams, one per peer, and the main stream runs a fixed chain per stage (hicann/hccl
-src, AllReduceMeshExecutor on the 910B: ReduceScatterMeshAtomic then AllGatherMeshAtomic):
+*The task chain of a mesh stage.* HCCL expands a collective into stream tasks (the HCCL user
+guide's section on communication operators in profiling data: an operator is a schedule of
+notify synchronisation tasks and memory-copy tasks, one stream per plane). On a mesh group it
+uses the main stream and p - 2 slave streams, one per peer, and the main stream runs a fixed
+chain per stage (hicann/hccl src, AllReduceMeshExecutor on the 910B: ReduceScatterMeshAtomic
+then AllGatherMeshAtomic):
   ReduceScatter: p - 2 posts that start the slaves, TxAck + RxAck with its peer, p - 2 waits
   and p - 2 posts that pair with the slaves, one Reduce_Inline, TxDataSignal + RxDataSignal,
   an empty task, p - 2 waits for the slaves' ends, an empty task, the copy to the output:

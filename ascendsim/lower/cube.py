@@ -16,6 +16,32 @@ mode; GM and buffer bytes stay those of the operand dtype.
 Fused epilogue. A cube op at the head of a UB-fused node keeps its cube tiling and the rest
 runs on V per output tile; on split chips, as a second phase on the AIV cores, reading the
 cube result back through L2 (a mix kernel, its result in a GM workspace).
+
+Feature-map windows. A conv's output tile of m_t pixels reads the input rows its window
+covers (`cube_tiling.a_tile_bytes`), so consecutive M tiles re-read the rows they share (the
+kh - stride halo, and whole rows when a tile ends mid-row): load3d builds the img2col matrix
+from an L1 copy of those rows (TBE conv_schedule: the fmap is loaded to L1 per AL1 tile, then
+im2col'd into L0A on MTE1), and the next tile's L1 load fetches the shared rows again. A core
+walks its M tiles in order, so those re-reads hit L2 (the same core read them one tile
+earlier) even when the feature map is far larger than L2: only the first read of each byte
+can miss (`window_rereads`). With 3x3 kernels on narrow rows (YOLOv5's 12- and 32-channel
+convolutions on 160-320 px rows, m_t 512) the windows read the input 2-2.3 times.
+
+TBE Conv2D block split. On chips whose cube kernels are TBE's (`matmul_schedule = "tbe"`: the
+first-generation 910), Conv2D's tiling gives its block dim as factors [batch, Cout, HoWo] whose
+product stays within the cores, and it splits the batch first: TBE's conv schedule
+(te_schedule/conv_schedule.py, public copy jizhuoran/caffe-huawei-atlas-convertor
+convertor/huawei/te/lang/cce/te_schedule/conv_schedule.py, `get_default_tiling`) sets the batch
+factor to the batch when it is at most the core count, else to the largest divisor of the
+batch that is, and a later tuning pass raises the batch factor to the batch whenever the
+product stays within the cores (`_modify_core_num` in TBE's cube tiling tuning). Every forward
+Conv2D of the public MindSpore profiles of the 30-core first-generation 910 ran so: block_dim
+16 at batch 16, 32 and 64 (YOLOv5, coverage_ops.toml; ResNet-50's Conv2D + BNTrainingReduce
+at batch 16, resnet50_ops_910.toml), leaving 14 cores idle. `tbe_conv_blocks` gives that
+split: the batch factor times the factor the remaining cores allow for Cout/HoWo (cores //
+batch factor; G: how the closed tiling generator shares them between Cout and HoWo is not
+public, the model spreads base blocks in contiguous runs). A `block_dim` attribute (a
+profile's) overrides it.
 """
 
 from __future__ import annotations
@@ -35,12 +61,12 @@ from ..ir.ops.llm import SPLIT_K, SPLIT_M
 from ..ir.registry import get_op
 from ..ir.tensor import Value, itemsize
 from .context import Lowering, TaskSpec
-from .cube_tiling import GemmSpec, gemm_tiling, operand_read_bytes, takes_nd
+from .cube_tiling import GemmSpec, a_tile_bytes, gemm_tiling, operand_read_bytes, takes_nd
 from .formats import NC1HWC0, ND, NZ, is_small_operand, padded_bytes, padded_numel
 from .matmul_format import MatmulFormats, matmul_formats, nd2nz_head, nd2nz_head_reason
 from .memo import gemm_work, vector_work
 from .movement import ensure
-from .program import Phase, Task
+from .program import GmFraction, Phase, Task
 from .tiling import VecPart, VecSpec, cdiv, ceil_to
 from .vector import vec_parts
 from .vector_seq import SeqPart
@@ -157,6 +183,19 @@ def tbe_filter_grad_geometry(geo: CubeGeometry, batch: int, hw: int, k0: int, bl
     return CubeGeometry(split, geo.m, k, geo.n, None, False, note, k_split=split)
 
 
+def tbe_conv_blocks(chip: Any, images: int, m: int, n: int) -> int:
+    """The block dim of a forward Conv2D of `images` images on a TBE chip (module note, "TBE
+    Conv2D block split"): batch factor = the batch when it fits the cores, else its largest
+    divisor that does, times the factor the remaining cores allow, at most one block per
+    16 x 16 fractal of the (M, N) = (N*Ho*Wo, Cout) output; 0 (the cube tiling chooses) on
+    other chips."""
+    cores = int(chip.ai_cores)
+    if chip.matmul_schedule != "tbe" or images < 1:
+        return 0
+    batch_dim = next(d for d in range(min(images, cores), 0, -1) if images % d == 0)
+    return min(batch_dim * max(1, cores // batch_dim), cdiv(m, 16) * cdiv(n, 16))
+
+
 def gemm_geometry(attrs: dict, xv: Value, wv: Value, out_v: Value, k0: int,
                   extra: Value | None) -> CubeGeometry:
     """A MatMul/Gemm as a batched GEMM; an extra rank <= 1 operand is a bias (L0C). M and K
@@ -265,6 +304,16 @@ def cube_operands(low: Lowering, head) -> CubeOperands:
     return CubeOperands(x_name, w_name, xv, wv, extra, conv, nd, formats, cdt, geo, notes)
 
 
+def conv_blocks(chip: Any, head, ops: CubeOperands) -> int:
+    """A forward Conv's block dim on TBE chips (`tbe_conv_blocks`); 0 (the cube tiling
+    chooses) for other cube ops, weight gradients and transposed convs, whose schedules
+    split otherwise."""
+    opdef = get_op(head.op_type, head.name)
+    if not ops.conv or opdef.conv_view is not None or opdef.transposed:
+        return 0
+    return tbe_conv_blocks(chip, int(ops.xv.shape[0]), ops.geo.m, ops.geo.n)
+
+
 def cube_outputs(low: Lowering, node, head, tail: list, ops: CubeOperands) -> CubeOutputs:
     """The outputs of a cube task and its fused element-wise tail (per output element,
     its extra inputs read from GM); adds the epilogue's notes to `ops.notes`."""
@@ -309,8 +358,10 @@ def lower_cube(low: Lowering, node, head, tail: list, fused: tuple[str, ...] = (
     outs = cube_outputs(low, node, head, tail, ops)
     geo, notes = ops.geo, ops.notes
     in_b = itemsize(ops.xv.dtype)
+    blocks = int(head.attrs.get("block_dim") or 0) or conv_blocks(chip, head, ops)
     probe = GemmSpec(geo.batch, geo.m, geo.k, geo.n, ops.cdt, in_b,
-                     max(1, round(outs.out_bytes)), ACC_BYTES, conv_rows=geo.conv_rows)
+                     max(1, round(outs.out_bytes)), ACC_BYTES, conv_rows=geo.conv_rows,
+                     blocks=blocks if ops.conv else 0)
     miss_a, miss_b, fits, gm, gn, block = operand_misses(low, probe, node.name, ops.x_name,
                                                          ops.w_name, ops.xv, ops.wv)
     phases, workspace, head_a, head_b, miss_a, miss_b = nd2nz_heads(low, ops, miss_a, miss_b)
@@ -326,7 +377,7 @@ def lower_cube(low: Lowering, node, head, tail: list, fused: tuple[str, ...] = (
                     shared_b=gm > 1 and block > 1,
                     nd2nz_a=ops.nd and low.format_of(ops.x_name) == ND and not head_a,
                     nd2nz_b=ops.nd and low.format_of(ops.w_name) == ND and not head_b,
-                    blocks=int(head.attrs.get("block_dim") or 0),
+                    blocks=blocks,
                     batched_b=geo.k_split > 1 or (
                         not ops.conv and geo.batch > 1 and ops.wv.rank > 2
                         and ops.wv.numel > int(ops.wv.shape[-1]) * int(ops.wv.shape[-2])))
@@ -437,6 +488,18 @@ def split_matmul_formats(low: Lowering, op_type: str, x_name: str, w_name: str
     return matmul_formats(m, k, n, xv.dtype, low.chip.ai_cores)
 
 
+def window_rereads(spec: GemmSpec, m_t: int, tm: int, a_unique: float) -> float:
+    """How many times one pass over a convolution's M tiles reads each feature-map byte
+    (>= 1; 1 for a MatMul): consecutive output tiles read overlapping input rows (the kh -
+    stride halo rows, and whole rows when a tile's m_t pixels end mid-row). A core walks its
+    M tiles in order, so the overlap was read by the same core one tile earlier and is still
+    in L2 (module note, "Feature-map windows"): only the first read of each byte can miss,
+    whatever the tensor's size."""
+    if spec.conv_rows is None or a_unique <= 0:
+        return 1.0
+    return max(1.0, a_tile_bytes(spec, m_t) * tm / a_unique)
+
+
 def operand_misses(low: Lowering, probe: GemmSpec, op: str, x_name: str, w_name: str,
                    xv: Value, wv: Value) -> tuple[float, float, bool, int, int, int]:
     """L2 miss fractions of a cube op's A and B reads: a first tiling gives the tile grid
@@ -454,7 +517,10 @@ def operand_misses(low: Lowering, probe: GemmSpec, op: str, x_name: str, w_name:
     # the reads as the CANN tiling does them (L1-resident strips are not re-read): the
     # cold miss fraction is the share of them that first touches each byte
     a_reads, b_reads = operand_read_bytes(probe, t0)
-    miss_a = low.miss(x_name, max(a_reads, a_unique), fits, gn)
+    halo = window_rereads(probe, t0.m_t, t0.tm, a_unique)
+    miss_a = low.miss(x_name, max(a_reads / halo, a_unique), fits, gn)
+    if halo > 1.0:
+        miss_a = GmFraction(miss_a / halo, miss_a.tensors)
     miss_b = low.miss(w_name, max(b_reads, w_unique), fits, gm)
     return miss_a, miss_b, fits, gm, gn, t0.block
 

@@ -26,8 +26,15 @@ one core's work, looped over in UB tiles (SPLIT_D). Such a row longer than a til
 over chunk by chunk once per reduction and once more to write the result, so its main input
 is read `row_reads` times from GM (RmsNorm SPLIT_D 2: the sum of squares, then y; Softmax 3:
 the max, the sum of exp, the output); the reads after the first hit the L2, which holds the
-row the core read a pass earlier (a core's row is KBs to MBs, the L2 tens of MB). One
-tile is
+row the core read a pass earlier (a core's row is KBs to MBs, the L2 tens of MB). A
+head-loop kernel (`head_elems`: CANN's rotate-half RoPE on A2, ops-transformer
+rope_rotate_half_tiling.cpp and rotate_half_bf16.h) binds whole lines of `row_elems` to
+min(lines, cores) cores, former cores one line more (`split_even`, as GetCoreDataTiling
+splits totalSLines); per UB step of at most `step_lines` of a core's lines it loads its
+tables (the inputs after the first: cos, sin) and runs `step_parts` on them once, then
+loops over the line's heads, one tile of (step lines x `head_elems`) elements per head: one
+strided load, the sequence, one store, double-buffered (`head_loop_work`). Its time grows
+with the heads per core, not with the bytes. One tile is
   S -> MTE2 (GM->UB, one move per input) -> V (one instruction per vector op) -> MTE3 (UB->GM).
 A vector instruction on b bytes costs max(vector_min_cycles, b / rate(class, dtype)).
 A kernel that stores its output in several DMA commands per tile (`VecSpec.out_moves`: the
@@ -47,7 +54,7 @@ figure comes from the chip (with its source); the constants below are search par
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..errors import SimulationError
 from .program import GM, CoreGroup, Instr, Segment, Stage, gm_tensors
@@ -195,6 +202,11 @@ class VecSpec:
     # DMA commands per tile that write the output (a TIK kernel's one store per window
     # position of its argmax mask, lower/pool.py); 1: one store per tile
     out_moves: int = 1
+    # >0: a head-loop kernel (note): elements per head slice of a line of `row_elems`; UB
+    # step of at most `step_lines` lines; V work once per step on the tables (inputs 1:)
+    head_elems: int = 0
+    step_lines: int = 0
+    step_parts: tuple[SeqPart, ...] = ()
 
 
 def vector_work(chip, spec: VecSpec, op: str, cores: int) -> tuple[list[CoreGroup], list[str]]:
@@ -209,6 +221,8 @@ def vector_work(chip, spec: VecSpec, op: str, cores: int) -> tuple[list[CoreGrou
         raise SimulationError(
             f"op '{op}': UB of core 0 ({chip.ub_bytes} B) cannot hold the minimum tile: "
             f"{nbuf} slot(s) x {spec.align} elements x {per_elem:g} B/element = {need:g} B")
+    if spec.head_elems > 0 and spec.row_elems > 0:
+        return head_loop_work(chip, spec, cores)
     # (copy_only splits in 32-byte blocks, not in tiles of `align` elements)
     most = cores if spec.split == "copy" else min(cores, cdiv(spec.elems, spec.align))
     block = max(1, min(most, split_cores(chip, spec, cores)))
@@ -252,6 +266,44 @@ def vector_work(chip, spec: VecSpec, op: str, cores: int) -> tuple[list[CoreGrou
     seq = [p for p in spec.parts if isinstance(p, SeqPart)]
     if seq:
         notes.append(f"V cycles per tile of {tile} elements: " + ", ".join(
+            f"{p.instr} {part_cycles(chip, p, tile)}" for p in seq))
+    return groups, notes
+
+
+def head_loop_work(chip, spec: VecSpec, cores: int) -> tuple[list[CoreGroup], list[str]]:
+    """Core groups of a head-loop kernel (module note): whole lines on min(lines, cores)
+    cores, former cores one line more (`split_even`); per UB step of at most `step_lines`
+    of a core's lines, the first head's tile also loads the tables (inputs after the first)
+    and runs `step_parts` on them, then every head is one tile of (step lines x head_elems)
+    elements: one strided load, the sequence, one store."""
+    lines = cdiv(spec.elems, spec.row_elems)
+    block = min(cores, lines)
+    heads = max(1, spec.row_elems // spec.head_elems)
+    main = replace(spec, inputs=spec.inputs[:1], moves=spec.moves[:1])
+    # the first head of a step: its tables' bytes and work, per element of that head's tile
+    first = replace(spec, inputs=spec.inputs[:1] + tuple(
+        (b * heads, miss) for b, miss in spec.inputs[1:]), parts=spec.parts + tuple(
+        replace(p, elems=p.elems * heads) for p in spec.step_parts), moves=())
+    groups: list[CoreGroup] = []
+    core = 0
+    for k, ncores in split_even(lines, block):
+        segs: list[Segment] = []
+        full, rest = divmod(k, max(spec.step_lines, 1))
+        for step in [spec.step_lines] * full + ([rest] if rest else []):
+            e = step * spec.head_elems
+            segs.append(Segment(_vector_stages(chip, first, e), 1))
+            if heads > 1:
+                segs.append(Segment(_vector_stages(chip, main, e), heads - 1))
+        groups.append(CoreGroup(tuple(range(core, core + ncores)), tuple(segs)))
+        core += ncores
+    most = cdiv(lines, block)
+    notes = [f"head loop: {lines} line(s) of {heads} head(s) x {spec.head_elems} elements "
+             f"over {block} core(s), up to {most} line(s) per core in UB steps of up to "
+             f"{spec.step_lines}; per head one load, the sequence and one store"]
+    seq = [p for p in spec.parts if isinstance(p, SeqPart)]
+    tile = min(most, spec.step_lines) * spec.head_elems
+    if seq:
+        notes.append(f"V cycles per head tile of {tile} elements: " + ", ".join(
             f"{p.instr} {part_cycles(chip, p, tile)}" for p in seq))
     return groups, notes
 

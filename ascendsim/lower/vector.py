@@ -25,6 +25,7 @@ input (formats.py); the others read and write ND.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -38,7 +39,7 @@ from .formats import NC1HWC0, ND, NZ, is_small_operand, padded_bytes
 from .memo import vector_work
 from .movement import ensure
 from .tiling import VecSpec
-from .vector_seq import ROW_RULES, SeqPart, resolve, sequence_for, vclass_of_registry
+from .vector_seq import HEAD_LOOPS, ROW_RULES, SeqPart, resolve, sequence_for, vclass_of_registry
 
 
 def vec_class_of(opdef: Any, ins: list[Value]) -> str:
@@ -94,11 +95,11 @@ def lower_vector(low: Lowering, node, parts: list, category: Category,
     inputs = tuple((b / n, low.miss(i, b, fmt=f)) for i, b, f in zip(ins, in_b, in_fmts))
     through = low.through(outs, out_fmts)
     buffers, row_tile, row_elems, row_reads = kernel_pipeline(low, parts, n, fmt)
-    spec = VecSpec(n, inputs, sum(out_b) / n, through, tuple(vparts), temp,
-                   buffers=buffers, row_tile=row_tile, row_elems=row_elems,
-                   row_reads=row_reads,
-                   split="copy" if copies_only(parts, in_vals, out_vals) else "",
-                   moves=row_moves(low, parts[0], in_vals, gathered))
+    spec = head_loop(low, parts, fmt, VecSpec(
+        n, inputs, sum(out_b) / n, through, tuple(vparts), temp, buffers=buffers,
+        row_tile=row_tile, row_elems=row_elems, row_reads=row_reads,
+        moves=row_moves(low, parts[0], in_vals, gathered),
+        split="copy" if copies_only(parts, in_vals, out_vals) else ""))
     groups, vnotes = vector_work(low.chip, spec, node.name,
                                  (blocks := schedule_blocks(low, parts, ext_vals))[0])
     if not ext_in and node.inputs:
@@ -226,6 +227,30 @@ def kernel_pipeline(low: Lowering, parts: list, n: int, fmt: str
 
     return (seq.buffers, task_elems(int(length) * seq.row_tile) if seq.row_tile else 0,
             task_elems(int(length)) if whole else 0, seq.row_reads if whole else 1)
+
+
+def head_loop(low: Lowering, parts: list, fmt: str, spec: VecSpec) -> VecSpec:
+    """`spec` with the geometry of a head-loop kernel (`VecSpec.head_elems`: task elements
+    per line and per head slice, lines per UB step, V work per step on the tables) when it
+    is a lone node whose kernel path loops over heads (`OpSequence.head_loop`: CANN's RoPE
+    kernel on A2); else `spec` as it is. The geometry is the kernel tiling's, on the node's
+    own dtypes (a bf16 op's UB split is its 2-byte one)."""
+    if len(parts) != 1:
+        return spec
+    nd = parts[0]
+    ins = [low.sub_value(nd, i) for i in nd.inputs if i]
+    seq = sequence_for(nd.op_type, ins, nd.attrs, fmt, low.chip.name) if ins else None
+    if seq is None or not seq.head_loop:
+        return spec
+    geometry, step_parts = HEAD_LOOPS[seq.head_loop]
+    loop = geometry(ins, low.chip.ub_bytes)
+    if loop is None:
+        return spec
+    scale = spec.elems / max(int(ins[0].numel), 1)
+    heads = max(1, loop.line_elems // loop.head_elems)
+    return replace(spec, row_elems=max(1, round(loop.line_elems * scale)),
+                   head_elems=max(1, round(loop.head_elems * scale)),
+                   step_lines=loop.step_lines, step_parts=step_parts(ins[0].dtype, heads))
 
 
 def lower_vector_op(low: Lowering, node: Node) -> None:
@@ -370,5 +395,5 @@ def same_const(a: Any, b: Any) -> bool:
 LOWERINGS = {"vector": lower_vector_op, "scalar": lower_vector_op}
 
 __all__ = ["TBE_COPY_ONLY", "copies_only", "lower_vector", "lower_vector_op",
-           "keeps_format", "kernel_pipeline", "vec_parts",
+           "keeps_format", "head_loop", "kernel_pipeline", "vec_parts",
            "node_seq", "vec_class_of", "attrs_key", "same_const", "LOWERINGS"]

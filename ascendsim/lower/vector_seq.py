@@ -18,6 +18,8 @@ LayerNorm on fp16 FRACTAL_NZ data on an Ascend910-class chip sums its rows on th
 instead of fifteen and two reduce trees, one 16-row group at a time, single-buffered; on ND
 data with gamma and beta of x's dtype it is the TIK kernel of layer_norm_tik.py (whole rows per
 core, statistics on the per-row values, four row passes).
+RotaryMul on an A2 chip is CANN's rotate-half RoPE kernel, a head loop (`HEAD_LOOPS`,
+`rope_loop`): whole lines (tokens) per core and one load, sequence and store per head.
 
 Steps are of three shapes:
 - ELEM: one instruction over every element of the op (vsub, vexp, vmul ...), in the op's
@@ -104,7 +106,10 @@ class OpSequence:
     those rows does not fit a UB tile (the kernel passes over the row in UB-sized chunks once
     per reduction and once more to write the result; 1: the row is read once);
     `row_align_elems`: the kernel lays each row out on a multiple of this many elements in
-    UB (0: on the chip's 32-byte UB blocks), and every step pays that padding."""
+    UB (0: on the chip's 32-byte UB blocks), and every step pays that padding; `head_loop`:
+    the kernel binds whole lines to cores and loops over the heads of each UB step of lines,
+    one strided load, sequence and store per head (`HEAD_LOOPS`: how the lines and heads are
+    found; `tiling.vector_work`)."""
 
     steps: tuple[Step, ...]
     fp32: bool = False
@@ -118,6 +123,7 @@ class OpSequence:
     whole_rows: bool = False
     row_reads: int = 1
     row_align_elems: int = 0
+    head_loop: str = ""
 
 
 def _e(instr: str, vclass: str, count: float = 1.0) -> Step:
@@ -418,6 +424,115 @@ def _narrow_pair(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str) ->
     return len(ins) > 1 and all(v.dtype in _NARROW_FLOATS for v in ins[:2])
 
 
+#: CANN's rotate-half RoPE kernel on A2 (ops-transformer posembedding/rotary_position_embedding:
+#: op_host/rope_rotate_half_tiling.h, RopeRotateHalfTilingClass capable on SocVersion ASCEND910B
+#: for the half mode (arch35 parts take rope_regbase_tiling_base.cpp and op_kernel/arch35);
+#: op_host/rope_rotate_half_tiling.cpp, op_kernel/rotary_position_embedding.cpp, which runs
+#: rotate_half_bf16.h `RotateHalfBf16<half|bfloat16_t, float>` for 2-byte dtypes and
+#: rotate_half.h `RotateHalf<float>` for fp32). Per head of a UB step (Compute): Cast x to fp32,
+#: XNewCopy's two UB->UB DataCopys of the halves (a vector-unit copy: asc-devkit c_api
+#: vector_compute asc_copy, msKPP UB->UB ~261 B/cycle, the unary rate), Mul x*cos,
+#: Mul x_new*sin, Add, Cast back; the casts come from `fp32`.
+_ROPE_HEAD = (_e("vcopy (UB->UB half swap)", "unary", 2.0), _e("vmul", "binary"),
+              _e("vmul", "binary"), _e("vadd", "binary"))
+#: rope_rotate_half_tiling.cpp: D above D_LENGTH_LIMIT is refused; UB split into
+#: DOUBLE_BUFFER * UB_NUM (fp32) or DOUBLE_BUFFER * UB_NUM_BF16 (2-byte) parts after a 2 KB
+#: reserve; BNSD shapes with B*N > BNSD_ALIGNED_BLOCK_S_SCALE * S are refused (CheckBnsdBlockSkip)
+ROPE_D_LIMIT = 896
+ROPE_UB_PARTS = {4: 2 * 4, 2: 2 * 12}
+ROPE_UB_RESERVE = 2048
+ROPE_BNSD_SCALE = 8
+
+
+@dataclass(frozen=True)
+class HeadLoop:
+    """A head-loop kernel's geometry in elements of its main input: `lines` lines of
+    `line_elems` each are bound whole to cores; per UB step of at most `step_lines` lines the
+    kernel loops over the line's heads of `head_elems` each."""
+
+    lines: int
+    line_elems: int
+    head_elems: int
+    step_lines: int
+
+
+def rope_loop(ins: Sequence[Value], ub_bytes: int) -> HeadLoop | None:
+    """CANN's rotate-half RoPE tiling (rope_rotate_half_tiling.cpp `ChooseTilingMode`, on the
+    three leading axes of x and cos, a 3-D TND input read as [1, T, N]): lines (totalSLines,
+    split over min(lines, AIV cores) cores, former cores one line more: `GetCoreDataTiling`)
+    and heads per line (bcFirstDim x bcSecondDim, the kernel's bnSize loop); None where the
+    tiling refuses the shape, or takes the R_B1SD mode over several batches (a cos/sin load
+    per batch and step: not modelled)."""
+    if len(ins) < 3:
+        return None
+    x, r = ins[0], ins[1]
+    xs, rs = [int(d) for d in x.shape], [int(d) for d in r.shape]
+    if len(xs) not in (3, 4) or len(rs) != len(xs) or rs[-1] != xs[-1]:
+        return None
+    d, item = xs[-1], itemsize(x.dtype)
+    if d > ROPE_D_LIMIT or d % 2 or item not in ROPE_UB_PARTS:
+        return None
+    (x1, x2, x3), (r1, r2, r3) = ((1, *xs[:2]), (1, *rs[:2])) if len(xs) == 3 else (
+        tuple(xs[:3]), tuple(rs[:3]))
+    per_block = 32 // item
+    half = d // 2
+    aligned = half % per_block == 0
+    d_pad = d if aligned else 2 * -(-half // per_block) * per_block
+    if (r1, r2, r3) == (x1, x2, x3):                    # NO_BROADCAST
+        lines, heads = x1 * x2 * x3, 1
+    elif (r1, r2, r3) == (1, 1, 1):                     # BND: every row of x is a line
+        if 1 not in (x1, x2, x3):
+            return None
+        lines, heads = x1 * x2 * x3, 1
+    elif x1 != r1 and x2 != r2:                         # BNSD
+        if aligned and x1 * x2 > ROPE_BNSD_SCALE * x3:
+            return None
+        lines, heads = x3, x1 * x2
+    elif x1 != r1 and x3 != r3:                         # BSND
+        lines, heads = x2, x1 * x3
+    elif x2 != r2 and x3 != r3:                         # SBND
+        lines, heads = x1, x2 * x3
+    elif x1 != r1 and 1 in (r2, r3):                    # x B1SD / BS1D
+        lines, heads = x2 * x3, x1
+    elif x2 != r2 and r3 == 1:                          # x SB1D
+        lines, heads = x1, x2
+    elif x3 != r3:                                      # r BS1D / SB1D
+        lines, heads = x1 * x2, x3
+    elif x1 == r1 == 1 and x3 == r3:                    # r B1SD of one batch
+        lines, heads = x3, x2
+    else:                                               # r B1SD over batches, or refused
+        return None
+    step = (ub_bytes - ROPE_UB_RESERVE) // ROPE_UB_PARTS[item] // (item * d_pad)
+    if step < 1:
+        return None
+    return HeadLoop(lines, heads * d, d, step)
+
+
+def rope_step_parts(dtype: str, heads: int) -> tuple[SeqPart, ...]:
+    """The V work of one UB step of the RoPE kernel on its tables, per element of x (the
+    tables hold 1/heads of x's elements): a 2-byte cos and sin each cast to fp32
+    (SingleStepProcess), then SinCompute's Muls by -1 of the first half of every sin line."""
+    item = itemsize(dtype)
+    casts = tuple(SeqPart(f"vconv {_short(dtype)}->f32 ({name})", "unary", dtype, item, ELEM,
+                          1.0 / heads) for name in ("cos", "sin")) if item == 2 else ()
+    return casts + (SeqPart("vmuls (-sin, first half)", "unary", "float32", 4, ELEM,
+                            0.5 / heads),)
+
+
+#: how a head-loop kernel is found: (its geometry from (inputs, UB bytes), its V work once
+#: per UB step from (the input dtype, heads per line))
+HEAD_LOOPS: dict[str, tuple[Callable[..., HeadLoop | None],
+                            Callable[..., tuple[SeqPart, ...]]]] = {
+    "rope": (rope_loop, rope_step_parts)}
+
+
+def _rope_a2(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str) -> bool:
+    """Whether CANN runs this RotaryMul as its rotate-half RoPE kernel: an A2 chip, ND data
+    whose shapes the kernel's tiling takes (`rope_loop`, with a UB that fits one line)."""
+    return (chip_name in RMS_NORM_A2_CHIPS and fmt == "ND"
+            and rope_loop(ins, 1 << 30) is not None)
+
+
 _TIK_NOTE = ("CANN's TIK kernel (layer_norm_tik.py): whole rows per core, two threads per "
              "core, per-row statistics on the vector unit; the per-row scalar reads of mean "
              "and rstd are not costed (no public cycle figure)")
@@ -460,6 +575,12 @@ PATHS: dict[str, tuple[tuple[Callable[..., bool], OpSequence], ...]] = {
                            (_layer_norm_tik, OpSequence(
         _LAYER_NORM_TIK, fp32=True, rows="from_axis", cast_at=1, whole_rows=True,
         row_reads=2, row_align_elems=LAYER_NORM_TIK_ROW_ALIGN, note=_TIK_NOTE)),),
+    "RotaryMul": ((_rope_a2, OpSequence(
+        _ROPE_HEAD, fp32=True, head_loop="rope",
+        note="CANN's rotate-half RoPE kernel (ops-transformer rotary_position_embedding): "
+             "lines (tokens) bound whole to cores; per UB step cos and sin loaded and cast "
+             "once, then per head one strided load, the sequence and one store, "
+             "double-buffered")),),
 }
 
 
@@ -738,10 +859,11 @@ def sequence_text(parts: Sequence[SeqPart]) -> str:
     return ", ".join(_describe(p) for p in parts)
 
 
-__all__ = ["ELEM", "LAYER_NORM_CUBE_CHIPS", "LAYER_NORM_CUBE_ROWS", "LAYER_NORM_TIK_CHIPS",
-           "LAYER_NORM_TIK_MIN_ROW", "LAYER_NORM_TIK_ROW_ALIGN", "PATHS", "REDUCE",
+__all__ = ["ELEM", "HEAD_LOOPS", "HeadLoop", "LAYER_NORM_CUBE_CHIPS", "LAYER_NORM_CUBE_ROWS",
+           "LAYER_NORM_TIK_CHIPS", "LAYER_NORM_TIK_MIN_ROW", "LAYER_NORM_TIK_ROW_ALIGN", "PATHS",
+           "REDUCE",
            "RMS_NORM_A2_CHIPS",
            "REPEAT_BYTES", "ROW", "ROW_RULES", "SEQUENCES", "OpSequence", "SeqPart", "Step",
            "VEC_CLASS", "derived_steps", "instr_cycles", "part_cycles", "reduce_row_cycles",
-           "repeat_cycles", "resolve", "sequence_for", "sequence_text",
+           "repeat_cycles", "resolve", "rope_loop", "sequence_for", "sequence_text",
            "vclass_of_registry"]

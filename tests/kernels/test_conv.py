@@ -210,7 +210,7 @@ def test_bad_group_is_reported():
     ({"auto_pad": "SAME"}, r"auto_pad 'SAME' is not one of"),
     ({"kernel_shape": [5, 5]}, r"kernel_shape \[5, 5\] does not match W's spatial dims"),
     ({"strides": [0, 1]}, r"must be >= 1"),
-    ({"bogus": 1}, r"unknown attribute\(s\) bogus; valid: auto_pad, dilations, group"),
+    ({"bogus": 1}, r"unknown attribute\(s\) bogus; valid: auto_pad, block_dim, dilations, group"),
 ])
 def test_conv_attribute_errors(attrs, msg):
     g = Graph("e")

@@ -3,11 +3,13 @@ it): the base blocks are spread over that many blocks, and blocks past the core 
 a second round on the cores that free up (hpm-bert-0001: MatMul at block dim 32 on the
 30-core first-generation 910)."""
 
+import numpy as np
 import pytest
 
 import ascendsim as asim
 from ascendsim.errors import GraphError
 from ascendsim.hw import get_chip
+from ascendsim.lower.cube import tbe_conv_blocks
 from ascendsim.lower.cube_tiling import core_tiles
 
 GEN1 = "ascend910b_gen1"      # 30 AI Cores
@@ -93,3 +95,47 @@ def test_weight_gradient_takes_the_profiled_block_dim():
     assert "block dim 32 on 30 cores (2 rounds" in note
     with pytest.raises(GraphError, match="block_dim must be >= 0"):
         _filter_grad(-1)
+
+
+def _conv(block_dim=0, batch=16, cin=32, cout=32, hw=160):
+    """YOLOv5's 1x1 32 -> 32 convolution on 160x160 at batch 16 (cov-hpm-yolo16-conv-1x1-32to32,
+    profiled at block_dim 16 on the 30-core first-generation 910)."""
+    g = asim.Graph("conv")
+    x = g.input("x", (batch, cin, hw, hw), "float16", "NC1HWC0")
+    w = g.const(np.zeros((cout, cin, 1, 1), np.float16), "w")
+    g.output(*g.add_node("Conv", [x, w], {"kernel_shape": [1, 1], "block_dim": block_dim},
+                         name="mm"))
+    return g
+
+
+def test_conv_takes_the_profiled_block_dim():
+    """Conv takes `block_dim` as MatMul does: this streaming convolution moves its 52 MB on
+    that many cores, so 8 blocks take 1.5-2.2x the time of 16 (less than 2x where 16 cores
+    already share L2/HBM bandwidth)."""
+    chip = get_chip(GEN1)
+    eight, sixteen = _task(_conv(8), chip), _task(_conv(16), chip)
+    assert 1.5 <= eight.duration / sixteen.duration <= 2.2
+    note = " ".join(asim.simulate(_conv(8), GEN1, fusion=False).explain("mm").splitlines())
+    assert "over block dim 8" in note
+    with pytest.raises(GraphError, match="block_dim must be >= 0"):
+        _conv(-1)
+
+
+def test_tbe_conv_splits_the_batch_first():
+    """TBE Conv2D on the first-generation 910 takes a block per image (the batch's largest
+    divisor within the cores when the batch exceeds them), as every forward Conv2D of the
+    YOLOv5 profiles ran (block_dim 16 at batch 16, 32 and 64 on 30 cores); a split chip's
+    Ascend C tiling is not TBE's; a profiled block_dim overrides the split."""
+    gen1, a2 = get_chip(GEN1), get_chip("ascend910b")
+    for batch in (16, 32, 64):
+        assert tbe_conv_blocks(gen1, batch, batch * 160 * 160, 32) == 16
+    assert tbe_conv_blocks(gen1, 8, 8 * 160 * 160, 32) == 24      # 8 images x 3 per image
+    assert tbe_conv_blocks(gen1, 1, 56 * 56, 64) == 30            # one image: all cores
+    assert tbe_conv_blocks(gen1, 1, 16, 16) == 1                  # one output fractal
+    assert tbe_conv_blocks(a2, 16, 16 * 160 * 160, 32) == 0
+    note = " ".join(asim.simulate(_conv(batch=32), GEN1, fusion=False).explain("mm")
+                    .splitlines())
+    assert "over block dim 16" in note
+    note = " ".join(asim.simulate(_conv(12, batch=32), GEN1, fusion=False).explain("mm")
+                    .splitlines())
+    assert "over block dim 12" in note

@@ -198,6 +198,7 @@ def _check_group(group: int) -> int:
 
 def _conv_infer(ins, attrs, consts):
     x, w = ins[0], ins[1]
+    _check_block_dim(attrs)
     bias = ins[2] if len(ins) > 2 else None
     _conv_operands(x, w)
     group = _check_group(attrs["group"])
@@ -221,7 +222,9 @@ def _conv_flops(ins, outs, attrs) -> int:
 register(OpDef(
     "Conv", _conv_infer, kconv.conv, Category.CUBE, unit=Unit.CUBE, inputs=("x", "w", "b?"),
     conv=True,
-    attrs={**_WINDOW_ATTRS, "group": 1}, flops=_conv_flops))
+    attrs={**_WINDOW_ATTRS, "group": 1, "block_dim": 0}, flops=_conv_flops,
+    doc="ONNX Conv (CANN Conv2D): an implicit GEMM on the cube; block_dim: the kernel's block "
+        "dim when a profile fixes it (0: the cube tiling chooses)"))
 
 
 def _conv_transpose_infer(ins, attrs, consts):
