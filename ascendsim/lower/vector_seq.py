@@ -66,28 +66,34 @@ import numpy as np
 
 from ..ir.registry import VecClass
 from ..ir.tensor import Value, itemsize
+from .layer_norm_paths import (
+    LAYER_NORM_CUBE,
+    LAYER_NORM_CUBE_CHIPS,
+    LAYER_NORM_CUBE_ROWS,
+    LAYER_NORM_TIK,
+    LAYER_NORM_TIK_CHIPS,
+    LAYER_NORM_TIK_MIN_ROW,
+    LAYER_NORM_TIK_NARROW,
+    LAYER_NORM_TIK_NOTE,
+    LAYER_NORM_TIK_ROW_ALIGN,
+    layer_norm_cube,
+    layer_norm_tik,
+    layer_norm_tik_narrow,
+)
+from .seq_types import ELEM, REDUCE, ROW, Step
+from .seq_types import NARROW_FLOATS as _NARROW_FLOATS
+from .seq_types import elem as _e
+from .seq_types import norm_axis as _norm_axis
+from .seq_types import per_row as _w
+from .seq_types import reduction as _r
 
 #: bytes one vector repeat works on (S: Ascend C API reference, RepeatReduceSum/WholeReduceSum:
 #: "the vector unit reads 256 contiguous bytes per iteration"; HC31/VENG 2048-bit vector)
 REPEAT_BYTES = 256
-#: step shapes (module note)
-ELEM, REDUCE, ROW = "elem", "reduce", "row"
 #: registry vector class -> chip vector instruction class (MOVE: vcopy/vnchwconv, unary rate)
 VEC_CLASS = {VecClass.UNARY: "unary", VecClass.BINARY: "binary", VecClass.TERNARY: "ternary",
              VecClass.EXP: "exp", VecClass.SQRT: "sqrt", VecClass.DIV: "div",
              VecClass.REDUCE: "reduce", VecClass.MOVE: "unary"}
-#: 2-byte float dtypes an fp32 sequence casts up
-_NARROW_FLOATS = ("float16", "bfloat16")
-
-
-@dataclass(frozen=True)
-class Step:
-    """One instruction of a sequence: its name, the chip rate class, its shape, how many."""
-
-    instr: str
-    vclass: str
-    shape: str = ELEM
-    count: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -124,18 +130,6 @@ class OpSequence:
     row_reads: int = 1
     row_align_elems: int = 0
     head_loop: str = ""
-
-
-def _e(instr: str, vclass: str, count: float = 1.0) -> Step:
-    return Step(instr, vclass, ELEM, count)
-
-
-def _r(instr: str, vclass: str = "reduce") -> Step:
-    return Step(instr, vclass, REDUCE)
-
-
-def _w(instr: str, vclass: str = "unary") -> Step:
-    return Step(instr, vclass, ROW)
 
 
 #: instance norm: statistics per (sample, channel) row, rstd on the row values, then scale
@@ -249,118 +243,6 @@ SEQUENCES: dict[str, OpSequence] = {
     "BNTrainingReduceGrad": OpSequence(_BN_REDUCE_GRAD[1:], rows="channels"),
     "BNTrainingUpdate": OpSequence(_BN_UPDATE, fp32=True, rows="channels", cast_at=9),
 }
-
-#: CANN's LayerNorm on fp16 FRACTAL_NZ data where the reductions run on the cube
-#: (ops/built-in/tbe/impl/layer_norm.py `_check_vector_to_cube` -> tbe/dsl/compute/
-#: layer_norm_cube.py, scheduled by static_schedule/layer_norm_cube_schedule.py): per 16 rows
-#: the cube computes sum(x) as x . ones and sum(x*x) as the diagonal of x . x^T (fp16 in, fp32
-#: in L0C, 2 * L/16 fractal mmads); the vector casts x to fp32 (cast_x_ub), moves the two
-#: 16x16 sums from L0C (on coupled chips L0C -> UB is a V-pipe move), derives mean and variance
-#: and rsqrt = exp(-0.5 * ln(var + eps)) on those 16-wide statistics (nz_mean, xx_sum_cub
-#: broadcast, xx_sum, mean_mul, nz_var, var_add_eps, vlog, var_log_mul, vexp), casts mean and
-#: variance to fp16, then makes four full-shape fp32 passes: x - mean, * rsqrt, * gamma,
-#: + beta (x_sub_mean, mean_mul_var, scale_mul, scale_add; the statistics are read with a
-#: stride, not materialised), and casts the result back (cast_res). The schedule tiles the UB
-#: by one 16-row group (`_get_tiling`: CUB_matrix [k, 1, 16, 16]), binds row groups to cores
-#: (block_dim = min(groups, CORE_NUM)) and defines `_double_buffer` but never calls it, so
-#: each group's load, vector work and store run one after another (`buffers=1`, `row_tile=16`).
-_LAYER_NORM_CUBE = (
-    _w("vmov (L0C->UB: sum x)"), _w("vmuls"), _w("vmov (L0C->UB: sum x*x)"),
-    _w("vbrcb (diagonal)"), _w("vmuls"), _w("vmul", "binary"), _w("vsub", "binary"),
-    _w("vadds"), _w("vln", "exp"), _w("vmuls"), _w("vexp", "exp"),
-    _w("vconv f32->f16 (mean)"), _w("vconv f32->f16 (variance)"),
-    _e("vsub", "binary"), _e("vmul", "binary"), _e("vmul", "binary"), _e("vadd", "binary"))
-
-#: chips whose CANN short SoC version takes the LayerNorm cube path (`_check_vector_to_cube`
-#: lists Ascend910 - every first-generation 910 SoC, 910A/910B/910ProA/910ProB - and Ascend310P,
-#: with 610 and 310B that ascendsim has no chip for; neither the A2 "910B" (Ascend910B1..B4)
-#: nor the Ascend310)
-LAYER_NORM_CUBE_CHIPS = frozenset({"ascend910", "ascend910b_gen1", "ascend310p"})
-#: the row widths the cube path takes: `_check_vector_to_cube` lists ori_shape[-1] in (1024, 768,
-#: 96, 384, 192, 128, 512, 256) and the NZ shape[-4] (width / 16) in (64, 48, 6, 12, 24, 16, 32),
-#: which leaves 128 out (8 is not in the second list); earlier copies list 1024 and 768 only
-LAYER_NORM_CUBE_ROWS = frozenset({96, 192, 256, 384, 512, 768, 1024})
-
-
-def _layer_norm_cube(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str) -> bool:
-    """Whether CANN runs this LayerNorm on its cube path (`_check_vector_to_cube`, impl_mode
-    high_performance, CANN's default): FRACTAL_NZ float16 data of rank 2 or 3 normalised over
-    its last axis only, that axis one of the listed widths, on an Ascend910-class chip."""
-    if chip_name not in LAYER_NORM_CUBE_CHIPS or fmt != "FRACTAL_NZ" or not ins:
-        return False
-    x = ins[0]
-    shape = [int(d) for d in x.shape]
-    return (x.dtype == "float16" and len(shape) in (2, 3)
-            and _norm_axis(attrs.get("axis", -1), len(shape)) == len(shape) - 1
-            and shape[-1] in LAYER_NORM_CUBE_ROWS)
-
-
-#: CANN's LayerNorm on ND data on a first-generation 910: layer_norm.py runs the TIK kernel of
-#: layer_norm_tik.py whenever `if_tik_support` holds, not the DSL sequence of SEQUENCES
-#: (ops/built-in/tbe/impl/layer_norm.py and layer_norm_tik.py, public canndev copy
-#: dengguojie/vue-element-admin). Its SplitN mode (a row fits half the UB) loads a tile of whole
-#: rows and works in fp32: zero the tile (vector_dup, in the input dtype), cast an fp16 tile up,
-#: per row x*x and two vec_reduce_add (sum x, sum x*x); on the tile's per-row values E(x),
-#: E(x^2), E(x)^2, the variance, |var| (vmuls, vmuls, vmul, vsub, vabs), then -mean and
-#: 1/sqrt(var + eps) (vmuls, vadds, vsqrt, vector_dup, vdiv); per row x + (-mean), * rstd
-#: (vadds, vmuls with the two values read into scalar registers); gamma and beta are loaded one
-#: row long and, for fp16 data, cast up over the whole tile's buffer (`exec_vec_cmd` counts the
-#: buffer, batch_num x data_num elements: half an fp32 repeat count each, the fp16 side);
-#: per row * gamma, + beta; the result cast back. Rows per core ceil(rows / cores)
-#: (`_mode_compute`); two threads per core (`thread_num = 2`: double-buffered) on half the UB
-#: each. A row too long for that (SplitD) is read from GM twice: the sums pass, then the
-#: normalising pass. The scalar reads of each row's mean and rstd from UB (a V -> S round trip
-#: per row) are not costed: no public cycle figure.
-_LAYER_NORM_TIK_STATS = (
-    _w("vmuls (E(x))"), _w("vmuls (E(x^2))"), _w("vmul", "binary"), _w("vsub", "binary"),
-    _w("vabs"), _w("vmuls (-mean)"), _w("vadds (+eps)"), _w("vsqrt", "sqrt"),
-    _w("vector_dup (1)"), _w("vdiv", "div"))
-_LAYER_NORM_TIK = (
-    _e("vector_dup (zero the tile)", "unary"), _e("vmul (x*x)", "binary"),
-    _r("vcadd (sum x)"), _r("vcadd (sum x*x)"), *_LAYER_NORM_TIK_STATS,
-    _e("vadds (-mean)", "unary"), _e("vmuls (rstd)", "unary"), _e("vmul (gamma)", "binary"),
-    _e("vadd (beta)", "binary"))
-#: fp16 data: gamma's and beta's casts run over the whole tile buffer (counted on the fp16
-#: side: 128 elements per repeat, half an fp32 unary repeat)
-_LAYER_NORM_TIK_NARROW = (
-    *_LAYER_NORM_TIK[:-2], _e("vconv f16->f32 (gamma, whole tile)", "unary", 0.5),
-    _LAYER_NORM_TIK[-2], _e("vconv f16->f32 (beta, whole tile)", "unary", 0.5),
-    _LAYER_NORM_TIK[-1])
-#: chips whose CANN SoC version is "Ascend910" (if_tik_support `support_version`; at most 32
-#: AI Cores): the first-generation 910 parts
-LAYER_NORM_TIK_CHIPS = frozenset({"ascend910", "ascend910b_gen1"})
-#: the shortest normalised row the TIK kernel takes (if_support_shape `min_support_num`)
-LAYER_NORM_TIK_MIN_ROW = 128
-#: the TIK kernel's UB rows are aligned to one fp32 repeat, 64 elements, in both the fp32 and
-#: the input-dtype buffers (`data_num_align = _get_align_num(data_num, ub_repeat_data_num)`)
-LAYER_NORM_TIK_ROW_ALIGN = 64
-
-
-def _layer_norm_tik(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str) -> bool:
-    """Whether CANN runs this LayerNorm as its TIK kernel (layer_norm_tik.py `if_tik_support`):
-    a first-generation 910, ND data, gamma and beta of x's dtype and of the normalised shape,
-    epsilon > 0, a normalised row of at least 128 elements, and not a single row whose length
-    is a multiple of 16 (that one stays on the DSL kernel)."""
-    if chip_name not in LAYER_NORM_TIK_CHIPS or fmt != "ND" or len(ins) < 3:
-        return False
-    x, gamma, beta = ins[0], ins[1], ins[2]
-    if gamma is None or beta is None or not x.shape:
-        return False
-    shape = [int(d) for d in x.shape]
-    axis = _norm_axis(attrs.get("axis", -1), len(shape))
-    row = math.prod(shape[axis:])
-    rows = math.prod(shape[:axis])
-    return (gamma.dtype == x.dtype == beta.dtype
-            and [int(d) for d in gamma.shape] == shape[axis:]
-            and [int(d) for d in beta.shape] == shape[axis:]
-            and float(attrs.get("epsilon", 1e-5)) > 0
-            and row >= LAYER_NORM_TIK_MIN_ROW and not (rows == 1 and row % 16 == 0))
-
-
-def _layer_norm_tik_narrow(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str) -> bool:
-    """The TIK kernel on 2-byte data (its gamma/beta casts over the whole tile)."""
-    return _layer_norm_tik(ins, attrs, fmt, chip_name) and ins[0].dtype in _NARROW_FLOATS
-
 
 #: A2 chips (CANN SocVersion ASCEND910B: the 910B1..B4) whose RmsNorm is the Ascend C kernel of
 #: ops-nn norm/rms_norm (the first-generation 910 and the 910_95 take other branches of its tiling)
@@ -533,10 +415,6 @@ def _rope_a2(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str) -> boo
             and rope_loop(ins, 1 << 30) is not None)
 
 
-_TIK_NOTE = ("CANN's TIK kernel (layer_norm_tik.py): whole rows per core, two threads per "
-             "core, per-row statistics on the vector unit; the per-row scalar reads of mean "
-             "and rstd are not costed (no public cycle figure)")
-
 #: op type -> (when a kernel path applies (inputs, attrs, the main input's format, chip name),
 #: its sequence); the first that applies replaces the op's row of SEQUENCES
 PATHS: dict[str, tuple[tuple[Callable[..., bool], OpSequence], ...]] = {
@@ -562,19 +440,19 @@ PATHS: dict[str, tuple[tuple[Callable[..., bool], OpSequence], ...]] = {
         SEQUENCES["RmsNorm"].steps, fp32=True, rows="gamma", whole_rows=True,
         note="CANN's Ascend C RmsNorm on A2 (ops-nn rms_norm_tiling.cpp): whole rows per "
              "core, min(rows, AIV cores) cores")),),
-    "LayerNormalization": ((_layer_norm_cube, OpSequence(
-        _LAYER_NORM_CUBE, fp32=True, rows="from_axis", stat_width=16, buffers=1,
+    "LayerNormalization": ((layer_norm_cube, OpSequence(
+        LAYER_NORM_CUBE, fp32=True, rows="from_axis", stat_width=16, buffers=1,
         row_tile=16,
         note="CANN's cube path (layer_norm_cube): the row sums run on the cube as "
              "x . ones and x . x^T, 2 x L/16 mmads per 16 rows, not simulated on the M "
              "pipe; one 16-row group per tile, single-buffered (its schedule never "
              "enables double buffering)")),
-                           (_layer_norm_tik_narrow, OpSequence(
-        _LAYER_NORM_TIK_NARROW, fp32=True, rows="from_axis", cast_at=1, whole_rows=True,
-        row_reads=2, row_align_elems=LAYER_NORM_TIK_ROW_ALIGN, note=_TIK_NOTE)),
-                           (_layer_norm_tik, OpSequence(
-        _LAYER_NORM_TIK, fp32=True, rows="from_axis", cast_at=1, whole_rows=True,
-        row_reads=2, row_align_elems=LAYER_NORM_TIK_ROW_ALIGN, note=_TIK_NOTE)),),
+                           (layer_norm_tik_narrow, OpSequence(
+        LAYER_NORM_TIK_NARROW, fp32=True, rows="from_axis", cast_at=1, whole_rows=True,
+        row_reads=2, row_align_elems=LAYER_NORM_TIK_ROW_ALIGN, note=LAYER_NORM_TIK_NOTE)),
+                           (layer_norm_tik, OpSequence(
+        LAYER_NORM_TIK, fp32=True, rows="from_axis", cast_at=1, whole_rows=True,
+        row_reads=2, row_align_elems=LAYER_NORM_TIK_ROW_ALIGN, note=LAYER_NORM_TIK_NOTE)),),
     "RotaryMul": ((_rope_a2, OpSequence(
         _ROPE_HEAD, fp32=True, head_loop="rope",
         note="CANN's rotate-half RoPE kernel (ops-transformer rotary_position_embedding): "
@@ -600,11 +478,6 @@ _SCALAR_FORM = {"vadd": "vadds", "vsub": "vadds", "vmul": "vmuls", "vmax": "vmax
 
 
 # ----------------------------------------------------------------------------- rows
-def _norm_axis(axis: Any, rank: int) -> int:
-    a = int(axis if axis is not None else -1)
-    return a + rank if a < 0 else a
-
-
 def _rows_axis(ins: Sequence[Value], attrs: dict, const: Callable) -> tuple[int, int]:
     """One `axis` attribute: rows of shape[axis], inner = the elements after it."""
     shape = [int(d) for d in ins[0].shape]
