@@ -202,7 +202,8 @@ def kernel_pipeline(low: Lowering, parts: list, n: int, fmt: str
     (`OpSequence.buffers`, `row_tile`: RmsNorm's NORMAL mode on A2, one row; the TBE
     LayerNorm cube path, 16 rows; `whole_rows`, `row_reads`: RmsNorm on A2, the NORM-pattern
     Softmax and LogSoftmax, whose reduced axis is innermost); (2, 0, 0, 1) else.
-    The path is picked from the values `node_seq` resolves (bf16 widened to fp32)."""
+    The path is picked from the inputs as stored (a bf16 row is 2 bytes per element to the
+    tiling, though it computes in fp32), as `node_seq` picks it."""
     if len(parts) != 1:
         return 2, 0, 0, 1
     nd = parts[0]
@@ -211,9 +212,7 @@ def kernel_pipeline(low: Lowering, parts: list, n: int, fmt: str
     outs = [low.sub_value(nd, o) for o in nd.outputs]
     if not ins:
         return 2, 0, 0, 1
-    bf16 = bf16_vector_work(low.chip, opdef, nd.name, ins, outs)
-    if bf16 is not None:
-        ins = widened(ins, bf16)
+    bf16_vector_work(low.chip, opdef, nd.name, ins, outs)   # the chip check only
     seq = sequence_for(nd.op_type, ins, nd.attrs, fmt, low.chip.name)
     if seq is None or not (seq.row_tile or seq.whole_rows):
         return (seq.buffers if seq is not None else 2), 0, 0, 1
@@ -306,12 +305,13 @@ def node_seq(low: Lowering, nd, opdef, ins: list, outs: list, n: int, ext_outs: 
     flops = int(opdef.flops(ins, outs, nd.attrs))
     big = max([v.numel for v in ins + outs] + [1])
     bf16 = bf16_vector_work(low.chip, opdef, nd.name, ins, outs)
+    stored = ins
     if bf16 is not None:   # bf16 math as fp32 between vconvs (lower/bf16.py)
         before, after = vconv_parts(ins, outs, scale / max(n, 1))
         ins, outs = widened(ins, bf16), widened(outs, bf16)
     seq, work, text = resolve(nd.op_type, opdef, ins, outs, nd.attrs,
                               big / max(n, 1) * scale, const,
-                              low.chip.ub_align_bytes, fmt, low.chip.name)
+                              low.chip.ub_align_bytes, fmt, low.chip.name, stored)
     if bf16 is not None:
         seq = [*before, *seq, *after]
         text += f"; {BF16_NOTE}"

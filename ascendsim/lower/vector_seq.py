@@ -512,12 +512,14 @@ def derived_steps(opdef: Any, ins: Sequence[Value], outs: Sequence[Value],
 
 def resolve(op_type: str, opdef: Any, ins: Sequence[Value], outs: Sequence[Value],
             attrs: dict, per_task: float, const: Callable[[str], Any] | None = None,
-            align_bytes: int = 32, fmt: str = "ND",
-            chip_name: str = "") -> tuple[list[SeqPart], float, str]:
+            align_bytes: int = 32, fmt: str = "ND", chip_name: str = "",
+            stored: Sequence[Value] | None = None) -> tuple[list[SeqPart], float, str]:
     """An op's sequence as task parts: `per_task` is the op's largest operand's elements per
     element of the task (1 for a lone op); `fmt` the format its main input is read in and
-    `chip_name` the chip (they pick a kernel path, PATHS). Returns (parts, extra UB bytes per
-    task element for its fp32 working buffers, a one-line description for `explain`). Over 60
+    `chip_name` the chip (they pick a kernel path, PATHS, from the inputs as stored in GM:
+    `stored`, when `ins` are bf16 values widened to the dtype they compute in). Returns
+    (parts, extra UB bytes per task element for its fp32 working buffers, a one-line
+    description for `explain`). Over 60
     lines: one walk over the sequence's steps, which share the cast point, the row padding
     and the scalar-operand form among their four shapes."""
     const = const or (lambda name: None)
@@ -525,7 +527,7 @@ def resolve(op_type: str, opdef: Any, ins: Sequence[Value], outs: Sequence[Value
     big = max([v.numel for v in vals] + [1])
     width = max([itemsize(v.dtype) for v in vals] + [1])
     dtype = max(vals, key=lambda v: itemsize(v.dtype)).dtype if vals else "float16"
-    seq = sequence_for(op_type, ins, attrs, fmt, chip_name)
+    seq = sequence_for(op_type, ins if stored is None else stored, attrs, fmt, chip_name)
     if seq is None:
         steps = derived_steps(opdef, ins, outs, attrs)
         parts = [SeqPart(s.instr, s.vclass, dtype, width, ELEM, per_task, 0, s.count)

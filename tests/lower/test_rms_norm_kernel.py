@@ -149,3 +149,23 @@ def test_a_long_row_stays_on_one_core():
 def test_other_chips_split_rows_by_bytes():
     """The 910 generation's TBE RmsNorm is a VectorSchedule: one core per KB, rows or not."""
     assert _cores(1, 16384, "float16", "ascend910") > 1
+
+
+@pytest.mark.parametrize("cols,dtype,mode", [
+    (12288, "bfloat16", "NORMAL"),     # UB_FACTOR_B16 counts 2-byte elements, bf16 included
+    (11264, "bfloat16", "NORMAL"),     # within 10241..12288: NORMAL, not SPLIT_D
+    (12304, "bfloat16", "SPLIT_D"),    # past UB_FACTOR_B16
+    (12288, "float16", "NORMAL"),
+    (10240, "float32", "NORMAL"), (10248, "float32", "SPLIT_D"),   # UB_FACTOR_B32
+    (2000, "bfloat16", "MERGE_N"), (2016, "bfloat16", "NORMAL"),   # SMALL_REDUCE_NUM
+    (2000, "float32", "MERGE_N"), (2008, "float32", "NORMAL"),
+])
+def test_the_lowering_picks_the_mode_from_the_stored_dtype(cols, dtype, mode):
+    """rms_norm_tiling.cpp picks the mode from x's dtype as stored (UB_FACTOR_B16 = 12288
+    elements for fp16 and bf16, UB_FACTOR_B32 = 10240 for fp32; numColAlign rounds to 32
+    bytes of that dtype), though a bf16 row computes in fp32: the lowered task names it."""
+    res = simulate(_graph(4, cols, dtype), "ascend910b", fusion=False)
+    note = res.explain("op")
+    named = {"NORMAL": "NORMAL mode", "SPLIT_D": "SPLIT_D mode"}
+    for m, text in named.items():
+        assert (text in note) == (m == mode), (m, note)
