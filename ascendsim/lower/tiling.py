@@ -220,7 +220,7 @@ def vector_work(chip, spec: VecSpec, op: str, cores: int) -> tuple[list[CoreGrou
         # (min(rows, cores)), whatever the bytes; a core tiles its rows as the UB allows
         rows = cdiv(spec.elems, spec.row_elems)
         block = min(cores, rows)
-        if spec.tile_rows > 0:   # the kernel's own rows per UB loop (RmsNorm MERGE_N)
+        if spec.tile_rows > 0:   # the kernel's rows per UB loop, if `buffers` slots hold them
             slot_elems = min(slot_elems, spec.tile_rows * spec.row_elems)
         if not 0 < spec.row_tile <= slot_elems:
             shares = [(round(k * spec.elems / rows), n,

@@ -221,7 +221,9 @@ def kernel_pipeline(low: Lowering, parts: list, n: int, fmt: str) -> dict[str, i
     def task_elems(elems: int) -> int:
         return max(1, -(-elems * n // max(int(ins[0].numel), 1)))
 
-    out = {"buffers": seq.buffers, "row_reads": seq.row_reads if whole else 1}
+    narrow = seq.narrow_slots and ins[0].dtype in ("float16", "bfloat16")
+    out = {"buffers": seq.narrow_slots if narrow else seq.buffers,
+           "row_reads": seq.row_reads if whole else 1}
     if seq.row_tile:
         out["row_tile"] = task_elems(int(length) * seq.row_tile)
     if whole:

@@ -107,7 +107,10 @@ class OpSequence:
     (UB bytes reserved, bytes per 32-byte-aligned column, bytes per row) from which such a
     kernel's tiling sizes its rows per UB loop (`lower.vector.rows_per_loop`; (): as the UB
     allows); `recast`: the kernel casts its row-sized second input (gamma) from 2 bytes to
-    fp32 again for every row it works on."""
+    fp32 again for every row it works on; `narrow_slots`: the slots per queue in effect when
+    the main input is a 2-byte float (0: `buffers`): a kernel whose single input slot is
+    freed right after x's Cast to fp32, its scalar unit issuing ahead without waiting on the
+    vector pipe, loads the next tile while this one computes, as with two slots."""
 
     steps: tuple[Step, ...]
     fp32: bool = False
@@ -122,6 +125,7 @@ class OpSequence:
     row_reads: int = 1
     row_budget: tuple[int, int, int] = ()
     recast: bool = False
+    narrow_slots: int = 0
 
 
 def _e(instr: str, vclass: str, count: float = 1.0) -> Step:
@@ -360,14 +364,21 @@ _MERGE_N_HEAD = (_e("vmul", "binary"), _r("vcadd"), _w("vmuls"), _w("vadds"),
                  _w("vsqrt", "sqrt"), _w("vdup"), _w("vdiv", "div"))
 _RMS_NORM_MERGE_N = (*_MERGE_N_HEAD, _e("vbrcb (rstd to rows)", "unary"),
                      _e("vmul", "binary"), _e("vmul", "binary"))
+#: Its queues have depth 1 (rms_norm_base.h BUFFER_NUM = 1), but for fp16/bf16 x the input slot
+#: is freed right after the Cast (inQueueX.FreeTensor) and no V_S wait stops the scalar unit
+#: within a loop, so the next loop's CopyIn overlaps this one's compute and the output slot is
+#: awaited only by the final Cast: two slots in effect (`narrow_slots`); fp32 x is held until
+#: the Mul by rstd, near the end: one. (NORMAL keeps one for every dtype: its scalar unit waits
+#: for each row's ReduceSum (V_S) before it issues the rest of the row, the next CopyIn among it.)
 #: its isPerformance form: Brcb writes each row's rstd to one 32-byte block (doPerformanceRstd),
 #: the Muls by rstd and by gamma read those blocks and gamma with repeat strides (repeatByRow)
 _RMS_NORM_MERGE_N_PERF = (*_MERGE_N_HEAD, _w("vbrcb (rstd)", width=8),
                           _e("vmul", "binary"), _e("vmul", "binary"))
 _MERGE_N_NOTE = ("CANN's Ascend C RmsNorm, MERGE_N mode (ops-nn rms_norm_merge_n.h): rowFactor "
                  "= (UB - 1024) / (numColAlign x 16 + 260) rows per loop step, each vector "
-                 "instruction over all of them, rstd on the vector unit; single-buffered queues "
-                 "(rms_norm_base.h BUFFER_NUM = 1); whole rows per core, min(rows, AIV cores) "
+                 "instruction over all of them, rstd on the vector unit; queues of depth 1 "
+                 "(rms_norm_base.h BUFFER_NUM = 1), x's slot freed after its Cast for fp16/bf16 "
+                 "(the next load overlaps the compute); whole rows per core, min(rows, AIV cores) "
                  "cores")
 
 def _narrow_pair(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str) -> bool:
@@ -400,10 +411,12 @@ PATHS: dict[str, tuple[tuple[Callable[..., bool], OpSequence], ...]] = {
              "(ComputeFormerPrecision sums x*x, ComputeLatter reads x again for y), "
              "single-buffered queues (rms_norm_base.h BUFFER_NUM = 1)")),
                 (_rms_mode("MERGE_N"), OpSequence(
-        _RMS_NORM_MERGE_N, fp32=True, rows="gamma", buffers=1, whole_rows=True,
+        _RMS_NORM_MERGE_N, fp32=True, rows="gamma", buffers=1, narrow_slots=2,
+        whole_rows=True,
         row_budget=RMS_NORM_MERGE_N_BUDGET, note=_MERGE_N_NOTE)),
                 (_rms_mode("MERGE_N_PERF"), OpSequence(
-        _RMS_NORM_MERGE_N_PERF, fp32=True, rows="gamma", buffers=1, whole_rows=True,
+        _RMS_NORM_MERGE_N_PERF, fp32=True, rows="gamma", buffers=1, narrow_slots=2,
+        whole_rows=True,
         row_budget=RMS_NORM_MERGE_N_BUDGET,
         note=_MERGE_N_NOTE + "; its isPerformance form: the rows' rstd spread by Brcb, one "
              "32-byte block per row")),

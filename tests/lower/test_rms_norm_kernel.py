@@ -93,17 +93,22 @@ def test_one_row_per_tile_single_buffered_at_most_a_core_per_row():
     assert sum(sg.count for sg in group.segments) == 10     # 400 rows / 40 cores
 
 
-def test_merge_n_is_single_buffered_with_the_tilings_rows_per_loop():
-    """MERGE_N's queues have depth BUFFER_NUM = 1 (rms_norm_base.h, rms_norm_merge_n.h) and a
-    UB loop holds rowFactor = (UB - 1024) / (numColAlign * 16 + 260) rows
-    (rms_norm_tiling.cpp): 128-element bf16 rows, 195584 / 2308 = 84 rows; 4096 rows on the
-    910B3's 40 cores: ceil(4096 / 40) = 103 rows per core, two loops of 84 and 19."""
+def test_merge_n_rows_per_loop_and_queue_slots():
+    """A MERGE_N UB loop holds rowFactor = (UB - 1024) / (numColAlign * 16 + 260) rows
+    (rms_norm_tiling.cpp): 128-element fp32 rows, 195584 / 2308 = 84 rows (bf16: as many as
+    two slots of the simulated UB hold, at most 84); 4096 rows on the 910B3's 40 cores:
+    ceil(4096 / 40) = 103 rows per core, two loops. Its queues
+    have depth 1 (rms_norm_base.h BUFFER_NUM = 1); a bf16 x frees its slot right after the
+    Cast, so the next load overlaps the compute (two slots in effect), fp32 x holds it until
+    the Mul by rstd (one)."""
     program = lower(_graph(4096, 128, "bfloat16"), get_chip("ascend910b3"))
     group, stages = _task_stages(program, "op")
-    assert {s.pipe: s.slots for s in stages if s.pipe in ("MTE2", "V")} == {"MTE2": 1, "V": 1}
+    assert {s.pipe: s.slots for s in stages if s.pipe in ("MTE2", "V")} == {"MTE2": 2, "V": 2}
+    _, fp32 = _task_stages(lower(_graph(4096, 128, "float32"), get_chip("ascend910b3")), "op")
+    assert {s.pipe: s.slots for s in fp32 if s.pipe in ("MTE2", "V")} == {"MTE2": 1, "V": 1}
     tiles = sum(sg.count for sg in group.segments)
     assert tiles == 2
-    res = simulate(_graph(4096, 128, "bfloat16"), "ascend910b3", fusion=False)
+    res = simulate(_graph(4096, 128, "float32"), "ascend910b3", fusion=False)
     assert "up to 10752 elements per tile" in res.explain("op")     # 84 rows of 128
 
 
