@@ -317,16 +317,20 @@ def rms_norm_mode(ins: Sequence[Value], fmt: str, chip_name: str) -> str:
     `Tiling4RmsNorm`, same-dtype branch), from x and gamma as stored: "MERGE_N" (the row's
     32-byte-aligned length at most SMALL_REDUCE_NUM, 2000), "MERGE_N_PERF" (MERGE_N with the
     isPerformance Brcb form), "NORMAL" (up to the UB factor: 12288 elements for 2-byte
-    dtypes, 10240 for fp32), "SPLIT_D" (longer); "MIXED" for the mixed-dtype branch (fp16/bf16
-    x, fp32 gamma); "" off A2, off ND or without gamma."""
+    dtypes, 10240 for fp32), "SPLIT_D" (longer); for the mixed-dtype branch (fp16/bf16 x, fp32
+    gamma) "MERGE_N" as well, else "MIXED" (its NORMAL, SINGLE_ROW and SPLIT_D modes, which
+    it picks by UB budget, are not told apart); "" off A2, off ND or without gamma."""
     if chip_name not in RMS_NORM_A2_CHIPS or fmt != "ND" or len(ins) < 2:
         return ""
     x, gamma = ins[0], ins[1]
     item = itemsize(x.dtype)
-    if x.dtype != gamma.dtype or item not in RMS_NORM_UB_FACTOR:
-        return "MIXED"
-    per_block = 32 // item
     cols = int(gamma.numel)
+    if x.dtype != gamma.dtype or item not in RMS_NORM_UB_FACTOR:
+        # CalMixDtypeTiling: MERGE_N (never the isPerformance form) up to SMALL_REDUCE_NUM
+        # elements aligned to 16; the UB-budget modes past it
+        mixed = x.dtype in _NARROW_FLOATS and gamma.dtype == "float32"
+        return "MERGE_N" if mixed and -(-cols // 16) * 16 <= RMS_NORM_SMALL_REDUCE else "MIXED"
+    per_block = 32 // item
     col_align = -(-cols // per_block) * per_block
     if col_align > RMS_NORM_SMALL_REDUCE:
         return "NORMAL" if col_align <= RMS_NORM_UB_FACTOR[item] else "SPLIT_D"

@@ -215,3 +215,14 @@ def test_the_lowering_picks_the_mode_from_the_stored_dtype(cols, dtype, mode):
     named = {"NORMAL": "NORMAL mode", "SPLIT_D": "SPLIT_D mode"}
     for m, text in named.items():
         assert (text in note) == (m == mode), (m, note)
+
+
+def test_mixed_dtype_short_rows_take_merge_n():
+    """CalMixDtypeTiling (fp16/bf16 x, fp32 gamma): rows of at most 2000 elements aligned to 16
+    take MERGE_N, never its isPerformance form (set in the same-dtype branch only)."""
+    short = sequence_for("RmsNorm", _values(64, 1024, "bfloat16", "float32"), {}, "ND",
+                         "ascend910b")
+    assert "MERGE_N" in short.note and "isPerformance" not in short.note
+    long = sequence_for("RmsNorm", _values(64, 4096, "bfloat16", "float32"), {}, "ND",
+                        "ascend910b")
+    assert "MERGE_N" not in long.note and long.whole_rows
