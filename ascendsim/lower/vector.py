@@ -323,8 +323,11 @@ def node_seq(low: Lowering, nd, opdef, ins: list, outs: list, n: int, ext_outs: 
     big = max([v.numel for v in ins + outs] + [1])
     bf16 = bf16_vector_work(low.chip, opdef, nd.name, ins, outs)
     stored = ins
-    if bf16 is not None:   # bf16 math as fp32 between vconvs (lower/bf16.py)
-        before, after = vconv_parts(ins, outs, scale / max(n, 1))
+    if bf16 is not None:   # bf16 math as fp32 between vconvs (lower/bf16.py); a gamma the
+        # kernel casts again for every row has that cast in its sequence (`recast`)
+        path = sequence_for(nd.op_type, ins, nd.attrs, fmt, low.chip.name)
+        before, after = vconv_parts(ins[:1] + ins[2:] if path and path.recast else ins, outs,
+                                    scale / max(n, 1))
         ins, outs = widened(ins, bf16), widened(outs, bf16)
     seq, work, text = resolve(nd.op_type, opdef, ins, outs, nd.attrs,
                               big / max(n, 1) * scale, const,

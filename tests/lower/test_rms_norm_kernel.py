@@ -226,3 +226,12 @@ def test_mixed_dtype_short_rows_take_merge_n():
     long = sequence_for("RmsNorm", _values(64, 4096, "bfloat16", "float32"), {}, "ND",
                         "ascend910b")
     assert "MERGE_N" not in long.note and long.whole_rows
+
+
+def test_bf16_normal_mode_casts_gamma_once_per_row():
+    """bf16 NORMAL: x cast up, gamma cast up with every row (its only cast: the kernel keeps
+    gamma in bf16 in UB), y cast back; 4096-element rows on the 910B3: 32 cycles each."""
+    res = simulate(_graph(64, 4096, "bfloat16"), "ascend910b3", fusion=False)
+    line = next(x for x in res.explain("op").splitlines() if "V cycles per tile" in x)
+    assert line.count("vconv") == 3
+    assert "vconv bf16->f32 (gamma) 32" in line
