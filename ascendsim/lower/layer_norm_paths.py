@@ -10,10 +10,11 @@ import math
 from collections.abc import Sequence
 
 from ..ir.tensor import Value
-from .seq_types import NARROW_FLOATS, norm_axis
+from .seq_types import NARROW_FLOATS
 from .seq_types import elem as _e
 from .seq_types import per_row as _w
 from .seq_types import reduction as _r
+from .vector_rows import norm_axis
 
 #: CANN's LayerNorm on fp16 FRACTAL_NZ data where the reductions run on the cube
 #: (ops/built-in/tbe/impl/layer_norm.py `_check_vector_to_cube` -> tbe/dsl/compute/

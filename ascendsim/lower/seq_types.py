@@ -1,12 +1,11 @@
 """The pieces vector instruction sequences are written in (lower/vector_seq.py module note):
 the three step shapes, one step, its constructors, the 2-byte float dtypes an fp32 sequence
-casts up, and how an `axis` attribute is normalised. Kernel-path modules (layer_norm_paths.py)
+casts up. Kernel-path modules (layer_norm_paths.py)
 write their sequences with them without importing the sequence table."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 #: step shapes (vector_seq module note)
 ELEM, REDUCE, ROW = "elem", "reduce", "row"
@@ -16,12 +15,15 @@ NARROW_FLOATS = ("float16", "bfloat16")
 
 @dataclass(frozen=True)
 class Step:
-    """One instruction of a sequence: its name, the chip rate class, its shape, how many."""
+    """One instruction of a sequence: its name, the chip rate class, its shape, how many;
+    `width`: values a ROW step writes per row (a Brcb writes each row's value to a 32-byte
+    block: 8 fp32)."""
 
     instr: str
     vclass: str
     shape: str = ELEM
     count: float = 1.0
+    width: int = 1
 
 
 def elem(instr: str, vclass: str, count: float = 1.0) -> Step:
@@ -34,16 +36,9 @@ def reduction(instr: str, vclass: str = "reduce") -> Step:
     return Step(instr, vclass, REDUCE)
 
 
-def per_row(instr: str, vclass: str = "unary") -> Step:
-    """An instruction on the per-row statistics, one value per reduced row."""
-    return Step(instr, vclass, ROW)
+def per_row(instr: str, vclass: str = "unary", width: int = 1) -> Step:
+    """An instruction on the per-row statistics, `width` values per reduced row."""
+    return Step(instr, vclass, ROW, width=width)
 
 
-def norm_axis(axis: Any, rank: int) -> int:
-    """An `axis` attribute (None: the last) as a non-negative index."""
-    a = int(axis if axis is not None else -1)
-    return a + rank if a < 0 else a
-
-
-__all__ = ["ELEM", "NARROW_FLOATS", "REDUCE", "ROW", "Step", "elem", "norm_axis", "per_row",
-           "reduction"]
+__all__ = ["ELEM", "NARROW_FLOATS", "REDUCE", "ROW", "Step", "elem", "per_row", "reduction"]

@@ -20,21 +20,22 @@ RmsNorm's NORMAL mode one row, the TBE LayerNorm cube path 16) gets one tile per
 ceil(groups / cores) whole groups per core, the last core the rest (`split_blocked`). A
 kernel that binds whole rows to cores (`row_elems`: CANN's Ascend C RmsNorm on A2 in every
 tiling mode, ops-nn rms_norm_tiling.cpp blockFactor = ceil(rows / AIV cores); TBE's
-NORM-pattern Softmax, whose block split is on the not-reduced axes only) runs on
-min(rows, cores) cores whatever the bytes, never splitting a row: one row of 16384 bf16 is
-one core's work, looped over in UB tiles (SPLIT_D). Such a row longer than a tile is passed
-over chunk by chunk once per reduction and once more to write the result, so its main input
-is read `row_reads` times from GM (RmsNorm SPLIT_D 2: the sum of squares, then y; Softmax 3:
-the max, the sum of exp, the output); the reads after the first hit the L2, which holds the
-row the core read a pass earlier (a core's row is KBs to MBs, the L2 tens of MB). A
-head-loop kernel (`head_elems`: CANN's rotate-half RoPE on A2, ops-transformer
-rope_rotate_half_tiling.cpp and rotate_half_bf16.h) binds whole lines of `row_elems` to
-min(lines, cores) cores, former cores one line more (`split_even`, as GetCoreDataTiling
-splits totalSLines); per UB step of at most `step_lines` of a core's lines it loads its
-tables (the inputs after the first: cos, sin) and runs `step_parts` on them once, then
-loops over the line's heads, one tile of (step lines x `head_elems`) elements per head: one
-strided load, the sequence, one store, double-buffered (`head_loop_work`). Its time grows
-with the heads per core, not with the bytes. One tile is
+NORM-pattern Softmax, whose block split is on the not-reduced axes only) runs on min(rows,
+cores) cores whatever the bytes, never splitting a row: one row of 16384 bf16 is one core's
+work, looped over in UB tiles (SPLIT_D); where the kernel's tiling fixes its rows per UB
+loop (`tile_rows`: RmsNorm MERGE_N's rowFactor), a tile holds at most that many rows. Such
+a row longer than a tile is passed over chunk by chunk once per reduction and once more to
+write the result, so its main input is read `row_reads` times from GM (RmsNorm SPLIT_D 2:
+the sum of squares, then y; Softmax 3: the max, the sum of exp, the output); the reads
+after the first hit the L2, which holds the row the core read a pass earlier (a core's row
+is KBs to MBs, the L2 tens of MB). A head-loop kernel (`head_elems`: CANN's rotate-half
+RoPE on A2, ops-transformer rope_rotate_half_tiling.cpp and rotate_half_bf16.h) binds whole
+lines of `row_elems` to min(lines, cores) cores, former cores one line more (`split_even`,
+as GetCoreDataTiling splits totalSLines); per UB step of at most `step_lines` of a core's
+lines it loads its tables (the inputs after the first: cos, sin) and runs `step_parts` on
+them once, then loops over the line's heads, one tile of (step lines x `head_elems`)
+elements per head: one strided load, the sequence, one store, double-buffered
+(`head_loop_work`). Its time grows with the heads per core, not with the bytes. One tile is
   S -> MTE2 (GM->UB, one move per input) -> V (one instruction per vector op) -> MTE3 (UB->GM).
 A vector instruction on b bytes costs max(vector_min_cycles, b / rate(class, dtype)).
 A kernel that stores its output in several DMA commands per tile (`VecSpec.out_moves`: the
@@ -195,6 +196,7 @@ class VecSpec:
     row_tile: int = 0                           # >0: elements per row-group tile (note)
     row_elems: int = 0                          # >0: whole rows of this many per core (note)
     row_reads: int = 1                          # main-input reads when such a row > a tile
+    tile_rows: int = 0                          # >0: such a kernel's rows per UB loop
     split: str = ""                             # "copy": TBE copy_only's core split (note)
     # per input, GM moves per element (a gather's one DMA per row, 1/row length); () or 0:
     # one move per tile
@@ -211,8 +213,7 @@ class VecSpec:
 
 def vector_work(chip, spec: VecSpec, op: str, cores: int) -> tuple[list[CoreGroup], list[str]]:
     """Core groups and notes for a vector task (see the module note)."""
-    per_elem = sum(b for b, _ in spec.inputs) + spec.out_bytes + spec.temp_bytes
-    per_elem = max(per_elem, 1e-9)
+    per_elem = max(sum(b for b, _ in spec.inputs) + spec.out_bytes + spec.temp_bytes, 1e-9)
     nbuf = spec.buffers
     slot_elems = int(chip.ub_bytes / (nbuf * per_elem))
     slot_elems -= slot_elems % spec.align
@@ -232,6 +233,8 @@ def vector_work(chip, spec: VecSpec, op: str, cores: int) -> tuple[list[CoreGrou
         # (min(rows, cores)), whatever the bytes; a core tiles its rows as the UB allows
         rows = cdiv(spec.elems, spec.row_elems)
         block = min(cores, rows)
+        if spec.tile_rows > 0:   # the kernel's rows per UB loop, if `buffers` slots hold them
+            slot_elems = min(slot_elems, spec.tile_rows * spec.row_elems)
         if not 0 < spec.row_tile <= slot_elems:
             shares = [(round(k * spec.elems / rows), n,
                        cdiv(round(k * spec.elems / rows), slot_elems))

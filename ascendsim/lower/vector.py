@@ -39,7 +39,8 @@ from .formats import NC1HWC0, ND, NZ, is_small_operand, padded_bytes
 from .memo import vector_work
 from .movement import ensure
 from .tiling import VecSpec
-from .vector_seq import HEAD_LOOPS, ROW_RULES, SeqPart, resolve, sequence_for, vclass_of_registry
+from .vector_rows import ROW_RULES
+from .vector_seq import HEAD_LOOPS, SeqPart, resolve, sequence_for, vclass_of_registry
 
 
 def vec_class_of(opdef: Any, ins: list[Value]) -> str:
@@ -94,10 +95,9 @@ def lower_vector(low: Lowering, node, parts: list, category: Category,
     vparts, temp, flops, seq_notes = vec_parts(low, parts, n, outs, fmt=fmt)
     inputs = tuple((b / n, low.miss(i, b, fmt=f)) for i, b, f in zip(ins, in_b, in_fmts))
     through = low.through(outs, out_fmts)
-    buffers, row_tile, row_elems, row_reads = kernel_pipeline(low, parts, n, fmt)
     spec = head_loop(low, parts, fmt, VecSpec(
-        n, inputs, sum(out_b) / n, through, tuple(vparts), temp, buffers=buffers,
-        row_tile=row_tile, row_elems=row_elems, row_reads=row_reads,
+        n, inputs, sum(out_b) / n, through, tuple(vparts), temp,
+        **kernel_pipeline(low, parts, n, fmt),
         moves=row_moves(low, parts[0], in_vals, gathered),
         split="copy" if copies_only(parts, in_vals, out_vals) else ""))
     groups, vnotes = vector_work(low.chip, spec, node.name,
@@ -195,29 +195,28 @@ def row_moves(low: Lowering, nd: Node, in_vals: list[Value],
     return tuple(out) if any(out) else ()
 
 
-def kernel_pipeline(low: Lowering, parts: list, n: int, fmt: str
-                    ) -> tuple[int, int, int, int]:
-    """(UB slots per queue, task elements per row-group tile or 0, task elements per row
-    when the kernel binds whole rows to cores or 0, GM reads of the main input when such a
-    row does not fit a UB tile) of a lone node whose kernel path says so
-    (`OpSequence.buffers`, `row_tile`: RmsNorm's NORMAL mode on A2, one row; the TBE
-    LayerNorm cube path, 16 rows; `whole_rows`, `row_reads`: RmsNorm on A2, the NORM-pattern
-    Softmax and LogSoftmax, whose reduced axis is innermost); (2, 0, 0, 1) else.
-    The path is picked from the values `node_seq` resolves (bf16 widened to fp32)."""
+def kernel_pipeline(low: Lowering, parts: list, n: int, fmt: str) -> dict[str, int]:
+    """The VecSpec fields of a lone node whose kernel path sets them: `buffers` (UB slots per
+    queue), `row_tile` (task elements per row-group tile), `row_elems` (task elements per row
+    when the kernel binds whole rows to cores), `tile_rows` (that kernel's rows per UB loop)
+    and `row_reads` (GM reads of the main input when such a row does not fit a UB tile), from
+    `OpSequence.buffers`, `row_tile` (RmsNorm's NORMAL mode on A2, one row; the TBE LayerNorm
+    cube path, 16 rows), `whole_rows`, `row_budget` (RmsNorm's MERGE_N) and `row_reads` (RmsNorm
+    on A2, the NORM-pattern Softmax and LogSoftmax, whose reduced axis is innermost); {}: the
+    defaults. The path is picked from the inputs as stored (a bf16 row is 2 bytes per element
+    to the tiling, though it computes in fp32), as `node_seq` picks it."""
     if len(parts) != 1:
-        return 2, 0, 0, 1
+        return {}
     nd = parts[0]
     opdef = get_op(nd.op_type, nd.name)
     ins = [low.sub_value(nd, i) for i in nd.inputs if i]
     outs = [low.sub_value(nd, o) for o in nd.outputs]
     if not ins:
-        return 2, 0, 0, 1
-    bf16 = bf16_vector_work(low.chip, opdef, nd.name, ins, outs)
-    if bf16 is not None:
-        ins = widened(ins, bf16)
+        return {}
+    bf16_vector_work(low.chip, opdef, nd.name, ins, outs)   # the chip check only
     seq = sequence_for(nd.op_type, ins, nd.attrs, fmt, low.chip.name)
     if seq is None or not (seq.row_tile or seq.whole_rows):
-        return (seq.buffers if seq is not None else 2), 0, 0, 1
+        return {"buffers": seq.buffers} if seq is not None else {}
     length, inner = ROW_RULES[seq.rows](ins, nd.attrs, low.const_value)
     # rows bound to cores are contiguous ones (a reduction over the innermost axis)
     whole = seq.whole_rows and inner == 1
@@ -225,8 +224,27 @@ def kernel_pipeline(low: Lowering, parts: list, n: int, fmt: str
     def task_elems(elems: int) -> int:
         return max(1, -(-elems * n // max(int(ins[0].numel), 1)))
 
-    return (seq.buffers, task_elems(int(length) * seq.row_tile) if seq.row_tile else 0,
-            task_elems(int(length)) if whole else 0, seq.row_reads if whole else 1)
+    narrow = seq.narrow_slots and ins[0].dtype in ("float16", "bfloat16")
+    out = {"buffers": seq.narrow_slots if narrow else seq.buffers,
+           "row_reads": seq.row_reads if whole else 1}
+    if seq.row_tile:
+        out["row_tile"] = task_elems(int(length) * seq.row_tile)
+    if whole:
+        out["row_elems"] = task_elems(int(length))
+        if seq.row_budget:
+            out["tile_rows"] = rows_per_loop(seq.row_budget, int(length),
+                                             itemsize(ins[0].dtype), low.chip.ub_bytes)
+    return out
+
+
+def rows_per_loop(budget: tuple[int, int, int], length: int, item: int, ub_bytes: int) -> int:
+    """Rows a kernel works on per UB loop from its tiling's budget (`OpSequence.row_budget`:
+    UB bytes reserved, bytes per 32-byte-aligned column, bytes per row): RmsNorm MERGE_N
+    rowFactor = (UB - 1024) / (numColAlign * 16 + 260) (rms_norm_tiling.cpp)."""
+    reserved, per_col, per_row = budget
+    per_block = max(1, 32 // item)
+    col_align = -(-length // per_block) * per_block
+    return max(1, (ub_bytes - reserved) // (col_align * per_col + per_row))
 
 
 def head_loop(low: Lowering, parts: list, fmt: str, spec: VecSpec) -> VecSpec:
@@ -331,12 +349,16 @@ def node_seq(low: Lowering, nd, opdef, ins: list, outs: list, n: int, ext_outs: 
     flops = int(opdef.flops(ins, outs, nd.attrs))
     big = max([v.numel for v in ins + outs] + [1])
     bf16 = bf16_vector_work(low.chip, opdef, nd.name, ins, outs)
-    if bf16 is not None:   # bf16 math as fp32 between vconvs (lower/bf16.py)
-        before, after = vconv_parts(ins, outs, scale / max(n, 1))
+    stored = ins
+    if bf16 is not None:   # bf16 math as fp32 between vconvs (lower/bf16.py); a gamma the
+        # kernel casts again for every row has that cast in its sequence (`recast`)
+        path = sequence_for(nd.op_type, ins, nd.attrs, fmt, low.chip.name)
+        before, after = vconv_parts(ins[:1] + ins[2:] if path and path.recast else ins, outs,
+                                    scale / max(n, 1))
         ins, outs = widened(ins, bf16), widened(outs, bf16)
     seq, work, text = resolve(nd.op_type, opdef, ins, outs, nd.attrs,
                               big / max(n, 1) * scale, const,
-                              low.chip.ub_align_bytes, fmt, low.chip.name)
+                              low.chip.ub_align_bytes, fmt, low.chip.name, stored)
     if bf16 is not None:
         seq = [*before, *seq, *after]
         text += f"; {BF16_NOTE}"
@@ -395,5 +417,5 @@ def same_const(a: Any, b: Any) -> bool:
 LOWERINGS = {"vector": lower_vector_op, "scalar": lower_vector_op}
 
 __all__ = ["TBE_COPY_ONLY", "copies_only", "lower_vector", "lower_vector_op",
-           "keeps_format", "head_loop", "kernel_pipeline", "vec_parts",
+           "keeps_format", "head_loop", "kernel_pipeline", "rows_per_loop", "vec_parts",
            "node_seq", "vec_class_of", "attrs_key", "same_const", "LOWERINGS"]

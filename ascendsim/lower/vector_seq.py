@@ -62,8 +62,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from ..ir.registry import VecClass
 from ..ir.tensor import Value, itemsize
 from .layer_norm_paths import (
@@ -83,9 +81,9 @@ from .layer_norm_paths import (
 from .seq_types import ELEM, REDUCE, ROW, Step
 from .seq_types import NARROW_FLOATS as _NARROW_FLOATS
 from .seq_types import elem as _e
-from .seq_types import norm_axis as _norm_axis
 from .seq_types import per_row as _w
 from .seq_types import reduction as _r
+from .vector_rows import ROW_RULES
 
 #: bytes one vector repeat works on (S: Ascend C API reference, RepeatReduceSum/WholeReduceSum:
 #: "the vector unit reads 256 contiguous bytes per iteration"; HC31/VENG 2048-bit vector)
@@ -100,7 +98,7 @@ VEC_CLASS = {VecClass.UNARY: "unary", VecClass.BINARY: "binary", VecClass.TERNAR
 class OpSequence:
     """An op's vector instructions; `fp32`: computes in float32 (casts 2-byte floats up
     before step `cast_at`, the steps before it run in the input's dtype, and back after the
-    last); `rows`: how the reduced rows are found (a key of ROW_RULES); `narrow`: a
+    last); `rows`: how the reduced rows are found (a key of `vector_rows.ROW_RULES`); `narrow`: a
     conversion whose repeats count the narrower dtype's elements (Cast); `stat_width`: values
     per row the ROW steps work on (1; 16 where the statistics come from the cube as 16-wide
     fractal columns); `note`: what `explain` adds about the kernel path; `buffers`: the
@@ -109,13 +107,20 @@ class OpSequence:
     (0: tiles as large as the UB allows); `whole_rows`: the kernel binds whole rows to
     cores, one core per row at most, on min(rows, cores) cores whatever the bytes
     (`tiling.vector_work`); `row_reads`: GM reads of the main input per element when one of
-    those rows does not fit a UB tile (the kernel passes over the row in UB-sized chunks once
-    per reduction and once more to write the result; 1: the row is read once);
+    those rows does not fit a UB tile (the kernel passes over the row in UB-sized chunks
+    once per reduction and once more to write the result; 1: the row is read once);
     `row_align_elems`: the kernel lays each row out on a multiple of this many elements in
     UB (0: on the chip's 32-byte UB blocks), and every step pays that padding; `head_loop`:
-    the kernel binds whole lines to cores and loops over the heads of each UB step of lines,
-    one strided load, sequence and store per head (`HEAD_LOOPS`: how the lines and heads are
-    found; `tiling.vector_work`)."""
+    the kernel binds whole lines to cores and loops over the heads of each UB
+    step of lines, one strided load, sequence and store per head (`HEAD_LOOPS`: how the
+    lines and heads are found; `tiling.vector_work`); `row_budget`: (UB bytes reserved,
+    bytes per 32-byte-aligned column, bytes per row) from which such a kernel's tiling
+    sizes its rows per UB loop (`lower.vector.rows_per_loop`; (): as the UB allows);
+    `recast`: the kernel casts its row-sized second input (gamma) from 2 bytes to fp32
+    again for every row it works on; `narrow_slots`: the slots per queue in effect when the
+    main input is a 2-byte float (0: `buffers`): a kernel whose single input slot is freed
+    right after x's Cast to fp32, its scalar unit issuing ahead without waiting on the
+    vector pipe, loads the next tile while this one computes, as with two slots."""
 
     steps: tuple[Step, ...]
     fp32: bool = False
@@ -130,6 +135,9 @@ class OpSequence:
     row_reads: int = 1
     row_align_elems: int = 0
     head_loop: str = ""
+    row_budget: tuple[int, int, int] = ()
+    recast: bool = False
+    narrow_slots: int = 0
 
 
 #: instance norm: statistics per (sample, channel) row, rstd on the row values, then scale
@@ -247,58 +255,92 @@ SEQUENCES: dict[str, OpSequence] = {
 #: A2 chips (CANN SocVersion ASCEND910B: the 910B1..B4) whose RmsNorm is the Ascend C kernel of
 #: ops-nn norm/rms_norm (the first-generation 910 and the 910_95 take other branches of its tiling)
 RMS_NORM_A2_CHIPS = frozenset({"ascend910b", "ascend910b1", "ascend910b3", "ascend910b4"})
-#: rms_norm_tiling.cpp: rows up to SMALL_REDUCE_NUM aligned elements take MERGE_N on the 910B;
-#: a row longer than UB_FACTOR_B16 / UB_FACTOR_B32 elements is split (SPLIT_D)
+#: rms_norm_tiling.cpp (same-dtype branch): rows up to SMALL_REDUCE_NUM aligned elements take
+#: MERGE_N on the 910B; a row longer than UB_FACTOR_B16 / UB_FACTOR_B32 elements (by x's dtype
+#: as stored: fp16 and bf16 2 bytes) is split (SPLIT_D); the rows between take NORMAL
 RMS_NORM_SMALL_REDUCE = 2000
 RMS_NORM_UB_FACTOR = {2: 12288, 4: 10240}
+#: rms_norm_tiling.cpp isPerformance (MERGE_N's Brcb form): x of rank 2 with at most 512 rows,
+#: or of rank 3 with dims 0 and 1 at most 512 and 8; gamma of rank 1; rows of at most 5120;
+#: fp16 or bf16 (PERFORMANC_DIM_ONE_MAX, PERFORMANC_DIM_TWO_MAX, PERFORMANC_DIM_THREE_MAX)
+RMS_NORM_PERF_DIMS = (512, 8)
+RMS_NORM_PERF_COLS = 5120
+#: MERGE_N rows per UB loop: rowFactor = (UB - UB_USED) / (numColAlign * 16 + 260)
+RMS_NORM_MERGE_N_BUDGET = (1024, 16, 260)
 
 
-def _rms_norm_normal(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str) -> bool:
-    """Whether CANN runs this RmsNorm as the NORMAL mode of its Ascend C kernel (ops-nn
-    rms_norm_tiling.cpp `Tiling4RmsNorm`, same-dtype branch): an A2 chip, x and gamma of one
-    dtype, the row's 32-byte-aligned length above SMALL_REDUCE_NUM (2000, else MERGE_N) and
-    within the UB factor (12288 elements for 2-byte dtypes, 10240 for fp32; else SPLIT_D)."""
+def rms_norm_mode(ins: Sequence[Value], fmt: str, chip_name: str) -> str:
+    """The mode CANN's Ascend C RmsNorm runs in on an A2 chip (ops-nn rms_norm_tiling.cpp
+    `Tiling4RmsNorm`, same-dtype branch), from x and gamma as stored: "MERGE_N" (the row's
+    32-byte-aligned length at most SMALL_REDUCE_NUM, 2000), "MERGE_N_PERF" (MERGE_N with the
+    isPerformance Brcb form), "NORMAL" (up to the UB factor: 12288 elements for 2-byte
+    dtypes, 10240 for fp32), "SPLIT_D" (longer); for the mixed-dtype branch (fp16/bf16 x, fp32
+    gamma) "MERGE_N" as well, else "MIXED" (its NORMAL, SINGLE_ROW and SPLIT_D modes, which
+    it picks by UB budget, are not told apart); "" off A2, off ND or without gamma."""
     if chip_name not in RMS_NORM_A2_CHIPS or fmt != "ND" or len(ins) < 2:
-        return False
+        return ""
     x, gamma = ins[0], ins[1]
     item = itemsize(x.dtype)
+    cols = int(gamma.numel)
     if x.dtype != gamma.dtype or item not in RMS_NORM_UB_FACTOR:
-        return False
+        # CalMixDtypeTiling: MERGE_N (never the isPerformance form) up to SMALL_REDUCE_NUM
+        # elements aligned to 16; the UB-budget modes past it
+        mixed = x.dtype in _NARROW_FLOATS and gamma.dtype == "float32"
+        return "MERGE_N" if mixed and -(-cols // 16) * 16 <= RMS_NORM_SMALL_REDUCE else "MIXED"
     per_block = 32 // item
-    col_align = -(-int(gamma.numel) // per_block) * per_block
-    return RMS_NORM_SMALL_REDUCE < col_align <= RMS_NORM_UB_FACTOR[item]
+    col_align = -(-cols // per_block) * per_block
+    if col_align > RMS_NORM_SMALL_REDUCE:
+        return "NORMAL" if col_align <= RMS_NORM_UB_FACTOR[item] else "SPLIT_D"
+    shape = [int(d) for d in x.shape]
+    dims_ok = (len(shape) == 2 and shape[0] <= RMS_NORM_PERF_DIMS[0]) or (
+        len(shape) == 3 and shape[0] <= RMS_NORM_PERF_DIMS[0]
+        and shape[1] <= RMS_NORM_PERF_DIMS[1])
+    perf = (dims_ok and len(gamma.shape) == 1 and cols <= RMS_NORM_PERF_COLS
+            and x.dtype in _NARROW_FLOATS)
+    return "MERGE_N_PERF" if perf else "MERGE_N"
 
 
-def _rms_norm_split_d(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str) -> bool:
-    """Whether CANN runs this RmsNorm as the SPLIT_D mode of its Ascend C kernel on an A2 chip
-    (rms_norm_tiling.cpp, same-dtype branch): x and gamma of one dtype, the row's 32-byte-
-    aligned length above the UB factor (12288 elements for 2-byte dtypes, 10240 for fp32)."""
-    if chip_name not in RMS_NORM_A2_CHIPS or fmt != "ND" or len(ins) < 2:
-        return False
-    x, gamma = ins[0], ins[1]
-    item = itemsize(x.dtype)
-    if x.dtype != gamma.dtype or item not in RMS_NORM_UB_FACTOR:
-        return False
-    per_block = 32 // item
-    return -(-int(gamma.numel) // per_block) * per_block > RMS_NORM_UB_FACTOR[item]
-
-
-def _rms_norm_a2(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str) -> bool:
-    """Whether CANN runs this RmsNorm as its Ascend C kernel on an A2 chip in a mode other
-    than NORMAL (MERGE_N for short rows, SPLIT_D for rows longer than the UB factor, the
-    mixed-dtype modes): the same tiling binds whole rows to cores (rms_norm_tiling.cpp
-    blockFactor = ceil(numRow / numCore), useCoreNum = ceil(numRow / blockFactor), numCore
-    the AIV count), so a row is never split across cores."""
-    return chip_name in RMS_NORM_A2_CHIPS and fmt == "ND" and len(ins) >= 2
+def _rms_mode(*modes: str) -> Callable[..., bool]:
+    """A PATHS condition: the RmsNorm runs in one of `modes` (`rms_norm_mode`)."""
+    def applies(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str) -> bool:
+        return rms_norm_mode(ins, fmt, chip_name) in modes
+    return applies
 
 
 #: RmsNorm NORMAL mode (ops-nn norm/rms_norm/op_kernel/rms_norm.h `KernelRmsNorm`): per row,
 #: CopyIn -> Cast to fp32 -> Mul x*x -> ReduceSumHalfInterval (halving Adds, one
 #: WholeReduceSum) -> V_S flag, rstd = 1/sqrt(sum/n + eps) on the scalar unit, S_V flag ->
-#: Muls by rstd -> Mul gamma -> Cast back -> CopyOutY; queues of depth BUFFER_NUM = 1
-#: (rms_norm_tiling.cpp). The rstd arithmetic is scalar, not vector work.
+#: Muls by rstd -> Cast gamma to fp32 (every row: ComputeMulGammaCast, `recast`) -> Mul gamma
+#: -> Cast back -> CopyOutY; queues of depth BUFFER_NUM = 1 (rms_norm_base.h). The rstd
+#: arithmetic is scalar, not vector work.
 _RMS_NORM_NORMAL = (_e("vmul", "binary"), _r("vcadd"), _e("vmuls", "unary"),
                     _e("vmul", "binary"))
+#: RmsNorm MERGE_N mode (rms_norm_merge_n.h `KernelRmsNormMergeN::Compute`), per UB loop of
+#: rowFactor rows: Cast x, Mul x*x over every row, ReduceSumMultiN (strided Adds of all rows
+#: per 64 columns, one WholeReduceSum of a repeat per row), then on the rows' values Muls
+#: 1/n, Adds eps, Sqrt, Duplicate 1, Div; the rstd spread back over the rows (the BroadCast
+#: API to [rows, numColAlign]), Mul x*rstd, Mul gamma (broadcast to rowFactor rows once per
+#: core), Cast back; no scalar round trip
+_MERGE_N_HEAD = (_e("vmul", "binary"), _r("vcadd"), _w("vmuls"), _w("vadds"),
+                 _w("vsqrt", "sqrt"), _w("vdup"), _w("vdiv", "div"))
+_RMS_NORM_MERGE_N = (*_MERGE_N_HEAD, _e("vbrcb (rstd to rows)", "unary"),
+                     _e("vmul", "binary"), _e("vmul", "binary"))
+#: Its queues have depth 1 (rms_norm_base.h BUFFER_NUM = 1), but for fp16/bf16 x the input slot
+#: is freed right after the Cast (inQueueX.FreeTensor) and no V_S wait stops the scalar unit
+#: within a loop, so the next loop's CopyIn overlaps this one's compute and the output slot is
+#: awaited only by the final Cast: two slots in effect (`narrow_slots`); fp32 x is held until
+#: the Mul by rstd, near the end: one. (NORMAL keeps one for every dtype: its scalar unit waits
+#: for each row's ReduceSum (V_S) before it issues the rest of the row, the next CopyIn among it.)
+#: its isPerformance form: Brcb writes each row's rstd to one 32-byte block (doPerformanceRstd),
+#: the Muls by rstd and by gamma read those blocks and gamma with repeat strides (repeatByRow)
+_RMS_NORM_MERGE_N_PERF = (*_MERGE_N_HEAD, _w("vbrcb (rstd)", width=8),
+                          _e("vmul", "binary"), _e("vmul", "binary"))
+_MERGE_N_NOTE = ("CANN's Ascend C RmsNorm, MERGE_N mode (ops-nn rms_norm_merge_n.h): rowFactor "
+                 "= (UB - 1024) / (numColAlign x 16 + 260) rows per loop step, each vector "
+                 "instruction over all of them, rstd on the vector unit; queues of depth 1 "
+                 "(rms_norm_base.h BUFFER_NUM = 1), x's slot freed after its Cast for fp16/bf16 "
+                 "(the next load overlaps the compute); whole rows per core, min(rows, AIV cores) "
+                 "cores")
 
 def _narrow_pair(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str) -> bool:
     """Whether both full-shape inputs (grads, x) are 2-byte floats, which a BatchNorm
@@ -424,22 +466,34 @@ PATHS: dict[str, tuple[tuple[Callable[..., bool], OpSequence], ...]] = {
     "BNTrainingReduceGrad": ((_narrow_pair, OpSequence(
         _BN_REDUCE_GRAD, fp32=True, rows="channels", cast_at=1,
         note="TBE bn_training_reduce_grad: grads and x cast to fp32, the result back")),),
-    "RmsNorm": ((_rms_norm_normal, OpSequence(
+    "RmsNorm": ((_rms_mode("NORMAL"), OpSequence(
         _RMS_NORM_NORMAL, fp32=True, rows="gamma", buffers=1, row_tile=1, whole_rows=True,
+        recast=True,
         note="CANN's Ascend C RmsNorm, NORMAL mode (ops-nn rms_norm.h): one row per loop "
-             "step, single-buffered queues (BUFFER_NUM = 1), rstd on the scalar unit "
-             "(the V->S->V round trip per row is not costed: no public cycle figure)")),
-                (_rms_norm_split_d, OpSequence(
+             "step, single-buffered queues (BUFFER_NUM = 1), gamma cast to fp32 again for "
+             "every row, rstd on the scalar unit (the V->S->V round trip per row is not "
+             "costed: no public cycle figure)")),
+                (_rms_mode("SPLIT_D"), OpSequence(
         SEQUENCES["RmsNorm"].steps, fp32=True, rows="gamma", buffers=1, whole_rows=True,
         row_reads=2,
         note="CANN's Ascend C RmsNorm, SPLIT_D mode (ops-nn rms_norm_split_d.h): a row "
              "longer than the UB factor on one core, read from GM twice in UB-sized chunks "
              "(ComputeFormerPrecision sums x*x, ComputeLatter reads x again for y), "
              "single-buffered queues (rms_norm_base.h BUFFER_NUM = 1)")),
-                (_rms_norm_a2, OpSequence(
+                (_rms_mode("MERGE_N"), OpSequence(
+        _RMS_NORM_MERGE_N, fp32=True, rows="gamma", buffers=1, narrow_slots=2,
+        whole_rows=True,
+        row_budget=RMS_NORM_MERGE_N_BUDGET, note=_MERGE_N_NOTE)),
+                (_rms_mode("MERGE_N_PERF"), OpSequence(
+        _RMS_NORM_MERGE_N_PERF, fp32=True, rows="gamma", buffers=1, narrow_slots=2,
+        whole_rows=True,
+        row_budget=RMS_NORM_MERGE_N_BUDGET,
+        note=_MERGE_N_NOTE + "; its isPerformance form: the rows' rstd spread by Brcb, one "
+             "32-byte block per row")),
+                (_rms_mode("MIXED"), OpSequence(
         SEQUENCES["RmsNorm"].steps, fp32=True, rows="gamma", whole_rows=True,
-        note="CANN's Ascend C RmsNorm on A2 (ops-nn rms_norm_tiling.cpp): whole rows per "
-             "core, min(rows, AIV cores) cores")),),
+        note="CANN's Ascend C RmsNorm on A2 (ops-nn rms_norm_tiling.cpp), mixed dtypes: "
+             "whole rows per core, min(rows, AIV cores) cores")),),
     "LayerNormalization": ((layer_norm_cube, OpSequence(
         LAYER_NORM_CUBE, fp32=True, rows="from_axis", stat_width=16, buffers=1,
         row_tile=16,
@@ -475,68 +529,6 @@ def sequence_for(op_type: str, ins: Sequence[Value], attrs: dict, fmt: str = "ND
 #: the scalar-operand form of binary instructions (x + 2.0: vadds at the unary rate)
 _SCALAR_FORM = {"vadd": "vadds", "vsub": "vadds", "vmul": "vmuls", "vmax": "vmaxs",
                 "vmin": "vmins"}
-
-
-# ----------------------------------------------------------------------------- rows
-def _rows_axis(ins: Sequence[Value], attrs: dict, const: Callable) -> tuple[int, int]:
-    """One `axis` attribute: rows of shape[axis], inner = the elements after it."""
-    shape = [int(d) for d in ins[0].shape]
-    if not shape:
-        return 1, 1
-    a = _norm_axis(attrs.get("axis", -1), len(shape))
-    return shape[a], math.prod(shape[a + 1:])
-
-
-def _rows_from_axis(ins: Sequence[Value], attrs: dict, const: Callable) -> tuple[int, int]:
-    """LayerNormalization: rows over the axes [axis, rank)."""
-    shape = [int(d) for d in ins[0].shape]
-    if not shape:
-        return 1, 1
-    return math.prod(shape[_norm_axis(attrs.get("axis", -1), len(shape)):]), 1
-
-
-def _rows_gamma(ins: Sequence[Value], attrs: dict, const: Callable) -> tuple[int, int]:
-    """RmsNorm: rows over the trailing axes gamma spans."""
-    return (max(int(ins[1].numel), 1) if len(ins) > 1 else int(ins[0].shape[-1])), 1
-
-
-def _rows_spatial(ins: Sequence[Value], attrs: dict, const: Callable) -> tuple[int, int]:
-    """InstanceNormalization: one row per (sample, channel) over the spatial axes."""
-    return math.prod(int(d) for d in ins[0].shape[2:]), 1
-
-
-def _rows_axes(ins: Sequence[Value], attrs: dict, const: Callable) -> tuple[int, int]:
-    """Reduce*: the constant `axes` input (absent or empty: every axis). Rows when the last
-    axis is reduced (the reduced axes read as one row); else a strided reduction whose inner
-    run is the elements after the last reduced axis."""
-    shape = [int(d) for d in ins[0].shape]
-    rank = len(shape)
-    if not rank:
-        return 1, 1
-    axes_v = const(ins[1].name) if len(ins) > 1 and ins[1] is not None else None
-    axes = [int(a) for a in np.asarray(axes_v).ravel()] if axes_v is not None else []
-    if not axes:
-        if attrs.get("noop_with_empty_axes"):
-            return 1, 1
-        axes = list(range(rank))
-    axes = sorted({a + rank if a < 0 else a for a in axes})
-    length = math.prod(shape[a] for a in axes)
-    return length, (1 if axes[-1] == rank - 1 else math.prod(shape[axes[-1] + 1:]))
-
-
-def _rows_channels(ins: Sequence[Value], attrs: dict, const: Callable) -> tuple[int, int]:
-    """BatchNorm statistics of [N, C, H, W]: one row per channel over N, H and W, strided
-    (on NC1HWC0 data the channel's C0 lane stays innermost)."""
-    shape = [int(d) for d in ins[0].shape]
-    if len(shape) < 2:
-        return max(math.prod(shape), 1), 1
-    return math.prod(shape) // max(shape[1], 1), 16
-
-
-#: how a row-wise op's rows are found: (inputs, attrs, constant lookup) -> (L, inner)
-ROW_RULES: dict[str, Callable[..., tuple[int, int]]] = {
-    "axis": _rows_axis, "from_axis": _rows_from_axis, "gamma": _rows_gamma,
-    "spatial": _rows_spatial, "axes": _rows_axes, "channels": _rows_channels}
 
 
 # ----------------------------------------------------------------------------- resolution
@@ -590,12 +582,14 @@ def derived_steps(opdef: Any, ins: Sequence[Value], outs: Sequence[Value],
 
 def resolve(op_type: str, opdef: Any, ins: Sequence[Value], outs: Sequence[Value],
             attrs: dict, per_task: float, const: Callable[[str], Any] | None = None,
-            align_bytes: int = 32, fmt: str = "ND",
-            chip_name: str = "") -> tuple[list[SeqPart], float, str]:
+            align_bytes: int = 32, fmt: str = "ND", chip_name: str = "",
+            stored: Sequence[Value] | None = None) -> tuple[list[SeqPart], float, str]:
     """An op's sequence as task parts: `per_task` is the op's largest operand's elements per
     element of the task (1 for a lone op); `fmt` the format its main input is read in and
-    `chip_name` the chip (they pick a kernel path, PATHS). Returns (parts, extra UB bytes per
-    task element for its fp32 working buffers, a one-line description for `explain`). Over 60
+    `chip_name` the chip (they pick a kernel path, PATHS, from the inputs as stored in GM:
+    `stored`, when `ins` are bf16 values widened to the dtype they compute in). Returns
+    (parts, extra UB bytes per task element for its fp32 working buffers, a one-line
+    description for `explain`). Over 60
     lines: one walk over the sequence's steps, which share the cast point, the row padding
     and the scalar-operand form among their four shapes."""
     const = const or (lambda name: None)
@@ -603,7 +597,7 @@ def resolve(op_type: str, opdef: Any, ins: Sequence[Value], outs: Sequence[Value
     big = max([v.numel for v in vals] + [1])
     width = max([itemsize(v.dtype) for v in vals] + [1])
     dtype = max(vals, key=lambda v: itemsize(v.dtype)).dtype if vals else "float16"
-    seq = sequence_for(op_type, ins, attrs, fmt, chip_name)
+    seq = sequence_for(op_type, ins if stored is None else stored, attrs, fmt, chip_name)
     if seq is None:
         steps = derived_steps(opdef, ins, outs, attrs)
         parts = [SeqPart(s.instr, s.vclass, dtype, width, ELEM, per_task, 0, s.count)
@@ -657,8 +651,8 @@ def resolve(op_type: str, opdef: Any, ins: Sequence[Value], outs: Sequence[Value
                                  in_elems * pad(item), math.ceil(length * pad(item)),
                                  s.count))
         elif s.shape == ROW:
-            parts.append(SeqPart(s.instr, s.vclass, cdtype, item, ROW, rows * seq.stat_width,
-                                 0, s.count))
+            parts.append(SeqPart(s.instr, s.vclass, cdtype, item, ROW,
+                                 rows * seq.stat_width * s.width, 0, s.count))
         else:
             instr, vclass = s.instr, s.vclass
             if vclass == "binary" and scalar and not seq.rows:
@@ -666,6 +660,13 @@ def resolve(op_type: str, opdef: Any, ins: Sequence[Value], outs: Sequence[Value
             parts.append(SeqPart(instr, vclass, cdtype, item, ELEM,
                                  (in_elems if seq.rows else per_task) * pad(item), 0,
                                  s.count))
+    gamma = (stored if stored is not None else ins)[1:2]
+    if seq.recast and gamma and gamma[0].dtype in _NARROW_FLOATS:
+        # the row-sized gamma cast up again for every row, before the Mul by it (RmsNorm
+        # NORMAL, rms_norm.h ComputeMulGammaCast)
+        g = gamma[0].dtype
+        parts.insert(len(parts) - 1, SeqPart(f"vconv {_short(g)}->f32 (gamma)", "unary", g,
+                                             itemsize(g), ELEM, in_elems * pad(itemsize(g))))
     if cast and outs[0].dtype in _NARROW_FLOATS:
         out = outs[0]
         parts.append(SeqPart(f"vconv f32->{_short(out.dtype)}", "unary", out.dtype,
@@ -734,9 +735,8 @@ def sequence_text(parts: Sequence[SeqPart]) -> str:
 
 __all__ = ["ELEM", "HEAD_LOOPS", "HeadLoop", "LAYER_NORM_CUBE_CHIPS", "LAYER_NORM_CUBE_ROWS",
            "LAYER_NORM_TIK_CHIPS", "LAYER_NORM_TIK_MIN_ROW", "LAYER_NORM_TIK_ROW_ALIGN", "PATHS",
-           "REDUCE",
-           "RMS_NORM_A2_CHIPS",
-           "REPEAT_BYTES", "ROW", "ROW_RULES", "SEQUENCES", "OpSequence", "SeqPart", "Step",
+           "REDUCE", "RMS_NORM_A2_CHIPS", "rms_norm_mode",
+           "REPEAT_BYTES", "ROW", "SEQUENCES", "OpSequence", "SeqPart", "Step",
            "VEC_CLASS", "derived_steps", "instr_cycles", "part_cycles", "reduce_row_cycles",
            "repeat_cycles", "resolve", "rope_loop", "sequence_for", "sequence_text",
            "vclass_of_registry"]

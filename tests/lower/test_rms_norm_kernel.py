@@ -55,20 +55,28 @@ def test_only_a2_chips_and_same_dtype_gamma():
 
 
 def test_normal_mode_passes_per_row():
-    """Per row: Cast up, Mul x*x, the row's reduce tree, Muls by rstd, Mul gamma, Cast back;
-    the rstd arithmetic (1/sqrt) is scalar, so no per-row vector steps."""
+    """Per row: Cast up, Mul x*x, the row's reduce tree, Muls by rstd, Cast gamma up (every
+    row: rms_norm.h ComputeMulGammaCast), Mul gamma, Cast back; the rstd arithmetic (1/sqrt)
+    is scalar, so no per-row vector steps."""
     res = simulate(_graph(64, 4096, "float16"), "ascend910b3", fusion=False)
     text = res.explain("op")
     line = next(x for x in text.splitlines() if "vector sequence" in x)
     named = [item.split(" [")[0] for item in line.split(": ", 2)[-1].split("; ")[0].split(", ")]
-    assert named == ["vconv f16->f32", "vmul", "vcadd", "vmuls", "vmul", "vconv f32->f16"]
+    assert named == ["vconv f16->f32", "vmul", "vcadd", "vmuls", "vconv f16->f32 (gamma)",
+                     "vmul", "vconv f32->f16"]
     seq = sequence_for("RmsNorm", _values(64, 4096, "float16"), {}, "ND", "ascend910b3")
     assert [s.shape for s in seq.steps].count(REDUCE) == 1
     assert "[per row]" not in line
     # V cycles per row of 4096 fp32 on the 910B3 rates: vconv 32 + vmul 128 + vmuls 64 +
-    # vmul 128 + vconv 32, the reduce tree (63 binary folds and one whole-reduce repeat) 130
+    # vmul 128 + vconv 32 (gamma) + vconv 32, the reduce tree (63 binary folds and one
+    # whole-reduce repeat) 130
     assert "V cycles per tile of 4096 elements: vconv f16->f32 32, vmul 128, vcadd 130, " \
-           "vmuls 64, vmul 128, vconv f32->f16 32" in text
+           "vmuls 64, vconv f16->f32 (gamma) 32, vmul 128, vconv f32->f16 32" in text
+
+
+def test_fp32_normal_mode_casts_nothing():
+    res = simulate(_graph(64, 4096, "float32"), "ascend910b3", fusion=False)
+    assert "vconv" not in res.explain("op")
 
 
 def test_one_row_per_tile_single_buffered_at_most_a_core_per_row():
@@ -85,10 +93,48 @@ def test_one_row_per_tile_single_buffered_at_most_a_core_per_row():
     assert sum(sg.count for sg in group.segments) == 10     # 400 rows / 40 cores
 
 
-def test_merge_n_rows_stay_double_buffered():
+def test_merge_n_rows_per_loop_and_queue_slots():
+    """A MERGE_N UB loop holds rowFactor = (UB - 1024) / (numColAlign * 16 + 260) rows
+    (rms_norm_tiling.cpp): 128-element fp32 rows, 195584 / 2308 = 84 rows (bf16: as many as
+    two slots of the simulated UB hold, at most 84); 4096 rows on the 910B3's 40 cores:
+    ceil(4096 / 40) = 103 rows per core, two loops. Its queues
+    have depth 1 (rms_norm_base.h BUFFER_NUM = 1); a bf16 x frees its slot right after the
+    Cast, so the next load overlaps the compute (two slots in effect), fp32 x holds it until
+    the Mul by rstd (one)."""
     program = lower(_graph(4096, 128, "bfloat16"), get_chip("ascend910b3"))
-    _, stages = _task_stages(program, "op")
-    assert all(s.slots == 2 for s in stages)
+    group, stages = _task_stages(program, "op")
+    assert {s.pipe: s.slots for s in stages if s.pipe in ("MTE2", "V")} == {"MTE2": 2, "V": 2}
+    _, fp32 = _task_stages(lower(_graph(4096, 128, "float32"), get_chip("ascend910b3")), "op")
+    assert {s.pipe: s.slots for s in fp32 if s.pipe in ("MTE2", "V")} == {"MTE2": 1, "V": 1}
+    tiles = sum(sg.count for sg in group.segments)
+    assert tiles == 2
+    res = simulate(_graph(4096, 128, "float32"), "ascend910b3", fusion=False)
+    assert "up to 10752 elements per tile" in res.explain("op")     # 84 rows of 128
+
+
+@pytest.mark.parametrize("shape,perf", [
+    ((512, 1024), True), ((513, 1024), False),           # PERFORMANC_DIM_ONE_MAX = 512
+    ((16, 8, 1024), True), ((16, 9, 1024), False),       # PERFORMANC_DIM_TWO_MAX = 8
+    ((4, 2, 8, 1024), False),                            # rank 4
+])
+def test_merge_n_performance_form(shape, perf):
+    """rms_norm_tiling.cpp isPerformance: fp16/bf16 x of rank 2 (<= 512 rows) or rank 3
+    (dims <= 512, <= 8) spread rstd by Brcb, a 32-byte block per row; else the BroadCast API
+    writes rstd over the full [rows, numColAlign] tile."""
+    ins = [Value("x", shape, "bfloat16"), Value("g", (shape[-1],), "bfloat16")]
+    seq = sequence_for("RmsNorm", ins, {}, "ND", "ascend910b")
+    brcb = next(s for s in seq.steps if s.instr.startswith("vbrcb"))
+    assert (brcb.shape, brcb.width) == (("row", 8) if perf else ("elem", 1))
+
+
+def test_merge_n_pays_no_reduce_tree_per_instruction():
+    """MERGE_N's instructions cover every row of a loop: 1024 fp32 rows of 64 cost far fewer
+    V cycles than 1024 one-row instructions would (each at least vector_min_cycles)."""
+    chip = get_chip("ascend910b")
+    res = simulate(_graph(1024, 64, "float32"), "ascend910b", fusion=False)
+    task = res.trace.task("op")
+    rows_per_core = -(-1024 // 48)
+    assert task.pipe_cycles["V"] < rows_per_core * 7 * chip.vector_min_cycles
 
 
 def test_single_buffering_serialises_load_compute_store():
@@ -149,3 +195,43 @@ def test_a_long_row_stays_on_one_core():
 def test_other_chips_split_rows_by_bytes():
     """The 910 generation's TBE RmsNorm is a VectorSchedule: one core per KB, rows or not."""
     assert _cores(1, 16384, "float16", "ascend910") > 1
+
+
+@pytest.mark.parametrize("cols,dtype,mode", [
+    (12288, "bfloat16", "NORMAL"),     # UB_FACTOR_B16 counts 2-byte elements, bf16 included
+    (11264, "bfloat16", "NORMAL"),     # within 10241..12288: NORMAL, not SPLIT_D
+    (12304, "bfloat16", "SPLIT_D"),    # past UB_FACTOR_B16
+    (12288, "float16", "NORMAL"),
+    (10240, "float32", "NORMAL"), (10248, "float32", "SPLIT_D"),   # UB_FACTOR_B32
+    (2000, "bfloat16", "MERGE_N"), (2016, "bfloat16", "NORMAL"),   # SMALL_REDUCE_NUM
+    (2000, "float32", "MERGE_N"), (2008, "float32", "NORMAL"),
+])
+def test_the_lowering_picks_the_mode_from_the_stored_dtype(cols, dtype, mode):
+    """rms_norm_tiling.cpp picks the mode from x's dtype as stored (UB_FACTOR_B16 = 12288
+    elements for fp16 and bf16, UB_FACTOR_B32 = 10240 for fp32; numColAlign rounds to 32
+    bytes of that dtype), though a bf16 row computes in fp32: the lowered task names it."""
+    res = simulate(_graph(4, cols, dtype), "ascend910b", fusion=False)
+    note = res.explain("op")
+    named = {"NORMAL": "NORMAL mode", "SPLIT_D": "SPLIT_D mode"}
+    for m, text in named.items():
+        assert (text in note) == (m == mode), (m, note)
+
+
+def test_mixed_dtype_short_rows_take_merge_n():
+    """CalMixDtypeTiling (fp16/bf16 x, fp32 gamma): rows of at most 2000 elements aligned to 16
+    take MERGE_N, never its isPerformance form (set in the same-dtype branch only)."""
+    short = sequence_for("RmsNorm", _values(64, 1024, "bfloat16", "float32"), {}, "ND",
+                         "ascend910b")
+    assert "MERGE_N" in short.note and "isPerformance" not in short.note
+    long = sequence_for("RmsNorm", _values(64, 4096, "bfloat16", "float32"), {}, "ND",
+                        "ascend910b")
+    assert "MERGE_N" not in long.note and long.whole_rows
+
+
+def test_bf16_normal_mode_casts_gamma_once_per_row():
+    """bf16 NORMAL: x cast up, gamma cast up with every row (its only cast: the kernel keeps
+    gamma in bf16 in UB), y cast back; 4096-element rows on the 910B3: 32 cycles each."""
+    res = simulate(_graph(64, 4096, "bfloat16"), "ascend910b3", fusion=False)
+    line = next(x for x in res.explain("op").splitlines() if "V cycles per tile" in x)
+    assert line.count("vconv") == 3
+    assert "vconv bf16->f32 (gamma) 32" in line

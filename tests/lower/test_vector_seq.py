@@ -66,8 +66,8 @@ def _graph(op: str, shape, dtype: str) -> asim.Graph:
     ("LayerNormalization", ["vconv f16->f32", "vmuls", "vcadd", "vbrcb", "vsub", "vmul",
                             "vmuls", "vcadd", "vbrcb", "vsub", "vbrcb", "vadds", "vln", "vmuls",
                             "vexp", "vmul", "vmul", "vadd", "vconv f32->f16"]),
-    ("RmsNorm", ["vconv f16->f32", "vmul", "vcadd", "vmuls", "vadds", "vsqrt", "vdiv", "vmul",
-                 "vmul", "vconv f32->f16"]),
+    ("RmsNorm", ["vconv f16->f32", "vmul", "vcadd", "vmuls", "vadds", "vsqrt", "vdup", "vdiv",
+                 "vbrcb (rstd)", "vmul", "vmul", "vconv f32->f16"]),
     ("Add", ["vadd"]),
     ("ReduceSum", ["vcadd"]),
 ])
