@@ -215,7 +215,9 @@ SEQUENCES: dict[str, OpSequence] = {
                            _w("vsqrt", "sqrt"), _w("vdiv", "div"), _e("vmul", "binary"),
                            _e("vmul", "binary")), fp32=True, rows="gamma"),
     "ReduceSum": OpSequence((_r("vcadd"),), rows="axes"),
-    "ReduceMean": OpSequence((_r("vcadd"), _w("vmuls")), rows="axes"),
+    # TBE reduce_mean_compute (impl/dynamic/reduce_mean.py): fp16 cast to fp32 where the
+    # chip's sum takes fp32, every element scaled by 1/N (vmuls) before the sum, cast back
+    "ReduceMean": OpSequence((_e("vmuls", "unary"), _r("vcadd")), fp32=True, rows="axes"),
     "ReduceMax": OpSequence((_r("vcmax", "reduce_max"),), rows="axes"),
     "ReduceMin": OpSequence((_r("vcmin", "reduce_max"),), rows="axes"),
     # no whole-reduce multiply: a vmul fold and a final vmul pass, all at the binary rate
