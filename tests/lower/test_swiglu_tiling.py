@@ -39,3 +39,15 @@ def test_tbe_chip_keeps_the_generic_split():
     g.output(g.swi_glu(x, dim=-1))
     res = asim.simulate(g, chip="ascend910")
     assert "as the kernel's tiling sizes it" not in res.explain(res.trace.tasks[0].op_name)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_swiglu_runs_the_kernel_sequence_in_fp32(dtype):
+    # swi_glu_bf16.hpp (also fp16's kernel): Cast, Muls, Exp, Adds, Div, Cast, Mul, Cast,
+    # each over the N outputs: half the task's input elements
+    _, text = _swiglu(dtype)
+    seq = next(line for line in text.splitlines() if "vector sequence" in line)
+    assert "0.5 x vmuls, 0.5 x vexp, 0.5 x vadds, 0.5 x vdiv, 0.5 x vmul" in seq
+    cycles = next(line for line in text.splitlines() if "V cycles" in line)
+    narrow = "bf16" if dtype == "bfloat16" else "f16"
+    assert f"vconv {narrow}->f32" in cycles and f"vconv f32->{narrow}" in cycles
