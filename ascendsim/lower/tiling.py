@@ -209,19 +209,30 @@ class VecSpec:
     head_elems: int = 0
     step_lines: int = 0
     step_parts: tuple[SeqPart, ...] = ()
+    # >0: UB bytes per element over all slots and working buffers, as the kernel's tiling
+    # sizes its tile (`lower/vector.py` KERNEL_UB); 0: buffers x (in + out + temp bytes)
+    ub_elem_bytes: float = 0.0
+
+
+def ub_slot_elems(chip, spec: VecSpec, op: str) -> tuple[int, float]:
+    """(elements per UB slot, UB bytes per element of one slot's tile) of a vector task:
+    the UB divided by the slots and every buffer's bytes per element (or the kernel's own
+    count, `ub_elem_bytes`), aligned; a clear error when not even one aligned tile fits."""
+    per_elem = max(sum(b for b, _ in spec.inputs) + spec.out_bytes + spec.temp_bytes, 1e-9)
+    ub_elem = spec.ub_elem_bytes or spec.buffers * per_elem
+    slot_elems = int(chip.ub_bytes / ub_elem)
+    slot_elems -= slot_elems % spec.align
+    if slot_elems < spec.align:
+        raise SimulationError(
+            f"op '{op}': UB of core 0 ({chip.ub_bytes} B) cannot hold the minimum tile: "
+            f"{spec.buffers} slot(s) x {spec.align} elements x {ub_elem / spec.buffers:g} "
+            f"B/element = {spec.align * ub_elem:g} B")
+    return slot_elems, per_elem
 
 
 def vector_work(chip, spec: VecSpec, op: str, cores: int) -> tuple[list[CoreGroup], list[str]]:
     """Core groups and notes for a vector task (see the module note)."""
-    per_elem = max(sum(b for b, _ in spec.inputs) + spec.out_bytes + spec.temp_bytes, 1e-9)
-    nbuf = spec.buffers
-    slot_elems = int(chip.ub_bytes / (nbuf * per_elem))
-    slot_elems -= slot_elems % spec.align
-    need = nbuf * spec.align * per_elem
-    if slot_elems < spec.align:
-        raise SimulationError(
-            f"op '{op}': UB of core 0 ({chip.ub_bytes} B) cannot hold the minimum tile: "
-            f"{nbuf} slot(s) x {spec.align} elements x {per_elem:g} B/element = {need:g} B")
+    slot_elems, per_elem = ub_slot_elems(chip, spec, op)
     if spec.head_elems > 0 and spec.row_elems > 0:
         return head_loop_work(chip, spec, cores)
     # (copy_only splits in 32-byte blocks, not in tiles of `align` elements)
@@ -260,8 +271,7 @@ def vector_work(chip, spec: VecSpec, op: str, cores: int) -> tuple[list[CoreGrou
     tile = min(slot_elems, cdiv(spec.elems, block))
     notes = [f"vector tiling: {spec.elems} elements over {block} core(s), up to "
              f"{tile} elements per tile "
-             f"(UB {chip.ub_bytes} B, {nbuf} slot{'s' if nbuf > 1 else ''} x "
-             f"{per_elem:g} B/element)"]
+             f"(UB {chip.ub_bytes} B, {_ub_split(spec, per_elem)})"]
     if reads > 1:
         notes.append(f"a row of {spec.row_elems} elements exceeds the UB tile: its main input "
                      f"is read from GM {reads} times, chunk by chunk (one pass per reduction, "
@@ -309,6 +319,15 @@ def head_loop_work(chip, spec: VecSpec, cores: int) -> tuple[list[CoreGroup], li
         notes.append(f"V cycles per head tile of {tile} elements: " + ", ".join(
             f"{p.instr} {part_cycles(chip, p, tile)}" for p in seq))
     return groups, notes
+
+
+def _ub_split(spec: VecSpec, per_elem: float) -> str:
+    """How the tile's UB bytes per element are counted, for the tiling note."""
+    slots = f"{spec.buffers} slot{'s' if spec.buffers > 1 else ''}"
+    if spec.ub_elem_bytes:
+        return (f"{spec.ub_elem_bytes:g} B/element over {slots} and working buffers, as the "
+                f"kernel's tiling sizes it")
+    return f"{slots} x {per_elem:g} B/element"
 
 
 def split_cores(chip, spec: VecSpec, cores: int) -> int:

@@ -221,8 +221,18 @@ SEQUENCES: dict[str, OpSequence] = {
     "RmsNorm": OpSequence((_e("vmul", "binary"), _r("vcadd"), _w("vmuls"), _w("vadds"),
                            _w("vsqrt", "sqrt"), _w("vdiv", "div"), _e("vmul", "binary"),
                            _e("vmul", "binary")), fp32=True, rows="gamma"),
+    # CANN's SwiGlu on 2-byte dtypes (ops-nn activation/swi_glu/op_kernel/swi_glu_bf16.hpp
+    # `SwigluVectorBF16`, which swi_glu.cpp also runs for fp16): Cast a, Muls -1, Exp,
+    # Adds 1, Div(a, .), Cast b, Mul b, Cast out, each over the output's N elements (half the
+    # task's input elements); the fp32 kernel (swi_glu_impl.hpp) divides a tile of ones and
+    # multiplies by a, one Mul more, not modelled apart
+    "SwiGlu": OpSequence((_e("vmuls", "unary", 0.5), _e("vexp", "exp", 0.5),
+                          _e("vadds", "unary", 0.5), _e("vdiv", "div", 0.5),
+                          _e("vmul", "binary", 0.5)), fp32=True),
     "ReduceSum": OpSequence((_r("vcadd"),), rows="axes"),
-    "ReduceMean": OpSequence((_r("vcadd"), _w("vmuls")), rows="axes"),
+    # TBE reduce_mean_compute (impl/dynamic/reduce_mean.py): fp16 cast to fp32 where the
+    # chip's sum takes fp32, every element scaled by 1/N (vmuls) before the sum, cast back
+    "ReduceMean": OpSequence((_e("vmuls", "unary"), _r("vcadd")), fp32=True, rows="axes"),
     "ReduceMax": OpSequence((_r("vcmax", "reduce_max"),), rows="axes"),
     "ReduceMin": OpSequence((_r("vcmin", "reduce_max"),), rows="axes"),
     # no whole-reduce multiply: a vmul fold and a final vmul pass, all at the binary rate
