@@ -135,7 +135,52 @@ LAYER_NORM_TIK_NOTE = (
     "costed (no public cycle figure)")
 
 
+
+#: CANN's LayerNormV4 SingleRead template on the A2 chips (Ascend C; hicann ops-nn
+#: norm/layer_norm_v4, public copy jbgztxdy/ops-nn): aclnnLayerNorm routes to LayerNormV4 on
+#: SocVersion ASCEND910B / ASCEND910_93 only for bf16 x with bf16 gamma over 1024 or 4096
+#: elements (op_host/op_api/aclnn_layer_norm.cpp `IsV4SocCheck`; every other fp16/fp32/bf16
+#: case goes to LayerNormV3, whose A2 kernel is not public, and keeps the DSL sequence), and
+#: the SingleRead template (priority 1000) takes it (layer_norm_v4_single_read_tiling.cpp: rows
+#: <= cores: one row per core; else all cores, tiles of min(UB rows, 32) rows).
+#: op_kernel/layer_norm_v4_single_read.h per tile: cast to fp32, x * 1/n over the tile; per row
+#: ReduceSum, the sum read on the scalar unit (GetAccVal), x - mean; (x - mean)^2 and * 1/n over
+#: the tile; per row ReduceSum, rstd = 1/sqrt(var + eps) on the scalar unit, * rstd; per row
+#: * gamma, + beta (gamma and beta loaded and cast one row long inside the loops: not costed,
+#: two rows of up to 32); cast back. Its queues have depth 1 (`InitBuffer(inQueueX, 1, ...)`):
+#: a tile's load, vector work and store run one after another. Modelled: whole rows per core
+#: (min(rows, cores) cores), tiles as the UB allows, single-buffered. Off: the template's
+#: tiles of min(UB rows, 32) rows handed out whole to cores (64 rows of 4096 run 13 tiles of 5
+#: rows on 13 of 40 cores), and the two per-row V -> S -> V round trips (no public cycle figure).
+LAYER_NORM_V4_SINGLE_READ = (
+    _e("vmuls (x/n)", "unary"), _r("vcadd (ReduceSum: mean)"), _e("vadds (-mean)", "unary"),
+    _e("vmul (square)", "binary"), _e("vmuls (/n)", "unary"), _r("vcadd (ReduceSum: var)"),
+    _e("vmuls (rstd)", "unary"), _e("vmul (gamma)", "binary"), _e("vadd (beta)", "binary"))
+#: chips of CANN SocVersion ASCEND910B (the A2 910B1..B4), where `IsV4SocCheck` allows V4
+LAYER_NORM_V4_CHIPS = frozenset({"ascend910b", "ascend910b1", "ascend910b3", "ascend910b4"})
+#: the normalised sizes `IsV4SocCheck` sends to the SingleRead template (MIN/MAX_V4_REDUCE_AXIS)
+LAYER_NORM_V4_ROWS = frozenset({1024, 4096})
+#: what `explain` adds about the SingleRead path
+LAYER_NORM_V4_NOTE = (
+    "CANN's Ascend C LayerNormV4 SingleRead template (ops-nn layer_norm_v4_single_read.h): "
+    "whole rows per core, single-buffered queues, per-row ReduceSum with mean and rstd on the "
+    "scalar unit (the per-row V->S->V round trips are not costed: no public cycle figure)")
+
+
+def layer_norm_v4_single_read(ins: Sequence[Value], attrs: dict, fmt: str,
+                              chip_name: str) -> bool:
+    """Whether aclnnLayerNorm runs this LayerNorm as LayerNormV4's SingleRead template: an A2
+    chip, ND bf16 x with bf16 gamma (as stored), normalised over 1024 or 4096 elements."""
+    if chip_name not in LAYER_NORM_V4_CHIPS or fmt != "ND" or len(ins) < 2 or ins[1] is None:
+        return False
+    x, gamma = ins[0], ins[1]
+    if not x.shape or not x.dtype == gamma.dtype == "bfloat16":
+        return False
+    shape = [int(d) for d in x.shape]
+    return math.prod(shape[norm_axis(attrs.get("axis", -1), len(shape)):]) in LAYER_NORM_V4_ROWS
+
 __all__ = ["LAYER_NORM_CUBE", "LAYER_NORM_CUBE_CHIPS", "LAYER_NORM_CUBE_ROWS", "LAYER_NORM_TIK",
            "LAYER_NORM_TIK_CHIPS", "LAYER_NORM_TIK_MIN_ROW", "LAYER_NORM_TIK_NARROW",
            "LAYER_NORM_TIK_NOTE", "LAYER_NORM_TIK_ROW_ALIGN", "layer_norm_cube", "layer_norm_tik",
-           "layer_norm_tik_narrow"]
+           "layer_norm_tik_narrow", "LAYER_NORM_V4_CHIPS", "LAYER_NORM_V4_NOTE",
+           "LAYER_NORM_V4_ROWS", "LAYER_NORM_V4_SINGLE_READ", "layer_norm_v4_single_read"]

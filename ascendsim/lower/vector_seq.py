@@ -74,9 +74,13 @@ from .layer_norm_paths import (
     LAYER_NORM_TIK_NARROW,
     LAYER_NORM_TIK_NOTE,
     LAYER_NORM_TIK_ROW_ALIGN,
+    LAYER_NORM_V4_CHIPS,
+    LAYER_NORM_V4_NOTE,
+    LAYER_NORM_V4_SINGLE_READ,
     layer_norm_cube,
     layer_norm_tik,
     layer_norm_tik_narrow,
+    layer_norm_v4_single_read,
 )
 from .seq_types import ELEM, REDUCE, ROW, Step
 from .seq_types import NARROW_FLOATS as _NARROW_FLOATS
@@ -516,7 +520,10 @@ PATHS: dict[str, tuple[tuple[Callable[..., bool], OpSequence], ...]] = {
         row_reads=2, row_align_elems=LAYER_NORM_TIK_ROW_ALIGN, note=LAYER_NORM_TIK_NOTE)),
                            (layer_norm_tik, OpSequence(
         LAYER_NORM_TIK, fp32=True, rows="from_axis", cast_at=1, whole_rows=True,
-        row_reads=2, row_align_elems=LAYER_NORM_TIK_ROW_ALIGN, note=LAYER_NORM_TIK_NOTE)),),
+        row_reads=2, row_align_elems=LAYER_NORM_TIK_ROW_ALIGN, note=LAYER_NORM_TIK_NOTE)),
+                           (layer_norm_v4_single_read, OpSequence(
+        LAYER_NORM_V4_SINGLE_READ, fp32=True, rows="from_axis", buffers=1, whole_rows=True,
+        note=LAYER_NORM_V4_NOTE)),),
     "RotaryMul": ((_rope_a2, OpSequence(
         _ROPE_HEAD, fp32=True, head_loop="rope",
         note="CANN's rotate-half RoPE kernel (ops-transformer rotary_position_embedding): "
@@ -744,7 +751,8 @@ def sequence_text(parts: Sequence[SeqPart]) -> str:
 
 
 __all__ = ["ELEM", "HEAD_LOOPS", "HeadLoop", "LAYER_NORM_CUBE_CHIPS", "LAYER_NORM_CUBE_ROWS",
-           "LAYER_NORM_TIK_CHIPS", "LAYER_NORM_TIK_MIN_ROW", "LAYER_NORM_TIK_ROW_ALIGN", "PATHS",
+           "LAYER_NORM_TIK_CHIPS", "LAYER_NORM_TIK_MIN_ROW", "LAYER_NORM_TIK_ROW_ALIGN",
+           "LAYER_NORM_V4_CHIPS", "PATHS",
            "REDUCE", "RMS_NORM_A2_CHIPS", "rms_norm_mode",
            "REPEAT_BYTES", "ROW", "SEQUENCES", "OpSequence", "SeqPart", "Step",
            "VEC_CLASS", "derived_steps", "instr_cycles", "part_cycles", "reduce_row_cycles",

@@ -2,13 +2,16 @@
 layer_norm_tik.py): ND data with gamma and beta of x's dtype runs a hand-written kernel, not the
 DSL sequence: whole rows per core, rows aligned to 64 elements in UB, sums of x and x*x per row,
 the statistics on the per-row values, four row passes (-mean, *rstd, *gamma, +beta), a row too
-long for the UB read from GM twice, and on fp16 data gamma's and beta's casts over the tile."""
+long for the UB read from GM twice, and on fp16 data gamma's and beta's casts over the tile.
+On the A2 chips, bf16 rows of 1024 or 4096 run LayerNormV4's SingleRead kernel (aclnnLayerNorm
+`IsV4SocCheck`): whole rows per core, single-buffered."""
 
 from __future__ import annotations
 
 import math
 
 import pytest
+from lower_trace_helpers import first_core_busy_and_span
 
 import ascendsim as asim
 from ascendsim.api import simulate
@@ -26,7 +29,7 @@ from ascendsim.lower.vector_seq import (
     sequence_for,
 )
 
-_CUBE, _TIK16, _TIK = (seq for _, seq in PATHS["LayerNormalization"])
+_CUBE, _TIK16, _TIK, _V4 = (seq for _, seq in PATHS["LayerNormalization"])
 
 
 def _ins(shape, dtype: str = "float32", pdtype: str | None = None, axis: int = -1):
@@ -129,3 +132,29 @@ def test_a_row_longer_than_the_tile_is_read_twice():
     read = sum(b for (lvl, kind), b in task.traffic.items() if kind == "read")
     assert read >= 2 * math.prod(shape) * 4
     assert "read from GM 2 times" in res.explain("op")
+
+
+# ------------------------------------------------ LayerNormV4 SingleRead on the A2 chips
+@pytest.mark.parametrize("shape,dtype,pdtype,chip,v4", [
+    ((64, 1024), "bfloat16", None, "ascend910b4", True),
+    ((8, 4096), "bfloat16", None, "ascend910b", True),
+    ((64, 768), "bfloat16", None, "ascend910b4", False),       # V3 (not public): DSL
+    ((64, 1024), "float16", None, "ascend910b4", False),       # V4 takes bf16 only
+    ((64, 1024), "bfloat16", "float32", "ascend910b4", False),  # gamma not bf16
+])
+def test_the_v4_single_read_applies_where_aclnn_routes_it(shape, dtype, pdtype, chip, v4):
+    seq = sequence_for("LayerNormalization", _ins(shape, dtype, pdtype), {"axis": -1}, "ND",
+                       chip)
+    assert seq is (_V4 if v4 else SEQUENCES["LayerNormalization"])
+
+
+def test_v4_single_read_one_row_per_core_single_buffered():
+    """Rows <= cores: one row per core; depth-1 queues: on a core with two tiles the span is
+    at least the sum of its load and vector busy time."""
+    res = simulate(_graph((16, 1024), "bfloat16"), "ascend910b4", fusion=False)
+    assert res.trace.task("op").block_dim == 16
+    assert "SingleRead" in res.explain("op")
+    chip = get_chip("ascend910b4").replace(aiv_cores=1)
+    res = simulate(_graph((32, 4096), "bfloat16"), chip, fusion=False, detail="tile")
+    busy, span = first_core_busy_and_span(res)
+    assert span >= busy["MTE2"] + busy["V"]
