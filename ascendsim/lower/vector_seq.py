@@ -15,7 +15,9 @@ holds the alternatives, each with the condition CANN's op implementation checks;
 that applies replaces the op's row of SEQUENCES (`sequence_for`), and `explain()` names it.
 LayerNorm on fp16 FRACTAL_NZ data on an Ascend910-class chip sums its rows on the cube
 (TBE layer_norm.py `_check_vector_to_cube`, layer_norm_cube.py): four full-shape vector passes
-instead of fifteen and two reduce trees, one 16-row group at a time, single-buffered.
+instead of fifteen and two reduce trees, one 16-row group at a time, single-buffered; on ND
+data with gamma and beta of x's dtype it is the TIK kernel of layer_norm_tik.py (whole rows per
+core, statistics on the per-row values, four row passes).
 RotaryMul on an A2 chip is CANN's rotate-half RoPE kernel, a head loop (`HEAD_LOOPS`,
 `rope_loop`): whole lines (tokens) per core and one load, sequence and store per head.
 
@@ -62,32 +64,38 @@ from typing import Any
 
 from ..ir.registry import VecClass
 from ..ir.tensor import Value, itemsize
-from .vector_rows import ROW_RULES, norm_axis
+from .layer_norm_paths import (
+    LAYER_NORM_CUBE,
+    LAYER_NORM_CUBE_CHIPS,
+    LAYER_NORM_CUBE_ROWS,
+    LAYER_NORM_TIK,
+    LAYER_NORM_TIK_CHIPS,
+    LAYER_NORM_TIK_MIN_ROW,
+    LAYER_NORM_TIK_NARROW,
+    LAYER_NORM_TIK_NOTE,
+    LAYER_NORM_TIK_ROW_ALIGN,
+    LAYER_NORM_V4_CHIPS,
+    LAYER_NORM_V4_NOTE,
+    LAYER_NORM_V4_SINGLE_READ,
+    layer_norm_cube,
+    layer_norm_tik,
+    layer_norm_tik_narrow,
+    layer_norm_v4_single_read,
+)
+from .seq_types import ELEM, REDUCE, ROW, Step
+from .seq_types import NARROW_FLOATS as _NARROW_FLOATS
+from .seq_types import elem as _e
+from .seq_types import per_row as _w
+from .seq_types import reduction as _r
+from .vector_rows import ROW_RULES
 
 #: bytes one vector repeat works on (S: Ascend C API reference, RepeatReduceSum/WholeReduceSum:
 #: "the vector unit reads 256 contiguous bytes per iteration"; HC31/VENG 2048-bit vector)
 REPEAT_BYTES = 256
-#: step shapes (module note)
-ELEM, REDUCE, ROW = "elem", "reduce", "row"
 #: registry vector class -> chip vector instruction class (MOVE: vcopy/vnchwconv, unary rate)
 VEC_CLASS = {VecClass.UNARY: "unary", VecClass.BINARY: "binary", VecClass.TERNARY: "ternary",
              VecClass.EXP: "exp", VecClass.SQRT: "sqrt", VecClass.DIV: "div",
              VecClass.REDUCE: "reduce", VecClass.MOVE: "unary"}
-#: 2-byte float dtypes an fp32 sequence casts up
-_NARROW_FLOATS = ("float16", "bfloat16")
-
-
-@dataclass(frozen=True)
-class Step:
-    """One instruction of a sequence: its name, the chip rate class, its shape, how many;
-    `width`: values a ROW step writes per row (a Brcb writes each row's value to a 32-byte
-    block: 8 fp32)."""
-
-    instr: str
-    vclass: str
-    shape: str = ELEM
-    count: float = 1.0
-    width: int = 1
 
 
 @dataclass(frozen=True)
@@ -105,7 +113,9 @@ class OpSequence:
     (`tiling.vector_work`); `row_reads`: GM reads of the main input per element when one of
     those rows does not fit a UB tile (the kernel passes over the row in UB-sized chunks
     once per reduction and once more to write the result; 1: the row is read once);
-    `head_loop`: the kernel binds whole lines to cores and loops over the heads of each UB
+    `row_align_elems`: the kernel lays each row out on a multiple of this many elements in
+    UB (0: on the chip's 32-byte UB blocks), and every step pays that padding; `head_loop`:
+    the kernel binds whole lines to cores and loops over the heads of each UB
     step of lines, one strided load, sequence and store per head (`HEAD_LOOPS`: how the
     lines and heads are found; `tiling.vector_work`); `row_budget`: (UB bytes reserved,
     bytes per 32-byte-aligned column, bytes per row) from which such a kernel's tiling
@@ -127,22 +137,11 @@ class OpSequence:
     row_tile: int = 0
     whole_rows: bool = False
     row_reads: int = 1
+    row_align_elems: int = 0
     head_loop: str = ""
     row_budget: tuple[int, int, int] = ()
     recast: bool = False
     narrow_slots: int = 0
-
-
-def _e(instr: str, vclass: str, count: float = 1.0) -> Step:
-    return Step(instr, vclass, ELEM, count)
-
-
-def _r(instr: str, vclass: str = "reduce") -> Step:
-    return Step(instr, vclass, REDUCE)
-
-
-def _w(instr: str, vclass: str = "unary", width: int = 1) -> Step:
-    return Step(instr, vclass, ROW, width=width)
 
 
 #: instance norm: statistics per (sample, channel) row, rstd on the row values, then scale
@@ -266,49 +265,6 @@ SEQUENCES: dict[str, OpSequence] = {
     "BNTrainingReduceGrad": OpSequence(_BN_REDUCE_GRAD[1:], rows="channels"),
     "BNTrainingUpdate": OpSequence(_BN_UPDATE, fp32=True, rows="channels", cast_at=9),
 }
-
-#: CANN's LayerNorm on fp16 FRACTAL_NZ data where the reductions run on the cube
-#: (ops/built-in/tbe/impl/layer_norm.py `_check_vector_to_cube` -> tbe/dsl/compute/
-#: layer_norm_cube.py, scheduled by static_schedule/layer_norm_cube_schedule.py): per 16 rows
-#: the cube computes sum(x) as x . ones and sum(x*x) as the diagonal of x . x^T (fp16 in, fp32
-#: in L0C, 2 * L/16 fractal mmads); the vector casts x to fp32 (cast_x_ub), moves the two
-#: 16x16 sums from L0C (on coupled chips L0C -> UB is a V-pipe move), derives mean and variance
-#: and rsqrt = exp(-0.5 * ln(var + eps)) on those 16-wide statistics (nz_mean, xx_sum_cub
-#: broadcast, xx_sum, mean_mul, nz_var, var_add_eps, vlog, var_log_mul, vexp), casts mean and
-#: variance to fp16, then makes four full-shape fp32 passes: x - mean, * rsqrt, * gamma,
-#: + beta (x_sub_mean, mean_mul_var, scale_mul, scale_add; the statistics are read with a
-#: stride, not materialised), and casts the result back (cast_res). The schedule tiles the UB
-#: by one 16-row group (`_get_tiling`: CUB_matrix [k, 1, 16, 16]), binds row groups to cores
-#: (block_dim = min(groups, CORE_NUM)) and defines `_double_buffer` but never calls it, so
-#: each group's load, vector work and store run one after another (`buffers=1`, `row_tile=16`).
-_LAYER_NORM_CUBE = (
-    _w("vmov (L0C->UB: sum x)"), _w("vmuls"), _w("vmov (L0C->UB: sum x*x)"),
-    _w("vbrcb (diagonal)"), _w("vmuls"), _w("vmul", "binary"), _w("vsub", "binary"),
-    _w("vadds"), _w("vln", "exp"), _w("vmuls"), _w("vexp", "exp"),
-    _w("vconv f32->f16 (mean)"), _w("vconv f32->f16 (variance)"),
-    _e("vsub", "binary"), _e("vmul", "binary"), _e("vmul", "binary"), _e("vadd", "binary"))
-
-#: chips whose CANN short SoC version takes the LayerNorm cube path (`_check_vector_to_cube`
-#: lists Ascend910 - every first-generation 910 SoC, 910A/910B/910ProA/910ProB - and Ascend310P,
-#: with 610 and 310B that ascendsim has no chip for; neither the A2 "910B" (Ascend910B1..B4)
-#: nor the Ascend310)
-LAYER_NORM_CUBE_CHIPS = frozenset({"ascend910", "ascend910b_gen1", "ascend310p"})
-#: the widest reduced row the cube path takes (ori_shape[-1] <= 1024; NZ shape[-4] <= 64)
-LAYER_NORM_CUBE_MAX_ROW = 1024
-
-
-def _layer_norm_cube(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str) -> bool:
-    """Whether CANN runs this LayerNorm on its cube path (`_check_vector_to_cube`, impl_mode
-    high_performance, CANN's default): FRACTAL_NZ float16 data of rank 2 or 3 normalised over
-    its last axis only, that axis at most 1024 long, on an Ascend910-class chip."""
-    if chip_name not in LAYER_NORM_CUBE_CHIPS or fmt != "FRACTAL_NZ" or not ins:
-        return False
-    x = ins[0]
-    shape = [int(d) for d in x.shape]
-    return (x.dtype == "float16" and len(shape) in (2, 3)
-            and norm_axis(attrs.get("axis", -1), len(shape)) == len(shape) - 1
-            and shape[-1] <= LAYER_NORM_CUBE_MAX_ROW)
-
 
 #: A2 chips (CANN SocVersion ASCEND910B: the 910B1..B4) whose RmsNorm is the Ascend C kernel of
 #: ops-nn norm/rms_norm (the first-generation 910 and the 910_95 take other branches of its tiling)
@@ -552,13 +508,22 @@ PATHS: dict[str, tuple[tuple[Callable[..., bool], OpSequence], ...]] = {
         SEQUENCES["RmsNorm"].steps, fp32=True, rows="gamma", whole_rows=True,
         note="CANN's Ascend C RmsNorm on A2 (ops-nn rms_norm_tiling.cpp), mixed dtypes: "
              "whole rows per core, min(rows, AIV cores) cores")),),
-    "LayerNormalization": ((_layer_norm_cube, OpSequence(
-        _LAYER_NORM_CUBE, fp32=True, rows="from_axis", stat_width=16, buffers=1,
+    "LayerNormalization": ((layer_norm_cube, OpSequence(
+        LAYER_NORM_CUBE, fp32=True, rows="from_axis", stat_width=16, buffers=1,
         row_tile=16,
         note="CANN's cube path (layer_norm_cube): the row sums run on the cube as "
              "x . ones and x . x^T, 2 x L/16 mmads per 16 rows, not simulated on the M "
              "pipe; one 16-row group per tile, single-buffered (its schedule never "
-             "enables double buffering)")),),
+             "enables double buffering)")),
+                           (layer_norm_tik_narrow, OpSequence(
+        LAYER_NORM_TIK_NARROW, fp32=True, rows="from_axis", cast_at=1, whole_rows=True,
+        row_reads=2, row_align_elems=LAYER_NORM_TIK_ROW_ALIGN, note=LAYER_NORM_TIK_NOTE)),
+                           (layer_norm_tik, OpSequence(
+        LAYER_NORM_TIK, fp32=True, rows="from_axis", cast_at=1, whole_rows=True,
+        row_reads=2, row_align_elems=LAYER_NORM_TIK_ROW_ALIGN, note=LAYER_NORM_TIK_NOTE)),
+                           (layer_norm_v4_single_read, OpSequence(
+        LAYER_NORM_V4_SINGLE_READ, fp32=True, rows="from_axis", buffers=1, whole_rows=True,
+        note=LAYER_NORM_V4_NOTE)),),
     "RotaryMul": ((_rope_a2, OpSequence(
         _ROPE_HEAD, fp32=True, head_loop="rope",
         note="CANN's rotate-half RoPE kernel (ops-transformer rotary_position_embedding): "
@@ -679,6 +644,8 @@ def resolve(op_type: str, opdef: Any, ins: Sequence[Value], outs: Sequence[Value
         """Rows start on 32-byte UB blocks: every step pays its dtype's row padding."""
         if not seq.rows or strided:
             return 1.0
+        if seq.row_align_elems:
+            return math.ceil(length / seq.row_align_elems) * seq.row_align_elems / length
         return math.ceil(length * item / align_bytes) * align_bytes / item / length
 
     rows = in_elems / length
@@ -783,9 +750,10 @@ def sequence_text(parts: Sequence[SeqPart]) -> str:
     return ", ".join(_describe(p) for p in parts)
 
 
-__all__ = ["ELEM", "HEAD_LOOPS", "HeadLoop", "LAYER_NORM_CUBE_CHIPS", "LAYER_NORM_CUBE_MAX_ROW",
-           "PATHS", "REDUCE",
-           "RMS_NORM_A2_CHIPS", "rms_norm_mode",
+__all__ = ["ELEM", "HEAD_LOOPS", "HeadLoop", "LAYER_NORM_CUBE_CHIPS", "LAYER_NORM_CUBE_ROWS",
+           "LAYER_NORM_TIK_CHIPS", "LAYER_NORM_TIK_MIN_ROW", "LAYER_NORM_TIK_ROW_ALIGN",
+           "LAYER_NORM_V4_CHIPS", "PATHS",
+           "REDUCE", "RMS_NORM_A2_CHIPS", "rms_norm_mode",
            "REPEAT_BYTES", "ROW", "SEQUENCES", "OpSequence", "SeqPart", "Step",
            "VEC_CLASS", "derived_steps", "instr_cycles", "part_cycles", "reduce_row_cycles",
            "repeat_cycles", "resolve", "rope_loop", "sequence_for", "sequence_text",

@@ -55,6 +55,9 @@ def _v_busy(res, op: str) -> int:
     ((64, 1024), "float16", -1, NZ, "ascend910", True),
     ((512, 768), "float16", -1, NZ, "ascend310p", True),
     ((64, 1040), "float16", -1, NZ, "ascend910", False),     # row longer than 1024
+    ((64, 640), "float16", -1, NZ, "ascend910", False),      # not a listed width
+    ((64, 128), "float16", -1, NZ, "ascend910", False),      # 128: NZ shape[-4] 8 not listed
+    ((64, 384), "float16", -1, NZ, "ascend910", True),
     ((16384, 768), "float32", -1, NZ, "ascend910b_gen1", False),   # fp16 only
     ((16384, 768), "float16", -1, "ND", "ascend910b_gen1", False),  # NZ data only
     ((16384, 768), "float16", -1, NZ, "ascend910b", False),   # not on the A2 910B
@@ -96,16 +99,19 @@ def test_cube_path_sequence_and_cycles():
 
 
 def test_cube_path_is_cheaper_than_the_vector_path():
-    """Per fp32 repeat the DSL path costs about 31 cycle units (8 binary and 2 exp passes at
-    2, 7 unary at 1, two reduce trees at about 2) against 9 on the cube path (4 binary at 2,
-    two vconvs at 0.5): on BERT-base's [16384, 768] at least 2.5x less V time per core; the
-    ND (vector path) op is unchanged by the cube path's existence."""
+    """Per fp32 repeat the cube path costs about 9 cycle units (4 binary at 2, two vconvs at
+    0.5) against about 14 for the ND op, which on this chip is CANN's TIK kernel (zeroing and
+    casts at 0.5, x*x, gamma and beta at 2, vadds and vmuls at 1, two reduce trees at about 2,
+    gamma's and beta's whole-tile casts at 0.5) and 31 for the DSL sequence (8 binary and 2 exp
+    passes at 2, 7 unary at 1, two reduce trees): on BERT-base's [16384, 768] at least 1.3x
+    less V time per core than the ND op, which is not on the cube path."""
     chip = "ascend910b_gen1"
     shape = (16384, 768)
     cube = simulate(_ln_graph(shape, "float16", NZ), chip, fusion=False)
     vec = simulate(_ln_graph(shape, "float16", "ND"), chip, fusion=False)
     assert "cube path" in cube.explain("op") and "cube path" not in vec.explain("op")
-    assert _v_busy(vec, "op") >= 2.5 * _v_busy(cube, "op")
+    assert "TIK kernel" in vec.explain("op")
+    assert _v_busy(vec, "op") >= 1.3 * _v_busy(cube, "op")
     # the NZ graph input is read in place: no TransData task before the op
     assert cube.trace.tasks[0].op_type == "LayerNormalization"
     assert cube.trace.tasks[0].input_formats[0] == NZ

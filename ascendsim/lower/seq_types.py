@@ -1,0 +1,44 @@
+"""The pieces vector instruction sequences are written in (lower/vector_seq.py module note):
+the three step shapes, one step, its constructors, the 2-byte float dtypes an fp32 sequence
+casts up. Kernel-path modules (layer_norm_paths.py)
+write their sequences with them without importing the sequence table."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: step shapes (vector_seq module note)
+ELEM, REDUCE, ROW = "elem", "reduce", "row"
+#: 2-byte float dtypes an fp32 sequence casts up
+NARROW_FLOATS = ("float16", "bfloat16")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One instruction of a sequence: its name, the chip rate class, its shape, how many;
+    `width`: values a ROW step writes per row (a Brcb writes each row's value to a 32-byte
+    block: 8 fp32)."""
+
+    instr: str
+    vclass: str
+    shape: str = ELEM
+    count: float = 1.0
+    width: int = 1
+
+
+def elem(instr: str, vclass: str, count: float = 1.0) -> Step:
+    """An instruction over every element of the op."""
+    return Step(instr, vclass, ELEM, count)
+
+
+def reduction(instr: str, vclass: str = "reduce") -> Step:
+    """A reduction along the op's reduced axis (a reduce tree per row)."""
+    return Step(instr, vclass, REDUCE)
+
+
+def per_row(instr: str, vclass: str = "unary", width: int = 1) -> Step:
+    """An instruction on the per-row statistics, `width` values per reduced row."""
+    return Step(instr, vclass, ROW, width=width)
+
+
+__all__ = ["ELEM", "NARROW_FLOATS", "REDUCE", "ROW", "Step", "elem", "per_row", "reduction"]
