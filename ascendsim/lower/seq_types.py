@@ -1,7 +1,7 @@
 """The pieces vector instruction sequences are written in (lower/vector_seq.py module note):
 the three step shapes, one step, its constructors, the 2-byte float dtypes an fp32 sequence
-casts up. Kernel-path modules (layer_norm_paths.py)
-write their sequences with them without importing the sequence table."""
+casts up. Kernel-path modules (layer_norm_paths.py) write their sequences with them without
+importing the sequence table."""
 
 from __future__ import annotations
 
