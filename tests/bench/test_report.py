@@ -14,7 +14,7 @@ BENCH = Path(sections.BENCH)
 #: helpers and tools in bench/ that measure nothing themselves
 NOT_BENCHMARKS = {"timing.py", "scalesim_layers.py", "pipeline_worker.py", "sections.py",
                   "report.py", "ci_times.py", "stamp_first_sight.py",
-                  "confidence_table.py"}
+                  "confidence_table.py", "coverage_counts.py"}
 
 
 def test_every_benchmark_script_has_a_section_and_a_markdown_mode():

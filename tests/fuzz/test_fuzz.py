@@ -5,10 +5,11 @@ For every drawn (graph, chip, fusion options):
 - the optimised graph computes the unfused graph's values (`asim.execute` on both, seeded
   uniform(-1, 1) inputs, a norm-wise tolerance by dtype);
 - block and tile simulation of the optimised graph complete and keep the simulator's
-  invariants (`check_invariants` of tests/sim: no buffer over capacity, no pipe busy twice at
-  once, no task faster than its roofline); tile is within 5% of block (the stated agreement of
-  the two details, tests/sim/test_detail.py); the same graph simulated twice gives the same
-  cycles and task records; the unfused graph simulates and keeps the invariants too.
+  invariants (`check_invariants` of tests/conftest.py: no buffer over capacity, no pipe busy
+  twice at once, no task faster than its roofline); tile is within 5% of block (the stated
+  agreement of the two details, tests/sim/test_detail.py); the same graph simulated twice
+  gives the same cycles and task records; the unfused graph simulates and keeps the
+  invariants too.
 
 The default run draws `DEFAULT_EXAMPLES` examples derandomized (the same examples on every
 machine: a fixed seed); `pytest -m fuzz` draws `FUZZ_EXAMPLES` (tests/fuzz/conftest.py skips
@@ -38,8 +39,8 @@ TOL = {"float32": 1e-4, "float16": 2e-2, "float64": 1e-10}
 
 
 def _load_check_invariants():
-    """`check_invariants` of tests/sim/conftest.py (the one invariant checker of the suite)."""
-    path = Path(__file__).resolve().parents[1] / "sim" / "conftest.py"
+    """`check_invariants` of tests/conftest.py (the one invariant checker of the suite)."""
+    path = Path(__file__).resolve().parents[1] / "conftest.py"
     spec = importlib.util.spec_from_file_location("sim_invariants", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

@@ -75,8 +75,7 @@ def test_every_band_pays_a_store_and_two_instructions_per_group_per_position():
     assert floor <= t.duration <= 1.5 * floor
 
 
-def test_tik_task_keeps_the_simulator_invariants_and_its_roofline():
-    from tests.sim.conftest import check_invariants
+def test_tik_task_keeps_the_simulator_invariants_and_its_roofline(invariants):
 
     g = asim.Graph("mp")
     x = g.input("x", (2, 64, 20, 20), "float16")
@@ -84,6 +83,6 @@ def test_tik_task_keeps_the_simulator_invariants_and_its_roofline():
                                   pads=[2] * 4)
     g.output(y, a)
     res = simulate(g, "ascend910b_gen1", fusion=False)
-    check_invariants(res)
+    invariants(res)
     t = res.trace.task("op")
     assert t.input_formats[0] == "NC1HWC0" and t.duration >= t.roofline_cycles
