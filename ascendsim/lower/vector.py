@@ -38,6 +38,7 @@ from .context import Lowering, TaskSpec
 from .formats import NC1HWC0, ND, NZ, is_small_operand, padded_bytes
 from .memo import vector_work
 from .movement import ensure
+from .seq_types import NARROW_FLOATS
 from .tiling import VecSpec
 from .vector_rows import ROW_RULES
 from .vector_seq import HEAD_LOOPS, SeqPart, resolve, sequence_for, vclass_of_registry
@@ -254,7 +255,7 @@ def kernel_pipeline(low: Lowering, parts: list, n: int, fmt: str) -> dict[str, i
     def task_elems(elems: int) -> int:
         return max(1, -(-elems * n // max(int(ins[0].numel), 1)))
 
-    narrow = seq.narrow_slots and ins[0].dtype in ("float16", "bfloat16")
+    narrow = seq.narrow_slots and ins[0].dtype in NARROW_FLOATS
     out = {"buffers": seq.narrow_slots if narrow else seq.buffers,
            "row_reads": seq.row_reads if whole else 1}
     if seq.row_tile:
