@@ -29,7 +29,7 @@ Policy "vllm-v0" (vLLM V0's default scheduler, vllm/core/scheduler.py `_schedule
 vLLM 0.7.3 and vLLM-Ascend 0.7.x run it without chunked prefill): waiting requests are
 admitted first, whole prompts only ("enable_chunking=False"), while `max_num_batched_tokens`,
 `max_num_seqs` and the free blocks allow; running requests decode only in a step that admitted
-none ("Don't schedule decodes if prefills are scheduled", S: the function's own comment). So
+none (S: the function's own comment says no decode is scheduled beside a prefill). So
 every prefill is a step of its own and the running requests wait for it, as under "mindie"
 but without MindIE's prefill batch cap. Preemption as in vLLM.
 A step's tokens reach the user one step late: V0's engine processes a step's outputs
