@@ -41,7 +41,7 @@ from .movement import ensure
 from .seq_types import NARROW_FLOATS
 from .tiling import VecSpec
 from .vector_rows import ROW_RULES
-from .vector_seq import HEAD_LOOPS, SeqPart, resolve, sequence_for, vclass_of_registry
+from .vector_seq import HEAD_LOOPS, OpSequence, SeqPart, resolve, sequence_for, vclass_of_registry
 
 
 def vec_class_of(opdef: Any, ins: list[Value]) -> str:
@@ -96,9 +96,10 @@ def lower_vector(low: Lowering, node, parts: list, category: Category,
     vparts, temp, flops, seq_notes = vec_parts(low, parts, n, outs, fmt=fmt)
     inputs = tuple((b / n, low.miss(i, b, fmt=f)) for i, b, f in zip(ins, in_b, in_fmts))
     through = low.through(outs, out_fmts)
-    spec = head_loop(low, parts, fmt, kernel_ub(low, parts, VecSpec(
+    lone = lone_path(low, parts, fmt)
+    spec = head_loop(low, lone, kernel_ub(low, parts, VecSpec(
         n, inputs, sum(out_b) / n, through, tuple(vparts), temp,
-        **kernel_pipeline(low, parts, n, fmt),
+        **kernel_pipeline(low, lone, n),
         moves=row_moves(low, parts[0], in_vals, gathered),
         split="copy" if copies_only(parts, in_vals, out_vals) else "")))
     groups, vnotes = vector_work(low.chip, spec, node.name,
@@ -226,28 +227,42 @@ def row_moves(low: Lowering, nd: Node, in_vals: list[Value],
     return tuple(out) if any(out) else ()
 
 
-def kernel_pipeline(low: Lowering, parts: list, n: int, fmt: str) -> dict[str, int]:
-    """The VecSpec fields of a lone node whose kernel path sets them: `buffers` (UB slots per
-    queue), `row_tile` (task elements per row-group tile), `row_elems` (task elements per row
-    when the kernel binds whole rows to cores), `tile_rows` (that kernel's rows per UB loop)
-    and `row_reads` (GM reads of the main input when such a row does not fit a UB tile), from
-    `OpSequence.buffers`, `row_tile` (RmsNorm's NORMAL mode on A2, one row; the TBE LayerNorm
-    cube path, 16 rows), `whole_rows`, `row_budget` (RmsNorm's MERGE_N) and `row_reads` (RmsNorm
-    on A2, the NORM-pattern Softmax and LogSoftmax, whose reduced axis is innermost); {}: the
-    defaults. The path is picked from the inputs as stored (a bf16 row is 2 bytes per element
-    to the tiling, though it computes in fp32), as `node_seq` picks it."""
+#: a lone node, its input values and its kernel path (`lone_path`)
+LonePath = tuple[Node, list, OpSequence]
+
+
+def lone_path(low: Lowering, parts: list, fmt: str) -> LonePath | None:
+    """(node, its input values, its kernel path) of a lone node with inputs whose op has a
+    kernel path (`vector_seq.sequence_for`), picked from the inputs as stored (a bf16 row is 2
+    bytes per element to the tiling, though it computes in fp32), as `node_seq` picks it;
+    None for a fused group, a node without inputs or one without a path. A bf16 node on a
+    chip without bf16 vector work fails here (`bf16_vector_work`)."""
     if len(parts) != 1:
-        return {}
+        return None
     nd = parts[0]
-    opdef = get_op(nd.op_type, nd.name)
     ins = [low.sub_value(nd, i) for i in nd.inputs if i]
-    outs = [low.sub_value(nd, o) for o in nd.outputs]
     if not ins:
-        return {}
-    bf16_vector_work(low.chip, opdef, nd.name, ins, outs)   # the chip check only
+        return None
+    outs = [low.sub_value(nd, o) for o in nd.outputs]
+    bf16_vector_work(low.chip, get_op(nd.op_type, nd.name), nd.name, ins, outs)
     seq = sequence_for(nd.op_type, ins, nd.attrs, fmt, low.chip.name)
-    if seq is None or not (seq.row_tile or seq.whole_rows):
-        return {"buffers": seq.buffers} if seq is not None else {}
+    return None if seq is None else (nd, ins, seq)
+
+
+def kernel_pipeline(low: Lowering, lone: LonePath | None, n: int) -> dict[str, int]:
+    """The VecSpec fields of a lone node (`lone_path`) whose kernel path sets them: `buffers`
+    (UB slots per queue), `row_tile` (task elements per row-group tile), `row_elems` (task
+    elements per row when the kernel binds whole rows to cores), `tile_rows` (that kernel's
+    rows per UB loop) and `row_reads` (GM reads of the main input when such a row does not
+    fit a UB tile), from `OpSequence.buffers`, `row_tile` (RmsNorm's NORMAL mode on A2, one
+    row; the TBE LayerNorm cube path, 16 rows), `whole_rows`, `row_budget` (RmsNorm's
+    MERGE_N) and `row_reads` (RmsNorm on A2, the NORM-pattern Softmax and LogSoftmax, whose
+    reduced axis is innermost); {}: the defaults."""
+    if lone is None:
+        return {}
+    nd, ins, seq = lone
+    if not (seq.row_tile or seq.whole_rows):
+        return {"buffers": seq.buffers}
     length, inner = ROW_RULES[seq.rows](ins, nd.attrs, low.const_value)
     # rows bound to cores are contiguous ones (a reduction over the innermost axis)
     whole = seq.whole_rows and inner == 1
@@ -278,19 +293,15 @@ def rows_per_loop(budget: tuple[int, int, int], length: int, item: int, ub_bytes
     return max(1, (ub_bytes - reserved) // (col_align * per_col + per_row))
 
 
-def head_loop(low: Lowering, parts: list, fmt: str, spec: VecSpec) -> VecSpec:
+def head_loop(low: Lowering, lone: LonePath | None, spec: VecSpec) -> VecSpec:
     """`spec` with the geometry of a head-loop kernel (`VecSpec.head_elems`: task elements
     per line and per head slice, lines per UB step, V work per step on the tables) when it
-    is a lone node whose kernel path loops over heads (`OpSequence.head_loop`: CANN's RoPE
-    kernel on A2); else `spec` as it is. The geometry is the kernel tiling's, on the node's
-    own dtypes (a bf16 op's UB split is its 2-byte one)."""
-    if len(parts) != 1:
+    is a lone node (`lone_path`) whose kernel path loops over heads (`OpSequence.head_loop`:
+    CANN's RoPE kernel on A2); else `spec` as it is. The geometry is the kernel tiling's, on
+    the node's own dtypes (a bf16 op's UB split is its 2-byte one)."""
+    if lone is None or not lone[2].head_loop:
         return spec
-    nd = parts[0]
-    ins = [low.sub_value(nd, i) for i in nd.inputs if i]
-    seq = sequence_for(nd.op_type, ins, nd.attrs, fmt, low.chip.name) if ins else None
-    if seq is None or not seq.head_loop:
-        return spec
+    _, ins, seq = lone
     geometry, step_parts = HEAD_LOOPS[seq.head_loop]
     loop = geometry(ins, low.chip.ub_bytes)
     if loop is None:
