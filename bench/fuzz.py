@@ -52,7 +52,8 @@ def counts(module: str, default: str, heavy: str) -> tuple[int, int]:
 
 def run(module: str, select: str, heavy: bool) -> tuple[str, float]:
     """pytest's closing counts of one surface's default or heavy tests, and the wall time."""
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+    # one process (-n 0): the wall times stay comparable whatever the machine's core count
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0",
            str(FUZZ / f"{module}.py"), "-m", "fuzz" if heavy else "not fuzz"]
     if select:
         cmd += ["-k", select]
