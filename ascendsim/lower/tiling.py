@@ -210,7 +210,8 @@ class VecSpec:
     step_lines: int = 0
     step_parts: tuple[SeqPart, ...] = ()
     # >0: UB bytes per element over all slots and working buffers, as the kernel's tiling
-    # sizes its tile (`lower/vector.py` KERNEL_UB); 0: buffers x (in + out + temp bytes)
+    # sizes its tile (`OpSequence.ub_bytes`, `lower/vector.py` kernel_ub); 0: buffers x
+    # (in + out + temp bytes)
     ub_elem_bytes: float = 0.0
 
 

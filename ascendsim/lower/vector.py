@@ -97,7 +97,7 @@ def lower_vector(low: Lowering, node, parts: list, category: Category,
     inputs = tuple((b / n, low.miss(i, b, fmt=f)) for i, b, f in zip(ins, in_b, in_fmts))
     through = low.through(outs, out_fmts)
     lone = lone_path(low, parts, fmt)
-    spec = head_loop(low, lone, kernel_ub(low, parts, VecSpec(
+    spec = head_loop(low, lone, kernel_ub(low, lone, VecSpec(
         n, inputs, sum(out_b) / n, through, tuple(vparts), temp,
         **kernel_pipeline(low, lone, n),
         moves=row_moves(low, parts[0], in_vals, gathered),
@@ -157,31 +157,19 @@ def schedule_blocks(low: Lowering, parts: list, ext_vals: list[Value]) -> tuple[
 TBE_COPY_ONLY = frozenset({"Slice"})
 
 
-def _swiglu_ub(dtype: str) -> float:
-    """UB bytes per output element of CANN's SwiGlu tile (ops-nn activation/swi_glu/op_host/
-    swi_glu_tiling.cpp GetBufferNumAndDataLenPerUB: DEFAULT_BUFFER_NUM 2 x XXGLU_TQUE_NUM 3
-    queues (a, b, out) x sizeof(dtype), plus SWIGLU_TBUF_NUM fp32 working buffers, 2 for
-    fp16/bf16 and 1 for fp32; maxTileLen = UB / that): 20 B for a 2-byte dtype, 28 B for
-    fp32."""
-    size = itemsize(dtype)
-    return 2 * 3 * size + (2 if size == 2 else 1) * 4
-
-
-#: op type -> UB bytes per element of the op's first output, over all its queue slots and
-#: working buffers, as the Ascend C kernel's tiling divides the UB (tag S: the function's
-#: source); on the chips whose vector kernels are Ascend C (no `vector_split_bytes`)
-KERNEL_UB: dict[str, Any] = {"SwiGlu": _swiglu_ub}
-
-
-def kernel_ub(low: Lowering, parts: list, spec: VecSpec) -> VecSpec:
-    """`spec` with the UB split of a lone node whose kernel's tiling sizes its tile from the
-    source (`KERNEL_UB`): that many UB bytes per task element, the working buffers being
-    what the queues' slots leave; `spec` as it is where the generic split applies."""
-    rule = KERNEL_UB.get(parts[0].op_type) if len(parts) == 1 else None
-    if rule is None or low.chip.vector_split_bytes or not parts[0].outputs:
+def kernel_ub(low: Lowering, lone: LonePath | None, spec: VecSpec) -> VecSpec:
+    """`spec` with the UB split of a lone node (`lone_path`) whose kernel's tiling sizes its
+    tile from the source (`OpSequence.ub_bytes`, tag S: CANN's SwiGlu), on the chips whose
+    vector kernels are Ascend C (no `vector_split_bytes`): that many UB bytes per task
+    element, the working buffers being what the queues' slots leave; `spec` as it is where
+    the generic split applies."""
+    if lone is None or lone[2].ub_bytes is None or low.chip.vector_split_bytes:
         return spec
-    out = low.sub_value(parts[0], parts[0].outputs[0])
-    ub_elem = rule(out.dtype) * out.numel / max(spec.elems, 1)
+    nd = lone[0]
+    if not nd.outputs:
+        return spec
+    out = low.sub_value(nd, nd.outputs[0])
+    ub_elem = lone[2].ub_bytes(out.dtype) * out.numel / max(spec.elems, 1)
     moved = sum(b for b, _ in spec.inputs) + spec.out_bytes
     return replace(spec, ub_elem_bytes=ub_elem,
                    temp_bytes=max(0.0, ub_elem / spec.buffers - moved))

@@ -124,7 +124,10 @@ class OpSequence:
     again for every row it works on; `narrow_slots`: the slots per queue in effect when the
     main input is a 2-byte float (0: `buffers`): a kernel whose single input slot is freed
     right after x's Cast to fp32, its scalar unit issuing ahead without waiting on the
-    vector pipe, loads the next tile while this one computes, as with two slots."""
+    vector pipe, loads the next tile while this one computes, as with two slots;
+    `ub_bytes`: UB bytes per element of the first output over all queue slots and working
+    buffers, by that output's dtype, where an Ascend C kernel's tiling divides the UB by its
+    own count (`lower.vector.kernel_ub`; None: the generic split)."""
 
     steps: tuple[Step, ...]
     fp32: bool = False
@@ -142,6 +145,17 @@ class OpSequence:
     row_budget: tuple[int, int, int] = ()
     recast: bool = False
     narrow_slots: int = 0
+    ub_bytes: Callable[[str], float] | None = None
+
+
+def _swiglu_ub(dtype: str) -> float:
+    """UB bytes per output element of CANN's SwiGlu tile (ops-nn activation/swi_glu/op_host/
+    swi_glu_tiling.cpp GetBufferNumAndDataLenPerUB: DEFAULT_BUFFER_NUM 2 x XXGLU_TQUE_NUM 3
+    queues (a, b, out) x sizeof(dtype), plus SWIGLU_TBUF_NUM fp32 working buffers, 2 for
+    fp16/bf16 and 1 for fp32; maxTileLen = UB / that): 20 B for a 2-byte dtype, 28 B for
+    fp32."""
+    size = itemsize(dtype)
+    return 2 * 3 * size + (2 if size == 2 else 1) * 4
 
 
 #: instance norm: statistics per (sample, channel) row, rstd on the row values, then scale
@@ -232,7 +246,7 @@ SEQUENCES: dict[str, OpSequence] = {
     # multiplies by a, one Mul more, not modelled apart
     "SwiGlu": OpSequence((_e("vmuls", "unary", 0.5), _e("vexp", "exp", 0.5),
                           _e("vadds", "unary", 0.5), _e("vdiv", "div", 0.5),
-                          _e("vmul", "binary", 0.5)), fp32=True),
+                          _e("vmul", "binary", 0.5)), fp32=True, ub_bytes=_swiglu_ub),
     "ReduceSum": OpSequence((_r("vcadd"),), rows="axes"),
     # TBE reduce_mean_compute (impl/dynamic/reduce_mean.py): fp16 cast to fp32 where the
     # chip's sum takes fp32, every element scaled by 1/N (vmuls) before the sum, cast back

@@ -1,5 +1,6 @@
-"""SwiGlu's UB tile on the A2 chips follows CANN's swi_glu_tiling.cpp (lower/vector.py
-KERNEL_UB): maxTileLen = UB / (2 buffers x 3 queues x dtype bytes + fp32 working buffers)."""
+"""SwiGlu's UB tile on the A2 chips follows CANN's swi_glu_tiling.cpp (its OpSequence's
+ub_bytes, lower/vector_seq.py): maxTileLen = UB / (2 buffers x 3 queues x dtype bytes + fp32
+working buffers)."""
 
 import pytest
 
