@@ -162,6 +162,12 @@ def conv_geometry(attrs: dict, transposed: bool, xv: Value, wv: Value, out_v: Va
     return CubeGeometry(group, m, k, n, conv_rows, has_bias, note)
 
 
+def batch_factor(batch: int, limit: int) -> int:
+    """TBE's batch factor of a conv's block dim: the largest divisor of `batch` (>= 1) not
+    above `limit` (at least 1), as both TBE conv schedules take it."""
+    return next(d for d in range(min(batch, max(1, limit)), 0, -1) if batch % d == 0)
+
+
 def tbe_filter_grad_geometry(geo: CubeGeometry, batch: int, hw: int, k0: int, blocks: int
                              ) -> CubeGeometry:
     """TBE's Conv2DBackpropFilter on the 910 generation splits the batch, its reduction axis,
@@ -172,7 +178,7 @@ def tbe_filter_grad_geometry(geo: CubeGeometry, batch: int, hw: int, k0: int, bl
     with atomic writes (the schedule's rfactor over the fused multi-core batch axis,
     `fused_atomic_write`). As a GEMM: `batch_dim` independent parts of the whole output
     (M x N), each with K = its samples x ceil(Ho*Wo, k0), every part writing its partial."""
-    split = max(f for f in range(1, min(batch, max(1, blocks)) + 1) if batch % f == 0)
+    split = batch_factor(batch, blocks)
     if split == 1:
         return geo
     k = ceil_to(hw, k0) * (batch // split)
@@ -192,7 +198,7 @@ def tbe_conv_blocks(chip: Any, images: int, m: int, n: int) -> int:
     cores = int(chip.ai_cores)
     if chip.matmul_schedule != "tbe" or images < 1:
         return 0
-    batch_dim = next(d for d in range(min(images, cores), 0, -1) if images % d == 0)
+    batch_dim = batch_factor(images, cores)
     return min(batch_dim * max(1, cores // batch_dim), cdiv(m, 16) * cdiv(n, 16))
 
 
