@@ -82,6 +82,12 @@ def numel(shape: Shape) -> int:
     return n
 
 
+#: the storage layouts a value can have in GM: ND (row-major), NC1HWC0 (the 5-D format of conv
+#: activations, C padded to C0) and FRACTAL_NZ (16 x 16 blocks of a matrix); the lowering's
+#: formats (lower/formats.py) and the TransData op take these names
+LAYOUTS = ("ND", "NC1HWC0", "FRACTAL_NZ")
+
+
 @dataclass(frozen=True)
 class Value:
     """A tensor edge of the graph."""

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import math
 
-from ..ir.tensor import Value, itemsize
+from ..ir.tensor import LAYOUTS, Value, itemsize
 from .tiling import ceil_to
 
-ND, NC1HWC0, NZ = "ND", "NC1HWC0", "FRACTAL_NZ"
+ND, NC1HWC0, NZ = LAYOUTS
 
 # Layout and model constants (not chip data: CANN's formats are the same on every chip, and the
 # rest are rules of this model, named here once):

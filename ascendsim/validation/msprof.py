@@ -10,8 +10,8 @@ Every row is mapped through one table, `CANN_OPS` (CANN op type -> registry op a
 attributes follow from the shapes), built as a one-op graph with the row's shapes and dtypes
 (inputs produced by a warm-up task first: in a profiled model run an op's inputs were just
 written by its producer, so they are warm in L2), simulated as given (fusion=False, sink
-mode), and compared by kernel time (the op's own task; TransData rows compare with the
-TransData task the lowering inserts for that conversion). Shapes in a fractal format are read
+mode), and compared by kernel time (the op's own task; a TransData row is the registry's
+TransData from its input's stored layout to its output's). Shapes in a fractal format are read
 back to their logical shape (FRACTAL_NZ (.., n1, m1, m0, n0) -> (.., m1*m0, n1*n0);
 NC1HWC0 (N, C1, H, W, C0) -> (N, C1*C0, H, W); Conv2D's FRACTAL_Z weight from the input and
 output channels, a square kernel assumed).
@@ -151,7 +151,9 @@ class CannOp:
 
     registry_op: str
     build: Builder
-    measure: str = "op"          # "op": the op's task; "transdata": the inserted TransData
+    #: True: the graph inputs are declared in their profiled storage layout (TransData);
+    #: False: in ND, the lowering converting what the op needs
+    input_layouts: bool = False
     doc: str = ""
     #: logical input shapes -> the shapes to build (transposed operands, fractal weights)
     shapes: Callable[[list, OpCall], list] | None = None
@@ -281,17 +283,26 @@ def _conv2d(g: Graph, xs: list, call: OpCall) -> Any:
                   name=OP_NODE)
 
 
+#: msprof's format names -> the storage layouts ascendsim models (`ascendsim.ir.tensor.LAYOUTS`);
+#: NCHW / NHWC data is ND here (its logical shape NCHW, `logical_shape`)
+STORAGE_LAYOUTS = {"ND": "ND", "NCHW": "ND", "NHWC": "ND", "NC1HWC0": "NC1HWC0",
+                   "FRACTAL_NZ": "FRACTAL_NZ"}
+
+
+def storage_layout(fmt: str) -> str:
+    """The layout of msprof format `fmt` (ValueError for a format ascendsim does not model)."""
+    layout = STORAGE_LAYOUTS.get(fmt.upper() or "ND")
+    if layout is None:
+        raise ValueError(f"format {fmt!r} is not modelled (modelled: "
+                         f"{', '.join(STORAGE_LAYOUTS)})")
+    return layout
+
+
 def _transdata(g: Graph, xs: list, call: OpCall) -> Any:
-    """A conversion: the ND/NCHW side feeds a consumer that needs the other format, so the
-    lowering inserts the TransData task this row measured."""
-    x = xs[0]
-    fmts = {f.upper() for _, _, f in (*call.inputs, *call.outputs)}
-    if "NC1HWC0" in fmts and len(x.shape) == 4:
-        w = g.const(np.zeros((16, x.shape[1], 1, 1), dtype=np.dtype(_np(x.dtype))), name="w")
-        return g.conv(x, w, name=OP_NODE)
-    k = x.shape[-1]
-    w = g.const(np.zeros((k, 16), dtype=np.dtype(_np(x.dtype))), name="w")
-    return g.matmul(x, w, name=OP_NODE)
+    """The registry's TransData from the input's profiled layout to the output's."""
+    if not call.outputs:
+        raise ValueError("a TransData row needs its output format")
+    return g.trans_data(xs[0], dst_format=storage_layout(call.outputs[0][2]), name=OP_NODE)
 
 
 def _np(dtype: str) -> str:
@@ -381,8 +392,8 @@ CANN_OPS: dict[str, CannOp] = {
        for t in ("LayerNorm", "LayerNormV3", "LayerNormV4")},
     "Conv2D": CannOp("Conv", _conv2d, doc="stride and pads from input/output sizes",
                      shapes=_conv_shapes),
-    "TransData": CannOp("TransData", _transdata, measure="transdata",
-                        doc="the conversion the lowering inserts"),
+    "TransData": CannOp("TransData", _transdata, input_layouts=True,
+                        doc="input and output formats from the row"),
     "Cast": CannOp("Cast", _cast, doc="to = the output data type"),
     "Add": CannOp("Add", _binary("Add")), "AddV2": CannOp("Add", _binary("Add")),
     "Sub": CannOp("Sub", _binary("Sub")), "Mul": CannOp("Mul", _binary("Mul")),
@@ -638,9 +649,6 @@ def build_call(call: OpCall, data: str = DEFAULT_DATA) -> tuple[Graph, CannOp]:
     if not call.inputs:
         raise ValueError("the row has no input shapes")
     shapes = [logical_shape(shape, fmt) for shape, _, fmt in call.inputs]
-    if spec.measure == "transdata":
-        nd = [sh for sh, _, f in (*call.inputs, *call.outputs) if f.upper() in ("ND", "NCHW")]
-        shapes[0] = nd[0] if nd else shapes[0]
     if spec.shapes is not None:
         shapes = spec.shapes(shapes, call)
     g = Graph(f"msprof_{call.op_type}")
@@ -649,9 +657,9 @@ def build_call(call: OpCall, data: str = DEFAULT_DATA) -> tuple[Graph, CannOp]:
         dtype = call.inputs[i][1]
         if not dtype:
             raise ValueError(f"input {i} of {call.op_type} is absent (no data type)")
-        x = g.input(f"x{i}", shape or (1,), dtype)
-        warm = data == "warm" and np.dtype(_np(dtype)).kind == "f" and \
-            spec.measure != "transdata"
+        layout = storage_layout(call.inputs[i][2]) if spec.input_layouts else "ND"
+        x = g.input(f"x{i}", shape or (1,), dtype, layout)
+        warm = data == "warm" and np.dtype(_np(dtype)).kind == "f"
         xs.append(g.add_node("Relu", [x], name=f"warm_{i}")[0] if warm else x)
     out = spec.build(g, xs, call)
     g.output(*(out if isinstance(out, tuple) else (out,)))
@@ -683,11 +691,7 @@ def simulate_call(call: OpCall, chip: Chip, cache: dict | None = None,
         return cache[key]
     g, spec = build_call(call, data)
     res = simulate(g, chip, fusion=False, mode="sink", detail="block")
-    if spec.measure == "transdata":
-        mine = [t for t in res.trace.tasks if t.op_type == "TransData"
-                and t.op_name.startswith("trans_data_x0")]
-    else:
-        mine = [t for t in res.trace.tasks if t.op_name == OP_NODE]
+    mine = [t for t in res.trace.tasks if t.op_name == OP_NODE]
     if not mine:
         raise AscendSimError(f"no simulated task for {call.op_type} (tasks: "
                              f"{', '.join(t.op_name for t in res.trace.tasks)})")

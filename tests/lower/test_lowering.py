@@ -2,6 +2,7 @@
 
 from collections import Counter
 
+import numpy as np
 import pytest
 
 import ascendsim as asim
@@ -56,6 +57,37 @@ def test_transdata_once_per_value_not_per_consumer():
     assert len(trans) == 2          # x -> 5-D once (for c1 and c3), result -> ND once
     assert {t.op_type for t in prog.tasks if t.task_id in prog.tasks[-2].deps} <= {
         "Conv", "Add"}
+
+
+def test_transdata_node_runs_the_conversion_under_its_name():
+    """A graph's own TransData (CANN's op, as a profiled kernel's row has it) is the task the
+    lowering inserts for a conversion, named after the node; its consumer reads the converted
+    value in place, and a TransData to the format a value already has runs nothing."""
+    g = asim.Graph("td")
+    x = g.input("x", (2, 17, 16, 16), "float16")
+    y = g.conv(g.trans_data(x, dst_format=NC1HWC0, name="td"),
+               g.weight("w", (32, 17, 3, 3), "float16"), pads=[1, 1, 1, 1], name="c1")
+    g.output(y, g.relu(g.trans_data(x, dst_format=ND, name="same"), name="r"))
+    prog = lower(g, CHIP)
+    assert [t.op_name for t in prog.tasks][:3] == ["td", "c1", "r"]
+    td = prog.tasks[0]
+    assert td.op_type == "TransData" and td.output_formats == (NC1HWC0,)
+    # 2 x 17 x 16 x 16 fp16 in ND, C padded to 32 in NC1HWC0
+    assert any("ND -> NC1HWC0: 17408 B -> 32768 B" in n for n in td.notes)
+    assert prog.tasks[1].input_formats[0] == NC1HWC0
+
+
+def test_transdata_keeps_values_and_names_a_bad_format():
+    g = asim.Graph("td")
+    x = g.input("x", (3, 40), "float16")
+    y = g.trans_data(x, dst_format=NZ)
+    g.output(y)
+    data = np.arange(120, dtype=np.float16).reshape(3, 40)
+    np.testing.assert_array_equal(asim.execute(g, {"x": data})[y.name], data)
+    with pytest.raises(asim.GraphError, match="dst_format 'NZ' is not a layout; valid: ND"):
+        g.trans_data(x, dst_format="NZ")
+    with pytest.raises(asim.GraphError, match="rank 2; NC1HWC0 needs rank 4"):
+        g.trans_data(x, dst_format=NC1HWC0)
 
 
 def test_conv_bias_accumulates_in_l0c():

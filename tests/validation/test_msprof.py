@@ -45,11 +45,10 @@ def test_cann8_file_every_row_reported_faulty_rows_with_reasons(cann8):
     assert len(cann8.rows) == 12
     by = {r.op_type: r for r in cann8.rows if r.status == "ok"}
     assert set(by) == {"MatMulV2", "BatchMatMulV2", "SoftmaxV2", "LayerNormV3", "Cast", "Add",
-                       "Transpose", "ReduceSumD", "GatherV2"}
-    # the 910B's MatMul takes ND (cube_tiling.takes_nd): no ND -> NZ TransData to compare with
-    trans = next(r for r in cann8.rows if r.op_type == "TransData")
-    assert trans.status == "error" and "no simulated task for TransData" in trans.reason
-    bad = [r for r in cann8.rows if r.status == "error" and r is not trans]
+                       "Transpose", "ReduceSumD", "GatherV2", "TransData"}
+    # the row's own conversion, ND [2048, 2048] -> FRACTAL_NZ, as the registry's TransData
+    assert by["TransData"].registry_op == "TransData" and by["TransData"].simulated_us > 0
+    bad = [r for r in cann8.rows if r.status == "error"]
     assert [r.index for r in bad] == [11, 12]
     assert "DropOutDoMask" in bad[0].reason and "CANN op table" in bad[0].reason
     assert "unparsable shape '4096,x'" in bad[1].reason
@@ -89,7 +88,7 @@ def test_cann7_column_set_and_fractal_formats(cann7):
 
 def test_summary_and_csv(cann8, tmp_path):
     ok = [r.ratio for r in cann8.rows if r.ratio is not None]
-    assert len(ok) == 9          # 12 rows: two faulty on purpose, the TransData unsimulated
+    assert len(ok) == 10         # 12 rows: two faulty on purpose
     assert cann8.median_abs_error == pytest.approx(statistics.median(abs(x - 1) for x in ok))
     out = tmp_path / "cmp.csv"
     cann8.to_csv(out)

@@ -25,7 +25,7 @@ from ..registry import (
     register_grads,
     symbolic_base,
 )
-from ..tensor import storage_dtype
+from ..tensor import LAYOUTS, storage_dtype
 
 
 def _zero_flops(ins, outs, attrs) -> int:
@@ -121,6 +121,31 @@ _view("Reshape", _reshape, kt.reshape, inputs=("data", "shape"), attrs={"allowze
 _view("Flatten", _flatten, kt.flatten, inputs=("input",), attrs={"axis": 1})
 _view("Squeeze", _squeeze, kt.squeeze, inputs=("data", "axes?"), needs=(1,))
 _view("Unsqueeze", _unsqueeze, kt.unsqueeze, inputs=("data", "axes"), needs=(1,))
+
+
+#: the least rank a layout needs: FRACTAL_NZ tiles the last two dims, NC1HWC0 splits an NCHW
+#: tensor's channels (CANN's TransData takes 4-D NCHW for it)
+_LAYOUT_MIN_RANK = {"ND": 0, "FRACTAL_NZ": 2, "NC1HWC0": 4}
+
+
+def _trans_data(ins, attrs, consts):
+    """TransData keeps the values, shape and dtype; only the storage layout changes."""
+    x, dst = ins[0], attrs["dst_format"]
+    if dst not in LAYOUTS:
+        raise GraphError(f"TransData: dst_format {dst!r} is not a layout; valid: "
+                         f"{', '.join(LAYOUTS)}")
+    if len(x.shape) < _LAYOUT_MIN_RANK[dst]:
+        raise GraphError(f"TransData: input '{x.name}' has rank {len(x.shape)}; {dst} needs "
+                         f"rank {_LAYOUT_MIN_RANK[dst]} or more")
+    return [(x.shape, x.dtype)]
+
+
+# OPAQUE: CANN never fuses a format conversion into its neighbours
+register(OpDef("TransData", _trans_data, kt.identity, Category.OPAQUE, unit=Unit.VECTOR,
+               attrs={"dst_format": "ND"}, flops=_zero_flops, vec_class=VecClass.MOVE,
+               lowering="trans_data",
+               doc="CANN TransData: the input converted to the storage layout dst_format (ND, "
+                   "NC1HWC0 or FRACTAL_NZ) from the layout it has; values unchanged"))
 
 
 # ------------------------------------------------------------------ data movement
@@ -594,7 +619,8 @@ def _expand_grad(ctx, douts):
 
 
 register_grads({
-    "Identity": _reshape_back, "Reshape": _reshape_back, "Flatten": _reshape_back,
+    "Identity": _reshape_back, "TransData": _reshape_back, "Reshape": _reshape_back,
+    "Flatten": _reshape_back,
     "Squeeze": _reshape_back, "Unsqueeze": _reshape_back,
     "Transpose": _transpose_grad, "Concat": _concat_grad, "Split": _split_grad,
     "Slice": _slice_grad, "Gather": _gather_grad, "Expand": _expand_grad, "Pad": _pad_grad,
