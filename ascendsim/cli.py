@@ -9,7 +9,8 @@
                       [--values | --no-values]
     ascendsim models
     ascendsim chips
-    ascendsim validate [--chip C] [--family F ...] [--quick] [--plot PNG] [--csv FILE]
+    ascendsim validate [--chip C] [--family F ...] [--id ROW ...] [--quick] [--plot PNG]
+                       [--csv FILE]
     ascendsim calibrate PROFILE.csv --chip C --params a,b [--holdout 0.3] [--seed 0]
                         [--out CHIP.toml]
 
@@ -457,7 +458,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     try:
         with progress.stage("simulating corpus rows"):
             report = validate(chip=chip, families=args.family, quick=args.quick,
-                              as_chip=as_chip)
+                              as_chip=as_chip, ids=args.id)
             if args.loso:
                 report.loso = leave_one_source_out()
     finally:
@@ -655,6 +656,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "instead of their own")
     val.add_argument("--family", action="append", default=None,
                      help="only rows of this family (repeatable)")
+    val.add_argument("--id", action="append", default=None, metavar="ROW",
+                     help="only this row (repeatable)")
     val.add_argument("--quick", action="store_true", help="the fixed quick subset (< 30 s)")
     val.add_argument("--plot", metavar="PNG", help="write each row's ratio, per family")
     val.add_argument("--csv", metavar="FILE", help="write one line per row")

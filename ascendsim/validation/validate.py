@@ -873,18 +873,37 @@ def rows_of_chip(rows: Iterable[CorpusRow], chip: str | Chip) -> list[CorpusRow]
     return [r for r in rows if generation(r.chip) == gen]
 
 
+def rows_by_id(rows: Sequence[CorpusRow], ids: Iterable[str]) -> list[CorpusRow]:
+    """The rows with these ids, in corpus order; an id not among `rows` is a ConfigError
+    naming it (and the ids that share its prefix)."""
+    wanted = list(dict.fromkeys(ids))
+    have = {r.id for r in rows}
+    for rid in wanted:
+        if rid not in have:
+            stem = rid.rsplit("-", 1)[0]
+            near = sorted(i for i in have if i.startswith(stem))[:8]
+            raise ConfigError(f"no corpus row {rid!r} among the selected rows"
+                              + (f"; rows starting {stem!r}: {', '.join(near)}" if near else ""))
+    keep = set(wanted)
+    return [r for r in rows if r.id in keep]
+
+
 def validate(chip: str | Chip | None = None, families: Iterable[str] | None = None,
              quick: bool = False, progress=None,
-             as_chip: str | Chip | None = None) -> ValidationReport:
+             as_chip: str | Chip | None = None,
+             ids: Iterable[str] | None = None) -> ValidationReport:
     """Simulate every corpus row as it was measured and compare (see the module docstring).
 
     chip: only the rows measured on that chip's generation (`rows_of_chip`), each still run
     on its own chip; None: every row. as_chip: a what-if, every selected row run on this
     chip (a name or a `Chip`) instead of its own. families: only rows of these families.
-    quick: the fixed subset `QUICK_IDS` (< 30 s). progress: progress(rows_done, rows_total)."""
+    quick: the fixed subset `QUICK_IDS` (< 30 s). ids: only these rows (`rows_by_id`).
+    progress: progress(rows_done, rows_total)."""
     rows = load_corpus(families)
     if quick:
         rows = quick_rows(rows)
+    if ids is not None:
+        rows = rows_by_id(rows, ids)
     if chip is not None:
         rows = rows_of_chip(rows, chip)
     report = validate_rows(rows, as_chip, progress)
@@ -892,6 +911,6 @@ def validate(chip: str | Chip | None = None, families: Iterable[str] | None = No
     return report
 
 
-__all__ = ["validate", "validate_rows", "rows_of_chip", "quick_rows", "OFF_BOUND", "VERDICTS",
-           "ValidationReport", "ValidationRecord",
+__all__ = ["validate", "validate_rows", "rows_of_chip", "rows_by_id", "quick_rows", "OFF_BOUND",
+           "VERDICTS", "ValidationReport", "ValidationRecord",
            "FamilyStats", "SourceStats", "summarize", "transfer_cycles", "QUICK_IDS"]

@@ -31,6 +31,19 @@ def test_validate_summary_reports_sources_and_leave_one_source_out(capsys):
     assert "kernel_start_us" in out and "first sight" in out
 
 
+def test_validate_selected_rows_by_id(capsys):
+    """--id picks rows (repeatable); an unknown id is a one-line error naming it and the
+    rows that share its prefix."""
+    assert main(["validate", "--id", "hpm-resnet-0008", "--id", "hpm-bert-0020",
+                 "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "validation rows (2)" in out
+    assert "hpm-resnet-0008" in out and "hpm-bert-0020" in out and "hpm-bert-0019" not in out
+    assert main(["validate", "--id", "hpm-bert-0999", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "no corpus row 'hpm-bert-0999'" in err and "hpm-bert-0001" in err
+
+
 def test_validate_bad_chip_is_one_line_error(capsys):
     assert main(["validate", "--chip", "ascend950", "--family", "launch"]) == 2
     assert "unknown chip" in capsys.readouterr().err
