@@ -108,7 +108,9 @@ from .workloads import (
     build_op_graph,
     decoder_plan,
     decoder_tokens,
+    is_cann_fusion,
     is_earlier_call,
+    measured_nodes,
     measures_whole_call,
     model_plan,
     workload_key,
@@ -588,10 +590,11 @@ class RowRunner:
         w = row.workload
         measure = w.get("measure", "task")
         detail = w.get("detail", "block")
-        fused = row.timing in ("graph_step", "throughput")
+        fused = row.timing in ("graph_step", "throughput") or is_cann_fusion(row)
         res = self.run(graph, chip, fused, _op_mode(row, measure), detail)
         trace = res.trace
-        mine = [t for t in trace.tasks if t.op_name == OP_NODE or OP_NODE in t.fused_ops]
+        nodes = measured_nodes(row)
+        mine = [t for t in trace.tasks if t.op_name in nodes or nodes.intersection(t.fused_ops)]
         if not mine:
             raise AscendSimError(f"no task ran the op (tasks: "
                                  f"{', '.join(t.op_name for t in trace.tasks)})")

@@ -50,6 +50,12 @@ squeezed to [M] (a view); alpha != 1 adds a Mul of the product, beta != 1 a Mul 
 Add of the two gives the output (same dtypes: the source's Casts and its final Cast/ViewCopy
 into a contiguous output of the promoted dtype launch nothing).
 
+An op row whose ``cann_op`` is in `CANN_FUSIONS` measured one fused kernel CANN's UB fusion
+formed around the op (a profile's ``FusionOp_Conv2D_BNTrainingReduce``): the graph adds the
+kernel's other members after the op ("op_1", ...), the row runs with fusion on, so the
+simulator's own passes fuse them (passes/training_fusion.py), and the kernel time is the
+task(s) carrying those nodes (`measured_nodes`).
+
 Model rows use `ascendsim.models` builders through `MODELS` (a data table: model name ->
 inference builder, training-step builder, and the size arguments the row gives).
 `precision` maps to the dtype through `PRECISION_DTYPES` ("mixed" = float16 compute with the
@@ -238,17 +244,33 @@ def _op_graph(w: Mapping[str, Any], warm: bool, calls: int = 1, flush: int = 0) 
                              f"the row says op = {op_type!r}")
         g.output(*chain.build(g, args, attrs), *flushed)
         return g
+    fusion = CANN_FUSIONS.get(w.get("cann_op", ""))
+    if fusion is not None and fusion.op != op_type:
+        raise GraphError(f"cann_op {w['cann_op']}: its fused kernel's head is {fusion.op}, "
+                         f"the row says op = {op_type!r}")
     unknown = sorted(set(attrs) - set(opdef.attrs))
     if unknown:
         raise GraphError(f"op {op_type}: unknown attribute(s) {', '.join(unknown)}; valid: "
                          f"{', '.join(sorted(opdef.attrs)) or 'none'}")
     attrs = {k: _attr(v) for k, v in attrs.items()}
+    followers = fusion.followers if fusion is not None else ()
     earlier = []
     for c in range(calls - 1):
-        earlier += g.add_node(op_type, args, dict(attrs), name=f"{PREV_CALL}{c}")
-    outs = g.add_node(op_type, args, attrs, name=OP_NODE)
+        earlier += _call(g, op_type, args, dict(attrs), f"{PREV_CALL}{c}", followers)
+    outs = _call(g, op_type, args, attrs, OP_NODE, followers)
     g.output(*earlier, *outs, *flushed)
     return g
+
+
+def _call(g: Graph, op_type: str, args: list[Any], attrs: dict[str, Any], name: str,
+          followers: tuple[str, ...]) -> list[Any]:
+    """One call of the row's op (node `name`) and, for a CANN fused kernel, the ops that read
+    its first output (`name`_1, ...); every output is returned."""
+    outs = g.add_node(op_type, args, attrs, name=name)
+    head = outs[0]
+    for i, follower in enumerate(followers, 1):
+        outs += g.add_node(follower, [head], name=f"{name}_{i}")
+    return outs
 
 
 def _layout(opdef, spec: Mapping[str, Any]) -> str:
@@ -325,6 +347,37 @@ CANN_CHAINS: dict[str, CannChain] = {
     "Addmv": CannChain("MatMul", ("self", "mat", "vec"), (("alpha", 1.0), ("beta", 1.0)),
                        _addmv),
 }
+
+
+@dataclass(frozen=True)
+class CannFusion:
+    """A fused kernel CANN's UB fusion forms around the row's op: the head op (node "op") and
+    the ops that read its first output, in order (nodes "op_1", ...). The row's graph runs
+    the simulator's own fusion passes, and its kernel time is the tasks that carry those
+    nodes (one, when the simulator fuses them as CANN did: `measured_nodes`)."""
+
+    op: str
+    followers: tuple[str, ...]
+
+
+#: cann_op -> the fused kernel a profile names (MindSpore/CANN FusionOp_<head>_<member>):
+#: TbeConvBnreduceFusionPass's Conv2D + BNTrainingReduce (passes/training_fusion.py)
+CANN_FUSIONS: dict[str, CannFusion] = {
+    "FusionOp_Conv2D_BNTrainingReduce": CannFusion("Conv", ("BNTrainingReduce",)),
+}
+
+
+def is_cann_fusion(row: CorpusRow) -> bool:
+    """Whether a row measured a fused kernel of `CANN_FUSIONS` (run with fusion on)."""
+    return row.workload.get("kind", "op") == "op" and row.workload.get("cann_op") in CANN_FUSIONS
+
+
+def measured_nodes(row: CorpusRow) -> frozenset[str]:
+    """The graph nodes whose tasks make an op row's kernel time: "op", and the members of a
+    CANN fused kernel ("op_1", ...)."""
+    fusion = CANN_FUSIONS.get(row.workload.get("cann_op", "")) if is_cann_fusion(row) else None
+    n = len(fusion.followers) if fusion is not None else 0
+    return frozenset((OP_NODE, *(f"{OP_NODE}_{i}" for i in range(1, n + 1))))
 
 
 def measures_whole_call(row: CorpusRow) -> bool:
@@ -418,7 +471,8 @@ def decoder_tokens(row: CorpusRow) -> int:
 
 
 __all__ = ["build_op_graph", "loop_calls", "is_earlier_call", "LOOP_CALLS",
-           "measures_whole_call", "CANN_CHAINS", "CannChain",
+           "measures_whole_call", "CANN_CHAINS", "CannChain", "CANN_FUSIONS", "CannFusion",
+           "is_cann_fusion", "measured_nodes",
            "model_plan", "decoder_plan", "decoder_tokens", "model_spec",
            "workload_key", "ModelPlan",
            "ModelSpec", "MODELS", "PRECISION_DTYPES", "OP_NODE", "EXTRAPOLATE_ABOVE_LAYERS"]

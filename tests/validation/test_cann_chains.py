@@ -11,7 +11,7 @@ import ascendsim as asim
 from ascendsim.errors import GraphError
 from ascendsim.validation.corpus import check_row, load_corpus
 from ascendsim.validation.validate import validate_rows
-from ascendsim.validation.workloads import build_op_graph, measures_whole_call
+from ascendsim.validation.workloads import build_op_graph, measured_nodes, measures_whole_call
 
 
 def addmv_row(m: int, k: int, dtype: str = "float16", attrs: dict | None = None,
@@ -86,3 +86,38 @@ def test_corpus_addmv_rows_name_self_mat_vec():
         s, mat, vec = (tuple(i["shape"]) for i in r.workload["inputs"])
         assert s == (mat[0],) and vec == (mat[1],), r.id
         assert measures_whole_call(r)
+
+
+# ------------------------------------------------- CANN fused kernels (workloads.CANN_FUSIONS)
+def conv_bnreduce_row(op: str = "Conv", data: str = "cold", **changes):
+    ins = [{"shape": [2, 32, 14, 14], "dtype": "float16", "format": "NC1HWC0"},
+           {"shape": [32, 32, 1, 1], "dtype": "float16", "format": "FracZ"}]
+    w = {"kind": "op", "op": op, "cann_op": "FusionOp_Conv2D_BNTrainingReduce",
+         "inputs": ins, "attrs": {"kernel_shape": [1, 1]}}
+    base = {"id": "t-conv-bnreduce", "chip": "ascend910", "family": "conv",
+            "role": "validation", "workload": w, "timing": "msprof_kernel", "data": data,
+            "metric": "time", "value": 10.0, "unit": "us", "source": "test"}
+    return check_row({**base, **changes}, "test row")
+
+
+def test_fused_kernel_row_runs_the_members_as_one_task():
+    """FusionOp_Conv2D_BNTrainingReduce: the Conv ("op") and the BNTrainingReduce of its
+    output ("op_1") fused by the simulator's own TbeConvBnreduceFusionPass; the kernel time
+    is that one task, not the TransData conversions around it."""
+    row = conv_bnreduce_row()
+    g = build_op_graph(row)
+    assert g.node("op").op_type == "Conv" and g.node("op_1").op_type == "BNTrainingReduce"
+    assert measured_nodes(row) == {"op", "op_1"}
+    res = asim.simulate(g, chip="ascend910", fusion=True, mode="sink")
+    (fused,) = [t for t in res.trace.tasks if "op" in t.fused_ops]
+    assert fused.op_type == "ConvBNTrainingReduce" and set(fused.fused_ops) == {"op", "op_1"}
+    (rec,) = validate_rows([row]).rows
+    assert rec.status == "ok"
+    # the row's unit is us; the record's simulated value is the fused task alone
+    assert rec.simulated == pytest.approx(asim.get_chip("ascend910").us(fused.duration),
+                                          rel=1e-9)
+
+
+def test_fused_kernel_row_names_a_wrong_head_op():
+    with pytest.raises(GraphError, match="head is Conv, the row says op = 'Relu'"):
+        build_op_graph(conv_bnreduce_row(op="Relu"))
