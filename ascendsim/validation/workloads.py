@@ -269,8 +269,13 @@ def _call(g: Graph, op_type: str, args: list[Any], attrs: dict[str, Any], name: 
     outs = g.add_node(op_type, args, attrs, name=name)
     head = outs[0]
     for i, follower in enumerate(followers, 1):
-        outs += g.add_node(follower, [head], name=f"{name}_{i}")
+        outs += g.add_node(follower, [head], name=_member(name, i))
     return outs
+
+
+def _member(call: str, i: int) -> str:
+    """The node name of the i-th member (from 1) after a fused kernel's head node `call`."""
+    return f"{call}_{i}"
 
 
 def _layout(opdef, spec: Mapping[str, Any]) -> str:
@@ -377,7 +382,7 @@ def measured_nodes(row: CorpusRow) -> frozenset[str]:
     CANN fused kernel ("op_1", ...)."""
     fusion = CANN_FUSIONS.get(row.workload.get("cann_op", "")) if is_cann_fusion(row) else None
     n = len(fusion.followers) if fusion is not None else 0
-    return frozenset((OP_NODE, *(f"{OP_NODE}_{i}" for i in range(1, n + 1))))
+    return frozenset((OP_NODE, *(_member(OP_NODE, i) for i in range(1, n + 1))))
 
 
 def measures_whole_call(row: CorpusRow) -> bool:
