@@ -33,7 +33,6 @@ import numpy as np
 from ..ir.graph import Node
 from ..ir.registry import Category, get_op
 from ..ir.tensor import Value, itemsize
-from .ascendc_blocks import ASCENDC_BLOCKS
 from .bf16 import BF16_NOTE, BF16_WORK_BYTES, bf16_vector_work, vconv_parts, widened
 from .context import Lowering, TaskSpec
 from .formats import NC1HWC0, ND, NZ, is_small_operand, padded_bytes
@@ -142,25 +141,14 @@ TBE_BLOCKS: dict[str, Any] = {
 
 def schedule_blocks(low: Lowering, parts: list, ext_vals: list[Value]) -> tuple[int, list[str]]:
     """Cores a lone node's vector task spreads over: the vector cores, or fewer where its TBE
-    schedule binds blocks to one axis (`TBE_BLOCKS`) or its Ascend C tiling picks its own
-    block dim (`ascendc_blocks.ASCENDC_BLOCKS`); and the note saying so."""
+    schedule binds blocks to one axis (`TBE_BLOCKS`); and the note saying so."""
     cores = low.vector_cores()
-    if len(parts) != 1 or not ext_vals:
+    rule = TBE_BLOCKS.get(parts[0].op_type) if len(parts) == 1 else None
+    if rule is None or not low.chip.vector_split_bytes or not ext_vals:
         return cores, []
-    op = parts[0].op_type
-    if low.chip.vector_split_bytes:
-        rule = TBE_BLOCKS.get(op)
-        if rule is None:
-            return cores, []
-        shape = tuple(int(d) for d in ext_vals[0].shape)
-        blocks = max(1, min(cores, rule(shape, cores)))
-        return blocks, [f"TBE schedule of {op}: {blocks} block(s) for {list(shape)}"]
-    tiling = ASCENDC_BLOCKS.get(op)
-    if tiling is None:
-        return cores, []
-    blocks = max(1, min(cores, tiling(ext_vals[0], parts[0].attrs, low.chip.ub_bytes, cores)))
-    return blocks, [f"Ascend C tiling of {op}: {blocks} block(s) for "
-                    f"{list(ext_vals[0].shape)} {ext_vals[0].dtype}"]
+    shape = tuple(int(d) for d in ext_vals[0].shape)
+    blocks = max(1, min(cores, rule(shape, cores)))
+    return blocks, [f"TBE schedule of {parts[0].op_type}: {blocks} block(s) for {list(shape)}"]
 
 
 #: op types whose TBE kernel is TIK copy_only when the op keeps every element of its input

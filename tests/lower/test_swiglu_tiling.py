@@ -52,29 +52,3 @@ def test_swiglu_runs_the_kernel_sequence_in_fp32(dtype):
     cycles = next(line for line in text.splitlines() if "V cycles" in line)
     narrow = "bf16" if dtype == "bfloat16" else "f16"
     assert f"vconv {narrow}->f32" in cycles and f"vconv f32->{narrow}" in cycles
-
-
-@pytest.mark.parametrize("shape, dtype, blocks", [
-    # 128 rows of 256 fp32: base blocks of 54 x 128, 6 tiles on 6 cores (the README of
-    # compiler-team-ru/pyasc examples/07_swiglu measures torch_npu on 6 cores here)
-    ((2, 64, 512), "float32", 6),
-    # 128 rows of 512: 18 x 384 blocks, 8 x 2 = 16 tiles beat 13 x 512 (10 tiles)
-    ((2, 64, 1024), "float32", 16),
-    # a batch-4 decode step's [4, 1, 2 x 11008]: one row per block, the row cut in 3 -> 12
-    ((4, 1, 22016), "bfloat16", 12),
-    ((2, 2048, 2048), "float32", 40),
-])
-def test_swiglu_block_dim_is_its_tilings(shape, dtype, blocks):
-    from ascendsim.ir.tensor import Value
-    from ascendsim.lower.ascendc_blocks import swiglu_blocks
-
-    assert swiglu_blocks(Value("x", shape, dtype), {"dim": -1}, 196608, 40) == blocks
-
-
-def test_swiglu_task_runs_on_the_tilings_blocks():
-    g = asim.Graph("swiglu")
-    x = g.input("x", shape=(2, 64, 512), dtype="float32")
-    g.output(g.swi_glu(x, dim=-1, name="s"))
-    res = asim.simulate(g, chip="ascend910b4")
-    assert res.trace.task("s").block_dim == 6
-    assert "Ascend C tiling of SwiGlu: 6 block(s) for [2, 64, 512] float32" in res.explain("s")
