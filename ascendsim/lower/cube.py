@@ -18,8 +18,9 @@ runs on V per output tile; on split chips, as a second phase on the AIV cores, r
 cube result back through L2 (a mix kernel, its result in a GM workspace).
 
 Feature-map windows. A conv's output tile of m_t pixels reads the input rows its window
-covers (`cube_tiling.a_tile_bytes`), so consecutive M tiles re-read the rows they share (the
-kh - stride halo, and whole rows when a tile ends mid-row): load3d builds the img2col matrix
+covers (`l1_chunks.a_tile_bytes`, in loads of whole Cin1 slices), so consecutive M tiles
+re-read the rows they share (the kh - stride halo, and whole rows when a tile ends
+mid-row): load3d builds the img2col matrix
 from an L1 copy of those rows (TBE conv_schedule: the fmap is loaded to L1 per AL1 tile, then
 im2col'd into L0A on MTE1), and the next tile's L1 load fetches the shared rows again. A core
 walks its M tiles in order, so those re-reads hit L2 (the same core read them one tile

@@ -65,6 +65,9 @@ core count run in a later round as cores free up ("If the number of available co
 than [block_num], the execution instances will be scheduled and executed in batches", TIK
 "AI Core Parallelism", hiascend.com tbeaicpudevg atlasopdev_10_0060).
 
+Conv loads by Cin1 slice: a convolution's A (the feature map) is read from GM as the input
+rows its output pixels cover, in loads of whole Cin1 slices (lower/l1_chunks.py).
+
 One tile is the chain
   S -> MTE2 (GM->L1, per K chunk) -> MTE1 (L1->L0A/L0B, per base K) -> M (mmad per base K)
   -> FIX (L0C->GM)                                       split chips
@@ -88,6 +91,15 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..errors import SimulationError
+from .l1_chunks import (  # noqa: F401  (re-exported: the tiling API)
+    L1_STEPS,
+    a_l1_loads,
+    a_tile_bytes,
+    cin1_slice,
+    conv_steps,
+    k_span,
+    l1_chunk_candidates,
+)
 from .program import CoreGroup, Instr, Segment, Stage
 from .tiling import (
     VecPart,
@@ -108,7 +120,7 @@ _MN_EDGES = (16, 32, 64, 128, 256, 512)
 #: candidate baseK, in K fractals
 _K_STEPS = (1, 2, 4, 8, 16)
 #: candidate stepK (base K blocks per GM->L1 chunk)
-_L1_STEPS = (1, 2, 4, 8, 16)
+_L1_STEPS = L1_STEPS
 #: candidates this close to the fastest estimate count as equally fast (search parameter)
 EST_TOLERANCE = 0.02
 #: L1 reuse modes, in CANN's order of preference (`GetL1Factor`)
@@ -179,23 +191,6 @@ class GemmTiling:
     @property
     def b_reads(self) -> float:
         return self.tm / self.run_b
-
-
-def a_tile_bytes(spec: GemmSpec, m_t: int) -> float:
-    """GM bytes of A for one output tile over the whole K.
-
-    MatMul: the m_t x K strip. Conv (implicit GEMM): the feature-map window the tile's m_t
-    output pixels read, (m_t/Wo*stride + kh - stride) input rows of Win pixels x Cin_pad, but
-    never more than the expanded m_t x K matrix (a strided 1x1 conv reads only the pixels it
-    uses).
-    """
-    full = m_t * spec.k * spec.in_bytes
-    if spec.conv_rows is None:
-        return full
-    wo, win, sh, kh, kw = spec.conv_rows
-    cin = spec.k / (kh * kw)
-    rows_in = (m_t / wo) * sh + max(kh - sh, 0)
-    return min(full, rows_in * win * cin * spec.in_bytes)
 
 
 def operand_read_bytes(spec: GemmSpec, t: GemmTiling) -> tuple[float, float]:
@@ -340,7 +335,7 @@ def _search_estimates(chip, spec: GemmSpec) -> tuple[_Candidates, np.ndarray]:
     period = np.maximum(np.maximum(np.maximum(np.maximum(c.t_m, c.t_mte1), t_mte2), c.t_out),
                         c.t_st)
     period = np.where(c.wait, np.maximum(period, c.t_m + c.t_out), period)
-    return c, c.per_core * period + (t_mte2 * c.k_l1 / c.nk_kt) + c.t_out + c.t_st
+    return c, c.per_core * period + (t_mte2 * c.k_l1 / c.span) + c.t_out + c.t_st
 
 
 def _dens(ctx: _SearchContext, sharing: int) -> tuple[float, float]:
@@ -459,9 +454,18 @@ def _candidates(chip, spec: GemmSpec) -> _Candidates:
         floats = arr[:, n_int + 4:]
         nk, k_t, n_t = ints[:, col["nk"]], ints[:, col["k_t"]], ints[:, col["n_t"]]
         a_tile, b_tile = floats[:, 0], floats[:, 1]
-        # (row, stepK, mode) grid; a stepK divides the K blocks
-        k_l1 = k_t[:, None] * _R[None, :]
-        r_ok = (_R[None, :] <= nk[:, None]) & (nk[:, None] % _R[None, :] == 0)
+        # (row, stepK, mode) grid (`l1_chunk_candidates`): a stepK divides the K blocks; a
+        # convolution's chunks are whole Cin1 slices
+        piece = cin1_slice(spec, k0)
+        if piece:
+            steps = np.array(conv_steps(spec.k // piece), dtype=np.int64)
+            k_l1 = np.broadcast_to(piece * steps[None, :], (len(k_t), len(steps)))
+            r_ok = (k_l1 % k_t[:, None] == 0) | (steps[None, :] == spec.k // piece)
+            span = np.full(len(k_t), spec.k, dtype=np.int64)
+        else:
+            k_l1 = k_t[:, None] * _R[None, :]
+            r_ok = (_R[None, :] <= nk[:, None]) & (nk[:, None] % _R[None, :] == 0)
+            span = nk * k_t
         a_chunk = np.ceil(a_tile[:, None] * k_l1 / spec.k)
         b_chunk = k_l1 * n_t[:, None] * in_b
         bias = ints[:, col["bias"], None]
@@ -483,8 +487,8 @@ def _candidates(chip, spec: GemmSpec) -> _Candidates:
         # (each as `_estimate_rows` computes it)
         c.a_bytes = cf[:, 0] / c.run_a
         c.b_bytes = cf[:, 1] / c.run_b
-        c.nk_kt = ci[:, col["nk"]] * c.k_t
-        c.lat = (c.nk_kt // c.k_l1) * ctx.lat
+        c.span = span[row]
+        c.lat = (c.span // c.k_l1) * ctx.lat
         c.t_m, c.t_mte1, c.t_out, c.t_st, c.per_core = cf[:, 2:].T
         c.sharings = sorted(sharings, key=sharings.__getitem__)
     if not rows or not len(c):
@@ -616,6 +620,7 @@ def _estimate_rows(ctx: _SearchContext, f: _BlockFacts, k_t: int,
     spec = ctx.spec
     m_t, n_t = f.m_t, f.n_t
     nk = cdiv(spec.k, k_t)
+    span = k_span(spec, ctx.k0, k_t)
     mmad = cdiv(m_t, ctx.m0) * (k_t // ctx.k0) * cdiv(n_t, ctx.n0) + ctx.c0
     t_m = nk * mmad
     t_mte1 = nk * (m_t * k_t * spec.in_bytes / ctx.l1_l0a
@@ -632,11 +637,11 @@ def _estimate_rows(ctx: _SearchContext, f: _BlockFacts, k_t: int,
         t_mte2 = 0.0
         t_mte2 += (a_tile / run_a) / den_a
         t_mte2 += (b_tile / run_b) / den_b
-        t_mte2 += (nk * k_t // k_l1) * lat
+        t_mte2 += (span // k_l1) * lat
         period = max(t_m, t_mte1, t_mte2, t_out, t_st)
         if wait:
             period = max(period, t_m + t_out)
-        est = per_core * period + (t_mte2 * k_l1 / (nk * k_t)) + t_out + t_st
+        est = per_core * period + (t_mte2 * k_l1 / span) + t_out + t_st
         rows.append((m_t, n_t, k_t, k_l1, tiles, block, est, tm, tn, reuse, run_a, run_b,
                      db_l0c, cub))
     return rows
@@ -687,10 +692,9 @@ def gemm_work(chip, spec: GemmSpec, op: str) -> tuple[list[CoreGroup], list[str]
 def _gemm_stages(chip, spec: GemmSpec, t: GemmTiling) -> tuple[Stage, ...]:
     m0, k0, n0 = chip.cube_shape(spec.in_dtype)
     nk = cdiv(spec.k, t.k_t)
-    n_l1 = nk * t.k_t // t.k_l1
+    n_l1, a_chunk = a_l1_loads(spec, t, k0)
     a_strip = a_tile_bytes(spec, t.m_t)
     b_strip = spec.k * t.n_t * spec.in_bytes
-    a_chunk = math.ceil(a_strip / t.run_a / n_l1)
     b_chunk = math.ceil(b_strip / t.run_b / n_l1)
     mte2 = (_read(chip, a_chunk, spec.miss_a, spec.shared_a, spec.nd2nz_a),
             _read(chip, b_chunk, spec.miss_b, spec.shared_b, spec.nd2nz_b))

@@ -176,7 +176,8 @@ def _estimate_one(chip, spec: GemmSpec, m_t: int, n_t: int, k_t: int, k_l1: int,
         bw = ct._gm_l1_bw(chip, nd)
         core_bw = bw * (1 - m_x) + m_x * bw / chip.l2_miss_slowdown
         t_mte2 += nbytes / min(core_bw, l2_bw / block, hbm_bw / (block * max(miss, 1e-9)))
-    t_mte2 += (nk * k_t // k_l1) * 2 * chip.path_latency_cycles.gm_l1
+    span = _k_span(spec, k0, k_t)
+    t_mte2 += (span // k_l1) * 2 * chip.path_latency_cycles.gm_l1
     out = m_t * n_t
     if chip.coupled:
         t_out = out * spec.acc_bytes / pb.l0c_ub
@@ -187,9 +188,33 @@ def _estimate_one(chip, spec: GemmSpec, m_t: int, n_t: int, k_t: int, k_l1: int,
     period = max(t_m, t_mte1, t_mte2, t_out, t_st)
     if db_l0c == 1 and not ct.unit_flag(chip):   # one tile in L0C: the cube waits for its drain
         period = max(period, t_m + t_out)
-    est = per_core * period + (t_mte2 * k_l1 / (nk * k_t)) + t_out + t_st
+    est = per_core * period + (t_mte2 * k_l1 / span) + t_out + t_st
     return ct.GemmTiling(m_t, n_t, k_t, k_l1, tiles, block, est, tm, tn, reuse, run_a, run_b,
                       db_l0c, cub)
+
+
+def _slice(spec: GemmSpec, k0: int) -> int:
+    """A convolution's Cin1 slice of K (kh*kw*k0) when K is whole slices, else 0."""
+    if spec.conv_rows is None or spec.k % (spec.conv_rows[3] * spec.conv_rows[4] * k0):
+        return 0
+    return spec.conv_rows[3] * spec.conv_rows[4] * k0
+
+
+def _k_span(spec: GemmSpec, k0: int, k_t: int) -> int:
+    """K the L1 chunks of a tile cover: a convolution's whole K, else K rounded up to k_t."""
+    return spec.k if _slice(spec, k0) else -(-spec.k // k_t) * k_t
+
+
+def _chunks(spec: GemmSpec, k0: int, k_t: int) -> list[int]:
+    """The K of one GM->L1 chunk the search tries, in order: k_t x stepK with stepK dividing
+    the K blocks; a convolution's Cin1 slices x s, s dividing Cin1, tiled by k_t, or all."""
+    piece = _slice(spec, k0)
+    if piece:
+        cin1 = spec.k // piece
+        steps = sorted({s for s in ct._L1_STEPS if cin1 % s == 0} | {cin1})
+        return [piece * s for s in steps if s == cin1 or piece * s % k_t == 0]
+    nk = -(-spec.k // k_t)
+    return [k_t * r for r in ct._L1_STEPS if r <= nk and nk % r == 0]
 
 
 def _slow_search(chip, spec):
@@ -198,15 +223,13 @@ def _slow_search(chip, spec):
     for m_t in ct._MN_EDGES:
         for n_t in ct._MN_EDGES:
             for ks in ct._K_STEPS:
-                k_t = ks * chip.cube_shape(spec.in_dtype)[1]
-                nk = -(-spec.k // k_t)
-                for r in ct._L1_STEPS:
-                    if r > nk or nk % r:
-                        continue
+                k0 = chip.cube_shape(spec.in_dtype)[1]
+                k_t = ks * k0
+                for k_l1 in _chunks(spec, k0, k_t):
                     for reuse in ct.REUSE_MODES:
                         for db_l0c in (1, 2):
-                            cands.append(((m_t, n_t, k_t, k_t * r, reuse, db_l0c, n_t),
-                                          _estimate_one(chip, spec, m_t, n_t, k_t, k_t * r,
+                            cands.append(((m_t, n_t, k_t, k_l1, reuse, db_l0c, n_t),
+                                          _estimate_one(chip, spec, m_t, n_t, k_t, k_l1,
                                                        reuse, db_l0c, n_t)))
     return cands
 
@@ -279,12 +302,8 @@ def _scalar_search(chip, spec: GemmSpec, out: list | None = None) -> ct.GemmTili
                 if (l0a > chip.l0a_bytes or l0b > chip.l0b_bytes
                         or tile_acc > chip.l0c_bytes or not cub):
                     continue
-                nk = ct.cdiv(spec.k, k_t)
                 variants = []
-                for r in ct._L1_STEPS:
-                    if r > nk or nk % r:
-                        continue
-                    k_l1 = k_t * r
+                for k_l1 in _chunks(spec, k0, k_t):
                     a_chunk = math.ceil(a_strip * k_l1 / spec.k)
                     b_chunk = k_l1 * n_t * spec.in_bytes
                     l1_need = {"": 2 * (a_chunk + b_chunk) + bias,
