@@ -64,13 +64,19 @@ def test_l1_chunks_are_whole_cin1_slices_tiled_by_base_k():
 
 def test_a_1x1_stride_1_conv_loads_the_bytes_of_its_gemm():
     """A 1x1 stride-1 convolution reads each input pixel once: its A bytes per tile are the
-    m_t x K strip, as a MatMul's."""
+    m_t x K strip, as a MatMul's, and its chunks are a MatMul's (a Cin1 slice is one K
+    fractal)."""
     chip = get_chip(GEN1)
     spec = GemmSpec(1, 16 * 160 * 160, 32, 32, "float16", 2, 2, 4,
                     conv_rows=(160, 160, 1, 1, 1), blocks=16)
     t = gemm_tiling(chip, spec, "conv")
     loads, each = l1_chunks.a_l1_loads(spec, t, 16)
     assert loads * each == t.m_t * spec.k * spec.in_bytes
+    wide = GemmSpec(1, 1568, 512, 128, "float16", 2, 2, 4, conv_rows=(28, 28, 1, 1, 1))
+    mm = GemmSpec(1, 1568, 512, 128, "float16", 2, 2, 4)
+    for k_t in (16, 32, 64, 128, 256):
+        assert l1_chunks.l1_chunk_candidates(wide, 16, k_t) == \
+            l1_chunks.l1_chunk_candidates(mm, 16, k_t)
 
 
 def test_fewer_loads_cut_the_mte2_time_and_the_conv_time():

@@ -194,8 +194,10 @@ def _estimate_one(chip, spec: GemmSpec, m_t: int, n_t: int, k_t: int, k_l1: int,
 
 
 def _slice(spec: GemmSpec, k0: int) -> int:
-    """A convolution's Cin1 slice of K (kh*kw*k0) when K is whole slices, else 0."""
-    if spec.conv_rows is None or spec.k % (spec.conv_rows[3] * spec.conv_rows[4] * k0):
+    """A convolution's Cin1 slice of K (kh*kw*k0) when K is whole slices and the kernel is
+    not 1x1, else 0."""
+    if spec.conv_rows is None or spec.k % (spec.conv_rows[3] * spec.conv_rows[4] * k0) \
+            or spec.conv_rows[3] * spec.conv_rows[4] == 1:
         return 0
     return spec.conv_rows[3] * spec.conv_rows[4] * k0
 
