@@ -677,6 +677,12 @@ def gemm_work(chip, spec: GemmSpec, op: str) -> tuple[list[CoreGroup], list[str]
              f"cube padding: M {spec.m}->{ceil_to(spec.m, m0)}, N {spec.n}->"
              f"{ceil_to(spec.n, n0)}, K {spec.k}; output tiles cover {padded} elements for "
              f"{useful} useful ({100 * (1 - useful / padded):.1f}% waste)"]
+    piece = cin1_slice(spec, k0)
+    if piece:
+        loads, each = a_l1_loads(spec, t, k0)
+        notes.append(f"feature map loaded by Cin1 slice (load3d): {loads} GM->L1 load(s) of A "
+                     f"per tile, each {t.k_l1 // piece} slice(s) of {piece} of K, {each} B of "
+                     f"input rows for every kernel position")
     if basic_block(chip, spec) == (t.m_t, t.n_t):
         notes.append("base block fixed by MatMulV3's basic tiling (SetBaseBlockTiling: at "
                      "least one block per cube core)")
