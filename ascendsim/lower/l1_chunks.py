@@ -30,12 +30,9 @@ slices: its chunks stay the MatMul's.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
+from .gemm_spec import GemmSpec, GemmTiling
 from .tiling import cdiv
-
-if TYPE_CHECKING:
-    from .cube_tiling import GemmSpec, GemmTiling
 
 #: candidate stepK (base K blocks per GM->L1 chunk; for a convolution, Cin1 slices per load)
 L1_STEPS = (1, 2, 4, 8, 16)
