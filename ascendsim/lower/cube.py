@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -125,6 +125,9 @@ class CubeGeometry:
     #: the batch is a split of K over cores whose partial outputs are accumulated in GM
     #: (TBE's weight gradient: float32 atomic adds, `tbe_filter_grad_geometry`)
     k_split: int = 1
+    #: a forward convolution: its feature map reaches L1 by Cin1 slice for load3d
+    #: (lower/l1_chunks.py); not a weight gradient read as a Conv
+    load3d: bool = False
 
 
 class Shaped(NamedTuple):
@@ -302,6 +305,7 @@ def cube_operands(low: Lowering, head) -> CubeOperands:
                 int(head.attrs.get("block_dim") or 0) or chip.ai_cores)
     elif conv:
         geo = conv_geometry(head.attrs, opdef.transposed, xv, wv, out_v, k0, bool(extra))
+        geo = replace(geo, load3d=geo.conv_rows is not None)
     else:
         geo = gemm_geometry(head.attrs, xv, wv, out_v, k0,
                             low.value(extra[0]) if extra else None)
@@ -368,7 +372,7 @@ def lower_cube(low: Lowering, node, head, tail: list, fused: tuple[str, ...] = (
     blocks = int(head.attrs.get("block_dim") or 0) or conv_blocks(chip, head, ops)
     probe = GemmSpec(geo.batch, geo.m, geo.k, geo.n, ops.cdt, in_b,
                      max(1, round(outs.out_bytes)), ACC_BYTES, conv_rows=geo.conv_rows,
-                     blocks=blocks if ops.conv else 0)
+                     blocks=blocks if ops.conv else 0, load3d=geo.load3d)
     miss_a, miss_b, fits, gm, gn, block = operand_misses(low, probe, node.name, ops.x_name,
                                                          ops.w_name, ops.xv, ops.wv)
     phases, workspace, head_a, head_b, miss_a, miss_b = nd2nz_heads(low, ops, miss_a, miss_b)
@@ -387,7 +391,8 @@ def lower_cube(low: Lowering, node, head, tail: list, fused: tuple[str, ...] = (
                     blocks=blocks,
                     batched_b=geo.k_split > 1 or (
                         not ops.conv and geo.batch > 1 and ops.wv.rank > 2
-                        and ops.wv.numel > int(ops.wv.shape[-1]) * int(ops.wv.shape[-2])))
+                        and ops.wv.numel > int(ops.wv.shape[-1]) * int(ops.wv.shape[-2])),
+                    load3d=geo.load3d)
     groups, cnotes, _ = gemm_work(chip, spec, node.name)
     notes += cnotes
     notes.append(f"L2: A miss {miss_a:.2f}, B miss {miss_b:.2f} when not resident "

@@ -36,6 +36,7 @@ class GemmSpec:
     nd2nz_b: bool = False
     blocks: int = 0             # the kernel's block dim when the op fixes it (0: the tiling's)
     batched_b: bool = False     # B differs per batch (BatchMatMul), so no B strip spans batches
+    load3d: bool = False        # a forward conv: A reaches L1 by Cin1 slice (lower/l1_chunks.py)
 
 
 @dataclass(frozen=True)

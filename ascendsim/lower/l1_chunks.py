@@ -24,7 +24,9 @@ window into many small loads (nine per tile for a 3x3 convolution of 32 channels
 search takes a smaller M tile, as TBE's default tiling shrinks its M tile until a
 double-buffered Cin1 slice of the rows fits L1 (`get_default_tiling`). A 1x1 kernel's slice
 is one K fractal (C0 channels), so a MatMul's chunks of base K blocks are already whole
-slices: its chunks stay the MatMul's.
+slices: its chunks stay the MatMul's. The rule is the forward convolution's
+(`GemmSpec.load3d`); a weight gradient read as a Conv of X by dY (whose "kernel" is the whole
+dY plane) runs TBE's backprop-filter schedule and keeps the MatMul's chunks.
 """
 
 from __future__ import annotations
@@ -58,10 +60,10 @@ def a_tile_bytes(spec: GemmSpec, m_t: int) -> float:
 def cin1_slice(spec: GemmSpec, k0: int) -> int:
     """K elements of one Cin1 slice of a convolution's img2col matrix (C0 = `k0` input
     channels at every kernel position: kh*kw*k0), the unit of its GM->L1 feature-map loads
-    (module note); 0 for a MatMul (or a K that is not whole slices) and for a 1x1 kernel,
-    whose slice is one K fractal: their chunks are whole base K blocks (each a whole number
-    of a 1x1 kernel's slices)."""
-    if spec.conv_rows is None:
+    (module note); 0 for a MatMul, a weight gradient read as a Conv (its own schedule), a K
+    that is not whole slices and a 1x1 kernel, whose slice is one K fractal: their chunks
+    are whole base K blocks (each a whole number of a 1x1 kernel's slices)."""
+    if spec.conv_rows is None or not spec.load3d:
         return 0
     _, _, _, kh, kw = spec.conv_rows
     if kh * kw == 1:

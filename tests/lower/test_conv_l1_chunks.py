@@ -15,7 +15,7 @@ from ascendsim.lower.cube_tiling import GemmSpec, gemm_tiling
 GEN1 = "ascend910b_gen1"
 #: YOLOv5's CSP bottleneck 3x3 convolution at batch 16: 32 -> 32 channels on 160x160, pad 1
 CONV3 = GemmSpec(1, 16 * 160 * 160, 32 * 9, 32, "float16", 2, 2, 4, miss_a=0.6, miss_b=0.06,
-                 conv_rows=(160, 162, 1, 3, 3), blocks=16)
+                 conv_rows=(160, 162, 1, 3, 3), blocks=16, load3d=True)
 
 
 def _window_bytes(spec: GemmSpec, m_t: int) -> float:
@@ -52,7 +52,8 @@ def test_a_loads_carry_the_input_rows_once_for_every_kernel_position():
 def test_l1_chunks_are_whole_cin1_slices_tiled_by_base_k():
     """A 3x3 convolution of 64 input channels (Cin1 = 4, a slice = 144 of K): chunks of 1, 2
     or 4 slices tiled exactly by baseK, or the whole K; a MatMul keeps stepK x baseK."""
-    spec = GemmSpec(1, 4096, 64 * 9, 64, "float16", 2, 2, 4, conv_rows=(64, 66, 1, 3, 3))
+    spec = GemmSpec(1, 4096, 64 * 9, 64, "float16", 2, 2, 4, conv_rows=(64, 66, 1, 3, 3),
+                    load3d=True)
     assert l1_chunks.l1_chunk_candidates(spec, 16, 16) == [144, 288, 576]
     assert l1_chunks.l1_chunk_candidates(spec, 16, 32) == [288, 576]
     assert l1_chunks.l1_chunk_candidates(spec, 16, 256) == [576]
@@ -68,11 +69,12 @@ def test_a_1x1_stride_1_conv_loads_the_bytes_of_its_gemm():
     fractal)."""
     chip = get_chip(GEN1)
     spec = GemmSpec(1, 16 * 160 * 160, 32, 32, "float16", 2, 2, 4,
-                    conv_rows=(160, 160, 1, 1, 1), blocks=16)
+                    conv_rows=(160, 160, 1, 1, 1), blocks=16, load3d=True)
     t = gemm_tiling(chip, spec, "conv")
     loads, each = l1_chunks.a_l1_loads(spec, t, 16)
     assert loads * each == t.m_t * spec.k * spec.in_bytes
-    wide = GemmSpec(1, 1568, 512, 128, "float16", 2, 2, 4, conv_rows=(28, 28, 1, 1, 1))
+    wide = GemmSpec(1, 1568, 512, 128, "float16", 2, 2, 4, conv_rows=(28, 28, 1, 1, 1),
+                    load3d=True)
     mm = GemmSpec(1, 1568, 512, 128, "float16", 2, 2, 4)
     for k_t in (16, 32, 64, 128, 256):
         assert l1_chunks.l1_chunk_candidates(wide, 16, k_t) == \
@@ -101,3 +103,15 @@ def test_fewer_loads_cut_the_mte2_time_and_the_conv_time():
                                           "block_dim": 16}, name="mm"))
     task = asim.simulate(g, GEN1, fusion=False, detail="block").trace.task("mm")
     assert chip.seconds(task.duration) < 100e-6
+
+
+def test_a_weight_gradient_read_as_a_conv_keeps_the_matmul_chunks():
+    """A weight gradient is lowered as the Conv of X by dY, whose "kernel" is the whole dY
+    plane (one Cin1 slice of a 56x56 plane is 50,176 of K, more than L1 holds with any
+    tile): it runs TBE's backprop-filter schedule, not load3d's slices, and keeps the
+    MatMul's chunks."""
+    view = GemmSpec(1, 256, 32 * 56 * 56, 64, "float16", 2, 4, 4, conv_rows=(1, 56, 1, 56, 56))
+    mm = GemmSpec(1, 256, 32 * 56 * 56, 64, "float16", 2, 4, 4)
+    assert l1_chunks.cin1_slice(view, 16) == 0
+    assert l1_chunks.l1_chunk_candidates(view, 16, 64) == \
+        l1_chunks.l1_chunk_candidates(mm, 16, 64)

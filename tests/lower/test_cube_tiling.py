@@ -194,9 +194,10 @@ def _estimate_one(chip, spec: GemmSpec, m_t: int, n_t: int, k_t: int, k_l1: int,
 
 
 def _slice(spec: GemmSpec, k0: int) -> int:
-    """A convolution's Cin1 slice of K (kh*kw*k0) when K is whole slices and the kernel is
-    not 1x1, else 0."""
-    if spec.conv_rows is None or spec.k % (spec.conv_rows[3] * spec.conv_rows[4] * k0) \
+    """A forward convolution's Cin1 slice of K (kh*kw*k0) when K is whole slices and the
+    kernel is not 1x1, else 0."""
+    if spec.conv_rows is None or not spec.load3d \
+            or spec.k % (spec.conv_rows[3] * spec.conv_rows[4] * k0) \
             or spec.conv_rows[3] * spec.conv_rows[4] == 1:
         return 0
     return spec.conv_rows[3] * spec.conv_rows[4] * k0
@@ -245,7 +246,7 @@ def test_batched_estimates_equal_the_one_candidate_estimate(name):
              GemmSpec(8, 196, 1152, 130, "float16", 2, 2, 4, miss_a=0.3, miss_b=0.0,
                       bias=True, nd2nz_a=True),
              GemmSpec(32, 3136, 576, 64, "float16", 2, 2, 4, miss_a=1.0, miss_b=0.55,
-                      conv_rows=(56, 58, 1, 3, 3), nd2nz_b=True)]
+                      conv_rows=(56, 58, 1, 3, 3), nd2nz_b=True, load3d=True)]
     for spec in specs:
         for (m_t, n_t, k_t, k_l1, reuse, db_l0c, cub), want in _slow_search(chip, spec):
             (row,) = ct._estimates(chip, spec, m_t, n_t, k_t, [(k_l1, reuse)], db_l0c, cub)
@@ -352,7 +353,7 @@ def _specs(rng: random.Random) -> list[GemmSpec]:
             miss_b=rng.choice([0.0, 0.55, 1.0, rng.random()]), bias=rng.random() < 0.3,
             conv_rows=(56, 58, 1, 3, 3) if conv else None, nd2nz_a=rng.random() < 0.3,
             nd2nz_b=rng.random() < 0.3, blocks=rng.choice([0, 0, 0, 8, 64]),
-            batched_b=rng.random() < 0.3))
+            batched_b=rng.random() < 0.3, load3d=conv and rng.random() < 0.8))
     # operands too wide for any tile: no candidate fits L0A/L0B
     out += [GemmSpec(1, 64, 64, 64, "float16", 200, 2, 4),
             GemmSpec(4, 640, 512, 64, "float16", 2, 2, 4096)]
