@@ -62,7 +62,14 @@ from ..ir.ops.llm import SPLIT_K, SPLIT_M
 from ..ir.registry import get_op
 from ..ir.tensor import Value, itemsize
 from .context import Lowering, TaskSpec
-from .cube_tiling import GemmSpec, a_tile_bytes, gemm_tiling, operand_read_bytes, takes_nd
+from .cube_tiling import (
+    GemmSpec,
+    a_tile_bytes,
+    gemm_tiling,
+    load3d_fits,
+    operand_read_bytes,
+    takes_nd,
+)
 from .formats import NC1HWC0, ND, NZ, is_small_operand, padded_bytes, padded_numel
 from .matmul_format import MatmulFormats, matmul_formats, nd2nz_head, nd2nz_head_reason
 from .memo import gemm_work, vector_work
@@ -373,6 +380,10 @@ def lower_cube(low: Lowering, node, head, tail: list, fused: tuple[str, ...] = (
     probe = GemmSpec(geo.batch, geo.m, geo.k, geo.n, ops.cdt, in_b,
                      max(1, round(outs.out_bytes)), ACC_BYTES, conv_rows=geo.conv_rows,
                      blocks=blocks if ops.conv else 0, load3d=geo.load3d)
+    if probe.load3d and not load3d_fits(chip, probe):
+        probe, geo = replace(probe, load3d=False), replace(geo, load3d=False)
+        notes.append("one Cin1 slice of the weights does not fit L1 with any tile: base-K "
+                     "chunks (TBE would stream them GM->L0B, not modelled)")
     miss_a, miss_b, fits, gm, gn, block = operand_misses(low, probe, node.name, ops.x_name,
                                                          ops.w_name, ops.xv, ops.wv)
     phases, workspace, head_a, head_b, miss_a, miss_b = nd2nz_heads(low, ops, miss_a, miss_b)

@@ -217,6 +217,18 @@ def gemm_tiling(chip, spec: GemmSpec, op: str) -> GemmTiling:
         raise SimulationError(f"op '{op}': {exc}") from None
 
 
+def load3d_fits(chip, spec: GemmSpec) -> bool:
+    """Whether a forward convolution tiles with its feature map loaded by Cin1 slice: some
+    tile's double-buffered slices of rows and weights fit L1. A kernel so large that one
+    slice of its weights does not (TBE then streams the weights GM->L0B, `BL1_shape` None,
+    which the model does not have) keeps base-K chunks."""
+    try:
+        _gemm_tiling(chip, tiling_key(spec))
+    except _NoFit:
+        return False
+    return True
+
+
 def tiling_key(spec: GemmSpec) -> GemmSpec:
     """`spec` without the fields the tiling search never reads (the epilogue's instructions,
     the output's write-through share, shared operand strips), so GEMMs that differ only there

@@ -115,3 +115,18 @@ def test_a_weight_gradient_read_as_a_conv_keeps_the_matmul_chunks():
     assert l1_chunks.cin1_slice(view, 16) == 0
     assert l1_chunks.l1_chunk_candidates(view, 16, 64) == \
         l1_chunks.l1_chunk_candidates(mm, 16, 64)
+
+
+def test_a_kernel_whose_weight_slice_overflows_l1_keeps_base_k_chunks():
+    """A 31x31 kernel (RepLKNet-style): one Cin1 slice of its weights is 31*31*16 = 15,376
+    of K, 492 KB for 16 output channels, two of which overflow the 910B's 512 KB L1 with any
+    tile; the convolution still lowers, with base-K chunks, and says so."""
+    g = asim.Graph("big")
+    x = g.input("x", (2, 64, 32, 32), "float16", "NC1HWC0")
+    w = g.const(np.zeros((64, 64, 31, 31), np.float16), "w")
+    g.output(*g.add_node("Conv", [x, w], {"kernel_shape": [31, 31], "pads": [15] * 4},
+                         name="mm"))
+    res = asim.simulate(g, "ascend910b", fusion=False, detail="block")
+    note = res.explain("mm")
+    assert "does not fit L1" in note and "loaded by Cin1 slice" not in note
+    assert res.trace.task("mm").duration > 0
