@@ -243,12 +243,15 @@ class Graph:
 
     @staticmethod
     def _check_attrs(opdef: OpDef, attrs: dict, node: str) -> dict:
-        unknown = sorted(set(attrs) - set(opdef.attrs))
+        unknown = sorted(set(attrs) - set(opdef.attrs) - KERNEL_ATTRS)
         if unknown:
-            valid = ", ".join(sorted(opdef.attrs)) or "none"
+            valid = ", ".join(sorted(set(opdef.attrs) | KERNEL_ATTRS))
             raise GraphError(f"node '{node}' ({opdef.op_type}): unknown attribute(s) "
                              f"{', '.join(unknown)}; valid: {valid}")
         checked = {k: check_attr(opdef, k, v, node) for k, v in attrs.items()}
+        if (checked.get("block_dim") or 0) < 0:
+            raise GraphError(f"node '{node}' ({opdef.op_type}): attribute 'block_dim' must be "
+                             f">= 0 (0: the kernel's own core count), got {checked['block_dim']}")
         return {**opdef.attrs, **checked}
 
     def _infer(self, opdef: OpDef, name: str, in_vals: list, in_names: Sequence[str],
@@ -572,7 +575,12 @@ class Graph:
 #: attributes that hold an integer (or None) / a list of integers (or None) whatever their
 #: registered default: a float there (Softmax axis=1.5) is an error, not a value to keep
 INT_ATTRS = frozenset({"axis", "num_outputs", "size", "end", "start", "dtype", "blocksize",
-                       "group", "keepdims", "batch_dims", "k"})
+                       "group", "keepdims", "batch_dims", "k", "block_dim"})
+#: attributes every op accepts without registering them, about its kernel rather than its
+#: maths: `block_dim`, the cores its kernel launches on (msprof's Block Dim; 0 or absent: the
+#: lowering's own choice), for a kernel whose measured core count is known (the lowering
+#: refuses it where its kernel's split cannot follow it: `ascendsim.lower.lowering`)
+KERNEL_ATTRS = frozenset({"block_dim"})
 INT_LIST_ATTRS = frozenset({"perm", "axes", "kernel_shape", "pads", "strides", "dilations",
                             "output_padding", "output_shape", "scan_input_axes"})
 

@@ -92,7 +92,25 @@ def lowering_key(node, small_consts: dict) -> str:
 def lower_node(low: Lowering, node) -> None:
     """Lower one node by its row of the table (`lowering_key`, inlined: once per node)."""
     opdef = get_op(node.op_type, node.name)
+    pinned = node.attrs.get("block_dim")
+    first = len(low.tasks)
     LOWERINGS[opdef.lowering or opdef.unit_for(node, low.small_consts)](low, node)
+    if pinned:
+        check_block_dim(node, pinned, low.tasks[first:])
+
+
+def check_block_dim(node, pinned: int, tasks) -> None:
+    """Refuse a node's `block_dim` (`ir.graph.KERNEL_ATTRS`) that its kernel did not follow:
+    a lowering whose split cannot take a given core count would otherwise simulate another
+    kernel than the one asked for."""
+    for t in tasks:
+        if t.op_name != node.name:
+            continue
+        used = max((ph.block_dim for ph in t.phases), default=0)
+        if used > pinned:
+            raise SimulationError(f"node '{node.name}' ({node.op_type}): block_dim {pinned} is "
+                                  f"not followed by its kernel's lowering (it splits over "
+                                  f"{used} cores); leave block_dim out for this op")
 
 
 def lower(graph, chip: Any = "ascend910", detail: str = "block", streams: int = 1) -> Program:

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import SimulationError
 from ..ir.graph import Node
 from ..ir.registry import Category, get_op
 from ..ir.tensor import Value, itemsize
@@ -140,9 +141,18 @@ TBE_BLOCKS: dict[str, Any] = {
 
 
 def schedule_blocks(low: Lowering, parts: list, ext_vals: list[Value]) -> tuple[int, list[str]]:
-    """Cores a lone node's vector task spreads over: the vector cores, or fewer where its TBE
+    """Cores a lone node's vector task spreads over: its own `block_dim` when it has one (a
+    kernel attribute, `ir.graph.KERNEL_ATTRS`), else the vector cores, or fewer where its TBE
     schedule binds blocks to one axis (`TBE_BLOCKS`); and the note saying so."""
     cores = low.vector_cores()
+    pinned = int(parts[0].attrs.get("block_dim") or 0) if len(parts) == 1 else 0
+    if pinned:
+        if pinned > cores:
+            raise SimulationError(f"node '{parts[0].name}' ({parts[0].op_type}): block_dim "
+                                  f"{pinned} exceeds the {cores} vector cores of "
+                                  f"{low.chip.name} (a vector kernel in several waves is not "
+                                  f"modelled)")
+        return pinned, [f"block_dim {pinned}: the node's own core count"]
     rule = TBE_BLOCKS.get(parts[0].op_type) if len(parts) == 1 else None
     if rule is None or not low.chip.vector_split_bytes or not ext_vals:
         return cores, []

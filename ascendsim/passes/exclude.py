@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from ..errors import ConfigError
 from ..ir.graph import Node
+from ..ir.registry import get_op
 
 #: the option key (`optimize(exclude=...)`, `simulate(fusion={"exclude": ...})`)
 OPTION = "exclude"
@@ -74,7 +75,12 @@ def parse_exclude(raw: object, known: Mapping[str, object]) -> frozenset[tuple[s
 
 def excluded(options: Mapping[str, object] | None, pass_name: str,
              nodes: Sequence[Node]) -> str:
-    """Why a group of `pass_name` over `nodes` is left out ("" = it is not)."""
+    """Why a group of `pass_name` over `nodes` is left out ("" = it is not): the `exclude`
+    option names one of its nodes, or one of them is pinned to its own kernel's core count
+    (`block_dim` as a kernel attribute, `ir.graph.KERNEL_ATTRS`: a kernel of its own)."""
+    pinned = pinned_node(nodes)
+    if pinned:
+        return f"node '{pinned}' has its own block_dim (a kernel of its own)"
     pairs = options.get(OPTION) if options else None
     if not pairs:
         return ""
@@ -87,4 +93,14 @@ def excluded(options: Mapping[str, object] | None, pass_name: str,
     return f"excluded by the exclude option ('{pass_name}:{sorted(hit)[0]}')"
 
 
-__all__ = ["Instance", "OPTION", "excluded", "leaves", "parse_exclude"]
+def pinned_node(nodes: Iterable[Node]) -> str:
+    """The first of `nodes` whose `block_dim` is a kernel attribute (an op that does not
+    register one, so no fused kernel could follow it), or ""."""
+    for n in nodes:
+        if n.subgraph is None and n.attrs.get("block_dim") and \
+                "block_dim" not in get_op(n.op_type, n.name).attrs:
+            return n.name
+    return ""
+
+
+__all__ = ["Instance", "OPTION", "excluded", "leaves", "parse_exclude", "pinned_node"]

@@ -82,6 +82,7 @@ import numpy as np
 from .. import models
 from ..errors import ConfigError, GraphError
 from ..ir import Graph
+from ..ir.graph import KERNEL_ATTRS
 from ..ir.registry import Category, get_op
 from ..models.decoder import decoder_config
 from .corpus import CorpusRow
@@ -248,10 +249,10 @@ def _op_graph(w: Mapping[str, Any], warm: bool, calls: int = 1, flush: int = 0) 
     if fusion is not None and fusion.op != op_type:
         raise GraphError(f"cann_op {w['cann_op']}: its fused kernel's head is {fusion.op}, "
                          f"the row says op = {op_type!r}")
-    unknown = sorted(set(attrs) - set(opdef.attrs))
+    unknown = sorted(set(attrs) - set(opdef.attrs) - KERNEL_ATTRS)
     if unknown:
         raise GraphError(f"op {op_type}: unknown attribute(s) {', '.join(unknown)}; valid: "
-                         f"{', '.join(sorted(opdef.attrs)) or 'none'}")
+                         f"{', '.join(sorted(set(opdef.attrs) | KERNEL_ATTRS))}")
     attrs = {k: _attr(v) for k, v in attrs.items()}
     followers = fusion.followers if fusion is not None else ()
     earlier = []

@@ -63,14 +63,7 @@ def _check_bias(bias: Value | None, n: object, dtype: str, what: str) -> None:
 
 
 # ----------------------------------------------------------------------------- MatMul
-def _check_block_dim(attrs) -> None:
-    if attrs.get("block_dim", 0) < 0:
-        raise GraphError(f"block_dim must be >= 0 (0: the cube tiling chooses), got "
-                         f"{attrs['block_dim']}")
-
-
 def _matmul_infer(ins, attrs, consts):
-    _check_block_dim(attrs)
     a, b = ins[0], ins[1]
     bias = ins[2] if len(ins) > 2 else None
     dtype = _same_dtype(a, b, MATMUL_DTYPES)
@@ -107,7 +100,6 @@ register(OpDef(
 def _gemm_infer(ins, attrs, consts):
     a, b = ins[0], ins[1]
     c = ins[2] if len(ins) > 2 else None
-    _check_block_dim(attrs)
     dtype = _same_dtype(a, b, FLOATS)
     if a.rank != 2 or b.rank != 2:
         raise GraphError(f"Gemm needs 2-D A and B, got {a.shape} and {b.shape}")
@@ -198,7 +190,6 @@ def _check_group(group: int) -> int:
 
 def _conv_infer(ins, attrs, consts):
     x, w = ins[0], ins[1]
-    _check_block_dim(attrs)
     bias = ins[2] if len(ins) > 2 else None
     _conv_operands(x, w)
     group = _check_group(attrs["group"])
@@ -261,7 +252,6 @@ register(OpDef(
 
 def _filter_grad_infer(ins, attrs, consts):
     x, dy = ins[0], ins[1]
-    _check_block_dim(attrs)
     filt = attrs.get("filter_shape")
     if not filt or len(filt) != len(x.shape) or len(x.shape) < 3:
         raise GraphError(f"Conv2DBackpropFilter: filter_shape {filt} must give (M, C, *kernel) "
