@@ -28,6 +28,7 @@ import numpy as np
 from .errors import CapacityError, ConfigError, GraphError, SimulationError
 from .gcpause import gc_paused
 from .hw import Chip, get_chip
+from .hw.chip import KERNEL_BUILDS
 from .hw.names import DETAILS, MODES
 from .hw.precision import PRECISION_MODES, cube_fp32_dtype
 from .hw.precision import precision_mode as precision_mode_of
@@ -312,6 +313,22 @@ def with_precision_mode(chip: Chip, mode: str | None) -> Chip:
     return chip.replace(precision_mode=mode)
 
 
+def kernel_build_for(chip: Chip, mode: str, kernel_build: str | None = None) -> str:
+    """How the run's built-in kernels are built (`hw.chip.KERNEL_BUILDS`): `kernel_build` when
+    given, else, for op-by-op runs (mode "eager" or "host": a framework's eager ops) the
+    chip's `eager_kernel_build` (torch_npu's default: 'binary' on the A2, the prebuilt
+    dynamic-shape kernels) and 'jit' for a graph sunk on the device (compiled for its
+    shapes); an unknown build is a ConfigError listing the builds."""
+    if kernel_build is not None:
+        if kernel_build not in KERNEL_BUILDS:
+            raise ConfigError(f"kernel_build={kernel_build!r}: expected one of "
+                              f"{', '.join(KERNEL_BUILDS)}")
+        return kernel_build
+    if mode in ("eager", "host"):
+        return chip.eager_kernel_build or "jit"
+    return "jit"
+
+
 def _nbytes(graph: Graph, name: str) -> int | None:
     """ND bytes of a value with a static shape, else None."""
     v = graph.values.get(name)
@@ -436,14 +453,16 @@ def check_shape_capacity(graph: Graph, chip: Chip,
 
 # ----------------------------------------------------------------------------- the flow
 def cost_model(chip: Chip, detail: str = DEFAULT_DETAIL, mode: str = DEFAULT_MODE,
-               streams: int = 1) -> Callable[[Graph], float]:
+               streams: int = 1, kernel_build: str | None = None) -> Callable[[Graph], float]:
     """A pass's cost model: the simulated time (us) of a graph as given, lowered and run on
-    `chip` with the caller's detail, launch mode and streams."""
+    `chip` with the caller's detail, launch mode, streams and kernel build."""
     from .lower import lower
     from .sim import Engine
 
+    build = kernel_build_for(chip, mode, kernel_build)
+
     def time_us(graph: Graph) -> float:
-        program = lower(graph, chip, detail=detail, streams=streams)
+        program = lower(graph, chip, detail=detail, streams=streams, kernel_build=build)
         trace = Engine(program, mode=mode).run()
         return trace.us(trace.total_cycles)
 
@@ -451,26 +470,29 @@ def cost_model(chip: Chip, detail: str = DEFAULT_DETAIL, mode: str = DEFAULT_MOD
 
 
 def optimize(graph: Graph, chip: str | Chip = DEFAULT_CHIP, *, detail: str = DEFAULT_DETAIL,
-             mode: str = DEFAULT_MODE, streams: int = 1, **options: Any) -> OptimizeResult:
+             mode: str = DEFAULT_MODE, streams: int = 1, kernel_build: str | None = None,
+             **options: Any) -> OptimizeResult:
     """Optimise and fuse `graph` as GE/FE do for `chip`; returns the new graph and the pass log.
 
     `options` are `ascendsim.passes.optimize`'s (fusion_switch, graph_kernel, dump_dir,
     outputs, gears, ...). The passes that need a cost (the L2 batch split) simulate candidates
-    on `chip` with this `detail`, `mode` and `streams`."""
+    on `chip` with this `detail`, `mode`, `streams` and `kernel_build` (`kernel_build_for`)."""
     from .passes import optimize as run_passes
 
     resolved = _resolve_chip(chip, options)
     options.pop("chip", None)
     with gc_paused():
         return run_passes(graph, chip=resolved,
-                          cost_model=cost_model(resolved, detail, mode, streams), **options)
+                          cost_model=cost_model(resolved, detail, mode, streams, kernel_build),
+                          **options)
 
 
 def simulate(graph: Graph, chip: str | Chip = DEFAULT_CHIP, fusion: FusionOption = True,
              detail: str = DEFAULT_DETAIL, inputs: Mapping[str, np.ndarray] | None = None,
              mode: str = DEFAULT_MODE, streams: int = 1, symmetric: bool = True,
              progress: Callable[[int, int], None] | bool | None = None,
-             check_capacity: bool = True, precision_mode: str | None = None) -> Result:
+             check_capacity: bool = True, precision_mode: str | None = None,
+             kernel_build: str | None = None) -> Result:
     """Simulate `graph` on `chip` and return a `Result` (cycles, time, trace, outputs).
 
     fusion: see the module docstring (True: the Ascend stack's default passes, as the CLI).
@@ -489,6 +511,11 @@ def simulate(graph: Graph, chip: str | Chip = DEFAULT_CHIP, fusion: FusionOption
     reads float32 operands in, for its time and its values); None = the chip's default
     (`Chip.precision_mode`: allow_fp32_to_fp16 on the 910, must_keep_origin_dtype on the 910B,
     force_fp16 on the 310).
+    kernel_build: how the built-in kernels are built (`kernel_build_for`): 'binary' (the
+    prebuilt dynamic-shape kernels: a TBE NORM-pattern kernel such as Softmax then runs
+    single-buffered) or 'jit' (compiled for the shapes); None = 'jit' for a sunk graph, the
+    chip's eager default (`Chip.eager_kernel_build`: 'binary' on the 910B) in eager and host
+    mode.
     """
     from .lower import lower
     from .lower.memory import memory_plan
@@ -504,18 +531,20 @@ def simulate(graph: Graph, chip: str | Chip = DEFAULT_CHIP, fusion: FusionOption
     progress = _progress_callback(progress)
     options = fusion_options(fusion)
     chip = with_precision_mode(_resolve_chip(chip, options), precision_mode)
+    build = kernel_build_for(chip, mode, kernel_build)
     if options is not None:
         options.pop("chip", None)          # the same chip (checked): passed once, below
     if check_capacity:                     # before lowering: a huge batch fails at once
         check_shape_capacity(graph, chip, options)
     pass_log = None
     if options is not None:
-        opt = optimize(graph, chip, detail=detail, mode=mode, streams=streams, **options)
+        opt = optimize(graph, chip, detail=detail, mode=mode, streams=streams,
+                       kernel_build=build, **options)
         graph, pass_log = opt.graph, opt.log
     t0 = time.perf_counter()
     try:
         with gc_paused():
-            program = lower(graph, chip, detail=detail, streams=streams)
+            program = lower(graph, chip, detail=detail, streams=streams, kernel_build=build)
             memory = memory_plan(graph, program)
         if check_capacity:
             memory.check(chip.hbm_bytes, chip.name)
@@ -537,7 +566,8 @@ def simulate(graph: Graph, chip: str | Chip = DEFAULT_CHIP, fusion: FusionOption
         outputs = execute(graph, inputs, cube_fp32=cube_fp32_dtype(chip) or "float32")
     meta: dict[str, Any] = {
         "fusion": _describe_fusion(options),
-        "mode": mode, "streams": program.streams, "tasks": len(program.tasks),
+        "mode": mode, "kernel_build": build, "streams": program.streams,
+        "tasks": len(program.tasks),
         "buffer_peak": dict(engine.peaks),
         "buffer_capacity": dict(engine.caps_cube),
         "peak_l2_bytes_per_cycle": engine.fabric.peak_l2,
@@ -693,6 +723,6 @@ def compare(graph: Graph, chip: str | Chip = DEFAULT_CHIP, fusion: FusionOption 
 
 
 __all__ = ["simulate", "compare", "optimize", "Result", "cost_model", "fusion_options",
-           "with_precision_mode",
+           "with_precision_mode", "kernel_build_for",
            "seeded_inputs", "DEFAULT_CHIP", "DEFAULT_DETAIL", "DEFAULT_MODE",
            "COMPARE_VALUE_LIMIT", "COMPARE_FLOP_LIMIT"]

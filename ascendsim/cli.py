@@ -34,6 +34,7 @@ from typing import Any
 
 from .api import DEFAULT_CHIP, DEFAULT_DETAIL, DEFAULT_MODE, with_precision_mode
 from .errors import AscendSimError
+from .hw.chip import KERNEL_BUILDS
 from .hw.names import DETAILS, MODES
 from .hw.precision import PRECISION_MODES
 from .serving import DEFAULT_SERVING_CHIP
@@ -251,11 +252,11 @@ def _check_out(path: str | None, flag: str) -> None:
 
 
 def _simulate(graph: Any, chip: Any, fusion: Any, detail: str, progress: Progress,
-              mode: str) -> Any:
+              mode: str, kernel_build: str | None = None) -> Any:
     import ascendsim as asim
 
     return asim.simulate(graph, chip=chip, fusion=fusion, detail=detail, mode=mode,
-                         progress=progress.sim_callback())
+                         progress=progress.sim_callback(), kernel_build=kernel_build)
 
 
 def parse_window(text: str | None) -> tuple[float, float] | None:
@@ -332,7 +333,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         with progress.stage("loading model"):
             graph = load_model(args.model, args.batch, **_sizes(args))
         with progress.stage("optimising + simulating" if fusion is not False else "simulating"):
-            res = _simulate(graph, chip, fusion, args.detail, progress, args.mode)
+            res = _simulate(graph, chip, fusion, args.detail, progress, args.mode,
+                            args.kernel_build)
         window, cores = _check_view(res, window, cores)
         with progress.stage("writing reports"):
             if args.timeline:
@@ -380,7 +382,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         with progress.stage("simulating unfused + fused"):
             cmp = asim.compare(graph, chip=chip, fusion=_fusion(args), detail=args.detail,
                                mode=args.mode, values=args.values,
-                               progress=None if args.progress else False)
+                               progress=None if args.progress else False,
+                               kernel_build=args.kernel_build)
         with progress.stage("plotting"):
             if args.plot:
                 cmp.plot(args.plot)
@@ -400,7 +403,8 @@ def cmd_attribute(args: argparse.Namespace) -> int:
     fusion = _fusion(args)
     att = attribute(graph, with_precision_mode(get_chip(args.chip), args.precision_mode),
                     fusion=fusion, passes=args.passes or None,
-                    instances=not args.no_instances, detail=args.detail, mode=args.mode)
+                    instances=not args.no_instances, detail=args.detail, mode=args.mode,
+                    kernel_build=args.kernel_build)
     print(att.table())
     if not args.no_instances:
         print()
@@ -605,6 +609,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="CANN precision mode: the dtype cube ops read float32 operands "
                              "in (default: the chip's, e.g. allow_fp32_to_fp16 on ascend910, "
                              "must_keep_origin_dtype on ascend910b)")
+        sp.add_argument("--kernel-build", choices=KERNEL_BUILDS, default=None,
+                        help="how the built-in kernels were built: binary (prebuilt "
+                             "dynamic-shape kernels) or jit (compiled for the shapes); "
+                             "default: jit for --mode sink, else the chip's eager default "
+                             "(binary on ascend910b)")
         sp.add_argument("--no-progress", dest="progress", action="store_false",
                         help="no progress bar")
 

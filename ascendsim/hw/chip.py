@@ -65,6 +65,8 @@ from .precision import PRECISION_MODES
 #: pipes an AI Core may have (FIX only on split, 910B-style chips)
 #: core organisations
 ARCHS = ("coupled", "split")
+#: how built-in kernels are built for a run (`Chip.eager_kernel_build`, `api.kernel_build_for`)
+KERNEL_BUILDS = ("binary", "jit")
 #: memory locations that name a data path ("gm" stands for L2/HBM/DDR as seen by a core)
 LOCATIONS = ("gm", "l1", "l0a", "l0b", "l0c", "ub")
 #: vector instruction classes accepted by `Chip.vector_rate`
@@ -355,6 +357,12 @@ class Chip:
         doc="whose MatMul kernels the chip runs: 'tbe' = TBE's static matmul schedule "
             "(mmad_schedule: an operand strip that fits half of L1 is kept there, and L0C is "
             "double-buffered only when none is); absent: CANN's Matmul tiling (Ascend C)")
+    eager_kernel_build: str | None = _spec(
+        "str", choices=KERNEL_BUILDS, optional=True,
+        doc="how a framework's eager ops (torch_npu) get their built-in kernels on this chip "
+            "by default: 'binary' = the prebuilt dynamic-shape kernels of the binary op "
+            "package, 'jit' = compiled online for the call's exact shapes; graph (sink) runs "
+            "compile for their shapes either way (`api.kernel_build_for`); absent: 'jit'")
     eager_op_launch_us: float | None = _spec(
         "float", "us", ge=0, optional=True,
         doc="host cost of one framework eager op call (torch_npu: Python, ATen dispatch, the "

@@ -82,9 +82,13 @@ NodeLowering = Callable[["Lowering", Any], None]
 class Lowering:
     """The state of one graph's lowering and the task builder (see the module note)."""
 
-    def __init__(self, graph, chip, streams: int, lower_node: NodeLowering) -> None:
+    def __init__(self, graph, chip, streams: int, lower_node: NodeLowering,
+                 kernel_build: str = "jit") -> None:
         self.g = graph
         self.chip = chip
+        #: how the built-in kernels were built (`api.kernel_build_for`): "binary" (prebuilt
+        #: dynamic-shape kernels) or "jit" (compiled for the shapes)
+        self.kernel_build = kernel_build
         self.lower_node = lower_node
         self.tasks: list[Task] = []
         self.fmt: dict[str, str] = {}

@@ -42,6 +42,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import ConfigError, SimulationError
+from ..hw.chip import KERNEL_BUILDS
 from ..hw.names import DETAILS
 from ..ir.registry import get_op
 from . import (
@@ -113,8 +114,10 @@ def check_block_dim(node, pinned: int, tasks) -> None:
                                   f"{used} cores); leave block_dim out for this op")
 
 
-def lower(graph, chip: Any = "ascend910", detail: str = "block", streams: int = 1) -> Program:
-    """Lower a graph to a Program of tasks (see the module note); deterministic."""
+def lower(graph, chip: Any = "ascend910", detail: str = "block", streams: int = 1,
+          kernel_build: str = "jit") -> Program:
+    """Lower a graph to a Program of tasks (see the module note); deterministic.
+    `kernel_build`: how the built-in kernels were built (`api.kernel_build_for`)."""
     from ..hw import get_chip
 
     chip = get_chip(chip)
@@ -122,7 +125,10 @@ def lower(graph, chip: Any = "ascend910", detail: str = "block", streams: int = 
         raise ConfigError(f"detail must be one of {', '.join(DETAILS)}, got {detail!r}")
     if not isinstance(streams, int) or streams < 1:
         raise ConfigError(f"streams must be a positive integer, got {streams!r}")
-    low = Lowering(graph, chip, streams, lower_node)
+    if kernel_build not in KERNEL_BUILDS:
+        raise ConfigError(f"kernel_build must be one of {', '.join(KERNEL_BUILDS)}, got "
+                          f"{kernel_build!r}")
+    low = Lowering(graph, chip, streams, lower_node, kernel_build)
     try:
         for node in graph.nodes:
             lower_node(low, node)

@@ -42,3 +42,26 @@ def per_row(instr: str, vclass: str = "unary", width: int = 1) -> Step:
 
 
 __all__ = ["ELEM", "NARROW_FLOATS", "REDUCE", "ROW", "Step", "elem", "per_row", "reduction"]
+
+
+@dataclass(frozen=True)
+class NormSchedule:
+    """How TBE's NORM-pattern schedule (tbe/dsl unify_schedule/vector/norm) runs a kernel whose
+    reduced rows are bound to cores (`OpSequence.norm`, `lower.vector.kernel_pipeline`).
+
+    A row stays in UB (the common schedule) when its length, aligned to 32 bytes, is at most
+    (UB - `temp_bytes`) / `live` / the bytes of the widest dtype it computes in
+    (norm_tilingcase `calc_coexisting_quantities_and_temp_buffer_size`: `live` row-sized
+    tensors coexist, `temp_bytes` of reduce scratch; op_tiling norm.cc `IsNeedWorkspace`).
+    A longer row takes the workspace schedule (norm_schedule.py `NormWorkspaceSchedule`): a
+    tensor consumed on both sides of a reduction is written to a GM workspace and read back,
+    each stage a loop over the row's UB chunks; the input is read `input_reads` times, the
+    workspace tensor (in the compute dtype) written once and read `ws_reads` times.
+    Double buffering is only enabled for a shape fixed at compile time (norm_tilingcase
+    `_gen_const_tiling_case`; norm.cc never sets it): a prebuilt dynamic-shape kernel
+    (`Lowering.kernel_build` "binary") runs its chunks single-buffered."""
+
+    live: int
+    temp_bytes: int
+    input_reads: int
+    ws_reads: int

@@ -196,6 +196,13 @@ class VecSpec:
     row_tile: int = 0                           # >0: elements per row-group tile (note)
     row_elems: int = 0                          # >0: whole rows of this many per core (note)
     row_reads: int = 1                          # main-input reads when such a row > a tile
+    # whether such a row is over the kernel's UB budget, by its own rule (a TBE NORM kernel's,
+    # lower.vector.kernel_pipeline); None: when it is longer than a tile
+    row_over: bool | None = None
+    # a row over it: bytes per element written to a GM workspace and read back row_ws_reads
+    # times (a TBE NORM kernel's workspace schedule)
+    row_ws_bytes: float = 0.0
+    row_ws_reads: int = 0
     tile_rows: int = 0                          # >0: such a kernel's rows per UB loop
     split: str = ""                             # "copy": TBE copy_only's core split (note)
     # per input, GM moves per element (a gather's one DMA per row, 1/row length); () or 0:
@@ -258,22 +265,30 @@ def vector_work(chip, spec: VecSpec, op: str, cores: int) -> tuple[list[CoreGrou
         total = cdiv(spec.elems, spec.row_tile)
         block = min(block, total)
         shares = [(round(k * spec.elems / total), n, k) for k, n in split_blocked(total, block)]
-    # a bound row longer than a tile is passed over chunk by chunk, once per `row_reads`
-    reads = spec.row_reads if spec.row_elems > slot_elems and not spec.row_tile else 1
+    # a bound row longer than a tile (or over the kernel's own budget) is passed over chunk
+    # by chunk, once per `row_reads`
+    over = spec.row_elems > slot_elems if spec.row_over is None else spec.row_over
+    reads = spec.row_reads if over and spec.row_elems and not spec.row_tile else 1
+    ws = spec.row_ws_bytes if reads > 1 else 0.0
     groups: list[CoreGroup] = []
     core = 0
     for per_core, ncores, ntiles in shares or [
             (e, n, cdiv(e, slot_elems)) for e, n in split_even(spec.elems, block)]:
         segs = []
         for tile_elems, count in split_even(per_core, ntiles):
-            segs.append(Segment(_vector_stages(chip, spec, tile_elems, reads), count))
+            segs.append(Segment(_vector_stages(chip, spec, tile_elems, reads, ws), count))
         groups.append(CoreGroup(tuple(range(core, core + ncores)), tuple(segs)))
         core += ncores
     tile = min(slot_elems, cdiv(spec.elems, block))
     notes = [f"vector tiling: {spec.elems} elements over {block} core(s), up to "
              f"{tile} elements per tile "
              f"(UB {chip.ub_bytes} B, {_ub_split(spec, per_elem)})"]
-    if reads > 1:
+    if ws:
+        notes.append(f"a row of {spec.row_elems} elements exceeds the kernel's UB budget: "
+                     f"workspace schedule, its input read from GM {reads} times and "
+                     f"{ws:g} B/element written to a GM workspace and read back "
+                     f"{spec.row_ws_reads} times, chunk by chunk")
+    elif reads > 1:
         notes.append(f"a row of {spec.row_elems} elements exceeds the UB tile: its main input "
                      f"is read from GM {reads} times, chunk by chunk (one pass per reduction, "
                      f"one to write)")
@@ -350,9 +365,12 @@ def split_cores(chip, spec: VecSpec, cores: int) -> int:
     return int(traffic // chip.gm_min_efficient_transfer_bytes)
 
 
-def _vector_stages(chip, spec: VecSpec, e: int, reads: int = 1) -> tuple[Stage, ...]:
+def _vector_stages(chip, spec: VecSpec, e: int, reads: int = 1,
+                   ws: float = 0.0) -> tuple[Stage, ...]:
     """One tile's stages; `reads`: GM reads of the main (first) input's bytes, the reads after
-    the first hitting the L2 (the core read the same row a pass earlier)."""
+    the first hitting the L2 (the core read the same row a pass earlier); `ws`: bytes per
+    element of a workspace tensor written to GM (left in the L2) and read back
+    `spec.row_ws_reads` times from the L2."""
     moves = spec.moves or (0.0,) * len(spec.inputs)
     loads = tuple(gm_read(chip, "MTE2", "UB", math.ceil(b * e), miss,
                           moves=math.ceil(m * e - 1e-9) if m else 1)
@@ -360,11 +378,16 @@ def _vector_stages(chip, spec: VecSpec, e: int, reads: int = 1) -> tuple[Stage, 
     if reads > 1 and spec.inputs and spec.inputs[0][0] > 0:
         loads += (gm_read(chip, "MTE2", "UB", math.ceil(spec.inputs[0][0] * e) * (reads - 1),
                           0.0),)
+    if ws:
+        loads += tuple(gm_read(chip, "MTE2", "UB", math.ceil(ws * e), 0.0)
+                       for _ in range(spec.row_ws_reads))
     if not loads:
         loads = (Instr("MTE2", "copy", 1),)
     vec = vec_instrs(chip, spec.parts, e) or (Instr("V", "vec_nop", 1),)
     store = (gm_write(chip, "MTE3", "UB", max(math.ceil(spec.out_bytes * e), 1),
                       spec.out_through, moves=spec.out_moves),)
+    if ws:
+        store += (gm_write(chip, "MTE3", "UB", math.ceil(ws * e), 0.0),)
     in_ub = math.ceil(sum(b for b, _ in spec.inputs) * e)
     out_ub = math.ceil((spec.out_bytes + spec.temp_bytes) * e)
     n_instr = len(loads) + max(issued_instrs(spec.parts), 1) + max(spec.out_moves, 1)

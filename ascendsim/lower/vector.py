@@ -271,6 +271,9 @@ def kernel_pipeline(low: Lowering, lone: LonePath | None, n: int) -> dict[str, i
     narrow = seq.narrow_slots and ins[0].dtype in NARROW_FLOATS
     out = {"buffers": seq.narrow_slots if narrow else seq.buffers,
            "row_reads": seq.row_reads if whole else 1}
+    if whole and seq.norm is not None:
+        out.update(norm_rows(low, seq, int(length), ins[0].dtype,
+                             n / max(int(ins[0].numel), 1)))
     if seq.row_tile:
         out["row_tile"] = task_elems(int(length) * seq.row_tile)
     if whole:
@@ -278,6 +281,28 @@ def kernel_pipeline(low: Lowering, lone: LonePath | None, n: int) -> dict[str, i
         if seq.row_budget:
             out["tile_rows"] = rows_per_loop(seq.row_budget, int(length),
                                              itemsize(ins[0].dtype), low.chip.ub_bytes)
+    return out
+
+
+def norm_rows(low: Lowering, seq: OpSequence, length: int, dtype: str,
+              per_elem: float) -> dict[str, Any]:
+    """The VecSpec fields of a TBE NORM-pattern kernel whose rows are bound to cores
+    (`NormSchedule`): whether a row of `length` elements of `dtype` is over its UB budget
+    (then its workspace traffic: the input read `input_reads` times, a compute-dtype
+    workspace tensor written once and read `ws_reads` times; `per_elem`: task elements per
+    element of the input), and its UB slots (one for a prebuilt dynamic-shape kernel,
+    `Lowering.kernel_build`)."""
+    norm = seq.norm
+    wide = 4 if seq.fp32 else itemsize(dtype)
+    block = max(1, 32 // itemsize(dtype))
+    aligned = -(-length // block) * block
+    budget = (low.chip.ub_bytes - norm.temp_bytes) // norm.live // 32 * 32 // wide
+    over = aligned > budget
+    out: dict[str, Any] = {"row_over": over, "row_reads": norm.input_reads if over else 1}
+    if over:
+        out.update(row_ws_bytes=wide / per_elem, row_ws_reads=norm.ws_reads)
+    if low.kernel_build == "binary":
+        out["buffers"] = 1
     return out
 
 

@@ -82,7 +82,7 @@ from .layer_norm_paths import (
     layer_norm_tik_narrow,
     layer_norm_v4_single_read,
 )
-from .seq_types import ELEM, REDUCE, ROW, Step
+from .seq_types import ELEM, REDUCE, ROW, NormSchedule, Step
 from .seq_types import NARROW_FLOATS as _NARROW_FLOATS
 from .seq_types import elem as _e
 from .seq_types import per_row as _w
@@ -127,7 +127,9 @@ class OpSequence:
     vector pipe, loads the next tile while this one computes, as with two slots;
     `ub_bytes`: UB bytes per element of the first output over all queue slots and working
     buffers, by that output's dtype, where an Ascend C kernel's tiling divides the UB by its
-    own count (`lower.vector.kernel_ub`; None: the generic split)."""
+    own count (`lower.vector.kernel_ub`; None: the generic split); `norm`: a TBE NORM-pattern
+    kernel's UB fit rule, workspace traffic and double buffering (`NormSchedule`; with
+    `whole_rows`, in place of `row_reads`)."""
 
     steps: tuple[Step, ...]
     fp32: bool = False
@@ -146,6 +148,7 @@ class OpSequence:
     recast: bool = False
     narrow_slots: int = 0
     ub_bytes: Callable[[str], float] | None = None
+    norm: NormSchedule | None = None
 
 
 def _swiglu_ub(dtype: str) -> float:
@@ -214,10 +217,16 @@ _BN_UPDATE = (_w("vmuls"), _w("vmuls"), _w("vmul", "binary"), _w("vsub", "binary
 #: how a TBE NORM-pattern kernel (softmax_v2: classify([x, axes], OpPatternMode.NORM)) places
 #: its rows: tbe/dsl unify_schedule norm_tilingcase.py `_add_tiling_case` puts the block split
 #: on A (not reduced) axes only ("block split on A axis": a reduced row is never shared by
-#: cores), and a UB split on a reduced axis is its workspace schedule: the row is worked on
-#: in UB-sized chunks, the reductions finished over the whole row before the next step. Two
-#: reductions (max, sum) then the output: the row is read three times.
-_NORM_ROWS: dict[str, Any] = {"whole_rows": True, "row_reads": 3}
+#: cores); a row too long for the UB takes the workspace schedule (`NormSchedule`). Softmax
+#: keeps x (until x - max), x - max and exp alive: three row tensors, with 512 + 4096 bytes of
+#: scratch for the fp32 reduce_max and reduce_sum of one axis (norm_tilingcase
+#: `_reduce_max_space`, `_reduce_sum_space`); its workspace tensor is exp (read by reduce_sum
+#: and by the divide: `find_workspace_tensor`, `_judge_workspace_or_cache_clone`), so x is read
+#: by the max stage and the exp stage, exp read by the sum stage and the divide stage.
+#: LogSoftmax's workspace tensor is x - max (read by exp and the final subtract), the same
+#: traffic.
+_NORM_ROWS: dict[str, Any] = {"whole_rows": True, "norm": NormSchedule(
+    live=3, temp_bytes=512 + 4096, input_reads=2, ws_reads=2)}
 
 #: op type -> its vector instruction sequence (module note); ops absent: `derived_steps`
 SEQUENCES: dict[str, OpSequence] = {
@@ -225,7 +234,7 @@ SEQUENCES: dict[str, OpSequence] = {
     # the input dtype (the max broadcast materialised), cast to fp32 where the chip's vexp
     # takes fp32, exp, row sum, broadcast, divide, cast back. A NORM-pattern kernel
     # (classify(..., OpPatternMode.NORM)): its rows are bound to cores and a row too long for
-    # the UB is passed over once per reduction and once to write (_NORM_ROWS)
+    # the UB takes the workspace schedule (_NORM_ROWS)
     "Softmax": OpSequence((_r("vcmax", "reduce_max"), _e("vbrcb", "unary"),
                            _e("vsub", "binary"), _e("vexp", "exp"), _r("vcadd"),
                            _e("vbrcb", "unary"), _e("vdiv", "div")), fp32=True, rows="axis",

@@ -28,7 +28,10 @@ Workload kinds (the `workload` table):
   byte; "first_input", the bytes of the first input: msKPP's per-instruction rates),
   ``host`` (who launches an eager call: "framework", the default, a framework's eager op
   call such as torch_npu's; "acl", a kernel launched straight through AscendCL by the
-  benchmark's own host code, at the chip's `host_launch_us`).
+  benchmark's own host code, at the chip's `host_launch_us`), ``kernels`` (how the measured
+  kernels were built, `api.kernel_build_for`: "binary", the prebuilt dynamic-shape kernels
+  a framework's eager ops take by default on the A2, or "jit"; absent: as the row's launch
+  mode implies).
 - ``model``: a built-in model. Keys: ``model`` (e.g. "resnet50", "bert_base", "bert_large"),
   ``batch``, ``seq_len`` (transformers) or ``image`` (CNNs), ``precision`` ("fp16", "bf16",
   "fp32", "mixed"), ``phase`` ("inference" or "training").
@@ -74,6 +77,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..hw import chips as builtin_chips
+from ..hw.chip import KERNEL_BUILDS
 from ..hw.loader import ALIASES
 
 try:  # Python >= 3.11
@@ -118,7 +122,7 @@ _NUMERIC_OPTIONAL = ("first_ratio",)
 HOSTS = ("framework", "acl")
 _WORKLOAD_KEYS = {
     "op": ({"op", "inputs"}, {"kind", "cann_op", "attrs", "cores", "measure", "detail",
-                              "count_bytes", "loop", "host"}),
+                              "count_bytes", "loop", "host", "kernels"}),
     "model": ({"model", "batch"}, {"kind", "seq_len", "image", "precision", "phase", "layers"}),
     "transfer": ({"src", "dst", "bytes"}, {"kind", "l2_miss", "cores"}),
     "decoder": ({"preset", "batch"}, {"kind", "phase", "seq_len", "context_len", "precision",
@@ -406,6 +410,10 @@ def _check_workload(w: Any, fail) -> dict[str, Any]:
             raise fail("workload.host", f"{w['host']!r}: expected {' or '.join(HOSTS)}")
         if not isinstance(w.get("loop", False), bool):
             raise fail("workload.loop", f"must be true or false, got {w['loop']!r}")
+        if "kernels" in w and w["kernels"] not in KERNEL_BUILDS:
+            raise fail("workload.kernels", f"{w['kernels']!r}: expected "
+                                           f"{' or '.join(KERNEL_BUILDS)} (how the measured "
+                                           f"kernels were built)")
     if kind == "model" and w.get("phase", "inference") not in PHASES:
         raise fail("workload.phase", f"{w['phase']!r} is not one of {', '.join(PHASES)}")
     if kind == "decoder":

@@ -556,10 +556,12 @@ class RowRunner:
         self.results: dict[tuple, Any] = {}
         self.serving_runs: dict[tuple, Any] = {}
 
-    def run(self, graph, chip: Chip, fusion: bool, mode: str, detail: str):
-        key = (id(graph), chip, fusion, mode, detail)
+    def run(self, graph, chip: Chip, fusion: bool, mode: str, detail: str,
+            kernel_build: str | None = None):
+        key = (id(graph), chip, fusion, mode, detail, kernel_build)
         if key not in self.results:
-            self.results[key] = simulate(graph, chip, fusion=fusion, mode=mode, detail=detail)
+            self.results[key] = simulate(graph, chip, fusion=fusion, mode=mode, detail=detail,
+                                         kernel_build=kernel_build)
         return self.results[key]
 
     def value(self, row: CorpusRow, chip: Chip) -> float:
@@ -591,7 +593,7 @@ class RowRunner:
         measure = w.get("measure", "task")
         detail = w.get("detail", "block")
         fused = row.timing in ("graph_step", "throughput") or is_cann_fusion(row)
-        res = self.run(graph, chip, fused, _op_mode(row, measure), detail)
+        res = self.run(graph, chip, fused, _op_mode(row, measure), detail, w.get("kernels"))
         trace = res.trace
         nodes = measured_nodes(row)
         mine = [t for t in trace.tasks if t.op_name in nodes or nodes.intersection(t.fused_ops)]

@@ -1,9 +1,11 @@
 """Row-wise kernels whose reduced rows are bound to cores, and rows too long for the UB:
 TBE's NORM-pattern Softmax splits cores over its not-reduced axes only (norm_tilingcase.py
-"block split on A axis") and, when a row does not fit the UB, passes over it once per
-reduction and once to write (three GM reads of x); CANN's Ascend C RmsNorm SPLIT_D reads x
-twice (ops-nn rms_norm_split_d.h) through single-buffered queues. The reads after the first
-hit the L2. bf16 kernels hold two fp32 working buffers per element in the UB."""
+"block split on A axis") and, when a row is over its UB budget (three row tensors in the
+widest dtype), takes the workspace schedule: x read by the max and the exp stages, exp
+written to a GM workspace in fp32 and read back by the sum and the divide (lower/seq_types.py
+`NormSchedule`); CANN's Ascend C RmsNorm SPLIT_D reads x twice (ops-nn rms_norm_split_d.h)
+through single-buffered queues. The reads after the first hit the L2. bf16 kernels hold two
+fp32 working buffers per element in the UB."""
 
 from __future__ import annotations
 
@@ -67,24 +69,62 @@ def test_a_strided_softmax_keeps_the_byte_split():
     assert _cores(_task(_softmax((2, 64, 512), axis=1), "ascend910b3")) > 2
 
 
-@pytest.mark.parametrize("cols,reads", [(4096, 1), (65536, 3)])
-def test_a_row_too_long_for_the_ub_is_read_once_per_pass(cols, reads):
-    """Rows of 4096 fp16 fit a UB tile and are read once; rows of 65536 do not, and the
-    kernel reads each three times (max, sum of exp, output), the last two from the L2."""
+@pytest.mark.parametrize("cols,workspace", [(4096, False), (65536, True)])
+def test_a_row_over_the_ub_budget_takes_the_workspace_schedule(cols, workspace):
+    """Rows of 4096 fp16 fit and are read once; rows of 65536 do not: x is read twice (max,
+    exp) and exp, in fp32, read back twice (sum, divide), everything after the first read of
+    x from the L2, and exp written once to the workspace besides the output."""
     rows = 4
-    total, hit = _gm_reads(_task(_softmax((rows, cols)), "ascend910b3"))
-    x_bytes = rows * cols * 2
-    assert total == pytest.approx(reads * x_bytes, rel=0.01)
-    assert hit == pytest.approx((reads - 1) * x_bytes, rel=0.01)
+    task = _task(_softmax((rows, cols)), "ascend910b3")
+    total, hit = _gm_reads(task)
+    x_bytes, ws_bytes = rows * cols * 2, rows * cols * 4
+    reads = 2 * x_bytes + 2 * ws_bytes if workspace else x_bytes
+    assert total == pytest.approx(reads, rel=0.01)
+    assert hit == pytest.approx(reads - x_bytes, rel=0.01)
+    assert _gm_writes(task) == pytest.approx(x_bytes + (ws_bytes if workspace else 0), rel=0.01)
 
 
-def test_the_passes_cost_time(monkeypatch):
-    """Rows too long for the UB take longer with their three reads than read once."""
-    three = asim.simulate(_softmax((32, 65536)), "ascend910b3", fusion=False).time_us
+def _gm_writes(task) -> int:
+    """Bytes written to GM by every core."""
+    return sum(ins.nbytes * seg.count * len(group.cores) * stage.units
+               for group in task.phases[0].groups for seg in group.segments
+               for stage in seg.stages if stage.pipe == "MTE3"
+               for ins in stage.instrs if ins.dst == "GM")
+
+
+@pytest.mark.parametrize("cols,over", [(16000, False), (16008, True)])
+def test_the_norm_ub_budget_is_three_fp32_rows(cols, over):
+    """On the 910B's 192 KB UB a fp32 softmax row fits while 3 x 4 B x its length plus the
+    4608 B of reduce scratch do: (196608 - 4608) / 3 / 4 = 16000 elements; 16008 (the next
+    32-byte multiple) takes the workspace schedule, whatever the tile size."""
+    total, _ = _gm_reads(_task(_softmax((2, cols), "float32"), "ascend910b3"))
+    x_bytes = 2 * cols * 4
+    assert total == pytest.approx(4 * x_bytes if over else x_bytes, rel=0.01)
+
+
+def test_the_workspace_passes_cost_time(monkeypatch):
+    """Rows over the UB budget take longer with their workspace traffic than a kernel that
+    could keep them in UB (a budget of one row tensor)."""
+    passes = asim.simulate(_softmax((32, 32768)), "ascend910b3", fusion=False).time_us
+    seq = vector_seq.SEQUENCES["Softmax"]
     monkeypatch.setitem(vector_seq.SEQUENCES, "Softmax",
-                        replace(vector_seq.SEQUENCES["Softmax"], row_reads=1))
-    once = asim.simulate(_softmax((32, 65536)), "ascend910b3", fusion=False).time_us
-    assert three > 1.02 * once
+                        replace(seq, norm=replace(seq.norm, live=1, temp_bytes=0)))
+    once = asim.simulate(_softmax((32, 32768)), "ascend910b3", fusion=False).time_us
+    assert passes > 1.02 * once
+
+
+def test_a_binary_norm_kernel_is_single_buffered():
+    """A prebuilt dynamic-shape TBE NORM kernel never double-buffers (norm_tilingcase sets
+    is_enable_db for a compile-time shape only): its chunks load, compute and store in
+    turn, slower than the same kernel compiled for its shape."""
+    g = _softmax((16, 16384), "float32")
+    chip = get_chip("ascend910b4")
+    stages = next(t for t in lower(g, chip, kernel_build="binary").tasks
+                  if t.op_name == "op").phases[0].groups[0].segments[0].stages
+    assert next(s for s in stages if s.pipe == "MTE2").slots == 1
+    binary = asim.simulate(g, chip, fusion=False, kernel_build="binary").time_us
+    jit = asim.simulate(g, chip, fusion=False, kernel_build="jit").time_us
+    assert binary > 1.05 * jit
 
 
 def test_rms_norm_split_d_reads_x_twice_single_buffered():

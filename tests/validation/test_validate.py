@@ -232,7 +232,8 @@ def test_bad_rows_raise_config_error_naming_file_row_and_key(tmp_path):
                         ({"role": "calibration"}, "calibrates"),
                         ({"workload": {**ADD, "inputs": [{"shape": [0]}]}},
                          r"workload.inputs\[0\].shape"),
-                        ({"workload": {**ADD, "measure": "wall"}}, "workload.measure")):
+                        ({"workload": {**ADD, "measure": "wall"}}, "workload.measure"),
+                        ({"workload": {**ADD, "kernels": "static"}}, "workload.kernels")):
         with pytest.raises(ConfigError, match=key):
             row(**change)
 
