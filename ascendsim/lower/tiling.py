@@ -26,16 +26,19 @@ work, looped over in UB tiles (SPLIT_D); where the kernel's tiling fixes its row
 loop (`tile_rows`: RmsNorm MERGE_N's rowFactor), a tile holds at most that many rows. Such
 a row longer than a tile is passed over chunk by chunk once per reduction and once more to
 write the result, so its main input is read `row_reads` times from GM (RmsNorm SPLIT_D 2:
-the sum of squares, then y; Softmax 3: the max, the sum of exp, the output); the reads
-after the first hit the L2, which holds the row the core read a pass earlier (a core's row
-is KBs to MBs, the L2 tens of MB). A head-loop kernel (`head_elems`: CANN's rotate-half
-RoPE on A2, ops-transformer rope_rotate_half_tiling.cpp and rotate_half_bf16.h) binds whole
-lines of `row_elems` to min(lines, cores) cores, former cores one line more (`split_even`,
-as GetCoreDataTiling splits totalSLines); per UB step of at most `step_lines` of a core's
-lines it loads its tables (the inputs after the first: cos, sin) and runs `step_parts` on
-them once, then loops over the line's heads, one tile of (step lines x `head_elems`)
-elements per head: one strided load, the sequence, one store, double-buffered
-(`head_loop_work`). Its time grows with the heads per core, not with the bytes. One tile is
+the sum of squares, then y); the reads after the first hit the L2, which holds the row the
+core read a pass earlier (a core's row is KBs to MBs, the L2 tens of MB). A kernel with its
+own rule for when a row is over its UB budget says so (`row_over`: TBE's NORM-pattern
+Softmax, lower/seq_types.py `NormSchedule`), and its workspace schedule adds a tensor of
+`row_ws_bytes` per element written to GM and read back `row_ws_reads` times from the L2. A
+head-loop kernel (`head_elems`: CANN's rotate-half RoPE on A2, ops-transformer
+rope_rotate_half_tiling.cpp and rotate_half_bf16.h) binds whole lines of `row_elems` to
+min(lines, cores) cores, former cores one line more (`split_even`, as GetCoreDataTiling
+splits totalSLines); per UB step of at most `step_lines` of a core's lines it loads its
+tables (the inputs after the first: cos, sin) and runs `step_parts` on them once, then loops
+over the line's heads, one tile of (step lines x `head_elems`) elements per head: one
+strided load, the sequence, one store, double-buffered (`head_loop_work`). Its time grows
+with the heads per core, not with the bytes. One tile is
   S -> MTE2 (GM->UB, one move per input) -> V (one instruction per vector op) -> MTE3 (UB->GM).
 A vector instruction on b bytes costs max(vector_min_cycles, b / rate(class, dtype)).
 A kernel that stores its output in several DMA commands per tile (`VecSpec.out_moves`: the

@@ -254,8 +254,9 @@ def kernel_pipeline(low: Lowering, lone: LonePath | None, n: int) -> dict[str, i
     rows per UB loop) and `row_reads` (GM reads of the main input when such a row does not
     fit a UB tile), from `OpSequence.buffers`, `row_tile` (RmsNorm's NORMAL mode on A2, one
     row; the TBE LayerNorm cube path, 16 rows), `whole_rows`, `row_budget` (RmsNorm's
-    MERGE_N) and `row_reads` (RmsNorm on A2, the NORM-pattern Softmax and LogSoftmax, whose
-    reduced axis is innermost); {}: the defaults."""
+    MERGE_N) and `row_reads` (RmsNorm on A2), and for TBE's NORM-pattern Softmax and
+    LogSoftmax, whose reduced axis is innermost, the fields of `norm_rows`; {}: the
+    defaults."""
     if lone is None:
         return {}
     nd, ins, seq = lone
