@@ -67,6 +67,12 @@ from .precision import PRECISION_MODES
 ARCHS = ("coupled", "split")
 #: how built-in kernels are built for a run (`Chip.eager_kernel_build`, `api.kernel_build_for`)
 KERNEL_BUILDS = ("binary", "jit")
+#: Atlas product lines as CANN's documentation names them in its "supported products" lists
+#: (the mapping of products to chips: hiascend 昇腾产品形态说明, AscendFAQ/ProduTech/productform):
+#: Atlas training series (910), Atlas inference series (310P), Atlas 200/300/500 inference
+#: (310), Atlas 200I/500 A2 inference (310B), Atlas A2 training / inference (910B), Atlas A3 (910C)
+PRODUCT_LINES = ("atlas_training", "atlas_inference", "atlas_200_300_500_inference",
+                 "atlas_200i_500_a2_inference", "atlas_a2", "atlas_a3")
 #: memory locations that name a data path ("gm" stands for L2/HBM/DDR as seen by a core)
 LOCATIONS = ("gm", "l1", "l0a", "l0b", "l0c", "ub")
 #: vector instruction classes accepted by `Chip.vector_rate`
@@ -374,6 +380,11 @@ class Chip:
             "aclnn FusedInferAttentionScore workspace query with its host tiling, the launch), "
             "the host launch of eager_call op rows whose cann_op is FusedInferAttentionScore "
             "(validation.validate.EAGER_LAUNCH_FIGURES); absent: eager_op_launch_us")
+    product_line: str | None = _spec(
+        "str", choices=PRODUCT_LINES, optional=True,
+        doc="the Atlas product line CANN's documentation lists the chip under: fusion passes "
+            "CANN ships for some product lines only run on those "
+            "(`passes.conv_double_in_fusion.PRODUCTS`); absent: such passes do not run")
     weight_quant: str | None = _spec(
         "str", choices=("int8", "int8,int4"), optional=True,
         doc="weight dtypes of weight-only quantised matmuls (CANN WeightQuantBatchMatmulV2, "

@@ -87,6 +87,7 @@ STAGE_NAMES = ("ge", "graph_kernel_basic", "graph_kernel_composite", "graph_fusi
 def default_stages() -> list[Stage]:
     """The pipeline, in order (GE passes first, then the fusion stages)."""
     from .conv2dbackprop_fusion import DX_UB_PASSES
+    from .conv_double_in_fusion import TbeConvDoubleInFusionPass
     from .graph_kernel import BasicOpsFusion, CompositeOpsFusion
     from .l2_fusion import L2BatchSplitFusionPass
     from .mul_addn_fusion import MulAddNFusion
@@ -104,7 +105,8 @@ def default_stages() -> list[Stage]:
               (CompositeOpsFusion,), option="graph_kernel"),
         Stage("graph_fusion", "after graph fusion", _graph_fusion_passes()),
         Stage("ub_fusion", "after UB fusion",
-              TRAINING_UB_PASSES + DX_UB_PASSES + (MulAddNFusion,) + UB_PASSES),
+              TRAINING_UB_PASSES + DX_UB_PASSES + (TbeConvDoubleInFusionPass, MulAddNFusion)
+              + UB_PASSES),
         Stage("l2_fusion", "after L2 fusion", (L2BatchSplitFusionPass,), option="l2_fusion"),
     ]
 

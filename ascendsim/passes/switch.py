@@ -43,7 +43,7 @@ CANN_UNMODELLED = frozenset({
     "TbeConv2DBackpropElemwiseFusionPass", "TbeDxElemwisePass", "ATbeMatMulElemwiseFusionPass",
     "TbeFullyconnectionElemwiseDequantFusionPass", "TbeDepthwiseConvElemwiseFusionPass",
     "TbeElemwiseQuantFusionPass", "TbeConv2DReluv2Pass",
-    "TbeConvDoubleInFusionPass", "TbeAippConvReluMaxpoolingFusion",
+    "TbeAippConvReluMaxpoolingFusion",
     "MatmulConfusiontransposeUbFusion", "TbeEltwiseCastFusionPass",
     "TbeReadSelectEltwiseFusionPass", "TbeEltwiseWriteSelectFusionPass",
 })
