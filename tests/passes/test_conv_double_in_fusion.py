@@ -86,3 +86,14 @@ def test_product_line_is_a_checked_chip_figure():
         chip.replace(product_line="atlas_9000")
     assert np.isclose(simulate(_bottleneck(), chip.replace(product_line="atlas_a2")).cycles,
                       simulate(_bottleneck(), "ascend910", fusion=OFF).cycles)
+
+
+def test_a_tensor_held_in_a_device_format_is_refused_with_the_reason():
+    g = asim.Graph("nz_shortcut")
+    x = g.input("x", (2, 16, 14, 14))
+    y = g.conv(x, g.weight("w", (32, 16, 1, 1)), name="conv")
+    s = g.add(y, g.input("shortcut", (2, 32, 14, 14), layout="NC1HWC0"), name="add")
+    g.output(g.relu(s, name="relu"))
+    rec = {r.name: r.result for r in optimize(g, "ascend910").log.records}[
+        "TbeConvDoubleInFusionPass"]
+    assert any("'shortcut' is held as NC1HWC0" in r.why for r in rec.refusals)
