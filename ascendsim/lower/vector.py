@@ -205,13 +205,17 @@ def gathered_inputs(parts: list, ext_in: list[str], inputs: list[str]) -> list[i
 def row_moves(low: Lowering, nd: Node, in_vals: list[Value],
               gathered: list[int]) -> tuple[float, ...]:
     """GM moves per task element of each input (`VecSpec.moves`): a gather's table is read one
-    row per DMA command when it does not fit half the UB, as TBE's gather_v2_d does on chips
-    whose built-in vector kernels are TBE kernels (`chip.vector_split_bytes`): per index a
-    reg_mov of the index, then copy_gm_to_ubuf of that row, the gathered rows leaving in one
+    row per DMA command when it does not fit half the UB, as TBE's gather_v2_d does: per index
+    a reg_mov of the index, then copy_gm_to_ubuf of that row, the gathered rows leaving in one
     copy_ubuf_to_gm per UB batch; a table under half the UB (less 1 KB) is copied into the UB
     once and its rows moved UB -> UB (ops/built-in/tbe/impl/gather_v2_d.py
-    `_get_ub_available_size`, `_gather_v2_operation`). () when no input is read so."""
-    if not gathered or not low.chip.vector_split_bytes:
+    `_get_ub_available_size`, `_gather_v2_operation`). The A2/A3 chips run the built-in TIK
+    kernels for GatherV2 and Index too: CANN's open ops-nn ships Ascend C kernels for them
+    only for arch35, the 950 (index/gather_v2/op_kernel/arch35, index/index/op_kernel/arch35),
+    and the dynamic gather_v2.py caches a table of up to 100 KB in the UB (CACHE_UB_SIZE) and
+    otherwise reads one row per index (its TILING_MODE_1, 2, 3, 5, 7), the same rule within
+    the UB's half. () when no input is read so."""
+    if not gathered:
         return ()
     out = []
     for k, v in enumerate(in_vals):

@@ -58,3 +58,18 @@ def test_a_table_in_half_the_ub_is_gathered_without_gm_row_moves() -> None:
     big, small = _bert_gather(21128), _bert_gather(2)
     t_big, t_small = (r.trace.task("embed").duration for r in (big, small))
     assert t_small < 0.6 * t_big
+
+
+def test_a2_index_gather_of_scattered_elements_pays_one_dma_per_index() -> None:
+    # the A2's GatherV2 / Index are the built-in TIK kernels (a table over half the UB is read
+    # one row per index): 65,536 fp16 elements picked out of a 512 MB vector are 65,536 DMA
+    # commands, not a 128 KB stream. torch_npu's aten._unsafe_index of exactly this took
+    # 288 us on a 910B4-1 (flagos-ai/FlagGems #6007; corpus row
+    # flaggems-unsafeindex-910b4-1d-268m-65536); the per-command GM -> UB latency (214 cycles
+    # on the A2) over 40 cores gives ~1,640 commands per core: >= 230 us at 1.5 GHz
+    g = asim.Graph("index")
+    x = g.input("x", (268435456,), "float16")
+    g.output(g.gather(x, g.input("idx", (65536,), "int64"), axis=0, name="pick"))
+    res = asim.simulate(g, "ascend910b4", fusion=False)
+    us = res.trace.us(res.trace.task("pick").duration)
+    assert 200.0 <= us <= 400.0
