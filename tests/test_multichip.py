@@ -119,7 +119,9 @@ def test_autodiff_naming_is_understood():
     g.outputs = ["w_grad"]                # gradients only (asim.grad): nothing waits for them
     g.remove_unused()
     r = simulate_data_parallel(g, 8, "ascend910b")
-    assert r.optimizer is None and r.step_us == max(r.compute_us, r.buckets[0].done_us)
+    # (the step is the later of the two, up to the rounding of one conversion to us)
+    assert r.optimizer is None
+    assert r.step_us == pytest.approx(max(r.compute_us, r.buckets[0].done_us), rel=1e-12)
 
 
 def test_a_graph_without_gradients_is_refused():
