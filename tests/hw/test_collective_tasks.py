@@ -88,3 +88,15 @@ def test_a_tp_decode_step_pays_the_chain_at_every_all_reduce(a2):
     for c in ars:   # each all-reduce of one hidden row: its bytes are nothing, its chain is all
         assert c.time_us == pytest.approx(allreduce_seconds(c.nbytes, 4, a2) * 1e6)
         assert c.time_us > 31 * a2.stream_task_us     # 16 + 15 tasks at 4 chips
+
+
+def test_a_16_mb_allreduce_on_eight_910b_is_no_faster_than_measured(a2):
+    # torch_npu all_reduce on 8 x 910B peaks at 72 GB/s of algorithm bandwidth
+    # (gameofdimension/limulidae README, CANN 8.0.0.beta1): a 16 MB all-reduce (one TP8
+    # activation of a 70B layer at 1,024 tokens) takes at least 16.78e6 / 72e9 = 233 us;
+    # the mesh over HCCL's 18.3 GiB/s links gives 2 x (16 MB / 8) / 19.65e9 plus the chain
+    t = allreduce_seconds(1024 * 8192 * 2, 8, a2) * 1e6
+    assert 233.0 <= t <= 320.0
+    # and large messages approach 4 links' worth of algorithm bandwidth, not more
+    big = 2**30
+    assert big / allreduce_seconds(big, 8, a2) <= 4 * a2.hccs_bandwidth_bytes_per_s
