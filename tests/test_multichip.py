@@ -226,3 +226,18 @@ def test_interconnect_files_are_sourced_and_checked(tmp_path):
     with pytest.raises(asim.ConfigError, match="no built-in interconnect for chip"):
         simulate_data_parallel(asim.models.matmul_bias_relu(), 8, "ascend310")
     assert math.isclose(load_interconnect("ascend910").nic_bandwidth_bytes_per_s, 12.5e9)
+
+
+def test_an_interconnect_file_starts_from_its_base(tmp_path):
+    # the Atlas 800 A2 box is the 910B training server's links under the box's name
+    box, server = load_interconnect("atlas800-a2"), load_interconnect("ascend910b")
+    assert box.name == "atlas800-a2" and dict(box.sources) == dict(server.sources)
+    assert box.hccs_bandwidth_bytes_per_s == server.hccs_bandwidth_bytes_per_s
+    (tmp_path / "a.toml").write_text('base = "ascend910b"\nname = "a"\ndescription = "d"\n'
+                                     'nic_latency_us = {value = 3.0, source = "G: test"}\n')
+    (tmp_path / "b.toml").write_text('base = "a.toml"\nname = "b"\ndescription = "d"\n')
+    b = load_interconnect(tmp_path / "b.toml")               # a user file's base: beside it
+    assert b.nic_latency_us == 3.0 and b.mesh_group_size == server.mesh_group_size
+    (tmp_path / "c.toml").write_text('base = "c.toml"\nname = "c"\ndescription = "d"\n')
+    with pytest.raises(asim.ConfigError, match="c.toml: base files make a cycle"):
+        load_interconnect(tmp_path / "c.toml")

@@ -15,8 +15,12 @@ on the main stream, that many tasks times `stream_task_us` (`hw.collectives`, ME
 
 File layout (see `interconnects/ascend910.toml`)::
 
-    name = "ascend910"             # plain strings: name, description
+    name = "ascend910"             # plain strings: name, description, base
     chips_per_server = {value = 8, source = "S: ..."}
+
+A file may start from another with `base = "<built-in name or file path>"` and give only the
+figures that differ (the Atlas 800 A2 box is the 910B training server's links under the box's
+name: one place for each figure).
 
 Unknown keys, missing figures and bad values raise `ConfigError` naming the key and the file.
 """
@@ -102,18 +106,7 @@ def interconnects() -> list[str]:
 
 def load_interconnect(path_or_name: str | Path) -> Interconnect:
     """An interconnect from a TOML file, or a built-in one by name."""
-    text = str(path_or_name)
-    if not isinstance(path_or_name, Path) and text.lower() in interconnects():
-        data = (importlib.resources.files(__package__) / "interconnects"
-                / f"{text.lower()}.toml").read_bytes()
-        where = f"interconnects/{text.lower()}.toml"
-    else:
-        path = Path(path_or_name)
-        if not path.is_file():
-            raise ConfigError(f"interconnect file {text!r} not found (built-in: "
-                              f"{', '.join(interconnects())})")
-        data, where = path.read_bytes(), str(path)
-    raw = parse_toml(data, where)
+    raw, where = _raw(path_or_name, ())
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
     for key, entry in raw.items():
@@ -137,6 +130,33 @@ def load_interconnect(path_or_name: str | Path) -> Interconnect:
         return Interconnect(**values, sources=sources)
     except ConfigError as e:
         raise ConfigError(f"{where}: {e}") from None
+
+
+def _raw(path_or_name: str | Path, seen: tuple[str, ...]) -> tuple[dict[str, Any], str]:
+    """The parsed file, merged over its `base` (recursively), and where it came from."""
+    text = str(path_or_name)
+    if not isinstance(path_or_name, Path) and text.lower() in interconnects():
+        data = (importlib.resources.files(__package__) / "interconnects"
+                / f"{text.lower()}.toml").read_bytes()
+        where = f"interconnects/{text.lower()}.toml"
+    else:
+        path = Path(path_or_name)
+        if not path.is_file():
+            raise ConfigError(f"interconnect file {text!r} not found (built-in: "
+                              f"{', '.join(interconnects())})")
+        data, where = path.read_bytes(), str(path)
+    raw = parse_toml(data, where)
+    base = raw.pop("base", None)
+    if base is None:
+        return raw, where
+    if not isinstance(base, str):
+        raise ConfigError(f"{where}: base must be an interconnect name or a file path")
+    if where in seen:
+        raise ConfigError(f"{where}: base files make a cycle")
+    if base.lower() not in interconnects() and not where.startswith("interconnects/"):
+        base = Path(where).parent / base          # a user file's base: beside it
+    merged, _ = _raw(base, (*seen, where))
+    return {**merged, **raw}, where
 
 
 def get_interconnect(interconnect: str | Path | Interconnect | None,

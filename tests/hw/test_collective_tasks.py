@@ -65,8 +65,9 @@ def test_boxes_without_a_task_figure_pay_no_chain():
 
 
 def test_bad_task_figure_is_refused(a2, tmp_path):
+    # the A2 box's figures live in the 910B server's file (atlas800-a2.toml starts from it)
     text = (importlib.resources.files("ascendsim.hw") / "interconnects"
-            / "atlas800-a2.toml").read_text(encoding="utf-8")
+            / "ascend910b.toml").read_text(encoding="utf-8")
     bad = tmp_path / "bad.toml"
     bad.write_text(text.replace("stream_task_us = {value = 0.5", "stream_task_us = {value = -1"),
                    encoding="utf-8")
