@@ -37,6 +37,10 @@ Workload kinds (the `workload` table):
   "fp32", "mixed"), ``phase`` ("inference" or "training").
 - ``transfer``: one DMA move on one core (msKPP's curves). Keys: ``src``, ``dst`` (memory
   locations, as `Chip.transfer_cycles`), ``bytes``, optional ``l2_miss`` (fraction, default 0).
+  With ``moves`` it is a copy-only kernel instead (`validate.copy_kernel_cycles`): ``cores``
+  blocks (default 1) each issue ``moves`` moves of ``bytes`` back to back, timed from the
+  blocks' start to the last move's end (msprof's Task Duration); ``nd2nz`` (GM -> L1 only)
+  converts ND to NZ on the way.
 - ``decoder``: a decoder LLM step (`ascendsim.models.decoder`). Keys: ``preset`` (a name of
   `decoder_presets()`), ``batch``, ``phase`` ("prefill", the default, or "decode"), ``seq_len``
   (prompt tokens; prefill only), ``context_len`` (tokens already cached, default 0),
@@ -124,7 +128,7 @@ _WORKLOAD_KEYS = {
     "op": ({"op", "inputs"}, {"kind", "cann_op", "attrs", "cores", "measure", "detail",
                               "count_bytes", "loop", "host", "kernels"}),
     "model": ({"model", "batch"}, {"kind", "seq_len", "image", "precision", "phase", "layers"}),
-    "transfer": ({"src", "dst", "bytes"}, {"kind", "l2_miss", "cores"}),
+    "transfer": ({"src", "dst", "bytes"}, {"kind", "l2_miss", "cores", "moves", "nd2nz"}),
     "decoder": ({"preset", "batch"}, {"kind", "phase", "seq_len", "context_len", "precision",
                                       "overrides", "layers", "launch", "parallel", "box"}),
     # requests: synthetic() arguments (n, rate, prompt_mean, output_mean, ...); scheduler:

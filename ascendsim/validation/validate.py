@@ -721,8 +721,14 @@ class RowRunner:
 
     def _transfer(self, row: CorpusRow, chip: Chip) -> tuple[float, dict[str, float]]:
         w = row.workload
-        cycles = transfer_cycles(chip, w["src"], w["dst"], w["bytes"], w.get("l2_miss", 0.0))
-        return chip.seconds(cycles), {"byte": w["bytes"]}
+        if "moves" not in w:
+            cycles = transfer_cycles(chip, w["src"], w["dst"], w["bytes"],
+                                     w.get("l2_miss", 0.0))
+            return chip.seconds(cycles), {"byte": w["bytes"]}
+        cores, moves = int(w.get("cores", 1)), int(w["moves"])
+        cycles = copy_kernel_cycles(chip, w["src"], w["dst"], w["bytes"], w.get("l2_miss", 0.0),
+                                    cores=cores, moves=moves, nd2nz=bool(w.get("nd2nz")))
+        return chip.seconds(cycles), {"byte": w["bytes"] * cores * moves}
 
 
 #: cann_op -> the chip figure that is its framework eager call's host cost, where that call's
@@ -801,6 +807,56 @@ def transfer_cycles(chip: Chip, src: str, dst: str, nbytes: int, l2_miss: float 
                 (Phase(ENGINE_AICORE, (group,), vector_cores=vec),))
     trace = Engine(Program("transfer", chip, [task], 1, "tile")).run()
     return sum(iv.duration for iv in trace.intervals if iv.pipe == instr.pipe)
+
+
+def copy_kernel_cycles(chip: Chip, src: str, dst: str, nbytes: int, l2_miss: float = 0.0, *,
+                       cores: int = 1, moves: int = 1, nd2nz: bool = False) -> int:
+    """Cycles of a copy-only kernel through the engine: `cores` blocks (AIVs for UB moves on
+    split chips), each issuing `moves` moves of `nbytes` back to back on one pipe, from the
+    blocks' start to the last move's end (msprof's Task Duration of a kernel that only moves
+    data). `nd2nz`: a GM -> L1 move converting ND to the cube's NZ layout on the way (the
+    chip's `gm_l1_nd2nz` path)."""
+    from ..hw.names import ENGINE_AICORE
+    from ..lower.program import CoreGroup, Phase, Program, Segment, Stage, Task
+    from ..lower.tiling import gm_read, gm_write, local_move
+    from ..sim.engine import Engine
+
+    src, dst = src.upper(), dst.upper()
+    if moves < 1 or nbytes < 1:
+        raise ConfigError(f"a copy kernel needs at least one move of at least one byte, got "
+                          f"moves={moves}, bytes={nbytes}")
+    pipe = chip.pipe_for(src, dst)
+    vec = not chip.coupled and "UB" in (src, dst)
+    have = chip.aiv_cores if vec else chip.ai_cores
+    if not 1 <= cores <= have:
+        raise ConfigError(f"a copy kernel on {cores} cores does not fit {chip.name}, which has "
+                          f"{have} {'vector' if vec else 'AI'} cores")
+    if nd2nz and (src, dst) != ("GM", "L1"):
+        raise ConfigError(f"nd2nz applies to GM -> L1 moves, not {src} -> {dst}")
+    if src == "GM":
+        instr = gm_read(chip, pipe, dst, nbytes, l2_miss)
+        if nd2nz:
+            instr = nd2nz_move(chip, instr)
+    elif dst == "GM":
+        instr = gm_write(chip, pipe, src, nbytes, 0.0)
+    else:
+        instr = local_move(chip, pipe, src, dst, nbytes)
+    group = CoreGroup(tuple(range(cores)), (Segment((Stage(instr.pipe, (instr,)),), moves),))
+    task = Task(0, 0, "copy", "DMA", "AI_VECTOR_CORE" if vec else "AI_CORE",
+                (Phase(ENGINE_AICORE, (group,), vector_cores=vec),))
+    trace = Engine(Program("copy", chip, [task], 1, "tile")).run()
+    return trace.tasks[0].duration
+
+
+def nd2nz_move(chip: Chip, instr):
+    """`instr` (a GM -> L1 move) at the chip's ND -> NZ path figures instead of the plain
+    copy's (absent on the chip: a ConfigError)."""
+    bw = chip.path_bytes_per_cycle.gm_l1_nd2nz
+    lat = chip.path_latency_cycles.gm_l1_nd2nz
+    if bw is None or lat is None:
+        raise ConfigError(f"{chip.name} has no ND -> NZ GM -> L1 path (gm_l1_nd2nz)")
+    plain = chip.path_bytes_per_cycle.gm_l1
+    return replace(instr, cycles=int(round(lat)), bw=instr.bw * bw / plain)
 
 
 # ----------------------------------------------------------------------------- entry point
@@ -918,4 +974,5 @@ def validate(chip: str | Chip | None = None, families: Iterable[str] | None = No
 
 __all__ = ["validate", "validate_rows", "rows_of_chip", "rows_by_id", "quick_rows", "OFF_BOUND",
            "VERDICTS", "ValidationReport", "ValidationRecord",
-           "FamilyStats", "SourceStats", "summarize", "transfer_cycles", "QUICK_IDS"]
+           "FamilyStats", "SourceStats", "summarize", "transfer_cycles", "copy_kernel_cycles",
+           "QUICK_IDS"]

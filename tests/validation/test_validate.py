@@ -17,6 +17,7 @@ from ascendsim.validation.validate import (
     QUICK_IDS,
     ValidationRecord,
     ValidationReport,
+    copy_kernel_cycles,
     quick_rows,
     summarize,
     transfer_cycles,
@@ -210,6 +211,32 @@ def test_an_l2_miss_costs_more_than_a_hit_but_at_most_the_slowdown():
     hit = transfer_cycles(chip, "GM", "UB", 64 * 1024, 0.0)
     miss = transfer_cycles(chip, "GM", "UB", 64 * 1024, 1.0)
     assert 1.0 < miss / hit <= chip.l2_miss_slowdown
+
+
+def test_a_copy_kernel_streams_no_faster_than_hbm_and_starts_like_a_kernel():
+    """A copy-only kernel (the transfer kind with moves): 48 AIV blocks reading 48 MB that miss
+    L2 take at least the bytes over the chip's HBM bandwidth, and at least one block start;
+    one block's time grows with its moves (the moves run back to back on MTE2)."""
+    chip = get_chip("ascend910b1")
+    nbytes, moves = 131072, 8
+    total = nbytes * moves * 48
+    cycles = copy_kernel_cycles(chip, "GM", "UB", nbytes, 1.0, cores=48, moves=moves)
+    assert chip.seconds(cycles) >= total / chip.hbm_bandwidth_bytes_per_s
+    assert chip.seconds(cycles) >= chip.kernel_start_us * 1e-6
+    one = copy_kernel_cycles(chip, "GM", "UB", nbytes, 1.0, cores=1, moves=4)
+    two = copy_kernel_cycles(chip, "GM", "UB", nbytes, 1.0, cores=1, moves=8)
+    start = chip.cycles(chip.kernel_start_us * 1e-6)
+    assert (two - start) == pytest.approx(2 * (one - start), rel=0.02)
+
+
+def test_a_copy_kernel_that_cannot_run_names_what_is_wrong():
+    chip = get_chip("ascend910b1")
+    with pytest.raises(ConfigError, match="does not fit ascend910b1, which has 48 vector"):
+        copy_kernel_cycles(chip, "GM", "UB", 1024, cores=49, moves=1)
+    with pytest.raises(ConfigError, match="nd2nz applies to GM -> L1 moves, not GM -> UB"):
+        copy_kernel_cycles(chip, "GM", "UB", 1024, cores=1, moves=1, nd2nz=True)
+    with pytest.raises(ConfigError, match="at least one move"):
+        copy_kernel_cycles(chip, "GM", "L1", 1024, cores=1, moves=0)
 
 
 def test_mmad_rows_never_exceed_the_cube_peak_of_one_core(quick):
