@@ -156,8 +156,10 @@ LAYER_NORM_V4_SINGLE_READ = (
     _e("vmuls (x/n)", "unary"), _r("vcadd (ReduceSum: mean)"), _e("vadds (-mean)", "unary"),
     _e("vmul (square)", "binary"), _e("vmuls (/n)", "unary"), _r("vcadd (ReduceSum: var)"),
     _e("vmuls (rstd)", "unary"), _e("vmul (gamma)", "binary"), _e("vadd (beta)", "binary"))
-#: chips of CANN SocVersion ASCEND910B (the A2 910B1..B4), where `IsV4SocCheck` allows V4
-LAYER_NORM_V4_CHIPS = frozenset({"ascend910b", "ascend910b1", "ascend910b3", "ascend910b4"})
+#: chips of CANN SocVersion ASCEND910B (the A2 910B1..B4) and ASCEND910_93 (the A3 910C), the
+#: two `IsV4SocCheck` allows V4 on (ops-nn aclnn_layer_norm.cpp)
+LAYER_NORM_V4_CHIPS = frozenset({"ascend910b", "ascend910b1", "ascend910b3", "ascend910b4",
+                                 "ascend910c"})
 #: the normalised sizes `IsV4SocCheck` sends to the SingleRead template (MIN/MAX_V4_REDUCE_AXIS)
 LAYER_NORM_V4_ROWS = frozenset({1024, 4096})
 #: what `explain` adds about the SingleRead path

@@ -13,7 +13,8 @@ a kernel that only copies, TBE's TIK copy_only, which strided_slice_d runs when 
 keeps every element, gives each core n // cores elements rounded up to a 32-byte block, so
 a 128-element int32 copy runs on 16 cores, `VecSpec.split`);
 elsewhere at least `chip.gm_min_efficient_transfer_bytes` of traffic per core, the size at
-which GM moves reach full bandwidth. The elements are then cut into tiles as large as the
+which GM moves reach full bandwidth; a node with its own `block_dim` (a profile's Block Num)
+runs on exactly those blocks however few bytes each moves (`VecSpec.split` "pinned"). The elements are then cut into tiles as large as the
 UB allows with double buffering: 2 x (input + output + intermediate bytes per element) x
 tile elements <= UB; a kernel that loops over a fixed group of rows at a time (`row_tile`:
 RmsNorm's NORMAL mode one row, the TBE LayerNorm cube path 16) gets one tile per group and
@@ -207,7 +208,8 @@ class VecSpec:
     row_ws_bytes: float = 0.0
     row_ws_reads: int = 0
     tile_rows: int = 0                          # >0: such a kernel's rows per UB loop
-    split: str = ""                             # "copy": TBE copy_only's core split (note)
+    # "copy": TBE copy_only's core split (note); "pinned": the kernel's own block count
+    split: str = ""
     # per input, GM moves per element (a gather's one DMA per row, 1/row length); () or 0:
     # one move per tile
     moves: tuple[float, ...] = ()
@@ -248,7 +250,7 @@ def vector_work(chip, spec: VecSpec, op: str, cores: int) -> tuple[list[CoreGrou
         return head_loop_work(chip, spec, cores)
     # (copy_only splits in 32-byte blocks, not in tiles of `align` elements)
     most = cores if spec.split == "copy" else min(cores, cdiv(spec.elems, spec.align))
-    block = max(1, min(most, split_cores(chip, spec, cores)))
+    block = max(1, min(most, cores if spec.split == "pinned" else split_cores(chip, spec, cores)))
     shares = None
     if spec.row_elems > 0:
         # whole rows per core, on as many cores as the kernel's tiling binds rows to

@@ -102,7 +102,7 @@ def lower_vector(low: Lowering, node, parts: list, category: Category,
         n, inputs, sum(out_b) / n, through, tuple(vparts), temp,
         **kernel_pipeline(low, lone, n),
         moves=row_moves(low, parts[0], in_vals, gathered),
-        split="copy" if copies_only(parts, in_vals, out_vals) else "")))
+        split=vector_split(parts, in_vals, out_vals))))
     groups, vnotes = vector_work(low.chip, spec, node.name,
                                  (blocks := schedule_blocks(low, parts, ext_vals))[0])
     if not ext_in and node.inputs:
@@ -140,12 +140,26 @@ TBE_BLOCKS: dict[str, Any] = {
 }
 
 
+def pinned_blocks(parts: list) -> int:
+    """A lone node's own `block_dim` (0: none): the kernel ran on that many blocks, each
+    paying its start, however few bytes each moves."""
+    return int(parts[0].attrs.get("block_dim") or 0) if len(parts) == 1 else 0
+
+
+def vector_split(parts: list, in_vals: list[Value], out_vals: list[Value]) -> str:
+    """How the task's elements are split over its blocks (`VecSpec.split`): "pinned" for a
+    node's own block_dim (every block it names runs), "copy" for TBE's copy_only, else ""."""
+    if pinned_blocks(parts):
+        return "pinned"
+    return "copy" if copies_only(parts, in_vals, out_vals) else ""
+
+
 def schedule_blocks(low: Lowering, parts: list, ext_vals: list[Value]) -> tuple[int, list[str]]:
     """Cores a lone node's vector task spreads over: its own `block_dim` when it has one (a
     kernel attribute, `ir.graph.KERNEL_ATTRS`), else the vector cores, or fewer where its TBE
     schedule binds blocks to one axis (`TBE_BLOCKS`); and the note saying so."""
     cores = low.vector_cores()
-    pinned = int(parts[0].attrs.get("block_dim") or 0) if len(parts) == 1 else 0
+    pinned = pinned_blocks(parts)
     if pinned:
         if pinned > cores:
             raise SimulationError(f"node '{parts[0].name}' ({parts[0].op_type}): block_dim "

@@ -289,9 +289,11 @@ SEQUENCES: dict[str, OpSequence] = {
     "BNTrainingUpdate": OpSequence(_BN_UPDATE, fp32=True, rows="channels", cast_at=9),
 }
 
-#: A2 chips (CANN SocVersion ASCEND910B: the 910B1..B4) whose RmsNorm is the Ascend C kernel of
+#: A2 and A3 chips (CANN SocVersion ASCEND910B: the 910B1..B4; ASCEND910_93: the 910C, whose
+#: kernels CANN builds from the same dav-c220 sources) whose RmsNorm is the Ascend C kernel of
 #: ops-nn norm/rms_norm (the first-generation 910 and the 910_95 take other branches of its tiling)
-RMS_NORM_A2_CHIPS = frozenset({"ascend910b", "ascend910b1", "ascend910b3", "ascend910b4"})
+RMS_NORM_A2_CHIPS = frozenset({"ascend910b", "ascend910b1", "ascend910b3", "ascend910b4",
+                               "ascend910c"})
 #: rms_norm_tiling.cpp (same-dtype branch): rows up to SMALL_REDUCE_NUM aligned elements take
 #: MERGE_N on the 910B; a row longer than UB_FACTOR_B16 / UB_FACTOR_B32 elements (by x's dtype
 #: as stored: fp16 and bf16 2 bytes) is split (SPLIT_D); the rows between take NORMAL

@@ -139,3 +139,20 @@ def test_tbe_conv_splits_the_batch_first():
     note = " ".join(asim.simulate(_conv(12, batch=32), GEN1, fusion=False).explain("mm")
                     .splitlines())
     assert "over block dim 12" in note
+
+
+def test_a_vector_ops_own_block_dim_is_the_core_count_however_small_the_op():
+    """A vector op whose block dim is fixed (a profile's Block Num) runs on that many blocks
+    even when the bytes would give fewer cores their 16 KB each (the model's own split); each
+    block pays its start, so 12 blocks take longer than the 4 the byte split would pick."""
+    def cast(block_dim):
+        g = asim.Graph("cast")
+        x = g.input("x", (4, 3072), "bfloat16")
+        g.output(*g.add_node("Cast", [x], {"to": "float32", "block_dim": block_dim},
+                             name="mm"))
+        return g
+    chip = get_chip("ascend910c")
+    pinned, own = _task(cast(12), chip), _task(cast(0), chip)
+    assert pinned.block_dim == 12
+    assert own.block_dim < 12
+    assert pinned.duration > own.duration
