@@ -14,8 +14,8 @@ keeps every element, gives each core n // cores elements rounded up to a 32-byte
 a 128-element int32 copy runs on 16 cores, `VecSpec.split`);
 elsewhere at least `chip.gm_min_efficient_transfer_bytes` of traffic per core, the size at
 which GM moves reach full bandwidth; a node with its own `block_dim` (a profile's Block Num)
-runs on exactly those blocks however few bytes each moves (`VecSpec.split` "pinned"). The elements are then cut into tiles as large as the
-UB allows with double buffering: 2 x (input + output + intermediate bytes per element) x
+runs on exactly those blocks however few bytes each moves (`VecSpec.split` "pinned"). The
+elements are then cut into tiles as large as the UB allows with double buffering: 2 x (input + output + intermediate bytes per element) x
 tile elements <= UB; a kernel that loops over a fixed group of rows at a time (`row_tile`:
 RmsNorm's NORMAL mode one row, the TBE LayerNorm cube path 16) gets one tile per group and
 ceil(groups / cores) whole groups per core, the last core the rest (`split_blocked`). A
