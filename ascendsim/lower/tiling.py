@@ -8,42 +8,41 @@ Vector (`vector_work`). The op's elements are split over the vector cores: where
 built-in vector kernels are TBE DSL schedules (`chip.vector_split_bytes`), as TBE's
 VectorSchedule splits them, one core per 1 KB of the tensor it tiles, rounded up, up to the
 core count (tbe/dsl/static_schedule/vector_schedule.py `_get_block_tiling`,
-ENABLE_MULTI_CORE_THRESHOLD = 1024 bytes: a 2560-element fp32 ReduceSum runs on 10 cores;
-a kernel that only copies, TBE's TIK copy_only, which strided_slice_d runs when the slice
-keeps every element, gives each core n // cores elements rounded up to a 32-byte block, so
-a 128-element int32 copy runs on 16 cores, `VecSpec.split`);
-elsewhere at least `chip.gm_min_efficient_transfer_bytes` of traffic per core, the size at
-which GM moves reach full bandwidth; a node with its own `block_dim` (a profile's Block Num)
-runs on exactly those blocks however few bytes each moves (`VecSpec.split` "pinned"). The
-elements are then cut into tiles as large as the UB allows with double buffering: 2 x (input + output + intermediate bytes per element) x
-tile elements <= UB; a kernel that loops over a fixed group of rows at a time (`row_tile`:
-RmsNorm's NORMAL mode one row, the TBE LayerNorm cube path 16) gets one tile per group and
-ceil(groups / cores) whole groups per core, the last core the rest (`split_blocked`). A
-kernel that binds whole rows to cores (`row_elems`: CANN's Ascend C RmsNorm on A2 in every
-tiling mode, ops-nn rms_norm_tiling.cpp blockFactor = ceil(rows / AIV cores); TBE's
-NORM-pattern Softmax, whose block split is on the not-reduced axes only) runs on min(rows,
-cores) cores whatever the bytes, never splitting a row: one row of 16384 bf16 is one core's
-work, looped over in UB tiles (SPLIT_D); where the kernel's tiling fixes its rows per UB
-loop (`tile_rows`: RmsNorm MERGE_N's rowFactor), a tile holds at most that many rows. Such
+ENABLE_MULTI_CORE_THRESHOLD = 1024 bytes: a 2560-element fp32 ReduceSum runs on 10 cores; a
+kernel that only copies, TBE's TIK copy_only, which strided_slice_d runs when the slice keeps
+every element, gives each core n // cores elements rounded up to a 32-byte block, so a
+128-element int32 copy runs on 16 cores, `VecSpec.split`); elsewhere at least
+`chip.gm_min_efficient_transfer_bytes` of traffic per core, the size at which GM moves reach
+full bandwidth; a node with its own `block_dim` (a profile's Block Num) runs on exactly those
+blocks however few bytes each moves (`VecSpec.split` "pinned"). The elements are then cut into
+tiles as large as the UB allows with double buffering: 2 x (input + output + intermediate
+bytes per element) x tile elements <= UB; a kernel that loops over a fixed group of rows at a
+time (`row_tile`: RmsNorm's NORMAL mode one row, the TBE LayerNorm cube path 16) gets one tile
+per group and ceil(groups / cores) whole groups per core, the last core the rest
+(`split_blocked`). A kernel that binds whole rows to cores (`row_elems`: CANN's Ascend C
+RmsNorm on A2 in every tiling mode, ops-nn rms_norm_tiling.cpp blockFactor = ceil(rows / AIV
+cores); TBE's NORM-pattern Softmax, whose block split is on the not-reduced axes only) runs on
+min(rows, cores) cores whatever the bytes, never splitting a row: one row of 16384 bf16 is one
+core's work, looped over in UB tiles (SPLIT_D); where the kernel's tiling fixes its rows per
+UB loop (`tile_rows`: RmsNorm MERGE_N's rowFactor), a tile holds at most that many rows. Such
 a row longer than a tile is passed over chunk by chunk once per reduction and once more to
-write the result, so its main input is read `row_reads` times from GM (RmsNorm SPLIT_D 2:
-the sum of squares, then y); the reads after the first hit the L2, which holds the row the
-core read a pass earlier (a core's row is KBs to MBs, the L2 tens of MB). A kernel with its
-own rule for when a row is over its UB budget says so (`row_over`: TBE's NORM-pattern
-Softmax, lower/seq_types.py `NormSchedule`), and its workspace schedule adds a tensor of
-`row_ws_bytes` per element written to GM and read back `row_ws_reads` times from the L2. A
-head-loop kernel (`head_elems`: CANN's rotate-half RoPE on A2, ops-transformer
-rope_rotate_half_tiling.cpp and rotate_half_bf16.h) binds whole lines of `row_elems` to
-min(lines, cores) cores, former cores one line more (`split_even`, as GetCoreDataTiling
-splits totalSLines); per UB step of at most `step_lines` of a core's lines it loads its
-tables (the inputs after the first: cos, sin) and runs `step_parts` on them once, then loops
-over the line's heads, one tile of (step lines x `head_elems`) elements per head: one
-strided load, the sequence, one store, double-buffered (`head_loop_work`). Its time grows
-with the heads per core, not with the bytes. One tile is
+write the result, so its main input is read `row_reads` times from GM (RmsNorm SPLIT_D 2: the
+sum of squares, then y); the reads after the first hit the L2, which holds the row the core
+read a pass earlier (a core's row is KBs to MBs, the L2 tens of MB). A kernel with its own
+rule for when a row is over its UB budget says so (`row_over`: TBE's NORM-pattern Softmax,
+lower/seq_types.py `NormSchedule`), and its workspace schedule adds a tensor of `row_ws_bytes`
+per element written to GM and read back `row_ws_reads` times from the L2. A head-loop kernel
+(`head_elems`: CANN's rotate-half RoPE on A2, ops-transformer rope_rotate_half_tiling.cpp and
+rotate_half_bf16.h) binds whole lines of `row_elems` to min(lines, cores) cores, former cores
+one line more (`split_even`, as GetCoreDataTiling splits totalSLines); per UB step of at most
+`step_lines` of a core's lines it loads its tables (the inputs after the first: cos, sin) and
+runs `step_parts` on them once, then loops over the line's heads, one tile of (step lines x
+`head_elems`) elements per head: one strided load, the sequence, one store, double-buffered
+(`head_loop_work`). Its time grows with the heads per core, not with the bytes. One tile is
   S -> MTE2 (GM->UB, one move per input) -> V (one instruction per vector op) -> MTE3 (UB->GM).
-A vector instruction on b bytes costs max(vector_min_cycles, b / rate(class, dtype)).
-A kernel that stores its output in several DMA commands per tile (`VecSpec.out_moves`: the
-TIK MaxPoolWithArgmax's one mask store per window position, lower/pool.py) pays the UB -> GM
+A vector instruction on b bytes costs max(vector_min_cycles, b / rate(class, dtype)). A kernel
+that stores its output in several DMA commands per tile (`VecSpec.out_moves`: the TIK
+MaxPoolWithArgmax's one mask store per window position, lower/pool.py) pays the UB -> GM
 latency once per command, as `moves` does for a gather's reads.
 
 Scalar: every tile costs `chip.scalar_ops_per_instr` scalar operations (loop, address and
