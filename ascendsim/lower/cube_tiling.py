@@ -647,8 +647,8 @@ def _gemm_stages(chip, spec: GemmSpec, t: GemmTiling) -> tuple[Stage, ...]:
     a_strip = a_tile_bytes(spec, t.m_t)
     b_strip = spec.k * t.n_t * spec.in_bytes
     b_chunk = math.ceil(b_strip / t.run_b / n_l1)
-    mte2 = (_read(chip, a_chunk, spec.miss_a, spec.shared_a, spec.nd2nz_a),
-            _read(chip, b_chunk, spec.miss_b, spec.shared_b, spec.nd2nz_b))
+    mte2 = (l1_read(chip, a_chunk, spec.miss_a, spec.shared_a, spec.nd2nz_a),
+            l1_read(chip, b_chunk, spec.miss_b, spec.shared_b, spec.nd2nz_b))
     head: tuple[Instr, ...] = ()
     if spec.bias:
         head += (gm_read(chip, "MTE2", "L1", t.n_t * spec.acc_bytes, 1.0, kind="bias"),)
@@ -699,7 +699,7 @@ def _gemm_stages(chip, spec: GemmSpec, t: GemmTiling) -> tuple[Stage, ...]:
     return (scalar_stage(chip, n_instr),) + tuple(stages)
 
 
-def _read(chip, nbytes: int, miss: float, shared: bool, nd2nz: bool) -> Instr:
+def l1_read(chip, nbytes: int, miss: float, shared: bool, nd2nz: bool) -> Instr:
     """A GM->L1 operand chunk; an ND operand moves at the nd2nz rate."""
     ins = gm_read(chip, "MTE2", "L1", nbytes, miss, kind="nd2nz" if nd2nz else "copy",
                   same_address=shared)

@@ -788,24 +788,8 @@ def transfer_cycles(chip: Chip, src: str, dst: str, nbytes: int, l2_miss: float 
     """Cycles of one move run alone through the engine (pipes, flags, the L2/HBM fabric): a
     one-instruction task on core 0 (an AIV for UB moves on split chips), as the lowering
     builds the move."""
-    from ..hw.names import ENGINE_AICORE
-    from ..lower.program import CoreGroup, Phase, Program, Segment, Stage, Task
-    from ..lower.tiling import gm_read, gm_write, local_move
-    from ..sim.engine import Engine
-
-    src, dst = src.upper(), dst.upper()
-    pipe = chip.pipe_for(src, dst)
-    if src == "GM":
-        instr = gm_read(chip, pipe, dst, nbytes, l2_miss)
-    elif dst == "GM":
-        instr = gm_write(chip, pipe, src, nbytes, 0.0)
-    else:
-        instr = local_move(chip, pipe, src, dst, nbytes)
-    vec = not chip.coupled and "UB" in (src, dst)
-    group = CoreGroup((0,), (Segment((Stage(instr.pipe, (instr,)),), 1),))
-    task = Task(0, 0, "transfer", "DMA", "AI_VECTOR_CORE" if vec else "AI_CORE",
-                (Phase(ENGINE_AICORE, (group,), vector_cores=vec),))
-    trace = Engine(Program("transfer", chip, [task], 1, "tile")).run()
+    instr, vec = _move(chip, src, dst, nbytes, l2_miss)
+    trace = _run_moves(chip, instr, vec, cores=1, moves=1)
     return sum(iv.duration for iv in trace.intervals if iv.pipe == instr.pipe)
 
 
@@ -814,49 +798,51 @@ def copy_kernel_cycles(chip: Chip, src: str, dst: str, nbytes: int, l2_miss: flo
     """Cycles of a copy-only kernel through the engine: `cores` blocks (AIVs for UB moves on
     split chips), each issuing `moves` moves of `nbytes` back to back on one pipe, from the
     blocks' start to the last move's end (msprof's Task Duration of a kernel that only moves
-    data). `nd2nz`: a GM -> L1 move converting ND to the cube's NZ layout on the way (the
-    chip's `gm_l1_nd2nz` path)."""
-    from ..hw.names import ENGINE_AICORE
-    from ..lower.program import CoreGroup, Phase, Program, Segment, Stage, Task
-    from ..lower.tiling import gm_read, gm_write, local_move
-    from ..sim.engine import Engine
-
-    src, dst = src.upper(), dst.upper()
+    data). `nd2nz`: a GM -> L1 move converting ND to the cube's NZ layout on the way, as the
+    cube lowering reads an ND operand (`cube_tiling.l1_read`)."""
     if moves < 1 or nbytes < 1:
         raise ConfigError(f"a copy kernel needs at least one move of at least one byte, got "
                           f"moves={moves}, bytes={nbytes}")
-    pipe = chip.pipe_for(src, dst)
-    vec = not chip.coupled and "UB" in (src, dst)
+    if nd2nz and (src.upper(), dst.upper()) != ("GM", "L1"):
+        raise ConfigError(f"nd2nz applies to GM -> L1 moves, not {src.upper()} -> {dst.upper()}")
+    if nd2nz and not chip.path_bytes_per_cycle.gm_l1_nd2nz:
+        raise ConfigError(f"{chip.name} has no ND -> NZ GM -> L1 path (gm_l1_nd2nz)")
+    instr, vec = _move(chip, src, dst, nbytes, l2_miss, nd2nz)
     have = chip.aiv_cores if vec else chip.ai_cores
     if not 1 <= cores <= have:
         raise ConfigError(f"a copy kernel on {cores} cores does not fit {chip.name}, which has "
                           f"{have} {'vector' if vec else 'AI'} cores")
-    if nd2nz and (src, dst) != ("GM", "L1"):
-        raise ConfigError(f"nd2nz applies to GM -> L1 moves, not {src} -> {dst}")
-    if src == "GM":
+    return _run_moves(chip, instr, vec, cores, moves).tasks[0].duration
+
+
+def _move(chip: Chip, src: str, dst: str, nbytes: int, l2_miss: float, nd2nz: bool = False):
+    """The move instruction as the lowering builds it, and whether it runs on an AIV."""
+    from ..lower.cube_tiling import l1_read
+    from ..lower.tiling import gm_read, gm_write, local_move
+
+    src, dst = src.upper(), dst.upper()
+    pipe = chip.pipe_for(src, dst)
+    if nd2nz:
+        instr = l1_read(chip, nbytes, l2_miss, False, True)
+    elif src == "GM":
         instr = gm_read(chip, pipe, dst, nbytes, l2_miss)
-        if nd2nz:
-            instr = nd2nz_move(chip, instr)
     elif dst == "GM":
         instr = gm_write(chip, pipe, src, nbytes, 0.0)
     else:
         instr = local_move(chip, pipe, src, dst, nbytes)
+    return instr, not chip.coupled and "UB" in (src, dst)
+
+
+def _run_moves(chip: Chip, instr, vec: bool, cores: int, moves: int):
+    """The trace of one task whose `cores` blocks each issue `instr` `moves` times."""
+    from ..hw.names import ENGINE_AICORE
+    from ..lower.program import CoreGroup, Phase, Program, Segment, Stage, Task
+    from ..sim.engine import Engine
+
     group = CoreGroup(tuple(range(cores)), (Segment((Stage(instr.pipe, (instr,)),), moves),))
-    task = Task(0, 0, "copy", "DMA", "AI_VECTOR_CORE" if vec else "AI_CORE",
+    task = Task(0, 0, "transfer", "DMA", "AI_VECTOR_CORE" if vec else "AI_CORE",
                 (Phase(ENGINE_AICORE, (group,), vector_cores=vec),))
-    trace = Engine(Program("copy", chip, [task], 1, "tile")).run()
-    return trace.tasks[0].duration
-
-
-def nd2nz_move(chip: Chip, instr):
-    """`instr` (a GM -> L1 move) at the chip's ND -> NZ path figures instead of the plain
-    copy's (absent on the chip: a ConfigError)."""
-    bw = chip.path_bytes_per_cycle.gm_l1_nd2nz
-    lat = chip.path_latency_cycles.gm_l1_nd2nz
-    if bw is None or lat is None:
-        raise ConfigError(f"{chip.name} has no ND -> NZ GM -> L1 path (gm_l1_nd2nz)")
-    plain = chip.path_bytes_per_cycle.gm_l1
-    return replace(instr, cycles=int(round(lat)), bw=instr.bw * bw / plain)
+    return Engine(Program("transfer", chip, [task], 1, "tile")).run()
 
 
 # ----------------------------------------------------------------------------- entry point
