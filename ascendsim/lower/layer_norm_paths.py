@@ -10,7 +10,7 @@ import math
 from collections.abc import Sequence
 
 from ..ir.tensor import Value
-from .seq_types import NARROW_FLOATS
+from .seq_types import A2_A3_CHIPS, NARROW_FLOATS
 from .seq_types import elem as _e
 from .seq_types import per_row as _w
 from .seq_types import reduction as _r
@@ -158,8 +158,7 @@ LAYER_NORM_V4_SINGLE_READ = (
     _e("vmuls (rstd)", "unary"), _e("vmul (gamma)", "binary"), _e("vadd (beta)", "binary"))
 #: chips of CANN SocVersion ASCEND910B (the A2 910B1..B4) and ASCEND910_93 (the A3 910C), the
 #: two `IsV4SocCheck` allows V4 on (ops-nn aclnn_layer_norm.cpp)
-LAYER_NORM_V4_CHIPS = frozenset({"ascend910b", "ascend910b1", "ascend910b3", "ascend910b4",
-                                 "ascend910c"})
+LAYER_NORM_V4_CHIPS = A2_A3_CHIPS
 #: the normalised sizes `IsV4SocCheck` sends to the SingleRead template (MIN/MAX_V4_REDUCE_AXIS)
 LAYER_NORM_V4_ROWS = frozenset({1024, 4096})
 #: what `explain` adds about the SingleRead path

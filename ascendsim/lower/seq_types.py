@@ -11,19 +11,27 @@ from dataclasses import dataclass
 ELEM, REDUCE, ROW = "elem", "reduce", "row"
 #: 2-byte float dtypes an fp32 sequence casts up
 NARROW_FLOATS = ("float16", "bfloat16")
+#: the A2 and A3 chips (CANN SocVersion ASCEND910B: the 910B1..B4; ASCEND910_93: the 910C,
+#: whose kernels CANN builds from the same dav-c220 sources): the chips the A2 kernel paths
+#: of lower/vector_seq.py and lower/layer_norm_paths.py apply to
+A2_A3_CHIPS = frozenset({"ascend910b", "ascend910b1", "ascend910b3", "ascend910b4",
+                         "ascend910c"})
 
 
 @dataclass(frozen=True)
 class Step:
     """One instruction of a sequence: its name, the chip rate class, its shape, how many;
     `width`: values a ROW step writes per row (a Brcb writes each row's value to a 32-byte
-    block: 8 fp32)."""
+    block: 8 fp32); `index`: a REDUCE step that returns each row's position as well as its
+    value (an argmax), so it cannot fold the row with element-wise max (module note of
+    lower/vector_seq.py, reduce tree)."""
 
     instr: str
     vclass: str
     shape: str = ELEM
     count: float = 1.0
     width: int = 1
+    index: bool = False
 
 
 def elem(instr: str, vclass: str, count: float = 1.0) -> Step:
@@ -31,9 +39,10 @@ def elem(instr: str, vclass: str, count: float = 1.0) -> Step:
     return Step(instr, vclass, ELEM, count)
 
 
-def reduction(instr: str, vclass: str = "reduce") -> Step:
-    """A reduction along the op's reduced axis (a reduce tree per row)."""
-    return Step(instr, vclass, REDUCE)
+def reduction(instr: str, vclass: str = "reduce", index: bool = False) -> Step:
+    """A reduction along the op's reduced axis (a reduce tree per row); `index`: it returns
+    the position of each row's result too (Step.index)."""
+    return Step(instr, vclass, REDUCE, index=index)
 
 
 def per_row(instr: str, vclass: str = "unary", width: int = 1) -> Step:
@@ -41,7 +50,8 @@ def per_row(instr: str, vclass: str = "unary", width: int = 1) -> Step:
     return Step(instr, vclass, ROW, width=width)
 
 
-__all__ = ["ELEM", "NARROW_FLOATS", "REDUCE", "ROW", "Step", "elem", "per_row", "reduction"]
+__all__ = ["A2_A3_CHIPS", "ELEM", "NARROW_FLOATS", "REDUCE", "ROW", "Step", "elem", "per_row",
+           "reduction"]
 
 
 @dataclass(frozen=True)

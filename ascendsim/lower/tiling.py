@@ -224,12 +224,15 @@ class VecSpec:
     # sizes its tile (`OpSequence.ub_bytes`, `lower/vector.py` kernel_ub); 0: buffers x
     # (in + out + temp bytes)
     ub_elem_bytes: float = 0.0
+    # >0: the kernel's own tile, at most this many task elements (`OpSequence.tile`)
+    tile_elems: int = 0
 
 
 def ub_slot_elems(chip, spec: VecSpec, op: str) -> tuple[int, float]:
     """(elements per UB slot, UB bytes per element of one slot's tile) of a vector task:
     the UB divided by the slots and every buffer's bytes per element (or the kernel's own
-    count, `ub_elem_bytes`), aligned; a clear error when not even one aligned tile fits."""
+    count, `ub_elem_bytes`), aligned, at most the kernel's own tile (`tile_elems`); a clear
+    error when not even one aligned tile fits."""
     per_elem = max(sum(b for b, _ in spec.inputs) + spec.out_bytes + spec.temp_bytes, 1e-9)
     ub_elem = spec.ub_elem_bytes or spec.buffers * per_elem
     slot_elems = int(chip.ub_bytes / ub_elem)
@@ -239,6 +242,8 @@ def ub_slot_elems(chip, spec: VecSpec, op: str) -> tuple[int, float]:
             f"op '{op}': UB of core 0 ({chip.ub_bytes} B) cannot hold the minimum tile: "
             f"{spec.buffers} slot(s) x {spec.align} elements x {ub_elem / spec.buffers:g} "
             f"B/element = {spec.align * ub_elem:g} B")
+    if spec.tile_elems > 0:
+        slot_elems = min(slot_elems, spec.tile_elems)
     return slot_elems, per_elem
 
 

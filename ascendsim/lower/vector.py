@@ -272,7 +272,8 @@ def kernel_pipeline(low: Lowering, lone: LonePath | None, n: int) -> dict[str, i
     rows per UB loop) and `row_reads` (GM reads of the main input when such a row does not
     fit a UB tile), from `OpSequence.buffers`, `row_tile` (RmsNorm's NORMAL mode on A2, one
     row; the TBE LayerNorm cube path, 16 rows), `whole_rows`, `row_budget` (RmsNorm's
-    MERGE_N) and `row_reads` (RmsNorm on A2), and for TBE's NORM-pattern Softmax and
+    MERGE_N), `row_reads` (RmsNorm on A2) and `tile_elems` (`OpSequence.tile`: ArgMaxV2's
+    segment on a long row), and for TBE's NORM-pattern Softmax and
     LogSoftmax, whose reduced axis is innermost, the fields of `norm_rows`; {}: the
     defaults."""
     if lone is None:
@@ -295,6 +296,8 @@ def kernel_pipeline(low: Lowering, lone: LonePath | None, n: int) -> dict[str, i
                              n / max(int(ins[0].numel), 1)))
     if seq.row_tile:
         out["row_tile"] = task_elems(int(length) * seq.row_tile)
+    if seq.tile is not None:
+        out["tile_elems"] = task_elems(seq.tile(ins[0].dtype))
     if whole:
         out["row_elems"] = task_elems(int(length))
         if seq.row_budget:

@@ -52,7 +52,10 @@ the k partials (ceil(k*s / 256) repeats). Both are the strategies CANN's reduce 
 between by length (asc-devkit examples 04_reduce: BinaryReduceSumImpl "Add the halves, finally
 one WholeReduceSum"; two WholeReduceSum for longer rows). The whole-reduce rate is the chip's
 `reduce` class (vcadd) or `reduce_max` (vcmax/vcmin: 7 cycles per fp32 repeat, against 3 for
-vcadd). Row steps work on one value per row, ceil(rows*s / 256) repeats.
+vcadd). Row steps work on one value per row, ceil(rows*s / 256) repeats. An index reduction
+(an argmax: `Step.index`) cannot fold, since an element-wise max keeps no positions: it takes
+(b), its first pass writing one (value, index) pair per repeat, its final pass reading the k
+pairs (ceil(2k*s / 256) repeats) as CANN's TIK ArgMaxV2 does (arg_common.py, below).
 """
 
 from __future__ import annotations
@@ -82,7 +85,17 @@ from .layer_norm_paths import (
     layer_norm_tik_narrow,
     layer_norm_v4_single_read,
 )
-from .seq_types import ELEM, REDUCE, ROW, NormSchedule, Step
+from .rms_norm_paths import (
+    MERGE_N_NOTE,
+    RMS_NORM_A2_CHIPS,
+    RMS_NORM_MERGE_N,
+    RMS_NORM_MERGE_N_BUDGET,
+    RMS_NORM_MERGE_N_PERF,
+    RMS_NORM_NORMAL,
+    rms_mode,
+    rms_norm_mode,
+)
+from .seq_types import A2_A3_CHIPS, ELEM, REDUCE, ROW, NormSchedule, Step
 from .seq_types import NARROW_FLOATS as _NARROW_FLOATS
 from .seq_types import elem as _e
 from .seq_types import per_row as _w
@@ -129,7 +142,8 @@ class OpSequence:
     buffers, by that output's dtype, where an Ascend C kernel's tiling divides the UB by its
     own count (`lower.vector.kernel_ub`; None: the generic split); `norm`: a TBE NORM-pattern
     kernel's UB fit rule, workspace traffic and double buffering (`NormSchedule`; with
-    `whole_rows`, in place of `row_reads`)."""
+    `whole_rows`, in place of `row_reads`); `tile`: the kernel's own tile, elements of the main
+    input by its dtype, at most as the UB allows (None: as the UB allows)."""
 
     steps: tuple[Step, ...]
     fp32: bool = False
@@ -149,6 +163,7 @@ class OpSequence:
     narrow_slots: int = 0
     ub_bytes: Callable[[str], float] | None = None
     norm: NormSchedule | None = None
+    tile: Callable[[str], int] | None = None
 
 
 def _swiglu_ub(dtype: str) -> float:
@@ -272,8 +287,9 @@ SEQUENCES: dict[str, OpSequence] = {
     "ReduceLogSumExp": OpSequence((_r("vcmax", "reduce_max"), _e("vsub", "binary"),
                                    _e("vexp", "exp"), _r("vcadd"), _w("vln", "exp"),
                                    _w("vadd", "binary")), rows="axes"),
-    "ArgMax": OpSequence((_r("vcmax", "reduce_max"),), rows="axis"),
-    "ArgMin": OpSequence((_r("vcmin", "reduce_max"),), rows="axis"),
+    # CANN's TIK ArgMaxV2 / ArgMinV2 (arg_common.py): vcmax / vcmin with each repeat's index
+    "ArgMax": OpSequence((_r("vcmax", "reduce_max", index=True),), rows="axis"),
+    "ArgMin": OpSequence((_r("vcmin", "reduce_max", index=True),), rows="axis"),
     # element-wise ops whose sequence is one named instruction
     "Add": OpSequence((_e("vadd", "binary"),)),
     "Sub": OpSequence((_e("vsub", "binary"),)),
@@ -288,98 +304,6 @@ SEQUENCES: dict[str, OpSequence] = {
     "BNTrainingReduceGrad": OpSequence(_BN_REDUCE_GRAD[1:], rows="channels"),
     "BNTrainingUpdate": OpSequence(_BN_UPDATE, fp32=True, rows="channels", cast_at=9),
 }
-
-#: A2 and A3 chips (CANN SocVersion ASCEND910B: the 910B1..B4; ASCEND910_93: the 910C, whose
-#: kernels CANN builds from the same dav-c220 sources) whose RmsNorm is the Ascend C kernel of
-#: ops-nn norm/rms_norm (the first-generation 910 and the 910_95 take other branches of its tiling)
-RMS_NORM_A2_CHIPS = frozenset({"ascend910b", "ascend910b1", "ascend910b3", "ascend910b4",
-                               "ascend910c"})
-#: rms_norm_tiling.cpp (same-dtype branch): rows up to SMALL_REDUCE_NUM aligned elements take
-#: MERGE_N on the 910B; a row longer than UB_FACTOR_B16 / UB_FACTOR_B32 elements (by x's dtype
-#: as stored: fp16 and bf16 2 bytes) is split (SPLIT_D); the rows between take NORMAL
-RMS_NORM_SMALL_REDUCE = 2000
-RMS_NORM_UB_FACTOR = {2: 12288, 4: 10240}
-#: rms_norm_tiling.cpp isPerformance (MERGE_N's Brcb form): x of rank 2 with at most 512 rows,
-#: or of rank 3 with dims 0 and 1 at most 512 and 8; gamma of rank 1; rows of at most 5120;
-#: fp16 or bf16 (PERFORMANC_DIM_ONE_MAX, PERFORMANC_DIM_TWO_MAX, PERFORMANC_DIM_THREE_MAX)
-RMS_NORM_PERF_DIMS = (512, 8)
-RMS_NORM_PERF_COLS = 5120
-#: MERGE_N rows per UB loop: rowFactor = (UB - UB_USED) / (numColAlign * 16 + 260)
-RMS_NORM_MERGE_N_BUDGET = (1024, 16, 260)
-
-
-def rms_norm_mode(ins: Sequence[Value], fmt: str, chip_name: str) -> str:
-    """The mode CANN's Ascend C RmsNorm runs in on an A2 chip (ops-nn rms_norm_tiling.cpp
-    `Tiling4RmsNorm`, same-dtype branch), from x and gamma as stored: "MERGE_N" (the row's
-    32-byte-aligned length at most SMALL_REDUCE_NUM, 2000), "MERGE_N_PERF" (MERGE_N with the
-    isPerformance Brcb form), "NORMAL" (up to the UB factor: 12288 elements for 2-byte
-    dtypes, 10240 for fp32), "SPLIT_D" (longer); for the mixed-dtype branch (fp16/bf16 x, fp32
-    gamma) "MERGE_N" as well, else "MIXED" (its NORMAL, SINGLE_ROW and SPLIT_D modes, which
-    it picks by UB budget, are not told apart); "" off A2, off ND or without gamma."""
-    if chip_name not in RMS_NORM_A2_CHIPS or fmt != "ND" or len(ins) < 2:
-        return ""
-    x, gamma = ins[0], ins[1]
-    item = itemsize(x.dtype)
-    cols = int(gamma.numel)
-    if x.dtype != gamma.dtype or item not in RMS_NORM_UB_FACTOR:
-        # CalMixDtypeTiling: MERGE_N (never the isPerformance form) up to SMALL_REDUCE_NUM
-        # elements aligned to 16; the UB-budget modes past it
-        mixed = x.dtype in _NARROW_FLOATS and gamma.dtype == "float32"
-        return "MERGE_N" if mixed and -(-cols // 16) * 16 <= RMS_NORM_SMALL_REDUCE else "MIXED"
-    per_block = 32 // item
-    col_align = -(-cols // per_block) * per_block
-    if col_align > RMS_NORM_SMALL_REDUCE:
-        return "NORMAL" if col_align <= RMS_NORM_UB_FACTOR[item] else "SPLIT_D"
-    shape = [int(d) for d in x.shape]
-    dims_ok = (len(shape) == 2 and shape[0] <= RMS_NORM_PERF_DIMS[0]) or (
-        len(shape) == 3 and shape[0] <= RMS_NORM_PERF_DIMS[0]
-        and shape[1] <= RMS_NORM_PERF_DIMS[1])
-    perf = (dims_ok and len(gamma.shape) == 1 and cols <= RMS_NORM_PERF_COLS
-            and x.dtype in _NARROW_FLOATS)
-    return "MERGE_N_PERF" if perf else "MERGE_N"
-
-
-def _rms_mode(*modes: str) -> Callable[..., bool]:
-    """A PATHS condition: the RmsNorm runs in one of `modes` (`rms_norm_mode`)."""
-    def applies(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str) -> bool:
-        return rms_norm_mode(ins, fmt, chip_name) in modes
-    return applies
-
-
-#: RmsNorm NORMAL mode (ops-nn norm/rms_norm/op_kernel/rms_norm.h `KernelRmsNorm`): per row,
-#: CopyIn -> Cast to fp32 -> Mul x*x -> ReduceSumHalfInterval (halving Adds, one
-#: WholeReduceSum) -> V_S flag, rstd = 1/sqrt(sum/n + eps) on the scalar unit, S_V flag ->
-#: Muls by rstd -> Cast gamma to fp32 (every row: ComputeMulGammaCast, `recast`) -> Mul gamma
-#: -> Cast back -> CopyOutY; queues of depth BUFFER_NUM = 1 (rms_norm_base.h). The rstd
-#: arithmetic is scalar, not vector work.
-_RMS_NORM_NORMAL = (_e("vmul", "binary"), _r("vcadd"), _e("vmuls", "unary"),
-                    _e("vmul", "binary"))
-#: RmsNorm MERGE_N mode (rms_norm_merge_n.h `KernelRmsNormMergeN::Compute`), per UB loop of
-#: rowFactor rows: Cast x, Mul x*x over every row, ReduceSumMultiN (strided Adds of all rows
-#: per 64 columns, one WholeReduceSum of a repeat per row), then on the rows' values Muls
-#: 1/n, Adds eps, Sqrt, Duplicate 1, Div; the rstd spread back over the rows (the BroadCast
-#: API to [rows, numColAlign]), Mul x*rstd, Mul gamma (broadcast to rowFactor rows once per
-#: core), Cast back; no scalar round trip
-_MERGE_N_HEAD = (_e("vmul", "binary"), _r("vcadd"), _w("vmuls"), _w("vadds"),
-                 _w("vsqrt", "sqrt"), _w("vdup"), _w("vdiv", "div"))
-_RMS_NORM_MERGE_N = (*_MERGE_N_HEAD, _e("vbrcb (rstd to rows)", "unary"),
-                     _e("vmul", "binary"), _e("vmul", "binary"))
-#: Its queues have depth 1 (rms_norm_base.h BUFFER_NUM = 1), but for fp16/bf16 x the input slot
-#: is freed right after the Cast (inQueueX.FreeTensor) and no V_S wait stops the scalar unit
-#: within a loop, so the next loop's CopyIn overlaps this one's compute and the output slot is
-#: awaited only by the final Cast: two slots in effect (`narrow_slots`); fp32 x is held until
-#: the Mul by rstd, near the end: one. (NORMAL keeps one for every dtype: its scalar unit waits
-#: for each row's ReduceSum (V_S) before it issues the rest of the row, the next CopyIn among it.)
-#: its isPerformance form: Brcb writes each row's rstd to one 32-byte block (doPerformanceRstd),
-#: the Muls by rstd and by gamma read those blocks and gamma with repeat strides (repeatByRow)
-_RMS_NORM_MERGE_N_PERF = (*_MERGE_N_HEAD, _w("vbrcb (rstd)", width=8),
-                          _e("vmul", "binary"), _e("vmul", "binary"))
-_MERGE_N_NOTE = ("CANN's Ascend C RmsNorm, MERGE_N mode (ops-nn rms_norm_merge_n.h): rowFactor "
-                 "= (UB - 1024) / (numColAlign x 16 + 260) rows per loop step, each vector "
-                 "instruction over all of them, rstd on the vector unit; queues of depth 1 "
-                 "(rms_norm_base.h BUFFER_NUM = 1), x's slot freed after its Cast for fp16/bf16 "
-                 "(the next load overlaps the compute); whole rows per core, min(rows, AIV cores) "
-                 "cores")
 
 def _narrow_pair(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str) -> bool:
     """Whether both full-shape inputs (grads, x) are 2-byte floats, which a BatchNorm
@@ -496,6 +420,34 @@ def _rope_a2(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str) -> boo
             and rope_loop(ins, 1 << 30) is not None)
 
 
+def arg_segment(dtype: str) -> int:
+    """Elements per UB tile of CANN's TIK ArgMaxV2 / ArgMinV2 on a long row (arg_common.py
+    `_init_data_block`: MAX_SEGMENT_LEN 2048 * 4, three times that for fp16; bf16 is computed
+    as fp32)."""
+    return 3 * 8192 if dtype == "float16" else 8192
+
+
+def _arg_long_row_a2(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str) -> bool:
+    """Whether an ArgMax / ArgMin runs the long-row mode of CANN's TIK kernel on an A2 / A3
+    chip: its reduced axis innermost and longer than one tile (`arg_segment`)."""
+    if chip_name not in A2_A3_CHIPS or not ins or fmt != "ND":
+        return False
+    length, inner = ROW_RULES["axis"](ins, attrs, lambda name: None)
+    return inner == 1 and length > arg_segment(ins[0].dtype)
+
+
+def _arg_long_row(op_type: str, instr: str) -> OpSequence:
+    return OpSequence(
+        SEQUENCES[op_type].steps, rows="axis", buffers=1, whole_rows=True, tile=arg_segment,
+        note=f"CANN's TIK {op_type}V2 on a long row (arg_common.py, "
+             "TILING_MODE_LAST_OVER_SEGMENT_LEN): rows bound whole to cores, each row in "
+             f"tiles of {arg_segment('float32')} elements ({arg_segment('float16')} fp16) "
+             f"loaded one at a time (single-buffered), {instr} with each repeat's index, a "
+             f"second {instr} over the pairs; the per-tile merge with the running result "
+             "(two small instructions and V->S->V round trips) is not costed: no public "
+             "cycle figure")
+
+
 #: op type -> (when a kernel path applies (inputs, attrs, the main input's format, chip name),
 #: its sequence); the first that applies replaces the op's row of SEQUENCES
 PATHS: dict[str, tuple[tuple[Callable[..., bool], OpSequence], ...]] = {
@@ -505,31 +457,31 @@ PATHS: dict[str, tuple[tuple[Callable[..., bool], OpSequence], ...]] = {
     "BNTrainingReduceGrad": ((_narrow_pair, OpSequence(
         _BN_REDUCE_GRAD, fp32=True, rows="channels", cast_at=1,
         note="TBE bn_training_reduce_grad: grads and x cast to fp32, the result back")),),
-    "RmsNorm": ((_rms_mode("NORMAL"), OpSequence(
-        _RMS_NORM_NORMAL, fp32=True, rows="gamma", buffers=1, row_tile=1, whole_rows=True,
+    "RmsNorm": ((rms_mode("NORMAL"), OpSequence(
+        RMS_NORM_NORMAL, fp32=True, rows="gamma", buffers=1, row_tile=1, whole_rows=True,
         recast=True,
         note="CANN's Ascend C RmsNorm, NORMAL mode (ops-nn rms_norm.h): one row per loop "
              "step, single-buffered queues (BUFFER_NUM = 1), gamma cast to fp32 again for "
              "every row, rstd on the scalar unit (the V->S->V round trip per row is not "
              "costed: no public cycle figure)")),
-                (_rms_mode("SPLIT_D"), OpSequence(
+                (rms_mode("SPLIT_D"), OpSequence(
         SEQUENCES["RmsNorm"].steps, fp32=True, rows="gamma", buffers=1, whole_rows=True,
         row_reads=2,
         note="CANN's Ascend C RmsNorm, SPLIT_D mode (ops-nn rms_norm_split_d.h): a row "
              "longer than the UB factor on one core, read from GM twice in UB-sized chunks "
              "(ComputeFormerPrecision sums x*x, ComputeLatter reads x again for y), "
              "single-buffered queues (rms_norm_base.h BUFFER_NUM = 1)")),
-                (_rms_mode("MERGE_N"), OpSequence(
-        _RMS_NORM_MERGE_N, fp32=True, rows="gamma", buffers=1, narrow_slots=2,
+                (rms_mode("MERGE_N"), OpSequence(
+        RMS_NORM_MERGE_N, fp32=True, rows="gamma", buffers=1, narrow_slots=2,
         whole_rows=True,
-        row_budget=RMS_NORM_MERGE_N_BUDGET, note=_MERGE_N_NOTE)),
-                (_rms_mode("MERGE_N_PERF"), OpSequence(
-        _RMS_NORM_MERGE_N_PERF, fp32=True, rows="gamma", buffers=1, narrow_slots=2,
+        row_budget=RMS_NORM_MERGE_N_BUDGET, note=MERGE_N_NOTE)),
+                (rms_mode("MERGE_N_PERF"), OpSequence(
+        RMS_NORM_MERGE_N_PERF, fp32=True, rows="gamma", buffers=1, narrow_slots=2,
         whole_rows=True,
         row_budget=RMS_NORM_MERGE_N_BUDGET,
-        note=_MERGE_N_NOTE + "; its isPerformance form: the rows' rstd spread by Brcb, one "
+        note=MERGE_N_NOTE + "; its isPerformance form: the rows' rstd spread by Brcb, one "
              "32-byte block per row")),
-                (_rms_mode("MIXED"), OpSequence(
+                (rms_mode("MIXED"), OpSequence(
         SEQUENCES["RmsNorm"].steps, fp32=True, rows="gamma", whole_rows=True,
         note="CANN's Ascend C RmsNorm on A2 (ops-nn rms_norm_tiling.cpp), mixed dtypes: "
              "whole rows per core, min(rows, AIV cores) cores")),),
@@ -555,6 +507,8 @@ PATHS: dict[str, tuple[tuple[Callable[..., bool], OpSequence], ...]] = {
              "lines (tokens) bound whole to cores; per UB step cos and sin loaded and cast "
              "once, then per head one strided load, the sequence and one store, "
              "double-buffered")),),
+    "ArgMax": ((_arg_long_row_a2, _arg_long_row("ArgMax", "vcmax")),),
+    "ArgMin": ((_arg_long_row_a2, _arg_long_row("ArgMin", "vcmin")),),
 }
 
 
@@ -588,6 +542,7 @@ class SeqPart:
     elems: float
     row: int = 0
     count: float = 1.0
+    index: bool = False
 
 
 def vclass_of_registry(opdef: Any, ins: Sequence[Value]) -> str:
@@ -691,7 +646,7 @@ def resolve(op_type: str, opdef: Any, ins: Sequence[Value], outs: Sequence[Value
         elif s.shape == REDUCE:
             parts.append(SeqPart(s.instr, s.vclass, cdtype, item, REDUCE,
                                  in_elems * pad(item), math.ceil(length * pad(item)),
-                                 s.count))
+                                 s.count, s.index))
         elif s.shape == ROW:
             parts.append(SeqPart(s.instr, s.vclass, cdtype, item, ROW,
                                  rows * seq.stat_width * s.width, 0, s.count))
@@ -746,13 +701,17 @@ def instr_cycles(chip: Any, vclass: str, dtype: str, elems: float, item: int) ->
     return max(chip.vector_min_cycles, reps * repeat_cycles(chip, vclass, dtype))
 
 
-def reduce_row_cycles(chip: Any, vclass: str, dtype: str, row: int, item: int) -> float:
+def reduce_row_cycles(chip: Any, vclass: str, dtype: str, row: int, item: int,
+                      index: bool = False) -> float:
     """Cycles of the reduce tree of one row of `row` elements (module note): the cheaper of
-    fold-then-whole-reduce and whole-reduce-then-final-pass."""
+    fold-then-whole-reduce and whole-reduce-then-final-pass; an `index` reduction only the
+    latter, over (value, index) pairs."""
     k = max(1, math.ceil(row * item / REPEAT_BYTES - 1e-9))
     whole = repeat_cycles(chip, vclass, dtype)
     if k == 1:
         return whole
+    if index:
+        return k * whole + math.ceil(2 * k * item / REPEAT_BYTES) * whole
     fold = (k - 1) * repeat_cycles(chip, "binary", dtype) + whole
     twice = k * whole + math.ceil(k * item / REPEAT_BYTES) * whole
     return min(fold, twice)
@@ -764,7 +723,8 @@ def part_cycles(chip: Any, part: SeqPart, tile_elems: float) -> int:
     if part.shape == REDUCE:
         rows = n / max(part.row, 1)
         cyc = max(chip.vector_min_cycles,
-                  rows * reduce_row_cycles(chip, part.vclass, part.dtype, part.row, part.item))
+                  rows * reduce_row_cycles(chip, part.vclass, part.dtype, part.row, part.item,
+                                           part.index))
     else:
         cyc = instr_cycles(chip, part.vclass, part.dtype, n, part.item)
     return math.ceil(part.count * cyc - 1e-9)
@@ -780,6 +740,6 @@ __all__ = ["ELEM", "HEAD_LOOPS", "HeadLoop", "LAYER_NORM_CUBE_CHIPS", "LAYER_NOR
            "LAYER_NORM_V4_CHIPS", "PATHS",
            "REDUCE", "RMS_NORM_A2_CHIPS", "rms_norm_mode",
            "REPEAT_BYTES", "ROW", "SEQUENCES", "OpSequence", "SeqPart", "Step",
-           "VEC_CLASS", "derived_steps", "instr_cycles", "part_cycles", "reduce_row_cycles",
-           "repeat_cycles", "resolve", "rope_loop", "sequence_for", "sequence_text",
-           "vclass_of_registry"]
+           "VEC_CLASS", "arg_segment", "derived_steps", "instr_cycles", "part_cycles",
+           "reduce_row_cycles", "repeat_cycles", "resolve", "rope_loop", "sequence_for",
+           "sequence_text", "vclass_of_registry"]
