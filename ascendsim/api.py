@@ -29,7 +29,7 @@ from .errors import CapacityError, ConfigError, GraphError, SimulationError
 from .gcpause import gc_paused
 from .hw import Chip, get_chip
 from .hw.chip import KERNEL_BUILDS
-from .hw.names import DETAILS, MODES
+from .hw.names import DETAILS, ICACHE_STARTS, MODES
 from .hw.precision import PRECISION_MODES, cube_fp32_dtype
 from .hw.precision import precision_mode as precision_mode_of
 from .ir import Graph
@@ -492,7 +492,7 @@ def simulate(graph: Graph, chip: str | Chip = DEFAULT_CHIP, fusion: FusionOption
              mode: str = DEFAULT_MODE, streams: int = 1, symmetric: bool = True,
              progress: Callable[[int, int], None] | bool | None = None,
              check_capacity: bool = True, precision_mode: str | None = None,
-             kernel_build: str | None = None) -> Result:
+             kernel_build: str | None = None, icache: str = "cold") -> Result:
     """Simulate `graph` on `chip` and return a `Result` (cycles, time, trace, outputs).
 
     fusion: see the module docstring (True: the Ascend stack's default passes, as the CLI).
@@ -516,6 +516,11 @@ def simulate(graph: Graph, chip: str | Chip = DEFAULT_CHIP, fusion: FusionOption
     single-buffered) or 'jit' (compiled for the shapes); None = 'jit' for a sunk graph, the
     chip's eager default (`Chip.eager_kernel_build`: 'binary' on the 910B) in eager and host
     mode.
+    icache: the cores' instruction caches when the run starts, on a chip that gives
+    `icache_cold_block_us` (the A2 / A3): 'cold' (they hold no kernel of the graph: each
+    core's first block of a kernel fetches its code, and so does every later one whose core
+    last ran another kernel) or 'warm' (every kernel's code is cached, as in a benchmark loop
+    of one kernel).
     """
     from .lower import lower
     from .lower.memory import memory_plan
@@ -528,6 +533,7 @@ def simulate(graph: Graph, chip: str | Chip = DEFAULT_CHIP, fusion: FusionOption
                          f"with graph.output(...))")
     _check_choice("detail", detail, DETAILS)
     _check_choice("mode", mode, MODES)
+    _check_choice("icache", icache, ICACHE_STARTS)
     progress = _progress_callback(progress)
     options = fusion_options(fusion)
     chip = with_precision_mode(_resolve_chip(chip, options), precision_mode)
@@ -550,7 +556,8 @@ def simulate(graph: Graph, chip: str | Chip = DEFAULT_CHIP, fusion: FusionOption
             memory.check(chip.hbm_bytes, chip.name)
         t1 = time.perf_counter()
         with gc_paused():
-            engine = Engine(program, mode=mode, symmetric=symmetric, progress=progress)
+            engine = Engine(program, mode=mode, symmetric=symmetric, progress=progress,
+                            icache=icache)
             trace = engine.run()
         _name_fused_members(trace, graph)
     except OverflowError as exc:     # a time became infinite (a rate of ~0): not a result

@@ -29,10 +29,13 @@ Timing figures the simulator is expected to use:
   `scalar_ops_per_cycle`.
 - tasks: `host_launch_us` per op launched from the host, `sink_launch_us` per op when the graph
   is sunk on the device, `host_sync_us` from a synchronised call's last task to the host's
-  return from its synchronize; `kernel_start_us` per block on each core (scalar pipe) before the
-  block's first instruction, plus `block_start_us` (optional) per block beyond the first of
-  the kernel, plus `tiling_line_cycles` (optional) per 64-byte line of the kernel's tiling
-  data (lines by kernel kind: `sim.engine.tiling_lines`); AI CPU ops cost
+  return from its synchronize; `task_dispatch_us` (optional) per AI Core phase outside its
+  blocks, plus `block_dispatch_us` (optional) per block beyond the first; `kernel_start_us` per
+  block on each core (scalar pipe) before the block's first instruction, plus `block_start_us`
+  (optional) per block beyond the first of the kernel, plus `icache_cold_block_us` (optional)
+  per block of the phase whose core last ran another kernel, plus `tiling_line_cycles`
+  (optional) per 64-byte line of the kernel's tiling data (lines by kernel kind:
+  `sim.kernelstart.tiling_lines`); AI CPU ops cost
   `ai_cpu_task_launch_us`, then read their inputs and write their outputs through the shared
   L2/HBM fabric at up to `ai_cpu_memory_bytes_per_s` (contending with the AI Cores), and
   compute elements / (`ai_cpu_op_elements_per_cycle[class]` * `ai_cpu_clock_hz`) in between.
@@ -337,6 +340,20 @@ class Chip:
         "float", "us", ge=0, optional=True,
         doc="added to every block's start per block beyond the first: the start-up overhead "
             "grows with the number of cores a kernel starts; absent: 0")
+    task_dispatch_us: float | None = _spec(
+        "float", "us", ge=0, optional=True,
+        doc="inside a task's msprof Task Duration but outside its blocks' own time (aiv_time / "
+            "aicore_time): the task scheduler's dispatch of the first block and the end-of-task "
+            "response, once per AI Core phase, on no pipe; absent: 0")
+    block_dispatch_us: float | None = _spec(
+        "float", "us", ge=0, optional=True,
+        doc="added to `task_dispatch_us` per block beyond the first (the blocks of a phase are "
+            "dispatched one after another), on no pipe; absent: 0")
+    icache_cold_block_us: float | None = _spec(
+        "float", "us", ge=0, optional=True,
+        doc="added to every block's start per block of the phase whose core last ran another "
+            "kernel (a cold instruction cache: the cores fetch the same kernel binary at once "
+            "and are served one after another); absent: 0 (no instruction-cache state)")
     tiling_line_cycles: int | None = _spec(
         "int", "cycles", ge=0, optional=True,
         doc="one 64-byte DataCache line of the kernel's tiling data read from GM by the "

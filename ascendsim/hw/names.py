@@ -42,3 +42,6 @@ DETAILS = ("block", "tile")
 #: Launch modes: graph sink (whole graph on the device), op by op from the host (running
 #: ahead of the device), or eager synchronised single-op calls (see ascendsim.sim.engine).
 MODES = ("sink", "host", "eager")
+#: The cores' instruction caches when a run starts: "cold" (no kernel of the graph cached) or
+#: "warm" (every kernel's code cached, as in a loop of one kernel; see ascendsim.sim.engine).
+ICACHE_STARTS = ("cold", "warm")

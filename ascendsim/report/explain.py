@@ -39,10 +39,10 @@ ADVICE = {
               "element); align shapes or move control flow to the host",
     "launch": "the op runs shorter than its launch: fuse it with its neighbours (one launch "
               "for several ops) or give it more work per launch (a larger batch)",
-    "kernel start": "the fixed start of every block (instruction fetch, kernel arguments and "
-                    "tiling data read by the scalar unit: the chip's kernel_start_us) is most of "
-                    "the op: fuse it with its neighbours (one start for several ops) or give it "
-                    "more work per launch",
+    "kernel start": "the fixed start of every block (kernel arguments and tiling data read by "
+                    "the scalar unit, and after another kernel the instruction fetch: the chip's "
+                    "kernel_start_us and icache_cold_block_us) is most of the op: fuse it with "
+                    "its neighbours (one start for several ops) or give it more work per launch",
     "aicpu": "it runs on the AI CPU, far slower than an AI Core: rewrite it with AI Core ops "
              "(e.g. Pow(x, 2) -> Mul(x, x)) or avoid the op",
 }
@@ -132,6 +132,13 @@ def explain(trace: Trace, op_name: str) -> str:
                          f"other pipes: loads, compute and stores do not fully overlap")
     if lw > 0 and bound != "launch" and lw >= 0.1 * max(dur, 1):
         lines.append(f"its stream waited {us(lw):.2f} us for the launch before it started")
+    # the dispatch head: from the task's start to its first block's start, outside the blocks
+    first = min((iv.start for iv in ivs if iv.engine == "aicore"), default=task.start)
+    if dur > 0 and first - task.start >= 0.2 * dur:
+        lines.append(f"dispatch: {us(first - task.start):.2f} us before its blocks start "
+                     f"({_pct((first - task.start) / dur)} of the task: the task scheduler "
+                     f"dispatches its {task.block_dim} block(s) one after another; the chip's "
+                     f"task_dispatch_us and block_dispatch_us)")
     if start_cycles and dur > 0 and start_cycles >= 0.2 * dur:
         lines.append(f"kernel start: {us(start_cycles):.2f} us per block before its first "
                      f"instruction ({_pct(start_cycles / dur)} of the task)")

@@ -75,18 +75,24 @@ arithmetic (same cycles, records and intervals as stepping them; see its note). 
 accesses of the skipped periods are made on the cache, after a copy has shown they give the
 results the observed period's did.
 
-Kernel start. Every block (a core's share of an AI Core phase) begins with
-`kernel_start_us` on the scalar pipe before any of its pipes issues: instruction fetch
-into the cold icache, the kernel arguments and tiling data read from GM by the scalar unit,
-the scalar prologue that derives the block's offsets, and the end-of-kernel synchronisation
-folded in. It delays nothing but the block itself (other tasks' cores run on), shows as one
-"kernel_start" interval per core on pipe S and counts as scalar busy time. It is why a tiny
-kernel costs a few microseconds in msprof however little it moves. The start grows with
-the number of blocks the kernel starts (Ascend C best practices, "Setting a Proper Number of
-Cores": core start-up, TLB misses, same-address conflicts and variable initialisation make "the
+Kernel start. A phase's blocks start after its dispatch head, outside the blocks and on no
+pipe: `task_dispatch_us`, plus `block_dispatch_us` per block beyond the first (the task
+scheduler dispatches the blocks one after another and the task's end waits for the completion
+response; msprof's Task Duration counts this, its aicore_time / aiv_time, the mean block time,
+does not). Every block (a core's share of an AI Core phase) then begins with `kernel_start_us`
+on the scalar pipe before any of its pipes issues: the kernel arguments, the scalar prologue
+that derives the block's offsets, the end-of-kernel synchronisation folded in. It delays
+nothing but the block itself (other tasks' cores run on), shows as one "kernel_start"
+interval per core on pipe S and counts as scalar busy time. The start grows with the number
+of blocks the kernel starts (Ascend C best practices, "Setting a Proper Number of Cores":
+core start-up, TLB misses, same-address conflicts and variable initialisation make "the
 header overhead increase with the number of used cores"): `block_start_us` per block beyond
-the first, a chip figure (absent: 0), paid by every block of the kernel. The tiling data is
-read apart where the chip gives `tiling_line_cycles` (absent: 0, the read folded into
+the first, a chip figure (absent: 0), paid by every block of the kernel; and, on a chip that
+gives `icache_cold_block_us`, that figure per block of the phase whose core last ran another
+kernel (a cold instruction cache: the cores fetch the same binary at once and are served one
+after another; `kernelstart.InstructionCaches`, which keeps each core's last kernel; a run
+starts "cold", or "warm": every kernel's code cached, as in a loop of one kernel). The tiling
+data is read apart where the chip gives `tiling_line_cycles` (absent: 0, the read folded into
 `kernel_start_us`): the host computes it and passes it in GM, and each block copies it to its
 stack through the scalar unit's DataCache (Ascend C best practices, "Limit the TilingData
 size": a copy of microseconds; "Scalar reads and writes": 64-byte lines), one dependent line
@@ -135,7 +141,7 @@ from simpy.events import PENDING
 
 from ..errors import ConfigError, SimulationError
 from ..gcpause import gc_paused
-from ..hw.names import ENGINE_AICORE, ENGINE_AICPU, ENGINE_HOST, MODES
+from ..hw.names import ENGINE_AICORE, ENGINE_AICPU, ENGINE_HOST, ICACHE_STARTS, MODES
 from ..lower.program import CoreGroup, Program, expand_flags
 from . import coalesce, fastforward
 from .aicpu import run_aicpu
@@ -143,7 +149,7 @@ from .block import COALESCE_MIN, block_processes
 from .cores import Core, Pool
 from .fabric import Fabric
 from .gm import GmAccount
-from .kernelstart import tiling_lines
+from .kernelstart import InstructionCaches, tiling_lines
 from .pipe import run_pipe
 from .records import RecordBuilder
 from .replay import Replay, replay_task, run_recorded, task_key
@@ -170,9 +176,13 @@ class Engine:
 
     def __init__(self, program: Program, mode: str = "sink", symmetric: bool = True,
                  progress: Callable[[int, int], None] | None = None,
-                 replay: bool = True, fast_forward: bool | None = None) -> None:
+                 replay: bool = True, fast_forward: bool | None = None,
+                 icache: str = "cold") -> None:
         if mode not in MODES:
             raise ConfigError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        if icache not in ICACHE_STARTS:
+            raise ConfigError(f"icache must be one of {', '.join(ICACHE_STARTS)}, got "
+                              f"{icache!r}")
         self.p = program
         self.chip = chip = program.chip
         self.detail = program.detail
@@ -208,6 +218,12 @@ class Engine:
         self.block_start_cycles = chip.cycles((chip.block_start_us or 0.0) * 1e-6)
         # one line of the tiling data read (module note, "Kernel start")
         self.tiling_line_cycles = chip.tiling_line_cycles or 0
+        # outside the blocks: the dispatch of a phase and its growth per further block
+        self.dispatch_cycles = chip.cycles((chip.task_dispatch_us or 0.0) * 1e-6)
+        self.block_dispatch_cycles = chip.cycles((chip.block_dispatch_us or 0.0) * 1e-6)
+        # the kernel each core last ran (a cold instruction cache: module note)
+        self.icache = InstructionCaches(
+            chip.cycles((chip.icache_cold_block_us or 0.0) * 1e-6), icache)
         # tasks run one at a time on the device (one stream, sunk): an identical task is
         # replayed, not simulated again (see `replay_key`)
         self.replay = replay and mode == "sink" and program.streams == 1
@@ -316,7 +332,11 @@ class Engine:
                 # is the L2 now)
                 self.l2.resync()
                 key = task_key(self.gm, t)
+                if self.icache.tracked:      # (the lowest free cores: all are free)
+                    key = (*key, self.icache_plan(t))
             seen = self.replays.get(key) if key is not None else None
+            if seen is not None and self.icache.tracked:
+                self.icache_plan(t, touch=True)
             self.started.pop(t.task_id, None)
             if seen is not None:          # the dispatch and the replay as one timeout
                 yield from replay_task(self, t, seen, sink)
@@ -353,18 +373,19 @@ class Engine:
             yield lease.granted
             ids = lease.take()
             self.started.setdefault(task.task_id, env.now)
+            cold = self.icache.touch(task, ph, ids)
             procs = []
             base = 0
             for g in ph.groups:
                 cores = tuple(ids[base + i] for i in range(len(g.cores)))
                 base += len(g.cores)
                 procs.append(env.process(self.group(task, g, cores, blocks=ph.block_dim,
-                                                    lines=tiling_lines(ph))))
+                                                    lines=tiling_lines(ph), cold=cold)))
             yield env.all_of(procs)
             yield lease.release()
 
     def group(self, task, g: CoreGroup, cores: tuple[int, ...], start: bool = True,
-              blocks: int = 1, lines: int = 0):
+              blocks: int = 1, lines: int = 0, cold: int = 0):
         """SimPy body of core group `g` of `task` on `cores`: the kernel start (`start`), then
         one set of pipe processes per core (symmetric: one for the group), coalesced in block
         detail (sim/block.py)."""
@@ -373,7 +394,7 @@ class Engine:
         else:
             sets = [(c,) for c in cores]
         if start:
-            yield from self.kernel_start(task, cores, sets, blocks, lines)
+            yield from self.kernel_start(task, cores, sets, blocks, lines, cold)
         procs = []
         for cs in sets:
             label = f"core {cs[0]}" if len(cs) == 1 else f"cores {cs[0]}-{cs[-1]}"
@@ -391,19 +412,44 @@ class Engine:
                                                            merge=merge)))
         yield self.env.all_of(procs)
 
-    def kernel_start_cycles(self, blocks: int, lines: int = 0) -> int:
-        """Cycles of each block's start in a kernel of `blocks` blocks whose blocks read
-        `lines` lines of tiling data (module note)."""
-        return (self.start_cycles + max(blocks - 1, 0) * self.block_start_cycles
-                + lines * self.tiling_line_cycles)
+    def dispatch_head_cycles(self, blocks: int) -> int:
+        """Cycles from a phase's cores being granted to its blocks' start, outside the blocks
+        (module note, "Kernel start"): `task_dispatch_us` plus `block_dispatch_us` per further
+        block."""
+        return self.dispatch_cycles + max(blocks - 1, 0) * self.block_dispatch_cycles
+
+    def kernel_start_cycles(self, blocks: int, lines: int = 0, cold: int = 0) -> int:
+        """Cycles from a phase's cores being granted to each of its blocks' first instruction
+        in a kernel of `blocks` blocks whose blocks read `lines` lines of tiling data, `cold`
+        of them on cores that last ran another kernel (module note): the dispatch head, then
+        the block's own start."""
+        return (self.dispatch_head_cycles(blocks) + self.start_cycles
+                + max(blocks - 1, 0) * self.block_start_cycles
+                + lines * self.tiling_line_cycles + cold * self.icache.cycles)
+
+    def icache_plan(self, task, touch: bool = False) -> tuple[int, ...]:
+        """The cold block count of each AI Core phase of `task` on the cores it gets when all
+        are free (one stream, sunk: the lowest ids); `touch`: those cores then hold its
+        kernels (a replayed task)."""
+        out = []
+        for ph in task.phases:
+            if ph.engine == ENGINE_AICORE:
+                ids = self.pools["aiv" if ph.vector_cores else "aicore"].free[:ph.block_dim]
+                out.append(self.icache.touch(task, ph, ids) if touch
+                           else self.icache.cold(task, ph, ids))
+        return tuple(out)
 
     def kernel_start(self, task, cores: tuple[int, ...], sets: list, blocks: int,
-                     lines: int = 0):
-        """The block's start on each core before its first instruction (module note, "Kernel
-        start"): `kernel_start_us`, plus `block_start_us` per further block of the kernel,
-        plus `tiling_line_cycles` per line of tiling data, on the scalar pipe, one interval
-        per core."""
-        cycles = self.kernel_start_cycles(blocks, lines)
+                     lines: int = 0, cold: int = 0):
+        """The phase's dispatch head (no pipe, no core busy), then the block's start on each
+        core before its first instruction (module note, "Kernel start"): `kernel_start_us`,
+        plus `block_start_us` per further block of the kernel, plus `tiling_line_cycles` per
+        line of tiling data, plus `icache_cold_block_us` per block of the phase on a core that
+        last ran another kernel, on the scalar pipe, one interval per core."""
+        head = self.dispatch_head_cycles(blocks)
+        if head > 0:
+            yield self.env.timeout(head)
+        cycles = self.kernel_start_cycles(blocks, lines, cold) - head
         if cycles <= 0:
             return
         start = self.env.now

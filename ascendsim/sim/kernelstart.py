@@ -1,5 +1,5 @@
-"""The tiling data a kernel's blocks read at their start, by kernel kind (`Engine` note,
-"Kernel start").
+"""What a kernel's blocks do before their first instruction (`Engine` note, "Kernel start"):
+the tiling data they read, by kernel kind, and the instruction caches of the cores.
 
 The host computes a kernel's tiling data and passes it as a kernel argument in GM; each block
 copies it to its stack through the scalar unit (Ascend C best practices, "Limit the TilingData
@@ -30,4 +30,46 @@ def tiling_lines(ph) -> int:
     return 1
 
 
-__all__ = ["CUBE_TILING_BYTES", "DCACHE_LINE_BYTES", "tiling_lines"]
+
+class InstructionCaches:
+    """Which kernel each AI Core last ran, for the cold-instruction-cache start
+    (`Engine` note, "Kernel start"): a block whose core last ran another kernel fetches the
+    kernel binary into its instruction cache before it runs, `cycles` per such block of its
+    phase (the cores fetch the same binary at once and are served one after another). A
+    kernel is told apart by its op type, task type, core kind and input dtypes (one binary per
+    dtype signature, as CANN's dynamic-shape kernels; another shape is the same binary).
+
+    `start`: "cold" - the cores hold no kernel when the run starts (a graph after other work,
+    a benchmark harness that runs a flush kernel before the timed call); "warm" - every kernel
+    finds its code cached (a loop of one kernel; no state is kept). `cycles` 0: no state."""
+
+    def __init__(self, cycles: int, start: str = "cold") -> None:
+        self.cycles = cycles
+        self.tracked = cycles > 0 and start == "cold"
+        self.last: dict[int, tuple] = {}
+
+    @staticmethod
+    def binary(task, ph) -> tuple:
+        """What a core's instruction cache holds after running phase `ph` of `task`."""
+        return (task.op_type, task.task_type, bool(ph.vector_cores),
+                tuple(getattr(v, "dtype", None) for v in task.inputs))
+
+    def cold(self, task, ph, ids) -> int:
+        """How many of the cores `ids` would start phase `ph` of `task` cold."""
+        if not self.tracked:
+            return 0
+        key = self.binary(task, ph)
+        last = self.last
+        return sum(1 for c in ids if last.get(c) != key)
+
+    def touch(self, task, ph, ids) -> int:
+        """The cold cores among `ids` for phase `ph` of `task`; they then hold its kernel."""
+        n = self.cold(task, ph, ids)
+        if self.tracked:
+            key = self.binary(task, ph)
+            for c in ids:
+                self.last[c] = key
+        return n
+
+
+__all__ = ["CUBE_TILING_BYTES", "DCACHE_LINE_BYTES", "InstructionCaches", "tiling_lines"]

@@ -56,8 +56,8 @@ def is_mix(task) -> bool:
 
 def run_phases(engine, task):
     """SimPy body running the phases of `task`: overlapped for a mix kernel, else in turn.
-    `engine` is the running `Engine`: its `env`, `pools`, `started`, `symmetric`, and its
-    `phase`, `group`, `kernel_start` and `kernel_start_cycles`."""
+    `engine` is the running `Engine`: its `env`, `pools`, `started`, `symmetric`, `icache`,
+    and its `phase`, `group`, `kernel_start` and `kernel_start_cycles`."""
     if is_mix(task):
         yield from run_mix(engine, task, task.phases[0], task.phases[1])
         return
@@ -99,7 +99,10 @@ def run_mix(engine, task, producer: Phase, consumer: Phase):
     made = env.event()                   # fires with the AIC's end: the last tile's flag
     aic = env.process(_side(engine, task, producer, None, made))
     coalesced = max(g.tiles for g in producer.groups) >= COALESCE_MIN
-    start = engine.kernel_start_cycles(producer.block_dim, tiling_lines(producer)) + \
+    # (the producer's cold blocks on the cores it would get now: the lowest free ids)
+    pool = engine.pools["aiv" if producer.vector_cores else "aicore"]
+    cold = engine.icache.cold(task, producer, pool.free[:producer.block_dim])
+    start = engine.kernel_start_cycles(producer.block_dim, tiling_lines(producer), cold) + \
         first_tiles_cycles(producer, PREFIX_TILES if coalesced else 1)
     aiv = env.process(_side(engine, task, consumer, (start, made,
                                                        last_tile_cycles(consumer, producer)),
@@ -122,7 +125,8 @@ def _side(engine, task, ph: Phase, gate, made):
         t0 = env.now
         engine.started.setdefault(task.task_id, t0)
         sets = [ids] if engine.symmetric else [(c,) for c in ids]
-        yield from engine.kernel_start(task, ids, sets, ph.block_dim, tiling_lines(ph))
+        cold = engine.icache.touch(task, ph, ids)
+        yield from engine.kernel_start(task, ids, sets, ph.block_dim, tiling_lines(ph), cold)
         if gate is not None and t0 + gate[0] > env.now:
             yield env.timeout(t0 + gate[0] - env.now)        # the flag of the first tiles
         procs, base = [], 0

@@ -53,7 +53,12 @@ Workload kinds (the `workload` table):
 Op inputs may give ``const`` (a scalar filling the input) or ``values`` (the exact contents, a
 flat list, e.g. GroupedMatmul's cumulative group_list). An op row may set ``loop = true``: the
 time is the mean of a loop of back-to-back calls (event timing around N calls), so it is
-simulated as the loop's steady state per call, like an eager throughput.
+simulated as the loop's steady state per call, like an eager throughput. An op row may set
+``icache = "cold"``: the kernel was profiled inside a graph, after other kernels, and its
+profile shows its instruction cache missing; it runs once after its producers, its cores'
+instruction caches cold (`workloads.icache_start`). Every other op row runs with cached code
+(a loop of the call), except a cold row, whose harness runs a kernel of its own before the
+call (a flush or an L2 clear).
 
 Timings (``timing``): ``msprof_kernel`` (a kernel's device time as msprof reports it from a
 benchmark loop), ``eager_call`` (torch_npu-style calls from the host: one synchronised call,
@@ -126,7 +131,7 @@ _NUMERIC_OPTIONAL = ("first_ratio",)
 HOSTS = ("framework", "acl")
 _WORKLOAD_KEYS = {
     "op": ({"op", "inputs"}, {"kind", "cann_op", "attrs", "cores", "measure", "detail",
-                              "count_bytes", "loop", "host", "kernels"}),
+                              "count_bytes", "loop", "host", "kernels", "icache"}),
     "model": ({"model", "batch"}, {"kind", "seq_len", "image", "precision", "phase", "layers"}),
     "transfer": ({"src", "dst", "bytes"}, {"kind", "l2_miss", "cores", "moves", "nd2nz"}),
     "decoder": ({"preset", "batch"}, {"kind", "phase", "seq_len", "context_len", "precision",
@@ -414,6 +419,9 @@ def _check_workload(w: Any, fail) -> dict[str, Any]:
             raise fail("workload.host", f"{w['host']!r}: expected {' or '.join(HOSTS)}")
         if not isinstance(w.get("loop", False), bool):
             raise fail("workload.loop", f"must be true or false, got {w['loop']!r}")
+        if w.get("icache", "cold") != "cold":
+            raise fail("workload.icache", f"{w['icache']!r}: expected cold (an op profiled "
+                                          f"inside a graph, after other kernels)")
         if "kernels" in w and w["kernels"] not in KERNEL_BUILDS:
             raise fail("workload.kernels", f"{w['kernels']!r}: expected "
                                            f"{' or '.join(KERNEL_BUILDS)} (how the measured "

@@ -108,6 +108,7 @@ from .workloads import (
     build_op_graph,
     decoder_plan,
     decoder_tokens,
+    icache_start,
     is_cann_fusion,
     is_earlier_call,
     measured_nodes,
@@ -557,11 +558,11 @@ class RowRunner:
         self.serving_runs: dict[tuple, Any] = {}
 
     def run(self, graph, chip: Chip, fusion: bool, mode: str, detail: str,
-            kernel_build: str | None = None):
-        key = (id(graph), chip, fusion, mode, detail, kernel_build)
+            kernel_build: str | None = None, icache: str = "cold"):
+        key = (id(graph), chip, fusion, mode, detail, kernel_build, icache)
         if key not in self.results:
             self.results[key] = simulate(graph, chip, fusion=fusion, mode=mode, detail=detail,
-                                         kernel_build=kernel_build)
+                                         kernel_build=kernel_build, icache=icache)
         return self.results[key]
 
     def value(self, row: CorpusRow, chip: Chip) -> float:
@@ -593,7 +594,8 @@ class RowRunner:
         measure = w.get("measure", "task")
         detail = w.get("detail", "block")
         fused = row.timing in ("graph_step", "throughput") or is_cann_fusion(row)
-        res = self.run(graph, chip, fused, _op_mode(row, measure), detail, w.get("kernels"))
+        res = self.run(graph, chip, fused, _op_mode(row, measure), detail, w.get("kernels"),
+                       icache_start(row))
         trace = res.trace
         nodes = measured_nodes(row)
         mine = [t for t in trace.tasks if t.op_name in nodes or nodes.intersection(t.fused_ops)]

@@ -109,6 +109,15 @@ FLUSH_HARNESSES: dict[str, int] = {
     "github.com/flagos-ai/FlagGems-vllm": 192 * 2**20,
     "github.com/huawei-csl/pto-dsl": 256 * 2**20,
 }
+#: the harnesses that run a kernel of their own on the cores just before each timed call, so
+#: that the measured kernel's cores last ran another kernel (`icache_start`), by the repository
+#: of a cold row's source table: the flushing do_bench harnesses (`FLUSH_HARNESSES`: their
+#: `cache.zero_()` is a kernel over the whole buffer) and msprof op's kernel replay, which
+#: clears L2 with a DFX kernel over every core before the launch (Ascend/msopcom
+#: `DataCollectInDevice::ReplayOnce`, `ClearL2Cache`; docs/corpus.md, "Rows timed with msprof
+#: op"): the pyasc torch_npu rows and Huawei's asc-devkit samples (msopprof)
+CLEARING_HARNESSES = frozenset({*FLUSH_HARNESSES, "github.com/compiler-team-ru/pyasc",
+                                "github.com/mirror-cann/asc-devkit"})
 #: calls of a looped op row simulated back to back; the last one is measured (module note)
 LOOP_CALLS = 3
 #: name prefix of the earlier calls of a looped op row (not measured)
@@ -189,9 +198,26 @@ def flush_bytes(row: CorpusRow) -> int:
     return FLUSH_HARNESSES.get(row.source_table.split(":", 1)[0], 0)
 
 
+def icache_start(row: CorpusRow) -> str:
+    """The cores' instruction caches when a row's run starts (`simulate(icache=)`): "cold"
+    where the measured kernel follows other kernels on its cores - a whole model or decoder
+    step, a cold row whose harness runs a kernel of its own just before the call
+    (`CLEARING_HARNESSES`), an op profiled inside a graph whose profile shows its instruction
+    cache missing (``icache = "cold"``); else "warm", a loop of the measured call (its earlier
+    calls cached its code)."""
+    if row.workload.get("kind", "op") != "op" or row.workload.get("icache") == "cold":
+        return "cold"
+    clearing = row.source_table.split(":", 1)[0] in CLEARING_HARNESSES
+    return "cold" if row.data == "cold" and clearing else "warm"
+
+
 def loop_calls(row: CorpusRow) -> int:
-    """How many back-to-back calls of the op a row's graph runs (see the module note)."""
+    """How many back-to-back calls of the op a row's graph runs (see the module note); one
+    for an op profiled inside a graph (``icache = "cold"``: it follows its producers, not an
+    earlier call of itself)."""
     w = row.workload
+    if w.get("icache") == "cold":
+        return 1
     measure = str(w.get("measure", "task"))
     looped = row.timing == "msprof_kernel" or (
         row.timing == "eager_call" and (row.metric == "throughput" or bool(w.get("loop"))))

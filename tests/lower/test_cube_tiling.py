@@ -57,13 +57,14 @@ def test_doubling_the_cube_rate_speeds_a_4096_gemm_on_the_910_by_over_30_percent
 
 def test_910b_4096_gemm_is_cube_bound_and_its_2x_cube_limit_is_the_gm_path():
     """On the 910B2 the 4096^3 fp16 GEMM (ND operands, CANN's 128x256 base block) keeps the
-    cube >= 90% busy. Doubling the cube alone is capped by the per-core nd2nz GM->L1 rate
-    (128 B/cycle against the 192 B/cycle a 2x cube would need at 85 flops/byte); doubling the
-    cube with the GM->L1 paths and L2 bandwidth makes it > 1.3x faster."""
+    cube >= 85% busy (Huawei's Matmul sample measures aic_mac_ratio 0.864 on an 8192^3 fp16
+    GEMM from ND data, MTE2-bound). Doubling the cube alone is capped by the per-core nd2nz
+    GM->L1 rate (115 B/cycle against the 192 B/cycle a 2x cube would need at 85 flops/byte);
+    doubling the cube with the GM->L1 paths and L2 bandwidth makes it > 1.3x faster."""
     chip = get_chip("ascend910b")
     g = _gemm(4096, 4096, 4096)
     base = _mm(chip, g)
-    assert base.pipe_cycles["M"] >= 0.9 * base.duration
+    assert base.pipe_cycles["M"] >= 0.85 * base.duration
     pb = chip.path_bytes_per_cycle
     fast_all = _double_cube(chip).replace(
         path_bytes_per_cycle={"gm_l1": 2 * pb.gm_l1, "gm_l1_nd2nz": 2 * pb.gm_l1_nd2nz},

@@ -132,14 +132,28 @@ def test_comparison_outputs_differ(small_trace: Trace) -> None:
 
 
 def test_explain_names_the_kernel_start_of_a_tiny_op():
-    """A 16-element Relu is mostly its block's fixed start (kernel_start_us on pipe S): explain
-    says so and advises more work per launch, not shape alignment."""
+    """A 16-element Relu on the 910 is mostly its block's fixed start (kernel_start_us on pipe
+    S): explain says so and advises more work per launch, not shape alignment."""
     g = asim.Graph("tiny")
     x = g.input("x", shape=(16,), dtype="float16")
     g.output(g.relu(x))
-    res = asim.simulate(g, "ascend910b")
+    res = asim.simulate(g, "ascend910")
     text = res.explain(res.trace.tasks[0].op_name)
     chip = res.trace.chip
     assert "scalar bound (the blocks' kernel start)" in text
     assert f"kernel start: {chip.kernel_start_us:.2f} us per block" in text
     assert "kernel_start_us" in text and "align shapes" not in text
+
+
+def test_explain_names_the_dispatch_outside_the_blocks():
+    """On the A2 a tiny kernel's blocks start after the dispatch head (task_dispatch_us, outside
+    the blocks, on no pipe): explain names it with its share."""
+    g = asim.Graph("tiny")
+    x = g.input("x", shape=(16,), dtype="float16")
+    g.output(g.relu(x))
+    res = asim.simulate(g, "ascend910b", icache="warm")
+    task = res.trace.tasks[0]
+    text = res.explain(task.op_name)
+    chip = res.trace.chip
+    assert f"dispatch: {chip.task_dispatch_us:.2f} us before its blocks start" in text
+    assert "task_dispatch_us" in text

@@ -64,6 +64,12 @@ def test_mix_kernel_block_and_tile_detail_agree():
     assert abs(mix_b - mix_t) <= 0.05 * mix_t
 
 
+def _head(blocks: int) -> int:
+    """Cycles of a phase's dispatch head on CHIP (engine note, "Kernel start")."""
+    return (CHIP.cycles((CHIP.task_dispatch_us or 0.0) * 1e-6)
+            + (blocks - 1) * CHIP.cycles((CHIP.block_dispatch_us or 0.0) * 1e-6))
+
+
 def test_the_aiv_waits_for_the_first_aic_tile_and_ends_after_the_last():
     """In the trace (tile detail), the AIV's first work starts after the AIC's first tile
     has left L0C for the workspace (FIX), and the kernel ends after the AIC's last FIX."""
@@ -76,6 +82,11 @@ def test_the_aiv_waits_for_the_first_aic_tile_and_ends_after_the_last():
     first_fix = min(iv.end for iv in aic if iv.pipe == "FIX")
     assert aic and aiv and min(iv.start for iv in aiv) >= first_fix
     assert trace.tasks[0].end > max(iv.end for iv in aic if iv.pipe == "FIX")
-    # both phases' cores start the kernel at the task's start
+    # each phase's blocks start after its own dispatch head (outside the blocks, by its block
+    # count), counted from the task's start
     starts = [iv for iv in trace.intervals if iv.kind == KERNEL_START_KIND]
-    assert {iv.start for iv in starts} == {trace.tasks[0].start}
+    t0 = trace.tasks[0].start
+    heads = {t0 + _head(len({iv.core for iv in starts if side(iv)}))
+             for side in (lambda iv: iv.core < CHIP.ai_cores,
+                          lambda iv: iv.core >= CHIP.ai_cores)}
+    assert {iv.start for iv in starts} == heads

@@ -1,7 +1,8 @@
 """The tiling data read at each block's start (`tiling_line_cycles`, engine note "Kernel
 start"; lines by kernel kind in ascendsim.sim.kernelstart): a tiny kernel's time holds each
 fixed cost of its start, kernel_start_us + (blocks - 1) x block_start_us + lines x
-tiling_line_cycles, and the figure is absent (0) on every built-in chip."""
+tiling_line_cycles (with its code cached), and the figure is absent (0) on every built-in
+chip."""
 
 import pytest
 
@@ -16,7 +17,8 @@ LINE = 200          # cycles of one line in these tests (no chip gives the figur
 
 
 def _run(graph: asim.Graph, chip, name: str):
-    res = simulate(graph, chip, fusion=False)
+    # (code cached: no cold-instruction-cache term in the starts these tests add up)
+    res = simulate(graph, chip, fusion=False, icache="warm")
     return res, res.trace.task(name)
 
 
@@ -88,7 +90,7 @@ def test_a_mix_kernel_reads_per_side():
     g = asim.Graph("t")
     a, b = g.input("a", (256, 256), "float16"), g.input("b", (256, 256), "float16")
     g.output(g.relu(g.matmul(a, b, name="mm"), name="r"))
-    res = simulate(g, chip)
+    res = simulate(g, chip, icache="warm")
     (task,) = res.trace.tasks
     assert task.task_type == "MIX_AIC"
     start = chip.cycles(chip.kernel_start_us * 1e-6)

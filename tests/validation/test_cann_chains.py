@@ -11,7 +11,12 @@ import ascendsim as asim
 from ascendsim.errors import GraphError
 from ascendsim.validation.corpus import check_row, load_corpus
 from ascendsim.validation.validate import validate_rows
-from ascendsim.validation.workloads import build_op_graph, measured_nodes, measures_whole_call
+from ascendsim.validation.workloads import (
+    build_op_graph,
+    icache_start,
+    measured_nodes,
+    measures_whole_call,
+)
 
 
 def addmv_row(m: int, k: int, dtype: str = "float16", attrs: dict | None = None,
@@ -68,7 +73,7 @@ def test_row_time_counts_every_kernel_of_the_call():
     row = addmv_row(4096, 4096)
     assert measures_whole_call(row)
     g = build_op_graph(row)
-    res = asim.simulate(g, "ascend910b", fusion=False, mode="sink")
+    res = asim.simulate(g, "ascend910b", fusion=False, mode="sink", icache=icache_start(row))
     kinds = [t.op_type for t in res.trace.tasks]
     assert kinds == ["TransData", "TransData", "MatMul", "TransData", "Add"]
     total_us = res.chip.seconds(sum(t.duration for t in res.trace.tasks)) * 1e6

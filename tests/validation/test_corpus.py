@@ -161,12 +161,14 @@ def row_problems(row: Any) -> list[str]:
 
 
 def _chip_figure_exists(chip: str, dotted: str) -> bool:
-    """Whether `dotted` (e.g. "cube_mkn.bfloat16") names a figure of the chip's TOML file."""
+    """Whether `dotted` (e.g. "cube_mkn.bfloat16") names a figure of the chip's TOML file or
+    of the file it starts from (`base`: the A2 variants take the 910B2's figures)."""
     name = CHIP_ALIASES.get(chip.lower(), chip.lower())
-    node: Any = tomllib.loads((CHIP_FILES / f"{name}.toml").read_text(encoding="utf-8"))
+    doc: Any = tomllib.loads((CHIP_FILES / f"{name}.toml").read_text(encoding="utf-8"))
+    node = doc
     for part in dotted.split("."):
         if not isinstance(node, Mapping) or part not in node:
-            return False
+            return "base" in doc and _chip_figure_exists(doc["base"], dotted)
         node = node[part]
     return isinstance(node, Mapping) and "value" in node
 

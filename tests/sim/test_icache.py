@@ -1,0 +1,95 @@
+"""The cold instruction cache (`icache_cold_block_us`, engine note "Kernel start";
+`kernelstart.InstructionCaches`): a block whose core last ran another kernel pays the chip's
+figure per cold block of its phase before its first instruction; the same kernel again on the
+same cores does not. Measured on the A3's LongCat profile (the figure's source); these tests
+check how the engine keeps the state."""
+
+import pytest
+
+import ascendsim as asim
+from ascendsim.api import simulate
+from ascendsim.errors import ConfigError
+from ascendsim.hw import get_chip
+from ascendsim.sim.engine import KERNEL_START_KIND
+from ascendsim.validation.corpus import load_corpus
+from ascendsim.validation.workloads import icache_start
+
+CHIP = get_chip("ascend910b")
+
+
+def _chain(n: int = 1 << 16, ops: tuple[str, ...] = ("relu", "relu", "abs", "relu")):
+    """A chain of element-wise ops on one tensor (same shape, dtype and block count)."""
+    g = asim.Graph("t")
+    x = g.input("x", (n,), "float16")
+    for i, op in enumerate(ops):
+        x = getattr(g, op)(x, name=f"op{i}")
+    g.output(x)
+    return g
+
+
+def _starts(res, name: str) -> set[int]:
+    task = res.trace.task(name)
+    return {iv.duration for iv in res.trace.intervals_of(task.task_id)
+            if iv.kind == KERNEL_START_KIND}
+
+
+def test_a_core_that_last_ran_another_kernel_fetches_its_code():
+    """relu, relu, abs, relu on the same cores: the first relu is cold (nothing cached), the
+    second warm (same kernel), abs cold, the last relu cold again (its cores last ran abs);
+    a cold block's start is longer by exactly blocks x icache_cold_block_us."""
+    res = simulate(_chain(), CHIP, fusion=False)
+    blocks = res.trace.task("op0").block_dim
+    assert blocks > 1
+    warm = _starts(res, "op1")
+    per_block = CHIP.cycles(CHIP.icache_cold_block_us * 1e-6)
+    assert len(warm) == 1 and per_block > 0
+    for name in ("op0", "op2", "op3"):
+        assert _starts(res, name) == {next(iter(warm)) + blocks * per_block}, name
+
+
+def test_a_warm_run_caches_every_kernel():
+    res = simulate(_chain(), CHIP, fusion=False, icache="warm")
+    starts = [_starts(res, f"op{i}") for i in range(4)]
+    assert starts[0] == starts[1] == starts[2] == starts[3]
+    cold = simulate(_chain(), CHIP, fusion=False)
+    assert cold.time_us > res.time_us
+
+
+def test_replayed_tasks_keep_the_state():
+    """The same chain with the engine's replay of identical tasks (one stream, sunk) and in
+    host mode (no replay) gives each task the same start: the replay key carries the cold
+    blocks each task would meet."""
+    sink = simulate(_chain(ops=("relu", "relu", "abs", "relu", "relu")), CHIP, fusion=False)
+    host = simulate(_chain(ops=("relu", "relu", "abs", "relu", "relu")), CHIP, fusion=False,
+                    mode="host")
+    for i in range(5):
+        assert _starts(sink, f"op{i}") == _starts(host, f"op{i}"), i
+    assert _starts(sink, "op3") != _starts(sink, "op4")       # cold after abs, then warm
+
+
+def test_chips_without_the_figure_keep_no_state():
+    for name in ("ascend910", "ascend910b_gen1", "ascend310p"):
+        chip = get_chip(name)
+        assert chip.icache_cold_block_us is None
+        res = simulate(_chain(), chip, fusion=False)
+        assert _starts(res, "op0") == _starts(res, "op1") == _starts(res, "op2")
+
+
+def test_an_unknown_start_is_a_config_error_naming_it():
+    with pytest.raises(ConfigError, match="icache='lukewarm'"):
+        simulate(_chain(), CHIP, icache="lukewarm")
+    with pytest.raises(ConfigError, match="icache_cold_block_us"):
+        CHIP.replace(icache_cold_block_us=-1.0)
+
+
+def test_corpus_rows_start_as_their_harness_left_the_cores():
+    """A looped op row runs warm; a cold row of a harness that runs a kernel of its own before
+    the call (do_bench's flush, msprof op's L2 clear) and an op profiled inside a graph with
+    `icache = "cold"` run cold; whole models and decoder steps run cold."""
+    rows = {r.id: r for r in load_corpus()}
+    assert icache_start(rows["pyasc-910b4-npu-swiglu-2x64x512-fp32"]) == "cold"   # msprof op
+    assert icache_start(rows["tta8-910b4-add-1024-int32"]) == "cold"               # do_bench
+    assert icache_start(rows["lc-910c-rmsnorm-4x3072-bf16"]) == "cold"             # in a graph
+    assert icache_start(rows["lc-910c-add-4x1x3072-bf16"]) == "warm"               # warm there
+    assert icache_start(rows["tlrope-a2-rope-prefill-bs8"]) == "warm"              # a loop
+    assert icache_start(rows["infer-llama2-70b-tp8-0002"]) == "cold"               # a model
