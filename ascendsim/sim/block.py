@@ -120,7 +120,12 @@ def _join(engine: Any, task, barrier: dict, busy, tile_ends: list, stalled, tot:
     paced, once = barrier["pace"]
     free = max(0.0, busy - stalled - once[j]) / PREFIX_TILES
     spacing = 0.0
-    if len(tile_ends) >= 2:
+    if any(once) and len(tile_ends) >= 2:
+        # a prefix whose first tile does work the others do not (`coalesce.pace_profile`)
+        # delays the tiles after it until the double-buffered pipeline refills: the steady
+        # spacing is that of its last two tiles
+        spacing = tile_ends[-1] - tile_ends[-2]
+    elif len(tile_ends) >= 2:
         spacing = (tile_ends[-1] - tile_ends[0]) / (len(tile_ends) - 1)
     if paced[j]:
         barrier["busy"].append((free, spacing, stalled / PREFIX_TILES))

@@ -153,6 +153,57 @@ def _merge(segments: list[Segment]) -> list[Segment]:
     return out
 
 
+def _stage_busy(stage: Stage) -> float:
+    """A stage's uncontended cycles in one tile: its head once, its instructions per unit."""
+    return (sum(i.busy() for i in stage.head)
+            + stage.units * sum(i.busy() for i in stage.instrs))
+
+
+def _shape(stages: tuple[Stage, ...]) -> tuple:
+    """A tile's instruction structure, without its sizes: per stage its head and unit
+    instruction kinds and its unit count."""
+    return tuple((tuple(i.kind for i in st.head), st.units, tuple(i.kind for i in st.instrs))
+                 for st in stages)
+
+
+def _prefix_excess(segments: tuple[Segment, ...], prefix: tuple[Segment, ...],
+                   n: int) -> tuple[float, ...]:
+    """Per stage, the uncontended cycles of the prefix's tiles whose instruction structure no
+    later tile of the group shares, beyond as many tiles at the mean of the later tiles (0
+    when every prefix tile recurs, as in a group of identical tiles): a head loop's first
+    head, which also loads and casts the UB step's tables (lower/tiling.py
+    `head_loop_work`), runs once, not with every tile of the window."""
+    ntiles = sum(sg.count for sg in prefix)
+    rest_n = sum(sg.count for sg in segments) - ntiles
+    if rest_n <= 0 or ntiles <= 0:
+        return (0.0,) * n
+    rest = _segments_after(segments, ntiles)
+    later = {_shape(sg.stages) for sg in rest}
+    odd = [sg for sg in prefix if _shape(sg.stages) not in later]
+    if not odd:
+        return (0.0,) * n
+    out = []
+    for j in range(n):
+        mean = sum(sg.count * _stage_busy(sg.stages[j]) for sg in rest) / rest_n
+        out.append(max(0.0, sum(sg.count * (_stage_busy(sg.stages[j]) - mean) for sg in odd)))
+    return tuple(out)
+
+
+def _segments_after(segments: tuple[Segment, ...], k: int) -> list[Segment]:
+    """The segments of a group after its first `k` tiles."""
+    out: list[Segment] = []
+    left = k
+    for sg in segments:
+        if left >= sg.count:
+            left -= sg.count
+        elif left > 0:
+            out.append(Segment(sg.stages, sg.count - left))
+            left = 0
+        else:
+            out.append(sg)
+    return out
+
+
 def pace_profile(segments: tuple[Segment, ...], prefix: tuple[Segment, ...],
                  chunks: bool) -> tuple[tuple[bool, ...], tuple[float, ...]]:
     """Per stage of a coalesced group, whether its work recurs with every (chunk) tile, and
@@ -163,7 +214,7 @@ def pace_profile(segments: tuple[Segment, ...], prefix: tuple[Segment, ...],
     window."""
     n = len(segments[0].stages)
     if not chunks:
-        return (True,) * n, (0.0,) * n
+        return (True,) * n, _prefix_excess(segments, prefix, n)
     paced = tuple(not any(i.kind == HANDOFF_KIND for sg in segments
                           for i in sg.stages[j].instrs)
                   for j in range(n))

@@ -89,3 +89,18 @@ def test_block_detail_coalesces_long_programs():
         iv.count for iv in tile.trace.intervals_of(t_task.task_id)
         if iv.core == 0 and iv.pipe == "M")
     assert block.events < tile.events
+
+
+@pytest.mark.parametrize("x,r", [((4, 1, 64, 128), (4, 1, 1, 128)),
+                                 ((64, 1, 64, 128), (64, 1, 1, 128))])
+def test_head_loop_first_tile_is_not_the_pace(x, r):
+    """CANN's RoPE head loop on an A2 (lower/tiling.py `head_loop_work`): the first head of a
+    UB step also loads and casts cos and sin; block detail must not run that work again
+    with every coalesced head (coalesce.pace_profile), so both detail levels agree."""
+    g = asim.Graph("rope")
+    a = g.input("x", x, "float16")
+    g.output(g.rotary_mul(a, g.input("c", r, "float16"), g.input("s", r, "float16")))
+    block = simulate(g, "ascend910b", detail="block", fusion=False)
+    tile = simulate(g, "ascend910b", detail="tile", fusion=False)
+    err = abs(block.cycles - tile.cycles) / tile.cycles
+    assert err <= TOL, f"block {block.cycles} vs tile {tile.cycles}: {100 * err:.2f}%"
