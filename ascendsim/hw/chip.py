@@ -360,6 +360,11 @@ class Chip:
             "scalar unit at each block's start (dependent reads: latency, not bandwidth); the "
             "lines per kernel kind are `sim.engine.tiling_lines`; absent: 0 (the read is "
             "folded into kernel_start_us)")
+    vector_dep_latency_cycles: float | None = _spec(
+        "float", "cycles", ge=0, optional=True,
+        doc="completion latency a dependent vector step of a sequence waits out (the "
+            "PipeBarrier<PIPE_V> between dependent vector instructions), added per step after "
+            "the first; absent: 0")
     vector_split_bytes: int | None = _spec(
         "int", "bytes", gt=0, optional=True,
         doc="per-core data of a vector kernel's multi-core split where the chip's built-in "

@@ -120,18 +120,27 @@ def vec_instrs(chip, parts, elems: float) -> tuple[Instr, ...]:
     of a sequence. A legacy `VecPart` (a format conversion) is one instruction of its bytes."""
     out: list[Instr] = []
     run = 0
+    steps = 0
     kinds: list[str] = []
+    # a step of a run waits out the completion of the step before it (the PipeBarrier<PIPE_V>
+    # CANN kernels put between dependent vector instructions); the run's first step does not
+    dep = chip.vector_dep_latency_cycles or 0.0
+
+    def close() -> None:
+        out.append(Instr("V", _seq_kind(kinds), max(run + math.ceil(dep * max(steps - 1, 0)), 1)))
+
     for p in parts:
         if isinstance(p, SeqPart):
             run += part_cycles(chip, p, elems)
+            steps += max(1, math.ceil(p.count - 1e-9))
             kinds.append(p.instr.split()[0])
             continue
         if kinds:
-            out.append(Instr("V", _seq_kind(kinds), max(run, 1)))
-            run, kinds = 0, []
+            close()
+            run, steps, kinds = 0, 0, []
         out.append(vec_instr(chip, p.vclass, p.dtype, p.bytes_per_elem * elems, p.kind))
     if kinds:
-        out.append(Instr("V", _seq_kind(kinds), max(run, 1)))
+        close()
     return tuple(out)
 
 

@@ -100,9 +100,27 @@ def test_fp16_softmax_pays_the_casts():
     assert casts == [max(chip.vector_min_cycles, n * 2 / REPEAT_BYTES)] * 2
     half = simulate(_graph("Softmax", shape, "float16"), chip, detail="tile", fusion=False)
     assert "float16 computed in float32" in half.explain("op")
-    assert _v_busy(half, "op") == sum(part_cycles(chip, p, n) for p in parts)
+    # each step after the first also waits out the step before it (vector_dep_latency_cycles)
+    dep = math.ceil(chip.vector_dep_latency_cycles * (len(parts) - 1))
+    assert _v_busy(half, "op") == sum(part_cycles(chip, p, n) for p in parts) + dep
     full = simulate(_graph("Softmax", shape, "float32"), chip, detail="tile", fusion=False)
     assert "vconv" not in full.explain("op")
+
+
+def test_a_dependent_vector_step_waits_out_the_one_before():
+    """A sequence of k vector steps costs its parts plus (k - 1) completion latencies
+    (vector_dep_latency_cycles, measured on the A2: a 32-repeat Add takes 22 + 2 x 32 cycles);
+    without the figure only the parts; the first generation 910 has none."""
+    chip = _one_core("ascend910b")
+    assert chip.vector_dep_latency_cycles == 20
+    g = _graph("Softmax", (32, 128), "float32")
+    x, y = Value("x", (32, 128), "float32"), Value("y", (32, 128), "float32")
+    parts, _, _ = resolve("Softmax", get_op("Softmax"), [x], [y], {"axis": -1}, 1.0)
+    with_dep = _v_busy(simulate(g, chip, detail="tile", fusion=False), "op")
+    without = _v_busy(simulate(g, chip.replace(vector_dep_latency_cycles=None), detail="tile",
+                               fusion=False), "op")
+    assert len(parts) > 2 and with_dep - without == 20 * (len(parts) - 1)
+    assert get_chip("ascend910b_gen1").vector_dep_latency_cycles is None
 
 
 def test_a_partial_repeat_costs_a_full_one():
