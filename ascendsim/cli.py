@@ -35,7 +35,7 @@ from typing import Any
 from .api import DEFAULT_CHIP, DEFAULT_DETAIL, DEFAULT_MODE, with_precision_mode
 from .errors import AscendSimError
 from .hw.chip import KERNEL_BUILDS
-from .hw.names import DETAILS, MODES
+from .hw.names import DETAILS, ICACHE_STARTS, MODES
 from .hw.precision import PRECISION_MODES
 from .serving import DEFAULT_SERVING_CHIP
 from .serving.workload import DEFAULT_OUTPUT_MEAN, DEFAULT_PROMPT_MEAN
@@ -252,11 +252,12 @@ def _check_out(path: str | None, flag: str) -> None:
 
 
 def _simulate(graph: Any, chip: Any, fusion: Any, detail: str, progress: Progress,
-              mode: str, kernel_build: str | None = None) -> Any:
+              mode: str, kernel_build: str | None = None, icache: str = "cold") -> Any:
     import ascendsim as asim
 
     return asim.simulate(graph, chip=chip, fusion=fusion, detail=detail, mode=mode,
-                         progress=progress.sim_callback(), kernel_build=kernel_build)
+                         progress=progress.sim_callback(), kernel_build=kernel_build,
+                         icache=icache)
 
 
 def parse_window(text: str | None) -> tuple[float, float] | None:
@@ -334,7 +335,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             graph = load_model(args.model, args.batch, **_sizes(args))
         with progress.stage("optimising + simulating" if fusion is not False else "simulating"):
             res = _simulate(graph, chip, fusion, args.detail, progress, args.mode,
-                            args.kernel_build)
+                            args.kernel_build, args.icache)
         window, cores = _check_view(res, window, cores)
         with progress.stage("writing reports"):
             if args.timeline:
@@ -383,7 +384,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             cmp = asim.compare(graph, chip=chip, fusion=_fusion(args), detail=args.detail,
                                mode=args.mode, values=args.values,
                                progress=None if args.progress else False,
-                               kernel_build=args.kernel_build)
+                               kernel_build=args.kernel_build, icache=args.icache)
         with progress.stage("plotting"):
             if args.plot:
                 cmp.plot(args.plot)
@@ -404,7 +405,7 @@ def cmd_attribute(args: argparse.Namespace) -> int:
     att = attribute(graph, with_precision_mode(get_chip(args.chip), args.precision_mode),
                     fusion=fusion, passes=args.passes or None,
                     instances=not args.no_instances, detail=args.detail, mode=args.mode,
-                    kernel_build=args.kernel_build)
+                    kernel_build=args.kernel_build, icache=args.icache)
     print(att.table())
     if not args.no_instances:
         print()
@@ -614,6 +615,11 @@ def build_parser() -> argparse.ArgumentParser:
                              "dynamic-shape kernels) or jit (compiled for the shapes); "
                              "default: jit for --mode sink, else the chip's eager default "
                              "(binary on ascend910b)")
+        sp.add_argument("--icache", choices=ICACHE_STARTS, default="cold",
+                        help="the cores' instruction caches when the run starts, on chips "
+                             "that model them (the A2 / A3): cold (default: a kernel whose "
+                             "core last ran another one fetches its code) or warm (every "
+                             "kernel's code cached, as in a benchmark loop of one kernel)")
         sp.add_argument("--no-progress", dest="progress", action="store_false",
                         help="no progress bar")
 

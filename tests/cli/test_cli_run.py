@@ -155,3 +155,18 @@ def test_run_timeline_coloured_by_cause(capsys, tmp_path) -> None:
     assert open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
     code = main(["run", "conv_bn_relu", "--timeline-color", "cause", "--no-progress"])
     assert code == 2 and "--timeline-color colours the --timeline" in capsys.readouterr().err
+
+
+def test_run_takes_the_instruction_cache_start(capsys) -> None:
+    """--icache warm on the 910B: every kernel's code cached, so the fused ResNet block runs
+    faster than from cold cores (each kernel after another pays icache_cold_block_us per
+    block); the 910 models no instruction cache, so both give the same time."""
+    def total(chip: str, icache: str) -> float:
+        assert main(["run", "conv_bn_relu", "--chip", chip, "--icache", icache,
+                     "--no-progress"]) == 0
+        out = capsys.readouterr().out
+        line = next(ln for ln in out.splitlines() if ln.startswith("total time (us)"))
+        return float(line.split()[-1].replace(",", ""))
+
+    assert total("ascend910b", "warm") < total("ascend910b", "cold")
+    assert total("ascend910", "warm") == total("ascend910", "cold")
