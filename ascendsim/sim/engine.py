@@ -123,9 +123,9 @@ with `queues` (its prepared queue entries and merged timeout spans), `block` (bl
 prefix, window, slices) with `coalesce` (chunk tiles), `gm` (the L2's decision for each GM
 move, GM bytes per task) with `l2cache`, `replay` (identical tasks), `fastforward` (steady
 state), `aicpu` and `mix` (AI CPU phases, mix kernels), `kernelstart` (the tiling data read
-at a block's start, by kernel kind), `rows` and `records` (trace rows, task records) with
-`trace`. None of them imports this file: they receive the running `Engine`, or its parts, and
-use its public attributes and methods.
+at a block's start, by kernel kind; the cores' instruction caches), `rows` and `records`
+(trace rows, task records) with `trace`. None of them imports this file: they receive the
+running `Engine`, or its parts, and use its public attributes and methods.
 """
 
 from __future__ import annotations
