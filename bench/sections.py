@@ -56,7 +56,9 @@ SECTIONS: tuple[Section, ...] = (
                   "(`ascendsim/validation/corpus/`), each row on its own chip; calibration "
                   "rows (the ones a chip figure was fitted to) are reported apart. Error is "
                   "|simulated - measured| / measured; ratio > 1: the model is slow. "
-                  "`ascendsim validate` without `--summary-only` lists every row."),
+                  "`ascendsim validate` without `--summary-only` lists every row; each model "
+                  "change, with the rows it moved before and after, is in docs/corpus.md "
+                  "(\"Model changes kept\" and \"... tried against the corpus and not kept\")."),
     Section("regression", "Regression check of simulated figures", "regression.py",
             minutes=1,
             about="Cycles, task records and intervals of 108 cases (3 models x 3 chips x "
