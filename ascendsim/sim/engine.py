@@ -418,14 +418,18 @@ class Engine:
         block."""
         return self.dispatch_cycles + max(blocks - 1, 0) * self.block_dispatch_cycles
 
-    def kernel_start_cycles(self, blocks: int, lines: int = 0, cold: int = 0) -> int:
-        """Cycles from a phase's cores being granted to each of its blocks' first instruction
-        in a kernel of `blocks` blocks whose blocks read `lines` lines of tiling data, `cold`
-        of them on cores that last ran another kernel (module note): the dispatch head, then
-        the block's own start."""
-        return (self.dispatch_head_cycles(blocks) + self.start_cycles
-                + max(blocks - 1, 0) * self.block_start_cycles
+    def in_block_start_cycles(self, blocks: int, lines: int = 0, cold: int = 0) -> int:
+        """Cycles of each block's own start, before its first instruction, in a kernel of
+        `blocks` blocks whose blocks read `lines` lines of tiling data, `cold` of them on cores
+        that last ran another kernel (module note)."""
+        return (self.start_cycles + max(blocks - 1, 0) * self.block_start_cycles
                 + lines * self.tiling_line_cycles + cold * self.icache.cycles)
+
+    def kernel_start_cycles(self, blocks: int, lines: int = 0, cold: int = 0) -> int:
+        """Cycles from a phase's cores being granted to each of its blocks' first instruction:
+        the dispatch head, then the block's own start."""
+        return self.dispatch_head_cycles(blocks) + self.in_block_start_cycles(blocks, lines,
+                                                                              cold)
 
     def icache_plan(self, task, touch: bool = False) -> tuple[int, ...]:
         """The cold block count of each AI Core phase of `task` on the cores it gets when all
@@ -449,7 +453,7 @@ class Engine:
         head = self.dispatch_head_cycles(blocks)
         if head > 0:
             yield self.env.timeout(head)
-        cycles = self.kernel_start_cycles(blocks, lines, cold) - head
+        cycles = self.in_block_start_cycles(blocks, lines, cold)
         if cycles <= 0:
             return
         start = self.env.now

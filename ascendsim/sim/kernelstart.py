@@ -59,16 +59,16 @@ class InstructionCaches:
         if not self.tracked:
             return 0
         key = self.binary(task, ph)
-        last = self.last
-        return sum(1 for c in ids if last.get(c) != key)
+        return sum(1 for c in ids if self.last.get(c) != key)
 
     def touch(self, task, ph, ids) -> int:
         """The cold cores among `ids` for phase `ph` of `task`; they then hold its kernel."""
-        n = self.cold(task, ph, ids)
-        if self.tracked:
-            key = self.binary(task, ph)
-            for c in ids:
-                self.last[c] = key
+        if not self.tracked:
+            return 0
+        key = self.binary(task, ph)
+        last = self.last
+        n = sum(1 for c in ids if last.get(c) != key)
+        last.update(dict.fromkeys(ids, key))
         return n
 
 
