@@ -421,7 +421,7 @@ class ValidationReport:
         else:
             body.append(line("all validation rows", allv))
         body.append(line("calibration rows (fitted; not an error)", self.calibration))
-        body.append(line("first sight (rows with a first_ratio, any role)", self.first_sight))
+        body.append(line("first sight (rows with a first_ratio, not pending)", self.first_sight))
         what = "frozen validation rows as defined today" if frozen else "validation rows"
         out += [f"by family ({what}, {where}; ratio > 1: the model is slow)",
                 *_grid(head, body), ""]

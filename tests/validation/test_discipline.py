@@ -58,7 +58,7 @@ def test_first_sight_median_over_the_rows_that_record_one():
     rep = validate_rows([_row("a", "x.org:p#t", first=1.5), _row("b", "x.org:p#t", first=0.8),
                          _row("c", "y.org:q", first=1.1, role="calibration"),
                          _row("d", "y.org:q")])
-    # |0.5|, |-0.2|, |0.1| over the three rows with a first sight (any role)
+    # |0.5|, |-0.2|, |0.1| over the three rows with a first sight (any role but pending)
     assert rep.first_sight.n == 3
     assert rep.first_sight_median == pytest.approx(0.2)
     assert "first sight" in rep.table(rows=False)
@@ -85,7 +85,7 @@ def test_report_lines_say_which_rows_they_count():
     for label in ("frozen validation rows, as defined today",
                   "frozen validation rows, as frozen", "validation rows added since the freeze",
                   "all validation rows (frozen + added)", "calibration rows (fitted; not an error)",
-                  "first sight (rows with a first_ratio, any role)"):
+                  "first sight (rows with a first_ratio, not pending)"):
         assert label in text
 
 
