@@ -26,7 +26,10 @@ Timing figures the simulator is expected to use:
   `gm_same_address_slowdown`. Vector ops are not split so finely that a core moves less than
   `gm_min_efficient_transfer_bytes`.
 - scalar: each issued instruction costs `scalar_ops_per_instr` scalar ops at
-  `scalar_ops_per_cycle`.
+  `scalar_ops_per_cycle`; on chips whose vector kernels are TQue-framework Ascend C loops
+  (`vector_tile_scalar_cycles_per_queue`, optional) a vector tile's scalar work is instead that
+  figure per GM <-> UB transfer plus `vector_tile_scalar_cycles_per_vec_instr` per vector
+  instruction (`lower.tiling.vector_scalar_stage`).
 - tasks: `host_launch_us` per op launched from the host, `sink_launch_us` per op when the graph
   is sunk on the device, `host_sync_us` from a synchronised call's last task to the host's
   return from its synchronize; `task_dispatch_us` (optional) per AI Core phase outside its
@@ -365,6 +368,17 @@ class Chip:
         doc="completion latency a dependent vector step of a sequence waits out (the "
             "PipeBarrier<PIPE_V> between dependent vector instructions), added per step after "
             "the first; absent: 0")
+    vector_tile_scalar_cycles_per_queue: float | None = _spec(
+        "float", "cycles", ge=0, optional=True,
+        doc="scalar cycles per GM<->UB transfer of a vector kernel's tile in a TQue-framework "
+            "Ascend C loop (its queue's AllocTensor/EnQue/DeQue/FreeTensor, the DMA's parameter "
+            "set-up and issue, GM address arithmetic); with "
+            "vector_tile_scalar_cycles_per_vec_instr, in place of scalar_ops_per_instr / "
+            "scalar_ops_per_cycle for vector tiles only; absent: those")
+    vector_tile_scalar_cycles_per_vec_instr: float | None = _spec(
+        "float", "cycles", ge=0, optional=True,
+        doc="scalar cycles per vector instruction a TQue-framework vector tile issues (API "
+            "parameter and mask set-up, issue); see vector_tile_scalar_cycles_per_queue")
     vector_split_bytes: int | None = _spec(
         "int", "bytes", gt=0, optional=True,
         doc="per-core data of a vector kernel's multi-core split where the chip's built-in "

@@ -158,6 +158,22 @@ def scalar_stage(chip, n_instr: int) -> Stage:
     return Stage("S", (Instr("S", "scalar", max(cyc, 1)),))
 
 
+def vector_scalar_stage(chip, transfers: int, n_instr: int, n_vec: int) -> Stage:
+    """The scalar unit's work for one vector tile of `transfers` GM <-> UB moves, `n_vec`
+    vector instructions and `n_instr` instructions in all. On a chip whose vector kernels are
+    TQue-framework Ascend C loops (`vector_tile_scalar_cycles_per_queue` set): per transfer its
+    queue round trip (AllocTensor / EnQue / DeQue / FreeTensor) and the DMA's set-up and issue,
+    per vector instruction its API set-up and issue
+    (`vector_tile_scalar_cycles_per_vec_instr`); elsewhere `scalar_ops_per_instr` per issued
+    instruction of either kind."""
+    per_queue = chip.vector_tile_scalar_cycles_per_queue
+    if per_queue is None:
+        return scalar_stage(chip, n_instr)
+    per_vec = chip.vector_tile_scalar_cycles_per_vec_instr or 0.0
+    cyc = math.ceil(transfers * per_queue + n_vec * per_vec)
+    return Stage("S", (Instr("S", "scalar", max(cyc, 1)),))
+
+
 def split_even(total: int, parts: int) -> list[tuple[int, int]]:
     """[(amount, how many parts get it)]: `total` over `parts` as evenly as possible."""
     q, r = divmod(total, parts)
@@ -408,8 +424,10 @@ def _vector_stages(chip, spec: VecSpec, e: int, reads: int = 1,
         store += (gm_write(chip, "MTE3", "UB", math.ceil(ws * e), 0.0),)
     in_ub = math.ceil(sum(b for b, _ in spec.inputs) * e)
     out_ub = math.ceil((spec.out_bytes + spec.temp_bytes) * e)
-    n_instr = len(loads) + max(issued_instrs(spec.parts), 1) + max(spec.out_moves, 1)
-    return (scalar_stage(chip, n_instr),
+    n_vec = max(issued_instrs(spec.parts), 1)
+    s_stage = vector_scalar_stage(chip, len(loads) + len(store),
+                                  len(loads) + n_vec + max(spec.out_moves, 1), n_vec)
+    return (s_stage,
             Stage("MTE2", loads, out_bufs=(("UB", in_ub),), slots=spec.buffers),
             Stage("V", vec, out_bufs=(("UB", out_ub),), slots=spec.buffers),
             Stage("MTE3", store))
