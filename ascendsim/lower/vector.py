@@ -438,10 +438,12 @@ def node_seq(low: Lowering, nd, opdef, ins: list, outs: list, n: int, ext_outs: 
     bf16 = bf16_vector_work(low.chip, opdef, nd.name, ins, outs)
     stored = ins
     if bf16 is not None:   # bf16 math as fp32 between vconvs (lower/bf16.py); a gamma the
-        # kernel casts again for every row has that cast in its sequence (`recast`)
+        # kernel casts again for every row has that cast in its sequence (`recast`), and a
+        # head loop casts its tables once per UB step (its `step_parts`), not per head
         path = sequence_for(nd.op_type, ins, nd.attrs, fmt, low.chip.name)
-        before, after = vconv_parts(ins[:1] + ins[2:] if path and path.recast else ins, outs,
-                                    scale / max(n, 1))
+        cast_ins = (ins[:1] if path and path.head_loop else
+                    ins[:1] + ins[2:] if path and path.recast else ins)
+        before, after = vconv_parts(cast_ins, outs, scale / max(n, 1))
         ins, outs = widened(ins, bf16), widened(outs, bf16)
     seq, work, text = resolve(nd.op_type, opdef, ins, outs, nd.attrs,
                               big / max(n, 1) * scale, const,

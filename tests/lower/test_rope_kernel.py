@@ -95,3 +95,15 @@ def test_explain_names_the_head_loop():
     assert "over 4 core(s)" in text
     other = simulate(_graph((4, 1, 64, 128), (4, 1, 1, 128)), "ascend910", fusion=False)
     assert "head loop" not in other.explain("op")
+
+
+def test_bf16_runs_the_fp16_kernel_structure():
+    """rotary_position_embedding runs rotate_half_bf16.h for fp16 and bf16 alike: per head one
+    cast of x in and one of the result out, the tables cast once per UB step (step_parts),
+    so a bf16 call takes the fp16 call's time (both cast at the same unary rate), and its
+    per-head vector work lists no cast of cos or sin."""
+    x, r = (4, 1, 64, 128), (4, 1, 1, 128)
+    assert _us(x, r, dtype="bfloat16") == pytest.approx(_us(x, r), rel=1e-6)
+    res = simulate(_graph(x, r, "bfloat16"), "ascend910b", fusion=False)
+    per_head = next(n for n in res.explain("op").splitlines() if "per head tile" in n)
+    assert per_head.count("vconv") == 2, per_head
