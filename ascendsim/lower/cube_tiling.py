@@ -105,6 +105,8 @@ from .program import CoreGroup, Instr, Segment, Stage
 from .tiling import (
     cdiv,
     ceil_to,
+    fix_cycles,
+    fix_write,
     gm_read,
     gm_write,
     issued_instrs,
@@ -540,7 +542,7 @@ class _BlockFacts:
             self.t_out = out * spec.acc_bytes / ctx.l0c_ub
             self.t_st = out * spec.out_bytes / ctx.ub_gm
         else:
-            self.t_out = out * spec.out_bytes / ctx.l0c_gm
+            self.t_out = fix_cycles(ctx.chip, m_t, n_t, spec.acc_bytes)
             self.t_st = 0.0
         # a resident strip serves the tiles of one block's run (rounds start new runs); a
         # batched B strip serves only the M tiles of its own batch
@@ -693,8 +695,8 @@ def _gemm_stages(chip, spec: GemmSpec, t: GemmTiling) -> tuple[Stage, ...]:
         stages.append(Stage("MTE3", (gm_write(chip, "MTE3", "UB", out * spec.out_bytes,
                                               spec.out_through),)))
     else:
-        stages.append(Stage("FIX", (gm_write(chip, "FIX", "L0C", out * spec.out_bytes,
-                                             spec.out_through),)))
+        stages.append(Stage("FIX", (fix_write(chip, t.m_t, t.n_t, spec.acc_bytes,
+                                              spec.out_bytes, spec.out_through),)))
     n_instr = n_l1 * 2 + nk * 3 + len(head) + n_epi + 2
     return (scalar_stage(chip, n_instr),) + tuple(stages)
 

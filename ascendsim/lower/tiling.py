@@ -98,6 +98,34 @@ def gm_write(chip, pipe: str, src: str, nbytes: int, through: float, moves: int 
                  gm_tensors(through))
 
 
+def fix_row_cycles(chip, n_cols: int, acc_bytes: int) -> int:
+    """FixPipe cycles per output row of an L0C tile `n_cols` wide (split chips): the FixPipe
+    reads the row's accumulators (`acc_bytes` each, fp32 / int32) and writes one GM burst per
+    row. Huawei's A2/A3 pipe model charges each row whole cycles of its burst, ceil(N / 16) x
+    16 x 4 bytes of L0C (hicann/pypto framework/src/cost_model/simulation_ca/A2A3/model/
+    pipe.cpp `CalcFixL0cOut`), and msKPP sizes its measured L0C -> GM curve, which
+    `path_bytes_per_cycle.l0c_gm` is fitted to, by the source tensor's bytes, i.e. L0C bytes
+    (Ascend mskpp prof_data/mov_prof.py `MovPref.size`): so the row's L0C bytes at that rate,
+    rounded up to whole cycles."""
+    burst = math.ceil(n_cols / 16) * 16 * acc_bytes
+    return math.ceil(burst / chip.path_bytes_per_cycle.l0c_gm)
+
+
+def fix_cycles(chip, rows: int, n_cols: int, acc_bytes: int) -> int:
+    """Transfer cycles (without the path latency) of a FixPipe write of a rows x n_cols L0C
+    tile to GM (`fix_row_cycles` per row)."""
+    return rows * fix_row_cycles(chip, n_cols, acc_bytes)
+
+
+def fix_write(chip, rows: int, n_cols: int, acc_bytes: int, out_bytes: int,
+              through: float) -> Instr:
+    """An L0C -> GM FixPipe write of a rows x n_cols tile: GM traffic of its output bytes
+    (`out_bytes` per element), paced by `fix_cycles` (the move's effective per-core rate)."""
+    nbytes = rows * n_cols * out_bytes
+    ins = gm_write(chip, "FIX", "L0C", nbytes, through)
+    return replace(ins, bw=nbytes / fix_cycles(chip, rows, n_cols, acc_bytes))
+
+
 def local_move(chip, pipe: str, src: str, dst: str, nbytes: int, kind: str = "copy") -> Instr:
     """An on-core move (L1->L0A/L0B, L0C->UB): fixed latency + bytes at the path bandwidth."""
     bw = chip.path_bytes_per_cycle.get(src.lower(), dst.lower())

@@ -13,6 +13,7 @@ from ascendsim.hw import get_chip
 from ascendsim.lower import cube_tiling as ct
 from ascendsim.lower import lower
 from ascendsim.lower.cube_tiling import GemmSpec, gemm_tiling
+from ascendsim.lower.tiling import fix_cycles
 
 
 def _gemm(m, k, n, dtype="float16"):
@@ -184,7 +185,7 @@ def _estimate_one(chip, spec: GemmSpec, m_t: int, n_t: int, k_t: int, k_l1: int,
         t_out = out * spec.acc_bytes / pb.l0c_ub
         t_st = out * spec.out_bytes / pb.ub_gm
     else:
-        t_out = out * spec.out_bytes / pb.l0c_gm
+        t_out = fix_cycles(chip, m_t, n_t, spec.acc_bytes)
         t_st = 0.0
     period = max(t_m, t_mte1, t_mte2, t_out, t_st)
     if db_l0c == 1 and not ct.unit_flag(chip):   # one tile in L0C: the cube waits for its drain
@@ -409,3 +410,18 @@ def test_basic_block_round_imbalance_costs_what_two_rounds_cost():
     small = _mm(chip, _gemm(1024, 1024, 1024, "float32")).duration
     large = _mm(chip, _gemm(1536, 1024, 1024, "float32")).duration
     assert large <= 1.1 * small
+
+
+def test_fixpipe_moves_l0c_bytes_row_by_row():
+    """A FixPipe write to GM is paced by the L0C bytes it reads (4 per fp32 accumulator: the
+    unit msKPP's L0C -> GM curve, and so `l0c_gm`, is in), whole cycles per row of 16-column
+    groups (pypto's A2/A3 CalcFixL0cOut), not by the fp16 bytes it writes."""
+    from ascendsim.lower.tiling import fix_row_cycles
+
+    chip = get_chip("ascend910b")
+    rate = chip.path_bytes_per_cycle.l0c_gm
+    assert fix_row_cycles(chip, 32, 4) == math.ceil(32 * 4 / rate)
+    assert fix_row_cycles(chip, 17, 4) == fix_row_cycles(chip, 32, 4)   # 16-column groups
+    # a 128 x 256 fp16 tile: twice the time its 2-byte output would take at the same rate
+    assert fix_cycles(chip, 128, 256, 4) == 128 * math.ceil(256 * 4 / rate)
+    assert fix_cycles(chip, 128, 256, 4) >= 2 * 128 * 256 * 2 / rate
