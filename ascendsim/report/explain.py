@@ -35,8 +35,10 @@ ADVICE = {
     "memory": "fuse it with its producer or consumer so intermediates stay in UB (UB fusion) "
               "or L2 (L2 fusion); larger tiles / double buffering; more HBM or L2 bandwidth "
               "is the hardware what-if",
-    "scalar": "scalar work grows with unaligned or dynamic shapes (address arithmetic per "
-              "element); align shapes or move control flow to the host",
+    "scalar": "the scalar unit issues every instruction and, in an Ascend C kernel, a queue "
+              "round trip per tile transfer: fewer, larger tiles (fuse it with its neighbours "
+              "so each transfer feeds more vector work) and aligned, static shapes (less "
+              "address arithmetic) shrink it",
     "launch": "the op runs shorter than its launch: fuse it with its neighbours (one launch "
               "for several ops) or give it more work per launch (a larger batch)",
     "kernel start": "the fixed start of every block (kernel arguments and tiling data read by "
