@@ -54,21 +54,23 @@ class InstructionCaches:
         return (task.op_type, task.task_type, bool(ph.vector_cores),
                 tuple(getattr(v, "dtype", None) for v in task.inputs))
 
+    def _count_cold(self, key: tuple, ids) -> int:
+        last = self.last
+        return sum(1 for c in ids if last.get(c) != key)
+
     def cold(self, task, ph, ids) -> int:
         """How many of the cores `ids` would start phase `ph` of `task` cold."""
         if not self.tracked:
             return 0
-        key = self.binary(task, ph)
-        return sum(1 for c in ids if self.last.get(c) != key)
+        return self._count_cold(self.binary(task, ph), ids)
 
     def touch(self, task, ph, ids) -> int:
         """The cold cores among `ids` for phase `ph` of `task`; they then hold its kernel."""
         if not self.tracked:
             return 0
         key = self.binary(task, ph)
-        last = self.last
-        n = sum(1 for c in ids if last.get(c) != key)
-        last.update(dict.fromkeys(ids, key))
+        n = self._count_cold(key, ids)
+        self.last.update(dict.fromkeys(ids, key))
         return n
 
 
