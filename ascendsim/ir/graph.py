@@ -252,6 +252,11 @@ class Graph:
         if (checked.get("block_dim") or 0) < 0:
             raise GraphError(f"node '{node}' ({opdef.op_type}): attribute 'block_dim' must be "
                              f">= 0 (0: the kernel's own core count), got {checked['block_dim']}")
+        split = checked.get("single_core")
+        if split is not None and (len(split) != 2 or min(split) < 1):
+            raise GraphError(f"node '{node}' ({opdef.op_type}): attribute 'single_core' must be "
+                             f"[singleCoreM, singleCoreN], two positive integers (the output "
+                             f"block each core owns), got {list(split)!r}")
         return {**opdef.attrs, **checked}
 
     def _infer(self, opdef: OpDef, name: str, in_vals: list, in_names: Sequence[str],
@@ -582,7 +587,7 @@ INT_ATTRS = frozenset({"axis", "num_outputs", "size", "end", "start", "dtype", "
 #: refuses it where its kernel's split cannot follow it: `ascendsim.lower.lowering`)
 KERNEL_ATTRS = frozenset({"block_dim"})
 INT_LIST_ATTRS = frozenset({"perm", "axes", "kernel_shape", "pads", "strides", "dilations",
-                            "output_padding", "output_shape", "scan_input_axes"})
+                            "output_padding", "output_shape", "scan_input_axes", "single_core"})
 
 
 def _as_int(value: Any) -> int | None:

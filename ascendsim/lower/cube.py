@@ -54,7 +54,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..errors import UnsupportedOpError
+from ..errors import GraphError, UnsupportedOpError
 from ..hw.names import ENGINE_AICORE, TASK_AI_CORE, TASK_MIX_AIC
 from ..hw.precision import PRECISION_MODES, cube_fp32_dtype, precision_mode
 from ..ir.graph import Graph, Node
@@ -322,6 +322,26 @@ def cube_operands(low: Lowering, head) -> CubeOperands:
     return CubeOperands(x_name, w_name, xv, wv, extra, conv, nd, formats, cdt, geo, notes)
 
 
+def own_split(head, geo, blocks: int) -> tuple[int, int] | None:
+    """The MatMul/Gemm attribute `single_core` ([singleCoreM, singleCoreN]: the output block
+    each core owns, as a kernel with a fixed split sets it), checked against the GEMM: a K
+    split (partial sums) or a block dim other than the split's count is an error."""
+    split = head.attrs.get("single_core")
+    if split is None:
+        return None
+    sm, sn = (int(v) for v in split)
+    count = geo.batch * cdiv(geo.m, sm) * cdiv(geo.n, sn)
+    if geo.k_split > 1:
+        raise UnsupportedOpError(head.op_type, head.name, detail=(
+            f"single_core {[sm, sn]} on a GEMM the model splits along K ({geo.k_split} "
+            f"partial sums); give no single_core"))
+    if blocks and blocks != count:
+        raise GraphError(f"node '{head.name}' ({head.op_type}): block_dim {blocks} differs "
+                         f"from the {count} blocks of single_core {[sm, sn]} on a "
+                         f"{geo.m} x {geo.n} output")
+    return sm, sn
+
+
 def conv_blocks(chip: Any, head, ops: CubeOperands) -> int:
     """A forward Conv's block dim on TBE chips (`tbe_conv_blocks`); 0 (the cube tiling
     chooses) for other cube ops, weight gradients and transposed convs, whose schedules
@@ -377,6 +397,11 @@ def lower_cube(low: Lowering, node, head, tail: list, fused: tuple[str, ...] = (
     geo, notes = ops.geo, ops.notes
     in_b = itemsize(ops.xv.dtype)
     blocks = int(head.attrs.get("block_dim") or 0) or conv_blocks(chip, head, ops)
+    single = own_split(head, geo, blocks)
+    if single is not None:
+        blocks = geo.batch * cdiv(geo.m, single[0]) * cdiv(geo.n, single[1])
+        notes.append(f"the kernel's own core split: blocks of {single[0]} x {single[1]} of the "
+                     f"output ({blocks} blocks; single_core)")
     probe = GemmSpec(geo.batch, geo.m, geo.k, geo.n, ops.cdt, in_b,
                      max(1, round(outs.out_bytes)), ACC_BYTES, conv_rows=geo.conv_rows,
                      blocks=blocks if ops.conv else 0, load3d=geo.load3d)
@@ -399,7 +424,7 @@ def lower_cube(low: Lowering, node, head, tail: list, fused: tuple[str, ...] = (
                     shared_b=gm > 1 and block > 1,
                     nd2nz_a=ops.nd and low.format_of(ops.x_name) == ND and not head_a,
                     nd2nz_b=ops.nd and low.format_of(ops.w_name) == ND and not head_b,
-                    blocks=blocks,
+                    blocks=blocks, single_core=single,
                     batched_b=geo.k_split > 1 or (
                         not ops.conv and geo.batch > 1 and ops.wv.rank > 2
                         and ops.wv.numel > int(ops.wv.shape[-1]) * int(ops.wv.shape[-2])),

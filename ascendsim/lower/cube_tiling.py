@@ -174,7 +174,8 @@ def basic_block(chip, spec: GemmSpec) -> tuple[int, int] | None:
     """(baseM, baseN) of MatMulV3's basic tiling when it applies to `spec` on `chip` (module
     note, "MatMulV3's base block"): a split chip, a 2-D MatMul (not conv, not TBE), M and N at
     least the block, and at least one block per cube core; None otherwise."""
-    if not takes_nd(chip) or spec.conv_rows is not None or spec.batch != 1 or spec.blocks:
+    if not takes_nd(chip) or spec.conv_rows is not None or spec.batch != 1 or (
+            spec.blocks and spec.single_core is None):
         return None
     m_t = BASIC_BLOCK_M.get(chip.l0c_bytes)
     n_t = BASIC_BLOCK_N
@@ -196,12 +197,30 @@ def _grid(chip, spec: GemmSpec, m_t: int, n_t: int) -> tuple[int, int, int, int]
     return tm, tn, tm * tn, block
 
 
-def core_tiles(tiles: int, blocks: int, cores: int) -> list[tuple[int, int]]:
-    """[(base blocks, how many cores run that many)]: `tiles` spread over `blocks` blocks in
-    contiguous runs (the tail runs shorter), block b on core b mod `cores`. With more blocks
-    than cores the runtime starts the extra blocks as cores free up (rounds), so a core that
-    takes two blocks runs both runs one after the other."""
-    per_block = [n for n, k in split_even(tiles, blocks) for _ in range(k)]
+def block_tiles(chip, spec: GemmSpec, m_t: int, n_t: int, tiles: int, blocks: int) -> list[int]:
+    """Base blocks per launched block, in block order. A kernel with its own core split
+    (`GemmSpec.single_core`, TCubeTiling singleCoreM x singleCoreN) gives block (b, i, j) the
+    base blocks of rows i and columns j of batch b's output, so the blocks at the M and N tails
+    run fewer (Huawei's Matmul sample splits 8192 x 8192 into 4 x 6 blocks of 2048 x 1536: 20
+    cores take 96 blocks of 128 x 256 and the 4 of the 512-column tail take 32); otherwise
+    `tiles` are spread over `blocks` in contiguous runs, the tail runs one shorter."""
+    if spec.single_core is None:
+        runs = [n for n, k in split_even(tiles, blocks) for _ in range(k)]
+        return runs + [0] * (blocks - len(runs))
+    m0, _, n0 = chip.cube_shape(spec.in_dtype)
+    m, n = ceil_to(spec.m, m0), ceil_to(spec.n, n0)
+    sm, sn = spec.single_core
+    one = [cdiv(min(sm, m - i), m_t) * cdiv(min(sn, n - j), n_t)
+           for i in range(0, m, sm) for j in range(0, n, sn)]
+    return one * spec.batch
+
+
+def core_tiles(per_block: list[int], cores: int) -> list[tuple[int, int]]:
+    """[(base blocks, how many cores run that many)]: block b of `per_block` (its base blocks,
+    `block_tiles`) on core b mod `cores`. With more blocks than cores the runtime starts the
+    extra blocks as cores free up (rounds), so a core that takes two blocks runs both runs one
+    after the other."""
+    blocks = len(per_block)
     per_core = [0] * min(cores, blocks)
     for b, n in enumerate(per_block):
         per_core[b % cores] += n
@@ -531,8 +550,10 @@ class _BlockFacts:
         self.m_t, self.n_t = m_t, n_t
         tm, tn, tiles, block = _grid(chip, spec, m_t, n_t)
         self.tm, self.tn, self.tiles, self.block = tm, tn, tiles, block
-        per_block = cdiv(tiles, block)
-        self.per_core = per_block * cdiv(block, ctx.cores)   # the busiest core's base blocks
+        runs = block_tiles(chip, spec, m_t, n_t, tiles, block)
+        per_block = max(runs)
+        # the busiest core's base blocks
+        self.per_core = core_tiles(runs, ctx.cores)[0][0]
         sharing = min(block, ctx.cores)                      # cores sharing L2/HBM at once
         self.den_a, self.den_b = _dens(ctx, sharing)
         self.a_tile = a_tile_bytes(spec, m_t)
@@ -600,7 +621,8 @@ def gemm_work(chip, spec: GemmSpec, op: str) -> tuple[list[CoreGroup], list[str]
     stages = _gemm_stages(chip, spec, t)
     groups = []
     core = 0
-    for count, ncores in core_tiles(t.tiles, t.block, chip.ai_cores):
+    for count, ncores in core_tiles(block_tiles(chip, spec, t.m_t, t.n_t, t.tiles, t.block),
+                                    chip.ai_cores):
         if count:
             groups.append(CoreGroup(tuple(range(core, core + ncores)),
                                     (Segment(stages, count),)))

@@ -37,6 +37,10 @@ class GemmSpec:
     blocks: int = 0             # the kernel's block dim when the op fixes it (0: the tiling's)
     batched_b: bool = False     # B differs per batch (BatchMatMul), so no B strip spans batches
     load3d: bool = False        # a forward conv: A reaches L1 by Cin1 slice (lower/l1_chunks.py)
+    # the kernel's own core split when the op fixes one (TCubeTiling singleCoreM, singleCoreN):
+    # each block owns one singleCoreM x singleCoreN block of one batch's output (blocks = the
+    # split's count); None: the base blocks are spread evenly (cube_tiling.block_tiles)
+    single_core: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)

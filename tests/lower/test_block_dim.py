@@ -10,7 +10,8 @@ import ascendsim as asim
 from ascendsim.errors import GraphError
 from ascendsim.hw import get_chip
 from ascendsim.lower.cube import tbe_conv_blocks
-from ascendsim.lower.cube_tiling import core_tiles
+from ascendsim.lower.cube_tiling import block_tiles, core_tiles
+from ascendsim.lower.gemm_spec import GemmSpec
 
 GEN1 = "ascend910b_gen1"      # 30 AI Cores
 
@@ -26,13 +27,18 @@ def _task(g, chip):
     return asim.simulate(g, chip, fusion=False, detail="block").trace.task("mm")
 
 
+def _even(tiles, blocks):
+    return block_tiles(get_chip(GEN1), GemmSpec(1, 16, 16, 16, "float16", 2, 2, 4), 16, 16,
+                       tiles, blocks)
+
+
 def test_blocks_past_the_core_count_land_on_the_first_cores():
     # 768 base blocks in 32 runs of 24: blocks 30 and 31 go to cores 0 and 1
-    assert core_tiles(768, 32, 30) == [(48, 2), (24, 28)]
+    assert core_tiles(_even(768, 32), 30) == [(48, 2), (24, 28)]
     # one block per core: the contiguous runs as before (a shorter tail run)
-    assert core_tiles(100, 30, 30) == [(4, 10), (3, 20)]
+    assert core_tiles(_even(100, 30), 30) == [(4, 10), (3, 20)]
     # more blocks than base blocks: empty blocks cost nothing
-    assert core_tiles(3, 8, 30) == [(1, 3), (0, 5)]
+    assert core_tiles(_even(3, 8), 30) == [(1, 3), (0, 5)]
 
 
 def test_block_dim_32_on_30_cores_takes_two_rounds():
@@ -156,3 +162,54 @@ def test_a_vector_ops_own_block_dim_is_the_core_count_however_small_the_op():
     assert pinned.block_dim == 12
     assert own.block_dim < 12
     assert pinned.duration > own.duration
+
+
+def _split_gemm(split, block_dim=0, m=8192, n=8192, k=1024):
+    g = asim.Graph("gemm")
+    a, b = g.input("a", (m, k), "float16"), g.input("b", (n, k), "float16")
+    attrs = {"transB": 1, "block_dim": block_dim}
+    if split is not None:
+        attrs["single_core"] = split
+    g.output(*g.add_node("Gemm", [a, b], attrs, name="mm"))
+    return g
+
+
+def test_own_core_split_gives_the_tail_blocks_fewer_base_blocks():
+    """Huawei's Matmul sample splits 8192 x 8192 into 4 x 6 blocks of 2048 x 1536: 8192 = 5 x
+    1536 + 512, so 20 blocks own 16 x 6 = 96 base blocks of 128 x 256 and the 4 of the last
+    column 16 x 2 = 32."""
+    chip = get_chip("ascend910b1")
+    spec = GemmSpec(1, 8192, 8192, 8192, "float16", 2, 2, 4, blocks=24,
+                    single_core=(2048, 1536))
+    runs = block_tiles(chip, spec, 128, 256, 2048, 24)
+    assert sorted(runs) == [32] * 4 + [96] * 20
+    assert core_tiles(runs, 24) == [(96, 20), (32, 4)]
+
+
+def test_own_core_split_sets_the_busiest_core():
+    """The same GEMM with the sample's split takes longer than with the base blocks spread
+    evenly (86 per core at most against 96): within 96/86 +- 4 % (the other pipes' fill and
+    the L2 share per core differ slightly between the two)."""
+    chip = get_chip("ascend910b1")
+    even = _task(_split_gemm(None, block_dim=24), chip).duration
+    own = _task(_split_gemm([2048, 1536]), chip)
+    assert own.block_dim == 24
+    assert 0.96 * 96 / 86 <= own.duration / even <= 1.04 * 96 / 86, own.duration / even
+    note = " ".join(asim.simulate(_split_gemm([2048, 1536]), "ascend910b1",
+                                  fusion=False).explain("mm").splitlines())
+    assert "own core split: blocks of 2048 x 1536" in note
+
+
+@pytest.mark.parametrize("split, match", [
+    ([2048], "must be \\[singleCoreM, singleCoreN\\]"),
+    ([0, 1536], "two positive integers"),
+    ([2048, 1.5], "must be a list of integers"),
+])
+def test_bad_single_core_is_refused_by_name(split, match):
+    with pytest.raises(GraphError, match=match):
+        _split_gemm(split)
+
+
+def test_single_core_and_a_different_block_dim_is_an_error():
+    with pytest.raises(GraphError, match="block_dim 30 differs from the 24 blocks"):
+        asim.simulate(_split_gemm([2048, 1536], block_dim=30), "ascend910b1", fusion=False)

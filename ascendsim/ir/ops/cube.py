@@ -90,10 +90,12 @@ def _matmul_flops(ins, outs, attrs) -> int:
 register(OpDef(
     "MatMul", _matmul_infer, kmm.matmul, Category.CUBE, unit=Unit.CUBE,
     inputs=("a", "b", "bias?"), flops=_matmul_flops, builder="matmul",
-    attrs={"block_dim": 0},
+    attrs={"block_dim": 0, "single_core": None},
     doc="numpy.matmul semantics; optional 1-D bias along the last axis (CANN MatMulV2, "
         "non-ONNX extension used by MatMulBiasAdd fusion); int8 -> int32. block_dim: the "
-        "kernel's block dim when a profile fixes it (0: the cube tiling chooses)"))
+        "kernel's block dim when a profile fixes it (0: the cube tiling chooses); "
+        "single_core: [singleCoreM, singleCoreN], the output block each core owns when the "
+        "kernel fixes its split (None: the base blocks are spread evenly)"))
 
 
 # ----------------------------------------------------------------------------- Gemm
@@ -126,10 +128,12 @@ def _gemm_flops(ins, outs, attrs) -> int:
 
 register(OpDef(
     "Gemm", _gemm_infer, kmm.gemm, Category.CUBE, unit=Unit.CUBE, inputs=("a", "b", "c?"),
-    attrs={"alpha": 1.0, "beta": 1.0, "transA": 0, "transB": 0, "block_dim": 0},
+    attrs={"alpha": 1.0, "beta": 1.0, "transA": 0, "transB": 0, "block_dim": 0,
+           "single_core": None},
     flops=_gemm_flops,
     doc="ONNX Gemm; block_dim: the kernel's block dim when a profile fixes it (0: the cube "
-        "tiling chooses)"))
+        "tiling chooses); single_core: [singleCoreM, singleCoreN], the output block each core "
+        "owns when the kernel fixes its split (None: the base blocks are spread evenly)"))
 
 
 # ----------------------------------------------------------------------------- BiasAdd
