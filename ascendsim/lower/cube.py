@@ -322,13 +322,14 @@ def cube_operands(low: Lowering, head) -> CubeOperands:
     return CubeOperands(x_name, w_name, xv, wv, extra, conv, nd, formats, cdt, geo, notes)
 
 
-def own_split(head, geo, blocks: int) -> tuple[int, int] | None:
-    """The MatMul/Gemm attribute `single_core` ([singleCoreM, singleCoreN]: the output block
-    each core owns, as a kernel with a fixed split sets it), checked against the GEMM: a K
-    split (partial sums) or a block dim other than the split's count is an error."""
+def own_split(head, geo, blocks: int, notes: list[str]) -> tuple[tuple[int, int] | None, int]:
+    """(split, block dim): the MatMul/Gemm attribute `single_core` ([singleCoreM, singleCoreN]:
+    the output block each core owns, as a kernel with a fixed split sets it) and its block
+    count, or (None, `blocks`) without one. A K split (partial sums) or a block dim other than
+    the split's count is an error."""
     split = head.attrs.get("single_core")
     if split is None:
-        return None
+        return None, blocks
     sm, sn = (int(v) for v in split)
     count = geo.batch * cdiv(geo.m, sm) * cdiv(geo.n, sn)
     if geo.k_split > 1:
@@ -339,7 +340,9 @@ def own_split(head, geo, blocks: int) -> tuple[int, int] | None:
         raise GraphError(f"node '{head.name}' ({head.op_type}): block_dim {blocks} differs "
                          f"from the {count} blocks of single_core {[sm, sn]} on a "
                          f"{geo.m} x {geo.n} output")
-    return sm, sn
+    notes.append(f"the kernel's own core split: blocks of {sm} x {sn} of the output ({count} "
+                 f"blocks; single_core)")
+    return (sm, sn), count
 
 
 def conv_blocks(chip: Any, head, ops: CubeOperands) -> int:
@@ -397,11 +400,7 @@ def lower_cube(low: Lowering, node, head, tail: list, fused: tuple[str, ...] = (
     geo, notes = ops.geo, ops.notes
     in_b = itemsize(ops.xv.dtype)
     blocks = int(head.attrs.get("block_dim") or 0) or conv_blocks(chip, head, ops)
-    single = own_split(head, geo, blocks)
-    if single is not None:
-        blocks = geo.batch * cdiv(geo.m, single[0]) * cdiv(geo.n, single[1])
-        notes.append(f"the kernel's own core split: blocks of {single[0]} x {single[1]} of the "
-                     f"output ({blocks} blocks; single_core)")
+    single, blocks = own_split(head, geo, blocks, notes)
     probe = GemmSpec(geo.batch, geo.m, geo.k, geo.n, ops.cdt, in_b,
                      max(1, round(outs.out_bytes)), ACC_BYTES, conv_rows=geo.conv_rows,
                      blocks=blocks if ops.conv else 0, load3d=geo.load3d)
