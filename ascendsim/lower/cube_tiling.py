@@ -197,6 +197,15 @@ def _grid(chip, spec: GemmSpec, m_t: int, n_t: int) -> tuple[int, int, int, int]
     return tm, tn, tm * tn, block
 
 
+def api_scalar_cycles(chip, loads, steps):
+    """Scalar cycles of one base block in a Matmul-API Ascend C kernel (A2/A3): the chip's
+    `cube_tile_scalar_cycles_per_instr` for each cube-side instruction the API issues, two
+    GM->L1 loads per L1 chunk (`loads`) and per K step (`steps`) two L1->L0 loads and an mmad
+    (Huawei's Matmul sample: 449-450 scalar cycles per K step of a Norm-template kernel with
+    run-time tiling, whatever its base block or core count). Works on numpy arrays too."""
+    return chip.cube_tile_scalar_cycles_per_instr * (2 * loads + 3 * steps)
+
+
 def block_tiles(chip, spec: GemmSpec, m_t: int, n_t: int, tiles: int, blocks: int) -> list[int]:
     """Base blocks per launched block, in block order. A kernel with its own core split
     (`GemmSpec.single_core`, TCubeTiling singleCoreM x singleCoreN) gives block (b, i, j) the
@@ -284,7 +293,11 @@ def _gemm_tiling(chip, spec: GemmSpec) -> GemmTiling:
     fastest = float(est.min())
     near = [c.tiling(i, float(est[i]))
             for i in np.flatnonzero(est <= fastest * (1 + EST_TOLERANCE))]
-    return min(near, key=lambda t: (sum(operand_read_bytes(spec, t)), t.est))
+    # with a scalar cost per cube instruction, fewer K steps (a deeper baseK, as CANN's
+    # tiling fills L0A/L0B) break the tie
+    deep = bool(chip.cube_tile_scalar_cycles_per_instr)
+    return min(near, key=lambda t: (sum(operand_read_bytes(spec, t)),
+                                    cdiv(spec.k, t.k_t) if deep else 0, t.est))
 
 
 def _search_estimates(chip, spec: GemmSpec) -> tuple[_Candidates, np.ndarray]:
@@ -300,6 +313,10 @@ def _search_estimates(chip, spec: GemmSpec) -> tuple[_Candidates, np.ndarray]:
     t_mte2 = t_mte2 + c.lat
     period = np.maximum(np.maximum(np.maximum(np.maximum(c.t_m, c.t_mte1), t_mte2), c.t_out),
                         c.t_st)
+    if chip.cube_tile_scalar_cycles_per_instr:
+        # the scalar unit's work per base block (`_gemm_stages`) paces it where the pipes
+        # are shorter
+        period = np.maximum(period, api_scalar_cycles(chip, c.span // c.k_l1, c.nk))
     period = np.where(c.wait, np.maximum(period, c.t_m + c.t_out), period)
     return c, c.per_core * period + (t_mte2 * c.k_l1 / c.span) + c.t_out + c.t_st
 
@@ -443,7 +460,7 @@ def _candidates(chip, spec: GemmSpec) -> _Candidates:
         row, step, mode = np.nonzero(ok)              # (C order: the search order)
         ci, cf = ints[row], floats[row]
         for name in ("m_t", "n_t", "k_t", "tiles", "block", "tm", "tn", "db_l0c", "cub",
-                     "sharing"):
+                     "sharing", "nk"):
             setattr(c, name, ci[:, col[name]])
         c.k_l1 = k_l1[row, step]
         c.reuse = mode
@@ -607,6 +624,8 @@ def _estimate_rows(ctx: _SearchContext, f: _BlockFacts, k_t: int,
         t_mte2 += (b_tile / run_b) / den_b
         t_mte2 += (span // k_l1) * lat
         period = max(t_m, t_mte1, t_mte2, t_out, t_st)
+        if ctx.chip.cube_tile_scalar_cycles_per_instr:
+            period = max(period, api_scalar_cycles(ctx.chip, span // k_l1, nk))
         if wait:
             period = max(period, t_m + t_out)
         est = per_core * period + (t_mte2 * k_l1 / span) + t_out + t_st
@@ -720,6 +739,11 @@ def _gemm_stages(chip, spec: GemmSpec, t: GemmTiling) -> tuple[Stage, ...]:
         stages.append(Stage("FIX", (fix_write(chip, t.m_t, t.n_t, spec.acc_bytes,
                                               spec.out_bytes, spec.out_through),)))
     n_instr = n_l1 * 2 + nk * 3 + len(head) + n_epi + 2
+    if chip.cube_tile_scalar_cycles_per_instr:
+        # issued as the K loop runs: one share per L1 chunk, a loop stage beside MTE2
+        other = (len(head) + n_epi + 2) * chip.scalar_ops_per_instr / chip.scalar_ops_per_cycle
+        cyc = math.ceil((api_scalar_cycles(chip, n_l1, nk) + other) / n_l1)
+        return (Stage("S", (Instr("S", "scalar", max(cyc, 1)),), units=n_l1),) + tuple(stages)
     return (scalar_stage(chip, n_instr),) + tuple(stages)
 
 

@@ -189,8 +189,10 @@ def test_fp32_matmul_uses_the_chip_fp32_cube_rate():
     f16, f32 = _mm(512, "float16", b), _mm(512, "float32", b)
     # the cube's work over all blocks (the two dtypes may tile the GEMM on different block
     # counts: pipe_cycles is one block's)
+    # (a quarter of the fp16 rate; each mmad also pays its issue overhead, cube_mmad_overhead_
+    # cycles, so the ratio moves with the baseK each dtype's tiling picks: 3.5-4.6)
     m16, m32 = f16.pipe_cycles["M"] * f16.block_dim, f32.pipe_cycles["M"] * f32.block_dim
-    assert 3.5 * m16 <= m32 <= 4.5 * m16
+    assert 3.5 * m16 <= m32 <= 4.6 * m16
     assert not any("float16 mode" in note for note in f32.notes)
     # the roofline takes the peak of the cube mode the task runs in
     assert f32.roofline_cycles >= 2 * 512 ** 3 // (b.ai_cores * b.flops_per_cycle("float32"))

@@ -188,6 +188,9 @@ def _estimate_one(chip, spec: GemmSpec, m_t: int, n_t: int, k_t: int, k_l1: int,
         t_out = fix_cycles(chip, m_t, n_t, spec.acc_bytes)
         t_st = 0.0
     period = max(t_m, t_mte1, t_mte2, t_out, t_st)
+    if chip.cube_tile_scalar_cycles_per_instr:   # the scalar unit's work per base block
+        period = max(period, chip.cube_tile_scalar_cycles_per_instr
+                     * (2 * (span // k_l1) + 3 * nk))
     if db_l0c == 1 and not ct.unit_flag(chip):   # one tile in L0C: the cube waits for its drain
         period = max(period, t_m + t_out)
     est = per_core * period + (t_mte2 * k_l1 / span) + t_out + t_st
@@ -327,7 +330,10 @@ def _scalar_search(chip, spec: GemmSpec, out: list | None = None) -> ct.GemmTili
         # among the candidates within ct.EST_TOLERANCE of the fastest, the least traffic wins
         fastest = min(t[6] for t in cands)
         near = [ct.GemmTiling(*t) for t in cands if t[6] <= fastest * (1 + ct.EST_TOLERANCE)]
-        best = min(near, key=lambda t: (sum(ct.operand_read_bytes(spec, t)), t.est))
+        # with a scalar cost per cube instruction, fewer K steps break the tie
+        deep = bool(chip.cube_tile_scalar_cycles_per_instr)
+        best = min(near, key=lambda t: (sum(ct.operand_read_bytes(spec, t)),
+                                        ct.cdiv(spec.k, t.k_t) if deep else 0, t.est))
     if best is None:
         (m_t, n_t, k_t), (a, b, c) = smallest
         bufs = [("L0A", a, chip.l0a_bytes), ("L0B", b, chip.l0b_bytes),
