@@ -375,16 +375,16 @@ class Chip:
             "set-up and issue, GM address arithmetic); with "
             "vector_tile_scalar_cycles_per_vec_instr, in place of scalar_ops_per_instr / "
             "scalar_ops_per_cycle for vector tiles only; absent: those")
+    vector_tile_scalar_cycles_per_vec_instr: float | None = _spec(
+        "float", "cycles", ge=0, optional=True,
+        doc="scalar cycles per vector instruction a TQue-framework vector tile issues (API "
+            "parameter and mask set-up, issue); see vector_tile_scalar_cycles_per_queue")
     cube_tile_scalar_cycles_per_instr: float | None = _spec(
         "float", "cycles", ge=0, optional=True,
         doc="scalar cycles per cube-side instruction a Matmul-API Ascend C kernel issues for "
             "a base block (each GM->L1 chunk load, L1->L0A/L0B load and mmad: the API's "
             "queue, flag and address work per step), in place of scalar_ops_per_instr / "
             "scalar_ops_per_cycle for those; absent: those")
-    vector_tile_scalar_cycles_per_vec_instr: float | None = _spec(
-        "float", "cycles", ge=0, optional=True,
-        doc="scalar cycles per vector instruction a TQue-framework vector tile issues (API "
-            "parameter and mask set-up, issue); see vector_tile_scalar_cycles_per_queue")
     vector_split_bytes: int | None = _spec(
         "int", "bytes", gt=0, optional=True,
         doc="per-core data of a vector kernel's multi-core split where the chip's built-in "
