@@ -738,13 +738,19 @@ def _gemm_stages(chip, spec: GemmSpec, t: GemmTiling) -> tuple[Stage, ...]:
     else:
         stages.append(Stage("FIX", (fix_write(chip, t.m_t, t.n_t, spec.acc_bytes,
                                               spec.out_bytes, spec.out_through),)))
-    n_instr = n_l1 * 2 + nk * 3 + len(head) + n_epi + 2
-    if chip.cube_tile_scalar_cycles_per_instr:
-        # issued as the K loop runs: one share per L1 chunk, a loop stage beside MTE2
-        other = (len(head) + n_epi + 2) * chip.scalar_ops_per_instr / chip.scalar_ops_per_cycle
-        cyc = math.ceil((api_scalar_cycles(chip, n_l1, nk) + other) / n_l1)
-        return (Stage("S", (Instr("S", "scalar", max(cyc, 1)),), units=n_l1),) + tuple(stages)
-    return (scalar_stage(chip, n_instr),) + tuple(stages)
+    return (_tile_scalar_stage(chip, n_l1, nk, len(head) + n_epi + 2),) + tuple(stages)
+
+
+def _tile_scalar_stage(chip, n_l1: int, nk: int, other: int) -> Stage:
+    """The scalar work of one cube tile: its L1 chunk loads (two each), its K steps (three
+    instructions each) and `other` instructions. With the Matmul API's figure
+    (`api_scalar_cycles`) it is issued as the K loop runs, one share per L1 chunk, a loop stage
+    beside MTE2; otherwise `scalar_ops_per_instr` per instruction, once before the tile."""
+    if not chip.cube_tile_scalar_cycles_per_instr:
+        return scalar_stage(chip, n_l1 * 2 + nk * 3 + other)
+    rest = other * chip.scalar_ops_per_instr / chip.scalar_ops_per_cycle
+    cyc = math.ceil((api_scalar_cycles(chip, n_l1, nk) + rest) / n_l1)
+    return Stage("S", (Instr("S", "scalar", max(cyc, 1)),), units=n_l1)
 
 
 def l1_read(chip, nbytes: int, miss: float, shared: bool, nd2nz: bool) -> Instr:

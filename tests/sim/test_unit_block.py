@@ -50,13 +50,14 @@ def _groups(graph, op_name, chip="ascend910"):
     return [g for ph in task.phases for g in ph.groups]
 
 
-#: ResNet-50 v1.5 layers whose weight gradient is a few tiles of long K loops at this batch:
-#: (name, x shape, w shape, conv attrs)
+#: ResNet-50 v1.5 layers whose weight gradient is a few tiles of long K loops at this batch
+#: (the batch is the K loop: at a deep baseK a 1x1 needs batch 64, a 3x3 batch 128, to give
+#: the chunks block detail coalesces): (name, x shape, w shape, conv attrs)
 WGRADS = [
     ("stem_7x7_b32", (32, 3, 224, 224), (64, 3, 7, 7), {"strides": [2, 2],
                                                          "pads": [3, 3, 3, 3]}),
-    ("layer1_1x1_expand_b32", (32, 64, 56, 56), (256, 64, 1, 1), {}),
-    ("layer2_3x3_b32", (32, 128, 28, 28), (128, 128, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ("layer1_1x1_expand_b64", (64, 64, 56, 56), (256, 64, 1, 1), {}),
+    ("layer2_3x3_b128", (128, 128, 28, 28), (128, 128, 3, 3), {"pads": [1, 1, 1, 1]}),
     ("layer2_1x1_reduce_b64", (64, 256, 56, 56), (128, 256, 1, 1), {}),
     ("layer3_3x3_b64", (64, 256, 28, 28), (256, 256, 3, 3), {"pads": [1, 1, 1, 1]}),
 ]
