@@ -25,7 +25,8 @@ atlasascendc_api_07_0673):
   chip's `l1_bytes` decides which fit: strip + two chunks of the other operand (+ bias).
 - core split: the output's base blocks (batch x ceil(M/baseM) x ceil(N/baseN)) are spread over
   `ai_cores` in contiguous runs (MatMulV3: "the kernel distributes base blocks over the cores";
-  the tail run is shorter).
+  the tail run is shorter); a kernel with its own split (`single_core`, TCubeTiling
+  singleCoreM x singleCoreN) gives each block its block of the output (`block_tiles`).
 
 GM traffic follows: A is read `a_reads` times and B `b_reads` times (the re-read factors), with
   a_reads = tn / run_a, b_reads = tm / run_b
