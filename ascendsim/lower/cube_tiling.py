@@ -104,15 +104,16 @@ from .l1_chunks import (  # noqa: F401  (re-exported: the tiling API)
 )
 from .program import CoreGroup, Instr, Segment, Stage
 from .tiling import (
+    api_scalar_cycles,
     cdiv,
     ceil_to,
+    cube_scalar_stage,
     fix_cycles,
     fix_write,
     gm_read,
     gm_write,
     issued_instrs,
     local_move,
-    scalar_stage,
     split_even,
     vec_instrs,
 )
@@ -196,15 +197,6 @@ def _grid(chip, spec: GemmSpec, m_t: int, n_t: int) -> tuple[int, int, int, int]
     tn = cdiv(ceil_to(spec.n, n0), n_t)
     block = spec.blocks if spec.blocks else min(chip.ai_cores, tm * tn)
     return tm, tn, tm * tn, block
-
-
-def api_scalar_cycles(chip, loads, steps):
-    """Scalar cycles of one base block in a Matmul-API Ascend C kernel (A2/A3): the chip's
-    `cube_tile_scalar_cycles_per_instr` for each cube-side instruction the API issues, two
-    GM->L1 loads per L1 chunk (`loads`) and per K step (`steps`) two L1->L0 loads and an mmad
-    (Huawei's Matmul sample: 449-450 scalar cycles per K step of a Norm-template kernel with
-    run-time tiling, whatever its base block or core count). Works on numpy arrays too."""
-    return chip.cube_tile_scalar_cycles_per_instr * (2 * loads + 3 * steps)
 
 
 def block_tiles(chip, spec: GemmSpec, m_t: int, n_t: int, tiles: int, blocks: int) -> list[int]:
@@ -739,19 +731,7 @@ def _gemm_stages(chip, spec: GemmSpec, t: GemmTiling) -> tuple[Stage, ...]:
     else:
         stages.append(Stage("FIX", (fix_write(chip, t.m_t, t.n_t, spec.acc_bytes,
                                               spec.out_bytes, spec.out_through),)))
-    return (_tile_scalar_stage(chip, n_l1, nk, len(head) + n_epi + 2),) + tuple(stages)
-
-
-def _tile_scalar_stage(chip, n_l1: int, nk: int, other: int) -> Stage:
-    """The scalar work of one cube tile: its L1 chunk loads (two each), its K steps (three
-    instructions each) and `other` instructions. With the Matmul API's figure
-    (`api_scalar_cycles`) it is issued as the K loop runs, one share per L1 chunk, a loop stage
-    beside MTE2; otherwise `scalar_ops_per_instr` per instruction, once before the tile."""
-    if not chip.cube_tile_scalar_cycles_per_instr:
-        return scalar_stage(chip, n_l1 * 2 + nk * 3 + other)
-    rest = other * chip.scalar_ops_per_instr / chip.scalar_ops_per_cycle
-    cyc = math.ceil((api_scalar_cycles(chip, n_l1, nk) + rest) / n_l1)
-    return Stage("S", (Instr("S", "scalar", max(cyc, 1)),), units=n_l1)
+    return (cube_scalar_stage(chip, n_l1, nk, len(head) + n_epi + 2),) + tuple(stages)
 
 
 def l1_read(chip, nbytes: int, miss: float, shared: bool, nd2nz: bool) -> Instr:

@@ -181,9 +181,33 @@ def issued_instrs(parts) -> int:
     return sum(max(1, math.ceil(p.count)) if isinstance(p, SeqPart) else 1 for p in parts)
 
 
+def _scalar_work(cycles: float, units: int = 1) -> Stage:
+    """An S stage of `cycles` scalar cycles per unit (at least one), `units` units a tile."""
+    return Stage("S", (Instr("S", "scalar", max(math.ceil(cycles), 1)),), units=units)
+
+
 def scalar_stage(chip, n_instr: int) -> Stage:
-    cyc = math.ceil(n_instr * chip.scalar_ops_per_instr / chip.scalar_ops_per_cycle)
-    return Stage("S", (Instr("S", "scalar", max(cyc, 1)),))
+    return _scalar_work(n_instr * chip.scalar_ops_per_instr / chip.scalar_ops_per_cycle)
+
+
+def api_scalar_cycles(chip, loads, steps):
+    """Scalar cycles of one base block in a Matmul-API Ascend C kernel (A2/A3): the chip's
+    `cube_tile_scalar_cycles_per_instr` for each cube-side instruction the API issues, two
+    GM->L1 loads per L1 chunk (`loads`) and per K step (`steps`) two L1->L0 loads and an mmad
+    (Huawei's Matmul sample: 449-450 scalar cycles per K step of a Norm-template kernel with
+    run-time tiling, whatever its base block or core count). Works on numpy arrays too."""
+    return chip.cube_tile_scalar_cycles_per_instr * (2 * loads + 3 * steps)
+
+
+def cube_scalar_stage(chip, n_l1: int, nk: int, other: int) -> Stage:
+    """The scalar work of one cube tile: its L1 chunk loads (two each), its K steps (three
+    instructions each) and `other` instructions. With the Matmul API's figure
+    (`api_scalar_cycles`) it is issued as the K loop runs, one share per L1 chunk, a loop stage
+    beside MTE2; otherwise `scalar_ops_per_instr` per instruction, once before the tile."""
+    if not chip.cube_tile_scalar_cycles_per_instr:
+        return scalar_stage(chip, n_l1 * 2 + nk * 3 + other)
+    rest = other * chip.scalar_ops_per_instr / chip.scalar_ops_per_cycle
+    return _scalar_work(math.ceil((api_scalar_cycles(chip, n_l1, nk) + rest) / n_l1), n_l1)
 
 
 def vector_scalar_stage(chip, transfers: int, n_instr: int, n_vec: int) -> Stage:
@@ -198,8 +222,7 @@ def vector_scalar_stage(chip, transfers: int, n_instr: int, n_vec: int) -> Stage
     if per_queue is None:
         return scalar_stage(chip, n_instr)
     per_vec = chip.vector_tile_scalar_cycles_per_vec_instr or 0.0
-    cyc = math.ceil(transfers * per_queue + n_vec * per_vec)
-    return Stage("S", (Instr("S", "scalar", max(cyc, 1)),))
+    return _scalar_work(transfers * per_queue + n_vec * per_vec)
 
 
 def split_even(total: int, parts: int) -> list[tuple[int, int]]:
