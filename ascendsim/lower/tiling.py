@@ -4,7 +4,10 @@ Note on the model
 -----------------
 Cube: see `cube_tiling` (CANN Matmul/Conv tiling: base blocks, L1 operand reuse, nd2nz).
 
-Vector (`vector_work`). The op's elements are split over the vector cores: where the chip's
+Vector (`vector_work`). The op's elements are split over the vector cores: a prebuilt
+dynamic-shape kernel (a framework's eager op on the A2, `VecSpec.split` "dynamic") over the
+blocks its run-time tiling gives (lower/dynamic_tiling.py: TBE's ELEWISE, broadcast and
+reduce tilings); where the chip's
 built-in vector kernels are TBE DSL schedules (`chip.vector_split_bytes`), as TBE's
 VectorSchedule splits them, one core per 1 KB of the tensor it tiles, rounded up, up to the
 core count (tbe/dsl/static_schedule/vector_schedule.py `_get_block_tiling`,
@@ -283,7 +286,8 @@ class VecSpec:
     row_ws_bytes: float = 0.0
     row_ws_reads: int = 0
     tile_rows: int = 0                          # >0: such a kernel's rows per UB loop
-    # "copy": TBE copy_only's core split (note); "pinned": the kernel's own block count
+    # "copy": TBE copy_only's core split (note); "pinned": the kernel's own block count;
+    # "dynamic": a prebuilt dynamic-shape kernel's run-time split (lower/dynamic_tiling.py)
     split: str = ""
     # per input, GM moves per element (a gather's one DMA per row, 1/row length); () or 0:
     # one move per tile
@@ -330,7 +334,8 @@ def vector_work(chip, spec: VecSpec, op: str, cores: int) -> tuple[list[CoreGrou
         return head_loop_work(chip, spec, cores)
     # (copy_only splits in 32-byte blocks, not in tiles of `align` elements)
     most = cores if spec.split == "copy" else min(cores, cdiv(spec.elems, spec.align))
-    block = max(1, min(most, cores if spec.split == "pinned" else split_cores(chip, spec, cores)))
+    own = spec.split in ("pinned", "dynamic")    # the kernel's own block count: `cores`
+    block = max(1, min(most, cores if own else split_cores(chip, spec, cores)))
     shares = None
     if spec.row_elems > 0:
         # whole rows per core, on as many cores as the kernel's tiling binds rows to

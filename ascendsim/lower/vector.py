@@ -36,6 +36,7 @@ from ..ir.registry import Category, get_op
 from ..ir.tensor import Value, itemsize
 from .bf16 import BF16_NOTE, BF16_WORK_BYTES, bf16_vector_work, vconv_parts, widened
 from .context import Lowering, TaskSpec
+from .dynamic_tiling import dynamic_blocks
 from .formats import NC1HWC0, ND, NZ, is_small_operand, padded_bytes
 from .memo import vector_work
 from .movement import ensure
@@ -96,15 +97,15 @@ def lower_vector(low: Lowering, node, parts: list, category: Category,
     n = max([1] + [b // itemsize(v.dtype) for b, v in sized])
     vparts, temp, flops, seq_notes = vec_parts(low, parts, n, outs, fmt=fmt)
     inputs = tuple((b / n, low.miss(i, b, fmt=f)) for i, b, f in zip(ins, in_b, in_fmts))
-    through = low.through(outs, out_fmts)
     lone = lone_path(low, parts, fmt)
+    dynamic = binary_blocks(low, parts, ext_in, ext_vals, out_vals)
     spec = head_loop(low, lone, kernel_ub(low, lone, VecSpec(
-        n, inputs, sum(out_b) / n, through, tuple(vparts), temp,
+        n, inputs, sum(out_b) / n, low.through(outs, out_fmts), tuple(vparts), temp,
         **kernel_pipeline(low, lone, n),
         moves=row_moves(low, parts[0], in_vals, gathered),
-        split=vector_split(parts, in_vals, out_vals))))
+        split=vector_split(parts, in_vals, out_vals, dynamic is not None))))
     groups, vnotes = vector_work(low.chip, spec, node.name,
-                                 (blocks := schedule_blocks(low, parts, ext_vals))[0])
+                                 (blocks := schedule_blocks(low, parts, ext_vals, dynamic))[0])
     if not ext_in and node.inputs:
         ins = [i for i in node.inputs if i]   # dependencies only: no bytes moved
         in_fmts = [low.format_of(i) for i in ins]
@@ -146,18 +147,36 @@ def pinned_blocks(parts: list) -> int:
     return int(parts[0].attrs.get("block_dim") or 0) if len(parts) == 1 else 0
 
 
-def vector_split(parts: list, in_vals: list[Value], out_vals: list[Value]) -> str:
+def binary_blocks(low: Lowering, parts: list, ext_in: list[str], ext_vals: list[Value],
+                  out_vals: list[Value]) -> tuple[int, str] | None:
+    """(blocks, note) of a prebuilt dynamic-shape kernel (`Lowering.kernel_build` "binary")
+    whose run-time tiling lower/dynamic_tiling.py models, its scalar constants left out of
+    its operands; None for a jit build or where no such rule applies."""
+    if low.kernel_build != "binary":
+        return None
+    ins = [v for i, v in zip(ext_in, ext_vals) if not (low.is_const(i) and v.numel == 1)]
+    return dynamic_blocks(parts, ins, out_vals, low.vector_cores())
+
+
+def vector_split(parts: list, in_vals: list[Value], out_vals: list[Value],
+                 dynamic: bool = False) -> str:
     """How the task's elements are split over its blocks (`VecSpec.split`): "pinned" for a
-    node's own block_dim (every block it names runs), "copy" for TBE's copy_only, else ""."""
+    node's own block_dim (every block it names runs), "copy" for TBE's copy_only, "dynamic"
+    for a prebuilt dynamic-shape kernel whose run-time tiling sets its blocks
+    (`lower.dynamic_tiling`), else ""."""
     if pinned_blocks(parts):
         return "pinned"
-    return "copy" if copies_only(parts, in_vals, out_vals) else ""
+    if copies_only(parts, in_vals, out_vals):
+        return "copy"
+    return "dynamic" if dynamic else ""
 
 
-def schedule_blocks(low: Lowering, parts: list, ext_vals: list[Value]) -> tuple[int, list[str]]:
+def schedule_blocks(low: Lowering, parts: list, ext_vals: list[Value],
+                    dynamic: tuple[int, str] | None = None) -> tuple[int, list[str]]:
     """Cores a lone node's vector task spreads over: its own `block_dim` when it has one (a
-    kernel attribute, `ir.graph.KERNEL_ATTRS`), else the vector cores, or fewer where its TBE
-    schedule binds blocks to one axis (`TBE_BLOCKS`); and the note saying so."""
+    kernel attribute, `ir.graph.KERNEL_ATTRS`), else a prebuilt dynamic-shape kernel's blocks
+    (`dynamic`: `lower.dynamic_tiling.dynamic_blocks`), else the vector cores, or fewer where
+    its TBE schedule binds blocks to one axis (`TBE_BLOCKS`); and the note saying so."""
     cores = low.vector_cores()
     pinned = pinned_blocks(parts)
     if pinned:
@@ -167,6 +186,8 @@ def schedule_blocks(low: Lowering, parts: list, ext_vals: list[Value]) -> tuple[
                                   f"{low.chip.name} (a vector kernel in several waves is not "
                                   f"modelled)")
         return pinned, [f"block_dim {pinned}: the node's own core count"]
+    if dynamic is not None:
+        return min(dynamic[0], cores), [dynamic[1]]
     rule = TBE_BLOCKS.get(parts[0].op_type) if len(parts) == 1 else None
     if rule is None or not low.chip.vector_split_bytes or not ext_vals:
         return cores, []

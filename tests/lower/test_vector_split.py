@@ -9,6 +9,11 @@ import pytest
 
 import ascendsim as asim
 from ascendsim.hw import get_chip
+from ascendsim.lower.dynamic_tiling import (
+    broadcast_rows_blocks,
+    elewise_blocks,
+    reduce_rows_blocks,
+)
 from ascendsim.lower.tiling import VecSpec, split_cores
 
 GEN1 = "ascend910b_gen1"      # 30 AI Cores, TBE vector kernels
@@ -83,3 +88,93 @@ def test_a_slice_that_cuts_keeps_the_vector_split():
     assert _task(_slice(256, 128), get_chip(GEN1)).block_dim == 1
     # the A2 has no TBE kernels: an identity slice is not split as copy_only
     assert _task(_slice(128, 128), get_chip("ascend910b")).block_dim == 1
+
+
+
+# -- prebuilt dynamic-shape kernels (kernel_build "binary", the A2's eager ops): the blocks of
+# TBE's run-time tilings (lower/dynamic_tiling.py: elewise_v3.cc, broadcast_v3.cc,
+# reduce_tiling_v3.cc)
+
+@pytest.mark.parametrize("n, item, cores, blocks", [
+    (98304, 2, 40, 39),      # fp16 Relu [1, 12, 256, 32]: 2458 -> 2560 per core
+    (98304 * 64, 2, 40, 40),
+    (1279, 2, 40, 1),        # below 16 x 40 x 2 fp16 elements: one core
+    (1280, 2, 40, 10),       # at the threshold: 32 -> 128 per core
+    (2559, 1, 40, 1),        # a bool output: 32 elements per block, threshold 2560
+    (4096, 4, 48, 32),       # fp32 on 48 cores: 86 -> 128 per core
+])
+def test_elewise_blocks_follow_the_dynamic_tiling(n, item, cores, blocks):
+    assert elewise_blocks(n, item, cores) == blocks
+
+
+@pytest.mark.parametrize("rows, length, blocks", [
+    (3072, 256, 40),         # RealDiv [1, 12, 256, 256] / [1, 12, 256, 1]: 77 rows per core
+    (256, 384, 37),          # BroadcastTo [256, 1] -> [256, 384]: 7 rows per core
+    (64, 16, 1),             # 1024 fp16 elements, below 2 blocks per core: one core
+    (2048, 16, None),        # 32768 elements: the align mode, not modelled
+    (16, 8192, None),        # fewer rows than cores: the inner axis splits, not modelled
+])
+def test_broadcast_rows_blocks(rows, length, blocks):
+    assert broadcast_rows_blocks(rows, length, 2, 40) == blocks
+
+
+@pytest.mark.parametrize("rows, item, blocks", [
+    (256, 2, 16),            # 7 rows per core raised to one 32-byte block of fp16 output
+    (512, 2, 32), (1024, 2, 40), (16384, 2, 40),
+    (256, 4, 32),            # float32 output: 8 values per block
+])
+def test_reduce_rows_blocks(rows, item, blocks):
+    assert reduce_rows_blocks(rows, item, 40) == blocks
+
+
+def _op(op, shapes, dtype="float16", attrs=None, consts=()):
+    g = asim.Graph(op)
+    ins = [g.input(f"x{k}", s, dtype) for k, s in enumerate(shapes)]
+    ins += [g.const(c, name=f"c{k}") for k, c in enumerate(consts)]
+    g.output(*g.add_node(op, ins, attrs or {}, name="rs"))
+    return g
+
+
+def _blocks(g, build, chip="ascend910b4"):
+    res = asim.simulate(g, get_chip(chip), fusion=False, detail="block", kernel_build=build)
+    return res.trace.task("rs").block_dim
+
+
+@pytest.mark.parametrize("graph, binary, jit", [
+    # same-shape operands: the ELEWISE tiling (39 blocks) against the A2's one core per
+    # 16 KB of GM traffic (393 KB: 24; 590 KB: 36)
+    (_op("Relu", [(1, 12, 256, 32)]), 39, 24),
+    (_op("Add", [(1, 256, 384), (1, 256, 384)]), 39, 36),
+    # a per-row divisor: rows over the cores
+    (_op("Div", [(1, 12, 256, 256), (1, 12, 256, 1)]), 40, 40),
+    # a [1, 256, 1] -> [1, 256, 384] broadcast: 7 rows per core, 37 blocks, against 12
+    (_op("Expand", [(1, 256, 1)], consts=(np.array([1, 256, 384], np.int64),)), 37, 12),
+    # a last-axis fp16 ReduceSum of 256 rows: one 32-byte block of output per core
+    (_op("ReduceSum", [(1, 256, 384)], attrs={"keepdims": 0},
+         consts=(np.array([-1], np.int64),)), 16, 12),
+])
+def test_a_binary_kernel_takes_its_run_time_tiling(graph, binary, jit):
+    assert (_blocks(graph, "binary"), _blocks(graph, "jit")) == (binary, jit)
+
+
+def test_the_dynamic_split_leaves_other_broadcasts_alone():
+    """A broadcast over a leading axis (a [1, 1024] bias over 64 rows) is no trailing-axes
+    broadcast: a binary build keeps the A2's traffic rule, as a jit one does."""
+    g = _op("Add", [(64, 1024), (1, 1024)])
+    assert _blocks(g, "binary") == _blocks(g, "jit")
+
+
+def test_more_dynamic_blocks_cost_their_dispatch():
+    """With its code cached (a loop of the same call), the 39-block binary Relu pays
+    block_dispatch_us for 15 more blocks than the 24-block jit one and moves fewer bytes per
+    block: on this 393 KB kernel it takes longer, by less than those 15 dispatches."""
+    chip = get_chip("ascend910b4")
+    g = _op("Relu", [(1, 12, 256, 32)])
+
+    def duration(build):
+        res = asim.simulate(g, chip, fusion=False, detail="block", kernel_build=build,
+                            icache="warm")
+        return res.trace.task("rs").duration
+
+    extra = chip.cycles(15 * chip.block_dispatch_us * 1e-6)
+    assert duration("jit") < duration("binary") < duration("jit") + extra

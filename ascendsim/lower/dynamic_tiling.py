@@ -1,0 +1,155 @@
+"""Block splits of CANN's prebuilt dynamic-shape TBE vector kernels.
+
+A framework's eager ops on the A2 / A3 run the binary op package's prebuilt dynamic-shape
+kernels (`Lowering.kernel_build` "binary"; torch_npu's default there). Their block count is
+not the static schedule's a jit build compiles for its shapes: the op's run-time tiling
+function sets it. Three of those functions, as TBE's op_tiling sources give them (an
+Apache-2.0 public copy: dengguojie/vue-element-admin ops/built-in/op_tiling/, elewise_v3.cc at
+62c5a7f, broadcast_v3.cc at 0231fcc, reduce_tiling_v3.cc at 0231fcc and 745162e):
+
+- ELEWISE (`elewise_blocks`; `Elewise::CalcMultiCore`, `DoBlockTiling`): one core below two
+  32-byte blocks of output per core; else each core takes ceil(n / cores) elements rounded
+  up to 128 (the schedule's `_ub_factor_align`), so a 98304-element fp16 Relu on 40 cores
+  runs 39 blocks. Broadcast ops whose operands all have the output's shape take it too
+  (`Broadcast::BroadcastTiling` hands equal shapes to the ELEWISE tiling).
+- a broadcast along the trailing axes, [R, 1] -> [R, D] (`broadcast_rows_blocks`; pattern
+  COMMON_BROADCAST, `Broadcast::DoBlockTiling`): one core below two 32-byte blocks of output
+  per core; rows split as ceil(R / ceil(R / cores)). Outputs of at most 64 blocks per core
+  take the align mode (`CalcAlignCore`), rows fewer than the cores split the inner axis, and
+  a core's share under one 32-byte block folds back to one core: those are not modelled
+  here and keep the generic split.
+- a reduction over the trailing axes to R values (`reduce_rows_blocks`; `Reduce::
+  GetBlockTilingInfo`, `CalcBlockDim`): rows split as ceil(R / cores), raised to one 32-byte
+  block of output per core (16 fp16 values), so a [256, 384] fp16 ReduceSum runs 16 blocks.
+  The atomic two-stage path (a float32 sum to fewer than cores x 4 values, `ChooseAtomic`)
+  is not modelled here.
+
+`dynamic_blocks` picks the rule of a lone vector op (or says none applies).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from ..ir.registry import Category, get_op
+from ..ir.tensor import Value, itemsize
+from .tiling import cdiv
+
+#: ELEWISE: multi-core from this many 32-byte blocks of output per core (DOUBLE_BUFFER_SIZE)
+BLOCKS_PER_CORE = 2
+#: ELEWISE: a core's share is a multiple of this many elements (ELEWISE_REPEAT_NUMS)
+ELEWISE_ALIGN_ELEMS = 128
+#: COMMON_BROADCAST: outputs up to this many 32-byte blocks per core take the align mode
+#: (BLOCK_NUM x MAX_REPEAT_TIMES)
+BROADCAST_ALIGN_BLOCKS = 8 * 8
+#: the atomic reduce path: a float32 sum to fewer than cores x this many values ...
+ATOMIC_OUT_PER_CORE = 4
+#: ... of more than this many elements (SMALL_SHAPE_THRESHOLD) ...
+ATOMIC_MIN_ELEMS = 1024
+#: ... whose reduced length exceeds this
+ATOMIC_MIN_REDUCED = 20
+#: op types tiled by the dynamic reduce tiling
+REDUCE_OPS = frozenset({"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd"})
+#: op types whose one data input is broadcast to the output shape (the other gives the shape)
+EXPAND_OPS = frozenset({"Expand", "BroadcastTo"})
+
+
+def block_elems(item: float) -> int:
+    """Elements of `item` bytes in one 32-byte block."""
+    return max(1, int(32 // max(item, 1e-9)))
+
+
+def elewise_blocks(elems: int, out_item: float, cores: int) -> int:
+    """Blocks of a dynamic ELEWISE kernel of `elems` output elements of `out_item` bytes."""
+    if elems < block_elems(out_item) * cores * BLOCKS_PER_CORE:
+        return 1
+    factor = cdiv(cdiv(elems, cores), ELEWISE_ALIGN_ELEMS) * ELEWISE_ALIGN_ELEMS
+    return cdiv(elems, factor)
+
+
+def broadcast_rows_blocks(rows: int, row_elems: int, out_item: float, cores: int) -> int | None:
+    """Blocks of a dynamic broadcast of `rows` values each along `row_elems` trailing
+    elements (COMMON_BROADCAST), or None where its tiling takes a path not modelled here."""
+    per_block = block_elems(out_item)
+    elems = rows * row_elems
+    if elems < per_block * cores * BLOCKS_PER_CORE:
+        return 1
+    if elems <= per_block * BROADCAST_ALIGN_BLOCKS * cores or rows < cores:
+        return None
+    return cdiv(rows, cdiv(rows, cores))
+
+
+def reduce_rows_blocks(rows: int, out_item: float, cores: int) -> int:
+    """Blocks of a dynamic reduction over the trailing axes to `rows` values of
+    `out_item` bytes (its normal, non-atomic path)."""
+    factor = max(cdiv(rows, cores), block_elems(out_item))
+    return cdiv(rows, factor)
+
+
+def atomic_reduce(op: str, x: Value, out: Value, cores: int) -> bool:
+    """Whether the dynamic reduce tiling takes its atomic two-stage path (`ChooseAtomic`:
+    a float32 sum to few values of a large enough input over a long enough axis)."""
+    return (op == "ReduceSum" and x.dtype == out.dtype == "float32"
+            and out.numel < cores * ATOMIC_OUT_PER_CORE and x.numel > ATOMIC_MIN_ELEMS
+            and x.numel // max(out.numel, 1) > ATOMIC_MIN_REDUCED)
+
+
+def lead_axes(shape: Sequence[int], rows: int) -> int | None:
+    """The fewest leading axes of `shape` whose product is `rows`, with at least one trailing
+    element left over (`shape` reduces or broadcasts over the rest), else None."""
+    lead = 1
+    for k, d in enumerate(shape):
+        if lead == rows and math.prod(shape[k:]) > 1:
+            return k
+        lead *= int(d)
+    return None
+
+
+def over_trailing_axes(full: Sequence[int], part: Sequence[int]) -> int | None:
+    """R when `part` is `full` with its trailing axes reduced or broadcast away (kept as 1 or
+    dropped): `full` = [R..., D...], `part` = [R...] or [R..., 1...]; else None."""
+    rows = math.prod(part)
+    k = lead_axes(full, rows)
+    if k is None:
+        return None
+    lead = tuple(full[:k])
+    return rows if tuple(part) in (lead, lead + (1,) * (len(full) - k)) else None
+
+
+def dynamic_blocks(parts: list, ins: Sequence[Value], outs: Sequence[Value],
+                   cores: int) -> tuple[int, str] | None:
+    """(blocks, note) of a lone vector op's prebuilt dynamic-shape kernel (module note), or
+    None where no rule here applies; `ins`: its inputs' values, constants of one element
+    (a scalar operand) left out."""
+    if len(parts) != 1 or len(outs) != 1 or not ins:
+        return None
+    op = parts[0].op_type
+    if op in REDUCE_OPS or op in EXPAND_OPS:
+        ins = ins[:1]       # the others give axes or a shape
+    out = outs[0]
+    item = itemsize(out.dtype)
+    category = get_op(op, parts[0].name).category
+    if (category <= Category.BROADCAST and op not in EXPAND_OPS
+            and all(tuple(v.shape) == tuple(out.shape) for v in ins)):
+        blocks = elewise_blocks(out.numel, item, cores)
+        return blocks, f"dynamic ELEWISE tiling: {blocks} block(s) for {out.numel} elements"
+    if category <= Category.BROADCAST or op in EXPAND_OPS:
+        small = [v for v in ins if v.numel < out.numel]
+        if len(small) != 1 or any(v.numel != out.numel for v in ins if v is not small[0]):
+            return None
+        rows = over_trailing_axes(tuple(out.shape), tuple(small[0].shape))
+        blocks = (broadcast_rows_blocks(rows, out.numel // rows, item, cores)
+                  if rows else None)
+        if blocks is None:
+            return None
+        return blocks, (f"dynamic broadcast tiling (trailing axes): {blocks} block(s) for "
+                        f"{rows} rows")
+    if op in REDUCE_OPS and category == Category.REDUCE:
+        rows = over_trailing_axes(tuple(ins[0].shape), tuple(out.shape))
+        if rows is None or atomic_reduce(op, ins[0], out, cores):
+            return None
+        blocks = reduce_rows_blocks(rows, item, cores)
+        return blocks, f"dynamic reduce tiling: {blocks} block(s) for {rows} rows"
+    return None
+
