@@ -21,8 +21,10 @@ Apache-2.0 public copy: dengguojie/vue-element-admin ops/built-in/op_tiling/, el
 - a reduction over the trailing axes to R values (`reduce_rows_blocks`; `Reduce::
   GetBlockTilingInfo`, `CalcBlockDim`): rows split as ceil(R / cores), raised to one 32-byte
   block of output per core (16 fp16 values), so a [256, 384] fp16 ReduceSum runs 16 blocks.
-  The atomic two-stage path (a float32 sum to fewer than cores x 4 values, `ChooseAtomic`)
-  is not modelled here.
+  The atomic two-stage path (`ChooseAtomic`: a float32 sum to fewer than cores x 4 values,
+  which splits the reduced axis instead) is not modelled here: a reduction to so few values
+  keeps the generic split whatever its dtype, since which reductions count as a sum there is
+  not read through.
 
 `dynamic_blocks` picks the rule of a lone vector op (or says none applies).
 """
@@ -43,12 +45,8 @@ ELEWISE_ALIGN_ELEMS = 128
 #: COMMON_BROADCAST: outputs up to this many 32-byte blocks per core take the align mode
 #: (BLOCK_NUM x MAX_REPEAT_TIMES)
 BROADCAST_ALIGN_BLOCKS = 8 * 8
-#: the atomic reduce path: a float32 sum to fewer than cores x this many values ...
+#: the atomic reduce path may take a reduction to fewer than cores x this many values
 ATOMIC_OUT_PER_CORE = 4
-#: ... of more than this many elements (SMALL_SHAPE_THRESHOLD) ...
-ATOMIC_MIN_ELEMS = 1024
-#: ... whose reduced length exceeds this
-ATOMIC_MIN_REDUCED = 20
 #: op types tiled by the dynamic reduce tiling
 REDUCE_OPS = frozenset({"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd"})
 #: op types whose one data input is broadcast to the output shape (the other gives the shape)
@@ -85,14 +83,6 @@ def reduce_rows_blocks(rows: int, out_item: float, cores: int) -> int:
     `out_item` bytes (its normal, non-atomic path)."""
     factor = max(cdiv(rows, cores), block_elems(out_item))
     return cdiv(rows, factor)
-
-
-def atomic_reduce(op: str, x: Value, out: Value, cores: int) -> bool:
-    """Whether the dynamic reduce tiling takes its atomic two-stage path (`ChooseAtomic`:
-    a float32 sum to few values of a large enough input over a long enough axis)."""
-    return (op == "ReduceSum" and x.dtype == out.dtype == "float32"
-            and out.numel < cores * ATOMIC_OUT_PER_CORE and x.numel > ATOMIC_MIN_ELEMS
-            and x.numel // max(out.numel, 1) > ATOMIC_MIN_REDUCED)
 
 
 def lead_axes(shape: Sequence[int], rows: int) -> int | None:
@@ -147,7 +137,7 @@ def dynamic_blocks(parts: list, ins: Sequence[Value], outs: Sequence[Value],
                         f"{rows} rows")
     if op in REDUCE_OPS and category == Category.REDUCE:
         rows = over_trailing_axes(tuple(ins[0].shape), tuple(out.shape))
-        if rows is None or atomic_reduce(op, ins[0], out, cores):
+        if rows is None or out.numel < cores * ATOMIC_OUT_PER_CORE:
             return None
         blocks = reduce_rows_blocks(rows, item, cores)
         return blocks, f"dynamic reduce tiling: {blocks} block(s) for {rows} rows"
