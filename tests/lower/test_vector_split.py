@@ -90,7 +90,6 @@ def test_a_slice_that_cuts_keeps_the_vector_split():
     assert _task(_slice(128, 128), get_chip("ascend910b")).block_dim == 1
 
 
-
 # -- prebuilt dynamic-shape kernels (kernel_build "binary", the A2's eager ops): the blocks of
 # TBE's run-time tilings (lower/dynamic_tiling.py: elewise_v3.cc, broadcast_v3.cc,
 # reduce_tiling_v3.cc)
