@@ -51,23 +51,29 @@ def markdown(results: list[tuple[str, str, Any, Any]], top: int = 6) -> str:
         "shipped table of `ascendsim validate` "
         f"({meta.get('validation_rows', '?')} validation rows; regenerate with "
         "`python bench/confidence_table.py`). The error is the corpus's own (a development "
-        "set): held-out error is larger, and the figure is not a bound.",
+        "set): held-out error is larger, and the figure is not a bound. The first-sight "
+        "figure weighs the same families' median |error| at first sight (each row's ratio "
+        "under the model of the commit that added it, before any change it motivated), the "
+        "corpus's own measure of how the model does on kernels it was not fitted to.",
         "",
     ]
     for label, cmd, res, conf in results:
         lines += [f"**{label}** ({res.time_us / 1000:,.2f} ms; `{cmd}`):", "",
                   f"> {conf}", "",
-                  "| op type | share of time | family | rows | median \\|error\\| | bias |",
-                  "|---|---:|---|---:|---:|---:|"]
+                  "| op type | share of time | family | rows | median \\|error\\| | bias "
+                  "| first sight (rows) |",
+                  "|---|---:|---|---:|---:|---:|---:|"]
         for o in conf.ops[:top]:
             err = "-" if o.median_abs_error is None else f"{100 * o.median_abs_error:.1f}%"
             bias = "-" if o.bias is None else f"{o.bias:.2f}"
+            first = ("-" if o.first_sight_error is None or not o.validated
+                     else f"{100 * o.first_sight_error:.1f}% ({o.first_n})")
             lines.append(f"| {conf.label(o)} | {100 * o.share:.1f}% | {o.family} | "
-                         f"{o.n or '-'} | {err} | {bias} |")
+                         f"{o.n or '-'} | {err} | {bias} | {first} |")
         if len(conf.ops) > top:
             rest = sum(o.share for o in conf.ops[top:])
             lines.append(f"| ({len(conf.ops) - top} more op types) | {100 * rest:.1f}% | "
-                         f"| | | |")
+                         f"| | | | |")
         lines.append("")
     return "\n".join(lines)
 

@@ -18,7 +18,9 @@ builds it). Nothing here simulates or validates.
 - `confidence(trace)`: per op type its share of the summed task time, its family and that
   family's validation figures on the chip's generation (n, median |error|, bias = median
   ratio), or "unvalidated"; for the run, the share of time in validated families and the
-  time-weighted expected |error| over them.
+  time-weighted expected |error| over them; beside it the same weighting of the families'
+  error at first sight (each row's ratio when it was added, before any model change it
+  motivated), the corpus's own measure of how the model does on kernels it was not fitted to.
 
 What it does not promise (docs/api.md): the corpus error is a development-set error (held-out
 error is larger), families with few rows give noisy medians, and the figure is not a bound.
@@ -198,6 +200,10 @@ class FamilyError:
     n: int
     median_abs_error: float      # median |ratio - 1|
     bias: float                  # median ratio (> 1: the model is slow)
+    #: rows of the family and generation with a ratio at first sight (before any model
+    #: change they motivated), and their median |first_ratio - 1| (None: no such row)
+    first_n: int = 0
+    first_median_abs_error: float | None = None
 
 
 @dataclass(frozen=True)
@@ -216,10 +222,15 @@ class ConfidenceTable:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ConfidenceTable:
         rows = [FamilyError(r["family"], r["generation"], int(r["n"]),
-                            float(r["median_abs_error"]), float(r["bias"]))
+                            float(r["median_abs_error"]), float(r["bias"]),
+                            int(r.get("first_n", 0)), _opt_float(r.get("first_median_abs_error")))
                 for r in data.get("rows", [])]
         meta = {k: v for k, v in data.items() if k != "rows"}
         return cls({(r.family, r.generation): r for r in rows}, meta)
+
+
+def _opt_float(x: Any) -> float | None:
+    return None if x is None else float(x)
 
 
 @cache
@@ -243,6 +254,8 @@ class OpConfidence:
     n: int                        # validation rows of the family on this generation (0: none)
     median_abs_error: float | None
     bias: float | None            # the family's median ratio (> 1: the model is slow)
+    first_n: int = 0              # the family's rows with a ratio at first sight
+    first_sight_error: float | None = None   # their median |first_ratio - 1|
 
     @property
     def validated(self) -> bool:
@@ -262,7 +275,11 @@ class Confidence:
 
     ops: per op type (largest share first). validated_share / unvalidated_share: of the summed
     task time. expected_error: the time-weighted mean of the validated ops' family median
-    |error| (None when nothing is validated): a typical error, not a bound."""
+    |error| (None when nothing is validated): a typical error, not a bound.
+    first_sight_error: the same mean of the families' median |error| at first sight (each
+    row's ratio under the model of the commit that added it, before any change it motivated:
+    how the model did on kernels it had not been fitted to), over the validated ops whose
+    family has such rows (`first_sight_share` of the time; None when none has)."""
 
     chip: str
     generation: str | None
@@ -275,6 +292,8 @@ class Confidence:
     #: whole-model validation rows on this generation ("model_training", "model_inference"):
     #: context only, not weighed into the figures (a step's error mixes every family's)
     models: dict[str, FamilyError] = field(default_factory=dict)
+    first_sight_error: float | None = None
+    first_sight_share: float = 0.0
 
     @property
     def unvalidated(self) -> tuple[str, ...]:
@@ -304,6 +323,10 @@ class Confidence:
         head = f"{100 * self.validated_share:.0f}% of time in validated families"
         if self.expected_error is not None:
             head += f", median error {100 * self.expected_error:.0f}%"
+        if self.first_sight_error is not None:
+            head += f", {100 * self.first_sight_error:.0f}% at first sight"
+            if self.first_sight_share < self.validated_share - 0.005:
+                head += f" (on {100 * self.first_sight_share:.0f}% of time)"
         head += f" ({self.generation} rows)"
         names = self.unvalidated
         if not names:
@@ -312,12 +335,16 @@ class Confidence:
         return f"{head}; unvalidated: {shown} ({100 * self.unvalidated_share:.0f}%)"
 
     def table(self, top: int | None = None) -> str:
-        """Per op type: share, family, rows, median |error|, bias (largest share first)."""
-        head = ("op type", "share", "family", "rows", "median |error|", "bias")
+        """Per op type: share, family, rows, median |error|, bias, and the family's median
+        |error| at first sight with its row count (largest share first)."""
+        head = ("op type", "share", "family", "rows", "median |error|", "bias",
+                "first sight (rows)")
         body = [(self.label(o), f"{100 * o.share:.1f}%", o.family, o.n or "-",
                  "-" if o.median_abs_error is None else f"{100 * o.median_abs_error:.1f}%"
                  + (" (few rows)" if 0 < o.n < FEW_ROWS else ""),
-                 "-" if o.bias is None else f"{o.bias:.2f}")
+                 "-" if o.bias is None else f"{o.bias:.2f}",
+                 "-" if o.first_sight_error is None or not o.validated
+                 else f"{100 * o.first_sight_error:.1f}% ({o.first_n})")
                 for o in (self.ops if top is None else self.ops[:top])]
         widths = [max(len(str(r[i])) for r in [head, *body]) for i in range(len(head))]
         fmt = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()
@@ -333,7 +360,9 @@ class Confidence:
         return {"chip": self.chip, "generation": self.generation,
                 "validated_share": self.validated_share,
                 "unvalidated_share": self.unvalidated_share,
-                "expected_error": self.expected_error, "line": str(self),
+                "expected_error": self.expected_error,
+                "first_sight_error": self.first_sight_error,
+                "first_sight_share": self.first_sight_share, "line": str(self),
                 "ops": [o.__dict__.copy() for o in self.ops],
                 "models": {k: v.__dict__.copy() for k, v in self.models.items()}}
 
@@ -363,16 +392,21 @@ def confidence(trace: Trace, members: Mapping[str, Sequence[str]] | None = None,
         ops.append(OpConfidence(op_type, fam, len(tasks), trace.us(cyc),
                                 cyc / total if total > 0 else 0.0,
                                 e.n if e else 0, e.median_abs_error if e else None,
-                                e.bias if e else None))
+                                e.bias if e else None, e.first_n if e else 0,
+                                e.first_median_abs_error if e else None))
     ops.sort(key=lambda o: (-o.share, o.op_type))
     val = sum(o.share for o in ops if o.validated)
     weighted = sum(o.share * o.median_abs_error for o in ops
                    if o.validated and o.median_abs_error is not None)
     unval = sum(o.share for o in ops if not o.validated) if ops else 0.0
+    seen = [o for o in ops if o.validated and o.first_sight_error is not None]
+    seen_share = sum(o.share for o in seen)
+    first = (sum(o.share * o.first_sight_error for o in seen) / seen_share
+             if seen_share > 0 else None)
     models = {f: e for f in MODEL_FAMILIES if (e := table.get(f, gen)) is not None}
     return Confidence(trace.chip.name, gen, tuple(ops), val, unval,
                       weighted / val if val > 0 else None, dict(table.meta), task_family,
-                      models)
+                      models, first, seen_share)
 
 
 def fused_members(nodes: Iterable[Any]) -> dict[str, tuple[str, ...]]:

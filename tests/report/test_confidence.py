@@ -118,6 +118,25 @@ def test_record_shares_and_expected_error_with_a_given_table():
     assert "unvalidated" not in str(both)
 
 
+def test_first_sight_error_is_weighed_like_the_median():
+    res = asim.simulate(_graph(), "ascend910b", fusion=False)
+    rows = {("gemm", "910B"): FamilyError("gemm", "910B", 10, 0.10, 0.9, 6, 0.25),
+            ("softmax", "910B"): FamilyError("softmax", "910B", 4, 0.30, 1.2)}
+    conf = confidence(res.trace, table=ConfidenceTable(rows, {}))
+    mm, sm = conf.family("MatMul"), conf.family("Softmax")
+    assert (mm.first_n, mm.first_sight_error) == (6, 0.25)
+    assert (sm.first_n, sm.first_sight_error) == (0, None)
+    # only gemm has rows at first sight: its figure, over its share of the time
+    assert conf.first_sight_error == pytest.approx(0.25)
+    assert conf.first_sight_share == pytest.approx(mm.share)
+    assert f"25% at first sight (on {100 * mm.share:.0f}% of time)" in str(conf)
+    assert "25.0% (6)" in conf.table()
+    assert conf.as_dict()["first_sight_error"] == conf.first_sight_error
+    # no family with first-sight rows: no such figure, and the line does not mention it
+    plain = confidence(res.trace, table=_table(gemm__910B=(10, 0.10, 0.9)))
+    assert plain.first_sight_error is None and "first sight" not in str(plain)
+
+
 def test_whole_model_rows_are_context_only():
     res = asim.simulate(_graph(), "ascend910b", fusion=False)
     table = _table(gemm__910B=(10, 0.10, 0.9), model_inference__910B=(2, 0.4, 0.6))
@@ -152,6 +171,9 @@ def test_result_confidence_uses_the_shipped_table_and_fused_members():
         if o.family == "gemm":
             assert (o.n, o.median_abs_error, o.bias) == (shipped.n, shipped.median_abs_error,
                                                          shipped.bias)
+            assert (o.first_n, o.first_sight_error) == (shipped.first_n,
+                                                        shipped.first_median_abs_error)
+    assert shipped.first_n > 0 and conf.first_sight_error is not None
     assert conf.as_dict()["line"] == str(conf)
     assert "op type" in conf.table()
 

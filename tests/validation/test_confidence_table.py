@@ -5,6 +5,7 @@ fails, regenerate it: `python bench/confidence_table.py`."""
 from __future__ import annotations
 
 import json
+import statistics
 
 import pytest
 
@@ -69,3 +70,35 @@ def test_table_groups_validation_rows_by_family_and_generation():
     assert row["median_abs_error"] == pytest.approx(0.2)      # |0.1|, |-0.2|, |0.3|
     assert row["bias"] == pytest.approx(1.1)                  # the median ratio
     assert table["validation_rows"] == 3
+    # first sight: the group's rows that record a first_ratio, whether they simulate today
+    seen = [r.first_ratio for r in gen1 if r.first_ratio is not None]
+    assert row["first_n"] == len(seen)
+    want = statistics.median(abs(x - 1) for x in seen) if seen else None
+    assert row["first_median_abs_error"] == pytest.approx(want, abs=1e-6)
+
+
+def test_first_sight_counts_calibration_rows_but_not_pending_ones():
+    from dataclasses import replace
+
+    from ascendsim.validation.validate import ValidationRecord, ValidationReport
+
+    val = next(r for r in load_corpus() if r.role == "validation" and r.family == "gemm")
+    cal = replace(val, id="cal-twin", role="calibration", first_ratio=0.5)
+    pend = replace(val, id="pending-twin", role="pending", first_ratio=3.0)
+    val = replace(val, first_ratio=0.8)
+    recs = [ValidationRecord(val, val.chip, val.value, "ok"),
+            ValidationRecord(cal, cal.chip, cal.value, "ok"),
+            ValidationRecord(pend, pend.chip, None, "pending")]
+    (row,) = confidence_table(ValidationReport(recs))["rows"]
+    assert row["n"] == 1 and row["first_n"] == 2
+    assert row["first_median_abs_error"] == pytest.approx(0.35)   # |0.8 - 1|, |0.5 - 1|
+
+
+def test_digest_changes_with_a_first_sight():
+    from dataclasses import replace
+
+    rows = load_corpus()
+    i = next(i for i, r in enumerate(rows) if r.role != "pending" and r.first_ratio)
+    changed = [*rows[:i], replace(rows[i], first_ratio=rows[i].first_ratio * 1.01),
+               *rows[i + 1:]]
+    assert corpus_digest(changed) != corpus_digest(rows)
