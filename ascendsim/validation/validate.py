@@ -337,6 +337,21 @@ class ValidationReport:
                           if r.role != "pending" and r.row.first_ratio is not None])
 
     @property
+    def first_sight_by_family(self) -> dict[str, tuple[FamilyStats, FamilyStats]]:
+        """family -> (its rows' ratios at first sight, the same rows' ratios today), over the
+        rows counted by `first_sight` that simulate today (families in corpus order). The
+        pair shows how far the model has moved on rows since it first saw them: the gap is
+        what the rows taught it, which the next workload does not get."""
+        out: dict[str, tuple[list[float], list[float]]] = {}
+        for r in self.rows:
+            if r.role == "pending" or r.row.first_ratio is None or r.ratio is None:
+                continue
+            first, today = out.setdefault(r.family, ([], []))
+            first.append(r.row.first_ratio)
+            today.append(r.ratio)
+        return {f: (summarize(a), summarize(b)) for f, (a, b) in out.items()}
+
+    @property
     def first_sight_median(self) -> float:
         """Median |first_ratio - 1| over the rows that record a first sight (NaN if none):
         how far the model was from rows it had not yet seen, the project's own measure of
@@ -430,6 +445,16 @@ class ValidationReport:
             body = [line(f, st) for f, st in new_fams.items()]
             out += ["added since the freeze, by family (validation rows added after the set "
                     "was frozen; not in the family lines above)", *_grid(head, body), ""]
+        seen = self.first_sight_by_family
+        if seen:
+            fhead = ("family", "n", "first sight |error|", "first sight ratio",
+                     "today |error|", "today ratio")
+            fbody = [(f, a.n, _pct(a.median_abs_error), _num(a.median_ratio),
+                      _pct(b.median_abs_error), _num(b.median_ratio))
+                     for f, (a, b) in seen.items()]
+            out += ["first sight by family (rows with a first_ratio, any role but pending, "
+                    "that simulate today: their median at first sight and the same rows "
+                    "today)", *_grid(fhead, fbody), ""]
         sources = self.by_source
         if sources:
             shead = ("source (repository or site)", "tables", "validation n", "median |error|",

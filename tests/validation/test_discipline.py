@@ -65,6 +65,25 @@ def test_first_sight_median_over_the_rows_that_record_one():
     assert math.isnan(validate_rows([_row("e", "x.org:p#t")]).first_sight_median)
 
 
+def test_first_sight_by_family_pairs_first_sight_and_today_on_the_same_rows():
+    from dataclasses import replace
+
+    from ascendsim.validation.validate import validate_rows
+
+    rows = [_row("a", "x.org:p#t", first=0.5), _row("b", "x.org:p#t", first=0.7),
+            replace(_row("c", "x.org:p#t", first=2.0), family="softmax"),
+            _row("d", "x.org:p#t")]                       # no first sight: not counted
+    rep = validate_rows(rows)
+    fams = rep.first_sight_by_family
+    assert set(fams) == {"elementwise", "softmax"}
+    first, today = fams["elementwise"]
+    assert first.n == today.n == 2
+    assert first.median_ratio == pytest.approx(0.6)
+    want = [r.ratio for r in rep.rows if r.id in ("a", "b")]
+    assert today.median_ratio == pytest.approx(sum(want) / 2)
+    assert "first sight by family" in rep.table(rows=False)
+
+
 def test_per_source_table_counts_each_source_apart():
     from ascendsim.validation.validate import validate_rows
 
