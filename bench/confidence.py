@@ -74,6 +74,12 @@ def markdown(results: list[tuple[str, str, Any, Any]], top: int = 6) -> str:
             rest = sum(o.share for o in conf.ops[top:])
             lines.append(f"| ({len(conf.ops) - top} more op types) | {100 * rest:.1f}% | "
                          f"| | | | |")
+        sized = [f"{b.band} {100 * b.share:.1f}%"
+                 + (f" ({b.n} rows, median \\|error\\| {100 * b.median_abs_error:.1f}%, "
+                    f"bias {b.bias:.2f})" if b.n else " (no rows)")
+                 for b in conf.bands if b.share > 0]
+        lines += ["", f"Time by simulated kernel duration, with the {conf.generation} msprof "
+                      f"kernel rows of that size: {'; '.join(sized)}."]
         lines.append("")
     return "\n".join(lines)
 

@@ -18,7 +18,10 @@ builds it). Nothing here simulates or validates.
 - `confidence(trace)`: per op type its share of the summed task time, its family and that
   family's validation figures on the chip's generation (n, median |error|, bias = median
   ratio), or "unvalidated"; for the run, the share of time in validated families and the
-  time-weighted expected |error| over them; beside it the same weighting of the families'
+  time-weighted expected |error| over them; the run's time by simulated kernel duration
+  (`size_band`) beside the generation's msprof kernel rows of that size (the line names the
+  smallest band when it holds `SMALL_KERNEL_LINE_SHARE` of the time and its rows are further
+  off than the family figure); beside it the same weighting of the families'
   error at first sight (each row's ratio when it was added, before any model change it
   motivated), the corpus's own measure of how the model does on kernels it was not fitted to.
 
@@ -44,6 +47,12 @@ UNVALIDATED = "unvalidated"
 TABLE_FILE = "confidence_table.json"
 #: families below this many rows are flagged "few rows" in the record's table
 FEW_ROWS = 3
+#: kernel-duration band edges (us) of the table's size bands: a kernel's error depends on its
+#: size (the 910B's msprof rows under 10 us were 2-8x off where longer ones were within 20 %)
+SIZE_BANDS_US: tuple[float, ...] = (10.0, 100.0)
+#: the record's line names the smallest band when at least this share of time falls in it
+#: and its rows are further off than the run's family figure (`Confidence.__str__`)
+SMALL_KERNEL_LINE_SHARE = 0.05
 
 #: chip name (lower case) -> chip generation; names not listed take the generation of the
 #: longest listed prefix (`generation`)
@@ -137,6 +146,25 @@ def generation(chip: Any) -> str | None:
     return GENERATIONS[best] if best is not None else None
 
 
+def size_band(us: float) -> str:
+    """The label of the kernel-duration band holding `us` microseconds ("< 10 us",
+    "10-100 us", ">= 100 us" with the default `SIZE_BANDS_US`)."""
+    edges = SIZE_BANDS_US
+    if us < edges[0]:
+        return f"< {edges[0]:g} us"
+    for lo, hi in zip(edges, edges[1:]):
+        if us < hi:
+            return f"{lo:g}-{hi:g} us"
+    return f">= {edges[-1]:g} us"
+
+
+def size_bands() -> tuple[str, ...]:
+    """Every band label, smallest first."""
+    edges = SIZE_BANDS_US
+    return (f"< {edges[0]:g} us", *(f"{lo:g}-{hi:g} us" for lo, hi in zip(edges, edges[1:])),
+            f">= {edges[-1]:g} us")
+
+
 def split_fused_type(op_type: str) -> tuple[str, ...]:
     """Member op types read off a fused type's name, longest known type first at each
     position ("MatMulGelu" -> ("MatMul", "Gelu"), "FusionOp_Add_Relu" -> ("Add", "Relu"));
@@ -207,11 +235,29 @@ class FamilyError:
 
 
 @dataclass(frozen=True)
+class SizeBandError:
+    """The msprof kernel-time validation rows of one generation whose simulated kernel time
+    falls in one band (`size_band`), whatever their family."""
+
+    generation: str
+    band: str
+    n: int
+    median_abs_error: float      # median |ratio - 1|
+    bias: float                  # median ratio (> 1: the model is slow)
+
+
+@dataclass(frozen=True)
 class ConfidenceTable:
-    """Validation error by (family, generation), as shipped (`load_table`)."""
+    """Validation error by (family, generation), and by (generation, kernel-size band), as
+    shipped (`load_table`)."""
 
     entries: dict[tuple[str, str], FamilyError]
     meta: dict[str, Any] = field(default_factory=dict)
+    bands: dict[tuple[str, str], SizeBandError] = field(default_factory=dict)
+
+    def band(self, gen: str | None, band: str) -> SizeBandError | None:
+        e = self.bands.get((gen, band)) if gen is not None else None
+        return e if e is not None and e.n > 0 else None
 
     def get(self, family: str, gen: str | None) -> FamilyError | None:
         if gen is None or family == UNVALIDATED:
@@ -225,8 +271,12 @@ class ConfidenceTable:
                             float(r["median_abs_error"]), float(r["bias"]),
                             int(r.get("first_n", 0)), _opt_float(r.get("first_median_abs_error")))
                 for r in data.get("rows", [])]
-        meta = {k: v for k, v in data.items() if k != "rows"}
-        return cls({(r.family, r.generation): r for r in rows}, meta)
+        bands = [SizeBandError(b["generation"], b["band"], int(b["n"]),
+                               float(b["median_abs_error"]), float(b["bias"]))
+                 for b in data.get("size_bands", [])]
+        meta = {k: v for k, v in data.items() if k not in ("rows", "size_bands")}
+        return cls({(r.family, r.generation): r for r in rows}, meta,
+                   {(b.generation, b.band): b for b in bands})
 
 
 def _opt_float(x: Any) -> float | None:
@@ -270,6 +320,19 @@ class OpConfidence:
 
 
 @dataclass(frozen=True)
+class BandConfidence:
+    """One kernel-duration band of a run: the share of task time in tasks of that simulated
+    duration, and the generation's msprof rows of that size (n 0: none)."""
+
+    band: str
+    tasks: int
+    share: float
+    n: int
+    median_abs_error: float | None
+    bias: float | None
+
+
+@dataclass(frozen=True)
 class Confidence:
     """`Result.confidence()`: what the validation corpus says about this run's op mix.
 
@@ -294,6 +357,15 @@ class Confidence:
     models: dict[str, FamilyError] = field(default_factory=dict)
     first_sight_error: float | None = None
     first_sight_share: float = 0.0
+    #: the run's task time by simulated kernel duration, smallest band first (`size_band`),
+    #: with the generation's msprof kernel rows of that size: context, not weighed above
+    bands: tuple[BandConfidence, ...] = ()
+
+    @property
+    def small_kernels(self) -> BandConfidence | None:
+        """The smallest band, when it holds time and the generation has rows in it."""
+        b = self.bands[0] if self.bands else None
+        return b if b is not None and b.share > 0 and b.n > 0 else None
 
     @property
     def unvalidated(self) -> tuple[str, ...]:
@@ -328,6 +400,14 @@ class Confidence:
             if self.first_sight_share < self.validated_share - 0.005:
                 head += f" (on {100 * self.first_sight_share:.0f}% of time)"
         head += f" ({self.generation} rows)"
+        small = self.small_kernels
+        if (small is not None and small.share >= SMALL_KERNEL_LINE_SHARE
+                and small.median_abs_error > (self.expected_error or 0.0)):
+            lean = "fast" if small.bias < 1 else "slow"
+            under = small.band.replace("< ", "under ")
+            head += (f"; {100 * small.share:.0f}% of time in kernels {under}, where "
+                     f"{self.generation} kernel rows are off by "
+                     f"{100 * small.median_abs_error:.0f}% (model {lean})")
         names = self.unvalidated
         if not names:
             return head
@@ -352,6 +432,13 @@ class Confidence:
                   f"bias {m.bias:.2f}" for m in self.models.values()]
         tail = [f"whole-model rows on this generation (not weighed above): "
                 f"{'; '.join(models)}"] if models else []
+        sized = [f"{b.band}: {100 * b.share:.1f}% of time"
+                 + (f", {b.n} rows, median |error| {100 * b.median_abs_error:.1f}%, bias "
+                    f"{b.bias:.2f}" if b.n else ", no rows")
+                 for b in self.bands if b.share > 0]
+        if sized:
+            tail.append(f"by simulated kernel time (msprof kernel rows of this generation): "
+                        f"{'; '.join(sized)}")
         return "\n".join([f"confidence on {self.chip} ({self.generation or 'unknown'} "
                           f"generation): {self}", fmt(head), "-" * (sum(widths) + 10),
                           *map(fmt, body), *tail])
@@ -364,6 +451,7 @@ class Confidence:
                 "first_sight_error": self.first_sight_error,
                 "first_sight_share": self.first_sight_share, "line": str(self),
                 "ops": [o.__dict__.copy() for o in self.ops],
+                "bands": [b.__dict__.copy() for b in self.bands],
                 "models": {k: v.__dict__.copy() for k, v in self.models.items()}}
 
 
@@ -404,9 +492,19 @@ def confidence(trace: Trace, members: Mapping[str, Sequence[str]] | None = None,
     first = (sum(o.share * o.first_sight_error for o in seen) / seen_share
              if seen_share > 0 else None)
     models = {f: e for f in MODEL_FAMILIES if (e := table.get(f, gen)) is not None}
+    by_band: dict[str, list[TaskRecord]] = {b: [] for b in size_bands()}
+    for t in trace.tasks:
+        by_band[size_band(trace.us(t.duration))].append(t)
+    bands = []
+    for label, tasks in by_band.items():
+        e = table.band(gen, label)
+        bands.append(BandConfidence(label, len(tasks),
+                                    sum(t.duration for t in tasks) / total if total > 0 else 0.0,
+                                    e.n if e else 0, e.median_abs_error if e else None,
+                                    e.bias if e else None))
     return Confidence(trace.chip.name, gen, tuple(ops), val, unval,
                       weighted / val if val > 0 else None, dict(table.meta), task_family,
-                      models, first, seen_share)
+                      models, first, seen_share, tuple(bands))
 
 
 def fused_members(nodes: Iterable[Any]) -> dict[str, tuple[str, ...]]:
@@ -415,6 +513,7 @@ def fused_members(nodes: Iterable[Any]) -> dict[str, tuple[str, ...]]:
             for n in nodes if getattr(n, "subgraph", None) is not None}
 
 
-__all__ = ["UNVALIDATED", "GENERATIONS", "OP_FAMILY", "ANCHOR_ORDER", "generation",
-           "family_of", "split_fused_type", "FamilyError", "ConfidenceTable", "load_table",
-           "OpConfidence", "Confidence", "confidence", "fused_members"]
+__all__ = ["UNVALIDATED", "GENERATIONS", "OP_FAMILY", "ANCHOR_ORDER", "SIZE_BANDS_US",
+           "generation", "size_band", "size_bands", "family_of", "split_fused_type",
+           "FamilyError", "SizeBandError", "ConfidenceTable", "load_table", "OpConfidence",
+           "BandConfidence", "Confidence", "confidence", "fused_members"]

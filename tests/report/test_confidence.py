@@ -16,10 +16,13 @@ from ascendsim.report.confidence import (
     UNVALIDATED,
     ConfidenceTable,
     FamilyError,
+    SizeBandError,
     confidence,
     family_of,
     generation,
     load_table,
+    size_band,
+    size_bands,
     split_fused_type,
 )
 from ascendsim.report.summary import CONFIDENCE_COLUMN
@@ -135,6 +138,45 @@ def test_first_sight_error_is_weighed_like_the_median():
     # no family with first-sight rows: no such figure, and the line does not mention it
     plain = confidence(res.trace, table=_table(gemm__910B=(10, 0.10, 0.9)))
     assert plain.first_sight_error is None and "first sight" not in str(plain)
+
+
+def test_size_band_labels():
+    assert size_bands() == ("< 10 us", "10-100 us", ">= 100 us")
+    assert [size_band(x) for x in (0.0, 9.99, 10.0, 99.9, 100.0, 1e6)] == [
+        "< 10 us", "< 10 us", "10-100 us", "10-100 us", ">= 100 us", ">= 100 us"]
+
+
+def test_time_by_kernel_size_and_the_small_kernel_warning():
+    g = asim.Graph("small_and_large")
+    x = g.input("x", (64, 64), "float16")
+    big = g.input("b", (4096, 4096), "float16")
+    g.output(g.relu(x))                                   # a kernel of a few us
+    g.output(g.matmul(big, big))                          # a kernel of hundreds of us
+    res = asim.simulate(g, "ascend910b", fusion=False)
+    rows = {("gemm", "910B"): FamilyError("gemm", "910B", 10, 0.05, 0.95),
+            ("elementwise", "910B"): FamilyError("elementwise", "910B", 10, 0.05, 0.95)}
+    bands = {("910B", "< 10 us"): SizeBandError("910B", "< 10 us", 20, 0.40, 0.6)}
+    conf = confidence(res.trace, table=ConfidenceTable(rows, {}, bands))
+    by = {b.band: b for b in conf.bands}
+    assert tuple(by) == size_bands()
+    assert sum(b.share for b in conf.bands) == pytest.approx(1.0)
+    assert by["< 10 us"].tasks >= 1 and by[">= 100 us"].tasks >= 1
+    assert (by["< 10 us"].n, by["< 10 us"].median_abs_error) == (20, 0.40)
+    assert by["10-100 us"].n == 0 and by["10-100 us"].median_abs_error is None
+    small = by["< 10 us"].share
+    assert 0 < small < 0.05                               # the relu is a sliver of the time
+    assert "kernels under 10 us" not in str(conf)         # under the line's 5 % threshold
+    assert "< 10 us:" in conf.table()
+    # a run that is mostly small kernels is warned about, in the direction the rows lean
+    g2 = asim.Graph("small")
+    y = g2.input("y", (64, 64), "float16")
+    g2.output(g2.relu(y))
+    conf2 = confidence(asim.simulate(g2, "ascend910b", fusion=False).trace,
+                       table=ConfidenceTable(rows, {}, bands))
+    assert conf2.small_kernels.share == pytest.approx(1.0)
+    assert str(conf2).endswith("100% of time in kernels under 10 us, where 910B kernel rows "
+                               "are off by 40% (model fast)")
+    assert conf2.as_dict()["bands"][0]["band"] == "< 10 us"
 
 
 def test_whole_model_rows_are_context_only():

@@ -9,7 +9,7 @@ import statistics
 
 import pytest
 
-from ascendsim.report.confidence import load_table
+from ascendsim.report.confidence import load_table, size_bands
 from ascendsim.validation.confidence import (
     confidence_table,
     corpus_digest,
@@ -33,6 +33,10 @@ def test_shipped_table_is_well_formed():
     for (fam, gen), e in table.entries.items():
         assert fam in FAMILIES and gen in ("910", "910B", "310P", "310")
         assert e.n > 0 and e.median_abs_error >= 0 and e.bias > 0
+    assert table.bands, "the shipped table has no size bands"
+    for (gen, band), b in table.bands.items():
+        assert gen in ("910", "910B", "310P", "310") and band in size_bands()
+        assert b.n > 0 and b.bias > 0
     assert table.meta["validation_rows"] == sum(e.n for e in table.entries.values())
     n_val = sum(r.role == "validation" for r in load_corpus())
     assert table.meta["validation_rows"] <= n_val
@@ -92,6 +96,29 @@ def test_first_sight_counts_calibration_rows_but_not_pending_ones():
     (row,) = confidence_table(ValidationReport(recs))["rows"]
     assert row["n"] == 1 and row["first_n"] == 2
     assert row["first_median_abs_error"] == pytest.approx(0.35)   # |0.8 - 1|, |0.5 - 1|
+
+
+def test_size_bands_group_msprof_kernel_rows_by_simulated_time():
+    from ascendsim.validation.validate import ValidationRecord, ValidationReport
+
+    rows = [r for r in load_corpus() if r.role == "validation" and r.unit == "us"
+            and r.timing == "msprof_kernel" and r.chip == "ascend910b4"][:3]
+    other = next(r for r in load_corpus() if r.role == "validation"
+                 and r.timing != "msprof_kernel" and r.metric == "time")
+    assert len(rows) == 3
+    # simulated 5 us, 8 us and 500 us (ratios from the rows' measured values)
+    recs = [ValidationRecord(r, r.chip, t, "ok") for r, t in zip(rows, (5.0, 8.0, 500.0))]
+    recs.append(ValidationRecord(other, other.chip, other.value, "ok"))   # not a kernel row
+    bands = {(b["generation"], b["band"]): b for b in confidence_table(ValidationReport(recs))
+             ["size_bands"]}
+    assert set(bands) == {("910B", "< 10 us"), ("910B", ">= 100 us")}
+    small = bands[("910B", "< 10 us")]
+    ratios = [5.0 / rows[0].value, 8.0 / rows[1].value]
+    assert small["n"] == 2
+    assert small["bias"] == pytest.approx(statistics.median(ratios), abs=1e-6)
+    assert small["median_abs_error"] == pytest.approx(
+        statistics.median(abs(x - 1) for x in ratios), abs=1e-6)
+    assert bands[("910B", ">= 100 us")]["n"] == 1
 
 
 def test_digest_changes_with_a_first_sight():

@@ -215,7 +215,8 @@ def test_cli_validate_family_attention_reports_the_rows(capsys):
     for i in ATTENTION_IDS:
         assert i in out
     assert "added since the freeze, by family" in out
-    line = next(x for x in out.splitlines()[::-1] if x.startswith("attention "))
+    block = out.split("added since the freeze, by family")[1].split("\n\n")[0]
+    line = next(x for x in block.splitlines() if x.startswith("attention "))
     frozen = set(load_frozen().ids)
     added = [r for r in load_corpus() if r.family == "attention" and r.role == "validation"
              and r.id not in frozen]
