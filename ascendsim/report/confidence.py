@@ -18,12 +18,12 @@ builds it). Nothing here simulates or validates.
 - `confidence(trace)`: per op type its share of the summed task time, its family and that
   family's validation figures on the chip's generation (n, median |error|, bias = median
   ratio), or "unvalidated"; for the run, the share of time in validated families and the
-  time-weighted expected |error| over them; the run's time by simulated kernel duration
-  (`size_band`) beside the generation's msprof kernel rows of that size (the line names the
-  smallest band when it holds `SMALL_KERNEL_LINE_SHARE` of the time and its rows are further
-  off than the family figure); beside it the same weighting of the families'
+  time-weighted expected |error| over them, and beside it the same weighting of the families'
   error at first sight (each row's ratio when it was added, before any model change it
-  motivated), the corpus's own measure of how the model does on kernels it was not fitted to.
+  motivated), the corpus's own measure of how the model does on kernels it was not fitted to;
+  and the run's time by simulated kernel duration (`size_band`) beside the generation's
+  msprof kernel rows of that size (the line names the smallest band when it holds
+  `SMALL_KERNEL_LINE_SHARE` of the time and its rows are further off than the family figure).
 
 What it does not promise (docs/api.md): the corpus error is a development-set error (held-out
 error is larger), families with few rows give noisy medians, and the figure is not a bound.
@@ -146,23 +146,18 @@ def generation(chip: Any) -> str | None:
     return GENERATIONS[best] if best is not None else None
 
 
-def size_band(us: float) -> str:
-    """The label of the kernel-duration band holding `us` microseconds ("< 10 us",
-    "10-100 us", ">= 100 us" with the default `SIZE_BANDS_US`)."""
-    edges = SIZE_BANDS_US
-    if us < edges[0]:
-        return f"< {edges[0]:g} us"
-    for lo, hi in zip(edges, edges[1:]):
-        if us < hi:
-            return f"{lo:g}-{hi:g} us"
-    return f">= {edges[-1]:g} us"
-
-
 def size_bands() -> tuple[str, ...]:
-    """Every band label, smallest first."""
+    """Every kernel-duration band label, smallest first ("< 10 us", "10-100 us", ">= 100 us"
+    with the default `SIZE_BANDS_US`)."""
     edges = SIZE_BANDS_US
     return (f"< {edges[0]:g} us", *(f"{lo:g}-{hi:g} us" for lo, hi in zip(edges, edges[1:])),
             f">= {edges[-1]:g} us")
+
+
+def size_band(us: float) -> str:
+    """The label of the kernel-duration band holding `us` microseconds."""
+    labels = size_bands()
+    return next((lab for edge, lab in zip(SIZE_BANDS_US, labels) if us < edge), labels[-1])
 
 
 def split_fused_type(op_type: str) -> tuple[str, ...]:
