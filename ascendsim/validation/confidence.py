@@ -7,10 +7,10 @@ median ratio (> 1: the model is slow); beside them the same group's error at fir
 (`first_n`, `first_median_abs_error`: the rows' `first_ratio`, any role but pending, as
 `ValidationReport.first_sight` counts them); and by kernel size (`size_bands`): the msprof
 kernel-time validation rows per (generation, band of their simulated duration,
-`ascendsim.report.confidence.SIZE_BANDS_US`), n, median |error| and bias, because a kernel's
-error depends on its size far more than on its family's median (small kernels are the worst
-modelled). `write_confidence_table()` runs `validate()` and writes
-the result as the package data that `Result.confidence()` reads
+`ascendsim.report.confidence.SIZE_BANDS_US`; `ValidationReport.by_size_band`), n, median
+|error| and bias, because a kernel's error depends on its size far more than on its family's
+median (small kernels are the worst modelled). `write_confidence_table()` runs `validate()`
+and writes the result as the package data that `Result.confidence()` reads
 (`ascendsim/report/confidence_table.json`); `bench/confidence_table.py` is its script.
 
 The table records `corpus_digest`, a hash of the definitions of the corpus's validation rows,
@@ -27,8 +27,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..report.confidence import TABLE_FILE, generation, size_band, size_bands
-from .corpus import UNITS, CorpusRow, load_corpus
+from ..report.confidence import TABLE_FILE, generation
+from .corpus import CorpusRow, load_corpus
 from .validate import ValidationReport, validate
 
 #: digits kept in the table (a re-run gives the same file byte for byte)
@@ -61,15 +61,6 @@ def confidence_table(report: ValidationReport) -> dict[str, Any]:
         if r.role != "validation" or r.status != "ok" or r.ratio is None:
             continue
         groups.setdefault((r.family, gen), []).append(r.ratio)
-    bands: dict[tuple[str, str], list[float]] = {}
-    for r in report.rows:
-        if (r.role != "validation" or r.status != "ok" or r.ratio is None
-                or r.row.timing != "msprof_kernel" or r.row.metric != "time"):
-            continue
-        us = r.simulated * UNITS[r.row.unit][1] * 1e6
-        gen = generation(r.row.chip) or UNKNOWN_GENERATION
-        bands.setdefault((gen, size_band(us)), []).append(r.ratio)
-    order = size_bands()
     rows = []
     for (fam, gen), ratios in sorted(groups.items()):
         seen = first.get((fam, gen), [])
@@ -89,11 +80,10 @@ def confidence_table(report: ValidationReport) -> dict[str, Any]:
                  "bench/confidence_table.py from ascendsim validate",
         "corpus_digest": corpus_digest([r.row for r in report.rows]),
         "validation_rows": sum(x["n"] for x in rows),
-        "size_bands": [{"generation": gen, "band": band, "n": len(ratios),
-                        "median_abs_error": _median_abs_error(ratios),
-                        "bias": round(statistics.median(ratios), DIGITS)}
-                       for (gen, band), ratios in sorted(
-                           bands.items(), key=lambda kv: (kv[0][0], order.index(kv[0][1])))],
+        "size_bands": [{"generation": gen, "band": band, "n": st.n,
+                        "median_abs_error": round(st.median_abs_error, DIGITS),
+                        "bias": round(st.median_ratio, DIGITS)}
+                       for (gen, band), st in report.by_size_band.items()],
         "rows": rows,
     }
 

@@ -99,7 +99,7 @@ from ..hw.box import Box
 from ..models.decoder import decoder, decoder_config
 from ..models.parallel import Parallel
 from ..plan import simulate_parallel
-from ..report.confidence import GENERATIONS, generation
+from ..report.confidence import GENERATIONS, generation, size_band, size_bands
 from .corpus import FAMILIES, UNITS, CorpusRow, load_corpus
 from .frozen import load_frozen
 from .workloads import (
@@ -352,6 +352,25 @@ class ValidationReport:
         return {f: (summarize(a), summarize(b)) for f, (a, b) in out.items()}
 
     @property
+    def by_size_band(self) -> dict[tuple[str, str], FamilyStats]:
+        """(generation, kernel-duration band) -> stats over the msprof kernel-time validation
+        rows that simulated (frozen and added, as defined today), banded by their simulated
+        kernel time (`ascendsim.report.confidence.size_band`), whatever their family: a
+        kernel's error depends on its size more than its family's median says. Generations in
+        name order, bands smallest first."""
+        groups: dict[tuple[str, str], list[float]] = {}
+        for r in self.rows:
+            if (r.role != "validation" or r.ratio is None or r.row.timing != "msprof_kernel"
+                    or r.row.metric != "time"):
+                continue
+            us = r.simulated * UNITS[r.row.unit][1] * 1e6
+            gen = generation(r.row.chip) or "unknown"
+            groups.setdefault((gen, size_band(us)), []).append(r.ratio)
+        order = size_bands()
+        keys = sorted(groups, key=lambda k: (k[0], order.index(k[1])))
+        return {k: summarize(groups[k]) for k in keys}
+
+    @property
     def first_sight_median(self) -> float:
         """Median |first_ratio - 1| over the rows that record a first sight (NaN if none):
         how far the model was from rows it had not yet seen, the project's own measure of
@@ -455,6 +474,14 @@ class ValidationReport:
             out += ["first sight by family (rows with a first_ratio, any role but pending, "
                     "that simulate today: their median at first sight and the same rows "
                     "today)", *_grid(fhead, fbody), ""]
+        bands = self.by_size_band
+        if bands:
+            bhead = ("generation", "simulated kernel time", "n", "median |error|",
+                     "median ratio")
+            bbody = [(gen, band, st.n, _pct(st.median_abs_error), _num(st.median_ratio))
+                     for (gen, band), st in bands.items()]
+            out += ["by simulated kernel time (msprof kernel-time validation rows, frozen and "
+                    "added, whatever their family)", *_grid(bhead, bbody), ""]
         sources = self.by_source
         if sources:
             shead = ("source (repository or site)", "tables", "validation n", "median |error|",

@@ -84,6 +84,22 @@ def test_first_sight_by_family_pairs_first_sight_and_today_on_the_same_rows():
     assert "first sight by family" in rep.table(rows=False)
 
 
+def test_by_size_band_counts_msprof_kernel_rows_by_simulated_time():
+    from ascendsim.validation.validate import validate_rows
+
+    rows = [_row("a", "x.org:p#t"), _row("b", "x.org:p#t", ratio_value=3.0),
+            _row("c", "x.org:p#t", timing="eager_call")]     # not a kernel time: not counted
+    rep = validate_rows(rows)
+    bands = rep.by_size_band
+    sims = [r.simulated for r in rep.rows if r.id in ("a", "b")]
+    assert all(s < 10 for s in sims)                           # a 1024-element Relu
+    assert list(bands) == [("910", "< 10 us")]
+    st = bands[("910", "< 10 us")]
+    assert st.n == 2
+    assert st.median_ratio == pytest.approx((sims[0] / 2.0 + sims[1] / 3.0) / 2)
+    assert "by simulated kernel time" in rep.table(rows=False)
+
+
 def test_per_source_table_counts_each_source_apart():
     from ascendsim.validation.validate import validate_rows
 
