@@ -305,6 +305,13 @@ SEQUENCES: dict[str, OpSequence] = {
     "BNTrainingUpdate": OpSequence(_BN_UPDATE, fp32=True, rows="channels", cast_at=9),
 }
 
+def _sum_in_fp32(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str) -> bool:
+    """Whether CANN's TBE ReduceSum casts its input to fp32 before the sum (reduce_sum_compute,
+    impl/dynamic/reduce_sum.py: a float16 input on any SoC but the Ascend310, whose sum takes
+    float32 there)."""
+    return bool(ins) and ins[0].dtype == "float16" and chip_name.lower() != "ascend310"
+
+
 def _narrow_pair(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str) -> bool:
     """Whether both full-shape inputs (grads, x) are 2-byte floats, which a BatchNorm
     gradient kernel casts up to fp32 one by one."""
@@ -507,6 +514,10 @@ PATHS: dict[str, tuple[tuple[Callable[..., bool], OpSequence], ...]] = {
              "lines (tokens) bound whole to cores; per UB step cos and sin loaded and cast "
              "once, then per head one strided load, the sequence and one store, "
              "double-buffered")),),
+    "ReduceSum": ((_sum_in_fp32, OpSequence(
+        SEQUENCES["ReduceSum"].steps, fp32=True, rows="axes",
+        note="TBE reduce_sum_compute (impl/dynamic/reduce_sum.py): float16 cast to fp32 "
+             "before the sum, the result cast back")),),
     "ArgMax": ((_arg_long_row_a2, _arg_long_row("ArgMax", "vcmax")),),
     "ArgMin": ((_arg_long_row_a2, _arg_long_row("ArgMin", "vcmin")),),
 }
