@@ -69,7 +69,7 @@ def _graph(op: str, shape, dtype: str) -> asim.Graph:
     ("RmsNorm", ["vconv f16->f32", "vmul", "vcadd", "vmuls", "vadds", "vsqrt", "vdup", "vdiv",
                  "vbrcb (rstd)", "vmul", "vmul", "vconv f32->f16"]),
     ("Add", ["vadd"]),
-    ("ReduceSum", ["vcadd"]),
+    ("ReduceSum", ["vconv f16->f32", "vcadd", "vconv f32->f16"]),
 ])
 def test_explain_shows_the_sequence(op, instrs):
     """explain() names the op's vector instructions, in order, with their per-tile cycles."""
