@@ -305,6 +305,7 @@ SEQUENCES: dict[str, OpSequence] = {
     "BNTrainingUpdate": OpSequence(_BN_UPDATE, fp32=True, rows="channels", cast_at=9),
 }
 
+
 def _sum_in_fp32(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str) -> bool:
     """Whether CANN's TBE ReduceSum casts its input to fp32 before the sum (reduce_sum_compute,
     impl/dynamic/reduce_sum.py: a float16 input on any SoC but the Ascend310, whose sum takes
