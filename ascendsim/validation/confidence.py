@@ -29,12 +29,10 @@ from typing import Any
 
 from ..report.confidence import TABLE_FILE, generation
 from .corpus import CorpusRow, load_corpus
-from .validate import ValidationReport, validate
+from .validate import UNKNOWN_GENERATION, ValidationReport, validate
 
 #: digits kept in the table (a re-run gives the same file byte for byte)
 DIGITS = 6
-#: the generation of a row whose chip no entry names
-UNKNOWN_GENERATION = "unknown"
 
 
 def corpus_digest(rows: Sequence[CorpusRow] | None = None) -> str:

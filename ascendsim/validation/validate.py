@@ -136,6 +136,9 @@ QUICK_IDS = (
     "pub-mskpp-910b1-vec-vadd-fp16",
     "pub-pocketllm-910-aclnn-add-enqueue",
 )
+
+#: the generation of a row whose chip no `GENERATIONS` entry names
+UNKNOWN_GENERATION = "unknown"
 STATUSES = ("ok", "error", "pending")
 #: a row whose |ratio - 1| exceeds this is "off" (the outer band of the plot, twice the
 #: corpus's median |error| of about 15 %): it simulated, and the model misses it
@@ -364,7 +367,7 @@ class ValidationReport:
                     or r.row.metric != "time"):
                 continue
             us = r.simulated * UNITS[r.row.unit][1] * 1e6
-            gen = generation(r.row.chip) or "unknown"
+            gen = generation(r.row.chip) or UNKNOWN_GENERATION
             groups.setdefault((gen, size_band(us)), []).append(r.ratio)
         order = size_bands()
         keys = sorted(groups, key=lambda k: (k[0], order.index(k[1])))
