@@ -357,6 +357,12 @@ class Chip:
         doc="added to every block's start per block of the phase whose core last ran another "
             "kernel (a cold instruction cache: the cores fetch the same kernel binary at once "
             "and are served one after another); absent: 0 (no instruction-cache state)")
+    binary_block_start_us: float | None = _spec(
+        "float", "us", ge=0, optional=True,
+        doc="added to every block's start of a prebuilt dynamic-shape vector kernel "
+            "(`kernel_build` \"binary\", `Phase.binary`): the binary's generic prologue, "
+            "run-time tiling read and offset and loop setup, which a kernel compiled for its "
+            "shapes folds into constants; absent: 0")
     tiling_line_cycles: int | None = _spec(
         "int", "cycles", ge=0, optional=True,
         doc="one 64-byte DataCache line of the kernel's tiling data read from GM by the "

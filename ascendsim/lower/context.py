@@ -306,8 +306,10 @@ class Lowering:
         return TASK_AI_CORE if self.chip.coupled else TASK_AI_VECTOR_CORE
 
     def vector_phase(self, groups: list[CoreGroup]) -> Phase:
-        """The phase of vector core groups (on the AIV cores on split chips)."""
-        return Phase(ENGINE_AICORE, tuple(groups), vector_cores=not self.chip.coupled)
+        """The phase of vector core groups (on the AIV cores on split chips); in a binary
+        build a prebuilt dynamic-shape kernel's (`Phase.binary`)."""
+        return Phase(ENGINE_AICORE, tuple(groups), vector_cores=not self.chip.coupled,
+                     binary=self.kernel_build == "binary")
 
 
 def has_pipe(phase: Phase, pipe: str) -> bool:

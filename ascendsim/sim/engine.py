@@ -98,7 +98,10 @@ stack through the scalar unit's DataCache (Ascend C best practices, "Limit the T
 size": a copy of microseconds; "Scalar reads and writes": 64-byte lines), one dependent line
 fill after another: `kernelstart.tiling_lines(phase)` lines of `tiling_line_cycles` each,
 by kernel kind (a phase with cube work reads the Matmul API's TCubeTiling, 200 bytes, 4
-lines; any other kernel at least one line).
+lines; any other kernel at least one line). A prebuilt dynamic-shape vector kernel (a binary
+build, `Phase.binary`) adds `binary_block_start_us` to each block's start, where the chip gives
+it: its generic prologue (the run-time tiling read, offset and loop setup) that a kernel
+compiled for its shapes folds into constants.
 
 Scheduler. Streams run their tasks in order; a task also waits for its producers on other
 streams (events). Every task, in every mode, pays the device-side dispatch `sink_launch_us`
@@ -216,6 +219,8 @@ class Engine:
         self.start_cycles = chip.cycles(chip.kernel_start_us * 1e-6)
         # the start's growth per further block of the kernel (module note, "Kernel start")
         self.block_start_cycles = chip.cycles((chip.block_start_us or 0.0) * 1e-6)
+        # a prebuilt dynamic-shape vector kernel's prologue (module note, "Kernel start")
+        self.binary_start_cycles = chip.cycles((chip.binary_block_start_us or 0.0) * 1e-6)
         # one line of the tiling data read (module note, "Kernel start")
         self.tiling_line_cycles = chip.tiling_line_cycles or 0
         # outside the blocks: the dispatch of a phase and its growth per further block
@@ -380,12 +385,13 @@ class Engine:
                 cores = tuple(ids[base + i] for i in range(len(g.cores)))
                 base += len(g.cores)
                 procs.append(env.process(self.group(task, g, cores, blocks=ph.block_dim,
-                                                    lines=tiling_lines(ph), cold=cold)))
+                                                    lines=tiling_lines(ph), cold=cold,
+                                                    binary=ph.binary)))
             yield env.all_of(procs)
             yield lease.release()
 
     def group(self, task, g: CoreGroup, cores: tuple[int, ...], start: bool = True,
-              blocks: int = 1, lines: int = 0, cold: int = 0):
+              blocks: int = 1, lines: int = 0, cold: int = 0, binary: bool = False):
         """SimPy body of core group `g` of `task` on `cores`: the kernel start (`start`), then
         one set of pipe processes per core (symmetric: one for the group), coalesced in block
         detail (sim/block.py)."""
@@ -394,7 +400,7 @@ class Engine:
         else:
             sets = [(c,) for c in cores]
         if start:
-            yield from self.kernel_start(task, cores, sets, blocks, lines, cold)
+            yield from self.kernel_start(task, cores, sets, blocks, lines, cold, binary)
         procs = []
         for cs in sets:
             label = f"core {cs[0]}" if len(cs) == 1 else f"cores {cs[0]}-{cs[-1]}"
@@ -418,18 +424,22 @@ class Engine:
         block."""
         return self.dispatch_cycles + max(blocks - 1, 0) * self.block_dispatch_cycles
 
-    def in_block_start_cycles(self, blocks: int, lines: int = 0, cold: int = 0) -> int:
+    def in_block_start_cycles(self, blocks: int, lines: int = 0, cold: int = 0,
+                              binary: bool = False) -> int:
         """Cycles of each block's own start, before its first instruction, in a kernel of
         `blocks` blocks whose blocks read `lines` lines of tiling data, `cold` of them on cores
-        that last ran another kernel (module note)."""
+        that last ran another kernel; `binary`: a prebuilt dynamic-shape vector kernel's
+        (module note)."""
         return (self.start_cycles + max(blocks - 1, 0) * self.block_start_cycles
-                + lines * self.tiling_line_cycles + cold * self.icache.cycles)
+                + lines * self.tiling_line_cycles + cold * self.icache.cycles
+                + (self.binary_start_cycles if binary else 0))
 
-    def kernel_start_cycles(self, blocks: int, lines: int = 0, cold: int = 0) -> int:
+    def kernel_start_cycles(self, blocks: int, lines: int = 0, cold: int = 0,
+                            binary: bool = False) -> int:
         """Cycles from a phase's cores being granted to each of its blocks' first instruction:
         the dispatch head, then the block's own start."""
         return self.dispatch_head_cycles(blocks) + self.in_block_start_cycles(blocks, lines,
-                                                                              cold)
+                                                                              cold, binary)
 
     def icache_plan(self, task, touch: bool = False) -> tuple[int, ...]:
         """The cold block count of each AI Core phase of `task` on the cores it gets when all
@@ -444,16 +454,17 @@ class Engine:
         return tuple(out)
 
     def kernel_start(self, task, cores: tuple[int, ...], sets: list, blocks: int,
-                     lines: int = 0, cold: int = 0):
+                     lines: int = 0, cold: int = 0, binary: bool = False):
         """The phase's dispatch head (no pipe, no core busy), then the block's start on each
         core before its first instruction (module note, "Kernel start"): `kernel_start_us`,
         plus `block_start_us` per further block of the kernel, plus `tiling_line_cycles` per
         line of tiling data, plus `icache_cold_block_us` per block of the phase on a core that
-        last ran another kernel, on the scalar pipe, one interval per core."""
+        last ran another kernel, plus `binary_block_start_us` in a prebuilt dynamic-shape
+        vector kernel (`binary`), on the scalar pipe, one interval per core."""
         head = self.dispatch_head_cycles(blocks)
         if head > 0:
             yield self.env.timeout(head)
-        cycles = self.in_block_start_cycles(blocks, lines, cold)
+        cycles = self.in_block_start_cycles(blocks, lines, cold, binary)
         if cycles <= 0:
             return
         start = self.env.now

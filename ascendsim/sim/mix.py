@@ -102,7 +102,8 @@ def run_mix(engine, task, producer: Phase, consumer: Phase):
     # (the producer's cold blocks on the cores it would get now: the lowest free ids)
     pool = engine.pools["aiv" if producer.vector_cores else "aicore"]
     cold = engine.icache.cold(task, producer, pool.free[:producer.block_dim])
-    start = engine.kernel_start_cycles(producer.block_dim, tiling_lines(producer), cold) + \
+    start = engine.kernel_start_cycles(producer.block_dim, tiling_lines(producer), cold,
+                                       producer.binary) + \
         first_tiles_cycles(producer, PREFIX_TILES if coalesced else 1)
     aiv = env.process(_side(engine, task, consumer, (start, made,
                                                        last_tile_cycles(consumer, producer)),
@@ -126,7 +127,8 @@ def _side(engine, task, ph: Phase, gate, made):
         engine.started.setdefault(task.task_id, t0)
         sets = [ids] if engine.symmetric else [(c,) for c in ids]
         cold = engine.icache.touch(task, ph, ids)
-        yield from engine.kernel_start(task, ids, sets, ph.block_dim, tiling_lines(ph), cold)
+        yield from engine.kernel_start(task, ids, sets, ph.block_dim, tiling_lines(ph), cold,
+                                       ph.binary)
         if gate is not None and t0 + gate[0] > env.now:
             yield env.timeout(t0 + gate[0] - env.now)        # the flag of the first tiles
         procs, base = [], 0
