@@ -66,10 +66,8 @@ def markdown(results: list[tuple[str, str, Any, Any]], top: int = 6) -> str:
         for o in conf.ops[:top]:
             err = "-" if o.median_abs_error is None else f"{100 * o.median_abs_error:.1f}%"
             bias = "-" if o.bias is None else f"{o.bias:.2f}"
-            first = ("-" if o.first_sight_error is None or not o.validated
-                     else f"{100 * o.first_sight_error:.1f}% ({o.first_n})")
             lines.append(f"| {conf.label(o)} | {100 * o.share:.1f}% | {o.family} | "
-                         f"{o.n or '-'} | {err} | {bias} | {first} |")
+                         f"{o.n or '-'} | {err} | {bias} | {o.first_sight_cell} |")
         if len(conf.ops) > top:
             rest = sum(o.share for o in conf.ops[top:])
             lines.append(f"| ({len(conf.ops) - top} more op types) | {100 * rest:.1f}% | "

@@ -313,6 +313,14 @@ class OpConfidence:
             return UNVALIDATED
         return f"{100 * self.median_abs_error:.1f}%"
 
+    @property
+    def first_sight_cell(self) -> str:
+        """The family's median |error| at first sight and its row count ("38.2% (9)"), or
+        "-" when the op is unvalidated or its family has no first-sight rows."""
+        if not self.validated or self.first_sight_error is None:
+            return "-"
+        return f"{100 * self.first_sight_error:.1f}% ({self.first_n})"
+
 
 @dataclass(frozen=True)
 class BandConfidence:
@@ -417,9 +425,7 @@ class Confidence:
         body = [(self.label(o), f"{100 * o.share:.1f}%", o.family, o.n or "-",
                  "-" if o.median_abs_error is None else f"{100 * o.median_abs_error:.1f}%"
                  + (" (few rows)" if 0 < o.n < FEW_ROWS else ""),
-                 "-" if o.bias is None else f"{o.bias:.2f}",
-                 "-" if o.first_sight_error is None or not o.validated
-                 else f"{100 * o.first_sight_error:.1f}% ({o.first_n})")
+                 "-" if o.bias is None else f"{o.bias:.2f}", o.first_sight_cell)
                 for o in (self.ops if top is None else self.ops[:top])]
         widths = [max(len(str(r[i])) for r in [head, *body]) for i in range(len(head))]
         fmt = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()
