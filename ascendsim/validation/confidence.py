@@ -91,19 +91,17 @@ def _median_abs_error(ratios: Sequence[float]) -> float:
 
 
 def table_text(table: dict[str, Any]) -> str:
-    """The table as the JSON text shipped (sorted keys, one row per line)."""
-    head = {k: v for k, v in table.items() if k not in ("rows", "size_bands")}
+    """The table as the JSON text shipped (sorted keys, one list entry per line)."""
+    lists = ("size_bands", "rows")
+    head = {k: v for k, v in table.items() if k not in lists}
     lines = ["{"]
     for k in sorted(head):
         lines.append(f"  {json.dumps(k)}: {json.dumps(head[k], ensure_ascii=False)},")
-    bands = [f"    {json.dumps(r, sort_keys=True)}" for r in table.get("size_bands", [])]
-    lines.append('  "size_bands": [')
-    lines.append(",\n".join(bands))
-    lines.append("  ],")
-    body = [f"    {json.dumps(r, sort_keys=True)}" for r in table["rows"]]
-    lines.append('  "rows": [')
-    lines.append(",\n".join(body))
-    lines.append("  ]")
+    for i, key in enumerate(lists):
+        lines.append(f"  {json.dumps(key)}: [")
+        lines.append(",\n".join(f"    {json.dumps(r, sort_keys=True)}"
+                                for r in table.get(key, [])))
+        lines.append("  ]" + ("," if i < len(lists) - 1 else ""))
     lines.append("}")
     return "\n".join(lines) + "\n"
 
