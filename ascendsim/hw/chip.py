@@ -83,7 +83,7 @@ PRODUCT_LINES = ("atlas_training", "atlas_inference", "atlas_200_300_500_inferen
 LOCATIONS = ("gm", "l1", "l0a", "l0b", "l0c", "ub")
 #: vector instruction classes accepted by `Chip.vector_rate`
 VECTOR_CLASSES = ("unary", "binary", "exp", "sqrt", "div", "ternary", "reduce", "reduce_max",
-                  "gather", "sort")
+                  "gather", "sort", "transpose")
 #: confidence tags (reference/ascend-hardware.md), plus U for user-set figures and C for
 #: figures fitted by `ascendsim.validation.calibrate` ("C: calibrated on rows <ids>")
 TAGS = ("S", "D", "F", "M", "G", "U", "C")
@@ -201,6 +201,11 @@ class VectorRates:
     sort: float = _spec("float", gt=0, doc="vmrgsort")
     reduce_max_fp32: float | None = _spec("float", gt=0, optional=True,
                                           doc="vcmax/vcmin, 4-byte dtypes (absent: reduce_fp32)")
+    transpose: float | None = _spec("float", gt=0, optional=True,
+                                    doc="vnchwconv on 2- and 4-byte dtypes: 16 blocks of 32 B "
+                                        "scattered per repeat, the reorder of a transpose "
+                                        "that moves the last axis (absent: no such kernel "
+                                        "path on the chip)")
 
 
 @dataclass(frozen=True)
@@ -636,6 +641,9 @@ class Chip:
             op_class = "reduce"
         if op_class in ("exp", "sqrt", "reduce"):
             return getattr(rates, f"{op_class}_{'fp32' if wide else 'fp16'}")
+        if op_class == "transpose" and rates.transpose is None:
+            raise ConfigError(f"{self.name}: no vector_op_bytes_per_cycle.transpose (vnchwconv) "
+                              "rate in the chip file")
         if op_class in VECTOR_CLASSES:
             return getattr(rates, op_class)
         raise ConfigError(f"unknown vector class {op_class!r}; expected one of "

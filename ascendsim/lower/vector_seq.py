@@ -313,6 +313,20 @@ def _sum_in_fp32(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str) ->
     return bool(ins) and ins[0].dtype == "float16" and chip_name.lower() != "ascend310"
 
 
+def _moves_last_axis(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str) -> bool:
+    """Whether CANN's TIK Transpose on an A2 / A3 reorders the data in UB with vnchwconv: a
+    2- or 4-byte dtype whose permutation, size-1 axes dropped, moves the last axis (one that
+    keeps it, [1, 0, 2], is strided DMA only)."""
+    if chip_name not in A2_A3_CHIPS or not ins or itemsize(ins[0].dtype) not in (2, 4):
+        return False
+    shape = ins[0].shape
+    rank = len(shape)
+    perm = attrs.get("perm")
+    perm = list(range(rank))[::-1] if perm is None else [int(p) % max(rank, 1) for p in perm]
+    kept = [p for p in perm if shape[p] != 1]
+    return len(kept) > 1 and kept[-1] != max(kept)
+
+
 def _narrow_pair(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str) -> bool:
     """Whether both full-shape inputs (grads, x) are 2-byte floats, which a BatchNorm
     gradient kernel casts up to fp32 one by one."""
@@ -519,6 +533,12 @@ PATHS: dict[str, tuple[tuple[Callable[..., bool], OpSequence], ...]] = {
         SEQUENCES["ReduceSum"].steps, fp32=True, rows="axes",
         note="TBE reduce_sum_compute (impl/dynamic/reduce_sum.py): float16 cast to fp32 "
              "before the sum, the result cast back")),),
+    "Transpose": ((_moves_last_axis, OpSequence(
+        (_e("vnchwconv", "transpose"),), buffers=1,
+        note="CANN's TIK Transpose on the A2 / A3 (impl/dynamic/transpose.py; ops-math's "
+             "Ascend C kernel is registered for the 950 only): each UB tile is reordered "
+             "by vnchwconv, 16 x 16 blocks at a time, half the UB in and half out, no double "
+             "buffering; its fixed per-call cost and its own core split are not modelled")),),
     "ArgMax": ((_arg_long_row_a2, _arg_long_row("ArgMax", "vcmax")),),
     "ArgMin": ((_arg_long_row_a2, _arg_long_row("ArgMin", "vcmin")),),
 }

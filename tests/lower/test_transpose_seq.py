@@ -1,0 +1,58 @@
+"""Transpose on the A2 / A3 runs as CANN's TIK kernel (impl/dynamic/transpose.py): a
+permutation that moves the last axis is reordered in UB by vnchwconv, 24 cycles per 512-byte
+repeat (pto-isa's A2/A3 cost table), far below the unary copy rate; one that keeps the last
+axis is strided DMA only."""
+
+import pytest
+
+import ascendsim as asim
+from ascendsim.errors import ConfigError
+from ascendsim.hw import load_chip
+
+
+def _transpose(shape: tuple[int, ...], perm: tuple[int, ...], chip: str,
+               dtype: str = "float16") -> tuple[str, float]:
+    """The sequence line of `explain` and the V cycles summed over the task's blocks."""
+    g = asim.Graph("t")
+    x = g.input("x", shape=shape, dtype=dtype)
+    g.output(g.transpose(x, perm=list(perm)))
+    res = asim.simulate(g, chip=chip)
+    task = res.trace.tasks[0]
+    line = next(s for s in res.explain(task.op_name).splitlines() if "vector" in s)
+    v = sum(i.end - i.start for i in res.trace.intervals
+            if i.task_id == task.task_id and i.pipe == "V")
+    return line, v
+
+
+def test_a_transpose_of_the_last_axis_runs_vnchwconv_at_its_rate():
+    shape = (8, 256, 384)
+    line, v = _transpose(shape, (0, 2, 1), "ascend910b4")
+    assert "vnchwconv" in line and "transpose.py" in line
+    rate = load_chip("ascend910b4").vector_rate("transpose")
+    nbytes = 8 * 256 * 384 * 2
+    # every byte passes vnchwconv once; the blocks' instruction start-ups add a little
+    assert nbytes / rate <= v <= 1.2 * nbytes / rate
+
+
+def test_a_transpose_that_keeps_the_last_axis_has_no_reorder():
+    line, _ = _transpose((8, 4, 16384), (1, 0, 2), "ascend910b4")
+    assert "vnchwconv" not in line
+
+
+def test_size_one_axes_do_not_count_as_moved():
+    # [1, 256, 384] -> [256, 1, 384]: the data does not move at all within its rows
+    line, _ = _transpose((1, 256, 384), (1, 0, 2), "ascend910b4")
+    assert "vnchwconv" not in line
+
+
+def test_the_reorder_is_slower_than_a_copy_on_the_a2_only():
+    _, v_a2 = _transpose((8, 256, 384), (0, 2, 1), "ascend910b4")
+    _, v_kept = _transpose((8, 256, 384), (1, 0, 2), "ascend910b4")
+    assert v_a2 > 5 * v_kept       # 21.3 against 256 B/cycle
+    line, _ = _transpose((8, 256, 384), (0, 2, 1), "ascend910")
+    assert "vnchwconv" not in line  # no rate for the first-generation 910's reorder
+
+
+def test_a_chip_without_the_rate_says_so():
+    with pytest.raises(ConfigError, match="ascend910.*transpose"):
+        load_chip("ascend910").vector_rate("transpose")
