@@ -1,8 +1,9 @@
-"""CANN's LayerNorm kernel paths on the first-generation 910 (and the 310P), picked by
-format, dtype and shape where CANN's TBE layer_norm.py picks them: the cube path for fp16
-FRACTAL_NZ rows of the widths it lists, the TIK kernel of layer_norm_tik.py for ND data.
-vector_seq.PATHS turns them into `OpSequence`s; the DSL sequence (vector_seq.SEQUENCES) covers
-the rest."""
+"""CANN's LayerNorm kernel paths, picked by chip, format, dtype and shape where CANN picks
+them: on the first-generation 910 (and the 310P) TBE layer_norm.py's cube path for fp16
+FRACTAL_NZ rows of the widths it lists and the TIK kernel of layer_norm_tik.py for ND data; on
+the A2 / A3 aclnnLayerNorm's LayerNormV4 SingleRead template and TBE's LayerNormV3 for every
+other ND case. vector_seq.PATHS turns them into `OpSequence`s; the DSL sequence
+(vector_seq.SEQUENCES) covers the rest."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import math
 from collections.abc import Sequence
 
 from ..ir.tensor import Value
-from .seq_types import A2_A3_CHIPS, NARROW_FLOATS
+from .seq_types import A2_A3_CHIPS, NARROW_FLOATS, NormSchedule
 from .seq_types import elem as _e
 from .seq_types import per_row as _w
 from .seq_types import reduction as _r
@@ -140,7 +141,7 @@ LAYER_NORM_TIK_NOTE = (
 #: norm/layer_norm_v4, public copy jbgztxdy/ops-nn): aclnnLayerNorm routes to LayerNormV4 on
 #: SocVersion ASCEND910B / ASCEND910_93 only for bf16 x with bf16 gamma over 1024 or 4096
 #: elements (op_host/op_api/aclnn_layer_norm.cpp `IsV4SocCheck`; every other fp16/fp32/bf16
-#: case goes to LayerNormV3, whose A2 kernel is not public, and keeps the DSL sequence), and
+#: case goes to LayerNormV3, below), and
 #: the SingleRead template (priority 1000) takes it (layer_norm_v4_single_read_tiling.cpp: rows
 #: <= cores: one row per core; else all cores, tiles of min(UB rows, 32) rows).
 #: op_kernel/layer_norm_v4_single_read.h per tile: cast to fp32, x * 1/n over the tile; per row
@@ -180,8 +181,46 @@ def layer_norm_v4_single_read(ins: Sequence[Value], attrs: dict, fmt: str,
     shape = [int(d) for d in x.shape]
     return math.prod(shape[norm_axis(attrs.get("axis", -1), len(shape)):]) in LAYER_NORM_V4_ROWS
 
+#: CANN's LayerNormV3 on the A2 / A3, every ND case `IsV4SocCheck` does not send to V4: the TBE
+#: DSL kernel impl/dynamic/layer_norm_v3.py (public copy leideng/CANN-8.1.RC1 at 4332a01; the
+#: Ascend C LayerNormV3 of ops-nn is registered for the 950 and 350 only), which
+#: aclnnLayerNorm calls in high-precision mode (ops-nn aclnn_layer_norm.cpp
+#: `LayerNormV3WithImplMode`). `layer_norm_v3_compute`: fp16 and bf16 cast to fp32 with gamma
+#: and beta; x * 1/n, reduce_sum (mean); broadcast, x - mean, square, * 1/n, reduce_sum
+#: (variance); on the per-row variance + eps, sqrt, 1 / . (rstd); broadcast, * rstd, * gamma,
+#: + beta; cast back. A NORM-pattern kernel (classify(..., OpPatternMode.NORM)): rows bound to
+#: cores, and a row over its UB budget takes the workspace schedule, where x - mean, read on
+#: both sides of the variance reduction, goes to a GM workspace (`NormSchedule`).
+LAYER_NORM_V3 = (
+    _e("vmuls (x/n)", "unary"), _r("vcadd (mean)"), _e("vbrcb (mean)", "unary"),
+    _e("vsub (x - mean)", "binary"), _e("vmul (square)", "binary"), _e("vmuls (/n)", "unary"),
+    _r("vcadd (variance)"), _w("vadds (+eps)"), _w("vsqrt", "sqrt"), _w("vdiv (1/sqrt)", "div"),
+    _e("vbrcb (rstd)", "unary"), _e("vmul (rstd)", "binary"), _e("vmul (gamma)", "binary"),
+    _e("vadd (beta)", "binary"))
+#: LayerNormV3's NORM budget and workspace traffic: x read by the mean stage and by x - mean
+#: (an input is re-read, not kept), x - mean written to the workspace once and read by the
+#: variance stage and the output stage (norm_tilingcase `find_workspace_tensor`: a tensor
+#: consumed on both sides of a reduce whose producers hold a reduce or broadcast). The live row
+#: tensors (x - mean, the broadcast statistic, the product and gamma or beta: 4) and the
+#: scratch of the two fp32 sums (2 x 4096 B, as `_reduce_sum_space` gives one) are read off the
+#: compute graph, not from a log; they decide only rows of about 11-15 K fp32 elements.
+LAYER_NORM_V3_NORM = NormSchedule(live=4, temp_bytes=2 * 4096, input_reads=2, ws_reads=2)
+#: what `explain` adds about the V3 path
+LAYER_NORM_V3_NOTE = (
+    "CANN's TBE LayerNormV3 (layer_norm_v3.py, high precision as aclnnLayerNorm calls it): "
+    "rows bound to cores, rstd per row; a row over the UB budget keeps x - mean in a GM "
+    "workspace (x read twice, the workspace written once and read twice)")
+
+
+def layer_norm_v3(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str) -> bool:
+    """Whether aclnnLayerNorm runs this LayerNorm as LayerNormV3's TBE kernel: an A2 / A3 chip,
+    ND data (the V4 SingleRead cases are taken before it)."""
+    return chip_name in LAYER_NORM_V4_CHIPS and fmt == "ND" and bool(ins)
+
+
 __all__ = ["LAYER_NORM_CUBE", "LAYER_NORM_CUBE_CHIPS", "LAYER_NORM_CUBE_ROWS", "LAYER_NORM_TIK",
            "LAYER_NORM_TIK_CHIPS", "LAYER_NORM_TIK_MIN_ROW", "LAYER_NORM_TIK_NARROW",
            "LAYER_NORM_TIK_NOTE", "LAYER_NORM_TIK_ROW_ALIGN", "layer_norm_cube", "layer_norm_tik",
            "layer_norm_tik_narrow", "LAYER_NORM_V4_CHIPS", "LAYER_NORM_V4_NOTE",
-           "LAYER_NORM_V4_ROWS", "LAYER_NORM_V4_SINGLE_READ", "layer_norm_v4_single_read"]
+           "LAYER_NORM_V4_ROWS", "LAYER_NORM_V4_SINGLE_READ", "layer_norm_v4_single_read",
+           "LAYER_NORM_V3", "LAYER_NORM_V3_NORM", "LAYER_NORM_V3_NOTE", "layer_norm_v3"]

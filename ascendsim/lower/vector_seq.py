@@ -77,12 +77,16 @@ from .layer_norm_paths import (
     LAYER_NORM_TIK_NARROW,
     LAYER_NORM_TIK_NOTE,
     LAYER_NORM_TIK_ROW_ALIGN,
+    LAYER_NORM_V3,
+    LAYER_NORM_V3_NORM,
+    LAYER_NORM_V3_NOTE,
     LAYER_NORM_V4_CHIPS,
     LAYER_NORM_V4_NOTE,
     LAYER_NORM_V4_SINGLE_READ,
     layer_norm_cube,
     layer_norm_tik,
     layer_norm_tik_narrow,
+    layer_norm_v3,
     layer_norm_v4_single_read,
 )
 from .rms_norm_paths import (
@@ -522,7 +526,10 @@ PATHS: dict[str, tuple[tuple[Callable[..., bool], OpSequence], ...]] = {
         row_reads=2, row_align_elems=LAYER_NORM_TIK_ROW_ALIGN, note=LAYER_NORM_TIK_NOTE)),
                            (layer_norm_v4_single_read, OpSequence(
         LAYER_NORM_V4_SINGLE_READ, fp32=True, rows="from_axis", buffers=1, whole_rows=True,
-        note=LAYER_NORM_V4_NOTE)),),
+        note=LAYER_NORM_V4_NOTE)),
+                           (layer_norm_v3, OpSequence(
+        LAYER_NORM_V3, fp32=True, rows="from_axis", whole_rows=True, norm=LAYER_NORM_V3_NORM,
+        note=LAYER_NORM_V3_NOTE)),),
     "RotaryMul": ((_rope_a2, OpSequence(
         _ROPE_HEAD, fp32=True, head_loop="rope",
         note="CANN's rotate-half RoPE kernel (ops-transformer rotary_position_embedding): "

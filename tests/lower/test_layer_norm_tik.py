@@ -29,7 +29,7 @@ from ascendsim.lower.vector_seq import (
     sequence_for,
 )
 
-_CUBE, _TIK16, _TIK, _V4 = (seq for _, seq in PATHS["LayerNormalization"])
+_CUBE, _TIK16, _TIK, _V4, _V3 = (seq for _, seq in PATHS["LayerNormalization"])
 
 
 def _ins(shape, dtype: str = "float32", pdtype: str | None = None, axis: int = -1):
@@ -63,13 +63,13 @@ def _v_busy(res, op: str = "op") -> int:
     ((64, 96), "float32", None, "ND", "ascend910", "dsl"),        # row under 128 elements
     ((64, 768), "float16", "float32", "ND", "ascend910", "dsl"),  # gamma not x's dtype
     ((16384, 768), "float16", None, "FRACTAL_NZ", "ascend910", "cube"),
-    ((16384, 768), "float32", None, "ND", "ascend910b4", "dsl"),  # not on the A2 910B
+    ((16384, 768), "float32", None, "ND", "ascend910b4", "v3"),   # the A2 runs LayerNormV3
     ((16384, 768), "float32", None, "ND", "ascend310p", "dsl"),   # SoC version Ascend910 only
 ])
 def test_the_tik_kernel_applies_where_cann_takes_it(shape, dtype, pdtype, fmt, chip, path):
     seq = sequence_for("LayerNormalization", _ins(shape, dtype, pdtype), {"axis": -1}, fmt,
                        chip)
-    want = {"tik": _TIK, "tik16": _TIK16, "cube": _CUBE,
+    want = {"tik": _TIK, "tik16": _TIK16, "cube": _CUBE, "v3": _V3,
             "dsl": SEQUENCES["LayerNormalization"]}[path]
     assert seq is want
 
@@ -138,14 +138,14 @@ def test_a_row_longer_than_the_tile_is_read_twice():
 @pytest.mark.parametrize("shape,dtype,pdtype,chip,v4", [
     ((64, 1024), "bfloat16", None, "ascend910b4", True),
     ((8, 4096), "bfloat16", None, "ascend910b", True),
-    ((64, 768), "bfloat16", None, "ascend910b4", False),       # V3 (not public): DSL
+    ((64, 768), "bfloat16", None, "ascend910b4", False),       # V3
     ((64, 1024), "float16", None, "ascend910b4", False),       # V4 takes bf16 only
     ((64, 1024), "bfloat16", "float32", "ascend910b4", False),  # gamma not bf16
 ])
 def test_the_v4_single_read_applies_where_aclnn_routes_it(shape, dtype, pdtype, chip, v4):
     seq = sequence_for("LayerNormalization", _ins(shape, dtype, pdtype), {"axis": -1}, "ND",
                        chip)
-    assert seq is (_V4 if v4 else SEQUENCES["LayerNormalization"])
+    assert seq is (_V4 if v4 else _V3)
 
 
 def test_v4_single_read_one_row_per_core_single_buffered():

@@ -63,9 +63,12 @@ def _graph(op: str, shape, dtype: str) -> asim.Graph:
 @pytest.mark.parametrize("op,instrs", [
     ("Softmax", ["vcmax", "vbrcb", "vsub", "vconv f16->f32", "vexp", "vcadd", "vbrcb", "vdiv",
                  "vconv f32->f16"]),
-    ("LayerNormalization", ["vconv f16->f32", "vmuls", "vcadd", "vbrcb", "vsub", "vmul",
-                            "vmuls", "vcadd", "vbrcb", "vsub", "vbrcb", "vadds", "vln", "vmuls",
-                            "vexp", "vmul", "vmul", "vadd", "vconv f32->f16"]),
+    # the A2's LayerNormV3 (layer_norm_v3.py): rstd on the per-row variance
+    ("LayerNormalization", ["vconv f16->f32", "vmuls (x/n)", "vcadd (mean)", "vbrcb (mean)",
+                            "vsub (x - mean)", "vmul (square)", "vmuls (/n)",
+                            "vcadd (variance)", "vadds (+eps)", "vsqrt", "vdiv (1/sqrt)",
+                            "vbrcb (rstd)", "vmul (rstd)", "vmul (gamma)", "vadd (beta)",
+                            "vconv f32->f16"]),
     ("RmsNorm", ["vconv f16->f32", "vmul", "vcadd", "vmuls", "vadds", "vsqrt", "vdup", "vdiv",
                  "vbrcb (rstd)", "vmul", "vmul", "vconv f32->f16"]),
     ("Add", ["vadd"]),
