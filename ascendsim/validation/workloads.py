@@ -39,6 +39,9 @@ call (`cache.zero_()`; on the NPU driver of triton-ascend the buffer is 192 MiB,
 graph writes that buffer first (node "warm_flush", a graph output: user memory, written back
 when evicted, never dropped) and the measured call's fills pay the write-backs. A buffer at
 least as large as the L2 leaves every line dirty, so its exact size matters only through that.
+Whether the flush also leaves the measured kernel's code out of the cores' instruction caches
+depends on the flush kernel: a CANN kernel binary (`cache.zero_()`) evicts it, a harness's own
+store loop (`SMALL_CLEAR_KERNEL_HARNESSES`) does not.
 
 An op row whose ``cann_op`` is in `CANN_CHAINS` measured one aclnn call that launches a chain
 of kernels; its inputs are the aclnn call's, and the graph is the chain as the aclnn source
@@ -102,13 +105,25 @@ FLUSH_NODE = "warm_flush"
 #: of a row's source table (module note): triton.testing.do_bench with the NPU driver of
 #: triton-ascend (`get_empty_cache_for_benchmark`: 192 MiB of int32, `clear_cache`:
 #: `cache.zero_()`), which FlagGems' and FlagGems-vllm's 'kernel' mode call; pto-dsl's own
-#: do_bench zeroes 256 MB (ptodsl/utils/bench.py, quoted in its rows' notes)
+#: do_bench zeroes 256 MB (ptodsl/utils/bench.py, quoted in its rows' notes); MindSpore AKG's
+#: NPU profiler, with which its verifier times the torch reference by default
+#: (akg_agents/python/akg_agents/op/verifier/kernel_verifier.py `_generate_base_benchmark_code`,
+#: `clear_l2_cache: bool = True`), stores zeros over an int32 buffer of the device's
+#: L2_cache_size, 192 MiB when torch_npu reports none (op/verifier/l2_cache_clear.py), before
+#: every timed call (op/verifier/profiler.py `profiler_npu_core`)
 FLUSH_HARNESSES: dict[str, int] = {
     "github.com/Ascend/triton-ascend": 192 * 2**20,
     "github.com/flagos-ai/FlagGems": 192 * 2**20,
     "github.com/flagos-ai/FlagGems-vllm": 192 * 2**20,
     "github.com/huawei-csl/pto-dsl": 256 * 2**20,
+    "github.com/mindspore-ai/akg": 192 * 2**20,
 }
+#: flushing harnesses whose clear kernel is a loop of stores of their own (AKG's
+#: `AKG_l2cache_clear`, a Triton kernel on every vector core), a few instructions against an
+#: AIV's 16 KB instruction cache (Ascend C ICachePreLoad reference), so the measured kernel's
+#: code, cached by the call before, mostly survives it; `cache.zero_()` runs a CANN kernel
+#: binary instead
+SMALL_CLEAR_KERNEL_HARNESSES = frozenset({"github.com/mindspore-ai/akg"})
 #: the harnesses that run a kernel of their own on the cores just before each timed call, so
 #: that the measured kernel's cores last ran another kernel (`icache_start`), by the repository
 #: of a cold row's source table: the flushing do_bench harnesses (`FLUSH_HARNESSES`: their
@@ -116,7 +131,8 @@ FLUSH_HARNESSES: dict[str, int] = {
 #: clears L2 with a DFX kernel over every core before the launch (Ascend/msopcom
 #: `DataCollectInDevice::ReplayOnce`, `ClearL2Cache`; docs/corpus.md, "Rows timed with msprof
 #: op"): the pyasc torch_npu rows and Huawei's asc-devkit samples (msopprof)
-CLEARING_HARNESSES = frozenset({*FLUSH_HARNESSES, "github.com/compiler-team-ru/pyasc",
+CLEARING_HARNESSES = frozenset({*FLUSH_HARNESSES.keys() - SMALL_CLEAR_KERNEL_HARNESSES,
+                                "github.com/compiler-team-ru/pyasc",
                                 "github.com/mirror-cann/asc-devkit"})
 #: calls of a looped op row simulated back to back; the last one is measured (module note)
 LOOP_CALLS = 3

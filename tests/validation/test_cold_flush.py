@@ -12,9 +12,11 @@ from ascendsim.validation.workloads import (
     FLUSH_NODE,
     build_op_graph,
     flush_bytes,
+    icache_start,
 )
 
 TRITON = "github.com/flagos-ai/FlagGems"
+AKG = "github.com/mindspore-ai/akg"
 
 
 def gemv_row(source_table: str, data: str = "cold", m: int = 4096, k: int = 4096):
@@ -36,6 +38,17 @@ def test_a_flushing_harness_writes_its_buffer_first_and_keeps_it():
     # the buffer is user memory (a graph output), so its dirty lines are written back
     assert out in g.outputs
     assert g.values[out].shape == (192 * 2**20 // 4,)
+
+
+def test_a_harness_clearing_with_its_own_store_loop_keeps_the_kernel_code_cached():
+    # AKG's profiler flushes L2 with a small Triton store loop: the L2 is dirty, but the
+    # measured kernel's code stays in the instruction caches; cache.zero_() runs a CANN
+    # kernel binary over every core and leaves the measured kernel to start cold
+    akg = gemv_row(f"{AKG}:report.md#table")
+    assert flush_bytes(akg) == 192 * 2**20
+    assert icache_start(akg) == "warm"
+    assert icache_start(gemv_row(f"{TRITON}:pull/1#table")) == "cold"
+    assert icache_start(gemv_row(f"{AKG}:report.md#table", data="warm")) == "warm"
 
 
 def test_no_flush_for_warm_rows_or_other_harnesses():
