@@ -641,11 +641,12 @@ class Chip:
             op_class = "reduce"
         if op_class in ("exp", "sqrt", "reduce"):
             return getattr(rates, f"{op_class}_{'fp32' if wide else 'fp16'}")
-        if op_class == "transpose" and rates.transpose is None:
-            raise ConfigError(f"{self.name}: no vector_op_bytes_per_cycle.transpose (vnchwconv) "
-                              "rate in the chip file")
         if op_class in VECTOR_CLASSES:
-            return getattr(rates, op_class)
+            rate = getattr(rates, op_class)
+            if rate is None:           # an optional class the chip file does not give
+                raise ConfigError(f"{self.name}: no vector_op_bytes_per_cycle.{op_class} rate "
+                                  "in the chip file")
+            return rate
         raise ConfigError(f"unknown vector class {op_class!r}; expected one of "
                           f"{', '.join(VECTOR_CLASSES)}")
 
