@@ -25,6 +25,20 @@ Apache-2.0 public copy: dengguojie/vue-element-admin ops/built-in/op_tiling/, el
   which splits the reduced axis instead) is not modelled here: a reduction to so few values
   keeps the generic split whatever its dtype, since which reductions count as a sum there is
   not read through.
+- a 2-byte Transpose of [N, R, C] -> [N, C, R] (`transpose_blocks`; size-1 axes dropped and
+  axes that stay adjacent merged first, `merged_transpose`): the TIK kernel
+  impl/dynamic/transpose.py, whose run-time tiling (op_tiling/transpose.cc at f78c5c4,
+  scenario 7, `MakeNCRDecision`) takes the first valid of its split models `Model001_b16` ..
+  `Model008_b16` in that order: N >= cores gives each core ceil(N / cores) whole [R, C]
+  planes (001); else R >= 64 x cores splits R over every core (002), C >= 64 x cores splits C
+  (003), else each plane gets cores // N cores, which split its longer axis (006: the column
+  factor when C > R, else the row factor); a split axis goes in shares of ceil(length / parts)
+  rounded up to 16 elements (`Split`). Modelled for R > 128 (up to 128 rows go to scenario
+  10) and R, C >= 64 (below, the f2t / t2f models 004, 005, 007, 008 may apply,
+  F2T_THRESHOLD_B16 = 64); N = 1 (a 2-D swap, scenario 11) and 4-byte data (models 001 ..
+  008 without _b16) keep the generic split. The tiling launches every core (`block_dim` =
+  core_num) and those without a share run only the prologue; the model counts the cores with
+  a share.
 
 `dynamic_blocks` picks the rule of a lone vector op (or says none applies).
 """
@@ -37,6 +51,7 @@ from collections.abc import Sequence
 from ..ir.registry import Category, get_op
 from ..ir.tensor import Value, itemsize
 from .tiling import cdiv
+from .vector_rows import norm_axis
 
 #: ELEWISE: multi-core from this many 32-byte blocks of output per core (DOUBLE_BUFFER_SIZE)
 BLOCKS_PER_CORE = 2
@@ -51,6 +66,13 @@ ATOMIC_OUT_PER_CORE = 4
 REDUCE_OPS = frozenset({"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd"})
 #: op types whose one data input is broadcast to the output shape (the other gives the shape)
 EXPAND_OPS = frozenset({"Expand", "BroadcastTo"})
+#: Transpose: 2-byte elements per 32-byte block, the unit its tiling splits an axis in
+TRANSPOSE_BLOCK_ELEMS = 16
+#: Transpose: the side both transposed axes reach for the split models read here (below it
+#: the f2t / t2f models, F2T_THRESHOLD_B16 = 64, may take the shape)
+TRANSPOSE_MIN_SIDE = 64
+#: Transpose: rows (the input's second-to-last axis) up to this go to scenario 10
+TRANSPOSE_S10_ROWS = 128
 
 
 def block_elems(item: float) -> int:
@@ -107,6 +129,49 @@ def over_trailing_axes(full: Sequence[int], part: Sequence[int]) -> int | None:
     return rows if tuple(part) in (lead, lead + (1,) * (len(full) - k)) else None
 
 
+def merged_transpose(shape: Sequence[int], perm: Sequence[int]
+                     ) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """`shape` and `perm` of a transpose with its size-1 axes dropped and every run of axes
+    that stays adjacent and in order merged into one (the form the TIK tiling decides on)."""
+    kept = [a for a in range(len(shape)) if shape[a] != 1]
+    index = {a: i for i, a in enumerate(kept)}
+    sizes = [int(shape[a]) for a in kept]
+    runs: list[list[int]] = []
+    for a in (index[a] for a in perm if shape[a] != 1):
+        if runs and runs[-1][-1] + 1 == a:
+            runs[-1].append(a)
+        else:
+            runs.append([a])
+    order = sorted(range(len(runs)), key=lambda r: runs[r][0])
+    merged = tuple(math.prod(sizes[a] for a in runs[r]) for r in order)
+    return merged, tuple(order.index(r) for r in range(len(runs)))
+
+
+def _split_share(length: int, parts: int) -> int:
+    """Elements of `length` per core when split `parts` ways in 32-byte blocks of 2-byte
+    elements (the tiling's `Split`: ceil(length / parts) rounded up to 16)."""
+    return cdiv(cdiv(length, parts), TRANSPOSE_BLOCK_ELEMS) * TRANSPOSE_BLOCK_ELEMS
+
+
+def transpose_blocks(shape: Sequence[int], perm: Sequence[int], cores: int) -> int | None:
+    """Cores with a share of a 2-byte TIK Transpose of [N, R, C] -> [N, C, R] (module note),
+    or None where the shape takes a path not modelled here."""
+    merged, order = merged_transpose(shape, perm)
+    if order != (0, 2, 1):
+        return None
+    n, r, c = merged
+    if min(r, c) < TRANSPOSE_MIN_SIDE or r <= TRANSPOSE_S10_ROWS:
+        return None
+    if n >= cores:                                  # Model001_b16: whole planes
+        return cdiv(n, cdiv(n, cores))
+    if r >= TRANSPOSE_MIN_SIDE * cores:             # Model002_b16: rows over every core
+        return cdiv(r, _split_share(r, cores))
+    if c >= TRANSPOSE_MIN_SIDE * cores:             # Model003_b16: columns over every core
+        return cdiv(c, _split_share(c, cores))
+    longer = max(r, c)                              # Model006_b16: cores // N per plane
+    return n * cdiv(longer, _split_share(longer, cores // n))
+
+
 def dynamic_blocks(parts: list, ins: Sequence[Value], outs: Sequence[Value],
                    cores: int) -> tuple[int, str] | None:
     """(blocks, note) of a lone vector op's prebuilt dynamic-shape kernel (module note), or
@@ -135,6 +200,16 @@ def dynamic_blocks(parts: list, ins: Sequence[Value], outs: Sequence[Value],
             return None
         return blocks, (f"dynamic broadcast tiling (trailing axes): {blocks} block(s) for "
                         f"{rows} rows")
+    if op == "Transpose" and item == 2:
+        shape = tuple(int(d) for d in ins[0].shape)
+        perm = parts[0].attrs.get("perm")
+        perm = (tuple(range(len(shape)))[::-1] if perm is None
+                else tuple(norm_axis(p, len(shape)) for p in perm))
+        blocks = transpose_blocks(shape, perm, cores)
+        if blocks is None:
+            return None
+        return blocks, (f"dynamic Transpose tiling (TIK, scenario 7): {blocks} of {cores} "
+                        f"cores take a share of {list(shape)}")
     if op in REDUCE_OPS and category == Category.REDUCE:
         rows = over_trailing_axes(tuple(ins[0].shape), tuple(out.shape))
         if rows is None or out.numel < cores * ATOMIC_OUT_PER_CORE:

@@ -12,7 +12,9 @@ from ascendsim.hw import get_chip
 from ascendsim.lower.dynamic_tiling import (
     broadcast_rows_blocks,
     elewise_blocks,
+    merged_transpose,
     reduce_rows_blocks,
+    transpose_blocks,
 )
 from ascendsim.lower.tiling import VecSpec, split_cores
 
@@ -126,6 +128,39 @@ def test_reduce_rows_blocks(rows, item, blocks):
     assert reduce_rows_blocks(rows, item, 40) == blocks
 
 
+@pytest.mark.parametrize("shape, perm, merged", [
+    ((1, 256, 384), (0, 2, 1), ((256, 384), (1, 0))),          # the size-1 axis dropped
+    ((4, 4, 257, 16), (0, 1, 3, 2), ((16, 257, 16), (0, 2, 1))),   # leading axes merged
+    ((2, 3, 4, 5), (0, 2, 3, 1), ((2, 3, 20), (0, 2, 1))),      # trailing pair merged
+    ((8, 4, 16384), (1, 0, 2), ((8, 4, 16384), (1, 0, 2))),     # nothing to merge
+])
+def test_a_transpose_is_decided_on_its_merged_axes(shape, perm, merged):
+    assert merged_transpose(shape, perm) == merged
+
+
+@pytest.mark.parametrize("shape, perm, blocks", [
+    # N >= cores (Model001_b16): whole [256, 384] planes, ceil(64 / 40) = 2 per core
+    ((64, 256, 384), (0, 2, 1), 32),
+    ((40, 256, 384), (0, 2, 1), 40),
+    # N < cores (Model006_b16): 40 // N cores per plane split its longer axis (384 columns)
+    # in 16-element shares
+    ((32, 256, 384), (0, 2, 1), 32),    # one core per plane
+    ((16, 256, 384), (0, 2, 1), 32),    # 2 per plane: 192 columns each
+    ((8, 256, 384), (0, 2, 1), 40),     # 5 per plane: 80 columns, 5 shares
+    ((2, 384, 256), (0, 2, 1), 24),     # 20 per plane split its 384 rows: 32 each, 12 shares
+    # R >= 64 x 40 (Model002_b16): rows over every core, 4096 / 40 -> 112, 37 shares
+    ((2, 4096, 512), (0, 2, 1), 37),
+    # C >= 64 x 40 (Model003_b16): columns over every core
+    ((2, 512, 4096), (0, 2, 1), 37),
+    ((1, 256, 384), (0, 2, 1), None),   # a 2-D swap: scenario 11, not modelled
+    ((8, 128, 384), (0, 2, 1), None),   # up to 128 rows: scenario 10
+    ((8, 256, 48), (0, 2, 1), None),    # a side under 64: the f2t / t2f models may apply
+    ((8, 256, 384), (1, 0, 2), None),   # the last axis stays: not this kernel's vnchwconv path
+])
+def test_transpose_blocks_follow_the_tik_tiling(shape, perm, blocks):
+    assert transpose_blocks(shape, perm, 40) == blocks
+
+
 def _op(op, shapes, dtype="float16", attrs=None, consts=()):
     g = asim.Graph(op)
     ins = [g.input(f"x{k}", s, dtype) for k, s in enumerate(shapes)]
@@ -151,6 +186,8 @@ def _blocks(g, build, chip="ascend910b4"):
     # a last-axis fp16 ReduceSum of 256 rows: one 32-byte block of output per core
     (_op("ReduceSum", [(1, 256, 384)], attrs={"keepdims": 0},
          consts=(np.array([-1], np.int64),)), 16, 12),
+    # a 2-byte [64, 256, 384] -> [64, 384, 256] Transpose: two planes per core on 32 cores
+    (_op("Transpose", [(64, 256, 384)], attrs={"perm": [0, 2, 1]}), 32, 40),
 ])
 def test_a_binary_kernel_takes_its_run_time_tiling(graph, binary, jit):
     assert (_blocks(graph, "binary"), _blocks(graph, "jit")) == (binary, jit)
@@ -164,6 +201,8 @@ def test_a_binary_kernel_takes_its_run_time_tiling(graph, binary, jit):
     _op("ReduceSum", [(1 << 20,)], "float32", attrs={"keepdims": 0}),
     _op("ReduceSum", [(64, 4096)], attrs={"keepdims": 0},
         consts=(np.array([-1], np.int64),)),
+    # a 4-byte Transpose takes the kernel's other split models (not read through)
+    _op("Transpose", [(64, 256, 384)], "float32", attrs={"perm": [0, 2, 1]}),
 ])
 def test_the_dynamic_split_leaves_other_kernels_alone(graph):
     """Kernels whose run-time tiling path is not modelled keep the A2's traffic rule in a
