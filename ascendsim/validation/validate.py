@@ -409,6 +409,15 @@ class ValidationReport:
         fams = dict.fromkeys(r.family for r in self.rows if self.is_new(r))
         return {f: summarize(self.ratios("validation", f, new=True)) for f in fams}
 
+    @property
+    def by_family_all(self) -> dict[str, FamilyStats]:
+        """family -> stats over all its validation rows, frozen and added, as defined today
+        (families in corpus order): the per-family view of `all_validation`."""
+        fams = dict.fromkeys(r.family for r in self.rows if r.role == "validation")
+        return {f: summarize(self.ratios("validation", f) + self.ratios("validation", f,
+                                                                          new=True))
+                for f in fams}
+
     def count(self, status: str, role: str | None = None) -> int:
         return sum(r.status == status and (role is None or r.role == role) for r in self.rows)
 
@@ -467,6 +476,9 @@ class ValidationReport:
             body = [line(f, st) for f, st in new_fams.items()]
             out += ["added since the freeze, by family (validation rows added after the set "
                     "was frozen; not in the family lines above)", *_grid(head, body), ""]
+            body = [line(f, st) for f, st in self.by_family_all.items()]
+            out += ["all validation rows by family (frozen and added, as defined today)",
+                    *_grid(head, body), ""]
         seen = self.first_sight_by_family
         if seen:
             fhead = ("family", "n", "first sight |error|", "first sight ratio",

@@ -87,6 +87,11 @@ def test_freeze_round_trip_and_new_rows_reported_apart(tmp_path, monkeypatch):
     assert rep.frozen is not None and not rep.is_new(rep.rows[0]) and rep.is_new(rep.rows[1])
     assert len(rep.ratios()) == 1 and len(rep.ratios(new=True)) == 1
     assert "validation rows added since the freeze" in rep.table(rows=False)
+    # the per-family view of all validation rows counts the frozen row and the new one
+    fams = rep.by_family_all
+    assert sum(st.n for st in fams.values()) == rep.all_validation.n == 2
+    assert fams["elementwise"].n == 1 + (old.family == "elementwise")
+    assert "all validation rows by family" in rep.table(rows=False)
 
 
 def test_a_malformed_frozen_file_is_a_config_error(tmp_path):
