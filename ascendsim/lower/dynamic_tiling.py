@@ -51,7 +51,7 @@ from collections.abc import Sequence
 from ..ir.registry import Category, get_op
 from ..ir.tensor import Value, itemsize
 from .tiling import cdiv
-from .vector_rows import norm_axis
+from .vector_rows import norm_perm
 
 #: ELEWISE: multi-core from this many 32-byte blocks of output per core (DOUBLE_BUFFER_SIZE)
 BLOCKS_PER_CORE = 2
@@ -202,10 +202,8 @@ def dynamic_blocks(parts: list, ins: Sequence[Value], outs: Sequence[Value],
                         f"{rows} rows")
     if op == "Transpose" and item == 2:
         shape = tuple(int(d) for d in ins[0].shape)
-        perm = parts[0].attrs.get("perm")
-        perm = (tuple(range(len(shape)))[::-1] if perm is None
-                else tuple(norm_axis(p, len(shape)) for p in perm))
-        blocks = transpose_blocks(shape, perm, cores)
+        blocks = transpose_blocks(shape, norm_perm(parts[0].attrs.get("perm"), len(shape)),
+                                  cores)
         if blocks is None:
             return None
         return blocks, (f"dynamic Transpose tiling (TIK, scenario 7): {blocks} of {cores} "

@@ -20,6 +20,14 @@ def norm_axis(axis: Any, rank: int) -> int:
     return a + rank if a < 0 else a
 
 
+def norm_perm(perm: Any, rank: int) -> list[int]:
+    """A Transpose `perm` attribute (None: the axes reversed, ONNX's default) as non-negative
+    indices into `rank` axes."""
+    if perm is None:
+        return list(range(rank))[::-1]
+    return [norm_axis(p, rank) for p in perm]
+
+
 def _rows_axis(ins: Sequence[Value], attrs: dict, const: Callable) -> tuple[int, int]:
     """One `axis` attribute: rows of shape[axis], inner = the elements after it."""
     shape = [int(d) for d in ins[0].shape]

@@ -104,7 +104,7 @@ from .seq_types import NARROW_FLOATS as _NARROW_FLOATS
 from .seq_types import elem as _e
 from .seq_types import per_row as _w
 from .seq_types import reduction as _r
-from .vector_rows import ROW_RULES, norm_axis
+from .vector_rows import ROW_RULES, norm_perm
 
 #: bytes one vector repeat works on (S: Ascend C API reference, RepeatReduceSum/WholeReduceSum:
 #: "the vector unit reads 256 contiguous bytes per iteration"; HC31/VENG 2048-bit vector)
@@ -325,8 +325,7 @@ def _moves_last_axis(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str
         return False
     shape = ins[0].shape
     rank = len(shape)
-    perm = attrs.get("perm")
-    perm = list(range(rank))[::-1] if perm is None else [norm_axis(p, rank) for p in perm]
+    perm = norm_perm(attrs.get("perm"), rank)
     kept = [p for p in perm if shape[p] != 1]
     return len(kept) > 1 and kept[-1] != max(kept)
 
