@@ -31,7 +31,10 @@ UB loop (`tile_rows`: RmsNorm MERGE_N's rowFactor), a tile holds at most that ma
 a row longer than a tile is passed over chunk by chunk once per reduction and once more to
 write the result, so its main input is read `row_reads` times from GM (RmsNorm SPLIT_D 2: the
 sum of squares, then y); the reads after the first hit the L2, which holds the row the core
-read a pass earlier (a core's row is KBs to MBs, the L2 tens of MB). A kernel with its own
+read a pass earlier, as long as one pass over the rows of all the kernel's cores fits the part
+of the L2 the model leaves to reuse (`chip.l2_resident_bytes`); past it they miss
+(`reread_miss_fraction`: an LRU cache swept cyclically by more than it holds keeps none of the
+sweep; sixteen cores on rows of 4 M fp32 elements sweep 256 MiB a pass). A kernel with its own
 rule for when a row is over its UB budget says so (`row_over`: TBE's NORM-pattern Softmax,
 lower/seq_types.py `NormSchedule`), and its workspace schedule adds a tensor of `row_ws_bytes`
 per element written to GM and read back `row_ws_reads` times from the L2. A head-loop kernel
@@ -360,19 +363,33 @@ def vector_work(chip, spec: VecSpec, op: str, cores: int) -> tuple[list[CoreGrou
     over = spec.row_elems > slot_elems if spec.row_over is None else spec.row_over
     reads = spec.row_reads if over and spec.row_elems and not spec.row_tile else 1
     ws = spec.row_ws_bytes if reads > 1 else 0.0
+    reread_miss = reread_miss_fraction(chip, spec, block, ws) if reads > 1 else 0.0
     groups: list[CoreGroup] = []
     core = 0
     for per_core, ncores, ntiles in shares or [
             (e, n, cdiv(e, slot_elems)) for e, n in split_even(spec.elems, block)]:
         segs = []
         for tile_elems, count in split_even(per_core, ntiles):
-            segs.append(Segment(_vector_stages(chip, spec, tile_elems, reads, ws), count))
+            segs.append(Segment(_vector_stages(chip, spec, tile_elems, reads, ws,
+                                               reread_miss), count))
         groups.append(CoreGroup(tuple(range(core, core + ncores)), tuple(segs)))
         core += ncores
     tile = min(slot_elems, cdiv(spec.elems, block))
     notes = [f"vector tiling: {spec.elems} elements over {block} core(s), up to "
              f"{tile} elements per tile "
              f"(UB {chip.ub_bytes} B, {_ub_split(spec, per_elem)})"]
+    notes += _row_pass_notes(chip, spec, block, reads, ws, reread_miss)
+    seq = [p for p in spec.parts if isinstance(p, SeqPart)]
+    if seq:
+        notes.append(f"V cycles per tile of {tile} elements: " + ", ".join(
+            f"{p.instr} {part_cycles(chip, p, tile)}" for p in seq))
+    return groups, notes
+
+
+def _row_pass_notes(chip, spec: VecSpec, block: int, reads: int, ws: float,
+                    reread_miss: float) -> list[str]:
+    """The tiling notes of a row-bound kernel that passes over its rows more than once."""
+    notes = []
     if ws:
         notes.append(f"a row of {spec.row_elems} elements exceeds the kernel's UB budget: "
                      f"workspace schedule, its input read from GM {reads} times and "
@@ -382,11 +399,11 @@ def vector_work(chip, spec: VecSpec, op: str, cores: int) -> tuple[list[CoreGrou
         notes.append(f"a row of {spec.row_elems} elements exceeds the UB tile: its main input "
                      f"is read from GM {reads} times, chunk by chunk (one pass per reduction, "
                      f"one to write)")
-    seq = [p for p in spec.parts if isinstance(p, SeqPart)]
-    if seq:
-        notes.append(f"V cycles per tile of {tile} elements: " + ", ".join(
-            f"{p.instr} {part_cycles(chip, p, tile)}" for p in seq))
-    return groups, notes
+    if reread_miss:
+        notes.append(f"the passes after the first miss the L2: one pass over the rows of "
+                     f"{block} core(s) is {_pass_bytes(spec, block, ws) / 2**20:.0f} MiB, more "
+                     f"than the L2 keeps ({chip.l2_resident_bytes / 2**20:.0f} MiB)")
+    return notes
 
 
 def head_loop_work(chip, spec: VecSpec, cores: int) -> tuple[list[CoreGroup], list[str]]:
@@ -455,21 +472,37 @@ def split_cores(chip, spec: VecSpec, cores: int) -> int:
     return int(traffic // chip.gm_min_efficient_transfer_bytes)
 
 
+def _pass_bytes(spec: VecSpec, block: int, ws: float) -> float:
+    """Bytes one pass over a row-bound kernel's rows touches on all its `block` cores: each
+    core's row of the main input and of the workspace tensor (`ws` bytes per element)."""
+    main = spec.inputs[0][0] if spec.inputs else 0.0
+    return block * spec.row_elems * (main + ws)
+
+
+def reread_miss_fraction(chip, spec: VecSpec, block: int, ws: float) -> float:
+    """L2 miss fraction of the passes after the first over a row-bound kernel's rows (module
+    note): a chunk is read again after every core has streamed one pass over its row (and
+    written its workspace row), so the re-read hits while that pass fits the L2 the model
+    leaves to reuse (`chip.l2_resident_bytes`) and misses once it does not (an LRU cache
+    swept cyclically by more than it holds keeps none of the sweep)."""
+    return 1.0 if _pass_bytes(spec, block, ws) > chip.l2_resident_bytes else 0.0
+
+
 def _vector_stages(chip, spec: VecSpec, e: int, reads: int = 1,
-                   ws: float = 0.0) -> tuple[Stage, ...]:
+                   ws: float = 0.0, reread_miss: float = 0.0) -> tuple[Stage, ...]:
     """One tile's stages; `reads`: GM reads of the main (first) input's bytes, the reads after
-    the first hitting the L2 (the core read the same row a pass earlier); `ws`: bytes per
-    element of a workspace tensor written to GM (left in the L2) and read back
-    `spec.row_ws_reads` times from the L2."""
+    the first missing the L2 by `reread_miss` (`reread_miss_fraction`: 0 when the core's row,
+    read a pass earlier, is still there); `ws`: bytes per element of a workspace tensor
+    written to GM (left in the L2) and read back `spec.row_ws_reads` times, missing alike."""
     moves = spec.moves or (0.0,) * len(spec.inputs)
     loads = tuple(gm_read(chip, "MTE2", "UB", math.ceil(b * e), miss,
                           moves=math.ceil(m * e - 1e-9) if m else 1)
                   for (b, miss), m in zip(spec.inputs, moves) if b > 0)
     if reads > 1 and spec.inputs and spec.inputs[0][0] > 0:
         loads += (gm_read(chip, "MTE2", "UB", math.ceil(spec.inputs[0][0] * e) * (reads - 1),
-                          0.0),)
+                          reread_miss),)
     if ws:
-        loads += tuple(gm_read(chip, "MTE2", "UB", math.ceil(ws * e), 0.0)
+        loads += tuple(gm_read(chip, "MTE2", "UB", math.ceil(ws * e), reread_miss)
                        for _ in range(spec.row_ws_reads))
     if not loads:
         loads = (Instr("MTE2", "copy", 1),)

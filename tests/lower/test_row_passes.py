@@ -4,8 +4,9 @@ TBE's NORM-pattern Softmax splits cores over its not-reduced axes only (norm_til
 widest dtype), takes the workspace schedule: x read by the max and the exp stages, exp
 written to a GM workspace in fp32 and read back by the sum and the divide (lower/seq_types.py
 `NormSchedule`); CANN's Ascend C RmsNorm SPLIT_D reads x twice (ops-nn rms_norm_split_d.h)
-through single-buffered queues. The reads after the first hit the L2. bf16 kernels hold two
-fp32 working buffers per element in the UB."""
+through single-buffered queues. The reads after the first hit the L2 while one pass over
+all the cores' rows fits the part of it the model leaves to reuse, and miss past it. bf16
+kernels hold two fp32 working buffers per element in the UB."""
 
 from __future__ import annotations
 
@@ -166,3 +167,28 @@ def test_reads_apply_only_when_the_bound_row_exceeds_the_tile():
     assert loads(row_elems=65536, row_reads=3) == 2        # the first read and the re-reads
     assert loads(row_elems=1024, row_reads=3) == 1         # the row fits a tile
     assert loads(row_reads=3) == 1                         # rows not bound
+
+
+def test_rereads_miss_the_l2_when_one_pass_outgrows_it():
+    """A re-read of a core's row hits the L2 while one pass over every active core's rows
+    (and their workspace rows) fits `chip.l2_resident_bytes`, and misses past it: an LRU
+    cache swept cyclically by more than it holds keeps none of the sweep."""
+    chip = get_chip("ascend910b4")                    # 96 MiB L2, 48 MiB left to reuse
+    base = dict(inputs=((4.0, 1.0),), out_bytes=4.0, out_through=1.0, parts=(),
+                temp_bytes=8.0, row_reads=2)
+
+    def reread_hbm(rows: int, row_elems: int, **kw) -> tuple[float, str]:
+        groups, notes = vector_work(
+            chip, VecSpec(elems=rows * row_elems, row_elems=row_elems, **base, **kw), "op", 40)
+        stage = next(s for s in groups[0].segments[0].stages if s.pipe == "MTE2")
+        return stage.instrs[1].hbm, " ".join(notes)
+    # 16 rows of 64 K fp32 (256 KiB each): a pass is 4 MiB, the re-read hits
+    hit, text = reread_hbm(16, 1 << 16)
+    assert hit == 0.0 and "miss the L2" not in text
+    # 16 rows of 4 M fp32 (16 MiB each): a pass is 256 MiB, the re-read misses
+    miss, text = reread_hbm(16, 1 << 22)
+    assert miss == 1.0 and "one pass over the rows of 16 core(s) is 256 MiB" in text
+    # the workspace rows count too: 16 rows of 512 K fp32 with 4 B of workspace an element
+    # sweep 64 MiB a pass (32 MiB of input alone would fit)
+    assert reread_hbm(16, 1 << 19)[0] == 0.0
+    assert reread_hbm(16, 1 << 19, row_ws_bytes=4.0, row_ws_reads=2, row_over=True)[0] == 1.0
