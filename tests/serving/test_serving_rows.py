@@ -24,10 +24,11 @@ def _row(workload: dict, **fields):
 
 def test_serving_rows_parse_with_sources_and_first_sight():
     rows = load_corpus(families=["serving"])
-    assert len(rows) == 12
+    assert len(rows) >= 15
     for r in rows:
         assert r.source.startswith(("https://github.com/vllm-project/vllm-ascend/issues/",
-                                    "https://github.com/vllm-project/vllm-ascend/pull/"))
+                                    "https://github.com/vllm-project/vllm-ascend/pull/",
+                                    "https://github.com/vllm-project/vllm-ascend/blob/"))
         assert r.source_detail and r.role == "validation"
         assert r.first_ratio is not None and r.first_commit, r.id
 
