@@ -7,6 +7,14 @@ import numpy as np
 import pytest
 
 
+def pytest_collection_modifyitems(config, items) -> None:
+    """Run the tests marked `slow` (tens of seconds to two minutes each) first, in their
+    collected order: the worker processes (pytest-xdist) then fill the rest of the run with
+    short tests and finish together, instead of one worker starting a two-minute test after
+    the other has run out of work."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(1234)

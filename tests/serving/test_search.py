@@ -12,6 +12,7 @@ from ascendsim.llm import search, serve
 REQS = dict(n=120, rate=120, seed=0)
 
 
+@pytest.mark.slow
 def test_front_points_reproduce_with_one_serve_call_on_any_executor():
     space = {"tp": [1, 2], "mode": ["mixed", "disaggregated"], "ratios": [(1, 1)],
              "max_num_seqs": [8, 64], "max_num_batched_tokens": [4096]}

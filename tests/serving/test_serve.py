@@ -38,6 +38,7 @@ def test_preemptions_appear_when_kv_capacity_is_cut():
     assert all(s.generated == s.req.output_tokens for s in cut.seqs)
 
 
+@pytest.mark.slow
 def test_chunked_prefill_trades_ttft_for_tpot():
     """llama2-7b, 1024-token prompts: chunks of 512 let decode tokens ride along every step
     (TPOT down at every percentile) but spread each prompt over steps (TTFT up)."""

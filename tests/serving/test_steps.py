@@ -13,6 +13,7 @@ from ascendsim.models.decoder import decoder, decoder_config
 from ascendsim.serving.steps import COLLECTIVE, TOKEN_GRID, launch_chip, quantised
 
 
+@pytest.mark.slow
 def test_memo_matches_direct_simulation_over_random_batches():
     """Random uniform decode batches (batch 1-200, context 16-6000) and prefill chunks (16-3000
     tokens after 0-4000 cached) of qwen2-0.5b: the memo's time (one- and two-layer points on
