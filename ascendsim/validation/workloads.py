@@ -130,10 +130,15 @@ SMALL_CLEAR_KERNEL_HARNESSES = frozenset({"github.com/mindspore-ai/akg"})
 #: `cache.zero_()` is a kernel over the whole buffer) and msprof op's kernel replay, which
 #: clears L2 with a DFX kernel over every core before the launch (Ascend/msopcom
 #: `DataCollectInDevice::ReplayOnce`, `ClearL2Cache`; docs/corpus.md, "Rows timed with msprof
-#: op"): the pyasc torch_npu rows and Huawei's asc-devkit samples (msopprof)
+#: op"): the pyasc torch_npu rows and Huawei's asc-devkit samples (msopprof); and CANN-Bench's
+#: evaluator, which runs a MatMul and a ReduceMax over 192 MiB before every timed call
+#: (hicann/cann-bench src/kernel_eval/eval/perf_eval.py `_boost_freq_and_clear_cache`): its
+#: reads leave the L2 full of clean lines, evicted without a write-back, so it needs no flush
+#: node (`FLUSH_HARNESSES`), only the cold code
 CLEARING_HARNESSES = frozenset({*FLUSH_HARNESSES.keys() - SMALL_CLEAR_KERNEL_HARNESSES,
                                 "github.com/compiler-team-ru/pyasc",
-                                "github.com/mirror-cann/asc-devkit"})
+                                "github.com/mirror-cann/asc-devkit",
+                                "github.com/hicann/cann-bench"})
 #: calls of a looped op row simulated back to back; the last one is measured (module note)
 LOOP_CALLS = 3
 #: name prefix of the earlier calls of a looped op row (not measured)
