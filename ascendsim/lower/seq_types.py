@@ -67,6 +67,9 @@ class NormSchedule:
     tensor consumed on both sides of a reduction is written to a GM workspace and read back,
     each stage a loop over the row's UB chunks; the input is read `input_reads` times, the
     workspace tensor (in the compute dtype) written once and read `ws_reads` times.
+    A reduction over an axis that is not innermost (R A, the block split on A) keeps R times
+    at least 8 blocks of the inner axes in the UB, or takes the same workspace schedule
+    (op_tiling norm.cc `IsNeedWorkspace`, NORM_BLOCKS_NUMBER; lower.vector.norm_strided).
     Double buffering is only enabled for a shape fixed at compile time (norm_tilingcase
     `_gen_const_tiling_case`; norm.cc never sets it): a prebuilt dynamic-shape kernel
     (`Lowering.kernel_build` "binary") runs its chunks single-buffered."""

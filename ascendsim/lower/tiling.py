@@ -37,7 +37,9 @@ of the L2 the model leaves to reuse (`chip.l2_resident_bytes`); past it they mis
 sweep; sixteen cores on rows of 4 M fp32 elements sweep 256 MiB a pass). A kernel with its own
 rule for when a row is over its UB budget says so (`row_over`: TBE's NORM-pattern Softmax,
 lower/seq_types.py `NormSchedule`), and its workspace schedule adds a tensor of `row_ws_bytes`
-per element written to GM and read back `row_ws_reads` times from the L2. A head-loop kernel
+per element written to GM and read back `row_ws_reads` times from the L2; a NORM kernel that
+reduces an axis that is not innermost binds no rows, and its passes sweep `pass_elems` per
+core (its R rows of its A share) before a chunk is read again. A head-loop kernel
 (`head_elems`: CANN's rotate-half RoPE on A2, ops-transformer rope_rotate_half_tiling.cpp and
 rotate_half_bf16.h) binds whole lines of `row_elems` to min(lines, cores) cores, former cores
 one line more (`split_even`, as GetCoreDataTiling splits totalSLines); per UB step of at most
@@ -288,6 +290,10 @@ class VecSpec:
     # times (a TBE NORM kernel's workspace schedule)
     row_ws_bytes: float = 0.0
     row_ws_reads: int = 0
+    # a kernel whose reduced axis is not innermost and over its UB budget (a TBE NORM
+    # kernel's workspace schedule over R x A, lower.vector.norm_strided): the elements one
+    # core sweeps between reading a chunk and reading it again (its R rows of its A share)
+    pass_elems: int = 0
     tile_rows: int = 0                          # >0: such a kernel's rows per UB loop
     # "copy": TBE copy_only's core split (note); "pinned": the kernel's own block count;
     # "dynamic": a prebuilt dynamic-shape kernel's run-time split (lower/dynamic_tiling.py)
@@ -361,7 +367,8 @@ def vector_work(chip, spec: VecSpec, op: str, cores: int) -> tuple[list[CoreGrou
     # a bound row longer than a tile (or over the kernel's own budget) is passed over chunk
     # by chunk, once per `row_reads`
     over = spec.row_elems > slot_elems if spec.row_over is None else spec.row_over
-    reads = spec.row_reads if over and spec.row_elems and not spec.row_tile else 1
+    swept = spec.row_elems or spec.pass_elems
+    reads = spec.row_reads if over and swept and not spec.row_tile else 1
     ws = spec.row_ws_bytes if reads > 1 else 0.0
     reread_miss = reread_miss_fraction(chip, spec, block, ws) if reads > 1 else 0.0
     groups: list[CoreGroup] = []
@@ -391,7 +398,9 @@ def _row_pass_notes(chip, spec: VecSpec, block: int, reads: int, ws: float,
     """The tiling notes of a row-bound kernel that passes over its rows more than once."""
     notes = []
     if ws:
-        notes.append(f"a row of {spec.row_elems} elements exceeds the kernel's UB budget: "
+        what = (f"a row of {spec.row_elems} elements" if spec.row_elems else
+                "the reduced axis (not innermost) times 8 blocks of the inner axes")
+        notes.append(f"{what} exceeds the kernel's UB budget: "
                      f"workspace schedule, its input read from GM {reads} times and "
                      f"{ws:g} B/element written to a GM workspace and read back "
                      f"{spec.row_ws_reads} times, chunk by chunk")
@@ -474,9 +483,13 @@ def split_cores(chip, spec: VecSpec, cores: int) -> int:
 
 def _pass_bytes(spec: VecSpec, block: int, ws: float) -> float:
     """Bytes one pass over a row-bound kernel's rows touches on all its `block` cores: each
-    core's row of the main input and of the workspace tensor (`ws` bytes per element)."""
+    core's row of the main input and of the workspace tensor (`ws` bytes per element); for a
+    kernel reducing an axis that is not innermost, each core's `pass_elems` (at most the
+    task's elements)."""
     main = spec.inputs[0][0] if spec.inputs else 0.0
-    return block * spec.row_elems * (main + ws)
+    if spec.row_elems:
+        return block * spec.row_elems * (main + ws)
+    return min(spec.elems, block * spec.pass_elems) * (main + ws)
 
 
 def reread_miss_fraction(chip, spec: VecSpec, block: int, ws: float) -> float:

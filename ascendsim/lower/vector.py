@@ -295,7 +295,7 @@ def kernel_pipeline(low: Lowering, lone: LonePath | None, n: int) -> dict[str, i
     row; the TBE LayerNorm cube path, 16 rows), `whole_rows`, `row_budget` (RmsNorm's
     MERGE_N), `row_reads` (RmsNorm on A2) and `tile_elems` (`OpSequence.tile`: ArgMaxV2's
     segment on a long row), and for TBE's NORM-pattern Softmax and
-    LogSoftmax, whose reduced axis is innermost, the fields of `norm_rows`; {}: the
+    LogSoftmax the fields of `norm_rows` (reduced axis innermost) or `norm_strided`; {}: the
     defaults."""
     if lone is None:
         return {}
@@ -315,6 +315,9 @@ def kernel_pipeline(low: Lowering, lone: LonePath | None, n: int) -> dict[str, i
     if whole and seq.norm is not None:
         out.update(norm_rows(low, seq, int(length), ins[0].dtype,
                              n / max(int(ins[0].numel), 1)))
+    elif seq.norm is not None and inner > 1:
+        out.update(norm_strided(low, seq, int(length), int(inner), ins[0].dtype,
+                                n / max(int(ins[0].numel), 1)))
     if seq.row_tile:
         out["row_tile"] = task_elems(int(length) * seq.row_tile)
     if seq.tile is not None:
@@ -337,13 +340,51 @@ def norm_rows(low: Lowering, seq: OpSequence, length: int, dtype: str,
     `Lowering.kernel_build`)."""
     norm = seq.norm
     wide = 4 if seq.fp32 else itemsize(dtype)
-    block = max(1, 32 // itemsize(dtype))
+    budget, block = norm_budget(low, seq, dtype)
     aligned = -(-length // block) * block
-    budget = (low.chip.ub_bytes - norm.temp_bytes) // norm.live // 32 * 32 // wide
     over = aligned > budget
     out: dict[str, Any] = {"row_over": over, "row_reads": norm.input_reads if over else 1}
     if over:
         out.update(row_ws_bytes=wide / per_elem, row_ws_reads=norm.ws_reads)
+    if low.kernel_build == "binary":
+        out["buffers"] = 1
+    return out
+
+
+#: TBE's NORM tiling (op_tiling norm.cc, NORM_BLOCKS_NUMBER): a reduction over an axis that is
+#: not innermost keeps the reduced axis times at least this many 32-byte blocks of the inner
+#: axes in the UB, or takes the workspace schedule
+NORM_INNER_BLOCKS = 8
+
+
+def norm_budget(low: Lowering, seq: OpSequence, dtype: str) -> tuple[int, int]:
+    """A TBE NORM-pattern kernel's UB budget in elements of its widest compute dtype
+    (`NormSchedule`: `live` coexisting tensors after `temp_bytes` of scratch, 32-byte
+    floored), and the elements of `dtype` per 32-byte block."""
+    norm = seq.norm
+    wide = 4 if seq.fp32 else itemsize(dtype)
+    budget = (low.chip.ub_bytes - norm.temp_bytes) // norm.live // 32 * 32 // wide
+    return budget, max(1, 32 // itemsize(dtype))
+
+
+def norm_strided(low: Lowering, seq: OpSequence, length: int, inner: int, dtype: str,
+                 per_elem: float) -> dict[str, Any]:
+    """The VecSpec fields of a TBE NORM-pattern kernel reducing an axis that is not innermost
+    (R rows of `length`, `inner` elements after it; the block split is on the A axes):
+    workspace when R x min(inner aligned to a 32-byte block, NORM_INNER_BLOCKS blocks) is over
+    the budget (op_tiling norm.cc `IsNeedWorkspace`), then each core passes over its R rows of
+    its A share four times (the input read `input_reads` times, the compute-dtype workspace
+    written once and read `ws_reads` times: norm_schedule.py `NormWorkspaceSchedule`); a
+    prebuilt dynamic-shape kernel is single-buffered (`norm_rows`)."""
+    norm = seq.norm
+    budget, block = norm_budget(low, seq, dtype)
+    kept = min(-(-inner // block) * block, NORM_INNER_BLOCKS * block)
+    over = length * kept > budget
+    out: dict[str, Any] = {"row_over": over, "row_reads": norm.input_reads if over else 1}
+    if over:
+        wide = 4 if seq.fp32 else itemsize(dtype)
+        out.update(row_ws_bytes=wide / per_elem, row_ws_reads=norm.ws_reads,
+                   pass_elems=max(1, round(length * inner * per_elem)))
     if low.kernel_build == "binary":
         out["buffers"] = 1
     return out

@@ -4,7 +4,9 @@ TBE's NORM-pattern Softmax splits cores over its not-reduced axes only (norm_til
 widest dtype), takes the workspace schedule: x read by the max and the exp stages, exp
 written to a GM workspace in fp32 and read back by the sum and the divide (lower/seq_types.py
 `NormSchedule`); CANN's Ascend C RmsNorm SPLIT_D reads x twice (ops-nn rms_norm_split_d.h)
-through single-buffered queues. The reads after the first hit the L2 while one pass over
+through single-buffered queues. A softmax over an axis that is not innermost keeps the
+reduced axis times 8 blocks of the inner axes in the UB or takes the same workspace schedule.
+The reads after the first hit the L2 while one pass over
 all the cores' rows fits the part of it the model leaves to reuse, and miss past it. bf16
 kernels hold two fp32 working buffers per element in the UB."""
 
@@ -101,6 +103,23 @@ def test_the_norm_ub_budget_is_three_fp32_rows(cols, over):
     total, _ = _gm_reads(_task(_softmax((2, cols), "float32"), "ascend910b3"))
     x_bytes = 2 * cols * 4
     assert total == pytest.approx(4 * x_bytes if over else x_bytes, rel=0.01)
+
+
+@pytest.mark.parametrize("rows,workspace", [(125, False), (126, True)])
+def test_a_strided_softmax_over_the_budget_takes_the_workspace_schedule(rows, workspace):
+    """A softmax over axis 0 of [R, 512] fp16 (R A): TBE's NORM tiling keeps R x 8 blocks
+    of the inner axis (8 x 16 = 128 fp16) in the UB while that fits the fp32 budget of three
+    tensors, 16000 elements on the 910B (op_tiling norm.cc IsNeedWorkspace): 125 x 128 =
+    16000 does, 126 rows take the workspace schedule, x read twice and exp in fp32 written
+    once and read back twice, the re-reads from the L2."""
+    task = _task(_softmax((rows, 512), axis=0), "ascend910b3")
+    total, hit = _gm_reads(task)
+    x_bytes, ws_bytes = rows * 512 * 2, rows * 512 * 4
+    reads = 2 * x_bytes + 2 * ws_bytes if workspace else x_bytes
+    assert total == pytest.approx(reads, rel=0.01)
+    assert hit == pytest.approx(reads - x_bytes, rel=0.01)
+    assert _gm_writes(task) == pytest.approx(x_bytes + (ws_bytes if workspace else 0), rel=0.01)
+    assert any("not innermost" in n for n in task.notes) is workspace
 
 
 def test_the_workspace_passes_cost_time(monkeypatch):
