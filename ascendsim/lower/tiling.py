@@ -399,7 +399,7 @@ def _row_pass_notes(chip, spec: VecSpec, block: int, reads: int, ws: float,
     notes = []
     if ws:
         what = (f"a row of {spec.row_elems} elements" if spec.row_elems else
-                "the reduced axis (not innermost) times 8 blocks of the inner axes")
+                "the reduced axis (not innermost) times up to 8 blocks of the inner axes")
         notes.append(f"{what} exceeds the kernel's UB budget: "
                      f"workspace schedule, its input read from GM {reads} times and "
                      f"{ws:g} B/element written to a GM workspace and read back "
