@@ -334,21 +334,10 @@ def norm_rows(low: Lowering, seq: OpSequence, length: int, dtype: str,
               per_elem: float) -> dict[str, Any]:
     """The VecSpec fields of a TBE NORM-pattern kernel whose rows are bound to cores
     (`NormSchedule`): whether a row of `length` elements of `dtype` is over its UB budget
-    (then its workspace traffic: the input read `input_reads` times, a compute-dtype
-    workspace tensor written once and read `ws_reads` times; `per_elem`: task elements per
-    element of the input), and its UB slots (one for a prebuilt dynamic-shape kernel,
-    `Lowering.kernel_build`)."""
-    norm = seq.norm
-    wide = 4 if seq.fp32 else itemsize(dtype)
-    budget, block = norm_budget(low, seq, dtype)
-    aligned = -(-length // block) * block
-    over = aligned > budget
-    out: dict[str, Any] = {"row_over": over, "row_reads": norm.input_reads if over else 1}
-    if over:
-        out.update(row_ws_bytes=wide / per_elem, row_ws_reads=norm.ws_reads)
-    if low.kernel_build == "binary":
-        out["buffers"] = 1
-    return out
+    (then its workspace traffic, `norm_fields`; `per_elem`: task elements per element of
+    the input)."""
+    budget, block, _ = norm_budget(low, seq, dtype)
+    return norm_fields(low, seq, dtype, -(-length // block) * block > budget, per_elem)
 
 
 #: TBE's NORM tiling (op_tiling norm.cc, NORM_BLOCKS_NUMBER): a reduction over an axis that is
@@ -357,14 +346,30 @@ def norm_rows(low: Lowering, seq: OpSequence, length: int, dtype: str,
 NORM_INNER_BLOCKS = 8
 
 
-def norm_budget(low: Lowering, seq: OpSequence, dtype: str) -> tuple[int, int]:
+def norm_budget(low: Lowering, seq: OpSequence, dtype: str) -> tuple[int, int, int]:
     """A TBE NORM-pattern kernel's UB budget in elements of its widest compute dtype
     (`NormSchedule`: `live` coexisting tensors after `temp_bytes` of scratch, 32-byte
-    floored), and the elements of `dtype` per 32-byte block."""
+    floored), the elements of `dtype` per 32-byte block, and the compute dtype's bytes."""
     norm = seq.norm
     wide = 4 if seq.fp32 else itemsize(dtype)
     budget = (low.chip.ub_bytes - norm.temp_bytes) // norm.live // 32 * 32 // wide
-    return budget, max(1, 32 // itemsize(dtype))
+    return budget, max(1, 32 // itemsize(dtype)), wide
+
+
+def norm_fields(low: Lowering, seq: OpSequence, dtype: str, over: bool,
+                per_elem: float) -> dict[str, Any]:
+    """The VecSpec fields both NORM layouts share: over the budget, the workspace schedule
+    (the input read `input_reads` times, a compute-dtype workspace tensor written once and
+    read `ws_reads` times); a prebuilt dynamic-shape kernel (`Lowering.kernel_build`
+    "binary") single-buffered."""
+    norm = seq.norm
+    out: dict[str, Any] = {"row_over": over, "row_reads": norm.input_reads if over else 1}
+    if over:
+        out.update(row_ws_bytes=norm_budget(low, seq, dtype)[2] / per_elem,
+                   row_ws_reads=norm.ws_reads)
+    if low.kernel_build == "binary":
+        out["buffers"] = 1
+    return out
 
 
 def norm_strided(low: Lowering, seq: OpSequence, length: int, inner: int, dtype: str,
@@ -372,21 +377,14 @@ def norm_strided(low: Lowering, seq: OpSequence, length: int, inner: int, dtype:
     """The VecSpec fields of a TBE NORM-pattern kernel reducing an axis that is not innermost
     (R rows of `length`, `inner` elements after it; the block split is on the A axes):
     workspace when R x min(inner aligned to a 32-byte block, NORM_INNER_BLOCKS blocks) is over
-    the budget (op_tiling norm.cc `IsNeedWorkspace`), then each core passes over its R rows of
-    its A share four times (the input read `input_reads` times, the compute-dtype workspace
-    written once and read `ws_reads` times: norm_schedule.py `NormWorkspaceSchedule`); a
-    prebuilt dynamic-shape kernel is single-buffered (`norm_rows`)."""
-    norm = seq.norm
-    budget, block = norm_budget(low, seq, dtype)
+    the budget (op_tiling norm.cc `IsNeedWorkspace`; `norm_fields`), each core then passing
+    over its R rows of its A share (norm_schedule.py `NormWorkspaceSchedule`)."""
+    budget, block, _ = norm_budget(low, seq, dtype)
     kept = min(-(-inner // block) * block, NORM_INNER_BLOCKS * block)
     over = length * kept > budget
-    out: dict[str, Any] = {"row_over": over, "row_reads": norm.input_reads if over else 1}
+    out = norm_fields(low, seq, dtype, over, per_elem)
     if over:
-        wide = 4 if seq.fp32 else itemsize(dtype)
-        out.update(row_ws_bytes=wide / per_elem, row_ws_reads=norm.ws_reads,
-                   pass_elems=max(1, round(length * inner * per_elem)))
-    if low.kernel_build == "binary":
-        out["buffers"] = 1
+        out["pass_elems"] = max(1, round(length * inner * per_elem))
     return out
 
 
