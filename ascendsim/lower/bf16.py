@@ -9,8 +9,8 @@ on its vector unit, and a vector op on bf16 data is an UnsupportedOpError naming
 the chip (the cube's bf16 check is `cube.cube_dtype`).
 
 The model: a bf16 op's own instructions are timed as the fp32 op (4 bytes per element at
-the fp32 rates), plus one vconv per element of every bf16 input and output, at the unary
-rate (msKPP's figure for one-operand instructions; no vconv measurement was found); its UB
+the fp32 rates), plus one vconv per element of every bf16 input and output, 64 elements a
+repeat at the unary rate (lower/vector_seq.py `vconv_part`); its UB
 tile holds two fp32 working buffers per element besides the bf16 queues
 (`BF16_WORK_BYTES`). Ops that
 only move data (the MOVE class) and Cast itself handle bf16 directly: no conversions.
@@ -25,7 +25,7 @@ from typing import Any
 from ..errors import UnsupportedOpError
 from ..ir.registry import OpDef, VecClass
 from ..ir.tensor import Value
-from .vector_seq import ELEM, SeqPart
+from .vector_seq import SeqPart, vconv_part
 
 #: UB bytes per element of a bf16 op's main input for the fp32 working buffers its casts
 #: fill: two fp32 buffers, as CANN's bf16 kernels allocate them (ops-nn swi_glu_bf16.hpp
@@ -66,9 +66,10 @@ def widened(vals: Sequence[Value], dtype: str) -> list[Value]:
 def vconv_parts(ins: Sequence[Value], outs: Sequence[Value], per_element: float
                 ) -> tuple[list[SeqPart], list[SeqPart]]:
     """The vconvs around a bf16 op's fp32 sequence: bf16->fp32 of each bf16 input before,
-    fp32->bf16 of each bf16 output after, each at the unary rate over its bf16 elements
-    (`per_element`: elements of the task per element of a value)."""
-    def conv(vals: Sequence[Value], instr: str) -> list[SeqPart]:
-        return [SeqPart(instr, "unary", "bfloat16", 2, ELEM, v.numel * per_element)
-                for v in vals if v.dtype == "bfloat16"]
-    return conv(ins, "vconv bf16->f32"), conv(outs, "vconv f32->bf16")
+    fp32->bf16 of each bf16 output after (`vconv_part`; `per_element`: elements of the task
+    per element of a value)."""
+    before = [vconv_part("bfloat16", "float32", v.numel * per_element)
+              for v in ins if v.dtype == "bfloat16"]
+    after = [vconv_part("float32", "bfloat16", v.numel * per_element)
+             for v in outs if v.dtype == "bfloat16"]
+    return before, after

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from ..ir.tensor import Value
 from .seq_types import A2_A3_CHIPS, NARROW_FLOATS, NormSchedule
+from .seq_types import conversion as _conv
 from .seq_types import elem as _e
 from .seq_types import per_row as _w
 from .seq_types import reduction as _r
@@ -72,7 +73,7 @@ def layer_norm_cube(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str)
 #: 1/sqrt(var + eps) (vmuls, vadds, vsqrt, vector_dup, vdiv); per row x + (-mean), * rstd
 #: (vadds, vmuls with the two values read into scalar registers); gamma and beta are loaded one
 #: row long and, for fp16 data, cast up over the whole tile's buffer (`exec_vec_cmd` counts the
-#: buffer, batch_num x data_num elements: half an fp32 repeat count each, the fp16 side);
+#: buffer, batch_num x data_num elements);
 #: per row * gamma, + beta; the result cast back. Rows per core ceil(rows / cores)
 #: (`_mode_compute`); two threads per core (`thread_num = 2`: double-buffered) on half the UB
 #: each. A row too long for that (SplitD) is read from GM twice: the sums pass, then the
@@ -87,11 +88,11 @@ LAYER_NORM_TIK = (
     _r("vcadd (sum x)"), _r("vcadd (sum x*x)"), *_TIK_STATS,
     _e("vadds (-mean)", "unary"), _e("vmuls (rstd)", "unary"), _e("vmul (gamma)", "binary"),
     _e("vadd (beta)", "binary"))
-#: fp16 data: gamma's and beta's casts run over the whole tile buffer (counted on the fp16
-#: side: 128 elements per repeat, half an fp32 unary repeat)
+#: fp16 data: gamma's and beta's casts run over the whole tile buffer (a vconv's repeats
+#: count the fp32 side: lower/vector_seq.py `vconv_part`)
 LAYER_NORM_TIK_NARROW = (
-    *LAYER_NORM_TIK[:-2], _e("vconv f16->f32 (gamma, whole tile)", "unary", 0.5),
-    LAYER_NORM_TIK[-2], _e("vconv f16->f32 (beta, whole tile)", "unary", 0.5),
+    *LAYER_NORM_TIK[:-2], _conv("vconv f16->f32 (gamma, whole tile)"),
+    LAYER_NORM_TIK[-2], _conv("vconv f16->f32 (beta, whole tile)"),
     LAYER_NORM_TIK[-1])
 #: chips whose CANN SoC version is "Ascend910" (if_tik_support `support_version`; at most 32
 #: AI Cores): the first-generation 910 parts

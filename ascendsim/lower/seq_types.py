@@ -24,7 +24,8 @@ class Step:
     `width`: values a ROW step writes per row (a Brcb writes each row's value to a 32-byte
     block: 8 fp32); `index`: a REDUCE step that returns each row's position as well as its
     value (an argmax), so it cannot fold the row with element-wise max (module note of
-    lower/vector_seq.py, reduce tree)."""
+    lower/vector_seq.py, reduce tree); `convert`: a vconv between a 2-byte float and fp32,
+    whose repeats count the fp32 side (lower/vector_seq.py `vconv_part`)."""
 
     instr: str
     vclass: str
@@ -32,11 +33,17 @@ class Step:
     count: float = 1.0
     width: int = 1
     index: bool = False
+    convert: bool = False
 
 
 def elem(instr: str, vclass: str, count: float = 1.0) -> Step:
     """An instruction over every element of the op."""
     return Step(instr, vclass, ELEM, count)
+
+
+def conversion(instr: str, count: float = 1.0) -> Step:
+    """A vconv between a 2-byte float and fp32 over every element of the op (`Step.convert`)."""
+    return Step(instr, "unary", ELEM, count, convert=True)
 
 
 def reduction(instr: str, vclass: str = "reduce", index: bool = False) -> Step:
@@ -50,8 +57,8 @@ def per_row(instr: str, vclass: str = "unary", width: int = 1) -> Step:
     return Step(instr, vclass, ROW, width=width)
 
 
-__all__ = ["A2_A3_CHIPS", "ELEM", "NARROW_FLOATS", "REDUCE", "ROW", "Step", "elem", "per_row",
-           "reduction"]
+__all__ = ["A2_A3_CHIPS", "ELEM", "NARROW_FLOATS", "REDUCE", "ROW", "Step", "conversion", "elem",
+           "per_row", "reduction"]
 
 
 @dataclass(frozen=True)

@@ -32,9 +32,18 @@ Steps are of three shapes:
 Compute dtype. An op marked `fp32` computes in float32: 2-byte float inputs are cast up by
 a vconv before step `cast_at` (the steps before it run in the input dtype) and the result cast
 back after the last step (CANN's fp16 LayerNorm and softmax cast to fp32 where the chip's vexp
-takes fp32: TBE layer_norm.py, softmax_v2.py). A vconv's repeats count the elements of the
-narrower dtype: 128 elements per cycle each way (msKPP 910B1 VCONV_FP16_FP32 and
-VCONV_FP32_FP16 both ~262 B/cycle counted on the fp16 side).
+takes fp32: TBE layer_norm.py, softmax_v2.py). A vconv's repeats count 256 bytes of the
+wider dtype (`vconv_part`): one repeat converts 64 elements when one side is fp32 (S: Ascend C
+Cast.md, cannmirror/asc-devkit docs/api/context/Cast.md at 0a2e47c: float->half converts 64
+source / destination elements per iteration, and the strides follow the wider type; pto-isa's
+TCVT issues 256 / max(source, destination bytes) elements a repeat), at the unary rate of one
+repeat a cycle (M: pto-isa's A2/A3 cost model, include/pto/costmodel/a2a3/cce_costmodel/
+cce_costmodel_core.hpp `EstimateVconvCycles`, calibrated on a 910B3: 0.90 cycles a repeat + 27
+for 1-128 repeats of an fp32 -> fp16 TCVT; msKPP's own cost formula, ceil(source bytes /
+calPerf) at ~262 B/cycle, gives 65 for that direction). 64 elements a cycle each way, where
+128 would read or write 512 bytes of UB a cycle, twice any other unary instruction's; the
+widening direction is the less certain (msKPP's formula on a 2-byte source: 131; pto-isa's
+fp16 / bf16 -> fp32 profiles: 32).
 
 Repeats and masks. One vector instruction works on repeats of `REPEAT_BYTES` contiguous bytes
 (128 fp16 or 64 fp32 elements); an instruction over m elements of s bytes issues
@@ -101,6 +110,7 @@ from .rms_norm_paths import (
 )
 from .seq_types import A2_A3_CHIPS, ELEM, REDUCE, ROW, NormSchedule, Step
 from .seq_types import NARROW_FLOATS as _NARROW_FLOATS
+from .seq_types import conversion as _conv
 from .seq_types import elem as _e
 from .seq_types import per_row as _w
 from .seq_types import reduction as _r
@@ -119,8 +129,9 @@ VEC_CLASS = {VecClass.UNARY: "unary", VecClass.BINARY: "binary", VecClass.TERNAR
 class OpSequence:
     """An op's vector instructions; `fp32`: computes in float32 (casts 2-byte floats up
     before step `cast_at`, the steps before it run in the input's dtype, and back after the
-    last); `rows`: how the reduced rows are found (a key of `vector_rows.ROW_RULES`); `narrow`: a
-    conversion whose repeats count the narrower dtype's elements (Cast); `stat_width`: values
+    last); `rows`: how the reduced rows are found (a key of `vector_rows.ROW_RULES`);
+    `conversion`: the op is one vconv from its input's dtype to its output's (Cast, costed by
+    `vconv_part`); `stat_width`: values
     per row the ROW steps work on (1; 16 where the statistics come from the cube as 16-wide
     fractal columns); `note`: what `explain` adds about the kernel path; `buffers`: the
     kernel's UB slots per queue (its BUFFER_NUM; 1 serialises the load, compute and store of
@@ -152,7 +163,7 @@ class OpSequence:
     steps: tuple[Step, ...]
     fp32: bool = False
     rows: str = ""
-    narrow: bool = False
+    conversion: bool = False
     cast_at: int = 0
     stat_width: int = 1
     note: str = ""
@@ -208,13 +219,13 @@ _LAYER_NORM = (_e("vmuls", "unary"), _r("vcadd"), _e("vbrcb", "unary"), _e("vsub
 #: UpdateGrad: -mean per channel, x - mean; + eps, sqrt, 1/sqrt per channel; * rsqrt, * grads;
 #: tuple_sum of (grads * x_norm, grads) over N, H, W (two folds of a strided reduction: C0
 #: stays innermost).
-_BN_UPDATE_GRAD = (_e("vconv f16->f32 (x)", "unary"), _w("vmuls"), _e("vadd", "binary"),
+_BN_UPDATE_GRAD = (_conv("vconv f16->f32 (x)"), _w("vmuls"), _e("vadd", "binary"),
                    _w("vadds"), _w("vsqrt", "sqrt"), _w("vdiv", "div"), _e("vmul", "binary"),
                    _e("vmul", "binary"), _r("vcadd"), _r("vcadd"))
 #: ReduceGrad: per channel + eps, sqrt, three scalings, two divisions, a product and a sum
 #: (multiplier, addend); multiplier * x, + grads, + addend; per channel scale / sqrt; * it
 #: (cast back to the output's fp16 after the last step)
-_BN_REDUCE_GRAD = (_e("vconv f16->f32 (x)", "unary"), _w("vadds"), _w("vsqrt", "sqrt"),
+_BN_REDUCE_GRAD = (_conv("vconv f16->f32 (x)"), _w("vadds"), _w("vsqrt", "sqrt"),
                    _w("vmuls", "unary"), _w("vmuls", "unary"), _w("vmuls", "unary"),
                    _w("vdiv", "div"), _w("vdiv", "div"), _w("vmul", "binary"),
                    _w("vadd", "binary"), _e("vmul", "binary"), _e("vadd", "binary"),
@@ -302,7 +313,7 @@ SEQUENCES: dict[str, OpSequence] = {
     "Relu": OpSequence((_e("vrelu", "unary"),)),
     "Exp": OpSequence((_e("vexp", "exp"),)),
     "Sqrt": OpSequence((_e("vsqrt", "sqrt"),)),
-    "Cast": OpSequence((_e("vconv", "unary"),), narrow=True),
+    "Cast": OpSequence((_e("vconv", "unary"),), conversion=True),
     # fp32 inputs: the same steps without the casts (the fp16 path is in PATHS)
     "BNTrainingUpdateGrad": OpSequence(_BN_UPDATE_GRAD[1:], rows="channels"),
     "BNTrainingReduceGrad": OpSequence(_BN_REDUCE_GRAD[1:], rows="channels"),
@@ -425,8 +436,8 @@ def rope_step_parts(dtype: str, heads: int) -> tuple[SeqPart, ...]:
     tables hold 1/heads of x's elements): a 2-byte cos and sin each cast to fp32
     (SingleStepProcess), then SinCompute's Muls by -1 of the first half of every sin line."""
     item = itemsize(dtype)
-    casts = tuple(SeqPart(f"vconv {_short(dtype)}->f32 ({name})", "unary", dtype, item, ELEM,
-                          1.0 / heads) for name in ("cos", "sin")) if item == 2 else ()
+    casts = tuple(vconv_part(dtype, "float32", 1.0 / heads, f" ({name})")
+                  for name in ("cos", "sin")) if item == 2 else ()
     return casts + (SeqPart("vmuls (-sin, first half)", "unary", "float32", 4, ELEM,
                             0.5 / heads),)
 
@@ -584,6 +595,14 @@ class SeqPart:
     index: bool = False
 
 
+def vconv_part(src: str, dst: str, elems: float, label: str = "") -> SeqPart:
+    """A vconv of `elems` elements (per element of the task) from `src` to `dst`: its repeats
+    count 256 bytes of the wider dtype, at the unary rate (module note, Compute dtype)."""
+    wide = max(src, dst, key=itemsize)
+    return SeqPart(f"vconv {_short(src)}->{_short(dst)}{label}", "unary", wide, itemsize(wide),
+                   ELEM, elems)
+
+
 def vclass_of_registry(opdef: Any, ins: Sequence[Value]) -> str:
     """The chip class of an op's registry `vec_class`; a BINARY op whose other operands have
     one element runs the scalar-operand instructions (vadds/vmuls/vmaxs) at the unary rate."""
@@ -643,12 +662,8 @@ def resolve(op_type: str, opdef: Any, ins: Sequence[Value], outs: Sequence[Value
     data = ins[0] if ins else outs[0]
     parts: list[SeqPart] = []
     temp = 0.0
-    if seq.narrow:   # a conversion: repeats count the narrower side's elements
-        narrow = min(vals, key=lambda v: itemsize(v.dtype))
-        step = seq.steps[0]
-        parts.append(SeqPart(f"{step.instr} {_short(data.dtype)}->{_short(outs[0].dtype)}",
-                             step.vclass, narrow.dtype, itemsize(narrow.dtype), ELEM,
-                             per_task))
+    if seq.conversion:
+        parts.append(vconv_part(data.dtype, outs[0].dtype, per_task))
         return parts, 0.0, "vector sequence: " + _describe(parts[0])
     cast = seq.fp32 and data.dtype in _NARROW_FLOATS
     # the data's own dtype before the up-cast (and for ops without fp32 compute)
@@ -671,12 +686,11 @@ def resolve(op_type: str, opdef: Any, ins: Sequence[Value], outs: Sequence[Value
     scalar = _scalar_operands(ins)
     for i, s in enumerate(seq.steps):
         if cast and i == seq.cast_at:
-            parts.append(SeqPart(f"vconv {_short(data.dtype)}->f32", "unary", data.dtype,
-                                 itemsize(data.dtype), ELEM,
-                                 in_elems * pad(itemsize(data.dtype))))
+            parts.append(vconv_part(data.dtype, "float32",
+                                    in_elems * pad(itemsize(data.dtype))))
             temp = 2 * 4 * in_elems   # two fp32 working buffers per element
-        cdtype = "float32" if cast and i >= seq.cast_at else base
-        item = itemsize(cdtype) if (seq.fp32 or seq.rows) else width
+        cdtype = "float32" if (cast and i >= seq.cast_at) or s.convert else base
+        item = itemsize(cdtype) if (seq.fp32 or seq.rows or s.convert) else width
         if s.shape == REDUCE and strided:
             fold = "vmax" if s.vclass == "reduce_max" else "vadd"
             parts.append(SeqPart(f"{fold} (fold of {s.instr} over a strided axis)", "binary",
@@ -701,13 +715,12 @@ def resolve(op_type: str, opdef: Any, ins: Sequence[Value], outs: Sequence[Value
         # the row-sized gamma cast up again for every row, before the Mul by it (RmsNorm
         # NORMAL, rms_norm.h ComputeMulGammaCast)
         g = gamma[0].dtype
-        parts.insert(len(parts) - 1, SeqPart(f"vconv {_short(g)}->f32 (gamma)", "unary", g,
-                                             itemsize(g), ELEM, in_elems * pad(itemsize(g))))
+        parts.insert(len(parts) - 1, vconv_part(g, "float32", in_elems * pad(itemsize(g)),
+                                                " (gamma)"))
     if cast and outs[0].dtype in _NARROW_FLOATS:
         out = outs[0]
-        parts.append(SeqPart(f"vconv f32->{_short(out.dtype)}", "unary", out.dtype,
-                             itemsize(out.dtype), ELEM,
-                             out.numel * scale * pad(itemsize(out.dtype))))
+        parts.append(vconv_part("float32", out.dtype,
+                                out.numel * scale * pad(itemsize(out.dtype))))
     text = ("vector sequence" + (f" ({data.dtype} computed in float32)" if cast else "")
             + (f", rows of {length}" + (f" strided by {inner}" if strided else "")
                if seq.rows else "") + ": " + ", ".join(_describe(p) for p in parts)
@@ -781,4 +794,4 @@ __all__ = ["ELEM", "HEAD_LOOPS", "HeadLoop", "LAYER_NORM_CUBE_CHIPS", "LAYER_NOR
            "REPEAT_BYTES", "ROW", "SEQUENCES", "OpSequence", "SeqPart", "Step",
            "VEC_CLASS", "arg_segment", "derived_steps", "instr_cycles", "part_cycles",
            "reduce_row_cycles", "repeat_cycles", "resolve", "rope_loop", "sequence_for",
-           "sequence_text", "vclass_of_registry"]
+           "sequence_text", "vclass_of_registry", "vconv_part"]

@@ -67,11 +67,11 @@ def test_normal_mode_passes_per_row():
     seq = sequence_for("RmsNorm", _values(64, 4096, "float16"), {}, "ND", "ascend910b3")
     assert [s.shape for s in seq.steps].count(REDUCE) == 1
     assert "[per row]" not in line
-    # V cycles per row of 4096 fp32 on the 910B3 rates: vconv 32 + vmul 128 + vmuls 64 +
-    # vmul 128 + vconv 32 (gamma) + vconv 32, the reduce tree (63 binary folds and one
-    # whole-reduce repeat) 130
-    assert "V cycles per tile of 4096 elements: vconv f16->f32 32, vmul 128, vcadd 130, " \
-           "vmuls 64, vconv f16->f32 (gamma) 32, vmul 128, vconv f32->f16 32" in text
+    # V cycles per row of 4096 fp32 on the 910B3 rates: vconv 64 (64 repeats of 64
+    # elements, one a cycle) + vmul 128 + vmuls 64 + vmul 128 + vconv 64 (gamma) + vconv 64,
+    # the reduce tree (63 binary folds and one whole-reduce repeat) 130
+    assert "V cycles per tile of 4096 elements: vconv f16->f32 64, vmul 128, vcadd 130, " \
+           "vmuls 64, vconv f16->f32 (gamma) 64, vmul 128, vconv f32->f16 64" in text
 
 
 def test_fp32_normal_mode_casts_nothing():
@@ -230,8 +230,9 @@ def test_mixed_dtype_short_rows_take_merge_n():
 
 def test_bf16_normal_mode_casts_gamma_once_per_row():
     """bf16 NORMAL: x cast up, gamma cast up with every row (its only cast: the kernel keeps
-    gamma in bf16 in UB), y cast back; 4096-element rows on the 910B3: 32 cycles each."""
+    gamma in bf16 in UB), y cast back; 4096-element rows on the 910B3: 64 cycles each (64
+    repeats of 64 elements)."""
     res = simulate(_graph(64, 4096, "bfloat16"), "ascend910b3", fusion=False)
     line = next(x for x in res.explain("op").splitlines() if "V cycles per tile" in x)
     assert line.count("vconv") == 3
-    assert "vconv bf16->f32 (gamma) 32" in line
+    assert "vconv bf16->f32 (gamma) 64" in line

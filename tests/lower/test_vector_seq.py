@@ -87,8 +87,8 @@ def test_explain_shows_the_sequence(op, instrs):
 
 def test_fp16_softmax_pays_the_casts():
     """fp16 Softmax (CANN's softmax_v2): max and x - max in fp16, then a vconv to fp32, exp,
-    sum and divide in fp32, and a vconv back; each vconv costs one cycle per 128 fp16
-    elements (msKPP VCONV_FP16_FP32 / FP32_FP16). One tile on one core: the V pipe's busy
+    sum and divide in fp32, and a vconv back; each vconv costs one cycle per 64 elements (a
+    repeat counts 256 bytes of the fp32 side: vconv_part). One tile on one core: the V pipe's busy
     cycles are exactly the parts' cycles, casts included; an fp32 Softmax has no vconv."""
     chip = _one_core("ascend910b")
     shape = (32, 128)
@@ -100,7 +100,7 @@ def test_fp16_softmax_pays_the_casts():
     assert [p.dtype for p in parts[:3]] == ["float16"] * 3
     assert {p.dtype for p in parts[4:-1]} == {"float32"}
     casts = [part_cycles(chip, p, n) for p in parts if p.instr.startswith("vconv")]
-    assert casts == [max(chip.vector_min_cycles, n * 2 / REPEAT_BYTES)] * 2
+    assert casts == [max(chip.vector_min_cycles, n * 4 / REPEAT_BYTES)] * 2
     half = simulate(_graph("Softmax", shape, "float16"), chip, detail="tile", fusion=False)
     assert "float16 computed in float32" in half.explain("op")
     # each step after the first also waits out the step before it (vector_dep_latency_cycles)
