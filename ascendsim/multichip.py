@@ -84,9 +84,11 @@ class Gradient:
 
 
 def _update_region(graph: Graph, param: str, starts: list[str],
-                   producers: dict[str, Node]) -> tuple[set[str], list[str]]:
+                   producers: dict[str, Node], stop: frozenset[str] = frozenset()
+                   ) -> tuple[set[str], list[str]]:
     """Walk back from a parameter's update outputs through element-wise ops on
-    parameter-shaped operands; returns (region node names, boundary values = gradients)."""
+    parameter-shaped operands; returns (region node names, boundary values = gradients).
+    Values in `stop` are boundaries whatever produces them."""
     numel, dtype = graph.values[param].numel, graph.values[param].dtype
     region: set[str] = set()
     grads: list[str] = []
@@ -98,6 +100,9 @@ def _update_region(graph: Graph, param: str, starts: list[str],
             continue
         seen.add(v)
         node = producers.get(v)
+        if v in stop:
+            grads.append(v)
+            continue
         if node is None:
             continue                              # a constant (the master copy, state)
         ins = [i for i in node.inputs if i and i not in graph.constants]
@@ -115,6 +120,21 @@ def _update_region(graph: Graph, param: str, starts: list[str],
         elif v not in grads:
             grads.append(v)
     return region, grads
+
+
+def _optimizer_grad_inputs(graph: Graph, region: set[str]) -> frozenset[str]:
+    """The values the fused optimizer updates of `region` read at their `grad` input
+    (ApplyMomentum, ApplyAdam, ApplyAdamW, LambApplyOptimizerAssign): the gradients, where
+    a backward pass ending in a parameter-shaped element-wise op (ReduceMax's Where) would
+    otherwise be walked into as if it were part of the update."""
+    out = set()
+    for node in graph.nodes:
+        if node.name not in region:
+            continue
+        names = [name.rstrip("?") for name in node.opdef.inputs]
+        if "grad" in names and names.index("grad") < len(node.inputs):
+            out.add(node.inputs[names.index("grad")])
+    return frozenset(v for v in out if v)
 
 
 def find_gradients(graph: Graph) -> list[Gradient]:
@@ -139,6 +159,10 @@ def find_gradients(graph: Graph) -> list[Gradient]:
             outs = [out] + [stems[s] for s in (f"{param}_m", f"{param}_v") if s in stems]
             region, grads = _update_region(graph, param, outs, producers)
             grads = [v for v in grads if graph.values[v].numel == numel and v not in outs]
+            if not grads:           # the backward's last op is parameter-shaped, element-wise
+                region, grads = _update_region(graph, param, outs, producers,
+                                               _optimizer_grad_inputs(graph, region))
+                grads = [v for v in grads if graph.values[v].numel == numel and v not in outs]
             # an update reads the old value (var -= lr * ...); BatchNorm's running statistics
             # are new values computed inside BNTrainingUpdate, which is not such a chain
             reads_old = any(param in n.inputs for n in graph.nodes if n.name in region)

@@ -124,6 +124,25 @@ def test_autodiff_naming_is_understood():
     assert r.step_us == pytest.approx(max(r.compute_us, r.buckets[0].done_us), rel=1e-12)
 
 
+def test_a_gradient_from_an_elementwise_backward_op_is_found():
+    """A parameter read only by a ReduceMax: its backward is a parameter-shaped Where, which
+    the walk back from the update must not take for part of ApplyMomentum's update (found by
+    the heavy fuzz of one-chip data parallelism)."""
+    g = asim.Graph("max_of_weight")
+    g.input("x0", (8, 5, 4), "float32")
+    x1 = g.input("x1", (8,), "float32")
+    g.output(g.reduce_max(x1, axes=[0], keepdims=False))
+    g.constants["x1"] = asim.ir.tensor.LazyTensor.random((8,), "float32", seed=3).materialize()
+    g.inputs = ["x0"]
+    step = asim.training_step(g, "mse", "momentum", mixed_precision=False)
+    grads = find_gradients(step)
+    assert [gr.param for gr in grads] == ["x1"] and grads[0].nbytes == 32
+    (value,) = grads[0].values
+    assert step.producers()[value].op_type == "Where"
+    one = simulate_data_parallel(step, 1, "ascend910")
+    assert one.compute_us == pytest.approx(asim.simulate(step, "ascend910").time_us, rel=0.01)
+
+
 def test_a_graph_without_gradients_is_refused():
     with pytest.raises(asim.GraphError, match="no gradients"):
         find_gradients(asim.models.matmul_bias_relu())
