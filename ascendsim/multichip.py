@@ -99,10 +99,10 @@ def _update_region(graph: Graph, param: str, starts: list[str],
         if v in seen:
             continue
         seen.add(v)
-        node = producers.get(v)
         if v in stop:
             grads.append(v)
             continue
+        node = producers.get(v)
         if node is None:
             continue                              # a constant (the master copy, state)
         ins = [i for i in node.inputs if i and i not in graph.constants]
@@ -122,6 +122,15 @@ def _update_region(graph: Graph, param: str, starts: list[str],
     return region, grads
 
 
+def _param_grads(graph: Graph, param: str, outs: list[str], producers: dict[str, Node],
+                 stop: frozenset[str] = frozenset()) -> tuple[set[str], list[str]]:
+    """`_update_region` of a parameter's update outputs, its boundaries kept to the
+    parameter-shaped values that are not the outputs themselves."""
+    numel = graph.values[param].numel
+    region, grads = _update_region(graph, param, outs, producers, stop)
+    return region, [v for v in grads if graph.values[v].numel == numel and v not in outs]
+
+
 def _optimizer_grad_inputs(graph: Graph, region: set[str]) -> frozenset[str]:
     """The values the fused optimizer updates of `region` read at their `grad` input
     (ApplyMomentum, ApplyAdam, ApplyAdamW, LambApplyOptimizerAssign): the gradients, where
@@ -132,8 +141,9 @@ def _optimizer_grad_inputs(graph: Graph, region: set[str]) -> frozenset[str]:
         if node.name not in region:
             continue
         names = [name.rstrip("?") for name in node.opdef.inputs]
-        if "grad" in names and names.index("grad") < len(node.inputs):
-            out.add(node.inputs[names.index("grad")])
+        at = names.index("grad") if "grad" in names else len(node.inputs)
+        if at < len(node.inputs):
+            out.add(node.inputs[at])
     return frozenset(v for v in out if v)
 
 
@@ -157,12 +167,10 @@ def find_gradients(graph: Graph) -> list[Gradient]:
             if numel <= 1:                  # the step counter, the loss scale: state
                 continue
             outs = [out] + [stems[s] for s in (f"{param}_m", f"{param}_v") if s in stems]
-            region, grads = _update_region(graph, param, outs, producers)
-            grads = [v for v in grads if graph.values[v].numel == numel and v not in outs]
+            region, grads = _param_grads(graph, param, outs, producers)
             if not grads:           # the backward's last op is parameter-shaped, element-wise
-                region, grads = _update_region(graph, param, outs, producers,
-                                               _optimizer_grad_inputs(graph, region))
-                grads = [v for v in grads if graph.values[v].numel == numel and v not in outs]
+                region, grads = _param_grads(graph, param, outs, producers,
+                                             _optimizer_grad_inputs(graph, region))
             # an update reads the old value (var -= lr * ...); BatchNorm's running statistics
             # are new values computed inside BNTrainingUpdate, which is not such a chain
             reads_old = any(param in n.inputs for n in graph.nodes if n.name in region)
