@@ -34,9 +34,12 @@ One unit is the flash-attention recurrence on one key block (online softmax):
   M:    S = Q K^T (sq x D x tk) and O_part = P V (sq x tk x D), fp32 in L0C;
   FIX (split chips: the scores go to the paired AIV cores through an L2 workspace, never
        to HBM) or the L0C -> UB move on coupled chips;
-  V:    running max (vcmax), subtract, exp, running sum (vcadd), rescale of the O
-       accumulator, cast of P to fp16; on split chips the vector work is shared by the
-       AIC's `aiv_cores / ai_cores` vector cores;
+  V:    the scores times the softmax scale (vmuls: CANN's kernels scale S on the vector
+       side, not Q before the cube: `Muls(..., scaleValue, rows * s2)` in
+       ProcessVec1 / ElewiseCompute of ops-transformer's flash_attention_score s1s2 and
+       incre_flash_attention kernels), running max (vcmax), subtract, exp, running sum
+       (vcadd), rescale of the O accumulator, cast of P to fp16; on split chips the vector
+       work is shared by the AIC's `aiv_cores / ai_cores` vector cores;
   MTE3: the normalised O block GM, once per tile.
 The scores S and probabilities P live only in L0C/UB (and the L2 workspace on split chips):
 the HBM traffic is Q, K, V (L2 misses), the mask and O. The stages form one pipeline; its pace
@@ -256,7 +259,8 @@ def lower_attention(low: Lowering, node: Node) -> None:
         """The V stage's instructions per unit when `share` AIVs do the AIC's vector work."""
         score_b = sq * tk * ACC / share * per_unit      # per vector core
         acc_b = sq * d * ACC / share * per_unit
-        out = (vec_instr(chip, "reduce", "float32", score_b, "vec_rowmax"),
+        out = (vec_instr(chip, "unary", "float32", score_b, "vec_scale"),
+               vec_instr(chip, "reduce", "float32", score_b, "vec_rowmax"),
                vec_instr(chip, "binary", "float32", score_b, "vec_sub"),
                vec_instr(chip, "exp", "float32", score_b, "vec_exp"),
                vec_instr(chip, "reduce", "float32", score_b, "vec_rowsum"),
@@ -308,7 +312,8 @@ def lower_attention(low: Lowering, node: Node) -> None:
              f"scores and probabilities stay in L0C/UB"
              f"{' and the L2 workspace (AIC -> AIV)' if split else ''}, never in HBM; "
              f"K/V L2 miss {miss_kv:.2f}",
-             "online softmax per key block: vcmax, vsub, vexp, vcadd, cast, O rescale"]
+             "online softmax per key block: vmuls (scale), vcmax, vsub, vexp, vcadd, cast, "
+             "O rescale"]
     if kv_b < in_b:
         notes.append(f"int8 KV cache: keys and values read at {kv_b} B/element and "
                      f"dequantised per key block on V ((x + offset) * scale, IFA antiquant); "

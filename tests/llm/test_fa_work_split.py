@@ -5,10 +5,13 @@ the GM workspace. FusedInferAttentionScore with S > 1 (prompt=1) keeps its own s
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 import ascendsim as asim
 from ascendsim.hw import get_chip
+from ascendsim.lower import lower
 from ascendsim.lower.attention import aic_tiles
 
 
@@ -73,3 +76,20 @@ def test_block_dim_follows_the_aiv_runs(s, aics):
     256 blocks: runs of 6 on 43 AIVs, 22 AICs."""
     task = asim.simulate(_fas(s, s, 0), "ascend910b2").trace.tasks[0]
     assert task.block_dim == aics
+
+
+
+def test_the_scores_are_scaled_on_the_vector_unit():
+    """CANN's attention kernels multiply S by the softmax scale on the AIV (vmuls over the
+    fp32 scores, before the row max), not Q before the cube: every key block's V stage has a
+    vec_scale of one unary pass over its fp32 scores, ahead of the row max. S = 128, one head:
+    one AIV does the 128-row query block, 8 key blocks of 128 over the simulated units."""
+    chip = get_chip("ascend910b2")
+    (task,) = lower(_fas(128, 1024, 0), chip).tasks
+    (group,) = task.phases[0].groups
+    (v_stage,) = [st for st in group.segments[0].stages if st.pipe == "V"]
+    kinds = [ins.kind for ins in v_stage.instrs]
+    assert kinds.index("vec_scale") < kinds.index("vec_rowmax")
+    (scale,) = [ins for ins in v_stage.instrs if ins.kind == "vec_scale"]
+    scores = 128 * 1024 * 4 / v_stage.units              # fp32 bytes one unit scales
+    assert scale.cycles == math.ceil(scores / chip.vector_rate("unary", "float32"))
