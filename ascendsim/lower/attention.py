@@ -273,7 +273,10 @@ def lower_attention(low: Lowering, node: Node) -> None:
             out += (vec_instr(chip, "unary", q.dtype, kv_elems_b, "vec_antiquant_cast"),
                     vec_instr(chip, "binary", q.dtype, kv_elems_b, "vec_antiquant_offset"),
                     vec_instr(chip, "binary", q.dtype, kv_elems_b, "vec_antiquant_scale"))
-        return out
+        # each step waits out the one before it (the kernels' PipeBarrier<PIPE_V>), once per
+        # (query block, key block) pair on every AIV at once: not shared out like the work
+        dep = (chip.vector_dep_latency_cycles or 0.0) * (len(out) - 1) * per_unit
+        return out + ((Instr("V", "vec_dep_wait", math.ceil(dep)),) if dep else ())
 
     stages = [Stage("MTE2", mte2, units=units, head=head,
                     out_bufs=(("L1", 2 * kv_blk + sq * tk * in_b),)),

@@ -78,12 +78,12 @@ def test_block_dim_follows_the_aiv_runs(s, aics):
     assert task.block_dim == aics
 
 
-
-def test_the_scores_are_scaled_on_the_vector_unit():
+def test_the_vector_side_scales_the_scores_and_waits_between_steps():
     """CANN's attention kernels multiply S by the softmax scale on the AIV (vmuls over the
     fp32 scores, before the row max), not Q before the cube: every key block's V stage has a
-    vec_scale of one unary pass over its fp32 scores, ahead of the row max. S = 128, one head:
-    one AIV does the 128-row query block, 8 key blocks of 128 over the simulated units."""
+    vec_scale of one unary pass over its fp32 scores, ahead of the row max; and its dependent
+    steps each wait out the one before (PipeBarrier<PIPE_V>). S = 128, one head: one AIV
+    does the 128-row query block, 8 key blocks of 128 over the simulated units."""
     chip = get_chip("ascend910b2")
     (task,) = lower(_fas(128, 1024, 0), chip).tasks
     (group,) = task.phases[0].groups
@@ -93,3 +93,9 @@ def test_the_scores_are_scaled_on_the_vector_unit():
     (scale,) = [ins for ins in v_stage.instrs if ins.kind == "vec_scale"]
     scores = 128 * 1024 * 4 / v_stage.units              # fp32 bytes one unit scales
     assert scale.cycles == math.ceil(scores / chip.vector_rate("unary", "float32"))
+    # each of the other steps waits out the one before it, once per (query block, key
+    # block) pair: 2 L0 query blocks of 64 rows x 8 key blocks over the units
+    (wait,) = [ins for ins in v_stage.instrs if ins.kind == "vec_dep_wait"]
+    steps = len(v_stage.instrs) - 1                       # the split chip's V has no L0C move
+    pairs = 2 * 8 / v_stage.units
+    assert wait.cycles == math.ceil(chip.vector_dep_latency_cycles * (steps - 1) * pairs)
