@@ -38,8 +38,10 @@ One unit is the flash-attention recurrence on one key block (online softmax):
        side, not Q before the cube: `Muls(..., scaleValue, rows * s2)` in
        ProcessVec1 / ElewiseCompute of ops-transformer's flash_attention_score s1s2 and
        incre_flash_attention kernels), running max (vcmax), subtract, exp, running sum
-       (vcadd), rescale of the O accumulator, cast of P to fp16; on split chips the vector
-       work is shared by the AIC's `aiv_cores / ai_cores` vector cores;
+       (vcadd), rescale of the O accumulator, cast of P to fp16, each step after the first
+       waiting out the one before (`vector_dep_latency_cycles`, the kernels'
+       PipeBarrier<PIPE_V>); on split chips the vector work is shared by the AIC's
+       `aiv_cores / ai_cores` vector cores;
   MTE3: the normalised O block GM, once per tile.
 The scores S and probabilities P live only in L0C/UB (and the L2 workspace on split chips):
 the HBM traffic is Q, K, V (L2 misses), the mask and O. The stages form one pipeline; its pace
