@@ -143,7 +143,9 @@ def test_float_status_ops_survive_the_optimiser():
 def test_optimizer_vector_time_counts_its_sqrt_and_div():
     """16 KB of ApplyAdam on one core: 10 binary instructions + one vsqrt + one vdiv per
     element (`vec_extra`), each at its class's rate, within one minimum-instruction overhead
-    per instruction; ApplyMomentum is 4 binary instructions."""
+    per instruction; ApplyMomentum is 4 binary instructions; ApplyAdamW is TBE's
+    apply_adam_w.py: 9 binary, 12 unary (vmuls / vadds and the vector_dups of the scalars
+    unary ops read), 2 vdiv and one vsqrt."""
     base = get_chip("ascend910b")
     # (the rates alone: no completion latency between the dependent steps)
     chip = base.replace(ai_cores=1, aiv_cores=1, vector_dep_latency_cycles=None)
@@ -153,12 +155,17 @@ def test_optimizer_vector_time_counts_its_sqrt_and_div():
     s = [_scalar(g, f"s{i}") for i in range(6)]
     g.output(*g.apply_adam(var, m, v, *s, grad, name="adam"))
     g.output(*g.apply_momentum(var, m, s[0], grad, s[1], name="mom"))
+    g.output(*g.apply_adam_w(var, m, v, *s, _scalar(g, "s6"), grad, name="adamw"))
     res = simulate(g, chip, detail="tile", fusion=False)
     nbytes = 4 * n
     want = {"adam": 10 * nbytes / chip.vector_rate("binary", "float32")
             + nbytes / chip.vector_rate("sqrt", "float32")
             + nbytes / chip.vector_rate("div", "float32"),
-            "mom": 4 * nbytes / chip.vector_rate("binary", "float32")}
+            "mom": 4 * nbytes / chip.vector_rate("binary", "float32"),
+            "adamw": 9 * nbytes / chip.vector_rate("binary", "float32")
+            + 12 * nbytes / chip.vector_rate("unary", "float32")
+            + nbytes / chip.vector_rate("sqrt", "float32")
+            + 2 * nbytes / chip.vector_rate("div", "float32")}
     for op, expected in want.items():
         task = res.trace.task(op)
         ivs = [iv for iv in res.trace.intervals if iv.task_id == task.task_id and iv.pipe == "V"]

@@ -548,11 +548,20 @@ _OPS = [
           doc="CANN ApplyAdam [MS-TBE apply_adam; TF ApplyAdam]: lr_t = lr*sqrt(1 - "
               "beta2_power)/(1 - beta1_power); m += (grad - m)*(1 - beta1); v += (grad^2 - v)"
               "*(1 - beta2); var -= lr_t*m/(sqrt(v) + epsilon)" + _OPT_NOTE),
-    # ApplyAdamW: ApplyAdam + vmuls (decay)
+    # ApplyAdamW: the A2's kernel is TBE's dynamic apply_adam_w.py (CANN 8.1.RC1, public copy
+    # leideng/CANN-8.1.RC1 at 4332a01, opp .../tbe/impl/dynamic/apply_adam_w.py; registered
+    # in the ascend910b ops-info, while ops-nn's Ascend C ApplyAdamW is for the 950 only).
+    # Per element, over whole tiles: 9 binary (m*beta1, (beta1-1)*gt, vsub; v*beta2,
+    # (beta2-1)*gt, *gt, vsub; var*(1-lr*wd), the final vadd), 12 unary (vmuls of grad by
+    # +-1; vadds beta1-1 and beta2-1 and vmuls -lr on the broadcast scalars, which other
+    # unary ops read and so stay whole tiles; their 3 vector_dups; vmuls by weight_decay,
+    # vadds +1, vmuls -v_out, vadds eps, vmuls step_size: broadcasts only binary ops read
+    # fold into scalars), 2 vdiv (by beta2_power_out - 1, m_out / denom), 1 vsqrt
     OpDef("ApplyAdamW", _adamw_infer, _adamw_kernel, _E,
           inputs=("var", "m", "v", "beta1_power", "beta2_power", "lr", "weight_decay",
                   "beta1", "beta2", "epsilon", "grad"), num_outputs=3, flops=_per_elem(13),
-          vec_class=_B, vec_instrs=11, vec_extra=((VecClass.SQRT, 1), (VecClass.DIV, 1)),
+          vec_class=_B, vec_instrs=9,
+          vec_extra=((VecClass.UNARY, 12), (VecClass.SQRT, 1), (VecClass.DIV, 2)),
           builder="apply_adam_w",
           doc="CANN ApplyAdamW [NPU npu_apply_adam_w]: var *= 1 - lr*weight_decay, then as "
               "ApplyAdam (TF's lr_t form; torch_npu's kernel bias-corrects m and v "
