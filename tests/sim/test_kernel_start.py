@@ -38,10 +38,12 @@ def test_a_16_element_kernel_costs_the_start_plus_little(name):
 @pytest.mark.parametrize("detail", ["block", "tile"])
 def test_the_start_is_one_scalar_interval_per_core_before_any_other_pipe(detail):
     """Every core of the block shows one S interval of kind kernel_start, from the task's
-    start for kernel_start_us; no other pipe of that core issues before it ends."""
+    start for kernel_start_us plus block_start_us per block beyond the first; no other pipe
+    of that core issues before it ends."""
     chip = get_chip("ascend910")
-    start = chip.cycles(chip.kernel_start_us * 1e-6)
     res, task = _relu(1 << 20, chip, detail)
+    start = chip.cycles(chip.kernel_start_us * 1e-6) + (task.block_dim - 1) * chip.cycles(
+        (chip.block_start_us or 0.0) * 1e-6)
     ivs = res.trace.intervals_of(task.task_id)
     starts = [iv for iv in ivs if iv.kind == KERNEL_START_KIND]
     assert sorted(iv.core for iv in starts) == sorted({iv.core for iv in ivs})
