@@ -11,7 +11,10 @@ Rows:
 - asim.llm.generate(llama2-7b, batch 16, prompt 1024, 128 new tokens): TTFT, TPOT, tokens/s,
   HBM peak (decode simulated at 3 contexts, the rest interpolated);
 - wall time of optimise + simulate (graph build excluded), shape only, block detail, fused
-  (targets: decode step < 5 s, prefill < 10 s).
+  (targets: decode step < 5 s, prefill < 10 s);
+- the cube in a prefill: the step's MatMuls' rate against the chip's fp16 peak, beside the
+  corpus's measured GEMMs at LLM shapes on the 910B2 (docs/corpus.md, "A model's constant
+  MatMul weight is an ND parameter").
 """
 
 from __future__ import annotations
@@ -62,6 +65,40 @@ def speed_row(name: str, kw: dict) -> str:
             f"{len(res.trace.tasks)} | {res.events:,} | {res.time_us / 1e3:.2f} |")
 
 
+#: corpus rows of torch.matmul at LLM shapes on the 910B2, measured in TFLOPS
+CUBE_ROWS = ("gpub-910b2c-mm-2304x5120x1536-bf16", "gpub-910b2c-mm-6912x16384x2048-bf16",
+             "gpub-910b2c-mm-6144x17920x2816-bf16", "gpub-910b2c-mm-14336x4096x4096-bf16",
+             "pub-torchperf-910b2-gemm-fp16-4096", "pub-torchperf-910b2-gemm-fp16-8192")
+
+
+def cube_rows() -> list[str]:
+    """The prefill's MatMul rate (simulated) and the measured GEMM rows' (measured, simulated),
+    each as a share of the chip's fp16 peak."""
+    from ascendsim.hw import get_chip
+    from ascendsim.validation.corpus import load_corpus
+    from ascendsim.validation.validate import RowRunner
+    chip = get_chip(CHIP)
+    peak = chip.peak_flops("float16") / 1e12
+    out = []
+    for name, kw in CASES.items():
+        if kw.get("phase") == "decode":
+            continue
+        res = asim.simulate(asim.models.decoder(MODEL, **kw), CHIP)
+        mms = [t for t in res.trace.tasks if t.op_type == "MatMul"]
+        rate = sum(t.flops for t in mms) / res.chip.seconds(sum(t.duration for t in mms)) / 1e12
+        out.append(f"| {MODEL} {name}: its {len(mms)} MatMuls (simulated) | | {rate:.1f} | "
+                   f"{100 * rate / peak:.0f}% |")
+    rows = {r.id: r for r in load_corpus()}
+    runner = RowRunner()
+    for rid in CUBE_ROWS:
+        row = rows[rid]
+        sim = runner.value(row, get_chip(row.chip))
+        out.append(f"| {rid} ({row.workload['op']} {row.workload['inputs'][0]['dtype']}) | "
+                   f"{row.value:.1f} ({100 * row.value / peak:.0f}%) | {sim:.1f} | "
+                   f"{100 * sim / peak:.0f}% |")
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="skip the unfused compare runs")
@@ -76,6 +113,11 @@ def main() -> None:
         print(speed_row(name, kw), flush=True)
     if args.speed:
         return
+    print(f"\n## The cube at prefill shapes on {CHIP}: TFLOPS against the fp16 peak\n")
+    print("| kernels | measured TFLOPS (of peak) | simulated TFLOPS | simulated, of peak |")
+    print("|---|---|---|---|")
+    for line in cube_rows():
+        print(line, flush=True)
     if not args.quick:
         print(f"\n## {MODEL} on {CHIP}: unfused vs fused (asim.compare, shapes only)\n")
         print("| step | graph | time (ms) | tasks | HBM traffic (MB) | L2 traffic (MB) | "

@@ -71,7 +71,13 @@ from .cube_tiling import (
     takes_nd,
 )
 from .formats import NC1HWC0, ND, NZ, is_small_operand, padded_bytes, padded_numel
-from .matmul_format import MatmulFormats, matmul_formats, nd2nz_head, nd2nz_head_reason
+from .matmul_format import (
+    MatmulFormats,
+    matmul_formats,
+    nd2nz_head,
+    nd2nz_head_reason,
+    param_weight_inner,
+)
 from .memo import gemm_work, vector_work
 from .movement import ensure
 from .program import GmFraction, Phase, Task
@@ -252,6 +258,7 @@ class CubeOperands:
     cdt: str
     geo: CubeGeometry
     notes: list[str]
+    w_param: bool = False   # B is a constant weight kept ND (`param_weight_inner` long rows)
 
 
 @dataclass
@@ -285,6 +292,9 @@ def cube_operands(low: Lowering, head) -> CubeOperands:
     formats = split_matmul_formats(low, head.op_type, x_name, w_name) if nd else None
     if formats is not None and not formats.nd_in:
         nd = False
+    # a constant weight is a model parameter the stack keeps ND in the layout the kernel reads
+    # best (lower/matmul_format.py, "Constant weights"): converted on the fly like any ND operand
+    w_param = nd and low.is_const(w_name) and head.op_type == "MatMul"
     need = NC1HWC0 if conv else ND if nd else NZ
     x_name = ensure(low, x_name, need) if low.format_of(x_name) != NZ or not nd else x_name
     if not low.is_const(w_name) and (low.format_of(w_name) != NZ or not nd):
@@ -319,7 +329,13 @@ def cube_operands(low: Lowering, head) -> CubeOperands:
     notes.append(geo.note)
     if formats is not None:
         notes.append(f"formats: {formats.reason}")
-    return CubeOperands(x_name, w_name, xv, wv, extra, conv, nd, formats, cdt, geo, notes)
+    if w_param:
+        inner = param_weight_inner(geo.k, geo.n)
+        layout = "[N, K] as a Linear layer's" if inner == geo.k else "[K, N]"
+        notes.append(f"constant weight {w_name} kept ND as a model parameter, laid out "
+                     f"{layout} (rows of {inner}), converted to NZ by the kernel")
+    return CubeOperands(x_name, w_name, xv, wv, extra, conv, nd, formats, cdt, geo, notes,
+                        w_param)
 
 
 def own_split(head, geo, blocks: int, notes: list[str]) -> tuple[tuple[int, int] | None, int]:
@@ -422,7 +438,8 @@ def lower_cube(low: Lowering, node, head, tail: list, fused: tuple[str, ...] = (
                     () if split_tail else outs.epi_inputs, shared_a=gn > 1 and block > 1,
                     shared_b=gm > 1 and block > 1,
                     nd2nz_a=ops.nd and low.format_of(ops.x_name) == ND and not head_a,
-                    nd2nz_b=ops.nd and low.format_of(ops.w_name) == ND and not head_b,
+                    nd2nz_b=ops.nd and (low.format_of(ops.w_name) == ND or ops.w_param)
+                    and not head_b,
                     blocks=blocks, single_core=single,
                     batched_b=geo.k_split > 1 or (
                         not ops.conv and geo.batch > 1 and ops.wv.rank > 2
@@ -472,15 +489,17 @@ def nd2nz_heads(low: Lowering, ops: CubeOperands, miss_a: Any, miss_b: Any
     miss fractions (a converted operand's is its workspace's); adds their notes to
     `ops.notes`."""
     geo = ops.geo
-    head_a, head_b = nd2nz_head(geo.k, geo.n, ops.xv.dtype) \
+    # B's rows: N long as the graph lays it out, as the stack keeps a constant weight
+    b_inner = param_weight_inner(geo.k, geo.n) if ops.w_param else geo.n
+    head_a, head_b = nd2nz_head(geo.k, b_inner, ops.xv.dtype) \
         if ops.nd and ops.formats is not None else (False, False)
     head_a = head_a and low.format_of(ops.x_name) == ND
-    head_b = head_b and low.format_of(ops.w_name) == ND
+    head_b = head_b and (low.format_of(ops.w_name) == ND or ops.w_param)
     phases: list[Phase] = []
     workspace = 0
     for operand, v, on in ((ops.x_name, ops.xv, head_a), (ops.w_name, ops.wv, head_b)):
         if on:
-            inner = geo.k if operand == ops.x_name else geo.n
+            inner = geo.k if operand == ops.x_name else b_inner
             ph, ws_fits, hnotes = nd2nz_head_phase(
                 low, operand, v, nd2nz_head_reason(inner, v.dtype) or "")
             phases.append(ph)
@@ -532,7 +551,9 @@ def split_matmul_formats(low: Lowering, op_type: str, x_name: str, w_name: str
         return None
     m, k = (int(d) for d in xv.shape)
     n = int(wv.shape[-1]) if wv.rank == 2 else 1
-    return matmul_formats(m, k, n, xv.dtype, low.chip.ai_cores)
+    # a constant weight's rows as the stack lays it out (`param_weight_inner`)
+    b_inner = param_weight_inner(k, n) if low.is_const(w_name) and wv.rank == 2 else None
+    return matmul_formats(m, k, n, xv.dtype, low.chip.ai_cores, b_inner)
 
 
 def window_rereads(spec: GemmSpec, m_t: int, tm: int, a_unique: float) -> float:

@@ -43,6 +43,23 @@ that convert B when N is a multiple of 16384.
 
 The rule is the aclnn (op-by-op, torch_npu) path's; this model applies it to every 2-D MatMul
 node on a split chip. Batched MatMuls (BatchMatMul's own util) keep ND.
+
+Constant weights. A graph's constant MatMul weight is a model parameter, and the A2 / A3
+stacks keep parameters ND: MindIE's ATB models cast Linear weights to FRACTAL_NZ only on the
+chips that need it (atb_llm `NPUSocInfo.need_nz`: soc versions 100-104, the first-generation
+910, and 200-205, the 310P; `LinearUtils.weight_format_cast` returns any other chip's weight
+as it is), torchair's LLM examples load Hugging Face nn.Linear parameters with no format cast
+(Ascend/torchair npu_tuned_model/llm/llama at 433f5a2), and torch_npu keeps a parameter ND
+unless the user casts it. The kernel therefore converts the weight like any ND operand (on
+the GM->L1 move, or at its head when its rows need it), where this model had read a constant
+weight as if converted to NZ before the run. Its layout is the one ATB's loader picks
+(`LinearUtils.check_transpose`, on by default: ATB_LLM_ENABLE_AUTO_TRANSPOSE = "1"):
+nn.Linear's [N, K] (rows of K, the kernel's transpose flag) unless K is not a multiple of 256
+elements and N is, then [K, N] (`param_weight_inner`); the rule above reads B's inner axis
+from that layout. The ATB sources were read through the code index (atb_llm utils/initial.py,
+utils/layers/linear/linear_utils.py, utils/env.py), the repository copy not resolved.
+Convolutions keep their pre-converted weights (GE's Const folding; torch's conv weights are
+not the A2 MatMul path).
 """
 
 from __future__ import annotations
@@ -71,6 +88,8 @@ ND2NZ_DMA_MAX_STRIDE = 65535
 ND2NZ_ALIGN_BYTES = 256
 #: MatMulV3 SUPPORT_ND2NZ_GM2L0: inner-axis sizes in bytes the DMA converts on the way
 ND2NZ_ON_THE_WAY_BYTES = (32, 64, 96, 128, 160, 192, 224, 256, 384)
+#: ATB's check_transpose: a weight keeps [N, K] unless K is not a multiple of this and N is
+PARAM_TRANSPOSE_ALIGN = 256
 #: dtypes the rule applies to (IsFormatSupportNd: others always take ND on DAV_2201)
 RULE_DTYPES = ("float16", "bfloat16")
 
@@ -88,9 +107,12 @@ def _inner_ok(n: int) -> bool:
     return INNER_MIN <= n <= INNER_MAX or (n < INNER_MIN and n % SHORT_INNER_ALIGN == 0)
 
 
-def matmul_formats(m: int, k: int, n: int, dtype: str, cube_cores: int) -> MatmulFormats:
+def matmul_formats(m: int, k: int, n: int, dtype: str, cube_cores: int,
+                   b_inner: int | None = None) -> MatmulFormats:
     """The aclnn format choice for a 2-D MatMul A (m x k) @ B (k x n) on a split chip (see the
-    module note); `cube_cores` is the chip's AI Core (AIC) count."""
+    module note); `cube_cores` is the chip's AI Core (AIC) count; `b_inner`: the length of B's
+    rows in GM (default n; `param_weight_inner` for a constant weight)."""
+    b_axis, b_inner = ("N", n) if b_inner is None else ("B's rows", b_inner)
     if dtype not in RULE_DTYPES:
         return MatmulFormats(True, True, f"{dtype} operands stay ND (the ND/NZ rule covers "
                                          f"float16 and bfloat16 only)")
@@ -103,9 +125,11 @@ def matmul_formats(m: int, k: int, n: int, dtype: str, cube_cores: int) -> Matmu
         return MatmulFormats(True, True, f"K {k} >= {SPLIT_K_MIN_K} with {blocks} "
                                          f"{SPLIT_K_BLOCK}x{SPLIT_K_BLOCK} output blocks < "
                                          f"{cube_cores // 2} (split K): ND")
-    if _inner_ok(k) and _inner_ok(n):
-        return MatmulFormats(True, True, f"inner axes K {k} and N {n} convert on the fly: ND")
-    bad = " and ".join(f"{name} {v}" for name, v in (("K", k), ("N", n)) if not _inner_ok(v))
+    if _inner_ok(k) and _inner_ok(b_inner):
+        return MatmulFormats(True, True, f"inner axes K {k} and {b_axis} {b_inner} convert on "
+                                         f"the fly: ND")
+    bad = " and ".join(f"{name} {v}" for name, v in (("K", k), (b_axis, b_inner))
+                       if not _inner_ok(v))
     out_nd = n % NZ_ND_OUT_ALIGN == 0
     return MatmulFormats(False, out_nd, (
         f"inner axis {bad} outside [{INNER_MIN}, {INNER_MAX}] and not a short multiple of "
@@ -127,6 +151,15 @@ def nd2nz_head_reason(inner: int, dtype: str) -> str | None:
             f"converts on the way")
 
 
+def param_weight_inner(k: int, n: int) -> int:
+    """The length of a constant weight's rows as the A2 stacks keep it (module note, "Constant
+    weights"): K (a Linear layer's [N, K]) unless K is not a multiple of
+    `PARAM_TRANSPOSE_ALIGN` elements and N is, then N ([K, N])."""
+    if k % PARAM_TRANSPOSE_ALIGN and not n % PARAM_TRANSPOSE_ALIGN:
+        return n
+    return k
+
+
 def nd2nz_head(k: int, n: int, dtype: str = "float16") -> tuple[bool, bool]:
     """Whether an ND A (rows of k elements) and an ND B (rows of n elements; a vector B, n = 1,
     is left out) are converted at the kernel's head by the vector cores (see the module note)."""
@@ -135,5 +168,6 @@ def nd2nz_head(k: int, n: int, dtype: str = "float16") -> tuple[bool, bool]:
 
 
 __all__ = ["MatmulFormats", "matmul_formats", "nd2nz_head", "nd2nz_head_reason",
+           "param_weight_inner", "PARAM_TRANSPOSE_ALIGN",
            "ND2NZ_DMA_MAX_STRIDE", "ND2NZ_ALIGN_BYTES", "ND2NZ_ON_THE_WAY_BYTES", "INNER_MAX",
            "INNER_MIN", "ND_SMALL_LIMIT", "SPLIT_K_MIN_K"]

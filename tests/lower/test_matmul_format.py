@@ -9,7 +9,7 @@ import pytest
 import ascendsim as asim
 from ascendsim.hw import get_chip
 from ascendsim.ir import Graph
-from ascendsim.lower.matmul_format import matmul_formats, nd2nz_head
+from ascendsim.lower.matmul_format import matmul_formats, nd2nz_head, param_weight_inner
 
 CORES = 24    # the 910B2's AI Cores (AIC)
 
@@ -169,3 +169,62 @@ def test_unaligned_inner_axis_makes_the_matmul_a_mix_kernel_with_a_vector_head()
     t, t_ref = res.chip.seconds(mm.duration), ref.chip.seconds(mm_ref.duration)
     assert t > t_ref
     assert t - t_ref * 1000 / 1024 >= 2 * a_bytes / chip.l2_bandwidth_bytes_per_s
+
+
+# ----------------------------------------------------------------------------- parameters
+@pytest.mark.parametrize("k, n, inner", [
+    (4096, 22016, 4096),   # nn.Linear's [N, K]: rows of K
+    (4096, 4000, 4096),    # N unaligned as well: [N, K] still
+    (3696, 8192, 8192),    # K not a multiple of 256, N is: ATB stores [K, N]
+    (1000, 1000, 1000),    # neither: [N, K], rows of K (a head converts them)
+])
+def test_a_parameter_is_laid_out_as_atb_check_transpose_picks(k, n, inner):
+    assert param_weight_inner(k, n) == inner
+
+
+def _linear(m: int, k: int, n: int, const: bool) -> Graph:
+    g = Graph("linear")
+    x = g.input("x", (m, k), "float16")
+    w = g.weight("w", (k, n), "float16") if const else g.input("w", (k, n), "float16")
+    g.output(g.add_node("MatMul", [x, w], name="mm")[0])
+    return g
+
+
+@pytest.mark.parametrize("k, n", [(4096, 11008), (3696, 8192)])
+def test_a_constant_weight_is_converted_by_the_kernel_like_a_runtime_operand(k, n):
+    """On the A2 a model's weight stays ND (MindIE's ATB casts to NZ only on the 910 and 310P;
+    torch keeps nn.Linear parameters ND): the MatMul reads it through the on-the-fly ND->NZ
+    conversion, in the layout ATB's loader picks, so it takes as long as the same MatMul on a
+    runtime B of the same bytes (within 2 %), and off the cube's peak, where reading it as NZ
+    (the model before) left the kernel cube-bound."""
+    m = 2048
+    res = asim.simulate(_linear(m, k, n, True), "ascend910b", fusion=False, mode="sink")
+    (mm,) = res.trace.tasks
+    text = res.explain("mm")
+    assert "kept ND as a model parameter" in text and "B converted to NZ" in text
+    assert "'w' rows of" not in text     # rows of K 4096 / N 8192: on the fly, no head
+    ref = asim.simulate(_linear(m, k, n, False), "ascend910b", fusion=False, mode="sink")
+    (mm_ref,) = ref.trace.tasks
+    assert mm.duration == pytest.approx(mm_ref.duration, rel=0.02)
+    chip = get_chip("ascend910b")
+    # the cube's peak bounds both from below; ND reads keep the kernel off it
+    peak_s = 2 * m * k * n / chip.peak_flops("float16")
+    assert res.chip.seconds(mm.duration) > 1.05 * peak_s
+
+
+def test_a_constant_weight_with_unaligned_rows_takes_the_vector_head():
+    """K = N = 1000 (2000-byte rows either way): ATB keeps [N, K] and the kernel converts the
+    weight at its head, as for a runtime operand with such rows."""
+    res = asim.simulate(_linear(1024, 1000, 1000, True), "ascend910b", fusion=False,
+                        mode="sink")
+    (mm,) = res.trace.tasks
+    assert mm.task_type == "MIX_AIC"
+    assert "'w' rows of 2016 B are not 256-byte aligned" in res.explain("mm")
+
+
+def test_a_constant_weight_on_a_coupled_chip_keeps_its_preconverted_format():
+    """The 910 has no ND->NZ on the fly: the runtime input and the output go through TransData,
+    the constant weight stays pre-converted (no TransData of its own, no note)."""
+    res = asim.simulate(_linear(2048, 4096, 4096, True), "ascend910", fusion=False, mode="sink")
+    assert [t.op_type for t in res.trace.tasks] == ["TransData", "MatMul", "TransData"]
+    assert "kept ND as a model parameter" not in res.explain("mm")
