@@ -152,3 +152,17 @@ def test_vec_class_of_rule():
     assert vec_class_of(get_op("Div"), [x, s]) == "div"      # vdiv has no scalar form here
     assert vec_class_of(get_op("Where"), [x, x, s]) == "ternary"
     assert vec_class_of(get_op("HardSigmoid"), [x]) == "binary"   # one input: no rule
+
+
+@pytest.mark.parametrize("op, unary", [("sin", 25), ("cos", 28)])
+def test_sin_and_cos_issue_tbes_range_reduction_and_polynomial(op, unary):
+    """16 KB of fp32 Sin / Cos on one A2 core: TBE's sin/cos_compute_v3 (16 binary and 25 / 28
+    unary instructions per element), each at its class's rate, within one minimum-instruction
+    overhead per instruction; an order of magnitude above one vexp pass."""
+    chip = _one_core("ascend910b").replace(vector_dep_latency_cycles=None)
+    res = _run(_unary(op, "float32"), chip)
+    busy, count = _v_busy(res, "op")
+    want = (16 * NBYTES / chip.vector_rate("binary", "float32")
+            + unary * NBYTES / chip.vector_rate("unary", "float32"))
+    _close(busy, count, want, chip)
+    assert busy > 10 * NBYTES / chip.vector_rate("exp", "float32")

@@ -255,6 +255,7 @@ class Spec:
     commutative: bool = False
     builder: str = ""
     num_outputs: int | str = 1
+    extra: tuple[tuple[VecClass, float], ...] = ()   # instructions of other classes per element
 
 
 _B, _BC, _E = VecClass.BINARY, Category.BROADCAST, VecClass.EXP
@@ -358,10 +359,17 @@ OPS: tuple[Spec, ...] = (
     # Sign: vcmp/vsel
     Spec("Sign", unary_infer(NUMERIC), ew.unary(ew.sign_ufunc), ew.scalar_sign,
          VecClass.UNARY, 1, 1),
-    # Sin: range reduction + polynomial, ~4 at the exp rate
-    Spec("Sin", unary_infer(FLOATS), ew.unary(ew.sin_ufunc), ew.scalar_sin, _E, 4, 4),
-    # Cos: as Sin
-    Spec("Cos", unary_infer(FLOATS), ew.unary(ew.cos_ufunc), ew.scalar_cos, _E, 4, 4),
+    # Sin: TBE's sin_compute_v3, the A2 / A3 path (after_v200, impl_mode high_performance;
+    # impl/dynamic/sin.py): range reduction by pi in two parts (vmuls x2, round_half_up x2,
+    # vmuls, vsub, then 8 vmuls + vsub), then compute_fixed (vmul, vmuls, floor, vmuls x2,
+    # vadd, vadds, a degree-4 polynomial in x^2: vmuls, vadds, 3 x (vmul, vadds), vmul by the
+    # reduced x and by the sign, vmins, vmaxs): 16 binary and 25 unary instructions
+    Spec("Sin", unary_infer(FLOATS), ew.unary(ew.sin_ufunc), ew.scalar_sin, _B, 4, 16,
+         extra=((VecClass.UNARY, 25),)),
+    # Cos: cos_compute_v3 (impl/dynamic/cos.py), Sin's sequence with a vadds of 0.5 before the
+    # rounding and two more vadds (pi/2, its low part): 16 binary and 28 unary
+    Spec("Cos", unary_infer(FLOATS), ew.unary(ew.cos_ufunc), ew.scalar_cos, _B, 4, 16,
+         extra=((VecClass.UNARY, 28),)),
     # IsNaN: vcmp
     Spec("IsNaN", unary_infer(FLOATS, "bool"), ew.compare(ew.is_nan_ufunc), ew.scalar_is_nan,
          VecClass.UNARY, 1, 1, builder="is_nan"),
@@ -437,7 +445,7 @@ for _s in OPS:
         _s.op, _s.infer, _s.kernel, _s.category, unit=_s.unit, inputs=_s.inputs,
         attrs=dict(_s.attrs or {}), num_outputs=_s.num_outputs,
         flops=_nary_flops if _s.flops < 0 else _flops(_s.flops), vec_class=_s.vec,
-        vec_instrs=_nary_instrs if _s.instrs < 0 else _s.instrs,
+        vec_instrs=_nary_instrs if _s.instrs < 0 else _s.instrs, vec_extra=_s.extra,
         scalar=_s.scalar, builder=_s.builder, commutative=_s.commutative,
         doc=f"ONNX {_s.op} (element-wise, {_s.vec.value}, {max(_s.flops, 1)} flop/elem, "
             f"{max(_s.instrs, 1)} vector instr/elem)"))
