@@ -1,7 +1,7 @@
-"""CANN's Ascend C RmsNorm on the A2 and A3 (ops-nn norm/rms_norm) as kernel paths of
-lower/vector_seq.py: which mode its tiling picks from x and gamma (`rms_norm_mode`), each
-mode's vector steps and its MERGE_N tiling budget. vector_seq builds the OpSequences of its
-PATHS from them, as it does from layer_norm_paths.py."""
+"""CANN's Ascend C RmsNorm and RmsNormGrad on the A2 and A3 (ops-nn norm/rms_norm,
+norm/rms_norm_grad) as kernel paths of lower/vector_seq.py: which mode each tiling picks
+(`rms_norm_mode`, `rms_norm_grad_mode`), each mode's vector steps and its tiling budget.
+vector_seq builds the OpSequences of its PATHS from them, as it does from layer_norm_paths.py."""
 
 from __future__ import annotations
 
@@ -10,9 +10,11 @@ from collections.abc import Callable, Sequence
 from ..ir.tensor import Value, itemsize
 from .seq_types import A2_A3_CHIPS
 from .seq_types import NARROW_FLOATS as _NARROW_FLOATS
+from .seq_types import conversion as _conv
 from .seq_types import elem as _e
 from .seq_types import per_row as _w
 from .seq_types import reduction as _r
+from .seq_types import row_loop as _loop
 
 #: the chips whose RmsNorm is the Ascend C kernel of ops-nn norm/rms_norm: the A2 and A3 (the
 #: first-generation 910 and the 910_95 take other branches of its tiling)
@@ -105,6 +107,94 @@ MERGE_N_NOTE = ("CANN's Ascend C RmsNorm, MERGE_N mode (ops-nn rms_norm_merge_n.
                  "cores")
 
 
+#: RmsNormGrad's tiling on the A2 (ops-nn norm/rms_norm_grad/op_host/rms_norm_grad_tiling.cpp
+#: `Tiling4RmsNormGrad`, jbgztxdy/ops-nn at 23a53ff; the same split in hicann/ops-nn at de4ef03):
+#: rows of gamma's length up to UB_SPLIT_N_MAX_COLS take tiling key 1 (UB_SPLIT_N), whose
+#: kernel on DAV_2201 is RmsNormGradSplitNHighPrecision; rows whose aligned length is at most
+#: SMALL_D_MAX_COLS take its ComputeSmallD branch, the rest its one-row Compute; longer rows
+#: take key 2 (split D, not modelled: the registry's cost fields). Rows bind to cores in
+#: blocks of ceil(rows / cores).
+RMS_NORM_GRAD_SPLIT_N_MAX_COLS = 6080
+RMS_NORM_GRAD_SMALL_D_MAX_COLS = 640
+#: CalcSmallDBufferSize: ubFactor = (195584 - colAlign * 10) / (colAlign * 24 + 268) rows per
+#: UB loop (195584 = the A2's 196608-byte UB less 1024)
+RMS_NORM_GRAD_SMALL_D_BUDGET = (1024, 24, 268, 10)
+#: its UB bytes per element of dx: the dy, x and dx queues, two slots each, sized in fp32
+#: (InitInputQue / InitOutputQue: ubFactor * colValAlign * sizeof(float) a slot, any dtype)
+RMS_NORM_GRAD_SMALL_D_UB_BYTES = 2 * 3 * 4
+
+
+def rms_norm_grad_mode(ins: Sequence[Value], fmt: str, chip_name: str) -> str:
+    """The branch CANN's RmsNormGrad (dy, x, rstd, gamma) runs on an A2 chip: "SMALL_D"
+    (ComputeSmallD: rowFactor rows a UB loop), "ROW" (Compute: one row a loop) or "" (off
+    the A2, off ND, split D, or dy not fp16 / bf16 / fp32)."""
+    if chip_name not in RMS_NORM_A2_CHIPS or fmt != "ND" or len(ins) < 4:
+        return ""
+    item = itemsize(ins[0].dtype)
+    if ins[0].dtype not in (*_NARROW_FLOATS, "float32"):
+        return ""
+    cols = max(int(ins[-1].numel), 1)
+    if cols > RMS_NORM_GRAD_SPLIT_N_MAX_COLS:
+        return ""
+    per_block = 32 // item
+    return "SMALL_D" if -(-cols // per_block) * per_block <= RMS_NORM_GRAD_SMALL_D_MAX_COLS \
+        else "ROW"
+
+
+def rms_grad_mode(mode: str, fp16: bool) -> Callable[..., bool]:
+    """A PATHS condition: RmsNormGrad runs `mode` (`rms_norm_grad_mode`) on fp16 data
+    (`fp16`) or on bf16 / fp32 data."""
+    def applies(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str) -> bool:
+        return rms_norm_grad_mode(ins, fmt, chip_name) == mode and \
+            (ins[0].dtype == "float16") == fp16
+    return applies
+
+
+def _x_cast(fp16: bool) -> tuple:
+    """x's own Cast to fp32 on fp16 data (dy's is the sequence's `fp32` cast; bf16 values
+    are cast by lower/bf16.py, each input and output; fp32 data has none)."""
+    return (_conv("vconv f16->f32 (x)"),) if fp16 else ()
+
+
+def rms_norm_grad_row(fp16: bool) -> tuple:
+    """RmsNormGrad's one-row Compute (rms_norm_grad_split_n_high_precision.h, jbgztxdy/ops-nn
+    at a9ca10d; the same in CANN 8.1.RC1's shipped kernel): per row, Cast x, Muls x by rstd,
+    Cast dy, Mul dy * x^, Add into dgamma, Mul dy by gamma, Mul by x^, the row sum
+    (ReduceSumHalfInterval: halving Adds, one WholeReduceSum), Muls x^ by the mean, Sub, Muls
+    by rstd, Cast back. rstd and the sum reach the scalar unit by GetValue after a V_S wait
+    (the round trips are not costed: no public cycle figure)."""
+    return (*_x_cast(fp16), _e("vmuls", "unary"), _e("vmul", "binary"),
+            _e("vadd (dgamma)", "binary"), _e("vmul", "binary"), _e("vmul", "binary"),
+            _r("vcadd"), _e("vmuls", "unary"), _e("vsub", "binary"), _e("vmuls", "unary"))
+
+
+def rms_norm_grad_small_d(fp16: bool) -> tuple:
+    """RmsNormGrad's ComputeSmallD (the same file), per UB loop of rowFactor rows: rstd
+    broadcast along the rows (the BroadCast API on v220: Brcb, then a Copy to the rows), Cast
+    x, Mul x^, Cast dy, Mul dy * x^; one Add into dgamma per row (a for loop over the rows,
+    a PipeBarrier after each); gamma broadcast down the rows (Or of 16-bit lanes); Mul dy by
+    gamma, Mul by x^; the row sums (ReduceSumMultiN: Duplicate, two Adds and a
+    WholeReduceSum of a repeat per row), Muls by 1/n; the mean broadcast, Mul, Sub; rstd
+    broadcast again, Mul; Cast back."""
+    brcb = (_w("vbrcb", width=8), _e("vcopy (to rows)", "unary"))
+    return (*brcb, *_x_cast(fp16), _e("vmul", "binary"), _e("vmul", "binary"),
+            _loop("vadd (dgamma)"), _e("vor (gamma to rows)", "binary"),
+            _e("vmul", "binary"), _e("vmul", "binary"), _w("vdup", width=64),
+            _w("vadd", "binary", width=64), _w("vadd", "binary", width=64),
+            _w("vcadd (whole reduce)", "reduce", width=64), _w("vmuls"), *brcb,
+            _e("vmul", "binary"), _e("vsub", "binary"), *brcb, _e("vmul", "binary"))
+
+
+RMS_NORM_GRAD_NOTE = ("CANN's Ascend C RmsNormGrad on the A2 (ops-nn rms_norm_grad_split_n_high_"
+                      "precision.h): whole rows per core, in fp32; dgamma summed per core in UB "
+                      "and added to GM atomically at the end, after a SyncAll at the start "
+                      "(its wait and the atomic adds are not costed)")
+
+
 __all__ = ["MERGE_N_NOTE", "RMS_NORM_A2_CHIPS", "RMS_NORM_MERGE_N", "RMS_NORM_MERGE_N_BUDGET",
            "RMS_NORM_MERGE_N_PERF", "RMS_NORM_NORMAL", "RMS_NORM_PERF_COLS", "RMS_NORM_PERF_DIMS",
-           "RMS_NORM_SMALL_REDUCE", "RMS_NORM_UB_FACTOR", "rms_mode", "rms_norm_mode"]
+           "RMS_NORM_SMALL_REDUCE", "RMS_NORM_UB_FACTOR", "rms_mode", "rms_norm_mode",
+           "RMS_NORM_GRAD_NOTE", "RMS_NORM_GRAD_SMALL_D_BUDGET", "RMS_NORM_GRAD_SMALL_D_MAX_COLS",
+           "RMS_NORM_GRAD_SMALL_D_UB_BYTES",
+           "RMS_NORM_GRAD_SPLIT_N_MAX_COLS", "rms_grad_mode", "rms_norm_grad_mode",
+           "rms_norm_grad_row", "rms_norm_grad_small_d"]

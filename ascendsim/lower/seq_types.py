@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 #: step shapes (vector_seq module note)
-ELEM, REDUCE, ROW = "elem", "reduce", "row"
+ELEM, REDUCE, ROW, LOOP = "elem", "reduce", "row", "loop"
 #: 2-byte float dtypes an fp32 sequence casts up
 NARROW_FLOATS = ("float16", "bfloat16")
 #: the A2 and A3 chips (CANN SocVersion ASCEND910B: the 910B1..B4; ASCEND910_93: the 910C,
@@ -52,13 +52,19 @@ def reduction(instr: str, vclass: str = "reduce", index: bool = False) -> Step:
     return Step(instr, vclass, REDUCE, index=index)
 
 
+def row_loop(instr: str, vclass: str = "binary") -> Step:
+    """One instruction per reduced row over that row's elements: a kernel's own for loop
+    over its rows, each call a separate instruction that waits out the one before."""
+    return Step(instr, vclass, LOOP)
+
+
 def per_row(instr: str, vclass: str = "unary", width: int = 1) -> Step:
     """An instruction on the per-row statistics, `width` values per reduced row."""
     return Step(instr, vclass, ROW, width=width)
 
 
-__all__ = ["A2_A3_CHIPS", "ELEM", "NARROW_FLOATS", "REDUCE", "ROW", "Step", "conversion", "elem",
-           "per_row", "reduction"]
+__all__ = ["A2_A3_CHIPS", "ELEM", "LOOP", "NARROW_FLOATS", "REDUCE", "ROW", "Step", "conversion",
+           "elem", "per_row", "reduction", "row_loop"]
 
 
 @dataclass(frozen=True)

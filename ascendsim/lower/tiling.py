@@ -70,7 +70,7 @@ from dataclasses import dataclass, replace
 
 from ..errors import SimulationError
 from .program import GM, CoreGroup, Instr, Segment, Stage, gm_tensors
-from .vector_seq import SeqPart, part_cycles
+from .vector_seq import LOOP, SeqPart, part_cycles, part_steps
 
 
 def ceil_to(x: int, m: int) -> int:
@@ -168,7 +168,7 @@ def vec_instrs(chip, parts, elems: float) -> tuple[Instr, ...]:
     for p in parts:
         if isinstance(p, SeqPart):
             run += part_cycles(chip, p, elems)
-            steps += max(1, math.ceil(p.count - 1e-9))
+            steps += part_steps(p, elems)
             kinds.append(p.instr.split()[0])
             continue
         if kinds:
@@ -184,9 +184,11 @@ def _seq_kind(kinds: list[str]) -> str:
     return f"vec_{kinds[0]}" if len(kinds) == 1 else "vec_seq"
 
 
-def issued_instrs(parts) -> int:
-    """Vector instructions the scalar unit issues for the parts (a sequence's every step)."""
-    return sum(max(1, math.ceil(p.count)) if isinstance(p, SeqPart) else 1 for p in parts)
+def issued_instrs(parts, elems: float = 0.0) -> int:
+    """Vector instructions the scalar unit issues for the parts (a sequence's every step) on
+    a tile of `elems` task elements (a per-row LOOP part issues one call per row)."""
+    return sum((part_steps(p, elems) if p.shape == LOOP else max(1, math.ceil(p.count)))
+               if isinstance(p, SeqPart) else 1 for p in parts)
 
 
 def _scalar_work(cycles: float, units: int = 1) -> Stage:
@@ -526,7 +528,7 @@ def _vector_stages(chip, spec: VecSpec, e: int, reads: int = 1,
         store += (gm_write(chip, "MTE3", "UB", math.ceil(ws * e), 0.0),)
     in_ub = math.ceil(sum(b for b, _ in spec.inputs) * e)
     out_ub = math.ceil((spec.out_bytes + spec.temp_bytes) * e)
-    n_vec = max(issued_instrs(spec.parts), 1)
+    n_vec = max(issued_instrs(spec.parts, e), 1)
     s_stage = vector_scalar_stage(chip, len(loads) + len(store),
                                   len(loads) + n_vec + max(spec.out_moves, 1), n_vec)
     return (s_stage,

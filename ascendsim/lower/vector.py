@@ -388,13 +388,16 @@ def norm_strided(low: Lowering, seq: OpSequence, length: int, inner: int, dtype:
     return out
 
 
-def rows_per_loop(budget: tuple[int, int, int], length: int, item: int, ub_bytes: int) -> int:
+def rows_per_loop(budget: tuple[int, ...], length: int, item: int, ub_bytes: int) -> int:
     """Rows a kernel works on per UB loop from its tiling's budget (`OpSequence.row_budget`:
-    UB bytes reserved, bytes per 32-byte-aligned column, bytes per row): RmsNorm MERGE_N
-    rowFactor = (UB - 1024) / (numColAlign * 16 + 260) (rms_norm_tiling.cpp)."""
-    reserved, per_col, per_row = budget
+    UB bytes reserved, bytes per 32-byte-aligned column, bytes per row, and optionally UB
+    bytes reserved per aligned column): RmsNorm MERGE_N rowFactor = (UB - 1024) /
+    (numColAlign * 16 + 260) (rms_norm_tiling.cpp); RmsNormGrad's short rows ubFactor =
+    (UB - 1024 - colAlign * 10) / (colAlign * 24 + 268) (rms_norm_grad_tiling.cpp)."""
+    reserved, per_col, per_row, *rest = budget
     per_block = max(1, 32 // item)
     col_align = -(-length // per_block) * per_block
+    reserved += col_align * (rest[0] if rest else 0)
     return max(1, (ub_bytes - reserved) // (col_align * per_col + per_row))
 
 

@@ -50,6 +50,12 @@ def _rows_gamma(ins: Sequence[Value], attrs: dict, const: Callable) -> tuple[int
     return (max(int(ins[1].numel), 1) if len(ins) > 1 else int(ins[0].shape[-1])), 1
 
 
+def _rows_last_gamma(ins: Sequence[Value], attrs: dict, const: Callable) -> tuple[int, int]:
+    """RmsNormGrad (dy, x, rstd, gamma): rows over the trailing axes gamma, its last input,
+    spans."""
+    return max(int(ins[-1].numel), 1), 1
+
+
 def _rows_spatial(ins: Sequence[Value], attrs: dict, const: Callable) -> tuple[int, int]:
     """InstanceNormalization: one row per (sample, channel) over the spatial axes."""
     return math.prod(int(d) for d in ins[0].shape[2:]), 1
@@ -86,7 +92,8 @@ def _rows_channels(ins: Sequence[Value], attrs: dict, const: Callable) -> tuple[
 #: how a row-wise op's rows are found: (inputs, attrs, constant lookup) -> (L, inner)
 ROW_RULES: dict[str, Callable[..., tuple[int, int]]] = {
     "axis": _rows_axis, "from_axis": _rows_from_axis, "gamma": _rows_gamma,
-    "spatial": _rows_spatial, "axes": _rows_axes, "channels": _rows_channels}
+    "last_gamma": _rows_last_gamma, "spatial": _rows_spatial, "axes": _rows_axes,
+    "channels": _rows_channels}
 
 
 __all__ = ["ROW_RULES", "norm_axis"]

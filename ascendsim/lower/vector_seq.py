@@ -27,7 +27,10 @@ Steps are of three shapes:
 - REDUCE: a reduction along the op's reduced axis (vcadd, vcmax), costed as a reduce tree
   per row (below); a reduction over a strided (not innermost) axis is a fold of
   (L - 1) / L element-wise binary passes instead (vadd/vmax of row slices), no reduce step;
-- ROW: once per reduced row, on the per-row statistics (mean = sum * 1/L, vsqrt, vln).
+- ROW: once per reduced row, on the per-row statistics (mean = sum * 1/L, vsqrt, vln);
+- LOOP: one instruction per reduced row over that row's elements, where a kernel's own for
+  loop issues a separate call for each row (RmsNormGrad's dgamma Adds on short rows): each
+  pays its repeats and waits out the one before, so a tile of r rows counts r steps.
 
 Compute dtype. An op marked `fp32` computes in float32: 2-byte float inputs are cast up by
 a vconv before step `cast_at` (the steps before it run in the input dtype) and the result cast
@@ -101,14 +104,20 @@ from .layer_norm_paths import (
 from .rms_norm_paths import (
     MERGE_N_NOTE,
     RMS_NORM_A2_CHIPS,
+    RMS_NORM_GRAD_NOTE,
+    RMS_NORM_GRAD_SMALL_D_BUDGET,
+    RMS_NORM_GRAD_SMALL_D_UB_BYTES,
     RMS_NORM_MERGE_N,
     RMS_NORM_MERGE_N_BUDGET,
     RMS_NORM_MERGE_N_PERF,
     RMS_NORM_NORMAL,
+    rms_grad_mode,
     rms_mode,
+    rms_norm_grad_row,
+    rms_norm_grad_small_d,
     rms_norm_mode,
 )
-from .seq_types import A2_A3_CHIPS, ELEM, REDUCE, ROW, NormSchedule, Step
+from .seq_types import A2_A3_CHIPS, ELEM, LOOP, REDUCE, ROW, NormSchedule, Step
 from .seq_types import NARROW_FLOATS as _NARROW_FLOATS
 from .seq_types import conversion as _conv
 from .seq_types import elem as _e
@@ -147,7 +156,8 @@ class OpSequence:
     step of lines, one strided load, sequence and store per head (`HEAD_LOOPS`: how the
     lines and heads are found; `tiling.vector_work`); `row_budget`: (UB bytes reserved,
     bytes per 32-byte-aligned column, bytes per row) from which such a kernel's tiling
-    sizes its rows per UB loop (`lower.vector.rows_per_loop`; (): as the UB allows);
+    sizes its rows per UB loop, and optionally UB bytes reserved per aligned column
+    (`lower.vector.rows_per_loop`; (): as the UB allows);
     `recast`: the kernel casts its row-sized second input (gamma) from 2 bytes to fp32
     again for every row it works on; `narrow_slots`: the slots per queue in effect when the
     main input is a 2-byte float (0: `buffers`): a kernel whose single input slot is freed
@@ -173,7 +183,7 @@ class OpSequence:
     row_reads: int = 1
     row_align_elems: int = 0
     head_loop: str = ""
-    row_budget: tuple[int, int, int] = ()
+    row_budget: tuple[int, ...] = ()
     recast: bool = False
     narrow_slots: int = 0
     ub_bytes: Callable[[str], float] | None = None
@@ -521,6 +531,21 @@ PATHS: dict[str, tuple[tuple[Callable[..., bool], OpSequence], ...]] = {
         SEQUENCES["RmsNorm"].steps, fp32=True, rows="gamma", whole_rows=True,
         note="CANN's Ascend C RmsNorm on A2 (ops-nn rms_norm_tiling.cpp), mixed dtypes: "
              "whole rows per core, min(rows, AIV cores) cores")),),
+    "RmsNormGrad": tuple(
+        (rms_grad_mode("ROW", fp16), OpSequence(
+            rms_norm_grad_row(fp16), fp32=True, rows="last_gamma", cast_at=1, buffers=1,
+            row_tile=1, whole_rows=True,
+            note=RMS_NORM_GRAD_NOTE + "; rows of more than 640 elements one a loop step, the "
+                 "next row's load issued after this one's sum is read back (one slot in "
+                 "effect)"))
+        for fp16 in (True, False)) + tuple(
+        (rms_grad_mode("SMALL_D", fp16), OpSequence(
+            rms_norm_grad_small_d(fp16), fp32=True, rows="last_gamma", whole_rows=True,
+            row_budget=RMS_NORM_GRAD_SMALL_D_BUDGET,
+            ub_bytes=lambda dtype: RMS_NORM_GRAD_SMALL_D_UB_BYTES,
+            note=RMS_NORM_GRAD_NOTE + "; rows of at most 640 elements, ubFactor = (195584 - "
+                 "colAlign x 10) / (colAlign x 24 + 268) a loop step, double-buffered"))
+        for fp16 in (True, False)),
     "LayerNormalization": ((layer_norm_cube, OpSequence(
         LAYER_NORM_CUBE, fp32=True, rows="from_axis", stat_width=16, buffers=1,
         row_tile=16,
@@ -700,6 +725,10 @@ def resolve(op_type: str, opdef: Any, ins: Sequence[Value], outs: Sequence[Value
             parts.append(SeqPart(s.instr, s.vclass, cdtype, item, REDUCE,
                                  in_elems * pad(item), math.ceil(length * pad(item)),
                                  s.count, s.index))
+        elif s.shape == LOOP:
+            parts.append(SeqPart(s.instr, s.vclass, cdtype, item, LOOP,
+                                 in_elems * pad(item), math.ceil(length * pad(item)),
+                                 s.count))
         elif s.shape == ROW:
             parts.append(SeqPart(s.instr, s.vclass, cdtype, item, ROW,
                                  rows * seq.stat_width * s.width, 0, s.count))
@@ -733,7 +762,8 @@ def _short(dtype: str) -> str:
 
 
 def _describe(p: SeqPart) -> str:
-    tag = {REDUCE: f" [reduce tree at the {p.vclass} rate]", ROW: " [per row]"}.get(p.shape, "")
+    tag = {REDUCE: f" [reduce tree at the {p.vclass} rate]", ROW: " [per row]",
+           LOOP: " [one call per row]"}.get(p.shape, "")
     n = f"{p.count:g} x " if p.count != 1 else ""
     return f"{n}{p.instr}{tag}"
 
@@ -769,9 +799,23 @@ def reduce_row_cycles(chip: Any, vclass: str, dtype: str, row: int, item: int,
     return min(fold, twice)
 
 
+def part_steps(part: SeqPart, tile_elems: float) -> int:
+    """Instructions one resolved part issues on a tile of `tile_elems` task elements: its
+    count, and for a LOOP part that many per row of the tile."""
+    calls = max(1, math.ceil(part.count - 1e-9))
+    if part.shape == LOOP:
+        calls *= max(1, math.ceil(part.elems * tile_elems / max(part.row, 1) - 1e-9))
+    return calls
+
+
 def part_cycles(chip: Any, part: SeqPart, tile_elems: float) -> int:
     """V-pipe cycles of one resolved part on a tile of `tile_elems` task elements."""
     n = part.elems * tile_elems
+    if part.shape == LOOP:
+        rows = max(1, math.ceil(n / max(part.row, 1) - 1e-9))
+        return math.ceil(part.count * rows
+                         * instr_cycles(chip, part.vclass, part.dtype, part.row, part.item)
+                         - 1e-9)
     if part.shape == REDUCE:
         rows = n / max(part.row, 1)
         cyc = max(chip.vector_min_cycles,
@@ -787,11 +831,12 @@ def sequence_text(parts: Sequence[SeqPart]) -> str:
     return ", ".join(_describe(p) for p in parts)
 
 
-__all__ = ["ELEM", "HEAD_LOOPS", "HeadLoop", "LAYER_NORM_CUBE_CHIPS", "LAYER_NORM_CUBE_ROWS",
+__all__ = ["ELEM", "HEAD_LOOPS", "HeadLoop", "LOOP", "LAYER_NORM_CUBE_CHIPS",
+           "LAYER_NORM_CUBE_ROWS",
            "LAYER_NORM_TIK_CHIPS", "LAYER_NORM_TIK_MIN_ROW", "LAYER_NORM_TIK_ROW_ALIGN",
            "LAYER_NORM_V4_CHIPS", "PATHS",
            "REDUCE", "RMS_NORM_A2_CHIPS", "rms_norm_mode",
            "REPEAT_BYTES", "ROW", "SEQUENCES", "OpSequence", "SeqPart", "Step",
-           "VEC_CLASS", "arg_segment", "derived_steps", "instr_cycles", "part_cycles",
+           "VEC_CLASS", "arg_segment", "derived_steps", "instr_cycles", "part_cycles", "part_steps",
            "reduce_row_cycles", "repeat_cycles", "resolve", "rope_loop", "sequence_for",
            "sequence_text", "vclass_of_registry", "vconv_part"]
