@@ -1,10 +1,12 @@
 """The pieces vector instruction sequences are written in (lower/vector_seq.py module note):
-the three step shapes, one step, its constructors, the 2-byte float dtypes an fp32 sequence
-casts up. Kernel-path modules (layer_norm_paths.py) write their sequences with them without
-importing the sequence table."""
+the four step shapes, one step, its constructors, a whole kernel path's sequence
+(`OpSequence`, with its TBE NORM schedule), the 2-byte float dtypes an fp32 sequence casts up.
+Kernel-path modules (layer_norm_paths.py, rms_norm_paths.py) write their sequences with them
+without importing the sequence table."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 #: step shapes (vector_seq module note)
@@ -63,8 +65,8 @@ def per_row(instr: str, vclass: str = "unary", width: int = 1) -> Step:
     return Step(instr, vclass, ROW, width=width)
 
 
-__all__ = ["A2_A3_CHIPS", "ELEM", "LOOP", "NARROW_FLOATS", "REDUCE", "ROW", "Step", "conversion",
-           "elem", "per_row", "reduction", "row_loop"]
+__all__ = ["A2_A3_CHIPS", "ELEM", "LOOP", "NARROW_FLOATS", "NormSchedule", "OpSequence", "REDUCE",
+           "ROW", "Step", "conversion", "elem", "per_row", "reduction", "row_loop"]
 
 
 @dataclass(frozen=True)
@@ -91,3 +93,60 @@ class NormSchedule:
     temp_bytes: int
     input_reads: int
     ws_reads: int
+
+
+@dataclass(frozen=True)
+class OpSequence:
+    """An op's vector instructions; `fp32`: computes in float32 (casts 2-byte floats up
+    before step `cast_at`, the steps before it run in the input's dtype, and back after the
+    last); `rows`: how the reduced rows are found (a key of `vector_rows.ROW_RULES`);
+    `conversion`: the op is one vconv from its input's dtype to its output's (Cast, costed by
+    `vconv_part`); `stat_width`: values
+    per row the ROW steps work on (1; 16 where the statistics come from the cube as 16-wide
+    fractal columns); `note`: what `explain` adds about the kernel path; `buffers`: the
+    kernel's UB slots per queue (its BUFFER_NUM; 1 serialises the load, compute and store of
+    consecutive tiles); `row_tile`: the kernel loops over its rows this many at a time
+    (0: tiles as large as the UB allows); `whole_rows`: the kernel binds whole rows to
+    cores, one core per row at most, on min(rows, cores) cores whatever the bytes
+    (`tiling.vector_work`); `row_reads`: GM reads of the main input per element when one of
+    those rows does not fit a UB tile (the kernel passes over the row in UB-sized chunks
+    once per reduction and once more to write the result; 1: the row is read once);
+    `row_align_elems`: the kernel lays each row out on a multiple of this many elements in
+    UB (0: on the chip's 32-byte UB blocks), and every step pays that padding; `head_loop`:
+    the kernel binds whole lines to cores and loops over the heads of each UB
+    step of lines, one strided load, sequence and store per head (`HEAD_LOOPS`: how the
+    lines and heads are found; `tiling.vector_work`); `row_budget`: (UB bytes reserved,
+    bytes per 32-byte-aligned column, bytes per row) from which such a kernel's tiling
+    sizes its rows per UB loop, and optionally UB bytes reserved per aligned column
+    (`lower.vector.rows_per_loop`; (): as the UB allows);
+    `recast`: the kernel casts its row-sized second input (gamma) from 2 bytes to fp32
+    again for every row it works on; `narrow_slots`: the slots per queue in effect when the
+    main input is a 2-byte float (0: `buffers`): a kernel whose single input slot is freed
+    right after x's Cast to fp32, its scalar unit issuing ahead without waiting on the
+    vector pipe, loads the next tile while this one computes, as with two slots;
+    `ub_bytes`: UB bytes per element of the first output over all queue slots and working
+    buffers, by that output's dtype, where an Ascend C kernel's tiling divides the UB by its
+    own count (`lower.vector.kernel_ub`; None: the generic split); `norm`: a TBE NORM-pattern
+    kernel's UB fit rule, workspace traffic and double buffering (`NormSchedule`; with
+    `whole_rows`, in place of `row_reads`); `tile`: the kernel's own tile, elements of the main
+    input by its dtype, at most as the UB allows (None: as the UB allows)."""
+
+    steps: tuple[Step, ...]
+    fp32: bool = False
+    rows: str = ""
+    conversion: bool = False
+    cast_at: int = 0
+    stat_width: int = 1
+    note: str = ""
+    buffers: int = 2
+    row_tile: int = 0
+    whole_rows: bool = False
+    row_reads: int = 1
+    row_align_elems: int = 0
+    head_loop: str = ""
+    row_budget: tuple[int, ...] = ()
+    recast: bool = False
+    narrow_slots: int = 0
+    ub_bytes: Callable[[str], float] | None = None
+    norm: NormSchedule | None = None
+    tile: Callable[[str], int] | None = None

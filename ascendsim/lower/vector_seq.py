@@ -117,7 +117,7 @@ from .rms_norm_paths import (
     rms_norm_grad_small_d,
     rms_norm_mode,
 )
-from .seq_types import A2_A3_CHIPS, ELEM, LOOP, REDUCE, ROW, NormSchedule, Step
+from .seq_types import A2_A3_CHIPS, ELEM, LOOP, REDUCE, ROW, NormSchedule, OpSequence, Step
 from .seq_types import NARROW_FLOATS as _NARROW_FLOATS
 from .seq_types import conversion as _conv
 from .seq_types import elem as _e
@@ -132,63 +132,6 @@ REPEAT_BYTES = 256
 VEC_CLASS = {VecClass.UNARY: "unary", VecClass.BINARY: "binary", VecClass.TERNARY: "ternary",
              VecClass.EXP: "exp", VecClass.SQRT: "sqrt", VecClass.DIV: "div",
              VecClass.REDUCE: "reduce", VecClass.MOVE: "unary"}
-
-
-@dataclass(frozen=True)
-class OpSequence:
-    """An op's vector instructions; `fp32`: computes in float32 (casts 2-byte floats up
-    before step `cast_at`, the steps before it run in the input's dtype, and back after the
-    last); `rows`: how the reduced rows are found (a key of `vector_rows.ROW_RULES`);
-    `conversion`: the op is one vconv from its input's dtype to its output's (Cast, costed by
-    `vconv_part`); `stat_width`: values
-    per row the ROW steps work on (1; 16 where the statistics come from the cube as 16-wide
-    fractal columns); `note`: what `explain` adds about the kernel path; `buffers`: the
-    kernel's UB slots per queue (its BUFFER_NUM; 1 serialises the load, compute and store of
-    consecutive tiles); `row_tile`: the kernel loops over its rows this many at a time
-    (0: tiles as large as the UB allows); `whole_rows`: the kernel binds whole rows to
-    cores, one core per row at most, on min(rows, cores) cores whatever the bytes
-    (`tiling.vector_work`); `row_reads`: GM reads of the main input per element when one of
-    those rows does not fit a UB tile (the kernel passes over the row in UB-sized chunks
-    once per reduction and once more to write the result; 1: the row is read once);
-    `row_align_elems`: the kernel lays each row out on a multiple of this many elements in
-    UB (0: on the chip's 32-byte UB blocks), and every step pays that padding; `head_loop`:
-    the kernel binds whole lines to cores and loops over the heads of each UB
-    step of lines, one strided load, sequence and store per head (`HEAD_LOOPS`: how the
-    lines and heads are found; `tiling.vector_work`); `row_budget`: (UB bytes reserved,
-    bytes per 32-byte-aligned column, bytes per row) from which such a kernel's tiling
-    sizes its rows per UB loop, and optionally UB bytes reserved per aligned column
-    (`lower.vector.rows_per_loop`; (): as the UB allows);
-    `recast`: the kernel casts its row-sized second input (gamma) from 2 bytes to fp32
-    again for every row it works on; `narrow_slots`: the slots per queue in effect when the
-    main input is a 2-byte float (0: `buffers`): a kernel whose single input slot is freed
-    right after x's Cast to fp32, its scalar unit issuing ahead without waiting on the
-    vector pipe, loads the next tile while this one computes, as with two slots;
-    `ub_bytes`: UB bytes per element of the first output over all queue slots and working
-    buffers, by that output's dtype, where an Ascend C kernel's tiling divides the UB by its
-    own count (`lower.vector.kernel_ub`; None: the generic split); `norm`: a TBE NORM-pattern
-    kernel's UB fit rule, workspace traffic and double buffering (`NormSchedule`; with
-    `whole_rows`, in place of `row_reads`); `tile`: the kernel's own tile, elements of the main
-    input by its dtype, at most as the UB allows (None: as the UB allows)."""
-
-    steps: tuple[Step, ...]
-    fp32: bool = False
-    rows: str = ""
-    conversion: bool = False
-    cast_at: int = 0
-    stat_width: int = 1
-    note: str = ""
-    buffers: int = 2
-    row_tile: int = 0
-    whole_rows: bool = False
-    row_reads: int = 1
-    row_align_elems: int = 0
-    head_loop: str = ""
-    row_budget: tuple[int, ...] = ()
-    recast: bool = False
-    narrow_slots: int = 0
-    ub_bytes: Callable[[str], float] | None = None
-    norm: NormSchedule | None = None
-    tile: Callable[[str], int] | None = None
 
 
 def _swiglu_ub(dtype: str) -> float:
