@@ -440,6 +440,7 @@ def lower_cube(low: Lowering, node, head, tail: list, fused: tuple[str, ...] = (
                     nd2nz_a=ops.nd and low.format_of(ops.x_name) == ND and not head_a,
                     nd2nz_b=ops.nd and (low.format_of(ops.w_name) == ND or ops.w_param)
                     and not head_b,
+                    rows_a=stored_rows(head, ops, "a"), rows_b=stored_rows(head, ops, "b"),
                     blocks=blocks, single_core=single,
                     batched_b=geo.k_split > 1 or (
                         not ops.conv and geo.batch > 1 and ops.wv.rank > 2
@@ -479,6 +480,26 @@ def add_cube_task(low: Lowering, node, head, tail: list, ops: CubeOperands, outs
                      for o in outs.out_names]
     spec.ins, spec.in_fmts, spec.flops = ins, [low.format_of(i) for i in ins], flops
     return low.add_task(spec)
+
+
+def stored_rows(head, ops: CubeOperands, operand: str) -> tuple[int, bool]:
+    """An ND operand's rows as stored in GM (GemmSpec.rows_a / rows_b): their length in
+    elements, the source stride of the ND->NZ DMA, and whether they run along K. A is [M, K]
+    (its rows along K) unless transA; B is [K, N] unless transB, and a constant weight is laid
+    out as the stack keeps it (`param_weight_inner`). () for a conv or a vector operand (a
+    matrix-vector product's B, N = 1, which CANN lays out as one row of K: `nd2nz_head`)."""
+    v = ops.xv if operand == "a" else ops.wv
+    if ops.conv or v.rank < 2 or (operand == "b" and ops.geo.n == 1):
+        return ()
+    xs = [int(d) for d in ops.xv.shape]
+    if operand == "a":
+        along_k = not int(head.attrs.get("transA", 0) or 0)
+        return int(v.shape[-1]), along_k
+    if ops.w_param and ops.xv.rank >= 2:
+        k = xs[-2] if int(head.attrs.get("transA", 0) or 0) else xs[-1]
+        along_k = param_weight_inner(ops.geo.k, ops.geo.n) == ops.geo.k
+        return (k if along_k else ops.geo.n), along_k
+    return int(v.shape[-1]), bool(int(head.attrs.get("transB", 0) or 0))
 
 
 def nd2nz_heads(low: Lowering, ops: CubeOperands, miss_a: Any, miss_b: Any
@@ -677,7 +698,8 @@ LOWERINGS = {"cube": lower_cube_op, "grouped_matmul": lower_grouped_matmul}
 
 __all__ = ["ACC_BYTES", "cube_dtype", "chip_cube_modes", "CubeGeometry", "Shaped",
            "conv_geometry", "gemm_geometry", "CubeOperands", "CubeOutputs", "cube_operands",
-           "cube_outputs", "lower_cube", "add_cube_task", "nd2nz_heads", "epilogue_phase",
+           "cube_outputs", "lower_cube", "add_cube_task", "nd2nz_heads", "stored_rows",
+           "epilogue_phase",
            "nd2nz_head_phase",
            "split_matmul_formats", "operand_misses", "lower_cube_op", "touched_experts",
            "lower_grouped_matmul",

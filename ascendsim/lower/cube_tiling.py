@@ -35,7 +35,9 @@ share a resident strip (min(tiles per core, tn) for "A", 1 when not resident).
 
 Formats. Split chips (910B: FixPipe, `path_bytes_per_cycle.l0c_gm`) take ND operands: the
 GM->L1 move converts ND->NZ in flight (`Intrinsic_data_move_out2l1_nd2nz`, reference section
-8) at `path_bytes_per_cycle.gm_l1_nd2nz` (msKPP: ~20% below a plain copy), and the FixPipe
+8) at `path_bytes_per_cycle.gm_l1_nd2nz` (msKPP: ~20% below a plain copy; a 2-byte operand
+whose stored rows are not a multiple of 256 elements keeps the share of it that Huawei's
+catlass fit gives that stride, `stride_factor`, lower/matmul_format.py), and the FixPipe
 writes ND (MatMulV2/BatchMatMulV2 on Ascend910B take and give ND: no TransData around them).
 Coupled chips (910, 310) need FRACTAL_NZ operands in GM and give NZ (the lowering inserts the
 TransData). A constant weight is converted offline on every chip.
@@ -102,6 +104,7 @@ from .l1_chunks import (  # noqa: F401  (re-exported: the tiling API)
     k_span,
     l1_chunk_candidates,
 )
+from .matmul_format import nd2nz_stride_factor
 from .program import CoreGroup, Instr, Segment, Stage
 from .tiling import (
     api_scalar_cycles,
@@ -683,8 +686,10 @@ def _gemm_stages(chip, spec: GemmSpec, t: GemmTiling) -> tuple[Stage, ...]:
     a_strip = a_tile_bytes(spec, t.m_t)
     b_strip = spec.k * t.n_t * spec.in_bytes
     b_chunk = math.ceil(b_strip / t.run_b / n_l1)
-    mte2 = (l1_read(chip, a_chunk, spec.miss_a, spec.shared_a, spec.nd2nz_a),
-            l1_read(chip, b_chunk, spec.miss_b, spec.shared_b, spec.nd2nz_b))
+    mte2 = (l1_read(chip, a_chunk, spec.miss_a, spec.shared_a, spec.nd2nz_a,
+                    stride_factor(spec, spec.rows_a, t.k_l1, t.m_t) if spec.nd2nz_a else 1.0),
+            l1_read(chip, b_chunk, spec.miss_b, spec.shared_b, spec.nd2nz_b,
+                    stride_factor(spec, spec.rows_b, t.k_l1, t.n_t) if spec.nd2nz_b else 1.0))
     head: tuple[Instr, ...] = ()
     if spec.bias:
         head += (gm_read(chip, "MTE2", "L1", t.n_t * spec.acc_bytes, 1.0, kind="bias"),)
@@ -734,12 +739,28 @@ def _gemm_stages(chip, spec: GemmSpec, t: GemmTiling) -> tuple[Stage, ...]:
     return (cube_scalar_stage(chip, n_l1, nk, len(head) + n_epi + 2),) + tuple(stages)
 
 
-def l1_read(chip, nbytes: int, miss: float, shared: bool, nd2nz: bool) -> Instr:
-    """A GM->L1 operand chunk; an ND operand moves at the nd2nz rate."""
+def stride_factor(spec: GemmSpec, rows: tuple[int, bool], k_width: int, mn_width: int
+                  ) -> float:
+    """The share of the aligned ND->NZ rate an ND operand's chunks keep (`nd2nz_stride_
+    factor`): its stored rows (`GemmSpec.rows_a` / `rows_b`) are the DMA's source stride, and
+    a chunk takes `k_width` elements of each when they run along K, else `mn_width`. The
+    tiling search (`_dens`) prices the aligned rate; the stages pay this one."""
+    if not rows:
+        return 1.0
+    stride, along_k = rows
+    return nd2nz_stride_factor(min(stride, k_width if along_k else mn_width), stride,
+                               spec.in_dtype)
+
+
+def l1_read(chip, nbytes: int, miss: float, shared: bool, nd2nz: bool,
+            stride_share: float = 1.0) -> Instr:
+    """A GM->L1 operand chunk; an ND operand moves at the nd2nz rate, times the share of it
+    its source stride leaves (`stride_factor`)."""
     ins = gm_read(chip, "MTE2", "L1", nbytes, miss, kind="nd2nz" if nd2nz else "copy",
                   same_address=shared)
     if not nd2nz or not chip.path_bytes_per_cycle.gm_l1_nd2nz:
         return ins
-    scale = chip.path_bytes_per_cycle.gm_l1_nd2nz / chip.path_bytes_per_cycle.gm_l1
+    scale = chip.path_bytes_per_cycle.gm_l1_nd2nz / chip.path_bytes_per_cycle.gm_l1 \
+        * stride_share
     return Instr(ins.pipe, ins.kind, ins.cycles, ins.nbytes, ins.src, ins.dst, ins.bw * scale,
                  ins.hbm, ins.tensors)

@@ -34,6 +34,11 @@ class GemmSpec:
     shared_b: bool = False
     nd2nz_a: bool = False       # A is ND in GM: converted to NZ on the GM->L1 move
     nd2nz_b: bool = False
+    # an ND operand's rows as stored in GM: (elements per row, whether they run along K);
+    # the ND->NZ DMA's rate depends on that stride (matmul_format.nd2nz_stride_factor);
+    # (): the aligned rate
+    rows_a: tuple[int, bool] = ()
+    rows_b: tuple[int, bool] = ()
     blocks: int = 0             # the kernel's block dim when the op fixes it (0: the tiling's)
     batched_b: bool = False     # B differs per batch (BatchMatMul), so no B strip spans batches
     load3d: bool = False        # a forward conv: A reaches L1 by Cin1 slice (lower/l1_chunks.py)

@@ -92,6 +92,17 @@ ND2NZ_ON_THE_WAY_BYTES = (32, 64, 96, 128, 160, 192, 224, 256, 384)
 PARAM_TRANSPOSE_ALIGN = 256
 #: dtypes the rule applies to (IsFormatSupportNd: others always take ND on DAV_2201)
 RULE_DTYPES = ("float16", "bfloat16")
+#: Huawei's fit of the on-the-fly ND -> NZ DMA's per-core rate for 2-byte dtypes on the A2 / A3
+#: (cannmirror/catlass examples/102_dynamic_optimized_matmul/include/select_kernel_b16.h
+#: `GetBandwidth`): a polynomial in the tile's row width d (GB/s, coefficients of d^0..d^6),
+#: raised by the source row stride's alignment (elements: the first multiple that divides it),
+#: capped; a contiguous short row (d == stride <= 128, a multiple of 16) moves at a fixed rate
+ND2NZ_DMA_WIDTH_POLY = (0.1, 0.312849910814454512664184, -0.002146456956750821074703,
+                        0.000007301215580838747961, -0.000000006738536427145036,
+                        -0.000000000012456944162142, 0.000000000000020146121020)
+ND2NZ_DMA_STRIDE_GAIN = ((256, 100 / 30), (128, 80 / 30), (64, 50 / 30), (16, 40 / 30))
+ND2NZ_DMA_CAP_GBPS = 80.0
+ND2NZ_DMA_SHORT_ROW = (128, 16, 60.0)
 
 
 @dataclass(frozen=True)
@@ -151,6 +162,34 @@ def nd2nz_head_reason(inner: int, dtype: str) -> str | None:
             f"converts on the way")
 
 
+def nd2nz_dma_gbps(width: int, stride: int) -> float:
+    """Per-core GB/s of the ND -> NZ DMA moving rows `width` elements wide out of GM rows
+    `stride` elements long, 2-byte dtypes (`ND2NZ_DMA_WIDTH_POLY`, catlass `GetBandwidth`
+    without its row-count term, which does not depend on the stride)."""
+    short, align, short_rate = ND2NZ_DMA_SHORT_ROW
+    if width == stride and width <= short and width % align == 0:
+        rate = short_rate
+    else:
+        rate = sum(c * width ** i for i, c in enumerate(ND2NZ_DMA_WIDTH_POLY))
+    gain = next((g for step, g in ND2NZ_DMA_STRIDE_GAIN if stride % step == 0), 1.0)
+    return min(rate * gain, ND2NZ_DMA_CAP_GBPS)
+
+
+def nd2nz_stride_factor(width: int, stride: int, dtype: str) -> float:
+    """The share of the aligned rate (`path_bytes_per_cycle.gm_l1_nd2nz`, fitted on rows of
+    8192 elements) the ND -> NZ DMA keeps when its source rows are `stride` elements long,
+    moving `width` elements of each: the catlass fit's rate at that stride over its rate at a
+    stride that is a multiple of 256 elements, at most 1; 1 for other than 2-byte dtypes (the
+    fit is the b16 kernels'). A weight of [K, 2047] bf16 read 256 columns at a time keeps 0.31
+    of the aligned rate."""
+    if itemsize(dtype) != 2 or width < 1 or stride < 1:
+        return 1.0
+    width = min(width, stride)
+    aligned = ND2NZ_DMA_STRIDE_GAIN[0][0]
+    ref = nd2nz_dma_gbps(width, -(-max(width + 1, stride) // aligned) * aligned)
+    return min(1.0, nd2nz_dma_gbps(width, stride) / ref)
+
+
 def param_weight_inner(k: int, n: int) -> int:
     """The length of a constant weight's rows as the A2 stacks keep it (module note, "Constant
     weights"): K (a Linear layer's [N, K]) unless K is not a multiple of
@@ -167,7 +206,9 @@ def nd2nz_head(k: int, n: int, dtype: str = "float16") -> tuple[bool, bool]:
             n > 1 and nd2nz_head_reason(n, dtype) is not None)
 
 
-__all__ = ["MatmulFormats", "matmul_formats", "nd2nz_head", "nd2nz_head_reason",
+__all__ = ["MatmulFormats", "matmul_formats", "nd2nz_dma_gbps", "nd2nz_head", "nd2nz_head_reason",
+           "nd2nz_stride_factor", "ND2NZ_DMA_WIDTH_POLY", "ND2NZ_DMA_STRIDE_GAIN",
+           "ND2NZ_DMA_CAP_GBPS", "ND2NZ_DMA_SHORT_ROW",
            "param_weight_inner", "PARAM_TRANSPOSE_ALIGN",
            "ND2NZ_DMA_MAX_STRIDE", "ND2NZ_ALIGN_BYTES", "ND2NZ_ON_THE_WAY_BYTES", "INNER_MAX",
            "INNER_MIN", "ND_SMALL_LIMIT", "SPLIT_K_MIN_K"]

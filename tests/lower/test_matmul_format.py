@@ -4,12 +4,19 @@ formats, and their cycles against a roofline derived from the chip's bandwidths.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import ascendsim as asim
 from ascendsim.hw import get_chip
 from ascendsim.ir import Graph
-from ascendsim.lower.matmul_format import matmul_formats, nd2nz_head, param_weight_inner
+from ascendsim.lower.matmul_format import (
+    matmul_formats,
+    nd2nz_dma_gbps,
+    nd2nz_head,
+    nd2nz_stride_factor,
+    param_weight_inner,
+)
 
 CORES = 24    # the 910B2's AI Cores (AIC)
 
@@ -228,3 +235,42 @@ def test_a_constant_weight_on_a_coupled_chip_keeps_its_preconverted_format():
     res = asim.simulate(_linear(2048, 4096, 4096, True), "ascend910", fusion=False, mode="sink")
     assert [t.op_type for t in res.trace.tasks] == ["TransData", "MatMul", "TransData"]
     assert "kept ND as a model parameter" not in res.explain("mm")
+
+
+# ----------------------------------------------------------------------------- DMA stride
+def test_nd2nz_dma_rate_follows_catlass_fit():
+    """catlass GetBandwidth (select_kernel_b16.h): 25.0 GB/s a core for 256-wide rows out of a
+    2047-element stride, 39.1 for 512-wide out of 1023, the 80 GB/s cap when the stride is a
+    multiple of 256 elements."""
+    assert nd2nz_dma_gbps(256, 2047) == pytest.approx(25.05, abs=0.05)
+    assert nd2nz_dma_gbps(512, 1023) == pytest.approx(39.11, abs=0.05)
+    assert nd2nz_dma_gbps(256, 2048) == 80.0
+
+
+@pytest.mark.parametrize("width, stride, dtype, share", [
+    (256, 2048, "bfloat16", 1.0),           # aligned: the fitted rate as it is
+    (256, 2047, "bfloat16", 0.313),
+    (512, 1040, "float16", 0.652),          # a multiple of 16 only
+    (64, 64, "float16", 1.0),               # a contiguous short row: never faster
+    (256, 2047, "float32", 1.0),            # the fit is the 2-byte kernels'
+])
+def test_stride_share_of_the_aligned_rate(width, stride, dtype, share):
+    assert nd2nz_stride_factor(width, stride, dtype) == pytest.approx(share, abs=0.002)
+
+
+def _gmm(n: int) -> asim.Graph:
+    g = Graph("gmm")
+    x = g.input("x", (2048, 1024), "bfloat16")
+    w = g.input("w", (8, 1024, n), "bfloat16")
+    gl = g.const(np.array([256 * (i + 1) for i in range(8)], dtype=np.int64), name="gl")
+    g.output(g.grouped_matmul(x, w, gl, name="gmm"))
+    return g
+
+
+def test_an_unaligned_weight_stride_slows_the_grouped_matmul():
+    """GroupedMatmul reads its ND weight through the ND->NZ DMA whatever its stride (no
+    vector head): N = 2047 leaves the DMA about 0.3 of its rate, so the kernel takes longer
+    than N = 2048 by far more than the one column (stated bound: 10 %)."""
+    odd = asim.simulate(_gmm(2047), "ascend910b2", fusion=False).time_us
+    even = asim.simulate(_gmm(2048), "ascend910b2", fusion=False).time_us
+    assert odd > 1.1 * even
