@@ -491,12 +491,11 @@ def stored_rows(head, ops: CubeOperands, operand: str) -> tuple[int, bool]:
     v = ops.xv if operand == "a" else ops.wv
     if ops.conv or v.rank < 2 or (operand == "b" and ops.geo.n == 1):
         return ()
-    xs = [int(d) for d in ops.xv.shape]
+    trans_a = bool(int(head.attrs.get("transA", 0) or 0))
     if operand == "a":
-        along_k = not int(head.attrs.get("transA", 0) or 0)
-        return int(v.shape[-1]), along_k
+        return int(v.shape[-1]), not trans_a
     if ops.w_param and ops.xv.rank >= 2:
-        k = xs[-2] if int(head.attrs.get("transA", 0) or 0) else xs[-1]
+        k = int(ops.xv.shape[-2 if trans_a else -1])
         along_k = param_weight_inner(ops.geo.k, ops.geo.n) == ops.geo.k
         return (k if along_k else ops.geo.n), along_k
     return int(v.shape[-1]), bool(int(head.attrs.get("transB", 0) or 0))

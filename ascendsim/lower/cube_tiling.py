@@ -687,9 +687,9 @@ def _gemm_stages(chip, spec: GemmSpec, t: GemmTiling) -> tuple[Stage, ...]:
     b_strip = spec.k * t.n_t * spec.in_bytes
     b_chunk = math.ceil(b_strip / t.run_b / n_l1)
     mte2 = (l1_read(chip, a_chunk, spec.miss_a, spec.shared_a, spec.nd2nz_a,
-                    stride_factor(spec, spec.rows_a, t.k_l1, t.m_t) if spec.nd2nz_a else 1.0),
+                    stride_factor(spec, spec.rows_a, t.k_l1, t.m_t)),
             l1_read(chip, b_chunk, spec.miss_b, spec.shared_b, spec.nd2nz_b,
-                    stride_factor(spec, spec.rows_b, t.k_l1, t.n_t) if spec.nd2nz_b else 1.0))
+                    stride_factor(spec, spec.rows_b, t.k_l1, t.n_t)))
     head: tuple[Instr, ...] = ()
     if spec.bias:
         head += (gm_read(chip, "MTE2", "L1", t.n_t * spec.acc_bytes, 1.0, kind="bias"),)

@@ -130,13 +130,12 @@ def rms_norm_grad_mode(ins: Sequence[Value], fmt: str, chip_name: str) -> str:
     the A2, off ND, split D, or dy not fp16 / bf16 / fp32)."""
     if chip_name not in RMS_NORM_A2_CHIPS or fmt != "ND" or len(ins) < 4:
         return ""
-    item = itemsize(ins[0].dtype)
     if ins[0].dtype not in (*_NARROW_FLOATS, "float32"):
         return ""
     cols = max(int(ins[-1].numel), 1)
     if cols > RMS_NORM_GRAD_SPLIT_N_MAX_COLS:
         return ""
-    per_block = 32 // item
+    per_block = 32 // itemsize(ins[0].dtype)
     return "SMALL_D" if -(-cols // per_block) * per_block <= RMS_NORM_GRAD_SMALL_D_MAX_COLS \
         else "ROW"
 
