@@ -16,6 +16,7 @@ from .seq_types import conversion as _conv
 from .seq_types import elem as _e
 from .seq_types import per_row as _w
 from .seq_types import reduction as _r
+from .seq_types import row_loop as _loop
 from .vector_rows import norm_axis
 
 #: CANN's LayerNorm on fp16 FRACTAL_NZ data where the reductions run on the cube
@@ -71,7 +72,10 @@ def layer_norm_cube(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str)
 #: per row x*x and two vec_reduce_add (sum x, sum x*x); on the tile's per-row values E(x),
 #: E(x^2), E(x)^2, the variance, |var| (vmuls, vmuls, vmul, vsub, vabs), then -mean and
 #: 1/sqrt(var + eps) (vmuls, vadds, vsqrt, vector_dup, vdiv); per row x + (-mean), * rstd
-#: (vadds, vmuls with the two values read into scalar registers); gamma and beta are loaded one
+#: (vadds, vmuls with the two values read into scalar registers); x*x and these row passes are
+#: TIK `for_range` loops over the tile's rows, one vector call per row (LOOP steps: the scalar
+#: unit issues each, and on a chip with a dependent-step latency each waits out the one
+#: before); gamma and beta are loaded one
 #: row long and, for fp16 data, cast up over the whole tile's buffer (`exec_vec_cmd` counts the
 #: buffer, batch_num x data_num elements);
 #: per row * gamma, + beta; the result cast back. Rows per core ceil(rows / cores)
@@ -84,10 +88,10 @@ _TIK_STATS = (
     _w("vabs"), _w("vmuls (-mean)"), _w("vadds (+eps)"), _w("vsqrt", "sqrt"),
     _w("vector_dup (1)"), _w("vdiv", "div"))
 LAYER_NORM_TIK = (
-    _e("vector_dup (zero the tile)", "unary"), _e("vmul (x*x)", "binary"),
+    _e("vector_dup (zero the tile)", "unary"), _loop("vmul (x*x)", "binary"),
     _r("vcadd (sum x)"), _r("vcadd (sum x*x)"), *_TIK_STATS,
-    _e("vadds (-mean)", "unary"), _e("vmuls (rstd)", "unary"), _e("vmul (gamma)", "binary"),
-    _e("vadd (beta)", "binary"))
+    _loop("vadds (-mean)", "unary"), _loop("vmuls (rstd)", "unary"),
+    _loop("vmul (gamma)", "binary"), _loop("vadd (beta)", "binary"))
 #: fp16 data: gamma's and beta's casts run over the whole tile buffer (a vconv's repeats
 #: count the fp32 side: lower/vector_seq.py `vconv_part`)
 LAYER_NORM_TIK_NARROW = (
@@ -149,15 +153,18 @@ LAYER_NORM_TIK_NOTE = (
 #: ReduceSum, the sum read on the scalar unit (GetAccVal), x - mean; (x - mean)^2 and * 1/n over
 #: the tile; per row ReduceSum, rstd = 1/sqrt(var + eps) on the scalar unit, * rstd; per row
 #: * gamma, + beta (gamma and beta loaded and cast one row long inside the loops: not costed,
-#: two rows of up to 32); cast back. Its queues have depth 1 (`InitBuffer(inQueueX, 1, ...)`):
-#: a tile's load, vector work and store run one after another. Modelled: whole rows per core
+#: two rows of up to 32); cast back. x - mean, * rstd, * gamma and + beta are calls in for
+#: loops over the tile's rows, one a row (LOOP steps). Its queues have depth 1
+#: (`InitBuffer(inQueueX, 1, ...)`): a tile's load, vector work and store run one after
+#: another. Modelled: whole rows per core
 #: (min(rows, cores) cores), tiles as the UB allows, single-buffered. Off: the template's
 #: tiles of min(UB rows, 32) rows handed out whole to cores (64 rows of 4096 run 13 tiles of 5
 #: rows on 13 of 40 cores), and the two per-row V -> S -> V round trips (no public cycle figure).
 LAYER_NORM_V4_SINGLE_READ = (
-    _e("vmuls (x/n)", "unary"), _r("vcadd (ReduceSum: mean)"), _e("vadds (-mean)", "unary"),
+    _e("vmuls (x/n)", "unary"), _r("vcadd (ReduceSum: mean)"), _loop("vadds (-mean)", "unary"),
     _e("vmul (square)", "binary"), _e("vmuls (/n)", "unary"), _r("vcadd (ReduceSum: var)"),
-    _e("vmuls (rstd)", "unary"), _e("vmul (gamma)", "binary"), _e("vadd (beta)", "binary"))
+    _loop("vmuls (rstd)", "unary"), _loop("vmul (gamma)", "binary"),
+    _loop("vadd (beta)", "binary"))
 #: chips of CANN SocVersion ASCEND910B (the A2 910B1..B4) and ASCEND910_93 (the A3 910C), the
 #: two `IsV4SocCheck` allows V4 on (ops-nn aclnn_layer_norm.cpp)
 LAYER_NORM_V4_CHIPS = A2_A3_CHIPS

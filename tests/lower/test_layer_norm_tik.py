@@ -18,13 +18,16 @@ from ascendsim.api import simulate
 from ascendsim.hw import get_chip
 from ascendsim.ir.registry import get_op
 from ascendsim.ir.tensor import Value
+from ascendsim.lower.tiling import issued_instrs, vec_instrs
 from ascendsim.lower.vector_seq import (
     LAYER_NORM_TIK_CHIPS,
+    LOOP,
     PATHS,
     REDUCE,
     ROW,
     SEQUENCES,
     part_cycles,
+    part_steps,
     resolve,
     sequence_for,
 )
@@ -110,6 +113,25 @@ def test_tik_sequence_fp32_and_fp16():
     assert part_cycles(chip, gamma, n) == part_cycles(chip, first, n)
 
 
+def test_tik_row_passes_are_one_call_per_row():
+    """layer_norm_tik.py's SplitN mode issues x*x, x + (-mean), * rstd, * gamma and + beta
+    inside `for_range(0, batch_num)` loops, one vector call per row of the tile (the mean and
+    rstd read into scalar registers per row): on a tile of 20 rows of 768 each of those five
+    parts issues 20 instructions; the zeroing and the statistics stay one call a tile."""
+    op = get_op("LayerNormalization")
+    shape = (64, 768)
+    parts, _, _ = resolve("LayerNormalization", op, _ins(shape),
+                          [Value("y", shape, "float32")], {"axis": -1}, 1.0,
+                          chip_name="ascend910")
+    loops = [p for p in parts if p.shape == LOOP]
+    assert [p.instr for p in loops] == ["vmul (x*x)", "vadds (-mean)", "vmuls (rstd)",
+                                        "vmul (gamma)", "vadd (beta)"]
+    tile = 20 * 768
+    assert all(part_steps(p, tile) == 20 for p in loops)
+    others = [p for p in parts if p.shape != LOOP]
+    assert issued_instrs(parts, tile) == 5 * 20 + sum(part_steps(p, tile) for p in others)
+
+
 def test_whole_rows_per_core():
     """Rows per core ceil(rows / cores): 7 rows run on 7 cores."""
     res = simulate(_graph((7, 768), "float32"), "ascend910", fusion=False)
@@ -147,6 +169,30 @@ def test_the_v4_single_read_applies_where_aclnn_routes_it(shape, dtype, pdtype, 
     seq = sequence_for("LayerNormalization", _ins(shape, dtype, pdtype), {"axis": -1}, "ND",
                        chip)
     assert seq is (_V4 if v4 else _V3)
+
+
+def test_v4_single_read_row_passes_are_one_call_per_row():
+    """layer_norm_v4_single_read.h runs x - mean, * rstd, * gamma and + beta in per-row for
+    loops (the mean and rstd come back through GetAccVal to the scalar unit): on an A2 chip
+    each call waits out the one before (`vector_dep_latency_cycles`), so a tile of 8 rows
+    of 1024 pays four per-row calls' waits per row beyond what one call per pass would."""
+    chip = get_chip("ascend910b4")
+    op = get_op("LayerNormalization")
+    shape = (64, 1024)
+    parts, _, text = resolve("LayerNormalization", op, _ins(shape, "bfloat16"),
+                             [Value("y", shape, "bfloat16")], {"axis": -1}, 1.0,
+                             chip_name=chip.name)
+    assert "SingleRead" in text
+    loops = [p for p in parts if p.shape == LOOP]
+    assert [p.instr for p in loops] == ["vadds (-mean)", "vmuls (rstd)", "vmul (gamma)",
+                                        "vadd (beta)"]
+    tile = 8 * 1024
+    (run,) = vec_instrs(chip, parts, tile)
+    dep = chip.vector_dep_latency_cycles
+    work = sum(part_cycles(chip, p, tile) for p in parts)
+    steps = issued_instrs(parts, tile)
+    assert steps == 4 * 8 + sum(part_steps(p, tile) for p in parts if p.shape != LOOP)
+    assert run.cycles == work + math.ceil(dep * (steps - 1))
 
 
 def test_v4_single_read_one_row_per_core_single_buffered():
