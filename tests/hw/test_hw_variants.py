@@ -91,8 +91,14 @@ def test_910b_variants_share_the_a2_core_and_scale_the_chip_wide_rates():
         per_core_cycle = cores * clock
         assert c.l2_bandwidth_bytes_per_s / per_core_cycle == pytest.approx(110)
         assert c.l2_write_bandwidth_bytes_per_s / per_core_cycle == pytest.approx(86)
-        if c.hbm_bytes == b2.hbm_bytes:      # the 64 GB parts: the ini's per-core HBM rate
+        if name == "ascend910b1":            # its own ini: the per-core HBM rate x its cores
             assert c.hbm_bandwidth_bytes_per_s / per_core_cycle == pytest.approx(32)
+    # the B3 carries the B2's memory (64 GB): its HBM bandwidth is the B2's, not the ini's
+    # per-core rate times its 20 cores (which would be 1.152 TB/s)
+    b3 = get_chip("ascend910b3")
+    assert b3.hbm_bytes == b2.hbm_bytes
+    assert b3.hbm_bandwidth_bytes_per_s == b2.hbm_bandwidth_bytes_per_s
+    assert b3.confidence("hbm_bandwidth_bytes_per_s") == "D"
     b4 = get_chip("ascend910b4")
     assert b4.l2_bytes == b2.l2_bytes // 2 and b4.hbm_bytes == b2.hbm_bytes // 2
     # the 32 GB part's HBM is a memory configuration: half the 64 GB parts' 1.6 TB/s peak, at
@@ -100,7 +106,6 @@ def test_910b_variants_share_the_a2_core_and_scale_the_chip_wide_rates():
     assert b4.hbm_bandwidth_bytes_per_s == pytest.approx(0.8e12 * 1.456 / 1.6)
     assert b4.confidence("hbm_bandwidth_bytes_per_s") == "D"
     # the B3 figures msKPP measured on a 910B3 itself
-    b3 = get_chip("ascend910b3")
     assert b3.cube_mmad_overhead_cycles == 24 and b3.confidence("cube_mmad_overhead_cycles") == "M"
     assert b3.path_bytes_per_cycle.gm_ub > 2 * b2.path_bytes_per_cycle.gm_ub
     # a GM->UB move of 192 KB reaches the measured 111 B/cycle of the 910B3 curve within 2%
