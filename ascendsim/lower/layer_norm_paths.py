@@ -75,10 +75,9 @@ def layer_norm_cube(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str)
 #: (vadds, vmuls with the two values read into scalar registers); x*x and these row passes are
 #: TIK `for_range` loops over the tile's rows, one vector call per row (LOOP steps: the scalar
 #: unit issues each, and on a chip with a dependent-step latency each waits out the one
-#: before); gamma and beta are loaded one
-#: row long and, for fp16 data, cast up over the whole tile's buffer (`exec_vec_cmd` counts the
-#: buffer, batch_num x data_num elements);
-#: per row * gamma, + beta; the result cast back. Rows per core ceil(rows / cores)
+#: before); gamma and beta are loaded one row long and, for fp16 data, cast up over the whole
+#: tile's buffer (`exec_vec_cmd` counts the buffer, batch_num x data_num elements); per row
+#: * gamma, + beta; the result cast back. Rows per core ceil(rows / cores)
 #: (`_mode_compute`); two threads per core (`thread_num = 2`: double-buffered) on half the UB
 #: each. A row too long for that (SplitD) is read from GM twice: the sums pass, then the
 #: normalising pass. The scalar reads of each row's mean and rstd from UB (a V -> S round trip
@@ -156,8 +155,8 @@ LAYER_NORM_TIK_NOTE = (
 #: two rows of up to 32); cast back. x - mean, * rstd, * gamma and + beta are calls in for
 #: loops over the tile's rows, one a row (LOOP steps). Its queues have depth 1
 #: (`InitBuffer(inQueueX, 1, ...)`): a tile's load, vector work and store run one after
-#: another. Modelled: whole rows per core
-#: (min(rows, cores) cores), tiles as the UB allows, single-buffered. Off: the template's
+#: another. Modelled: whole rows per core (min(rows, cores) cores), tiles as the UB allows,
+#: single-buffered. Off: the template's
 #: tiles of min(UB rows, 32) rows handed out whole to cores (64 rows of 4096 run 13 tiles of 5
 #: rows on 13 of 40 cores), and the two per-row V -> S -> V round trips (no public cycle figure).
 LAYER_NORM_V4_SINGLE_READ = (
