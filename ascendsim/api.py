@@ -351,13 +351,13 @@ def shape_capacity(graph: Graph) -> tuple[int, dict[str, int], tuple[str, int] |
         if not has_op(node.op_type) or not node.outputs:
             continue
         opdef = get_op(node.op_type, node.name)
-        src = None
-        if opdef.in_place is not None and opdef.in_place < len(node.inputs):
-            src = node.inputs[opdef.in_place]
-        elif opdef.unit == Unit.NONE and len(node.outputs) == 1:
-            src = next((i for i in node.inputs if i), None)
-        if src and _nbytes(graph, src) == _nbytes(graph, node.outputs[0]):
-            alias[node.outputs[0]] = src
+        pairs = [(node.outputs[o], node.inputs[k]) for o, k in opdef.in_place_pairs()
+                 if o < len(node.outputs) and k < len(node.inputs)]
+        if not pairs and opdef.unit == Unit.NONE and len(node.outputs) == 1:
+            pairs = [(node.outputs[0], next((i for i in node.inputs if i), None))]
+        for out, src in pairs:
+            if src and _nbytes(graph, src) == _nbytes(graph, out):
+                alias[out] = src
 
     def root(name: str) -> str:
         while name in alias:

@@ -214,6 +214,32 @@ def kv_cache_append(cache: np.ndarray, update: np.ndarray, position: int, axis: 
     return out
 
 
+def paged_cache_scatter(cache: np.ndarray, update: np.ndarray, slots: np.ndarray, nz: bool
+                        ) -> np.ndarray:
+    """The paged cache with token t of `update` (T, ...) written at slot slots[t] (block
+    slot // block_size, row slot % block_size); a negative slot skips its token, as CANN's
+    ScatterPaKvCache does. ND ("Norm"): cache (blocks, block_size, ...) takes the token as
+    row [block, row]; PA_NZ: cache (blocks, H * itemsize / 32, block_size, 32 / itemsize)
+    takes it as column [block, :, row, :] of 32-byte pieces. A copy, as kv_cache_append."""
+    out = np.array(cache, copy=True)
+    block_size = out.shape[2] if nz else out.shape[1]
+    capacity = out.shape[0] * block_size
+    slots = np.asarray(slots).reshape(-1)
+    tokens = update.reshape(update.shape[0], -1)
+    for t, s in enumerate(slots.tolist()):
+        if s < 0:
+            continue
+        if s >= capacity:
+            raise ValueError(f"slot_mapping[{t}] = {s} is outside the cache's {capacity} "
+                             f"slots ({out.shape[0]} blocks of {block_size})")
+        block, row = divmod(s, block_size)
+        if nz:
+            out[block, :, row, :] = tokens[t].reshape(out.shape[1], out.shape[3])
+        else:
+            out[block, row] = tokens[t].reshape(out.shape[2:])
+    return out
+
+
 # ----------------------------------------------------------------------------- attention
 @njit(**JIT)
 def _flash_attention(q, k, v, mask, scale, causal, out):

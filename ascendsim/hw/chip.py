@@ -374,6 +374,17 @@ class Chip:
             "scalar unit at each block's start (dependent reads: latency, not bandwidth); the "
             "lines per kernel kind are `sim.engine.tiling_lines`; absent: 0 (the read is "
             "folded into kernel_start_us)")
+    gm_write_burst_cycles: float | None = _spec(
+        "float", "cycles", gt=0, optional=True,
+        doc="cycles one core's UB -> GM DMA spends per 32-byte burst of a write scattered in "
+            "32-byte pieces (a DataCopy of blockLen 1 with a destination stride: an NZ cache "
+            "column), when few cores write; the move is paced at no more than one burst per "
+            "this many cycles (`lower.tiling.write_burst_cycles`); absent: the path rate")
+    gm_write_bursts_per_cycle: float | None = _spec(
+        "float", "bursts/cycle", gt=0, optional=True,
+        doc="such 32-byte scattered write bursts the whole chip completes per cycle: with n "
+            "cores writing them at once, each core's burst takes at least n / this cycles; "
+            "absent: no chip-wide limit beyond the L2 and HBM bandwidth")
     vector_dep_latency_cycles: float | None = _spec(
         "float", "cycles", ge=0, optional=True,
         doc="completion latency a dependent vector step of a sequence waits out (the "

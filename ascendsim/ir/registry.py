@@ -156,8 +156,9 @@ class OpDef:
     # output has elements
     gathers: tuple[int, ...] = ()
     # the input whose device block the op's output is (it writes into it in place: a KV-cache
-    # append); the memory plan allocates no block for that output. None: a new block
-    in_place: int | None = None
+    # append); the memory plan allocates no block for that output. None: a new block; a
+    # tuple: output i is input in_place[i]'s block (a paged KV-cache scatter writes two caches)
+    in_place: int | tuple[int, ...] | None = None
     # the vector-Jacobian product (reverse-mode autodiff); None: no gradient rule
     grad: GradRule | None = None
     # inputs that are never trainable parameters even when they are float constants: state
@@ -174,6 +175,14 @@ class OpDef:
     # of its own: "flash_attention", "grouped_matmul", ...): a key of the lowering's table
     # (ascendsim/lower/lowering.py); "" = the lowering of its unit
     lowering: str = ""
+
+    def in_place_pairs(self) -> tuple[tuple[int, int], ...]:
+        """(output, input) index pairs of the outputs written into an input's block."""
+        if self.in_place is None:
+            return ()
+        if isinstance(self.in_place, int):
+            return ((0, self.in_place),)
+        return tuple(enumerate(self.in_place))
 
     def run_kernel(self, args: list, attrs: dict, run_body: BodyRunner) -> list:
         """The op's values; control-flow ops get the executor's body runner."""

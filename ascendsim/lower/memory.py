@@ -101,9 +101,10 @@ def memory_plan(graph, program: Program) -> MemoryPlan:
     read the same live intervals, a few lines each."""
     aliases = dict(program.aliases)
     for t in program.tasks:        # an op writing into its input: its output is that block
-        k = get_op(t.op_type).in_place if has_op(t.op_type) else None
-        if k is not None and k < len(t.inputs) and t.outputs:
-            aliases[t.outputs[0].name] = t.inputs[k].name
+        pairs = get_op(t.op_type).in_place_pairs() if has_op(t.op_type) else ()
+        for o, k in pairs:
+            if k < len(t.inputs) and o < len(t.outputs):
+                aliases[t.outputs[o].name] = t.inputs[k].name
 
     def root(name: str) -> str:
         while name in aliases:

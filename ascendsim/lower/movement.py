@@ -4,7 +4,8 @@
 (value, format) (formats.py's note); every other lowering calls it for its operands. A
 TransData node of the graph (CANN's op, e.g. in a profiled kernel's row) runs the same task. A view
 (`Unit.NONE`: reshape-like ops) is no task at all: its output aliases its input (in ND).
-KvCacheAppend writes only the new tokens' bytes into the cache, in place.
+KvCacheAppend writes only the new tokens' bytes into the cache, in place; ScatterPaKvCache
+writes each token into a paged cache at its slot, in place, as CANN's kernel moves it.
 """
 
 from __future__ import annotations
@@ -14,7 +15,16 @@ from ..ir.tensor import Value, itemsize
 from .context import Lowering, TaskSpec
 from .formats import ND, padded_bytes, padded_numel
 from .memo import vector_work
-from .tiling import VecPart, VecSpec
+from .program import CoreGroup, Instr, Segment, Stage
+from .tiling import (
+    VecPart,
+    VecSpec,
+    cdiv,
+    gm_read,
+    gm_write,
+    vector_scalar_stage,
+    write_burst_cycles,
+)
 
 
 def ensure(low: Lowering, name: str, fmt: str) -> str:
@@ -99,8 +109,81 @@ def lower_cache_append(low: Lowering, node: Node) -> None:
                                    f"position {node.attrs.get('position', 0)} of the cache"]))
 
 
+#: ScatterPaKvCache: the bytes of a 32-byte DataCopy block, an NZ cache column's piece
+NZ_PIECE_BYTES = 32
+#: ScatterPaKvCache: UB bytes its tiling keeps back from the full-load test
+SCATTER_UB_RESERVE = 1024
+
+
+def lower_paged_cache_scatter(low: Lowering, node: Node) -> None:
+    """ScatterPaKvCache as CANN's Ascend C kernel runs it on the A2 (ops-transformer
+    attention/scatter_pa_kv_cache: op_host/scatter_pa_kv_cache_tiling.cpp, op_kernel/
+    scatter_pa_kv_cache_normal_nz_fully_load.h and _not_fully_load.h): tokens in blocks of
+    ceil(T / cores) per core (usedCoreNum = ceil(T / blockFactor), the last core the rest);
+    per token the scalar unit reads the slot (GetValue), then the token's key and value are
+    each copied GM -> UB in one contiguous DataCopy and UB -> GM into the cache. A PA_NZ cache
+    takes each as H * itemsize / 32 bursts of 32 bytes at the block-size stride, paced by the
+    chip's scattered-write burst cost (`write_burst_cycles`); a Norm (ND) cache one contiguous
+    row. Key and value together within the UB (less 1 KB): one single-buffered tile a token
+    (fully load, TQueBind depth 1); otherwise chunks of half the UB, double-buffered, the key's
+    then the value's. Every token is timed; a negative slot, which the kernel skips, is not
+    known before the run."""
+    chip = low.chip
+    key, k_cache, slots, value, v_cache = node.inputs[:5]
+    key, value = ensure(low, key, ND), ensure(low, value, ND)
+    kv, vv = low.value(key), low.value(value)
+    tokens = max(kv.shape[0], 1)
+    rows = [kv.numel // tokens * itemsize(kv.dtype), vv.numel // tokens * itemsize(vv.dtype)]
+    nz = node.attrs.get("cache_mode") == "PA_NZ"
+    factor = cdiv(tokens, low.vector_cores())
+    used = cdiv(tokens, factor)
+    per_burst = write_burst_cycles(chip, used) if nz else 0.0
+    through = low.through(list(node.outputs), [ND, ND])
+    misses = [low.miss(key, tokens * rows[0]), low.miss(value, tokens * rows[1])]
+
+    def copies(nbytes: int, src: int) -> tuple[Instr, Instr]:
+        bursts = nbytes // NZ_PIECE_BYTES if nz else 0
+        return (gm_read(chip, "MTE2", "UB", nbytes, misses[src]),
+                gm_write(chip, "MTE3", "UB", nbytes, through, bursts=bursts,
+                         per_burst=per_burst))
+
+    def tile(pairs: list[tuple[Instr, Instr]], slots: int) -> tuple[Stage, ...]:
+        ub = sum(load.nbytes for load, _ in pairs)
+        return (vector_scalar_stage(chip, 2 * len(pairs), 2 * len(pairs), 0),
+                Stage("MTE2", tuple(p[0] for p in pairs), out_bufs=(("UB", ub),), slots=slots),
+                Stage("MTE3", tuple(p[1] for p in pairs)))
+
+    if sum(rows) <= chip.ub_bytes - SCATTER_UB_RESERVE:
+        token = [Segment(tile([copies(rows[0], 0), copies(rows[1], 1)], 1), 1)]
+        mode = "fully load: one single-buffered tile a token"
+    else:
+        chunk = chip.ub_bytes // 2 // NZ_PIECE_BYTES * NZ_PIECE_BYTES
+        token = []
+        for src, nbytes in enumerate(rows):
+            full, tail = divmod(nbytes, chunk)
+            if full:
+                token.append(Segment(tile([copies(chunk, src)], 2), full))
+            if tail:
+                token.append(Segment(tile([copies(tail, src)], 2), 1))
+        mode = f"not fully load: chunks of {chunk} B, double-buffered"
+    groups, core = [], 0
+    for k, ncores in ((factor, used - 1), (tokens - factor * (used - 1), 1)):
+        if ncores:
+            groups.append(CoreGroup(tuple(range(core, core + ncores)), tuple(token * k)))
+            core += ncores
+    bursts = f"{rows[0] // NZ_PIECE_BYTES} + {rows[1] // NZ_PIECE_BYTES} bursts of 32 B, " \
+             f"{per_burst:.1f} cycles each" if nz else "one contiguous row each"
+    low.add_task(TaskSpec(
+        node.name, node.op_type, low.vector_task_type(), [low.vector_phase(groups)],
+        [key, k_cache, slots, value, v_cache], list(node.outputs), [ND] * 5, [ND, ND], 0,
+        [f"{tokens} token(s) over {used} core(s), up to {factor} a core; {mode}",
+         f"per token: key {rows[0]} B and value {rows[1]} B in, out to the "
+         f"{node.attrs.get('cache_mode')} cache as {bursts}; in place"]))
+
+
 #: this module's rows of the dispatcher's table (lower/lowering.py)
 LOWERINGS = {"none": lower_view, "cache_append": lower_cache_append,
-             "trans_data": lower_trans_data}
+             "trans_data": lower_trans_data, "paged_cache_scatter": lower_paged_cache_scatter}
 
-__all__ = ["ensure", "lower_view", "lower_cache_append", "LOWERINGS"]
+__all__ = ["ensure", "lower_view", "lower_cache_append", "lower_paged_cache_scatter",
+           "LOWERINGS"]

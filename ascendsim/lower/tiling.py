@@ -97,13 +97,28 @@ def gm_read(chip, pipe: str, dst: str, nbytes: int, miss: float, kind: str = "co
                  gm_tensors(miss))
 
 
-def gm_write(chip, pipe: str, src: str, nbytes: int, through: float, moves: int = 1) -> Instr:
+def gm_write(chip, pipe: str, src: str, nbytes: int, through: float, moves: int = 1,
+             bursts: int = 0, per_burst: float = 0.0) -> Instr:
     """A src -> GM move; `through` = fraction written through to HBM (does not stay in L2);
-    `moves` DMA commands issued one after another each pay the path's latency (as `gm_read`)."""
+    `moves` DMA commands issued one after another each pay the path's latency (as `gm_read`);
+    a move written as `bursts` short bursts to scattered addresses (a DataCopy with blockLen 1
+    and a destination stride) takes at least `per_burst` cycles a burst (`write_burst_cycles`)."""
     bw = chip.path_bytes_per_cycle.get(src.lower(), "gm")
     lat = chip.path_latency_cycles.get(src.lower(), "gm") * max(1, moves)
+    if bursts and per_burst:
+        bw = min(bw, nbytes / (bursts * per_burst))
     return Instr(pipe, "copy", int(round(lat)), int(nbytes), src, GM, bw, float(through),
                  gm_tensors(through))
+
+
+def write_burst_cycles(chip, cores: int) -> float:
+    """Cycles one core spends per 32-byte GM write burst to a scattered address when `cores`
+    cores write such bursts at once: the chip's per-core figure, or its share of the chip-wide
+    rate, whichever is slower (`Chip.gm_write_burst_cycles`, `gm_write_bursts_per_cycle`);
+    0 where the chip gives neither (the path rate alone)."""
+    per_core = chip.gm_write_burst_cycles or 0.0
+    rate = chip.gm_write_bursts_per_cycle
+    return max(per_core, cores / rate if rate else 0.0)
 
 
 def fix_row_cycles(chip, n_cols: int, acc_bytes: int) -> int:

@@ -98,7 +98,7 @@ OP_FAMILY: dict[str, str] = {
     "Transpose": _T, "DepthToSpace": _T, "SpaceToDepth": _T,
     "TransData": _C, "Identity": _C, "Reshape": _C, "Flatten": _C, "Squeeze": _C,
     "Unsqueeze": _C, "Concat": _C, "Split": _C, "Tile": _C, "Expand": _C, "Pad": _C,
-    "KvCacheAppend": _C, "ReverseSequence": _C, "CenterCropPad": _C,
+    "KvCacheAppend": _C, "ScatterPaKvCache": _C, "ReverseSequence": _C, "CenterCropPad": _C,
     "Gather": _G, "GatherElements": _G, "GatherND": _G,
     # elementwise (streaming vector kernels, optimizer updates included)
     **dict.fromkeys((

@@ -32,6 +32,12 @@
 - KvCacheAppend: ScatterUpdate-style write of the new tokens' keys or values (B, N, s, D) into
   a cache (B, N, S_max, D) at `position` (the context length) along `axis`; the simulator
   treats it as in place (only the new tokens cross HBM), the executor returns a copy.
+- ScatterPaKvCache (CANN ScatterPaKvCache, torch_npu.npu_scatter_pa_kv_cache): the paged
+  KV cache of vLLM-Ascend and MindIE; inputs key (T, ...), key_cache, slot_mapping (T,),
+  value (T, ...), value_cache; token t goes to block slot // block_size, row slot %
+  block_size, a negative slot skips it. cache_mode "Norm": caches (blocks, block_size, N, D);
+  "PA_NZ": (blocks, N * D * itemsize / 32, block_size, 32 / itemsize), each token a column
+  of 32-byte pieces. Outputs both caches (in place on device).
 - FlashAttentionScore (CANN FlashAttentionScore, torch_npu.npu_fusion_attention, BNSD layout,
   attention_out only): softmax(q k^T * scale_value + mask) v with key/value heads shared by
   head_num / Hkv query heads (GQA); `causal`=1 applies the bottom-right causal mask (CANN
@@ -57,7 +63,7 @@ from ...kernels import llm as kl
 from ...kernels import llm_grad as klg
 from ...kernels import quant as kq
 from ..registry import Category, OpDef, Unit, VecClass, broadcast_shapes, register
-from ..tensor import as_storage
+from ..tensor import as_storage, itemsize
 from .elementwise import FLOATS, INTS, check_dtype, same_dtype
 from .norm import norm_axis
 
@@ -280,6 +286,47 @@ def _append_infer(ins, attrs, consts):
     return [(cache.shape, cache.dtype)]
 
 
+#: ScatterPaKvCache's cache layouts (its `cache_mode`): "Norm" (ND) and "PA_NZ"
+PAGED_CACHE_MODES = ("Norm", "PA_NZ")
+
+
+def _scatter_cache_infer(ins, attrs, consts):
+    """Shapes of ScatterPaKvCache (module note): the caches, as given."""
+    key, key_cache, slots, value, value_cache = ins[:5]
+    mode = attrs["cache_mode"]
+    if mode not in PAGED_CACHE_MODES:
+        raise GraphError(f"ScatterPaKvCache: cache_mode {mode!r} is not one of "
+                         f"{', '.join(PAGED_CACHE_MODES)}")
+    check_dtype(slots, frozenset({"int32", "int64"}), "slot_mapping")
+    t = static_dims(key.shape, "ScatterPaKvCache key")[0]
+    if tuple(slots.shape) != (t,):
+        raise GraphError(f"ScatterPaKvCache: slot_mapping '{slots.name}' {tuple(slots.shape)} "
+                         f"is not one slot per token of key '{key.name}' ({t},)")
+    for x, cache in ((key, key_cache), (value, value_cache)):
+        same_dtype([x, cache])
+        xs = static_dims(x.shape, f"ScatterPaKvCache {x.name}")
+        cs = static_dims(cache.shape, f"ScatterPaKvCache {cache.name}")
+        width = int(np.prod(xs[1:], dtype=np.int64))
+        if mode == "PA_NZ":
+            ok = (len(cs) == 4 and cs[3] * itemsize(cache.dtype) == 32
+                  and cs[1] * cs[3] == width)
+            form = "(blocks, H * itemsize / 32, block_size, 32 / itemsize)"
+        else:
+            ok = len(cs) >= 3 and int(np.prod(cs[2:], dtype=np.int64)) == width
+            form = "(blocks, block_size, ...) with a row of H elements"
+        if xs[0] != t or not ok:
+            raise GraphError(f"ScatterPaKvCache ({mode}): cache '{cache.name}' {cs} does not "
+                             f"hold tokens of '{x.name}' {xs} (T = {t}, H = {width}); a "
+                             f"{mode} cache is {form}")
+    return [(key_cache.shape, key_cache.dtype), (value_cache.shape, value_cache.dtype)]
+
+
+def _scatter_cache_kernel(args, attrs):
+    nz = attrs["cache_mode"] == "PA_NZ"
+    return [kl.paged_cache_scatter(args[1], args[0], args[2], nz),
+            kl.paged_cache_scatter(args[4], args[3], args[2], nz)]
+
+
 # ----------------------------------------------------------------------------- attention
 def _attention_infer(heads_attr: str, kv_attr: str | None):
     def infer(ins, attrs, consts):
@@ -424,6 +471,14 @@ register(OpDef("KvCacheAppend", _append_infer,
                flops=lambda i, o, a: 0, vec_class=VecClass.MOVE, vec_instrs=1, in_place=0,
                lowering="cache_append",
                doc="write new keys/values into the cache at `position` (in place on device)"))
+register(OpDef("ScatterPaKvCache", _scatter_cache_infer, _scatter_cache_kernel, _O,
+               inputs=("key", "key_cache", "slot_mapping", "value", "value_cache"),
+               attrs={"cache_mode": "Norm"}, num_outputs=2,
+               flops=lambda i, o, a: 0, vec_class=VecClass.MOVE, vec_instrs=1, in_place=(1, 4),
+               lowering="paged_cache_scatter",
+               doc="CANN ScatterPaKvCache (torch_npu.npu_scatter_pa_kv_cache): each token's "
+                   "key and value written into a paged cache at its slot (in place on "
+                   "device); a negative slot skips the token"))
 register(OpDef("FlashAttentionScore", _attention_infer("head_num", None),
                _attention_kernel("scale_value", "causal"), _O, unit=Unit.CUBE,
                inputs=("query", "key", "value", "atten_mask?"),

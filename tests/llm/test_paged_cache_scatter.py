@@ -1,0 +1,100 @@
+"""ScatterPaKvCache: its values (Norm and PA_NZ caches, skipped slots), its shape errors, and
+its timing as CANN's kernel moves the data (tokens over cores, in place, the NZ cache's
+32-byte bursts)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ascendsim as asim
+from ascendsim.errors import GraphError
+from ascendsim.ir.graph import Graph
+from ascendsim.lower.formats import padded_bytes
+
+
+def _graph(tokens: int, heads: int, dim: int, blocks: int, block_size: int, dtype: str,
+           mode: str, slot_dtype: str = "int32") -> Graph:
+    g = Graph("scatter")
+    width = heads * dim
+    piece = 32 // np.dtype(np.float16 if dtype != "int8" else np.int8).itemsize
+    cache = ((blocks, width // piece, block_size, piece) if mode == "PA_NZ"
+             else (blocks, block_size, heads, dim))
+    key = g.input("key", (tokens, heads, dim), dtype)
+    kc = g.input("key_cache", cache, dtype)
+    slots = g.input("slots", (tokens,), slot_dtype)
+    value = g.input("value", (tokens, heads, dim), dtype)
+    vc = g.input("value_cache", cache, dtype)
+    g.output(*g.add_node("ScatterPaKvCache", [key, kc, slots, value, vc],
+                         {"cache_mode": mode}, name="scatter"))
+    return g
+
+
+@pytest.mark.parametrize("mode", ["Norm", "PA_NZ"])
+def test_each_token_lands_at_its_slot(mode):
+    rng = np.random.default_rng(0)
+    g = _graph(5, 2, 16, 3, 4, "float16", mode)
+    shape = g.values["key_cache"].shape
+    feeds = {"key": rng.standard_normal((5, 2, 16)).astype(np.float16),
+             "value": rng.standard_normal((5, 2, 16)).astype(np.float16),
+             "key_cache": np.zeros(shape, np.float16), "value_cache": np.zeros(shape, np.float16),
+             "slots": np.array([0, 5, -1, 11, 6], np.int32)}
+    outs = asim.execute(g, feeds)
+    k_out, v_out = (outs[o] for o in g.outputs)
+    for t, s in enumerate(feeds["slots"]):
+        block, row = divmod(int(s), 4)
+        got = (k_out[block, :, row, :] if mode == "PA_NZ" else k_out[block, row]).reshape(-1)
+        if s < 0:
+            continue
+        np.testing.assert_array_equal(got, feeds["key"][t].reshape(-1))
+        got_v = (v_out[block, :, row, :] if mode == "PA_NZ" else v_out[block, row]).reshape(-1)
+        np.testing.assert_array_equal(got_v, feeds["value"][t].reshape(-1))
+    # the skipped token (slot -1) and the slots no token names stay as they were
+    assert np.count_nonzero(k_out) == 4 * 2 * 16
+
+
+def test_a_slot_outside_the_cache_is_an_error_naming_it():
+    g = _graph(2, 1, 16, 1, 4, "float16", "Norm")
+    shape = g.values["key_cache"].shape
+    feeds = {"key": np.ones((2, 1, 16), np.float16), "value": np.ones((2, 1, 16), np.float16),
+             "key_cache": np.zeros(shape, np.float16), "value_cache": np.zeros(shape, np.float16),
+             "slots": np.array([1, 4], np.int32)}
+    with pytest.raises(Exception, match=r"slot_mapping\[1\] = 4 is outside the cache's 4 slots"):
+        asim.execute(g, feeds)
+
+
+def test_a_cache_that_cannot_hold_the_tokens_is_named():
+    g = Graph("bad")
+    key = g.input("key", (4, 2, 16), "float16")
+    kc = g.input("kc", (3, 2, 8, 16), "float16")      # NZ needs H * 2 / 32 = 2 pieces of 16
+    slots = g.input("slots", (4,), "int32")
+    value = g.input("value", (4, 2, 16), "float16")
+    vc = g.input("vc", (3, 3, 8, 16), "float16")
+    with pytest.raises(GraphError, match=r"cache 'vc' \(3, 3, 8, 16\) does not hold tokens"):
+        g.add_node("ScatterPaKvCache", [key, kc, slots, value, vc], {"cache_mode": "PA_NZ"})
+    with pytest.raises(GraphError, match="cache_mode 'NZ' is not one of Norm, PA_NZ"):
+        g.add_node("ScatterPaKvCache", [key, kc, slots, value, kc], {"cache_mode": "NZ"})
+    short = g.input("short", (3,), "int32")
+    with pytest.raises(GraphError, match="not one slot per token"):
+        g.add_node("ScatterPaKvCache", [key, kc, short, value, kc], {"cache_mode": "PA_NZ"})
+
+
+def test_caches_are_written_in_place():
+    """The outputs are the caches' own blocks: the memory plan counts each cache once, and
+    the task writes only the tokens' bytes."""
+    g = _graph(64, 8, 128, 512, 128, "bfloat16", "PA_NZ")
+    res = asim.simulate(g, "ascend910b2")
+    io = [n for n in g.inputs]
+    assert res.memory.by_category["inputs_outputs"] == sum(
+        padded_bytes(g.values[v], "ND") for v in io)
+    (task,) = res.trace.tasks
+    written = task.traffic.get(("L2", "write"), 0) + task.traffic.get(("DDR", "write"), 0)
+    assert written <= 2 * 64 * 8 * 128 * 2 * 1.01
+
+
+def test_tokens_split_as_the_kernel_tiling_does():
+    """blockFactor = ceil(T / 48) tokens a core on the 910B2's 48 vector cores, usedCoreNum =
+    ceil(T / blockFactor): 256 tokens on 43 cores, 6 a core."""
+    res = asim.simulate(_graph(256, 1, 256, 300, 16, "float16", "PA_NZ"), "ascend910b2")
+    assert any("256 token(s) over 43 core(s), up to 6 a core" in n
+               for n in res.trace.tasks[0].notes)
