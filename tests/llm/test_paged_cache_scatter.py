@@ -98,3 +98,18 @@ def test_tokens_split_as_the_kernel_tiling_does():
     res = asim.simulate(_graph(256, 1, 256, 300, 16, "float16", "PA_NZ"), "ascend910b2")
     assert any("256 token(s) over 43 core(s), up to 6 a core" in n
                for n in res.trace.tasks[0].notes)
+
+
+def test_nz_cache_pays_per_burst_and_norm_cache_does_not():
+    """The same tokens into a PA_NZ cache (H * 2 / 32 bursts of 32 bytes each) take longer
+    than into a Norm cache (one contiguous row), and a chip without the burst figures gives
+    both the path rate."""
+    nz = asim.simulate(_graph(16, 16, 256, 40, 16, "float16", "PA_NZ"), "ascend910b2")
+    nd = asim.simulate(_graph(16, 16, 256, 40, 16, "float16", "Norm"), "ascend910b2")
+    chip = asim.load_chip("ascend910b2")
+    assert chip.gm_write_burst_cycles and chip.gm_write_bursts_per_cycle
+    bursts = 2 * 16 * 256 * 2 // 32                 # per token, one token a core
+    assert nz.cycles - nd.cycles >= 0.9 * bursts * chip.gm_write_burst_cycles
+    bare = chip.replace(gm_write_burst_cycles=None, gm_write_bursts_per_cycle=None)
+    plain = asim.simulate(_graph(16, 16, 256, 40, 16, "float16", "PA_NZ"), bare)
+    assert plain.cycles < nz.cycles
