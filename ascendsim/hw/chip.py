@@ -24,7 +24,9 @@ Timing figures the simulator is expected to use:
   L2 miss divides the per-core GM bandwidth by `l2_miss_slowdown` (msKPP's model), and cube
   operand reads that several cores make of the same addresses at once divide it by
   `gm_same_address_slowdown`. Vector ops are not split so finely that a core moves less than
-  `gm_min_efficient_transfer_bytes`.
+  `gm_min_efficient_transfer_bytes`. A write scattered in 32-byte bursts (an NZ cache column)
+  takes at least `gm_write_burst_cycles` (optional) a burst on each core, and at least n /
+  `gm_write_bursts_per_cycle` (optional) when n cores write such bursts at once.
 - scalar: each issued instruction costs `scalar_ops_per_instr` scalar ops at
   `scalar_ops_per_cycle`; on chips whose vector kernels are TQue-framework Ascend C loops
   (`vector_tile_scalar_cycles_per_queue`, optional) a vector tile's scalar work is instead that
