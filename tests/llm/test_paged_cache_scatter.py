@@ -126,3 +126,13 @@ def test_write_burst_cycles_takes_the_slower_of_core_and_chip():
     assert write_burst_cycles(chip, 48) == 24.0
     bare = chip.replace(gm_write_burst_cycles=None, gm_write_bursts_per_cycle=None)
     assert write_burst_cycles(bare, 48) == 0.0
+
+
+def test_nz_head_size_must_be_whole_32_byte_blocks():
+    """CANN's tiling refuses an NZ scatter whose head size is not 32-byte aligned."""
+    g = Graph("odd")
+    key = g.input("key", (4, 2, 8), "float16")         # 8 x 2 B = 16 B a head
+    kc = g.input("kc", (3, 1, 8, 16), "float16")
+    slots = g.input("slots", (4,), "int32")
+    with pytest.raises(GraphError, match="head size of 'key'"):
+        g.add_node("ScatterPaKvCache", [key, kc, slots, key, kc], {"cache_mode": "PA_NZ"})

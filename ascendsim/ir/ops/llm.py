@@ -306,18 +306,23 @@ def _scatter_cache_infer(ins, attrs, consts):
         same_dtype([x, cache])
         xs = static_dims(x.shape, f"ScatterPaKvCache {x.name}")
         cs = static_dims(cache.shape, f"ScatterPaKvCache {cache.name}")
-        width = int(np.prod(xs[1:], dtype=np.int64))
+        if len(xs) != 3 or xs[0] != t:
+            raise GraphError(f"ScatterPaKvCache: '{x.name}' {xs} is not (T = {t}, heads, "
+                             f"head_size)")
+        width = xs[1] * xs[2]
         if mode == "PA_NZ":
+            if xs[2] * itemsize(x.dtype) % 32:
+                raise GraphError(f"ScatterPaKvCache (PA_NZ): the head size of '{x.name}' "
+                                 f"{xs} is not a whole number of 32-byte blocks")
             ok = (len(cs) == 4 and cs[3] * itemsize(cache.dtype) == 32
                   and cs[1] * cs[3] == width)
-            form = "(blocks, H * itemsize / 32, block_size, 32 / itemsize)"
+            form = "(blocks, heads * head_size * itemsize / 32, block_size, 32 / itemsize)"
         else:
-            ok = len(cs) >= 3 and int(np.prod(cs[2:], dtype=np.int64)) == width
-            form = "(blocks, block_size, ...) with a row of H elements"
-        if xs[0] != t or not ok:
+            ok = len(cs) == 4 and cs[2:] == xs[1:]
+            form = "(blocks, block_size, heads, head_size)"
+        if not ok:
             raise GraphError(f"ScatterPaKvCache ({mode}): cache '{cache.name}' {cs} does not "
-                             f"hold tokens of '{x.name}' {xs} (T = {t}, H = {width}); a "
-                             f"{mode} cache is {form}")
+                             f"hold tokens of '{x.name}' {xs}; a {mode} cache is {form}")
     return [(key_cache.shape, key_cache.dtype), (value_cache.shape, value_cache.dtype)]
 
 
