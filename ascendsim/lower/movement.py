@@ -115,6 +115,33 @@ NZ_PIECE_BYTES = 32
 SCATTER_UB_RESERVE = 1024
 
 
+def _scatter_tile(chip, pairs: list[tuple[Instr, Instr]], slots: int) -> tuple[Stage, ...]:
+    """One ScatterPaKvCache tile: the queue work on the scalar unit, the loads, the stores."""
+    ub = sum(load.nbytes for load, _ in pairs)
+    return (vector_scalar_stage(chip, 2 * len(pairs), 2 * len(pairs), 0),
+            Stage("MTE2", tuple(p[0] for p in pairs), out_bufs=(("UB", ub),), slots=slots),
+            Stage("MTE3", tuple(p[1] for p in pairs)))
+
+
+def _token_segments(chip, rows: list[int], copies) -> tuple[list[Segment], str]:
+    """One token's tiles and their mode: key and value within the UB less 1 KB, one
+    single-buffered tile (fully load); else chunks of half the UB, double-buffered, the key's
+    then the value's. `copies(nbytes, src)` gives the load and store of `nbytes` of input
+    `src` (0: key, 1: value)."""
+    if sum(rows) <= chip.ub_bytes - SCATTER_UB_RESERVE:
+        tile = _scatter_tile(chip, [copies(rows[0], 0), copies(rows[1], 1)], 1)
+        return [Segment(tile, 1)], "fully load: one single-buffered tile a token"
+    chunk = chip.ub_bytes // 2 // NZ_PIECE_BYTES * NZ_PIECE_BYTES
+    token = []
+    for src, nbytes in enumerate(rows):
+        full, tail = divmod(nbytes, chunk)
+        if full:
+            token.append(Segment(_scatter_tile(chip, [copies(chunk, src)], 2), full))
+        if tail:
+            token.append(Segment(_scatter_tile(chip, [copies(tail, src)], 2), 1))
+    return token, f"not fully load: chunks of {chunk} B, double-buffered"
+
+
 def lower_paged_cache_scatter(low: Lowering, node: Node) -> None:
     """ScatterPaKvCache as CANN's Ascend C kernel runs it on the A2 (ops-transformer
     attention/scatter_pa_kv_cache: op_host/scatter_pa_kv_cache_tiling.cpp, op_kernel/
@@ -147,25 +174,7 @@ def lower_paged_cache_scatter(low: Lowering, node: Node) -> None:
                 gm_write(chip, "MTE3", "UB", nbytes, through, bursts=bursts,
                          per_burst=per_burst))
 
-    def tile(pairs: list[tuple[Instr, Instr]], slots: int) -> tuple[Stage, ...]:
-        ub = sum(load.nbytes for load, _ in pairs)
-        return (vector_scalar_stage(chip, 2 * len(pairs), 2 * len(pairs), 0),
-                Stage("MTE2", tuple(p[0] for p in pairs), out_bufs=(("UB", ub),), slots=slots),
-                Stage("MTE3", tuple(p[1] for p in pairs)))
-
-    if sum(rows) <= chip.ub_bytes - SCATTER_UB_RESERVE:
-        token = [Segment(tile([copies(rows[0], 0), copies(rows[1], 1)], 1), 1)]
-        mode = "fully load: one single-buffered tile a token"
-    else:
-        chunk = chip.ub_bytes // 2 // NZ_PIECE_BYTES * NZ_PIECE_BYTES
-        token = []
-        for src, nbytes in enumerate(rows):
-            full, tail = divmod(nbytes, chunk)
-            if full:
-                token.append(Segment(tile([copies(chunk, src)], 2), full))
-            if tail:
-                token.append(Segment(tile([copies(tail, src)], 2), 1))
-        mode = f"not fully load: chunks of {chunk} B, double-buffered"
+    token, mode = _token_segments(chip, rows, copies)
     groups, core = [], 0
     for k, ncores in ((factor, used - 1), (tokens - factor * (used - 1), 1)):
         if ncores:
