@@ -124,13 +124,16 @@ def _scatter_tile(chip, pairs: list[tuple[Instr, Instr]], slots: int) -> tuple[S
 
 
 def _token_segments(chip, rows: list[int], copies) -> tuple[list[Segment], str]:
-    """One token's tiles and their mode: key and value within the UB less 1 KB, one
-    single-buffered tile (fully load); else chunks of half the UB, double-buffered, the key's
-    then the value's. `copies(nbytes, src)` gives the load and store of `nbytes` of input
-    `src` (0: key, 1: value)."""
+    """One token's tiles and their mode: key and value within the UB less 1 KB (fully load),
+    a tile for the key and one for the value, each in its own queue of depth 1 (two
+    TQueBind), so the next token's key load waits only for this token's key store: two
+    handoff slots taken in turn; else chunks of half the UB, double-buffered, the key's then
+    the value's. `copies(nbytes, src)` gives the load and store of `nbytes` of input `src`
+    (0: key, 1: value)."""
     if sum(rows) <= chip.ub_bytes - SCATTER_UB_RESERVE:
-        tile = _scatter_tile(chip, [copies(rows[0], 0), copies(rows[1], 1)], 1)
-        return [Segment(tile, 1)], "fully load: one single-buffered tile a token"
+        return ([Segment(_scatter_tile(chip, [copies(rows[src], src)], 2), 1)
+                 for src in (0, 1)],
+                "fully load: the key and the value each in a queue of depth 1")
     chunk = chip.ub_bytes // 2 // NZ_PIECE_BYTES * NZ_PIECE_BYTES
     token = []
     for src, nbytes in enumerate(rows):
@@ -151,8 +154,8 @@ def lower_paged_cache_scatter(low: Lowering, node: Node) -> None:
     each copied GM -> UB in one contiguous DataCopy and UB -> GM into the cache. A PA_NZ cache
     takes each as H * itemsize / 32 bursts of 32 bytes at the block-size stride, paced by the
     chip's scattered-write burst cost (`write_burst_cycles`); a Norm (ND) cache one contiguous
-    row. Key and value together within the UB (less 1 KB): one single-buffered tile a token
-    (fully load, TQueBind depth 1); otherwise chunks of half the UB, double-buffered, the key's
+    row. Key and value together within the UB (less 1 KB): a tile each, in queues of depth 1
+    (fully load, two TQueBind); otherwise chunks of half the UB, double-buffered, the key's
     then the value's. Every token is timed; a negative slot, which the kernel skips, is not
     known before the run."""
     chip = low.chip
