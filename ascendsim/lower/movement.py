@@ -150,8 +150,9 @@ def lower_paged_cache_scatter(low: Lowering, node: Node) -> None:
     attention/scatter_pa_kv_cache: op_host/scatter_pa_kv_cache_tiling.cpp, op_kernel/
     scatter_pa_kv_cache_normal_nz_fully_load.h and _not_fully_load.h): tokens in blocks of
     ceil(T / cores) per core (usedCoreNum = ceil(T / blockFactor), the last core the rest);
-    per token the scalar unit reads the slot (GetValue), then the token's key and value are
-    each copied GM -> UB in one contiguous DataCopy and UB -> GM into the cache. A PA_NZ cache
+    per token the scalar unit reads the slot (GetValue; not charged beyond each tile's queue
+    work), then the token's key and value are each copied GM -> UB in one contiguous
+    DataCopy and UB -> GM into the cache. A PA_NZ cache
     takes each as H * itemsize / 32 bursts of 32 bytes at the block-size stride, paced by the
     chip's scattered-write burst cost (`write_burst_cycles`); a Norm (ND) cache one contiguous
     row. Key and value together within the UB (less 1 KB): a tile each, in queues of depth 1
