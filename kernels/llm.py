@@ -219,9 +219,13 @@ def paged_cache_scatter(cache: np.ndarray, update: np.ndarray, slots: np.ndarray
     """The paged cache with token t of `update` (T, ...) written at slot slots[t] (block
     slot // block_size, row slot % block_size); a negative slot skips its token, as CANN's
     ScatterPaKvCache does. ND ("Norm"): cache (blocks, block_size, ...) takes the token as
-    row [block, row]; PA_NZ: cache (blocks, H * itemsize / 32, block_size, 32 / itemsize)
+    row [block, row]; PA_NZ: cache (blocks, H * itemsize / 32, block_size, 32 / itemsize),
+    or (blocks, heads, head_size * itemsize / 32, block_size, 32 / itemsize), the same bytes,
     takes it as column [block, :, row, :] of 32-byte pieces. A copy, as kv_cache_append."""
     out = np.array(cache, copy=True)
+    if nz and out.ndim == 5:
+        flat = out.reshape(out.shape[0], -1, out.shape[3], out.shape[4])
+        return paged_cache_scatter(flat, update, slots, nz).reshape(out.shape)
     block_size = out.shape[2] if nz else out.shape[1]
     capacity = out.shape[0] * block_size
     slots = np.asarray(slots).reshape(-1)

@@ -136,3 +136,26 @@ def test_nz_head_size_must_be_whole_32_byte_blocks():
     slots = g.input("slots", (4,), "int32")
     with pytest.raises(GraphError, match="head size of 'key'"):
         g.add_node("ScatterPaKvCache", [key, kc, slots, key, kc], {"cache_mode": "PA_NZ"})
+
+
+def test_five_dimensional_nz_cache_holds_the_same_bytes():
+    """CANN's PA_NZ cache may be given per head, (blocks, heads, head_size * itemsize / 32,
+    block_size, 32 / itemsize): the same bytes as the 4-D form, so the same values land."""
+    rng = np.random.default_rng(1)
+    key = rng.standard_normal((3, 2, 32)).astype(np.float16)
+    slots = np.array([4, 1, 7], np.int32)
+    results = []
+    for shape in ((2, 4, 4, 16), (2, 2, 2, 4, 16)):
+        g = Graph("nz")
+        k = g.input("key", (3, 2, 32), "float16")
+        kc = g.input("key_cache", shape, "float16")
+        s = g.input("slots", (3,), "int32")
+        g.output(*g.add_node("ScatterPaKvCache", [k, kc, s, k, kc], {"cache_mode": "PA_NZ"}))
+        outs = asim.execute(g, {"key": key, "slots": slots,
+                                "key_cache": np.zeros(shape, np.float16)})
+        results.append(outs[g.outputs[0]].reshape(-1))
+        res = asim.simulate(g, "ascend910b2")
+        # 2 heads x 32 fp16 = 128 bytes a token: 4 bursts of the key, 4 of the value
+        assert any("4 + 4 bursts of 32 B" in n for n in res.trace.tasks[0].notes)
+    np.testing.assert_array_equal(results[0], results[1])
+    assert np.count_nonzero(results[0]) == 3 * 64

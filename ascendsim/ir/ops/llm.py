@@ -36,8 +36,9 @@
   KV cache of vLLM-Ascend and MindIE; inputs key (T, ...), key_cache, slot_mapping (T,),
   value (T, ...), value_cache; token t goes to block slot // block_size, row slot %
   block_size, a negative slot skips it. cache_mode "Norm": caches (blocks, block_size, N, D);
-  "PA_NZ": (blocks, N * D * itemsize / 32, block_size, 32 / itemsize), each token a column
-  of 32-byte pieces. Outputs both caches (in place on device).
+  "PA_NZ": (blocks, N * D * itemsize / 32, block_size, 32 / itemsize) or its 5-D form
+  (blocks, N, D * itemsize / 32, block_size, 32 / itemsize), each token a column of 32-byte
+  pieces. Outputs both caches (in place on device).
 - FlashAttentionScore (CANN FlashAttentionScore, torch_npu.npu_fusion_attention, BNSD layout,
   attention_out only): softmax(q k^T * scale_value + mask) v with key/value heads shared by
   head_num / Hkv query heads (GQA); `causal`=1 applies the bottom-right causal mask (CANN
@@ -314,9 +315,12 @@ def _scatter_cache_infer(ins, attrs, consts):
             if xs[2] * itemsize(x.dtype) % 32:
                 raise GraphError(f"ScatterPaKvCache (PA_NZ): the head size of '{x.name}' "
                                  f"{xs} is not a whole number of 32-byte blocks")
-            ok = (len(cs) == 4 and cs[3] * itemsize(cache.dtype) == 32
-                  and cs[1] * cs[3] == width)
-            form = "(blocks, heads * head_size * itemsize / 32, block_size, 32 / itemsize)"
+            piece = 32 // itemsize(cache.dtype)
+            ok = ((len(cs) == 4 and cs[3] == piece and cs[1] * piece == width)
+                  or (len(cs) == 5 and cs[4] == piece and cs[1] == xs[1]
+                      and cs[2] * piece == xs[2]))
+            form = ("(blocks, heads * head_size * itemsize / 32, block_size, 32 / itemsize) "
+                    "or (blocks, heads, head_size * itemsize / 32, block_size, 32 / itemsize)")
         else:
             ok = len(cs) == 4 and cs[2:] == xs[1:]
             form = "(blocks, block_size, heads, head_size)"
