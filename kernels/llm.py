@@ -222,10 +222,11 @@ def paged_cache_scatter(cache: np.ndarray, update: np.ndarray, slots: np.ndarray
     row [block, row]; PA_NZ: cache (blocks, H * itemsize / 32, block_size, 32 / itemsize),
     or (blocks, heads, head_size * itemsize / 32, block_size, 32 / itemsize), the same bytes,
     takes it as column [block, :, row, :] of 32-byte pieces. A copy, as kv_cache_append."""
+    cache = np.asarray(cache)
+    if nz and cache.ndim == 5:
+        flat = cache.reshape(cache.shape[0], -1, cache.shape[3], cache.shape[4])
+        return paged_cache_scatter(flat, update, slots, nz).reshape(cache.shape)
     out = np.array(cache, copy=True)
-    if nz and out.ndim == 5:
-        flat = out.reshape(out.shape[0], -1, out.shape[3], out.shape[4])
-        return paged_cache_scatter(flat, update, slots, nz).reshape(out.shape)
     block_size = out.shape[2] if nz else out.shape[1]
     capacity = out.shape[0] * block_size
     slots = np.asarray(slots).reshape(-1)
