@@ -26,7 +26,9 @@ Timing figures the simulator is expected to use:
   `gm_same_address_slowdown`. Vector ops are not split so finely that a core moves less than
   `gm_min_efficient_transfer_bytes`. A write scattered in 32-byte bursts (an NZ cache column)
   takes at least `gm_write_burst_cycles` (optional) a burst on each core, and at least n /
-  `gm_write_bursts_per_cycle` (optional) when n cores write such bursts at once.
+  `gm_write_bursts_per_cycle` (optional) when n cores write such bursts at once; a read of
+  many short bursts (one row per burst) likewise `gm_read_burst_cycles` and
+  `gm_read_bursts_per_cycle`.
 - scalar: each issued instruction costs `scalar_ops_per_instr` scalar ops at
   `scalar_ops_per_cycle`; on chips whose vector kernels are TQue-framework Ascend C loops
   (`vector_tile_scalar_cycles_per_queue`, optional) a vector tile's scalar work is instead that
@@ -381,12 +383,23 @@ class Chip:
         doc="cycles one core's UB -> GM DMA spends per 32-byte burst of a write scattered in "
             "32-byte pieces (a DataCopy of blockLen 1 with a destination stride: an NZ cache "
             "column), when few cores write; the move is paced at no more than one burst per "
-            "this many cycles (`lower.tiling.write_burst_cycles`); absent: the path rate")
+            "this many cycles (`lower.tiling.burst_cycles`); absent: the path rate")
     gm_write_bursts_per_cycle: float | None = _spec(
         "float", "bursts/cycle", gt=0, optional=True,
         doc="such 32-byte scattered write bursts the whole chip completes per cycle: with n "
             "cores writing them at once, each core's burst takes at least n / this cycles; "
             "absent: no chip-wide limit beyond the L2 and HBM bandwidth")
+    gm_read_burst_cycles: float | None = _spec(
+        "float", "cycles", gt=0, optional=True,
+        doc="cycles one core's GM -> UB DMA spends per burst of a read of many short bursts "
+            "(a DataCopyPad of one row per burst, blockCount = rows), when few cores read; "
+            "the move is paced at no more than one burst per this many cycles "
+            "(`lower.tiling.burst_cycles`); absent: the path rate")
+    gm_read_bursts_per_cycle: float | None = _spec(
+        "float", "bursts/cycle", gt=0, optional=True,
+        doc="such read bursts the whole chip completes per cycle: with n cores reading them "
+            "at once, each core's burst takes at least n / this cycles; absent: no chip-wide "
+            "limit beyond the L2 and HBM bandwidth")
     vector_dep_latency_cycles: float | None = _spec(
         "float", "cycles", ge=0, optional=True,
         doc="completion latency a dependent vector step of a sequence waits out (the "

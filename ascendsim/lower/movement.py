@@ -19,11 +19,11 @@ from .program import CoreGroup, Instr, Segment, Stage
 from .tiling import (
     VecPart,
     VecSpec,
+    burst_cycles,
     cdiv,
     gm_read,
     gm_write,
     vector_scalar_stage,
-    write_burst_cycles,
 )
 
 
@@ -154,7 +154,7 @@ def lower_paged_cache_scatter(low: Lowering, node: Node) -> None:
     work), then the token's key and value are each copied GM -> UB in one contiguous
     DataCopy and UB -> GM into the cache. A PA_NZ cache
     takes each as H * itemsize / 32 bursts of 32 bytes at the block-size stride, paced by the
-    chip's scattered-write burst cost (`write_burst_cycles`); a Norm (ND) cache one contiguous
+    chip's scattered-write burst cost (`burst_cycles`); a Norm (ND) cache one contiguous
     row. Key and value together within the UB (less 1 KB): a tile each, in queues of depth 1
     (fully load, two TQueBind); otherwise chunks of half the UB, double-buffered, the key's
     then the value's. Every token is timed; a negative slot, which the kernel skips, is not
@@ -168,7 +168,7 @@ def lower_paged_cache_scatter(low: Lowering, node: Node) -> None:
     nz = node.attrs.get("cache_mode") == "PA_NZ"
     factor = cdiv(tokens, low.vector_cores())
     used = cdiv(tokens, factor)
-    per_burst = write_burst_cycles(chip, used) if nz else 0.0
+    per_burst = burst_cycles(chip, used) if nz else 0.0
     through = low.through(list(node.outputs), [ND, ND])
     misses = [low.miss(key, tokens * rows[0]), low.miss(value, tokens * rows[1])]
 

@@ -129,7 +129,10 @@ class OpSequence:
     own count (`lower.vector.kernel_ub`; None: the generic split); `norm`: a TBE NORM-pattern
     kernel's UB fit rule, workspace traffic and double buffering (`NormSchedule`; with
     `whole_rows`, in place of `row_reads`); `tile`: the kernel's own tile, elements of the main
-    input by its dtype, at most as the UB allows (None: as the UB allows)."""
+    input by its dtype, at most as the UB allows (None: as the UB allows); `row_bursts`: how
+    the kernel's DMAs cut its rows into GM bursts ("rows": one burst per row that is not a
+    whole number of 32-byte blocks; "halves": one per half row read, one per row written;
+    "": one burst per move; `lower.vector.row_bursts`)."""
 
     steps: tuple[Step, ...]
     fp32: bool = False
@@ -150,3 +153,4 @@ class OpSequence:
     ub_bytes: Callable[[str], float] | None = None
     norm: NormSchedule | None = None
     tile: Callable[[str], int] | None = None
+    row_bursts: str = ""

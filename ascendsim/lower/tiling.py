@@ -83,16 +83,21 @@ def cdiv(a: int, b: int) -> int:
 
 # ----------------------------------------------------------------------------- data moves
 def gm_read(chip, pipe: str, dst: str, nbytes: int, miss: float, kind: str = "copy",
-            same_address: bool = False, moves: int = 1) -> Instr:
+            same_address: bool = False, moves: int = 1, bursts: int = 0,
+            per_burst: float = 0.0) -> Instr:
     """A GM -> dst move of `nbytes` with L2 miss fraction `miss` (msKPP de-rate); reads that
     several cores make of the same addresses at once are slowed by the chip's
     `gm_same_address_slowdown`; `moves` DMA commands issued one after another (a gather's one
-    move per row) each pay the path's latency."""
+    move per row) each pay the path's latency; a move of `bursts` separate bursts (a
+    DataCopyPad of one row per burst) takes at least `per_burst` cycles a burst
+    (`burst_cycles`)."""
     bw = chip.path_bytes_per_cycle.get("gm", dst.lower())
     lat = chip.path_latency_cycles.get("gm", dst.lower()) * max(1, moves)
     eff = bw * (1.0 - miss) + miss * bw / chip.l2_miss_slowdown
     if same_address:
         eff /= chip.gm_same_address_slowdown
+    if bursts and per_burst:
+        eff = min(eff, nbytes / (bursts * per_burst))
     return Instr(pipe, kind, int(round(lat)), int(nbytes), GM, dst, eff, float(miss),
                  gm_tensors(miss))
 
@@ -102,7 +107,7 @@ def gm_write(chip, pipe: str, src: str, nbytes: int, through: float, moves: int 
     """A src -> GM move; `through` = fraction written through to HBM (does not stay in L2);
     `moves` DMA commands issued one after another each pay the path's latency (as `gm_read`);
     a move written as `bursts` short bursts to scattered addresses (a DataCopy with blockLen 1
-    and a destination stride) takes at least `per_burst` cycles a burst (`write_burst_cycles`)."""
+    and a destination stride) takes at least `per_burst` cycles a burst (`burst_cycles`)."""
     bw = chip.path_bytes_per_cycle.get(src.lower(), "gm")
     lat = chip.path_latency_cycles.get(src.lower(), "gm") * max(1, moves)
     if bursts and per_burst:
@@ -111,14 +116,17 @@ def gm_write(chip, pipe: str, src: str, nbytes: int, through: float, moves: int 
                  gm_tensors(through))
 
 
-def write_burst_cycles(chip, cores: int) -> float:
-    """Cycles one core spends per 32-byte GM write burst to a scattered address when `cores`
-    cores write such bursts at once: the chip's per-core figure, or its share of the chip-wide
-    rate, whichever is slower (`Chip.gm_write_burst_cycles`, `gm_write_bursts_per_cycle`);
-    0 where the chip gives neither (the path rate alone)."""
-    per_core = chip.gm_write_burst_cycles or 0.0
-    rate = chip.gm_write_bursts_per_cycle
-    return max(per_core, cores / rate if rate else 0.0)
+def burst_cycles(chip, cores: int, write: bool = True) -> float:
+    """Cycles one core spends per burst of a GM move of many short bursts when `cores` cores
+    move such bursts at once: the chip's per-core figure, or its share of the chip-wide rate,
+    whichever is slower (`Chip.gm_write_burst_cycles` / `gm_write_bursts_per_cycle` for a
+    write, `gm_read_burst_cycles` / `gm_read_bursts_per_cycle` for a read); 0 where the chip
+    gives neither (the path rate alone)."""
+    if write:
+        per_core, rate = chip.gm_write_burst_cycles, chip.gm_write_bursts_per_cycle
+    else:
+        per_core, rate = chip.gm_read_burst_cycles, chip.gm_read_bursts_per_cycle
+    return max(per_core or 0.0, cores / rate if rate else 0.0)
 
 
 def fix_row_cycles(chip, n_cols: int, acc_bytes: int) -> int:
@@ -332,6 +340,11 @@ class VecSpec:
     ub_elem_bytes: float = 0.0
     # >0: the kernel's own tile, at most this many task elements (`OpSequence.tile`)
     tile_elems: int = 0
+    # per input, GM bursts per element when the kernel moves it one row piece per burst
+    # (`lower.vector.row_bursts`); () : one burst per move
+    bursts: tuple[float, ...] = ()
+    # GM bursts per element of the output moves, likewise
+    out_bursts: float = 0.0
 
 
 def ub_slot_elems(chip, spec: VecSpec, op: str) -> tuple[int, float]:
@@ -388,6 +401,7 @@ def vector_work(chip, spec: VecSpec, op: str, cores: int) -> tuple[list[CoreGrou
     reads = spec.row_reads if over and swept and not spec.row_tile else 1
     ws = spec.row_ws_bytes if reads > 1 else 0.0
     reread_miss = reread_miss_fraction(chip, spec, block, ws) if reads > 1 else 0.0
+    per_burst = _per_burst(chip, spec, block)
     groups: list[CoreGroup] = []
     core = 0
     for per_core, ncores, ntiles in shares or [
@@ -395,7 +409,7 @@ def vector_work(chip, spec: VecSpec, op: str, cores: int) -> tuple[list[CoreGrou
         segs = []
         for tile_elems, count in split_even(per_core, ntiles):
             segs.append(Segment(_vector_stages(chip, spec, tile_elems, reads, ws,
-                                               reread_miss), count))
+                                               reread_miss, per_burst), count))
         groups.append(CoreGroup(tuple(range(core, core + ncores)), tuple(segs)))
         core += ncores
     tile = min(slot_elems, cdiv(spec.elems, block))
@@ -403,11 +417,30 @@ def vector_work(chip, spec: VecSpec, op: str, cores: int) -> tuple[list[CoreGrou
              f"{tile} elements per tile "
              f"(UB {chip.ub_bytes} B, {_ub_split(spec, per_elem)})"]
     notes += _row_pass_notes(chip, spec, block, reads, ws, reread_miss)
+    notes += _burst_notes(spec, tile, block, per_burst)
     seq = [p for p in spec.parts if isinstance(p, SeqPart)]
     if seq:
         notes.append(f"V cycles per tile of {tile} elements: " + ", ".join(
             f"{p.instr} {part_cycles(chip, p, tile)}" for p in seq))
     return groups, notes
+
+
+def _per_burst(chip, spec: VecSpec, block: int) -> tuple[float, float]:
+    """(read, write) cycles per burst of a vector task whose moves are cut into `spec.bursts`
+    / `out_bursts` bursts, on `block` cores (`burst_cycles`); (0, 0) for one burst a move."""
+    if not (spec.bursts or spec.out_bursts):
+        return 0.0, 0.0
+    return burst_cycles(chip, block, write=False), burst_cycles(chip, block)
+
+
+def _burst_notes(spec: VecSpec, tile: int, block: int,
+                 per_burst: tuple[float, float]) -> list[str]:
+    """The tiling note of a task whose moves are cut into one GM burst per row."""
+    if not (spec.bursts or spec.out_bursts):
+        return []
+    return [f"rows moved one GM burst each: {sum(spec.bursts) * tile:.0f} read and "
+            f"{spec.out_bursts * tile:.0f} written per tile of {tile} elements, at least "
+            f"{per_burst[0]:.1f} / {per_burst[1]:.1f} cycles a burst on {block} core(s)"]
 
 
 def _row_pass_notes(chip, spec: VecSpec, block: int, reads: int, ws: float,
@@ -519,15 +552,20 @@ def reread_miss_fraction(chip, spec: VecSpec, block: int, ws: float) -> float:
 
 
 def _vector_stages(chip, spec: VecSpec, e: int, reads: int = 1,
-                   ws: float = 0.0, reread_miss: float = 0.0) -> tuple[Stage, ...]:
+                   ws: float = 0.0, reread_miss: float = 0.0,
+                   per_burst: tuple[float, float] = (0.0, 0.0)) -> tuple[Stage, ...]:
     """One tile's stages; `reads`: GM reads of the main (first) input's bytes, the reads after
     the first missing the L2 by `reread_miss` (`reread_miss_fraction`: 0 when the core's row,
     read a pass earlier, is still there); `ws`: bytes per element of a workspace tensor
-    written to GM (left in the L2) and read back `spec.row_ws_reads` times, missing alike."""
+    written to GM (left in the L2) and read back `spec.row_ws_reads` times, missing alike;
+    `per_burst`: (read, write) cycles per burst of a move of `spec.bursts` / `out_bursts`
+    bursts per element (`burst_cycles`)."""
     moves = spec.moves or (0.0,) * len(spec.inputs)
+    bursts = spec.bursts or (0.0,) * len(spec.inputs)
     loads = tuple(gm_read(chip, "MTE2", "UB", math.ceil(b * e), miss,
-                          moves=math.ceil(m * e - 1e-9) if m else 1)
-                  for (b, miss), m in zip(spec.inputs, moves) if b > 0)
+                          moves=math.ceil(m * e - 1e-9) if m else 1,
+                          bursts=math.ceil(k * e - 1e-9), per_burst=per_burst[0])
+                  for (b, miss), m, k in zip(spec.inputs, moves, bursts) if b > 0)
     if reads > 1 and spec.inputs and spec.inputs[0][0] > 0:
         loads += (gm_read(chip, "MTE2", "UB", math.ceil(spec.inputs[0][0] * e) * (reads - 1),
                           reread_miss),)
@@ -538,7 +576,9 @@ def _vector_stages(chip, spec: VecSpec, e: int, reads: int = 1,
         loads = (Instr("MTE2", "copy", 1),)
     vec = vec_instrs(chip, spec.parts, e) or (Instr("V", "vec_nop", 1),)
     store = (gm_write(chip, "MTE3", "UB", max(math.ceil(spec.out_bytes * e), 1),
-                      spec.out_through, moves=spec.out_moves),)
+                      spec.out_through, moves=spec.out_moves,
+                      bursts=math.ceil(spec.out_bursts * e - 1e-9),
+                      per_burst=per_burst[1]),)
     if ws:
         store += (gm_write(chip, "MTE3", "UB", math.ceil(ws * e), 0.0),)
     in_ub = math.ceil(sum(b for b, _ in spec.inputs) * e)

@@ -286,22 +286,51 @@ def lone_path(low: Lowering, parts: list, fmt: str) -> LonePath | None:
     return None if seq is None else (nd, ins, seq)
 
 
-def kernel_pipeline(low: Lowering, lone: LonePath | None, n: int) -> dict[str, int]:
+def row_bursts(low: Lowering, lone: LonePath, n: int) -> dict[str, Any]:
+    """The VecSpec `bursts` / `out_bursts` of a lone kernel whose path moves its rows one GM
+    burst each (`OpSequence.row_bursts`): "rows", a row-wise kernel whose row is not a whole
+    number of 32-byte blocks lays each row on a block in UB (the sequence's row padding,
+    `vector_seq.resolve`) and copies it in and out as one burst (Ascend C's DataCopyPad with
+    blockCount = the tile's rows: ops-nn rms_norm_merge_n.h CopyIn / CopyOutY when numCol !=
+    numColAlign); "halves", each row's two halves are read as a burst each and each output
+    row written as one, whatever their alignment (SwiGlu: ops-nn swi_glu
+    glu_tiling_kernel.hpp CaclOneTileCopyParam, blockCount = the tile's rows). The bursts
+    per task element of each input and of the output; {}: one burst per move."""
+    nd, ins, seq = lone
+    main = ins[0]
+    outs = [low.sub_value(nd, o) for o in nd.outputs]
+    if seq.row_bursts == "halves" and main.rank >= 1:
+        per = main.numel // max(int(main.shape[-1]), 1) / n
+        return {"bursts": tuple(2 * per if v.numel == main.numel else 0.0 for v in ins),
+                "out_bursts": sum(per for v in outs if 2 * v.numel == main.numel)}
+    if seq.row_bursts != "rows" or not seq.rows:
+        return {}
+    length, inner = ROW_RULES[seq.rows](ins, nd.attrs, low.const_value)
+    length = max(int(length), 1)
+    if inner > 1 or (length * itemsize(main.dtype)) % low.chip.ub_align_bytes == 0:
+        return {}
+    per = main.numel / length / n
+    bursts = tuple(per if v.numel == main.numel else 0.0 for v in ins)
+    out = sum(per for v in outs if v.numel == main.numel)
+    return {"bursts": bursts, "out_bursts": out} if any(bursts) or out else {}
+
+
+def kernel_pipeline(low: Lowering, lone: LonePath | None, n: int) -> dict[str, Any]:
     """The VecSpec fields of a lone node (`lone_path`) whose kernel path sets them: `buffers`
     (UB slots per queue), `row_tile` (task elements per row-group tile), `row_elems` (task
     elements per row when the kernel binds whole rows to cores), `tile_rows` (that kernel's
     rows per UB loop) and `row_reads` (GM reads of the main input when such a row does not
     fit a UB tile), from `OpSequence.buffers`, `row_tile` (RmsNorm's NORMAL mode on A2, one
     row; the TBE LayerNorm cube path, 16 rows), `whole_rows`, `row_budget` (RmsNorm's
-    MERGE_N), `row_reads` (RmsNorm on A2) and `tile_elems` (`OpSequence.tile`: ArgMaxV2's
-    segment on a long row), and for TBE's NORM-pattern Softmax and
-    LogSoftmax the fields of `norm_rows` (reduced axis innermost) or `norm_strided`; {}: the
-    defaults."""
+    MERGE_N), `row_reads` (RmsNorm on A2), `tile_elems` (`OpSequence.tile`: ArgMaxV2's
+    segment on a long row) and `bursts` / `out_bursts` (`row_bursts`), and for TBE's
+    NORM-pattern Softmax and LogSoftmax the fields of `norm_rows` (reduced axis innermost) or
+    `norm_strided`; {}: the defaults."""
     if lone is None:
         return {}
     nd, ins, seq = lone
     if not (seq.row_tile or seq.whole_rows):
-        return {"buffers": seq.buffers}
+        return {"buffers": seq.buffers, **row_bursts(low, lone, n)}
     length, inner = ROW_RULES[seq.rows](ins, nd.attrs, low.const_value)
     # rows bound to cores are contiguous ones (a reduction over the innermost axis)
     whole = seq.whole_rows and inner == 1
@@ -311,7 +340,7 @@ def kernel_pipeline(low: Lowering, lone: LonePath | None, n: int) -> dict[str, i
 
     narrow = seq.narrow_slots and ins[0].dtype in NARROW_FLOATS
     out = {"buffers": seq.narrow_slots if narrow else seq.buffers,
-           "row_reads": seq.row_reads if whole else 1}
+           "row_reads": seq.row_reads if whole else 1, **row_bursts(low, lone, n)}
     if whole and seq.norm is not None:
         out.update(norm_rows(low, seq, int(length), ins[0].dtype,
                              n / max(int(ins[0].numel), 1)))

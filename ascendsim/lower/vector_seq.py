@@ -238,7 +238,8 @@ SEQUENCES: dict[str, OpSequence] = {
     # multiplies by a, one Mul more, not modelled apart
     "SwiGlu": OpSequence((_e("vmuls", "unary", 0.5), _e("vexp", "exp", 0.5),
                           _e("vadds", "unary", 0.5), _e("vdiv", "div", 0.5),
-                          _e("vmul", "binary", 0.5)), fp32=True, ub_bytes=_swiglu_ub),
+                          _e("vmul", "binary", 0.5)), fp32=True, ub_bytes=_swiglu_ub,
+                         row_bursts="halves"),
     "ReduceSum": OpSequence((_r("vcadd"),), rows="axes"),
     # TBE reduce_mean_compute (impl/dynamic/reduce_mean.py): fp16 cast to fp32 where the
     # chip's sum takes fp32, every element scaled by 1/N (vmuls) before the sum, cast back
@@ -462,11 +463,11 @@ PATHS: dict[str, tuple[tuple[Callable[..., bool], OpSequence], ...]] = {
              "single-buffered queues (rms_norm_base.h BUFFER_NUM = 1)")),
                 (rms_mode("MERGE_N"), OpSequence(
         RMS_NORM_MERGE_N, fp32=True, rows="gamma", buffers=1, narrow_slots=2,
-        whole_rows=True,
+        whole_rows=True, row_bursts="rows",
         row_budget=RMS_NORM_MERGE_N_BUDGET, note=MERGE_N_NOTE)),
                 (rms_mode("MERGE_N_PERF"), OpSequence(
         RMS_NORM_MERGE_N_PERF, fp32=True, rows="gamma", buffers=1, narrow_slots=2,
-        whole_rows=True,
+        whole_rows=True, row_bursts="rows",
         row_budget=RMS_NORM_MERGE_N_BUDGET,
         note=MERGE_N_NOTE + "; its isPerformance form: the rows' rstd spread by Brcb, one "
              "32-byte block per row")),

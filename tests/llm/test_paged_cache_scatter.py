@@ -115,17 +115,17 @@ def test_nz_cache_pays_per_burst_and_norm_cache_does_not():
     assert plain.cycles < nz.cycles
 
 
-def test_write_burst_cycles_takes_the_slower_of_core_and_chip():
+def test_burst_cycles_takes_the_slower_of_core_and_chip():
     """A core's burst takes the per-core figure while few cores write, its share of the
     chip-wide rate once many do, and nothing where the chip gives neither figure."""
-    from ascendsim.lower.tiling import write_burst_cycles
+    from ascendsim.lower.tiling import burst_cycles
 
     chip = asim.load_chip("ascend910b2").replace(gm_write_burst_cycles=10.0,
                                                  gm_write_bursts_per_cycle=2.0)
-    assert write_burst_cycles(chip, 4) == 10.0
-    assert write_burst_cycles(chip, 48) == 24.0
+    assert burst_cycles(chip, 4) == 10.0
+    assert burst_cycles(chip, 48) == 24.0
     bare = chip.replace(gm_write_burst_cycles=None, gm_write_bursts_per_cycle=None)
-    assert write_burst_cycles(bare, 48) == 0.0
+    assert burst_cycles(bare, 48) == 0.0
 
 
 def test_nz_head_size_must_be_whole_32_byte_blocks():

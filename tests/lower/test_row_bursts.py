@@ -1,0 +1,82 @@
+"""Kernels that move their rows one GM burst each (`OpSequence.row_bursts`,
+`lower.vector.row_bursts`): RmsNorm's MERGE_N mode copies rows that are not whole 32-byte
+blocks with one DataCopyPad burst per row, SwiGlu reads each row's two halves as a burst each
+and writes each output row as one; each burst takes at least the chip's per-burst cycles
+(`lower.tiling.burst_cycles`)."""
+
+from __future__ import annotations
+
+import pytest
+
+import ascendsim as asim
+from ascendsim.lower.tiling import burst_cycles
+
+ROWS = 48 * 500      # 500 rows on each of the 910B2's 48 vector cores
+
+
+def _rms(cols: int, dtype: str = "bfloat16") -> asim.Graph:
+    g = asim.Graph("rms")
+    x = g.input("x", (ROWS, cols), dtype)
+    g.output(g.rms_norm(x, g.input("g", (cols,), dtype), name="op"))
+    return g
+
+
+def _swiglu(cols: int, dtype: str = "bfloat16") -> asim.Graph:
+    g = asim.Graph("swiglu")
+    g.output(g.swi_glu(g.input("x", (ROWS, cols), dtype), dim=-1, name="op"))
+    return g
+
+
+def _bare(chip: str = "ascend910b2"):
+    return asim.load_chip(chip).replace(gm_read_burst_cycles=None, gm_read_bursts_per_cycle=None,
+                                        gm_write_burst_cycles=None,
+                                        gm_write_bursts_per_cycle=None)
+
+
+def _notes(res) -> str:
+    return "\n".join(res.trace.tasks[0].notes)
+
+
+def test_unaligned_rms_rows_are_paced_per_burst():
+    """Rows of 2 bf16 (4 bytes): 500 rows a core each way, so the reads alone take at least
+    500 x the per-burst cycles of 48 cores reading at once; without the figures the kernel
+    is shorter by at least half that (its loads and stores overlap the vector work)."""
+    chip = asim.load_chip("ascend910b2")
+    res = asim.simulate(_rms(2), chip)
+    assert "rows moved one GM burst each" in _notes(res)
+    per = burst_cycles(chip, 48, write=False)
+    assert per == pytest.approx(48 / chip.gm_read_bursts_per_cycle)
+    assert res.cycles >= 500 * per
+    assert res.cycles - asim.simulate(_rms(2), _bare()).cycles >= 0.5 * 500 * per
+
+
+def test_aligned_rms_rows_move_in_one_burst():
+    """Rows of 64 bf16 (128 bytes, whole blocks) are one contiguous copy: no burst pacing, the
+    same time as on a chip without the figures."""
+    res = asim.simulate(_rms(64), "ascend910b2")
+    assert "rows moved one GM burst each" not in _notes(res)
+    assert asim.simulate(_rms(64), _bare()).cycles == res.cycles
+
+
+def test_swiglu_reads_two_bursts_a_row_and_writes_one():
+    res = asim.simulate(_swiglu(4), "ascend910b2")
+    note = next(n for n in res.trace.tasks[0].notes if n.startswith("rows moved"))
+    read, written = (int(w) for w in note.split(":")[1].split()[0:4:3])
+    assert read == 2 * written > 0
+    assert asim.simulate(_swiglu(4), _bare()).cycles < res.cycles
+
+
+def test_chips_without_burst_figures_are_unchanged():
+    """The first-generation 910 gives no burst figures: its RmsNorm path pays the path rate."""
+    res = asim.simulate(_rms(2, "float16"), "ascend910")
+    assert "rows moved one GM burst each" not in _notes(res)
+
+
+def test_read_and_write_bursts_use_their_own_figures():
+    chip = asim.load_chip("ascend910b2").replace(gm_read_burst_cycles=12.0,
+                                                 gm_read_bursts_per_cycle=4.0,
+                                                 gm_write_burst_cycles=10.0,
+                                                 gm_write_bursts_per_cycle=2.0)
+    assert burst_cycles(chip, 4, write=False) == 12.0
+    assert burst_cycles(chip, 48, write=False) == 12.0
+    assert burst_cycles(chip, 48) == 24.0
