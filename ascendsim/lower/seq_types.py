@@ -24,7 +24,8 @@ A2_A3_CHIPS = frozenset({"ascend910b", "ascend910b1", "ascend910b3", "ascend910b
 class Step:
     """One instruction of a sequence: its name, the chip rate class, its shape, how many;
     `width`: values a ROW step writes per row (a Brcb writes each row's value to a 32-byte
-    block: 8 fp32); `index`: a REDUCE step that returns each row's position as well as its
+    block: 8 fp32), or elements a LOOP step's call covers when more than 1 (else the row);
+    `index`: a REDUCE step that returns each row's position as well as its
     value (an argmax), so it cannot fold the row with element-wise max (module note of
     lower/vector_seq.py, reduce tree); `convert`: a vconv between a 2-byte float and fp32,
     whose repeats count the fp32 side (lower/vector_seq.py `vconv_part`)."""
@@ -54,10 +55,11 @@ def reduction(instr: str, vclass: str = "reduce", index: bool = False) -> Step:
     return Step(instr, vclass, REDUCE, index=index)
 
 
-def row_loop(instr: str, vclass: str = "binary") -> Step:
-    """One instruction per reduced row over that row's elements: a kernel's own for loop
-    over its rows, each call a separate instruction that waits out the one before."""
-    return Step(instr, vclass, LOOP)
+def row_loop(instr: str, vclass: str = "binary", width: int = 1) -> Step:
+    """One instruction per reduced row over that row's elements (`width` > 1: over that many
+    elements of it, a call on the row's statistic): a kernel's own for loop over its rows,
+    each call a separate instruction that waits out the one before."""
+    return Step(instr, vclass, LOOP, width=width)
 
 
 def per_row(instr: str, vclass: str = "unary", width: int = 1) -> Step:
@@ -131,8 +133,9 @@ class OpSequence:
     `whole_rows`, in place of `row_reads`); `tile`: the kernel's own tile, elements of the main
     input by its dtype, at most as the UB allows (None: as the UB allows); `row_bursts`: how
     the kernel's DMAs cut its rows into GM bursts ("rows": one burst per row that is not a
-    whole number of 32-byte blocks; "halves": one per half row read, one per row written;
-    "": one burst per move; `lower.vector.row_bursts`)."""
+    whole number of 32-byte blocks; "rows_out": so, and one per output row whatever its
+    alignment; "halves": one per half row read, one per row written; "": one burst per move;
+    `lower.vector.row_bursts`)."""
 
     steps: tuple[Step, ...]
     fp32: bool = False

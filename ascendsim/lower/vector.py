@@ -290,12 +290,14 @@ def row_bursts(low: Lowering, lone: LonePath, n: int) -> dict[str, Any]:
     """The VecSpec `bursts` / `out_bursts` of a lone kernel whose path moves its rows one GM
     burst each (`OpSequence.row_bursts`): "rows", a row-wise kernel whose row is not a whole
     number of 32-byte blocks lays each row on a block in UB (the sequence's row padding,
-    `vector_seq.resolve`) and copies it in and out as one burst (Ascend C's DataCopyPad with
-    blockCount = the tile's rows: ops-nn rms_norm_merge_n.h CopyIn / CopyOutY when numCol !=
-    numColAlign); "halves", each row's two halves are read as a burst each and each output
-    row written as one, whatever their alignment (SwiGlu: ops-nn swi_glu
-    glu_tiling_kernel.hpp CaclOneTileCopyParam, blockCount = the tile's rows). The bursts
-    per task element of each input and of the output; {}: one burst per move."""
+    `vector_seq.resolve`) and copies it in and out as one burst (Ascend C's DataCopyPad
+    with blockCount = the tile's rows: ops-nn rms_norm_merge_n.h CopyIn / CopyOutY when
+    numCol != numColAlign); "rows_out", the same, and every output row written as one burst
+    whatever its alignment (DynamicQuant's int8 rows: dynamic_quant_db.h CopyOut);
+    "halves", each row's two halves are read as a burst each and each output row written as
+    one, whatever their alignment (SwiGlu: ops-nn swi_glu glu_tiling_kernel.hpp
+    CaclOneTileCopyParam, blockCount = the tile's rows). The bursts per task element of
+    each input and of the output; {}: one burst per move."""
     nd, ins, seq = lone
     main = ins[0]
     outs = [low.sub_value(nd, o) for o in nd.outputs]
@@ -303,15 +305,17 @@ def row_bursts(low: Lowering, lone: LonePath, n: int) -> dict[str, Any]:
         per = main.numel // max(int(main.shape[-1]), 1) / n
         return {"bursts": tuple(2 * per if v.numel == main.numel else 0.0 for v in ins),
                 "out_bursts": sum(per for v in outs if 2 * v.numel == main.numel)}
-    if seq.row_bursts != "rows" or not seq.rows:
+    if seq.row_bursts not in ("rows", "rows_out") or not seq.rows:
         return {}
     length, inner = ROW_RULES[seq.rows](ins, nd.attrs, low.const_value)
     length = max(int(length), 1)
-    if inner > 1 or (length * itemsize(main.dtype)) % low.chip.ub_align_bytes == 0:
+    if inner > 1:
         return {}
     per = main.numel / length / n
-    bursts = tuple(per if v.numel == main.numel else 0.0 for v in ins)
-    out = sum(per for v in outs if v.numel == main.numel)
+    padded = (length * itemsize(main.dtype)) % low.chip.ub_align_bytes != 0
+    bursts = tuple(per if padded and v.numel == main.numel else 0.0 for v in ins)
+    out = sum(per for v in outs if v.numel == main.numel and (padded or seq.row_bursts
+                                                                  == "rows_out"))
     return {"bursts": bursts, "out_bursts": out} if any(bursts) or out else {}
 
 

@@ -101,6 +101,7 @@ from .layer_norm_paths import (
     layer_norm_v3,
     layer_norm_v4_single_read,
 )
+from .quant_paths import DYNAMIC_QUANT_PATHS
 from .rms_norm_paths import (
     MERGE_N_NOTE,
     RMS_NORM_A2_CHIPS,
@@ -509,6 +510,7 @@ PATHS: dict[str, tuple[tuple[Callable[..., bool], OpSequence], ...]] = {
                            (layer_norm_v3, OpSequence(
         LAYER_NORM_V3, fp32=True, rows="from_axis", whole_rows=True, norm=LAYER_NORM_V3_NORM,
         note=LAYER_NORM_V3_NOTE)),),
+    "DynamicQuant": DYNAMIC_QUANT_PATHS,
     "RotaryMul": ((_rope_a2, OpSequence(
         _ROPE_HEAD, fp32=True, head_loop="rope",
         note="CANN's rotate-half RoPE kernel (ops-transformer rotary_position_embedding): "
@@ -670,9 +672,10 @@ def resolve(op_type: str, opdef: Any, ins: Sequence[Value], outs: Sequence[Value
                                  in_elems * pad(item), math.ceil(length * pad(item)),
                                  s.count, s.index))
         elif s.shape == LOOP:
+            row = math.ceil(length * pad(item))
+            call = s.width if s.width > 1 else row
             parts.append(SeqPart(s.instr, s.vclass, cdtype, item, LOOP,
-                                 in_elems * pad(item), math.ceil(length * pad(item)),
-                                 s.count))
+                                 in_elems * pad(item) * call / row, call, s.count))
         elif s.shape == ROW:
             parts.append(SeqPart(s.instr, s.vclass, cdtype, item, ROW,
                                  rows * seq.stat_width * s.width, 0, s.count))
