@@ -25,8 +25,8 @@ class Step:
     """One instruction of a sequence: its name, the chip rate class, its shape, how many;
     `width`: values a ROW step writes per row (a Brcb writes each row's value to a 32-byte
     block: 8 fp32), or elements a LOOP step's call covers when more than 1 (else the row);
-    `index`: a REDUCE step that returns each row's position as well as its
-    value (an argmax), so it cannot fold the row with element-wise max (module note of
+    `index`: a REDUCE step that returns each row's position as well as its value (an
+    argmax), so it cannot fold the row with element-wise max (module note of
     lower/vector_seq.py, reduce tree); `convert`: a vconv between a 2-byte float and fp32,
     whose repeats count the fp32 side (lower/vector_seq.py `vconv_part`)."""
 

@@ -313,9 +313,9 @@ def row_bursts(low: Lowering, lone: LonePath, n: int) -> dict[str, Any]:
         return {}
     per = main.numel / length / n
     padded = (length * itemsize(main.dtype)) % low.chip.ub_align_bytes != 0
+    every_out = padded or seq.row_bursts == "rows_out"
     bursts = tuple(per if padded and v.numel == main.numel else 0.0 for v in ins)
-    out = sum(per for v in outs if v.numel == main.numel and (padded or seq.row_bursts
-                                                                  == "rows_out"))
+    out = sum(per for v in outs if v.numel == main.numel and every_out)
     return {"bursts": bursts, "out_bursts": out} if any(bursts) or out else {}
 
 
