@@ -299,6 +299,8 @@ def row_bursts(low: Lowering, lone: LonePath, n: int) -> dict[str, Any]:
     CaclOneTileCopyParam, blockCount = the tile's rows). The bursts per task element of
     each input and of the output; {}: one burst per move."""
     nd, ins, seq = lone
+    if not seq.row_bursts:
+        return {}
     main = ins[0]
     outs = [low.sub_value(nd, o) for o in nd.outputs]
     if seq.row_bursts == "halves" and main.rank >= 1:
