@@ -40,7 +40,7 @@ from .dynamic_tiling import dynamic_blocks
 from .formats import NC1HWC0, ND, NZ, is_small_operand, padded_bytes
 from .memo import vector_work
 from .movement import ensure
-from .seq_types import NARROW_FLOATS
+from .seq_types import LOOP, NARROW_FLOATS
 from .tiling import VecSpec
 from .vector_rows import ROW_RULES
 from .vector_seq import HEAD_LOOPS, OpSequence, SeqPart, resolve, sequence_for, vclass_of_registry
@@ -74,8 +74,7 @@ def lower_vector(low: Lowering, node, parts: list, category: Category,
         else:
             out_fmts = [fmt if same else ND for same in keep]
     ins = []
-    # an operand 8x smaller than the op's largest value (a per-channel or per-row
-    # vector, a broadcast statistic) is read as it is
+    # an operand 8x smaller than the largest value (a per-channel or per-row vector) is read as is
     value = low.value
     ext_vals = [value(i) for i in ext_in]
     out_vals = [value(o) for o in outs]
@@ -96,11 +95,12 @@ def lower_vector(low: Lowering, node, parts: list, category: Category,
     sized = [*zip(in_b, in_vals), *zip(out_b, out_vals)]
     n = max([1] + [b // itemsize(v.dtype) for b, v in sized])
     vparts, temp, flops, seq_notes = vec_parts(low, parts, n, outs, fmt=fmt)
+    dups, dup_notes = last_axis_dups(low, parts, in_vals, out_vals)
     inputs = tuple((b / n, low.miss(i, b, fmt=f)) for i, b, f in zip(ins, in_b, in_fmts))
     lone = lone_path(low, parts, fmt)
     dynamic = binary_blocks(low, parts, ext_in, ext_vals, out_vals)
     spec = head_loop(low, lone, kernel_ub(low, lone, VecSpec(
-        n, inputs, sum(out_b) / n, low.through(outs, out_fmts), tuple(vparts), temp,
+        n, inputs, sum(out_b) / n, low.through(outs, out_fmts), tuple(vparts + dups), temp,
         **kernel_pipeline(low, lone, n),
         moves=row_moves(low, parts[0], in_vals, gathered),
         split=vector_split(parts, in_vals, out_vals, dynamic is not None))))
@@ -112,7 +112,7 @@ def lower_vector(low: Lowering, node, parts: list, category: Category,
         vnotes = vnotes + ["inputs order the op only (no input bytes read)"]
     low.add_task(TaskSpec(name or node.name, op_type or node.op_type, low.vector_task_type(),
                           [low.vector_phase(groups)], ins, outs, in_fmts, out_fmts, flops,
-                          (notes or []) + seq_notes + vnotes + blocks[1], fused))
+                          (notes or []) + seq_notes + dup_notes + vnotes + blocks[1], fused))
 
 
 def _bn_update_grad_blocks(shape: tuple[int, ...], cores: int) -> int:
@@ -319,6 +319,51 @@ def row_bursts(low: Lowering, lone: LonePath, n: int) -> dict[str, Any]:
     bursts = tuple(per if padded and v.numel == main.numel else 0.0 for v in ins)
     out = sum(per for v in outs if v.numel == main.numel and every_out)
     return {"bursts": bursts, "out_bursts": out} if any(bursts) or out else {}
+
+
+#: TBE's dynamic broadcast schedule for the A2 / A3 (broadcast_schedule_base.py, public CANN
+#: 8.1.RC1 copy leideng/CANN-8.1.RC1 at 4332a01) hands its `vector_broadcast` emitter
+#: `last_dup_threshold` = BRC_LAST_DUP_LIMIT = 16: a last-axis broadcast longer than this many
+#: elements is materialised row by row (see `last_axis_dups`)
+LAST_DUP_LIMIT = 16
+
+
+def last_axis_dups(low: Lowering, parts: list, in_vals: list[Value], out_vals: list[Value]
+                   ) -> tuple[list[SeqPart], list[str]]:
+    """The per-row broadcast of a lone element-wise op on a split chip (A2 / A3) whose
+    operand [..., 1] is broadcast along a last axis of more than `LAST_DUP_LIMIT` elements:
+    one `vector_dup` call per output row and per such operand (a LOOP part, issued by the
+    scalar unit row by row), and the note saying so; ([], []) otherwise.
+
+    What the sources give: TBE's broadcast schedule for the 910B and 910_93
+    (broadcast_schedule_milan.py) lays every element of such an operand on its own 32-byte
+    block in UB (`_calc_real_remove_pad`, `_calc_ub_align`: storage_align of the operand's
+    second-last axis) and emits `vector_broadcast` with `last_dup_threshold` 16, whose
+    lowering is compiled code; TBE's public static lowering of the same broadcast
+    (te_schedule/pure_broadcast_intrin.py `last_axis_broadcast`, dengguojie/vue-element-admin
+    at 03d8784) fills a row that is whole 32-byte blocks with one scalar `reg_mov` of the
+    operand's value and one `vector_dup` of the row (its LFA algorithm; an unaligned row takes
+    at least as many calls). Inferred: the threshold is the row length above which the
+    dynamic emitter dups row by row; shorter rows take another method that is not public,
+    and keep the op's plain sequence. A coupled chip's, a fused group's and a pure broadcast's
+    (Expand: category INJECTIVE, another schedule) are not changed; bf16 rows are filled in
+    the fp32 they are computed in."""
+    if low.chip.arch != "split" or len(parts) != 1 or len(out_vals) != 1:
+        return [], []
+    out = out_vals[0]
+    if get_op(parts[0].op_type, parts[0].name).category > Category.BROADCAST or out.rank < 2:
+        return [], []
+    row = int(out.shape[-1])
+    operands = sum(1 for v in in_vals
+                   if v.rank >= 2 and int(v.shape[-1]) == 1 and 1 < v.numel < out.numel)
+    if row <= LAST_DUP_LIMIT or not operands:
+        return [], []
+    dtype = "float32" if out.dtype == "bfloat16" else out.dtype
+    part = SeqPart("vector_dup (a row)", "unary", dtype, itemsize(dtype), LOOP, 1.0, row,
+                   float(operands))
+    return [part], [f"last-axis broadcast of {operands} operand(s) to rows of {row}: one "
+                    f"vector_dup per row and operand, issued row by row (TBE's broadcast "
+                    f"schedule: rows longer than {LAST_DUP_LIMIT} elements)"]
 
 
 def kernel_pipeline(low: Lowering, lone: LonePath | None, n: int) -> dict[str, Any]:
@@ -603,6 +648,6 @@ def same_const(a: Any, b: Any) -> bool:
 #: this module's rows of the dispatcher's table (lower/lowering.py): vector and scalar units
 LOWERINGS = {"vector": lower_vector_op, "scalar": lower_vector_op}
 
-__all__ = ["TBE_COPY_ONLY", "copies_only", "lower_vector", "lower_vector_op",
-           "keeps_format", "head_loop", "kernel_pipeline", "rows_per_loop", "vec_parts",
-           "node_seq", "vec_class_of", "attrs_key", "same_const", "LOWERINGS"]
+__all__ = ["LAST_DUP_LIMIT", "TBE_COPY_ONLY", "copies_only", "last_axis_dups", "lower_vector",
+           "lower_vector_op", "keeps_format", "head_loop", "kernel_pipeline", "rows_per_loop",
+           "vec_parts", "node_seq", "vec_class_of", "attrs_key", "same_const", "LOWERINGS"]
