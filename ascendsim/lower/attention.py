@@ -48,6 +48,25 @@ the HBM traffic is Q, K, V (L2 misses), the mask and O. The stages form one pipe
 is the busiest pipe per unit (the software pipelining CANN's kernels do: QK^T of block j+1
 overlaps the softmax of block j). On split chips the AIV half of this mix kernel is folded
 into the AIC's chain (V and MTE3 stages at the aggregate rate of its AIVs): an approximation.
+
+K and V rows from HBM (split chips). CANN's kernels bring a K or V block to L1 as one ND -> NZ
+copy of one row per key (ops-transformer attention/common memory_copy.h
+`CopySingleMatrixNDToNZ`: nValue = the block's keys, dValue = D, the source stride one row of
+BNSD or N * D of BSND), so a block is that many GM bursts of D elements. The part of them that
+misses the L2 is paced at the chip's per-core read-burst cycles (`gm_read_burst_cycles`, where
+the chip gives it): a decode step's K/V, read once, pays it in full; prefill's re-reads of a
+block by later query blocks hit the L2 and are not paced. The chip-wide read-burst rate
+(`gm_read_bursts_per_cycle`, the AIV scatter writes' rate reused) is not applied to these
+AIC moves: CANN-Bench's decode calls on the 910B2 read 256-byte rows at 2.0-2.2 a cycle over
+24 AICs, twice that rate (an inference from measured rows, not a source).
+
+Split KV (IncreFlashAttention, split chips). CANN's IFA tiling (ops-transformer
+incre_flash_attention_tiling.cpp `IsFlashDecode`, `SplitBNS`) cuts each (batch, kv head)'s
+keys over several vector cores when B x Hkv < 0.4 x the AIV cores (0.5 for its all-vector
+template: fp16, one query head per kv head) and either one query head per kv head or a
+context of at least 2048: `kvSplitPart` = AIV cores // (B x Hkv), lowered while a part would
+hold fewer than 512 keys; the parts are tiles of their own (`kv_splits`). Their combine
+(partial outputs and log-sum-exps through the GM workspace after a SyncAll) is not timed.
 """
 
 from __future__ import annotations
@@ -198,6 +217,29 @@ def keys_read(per_head: list[int], t: int, tk: int) -> tuple[int, float]:
     return keys, keys / (sum(per_head) * tk)
 
 
+#: IFA's split-KV rule (ops-transformer incre_flash_attention_tiling.cpp, module note): the
+#: share of the AIV cores below which (batch x kv heads) is split, per template; a part's keys
+#: at least; the context from which a grouped-query call splits
+SPLIT_KV_SHARE, SPLIT_KV_SHARE_ALL_VECTOR = 0.4, 0.5
+SPLIT_KV_MIN_KEYS = 512
+SPLIT_KV_GQA_CONTEXT = 2048
+
+
+def kv_splits(chip, op_type: str, pairs: int, group: int, t: int, fp16: bool, d: int) -> int:
+    """Parts each (batch, kv head)'s keys are cut into by IncreFlashAttention's split-KV
+    tiling on a split chip (module note, Split KV); 1 otherwise."""
+    if op_type != "IncreFlashAttention" or chip.coupled or not chip.aiv_cores:
+        return 1
+    all_vector = fp16 and group == 1 and d <= 512
+    share = SPLIT_KV_SHARE_ALL_VECTOR if all_vector else SPLIT_KV_SHARE
+    if pairs >= share * chip.aiv_cores or (group > 1 and t < SPLIT_KV_GQA_CONTEXT):
+        return 1
+    parts = chip.aiv_cores // pairs
+    while parts > 1 and t / parts < SPLIT_KV_MIN_KEYS:
+        parts -= 1
+    return max(1, parts)
+
+
 def lower_attention(low: Lowering, node: Node) -> None:
     """One task for FlashAttentionScore / IncreFlashAttention (see the module note). Over 60
     lines: the kernel's stages are built in one pass, each line one move or instruction of
@@ -212,14 +254,17 @@ def lower_attention(low: Lowering, node: Node) -> None:
     stacked = s == 1                         # decode: the G heads of a kv head are the rows
     rows = group if stacked else s
     sq, tk = attention_blocks(chip, rows, d, in_b, m0, vec_share)
-    per_head = visible_blocks(rows if stacked else s, t, sq, tk, causal, stacked)
+    parts = kv_splits(chip, node.op_type, b * hkv, group, t, q.dtype == "float16", d) \
+        if stacked else 1
+    t_part = cdiv(t, parts)                  # keys of one tile (its split-KV part)
+    per_head = visible_blocks(rows if stacked else s, t_part, sq, tk, causal, stacked)
     # split chips, prefill: a tile is CANN's query block of S1_BASE rows, `sub` L0 blocks
     cann_split = split and not stacked and not int(node.attrs.get("prompt", 0))
     sub = max(1, min(S1_BASE, ceil_to(s, sq)) // sq) if cann_split else 1
     per_tile = [sum(per_head[j:j + sub]) for j in range(0, len(per_head), sub)]
     keys, fill = keys_read([max(per_head[j:j + sub]) for j in range(0, len(per_head), sub)],
-                           t, tk)
-    heads_per_tile = hkv if stacked else h
+                           t_part, tk)
+    heads_per_tile = hkv * parts if stacked else h
     tiles = b * heads_per_tile * len(per_tile)
     blocks_per_tile = max(1, round(sum(per_tile) / len(per_tile)))
     units = min(blocks_per_tile, MAX_UNITS)
@@ -240,8 +285,12 @@ def lower_attention(low: Lowering, node: Node) -> None:
     # ---- one unit (a key block) and the per-tile head/tail
     kv_blk = tk * d * in_b
     kv_gm = tk * d * kv_b
-    mte2 = (gm_read(chip, "MTE2", "L1", round(kv_gm * kv_unit * fill), miss_k),
-            gm_read(chip, "MTE2", "L1", round(kv_gm * kv_unit * fill), miss_v))
+    # one burst per key row; the L2 misses among them paced per burst (module note)
+    key_rows = tk * kv_unit * fill
+    per_burst = (chip.gm_read_burst_cycles or 0.0) if split else 0.0
+    mte2 = tuple(gm_read(chip, "MTE2", "L1", round(kv_gm * kv_unit * fill), miss,
+                         bursts=round(key_rows * float(miss)), per_burst=per_burst)
+                 for miss in (miss_k, miss_v))
     if cann_split:   # bmm2's left operand P comes back from the AIVs' GM workspace (L2 hit)
         mte2 += (gm_read(chip, "MTE2", "L1", round(sq * tk * in_b * per_unit), 0.0,
                          kind="copy_p"),)
@@ -308,6 +357,14 @@ def lower_attention(low: Lowering, node: Node) -> None:
         core += ncores
     flops = attention_pairs((b, h, s, d), (b, hkv, t, d), causal) * (4 * d + 5)
     layout = "the group's heads stacked" if stacked else "per head"
+    paced = (f"; the missing key rows paced at {per_burst:g} cycles a burst"
+             if per_burst and miss_kv else "")
+    if parts > 1:
+        notes_split = [f"split KV (IFA flash decode): each of the {b * hkv} (batch, kv head) "
+                       f"pairs' {t} keys cut into {parts} parts of up to {t_part}, a tile "
+                       f"each; the parts' combine (after a SyncAll) not timed"]
+    else:
+        notes_split = []
     notes = [f"fused attention: B {b}, heads {h} (kv heads {hkv}, group {group}), S {s}, "
              f"T {t}, D {d}{', causal' if causal else ''}"
              f"{', additive mask' if mask is not None else ''}",
@@ -316,9 +373,10 @@ def lower_attention(low: Lowering, node: Node) -> None:
              f"{block} (simulated as {units} unit(s) of {per_unit:.3g} block(s))",
              f"scores and probabilities stay in L0C/UB"
              f"{' and the L2 workspace (AIC -> AIV)' if split else ''}, never in HBM; "
-             f"K/V L2 miss {miss_kv:.2f}",
+             f"K/V L2 miss {miss_kv:.2f}{paced}",
              "online softmax per key block: vmuls (scale), vcmax, vsub, vexp, vcadd, cast, "
              "O rescale"]
+    notes += notes_split
     if kv_b < in_b:
         notes.append(f"int8 KV cache: keys and values read at {kv_b} B/element and "
                      f"dequantised per key block on V ((x + offset) * scale, IFA antiquant); "
@@ -342,6 +400,8 @@ def lower_attention(low: Lowering, node: Node) -> None:
 #: this module's rows of the dispatcher's table (lower/lowering.py)
 LOWERINGS = {"flash_attention": lower_attention}
 
-__all__ = ["ACC", "MAX_UNITS", "S1_BASE", "AttentionDims", "aic_tiles", "runs",
+__all__ = ["ACC", "MAX_UNITS", "S1_BASE", "SPLIT_KV_GQA_CONTEXT", "SPLIT_KV_MIN_KEYS",
+           "SPLIT_KV_SHARE", "SPLIT_KV_SHARE_ALL_VECTOR", "AttentionDims", "aic_tiles", "kv_splits",
+           "runs",
            "attention_dims", "attention_blocks", "visible_blocks", "keys_read",
            "lower_attention", "LOWERINGS"]

@@ -175,14 +175,23 @@ def test_int8_kv_cache_values_and_fused_decode(rng):
 
 
 def test_int8_kv_cache_decode_reads_half_the_cache_bytes():
+    """The int8 cache halves the bytes the decode attention reads from HBM. On the 910B its
+    cold key rows are paced one burst each (lower/attention.py), the same count at either
+    width, so the step gains little time: at most the int8 dequantisation's vector work
+    slower. On the first-generation 910 (no per-row pacing) the halved bytes show, less the
+    dequantisation."""
     kw = {"batch": 8, "context_len": 4096, "layers": 2, "phase": "decode"}
-    fp16 = asim.simulate(decoder("llama3-8b", **kw), chip="ascend910b")
-    int8 = asim.simulate(decoder("llama3-8b", kv_cache_dtype="int8", **kw), chip="ascend910b")
-    attn = [t for t in int8.trace.tasks if t.op_type == "IncreFlashAttention"]
-    ref = [t for t in fp16.trace.tasks if t.op_type == "IncreFlashAttention"]
-    assert attn and sum(t.duration for t in attn) < 0.75 * sum(t.duration for t in ref)
-    assert "int8 KV cache" in int8.explain(attn[0].op_name)
-    assert int8.cycles < fp16.cycles
+    for chip in ("ascend910b", "ascend910"):
+        fp16 = asim.simulate(decoder("llama3-8b", **kw), chip=chip)
+        int8 = asim.simulate(decoder("llama3-8b", kv_cache_dtype="int8", **kw), chip=chip)
+        attn = [t for t in int8.trace.tasks if t.op_type == "IncreFlashAttention"]
+        ref = [t for t in fp16.trace.tasks if t.op_type == "IncreFlashAttention"]
+        hbm = [sum(t.traffic.get(("DDR", "read"), 0) for t in ts) for ts in (attn, ref)]
+        assert attn and hbm[0] == pytest.approx(hbm[1] / 2, rel=0.01)
+        assert "int8 KV cache" in int8.explain(attn[0].op_name)
+        assert int8.cycles < 1.05 * fp16.cycles
+        if chip == "ascend910":
+            assert sum(t.duration for t in attn) < 0.95 * sum(t.duration for t in ref)
 
 
 def test_int8_kv_cache_refuses_latent_attention():
