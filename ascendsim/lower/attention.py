@@ -65,8 +65,10 @@ incre_flash_attention_tiling.cpp `IsFlashDecode`, `SplitBNS`) cuts each (batch, 
 keys over several vector cores when B x Hkv < 0.4 x the AIV cores (0.5 for its all-vector
 template: fp16, one query head per kv head) and either one query head per kv head or a
 context of at least 2048: `kvSplitPart` = AIV cores // (B x Hkv), lowered while a part would
-hold fewer than 512 keys; the parts are tiles of their own (`kv_splits`). Their combine
-(partial outputs and log-sum-exps through the GM workspace after a SyncAll) is not timed.
+hold fewer than 512 keys; the parts are tiles of their own (`kv_splits`), spread over the AI
+Cores as decode tiles are (one part a core here, where IFA's C1:V2 template serves two vector
+cores' parts from one AIC: a simplification). Their combine (partial outputs and log-sum-exps
+through the GM workspace after a SyncAll) is not timed.
 """
 
 from __future__ import annotations
@@ -401,7 +403,6 @@ def lower_attention(low: Lowering, node: Node) -> None:
 LOWERINGS = {"flash_attention": lower_attention}
 
 __all__ = ["ACC", "MAX_UNITS", "S1_BASE", "SPLIT_KV_GQA_CONTEXT", "SPLIT_KV_MIN_KEYS",
-           "SPLIT_KV_SHARE", "SPLIT_KV_SHARE_ALL_VECTOR", "AttentionDims", "aic_tiles", "kv_splits",
-           "runs",
-           "attention_dims", "attention_blocks", "visible_blocks", "keys_read",
-           "lower_attention", "LOWERINGS"]
+           "SPLIT_KV_SHARE", "SPLIT_KV_SHARE_ALL_VECTOR", "AttentionDims", "aic_tiles",
+           "kv_splits", "runs", "attention_dims", "attention_blocks", "visible_blocks",
+           "keys_read", "lower_attention", "LOWERINGS"]
