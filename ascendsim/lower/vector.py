@@ -347,7 +347,7 @@ def last_axis_dups(low: Lowering, parts: list, in_vals: list[Value], out_vals: l
     dynamic emitter dups row by row; shorter rows take another method that is not public,
     and keep the op's plain sequence. A coupled chip's, a fused group's and a pure broadcast's
     (Expand: category INJECTIVE, another schedule) are not changed; bf16 rows are filled in
-    the fp32 they are computed in."""
+    the dtype the chip computes bf16 in (`vector_bfloat16`)."""
     if low.chip.arch != "split" or len(parts) != 1 or len(out_vals) != 1:
         return [], []
     out = out_vals[0]
@@ -358,7 +358,7 @@ def last_axis_dups(low: Lowering, parts: list, in_vals: list[Value], out_vals: l
                    if v.rank >= 2 and int(v.shape[-1]) == 1 and 1 < v.numel < out.numel)
     if row <= LAST_DUP_LIMIT or not operands:
         return [], []
-    dtype = "float32" if out.dtype == "bfloat16" else out.dtype
+    dtype = low.chip.vector_bfloat16 if out.dtype == "bfloat16" else out.dtype
     part = SeqPart("vector_dup (a row)", "unary", dtype, itemsize(dtype), LOOP, 1.0, row,
                    float(operands))
     return [part], [f"last-axis broadcast of {operands} operand(s) to rows of {row}: one "
