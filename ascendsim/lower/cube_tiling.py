@@ -50,16 +50,16 @@ is kept (`open_double_buffer`), so with a kept strip each tile's mmads wait for 
 tile's L0C->UB drain. Its base block comes from a C++ tiling generator that is not public; the
 search below picks it.
 
-MatMulV3's base block. On split chips a 2-D MatMul (batch 1, no conv) whose output gives at
-least one 128 x 256 base block per cube core runs CANN's basic tiling, not a searched one:
-ops-nn matmul_v3_base_tiling.cpp `DoBasicTiling` -> `SetBaseBlockTiling` sets baseM 128
-(256 when L0C is 256 KB), baseN 256, and keeps them without transposes; only when the blocks
-are fewer than the cores (`smallBlockNum`) does it re-balance the split
-(`FormulateBasicBlockDavid`). So 32 blocks of 128 x 256 on 24 cores run in two rounds, 8
-cores taking two blocks, where a searched tiling would balance smaller blocks. `basic_block`
-gives that block; the search keeps only candidates of that block (baseK, stepK and L1 reuse
-are still searched), and shapes with M or N below the block, batched and transposed calls
-(other CANN paths: small-shape, full-load, BatchMatMulV3's own tiling) keep the search.
+MatMulV3's basic tiling. On split chips a 2-D MatMul (batch 1, no conv) whose output gives at
+least one base block per cube core runs CANN's basic tiling, not a searched one
+(lower/matmul_v3_basic.py, from ops-nn matmul_v3_base_tiling.cpp and mat_mul_base_kernel.h):
+the base block of `SetBaseBlockTiling` (128 x 256, turned to 256 x 128 for some shapes with
+a transposed operand), baseK of 128 bytes, the L1 steps of `CalL1Tiling`, and no operand strip
+kept in L1 across blocks (the kernel runs one Iterate per base block). So 32 blocks of 128 x
+256 on 24 cores run in two rounds, 8 cores taking two blocks, where a searched tiling would
+balance smaller blocks. The search keeps only candidates of that tiling (`_keep_basic`);
+shapes with fewer blocks than cores, batched and conv calls (other CANN paths: small-shape,
+full-load, BatchMatMulV3's own tiling) keep the search.
 
 Block dim. A profile may show a kernel launched on more blocks than the chip has cores (TBE
 MatMul at block_dim 32 on the 30-core first-generation 910): `GemmSpec.blocks` (the MatMul/Gemm
@@ -105,6 +105,7 @@ from .l1_chunks import (  # noqa: F401  (re-exported: the tiling API)
     l1_chunk_candidates,
 )
 from .matmul_format import nd2nz_stride_factor
+from .matmul_v3_basic import basic_base_k, basic_block, basic_l1_steps
 from .program import CoreGroup, Instr, Segment, Stage
 from .tiling import (
     api_scalar_cycles,
@@ -168,27 +169,6 @@ def tbe_reuse(chip, m_t: int, n_t: int, a_strip: float, b_strip: float) -> str:
     if a_fit and b_fit:
         return "A" if m_t >= n_t else "B"
     return "A" if a_fit else "B" if b_fit else ""
-
-
-#: MatMulV3's basic block (SetBaseBlockTiling): baseN, and baseM per L0C size (bytes)
-BASIC_BLOCK_N = 256
-BASIC_BLOCK_M = {131072: 128, 262144: 256}
-
-
-def basic_block(chip, spec: GemmSpec) -> tuple[int, int] | None:
-    """(baseM, baseN) of MatMulV3's basic tiling when it applies to `spec` on `chip` (module
-    note, "MatMulV3's base block"): a split chip, a 2-D MatMul (not conv, not TBE), M and N at
-    least the block, and at least one block per cube core; None otherwise."""
-    if not takes_nd(chip) or spec.conv_rows is not None or spec.batch != 1 or (
-            spec.blocks and spec.single_core is None):
-        return None
-    m_t = BASIC_BLOCK_M.get(chip.l0c_bytes)
-    n_t = BASIC_BLOCK_N
-    if m_t is None or spec.m < m_t or spec.n < n_t:
-        return None
-    if cdiv(spec.m, m_t) * cdiv(spec.n, n_t) < chip.ai_cores:
-        return None
-    return m_t, n_t
 
 
 def _grid(chip, spec: GemmSpec, m_t: int, n_t: int) -> tuple[int, int, int, int]:
@@ -474,10 +454,24 @@ def _candidates(chip, spec: GemmSpec) -> _Candidates:
         raise _NoFit(_no_fit(chip, spec))
     basic = basic_block(chip, spec)
     if basic is not None:
-        keep = (c.m_t == basic[0]) & (c.n_t == basic[1])
+        _keep_basic(chip, spec, c, basic)
+    return c
+
+
+def _keep_basic(chip, spec: GemmSpec, c: _Candidates, basic: tuple[int, int]) -> None:
+    """Narrow the candidates to MatMulV3's basic tiling (lower/matmul_v3_basic.py): its base
+    block, no operand kept in L1 across blocks, its baseK and the smaller of its two L1 steps
+    (the model moves A and B chunks of one K depth); each filter only where a candidate
+    passes it."""
+    k_t = basic_base_k(spec)
+    step = min(basic_l1_steps(chip, spec, *basic)) * k_t
+    for test in (lambda: (c.m_t == basic[0]) & (c.n_t == basic[1]),
+                 lambda: c.reuse == REUSE_MODES.index(""),
+                 lambda: c.k_t == k_t,
+                 lambda: c.k_l1 == np.minimum(step, c.span)):
+        keep = test()
         if keep.any():
             _keep(c, keep)
-    return c
 
 
 def _keep(c: _Candidates, mask: np.ndarray) -> None:
@@ -668,8 +662,9 @@ def gemm_work(chip, spec: GemmSpec, op: str) -> tuple[list[CoreGroup], list[str]
                      f"per tile, each {t.k_l1 // piece} slice(s) of {piece} of K, {each} B of "
                      f"input rows for every kernel position")
     if basic_block(chip, spec) == (t.m_t, t.n_t):
-        notes.append("base block fixed by MatMulV3's basic tiling (SetBaseBlockTiling: at "
-                     "least one block per cube core)")
+        notes.append("MatMulV3's basic tiling (at least one block per cube core): base block "
+                     "and baseK from SetBaseBlockTiling, L1 steps from CalL1Tiling, each "
+                     "block's A and B loaded anew (one Iterate per block)")
     if fmt:
         notes.append(f"ND operand(s) {fmt} converted to NZ on the GM->L1 move (nd2nz)")
     if tbe_matmul(chip, spec):

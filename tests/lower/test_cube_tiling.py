@@ -92,16 +92,20 @@ def test_gm_reads_are_the_operands_times_the_reread_factors_the_tiling_implies()
 
 
 def test_a_strip_that_fits_l1_is_read_once_per_core_and_a_small_l1_falls_back():
-    """K = 512 on the 910B: a 128 x 512 A strip (128 KB) stays in the 512 KB L1 while the
-    core walks its tiles, so A is read fewer times than there are N tiles; an L1 too small to
-    hold a strip beside the streamed chunks falls back to re-reads, with more GM traffic."""
+    """K = 512 on the 910B, batched (a 2-D MatMul with a block per core takes MatMulV3's basic
+    tiling instead, which keeps nothing: tests/lower/test_matmul_v3_basic.py): a 512 x 256 B
+    strip (256 KB) stays in the 512 KB L1 while the core walks its tiles, so B is read fewer
+    times than there are M tiles; an L1 too small to hold a strip beside the streamed chunks
+    falls back to re-reads, with more GM traffic."""
     chip = get_chip("ascend910b")
-    g = _gemm(8192, 512, 2048)
+    g = asim.Graph("gemm")
+    g.output(g.matmul(g.input("a", (2, 4096, 512), "float16"),
+                      g.input("b", (2, 512, 2048), "float16"), name="mm"))
     fa, fb, bm, bn = _factors(chip, g)
-    assert min(fa * bn / 2048, fb * bm / 8192) < 1.0       # one operand is reused
+    assert min(fa * bn / 2048, fb * bm / (2 * 4096)) < 1.0  # one operand is reused
     small = chip.replace(l1_bytes=96 * 1024)
     sa, sb, sbm, sbn = _factors(small, g)
-    assert (sa, sb) == (2048 / sbn, 8192 / sbm)            # no reuse: every tile re-reads
+    assert (sa, sb) == (2048 / sbn, 2 * 4096 / sbm)        # no reuse: every tile re-reads
     assert _reads(_mm(small, g)) > 1.2 * _reads(_mm(chip, g))
 
 
