@@ -38,9 +38,10 @@ PEAKS = [
     ("ascend910b1", "float16", 363.7e12, 0.001),
     # B3: 20 x 1.8 GHz -> 294.9 TFLOPS (D)
     ("ascend910b3", "float16", 294.9e12, 0.001),
-    # B4: INI-B4-TEST computes 245.76 TFLOPS fp16 and 491.52 TOPS int8 from the ini
-    ("ascend910b4", "float16", 245.76e12, 1e-9),
-    ("ascend910b4", "int8", 491.52e12, 1e-9),
+    # B4: 20 x 1.65 GHz (the clock msprof's device info and the profile's cycle counters give)
+    # x 8192 -> 270.3 TFLOPS fp16 (D), 540.7 TOPS int8
+    ("ascend910b4", "float16", 270.336e12, 1e-9),
+    ("ascend910b4", "int8", 540.672e12, 1e-9),
     # POCKETLLM: 30 x 16^3 x 900 MHz x 2 = 221.2 TFLOPS a card, read off Ascend910B.ini
     ("ascend910b_gen1", "float16", 221.2e12, 0.001),
     # Atlas 300I Duo: 280 TOPS int8 for two 310P chips; 70 TFLOPS fp16 a chip is half of 140
@@ -80,7 +81,7 @@ def test_overridden_figures_carry_their_own_source(name):
 def test_910b_variants_share_the_a2_core_and_scale_the_chip_wide_rates():
     b2 = get_chip("ascend910b")
     for name, cores, clock in (("ascend910b1", 24, 1.85e9), ("ascend910b3", 20, 1.8e9),
-                               ("ascend910b4", 20, 1.5e9)):
+                               ("ascend910b4", 20, 1.65e9)):
         c = get_chip(name)
         assert (c.ai_cores, c.aiv_cores, c.clock_hz, c.arch) == (cores, 2 * cores, clock, "split")
         # same A2 core: buffers, cube fractals and vector rates are the 910B2's
@@ -137,7 +138,7 @@ def test_aliases_and_replace_on_the_new_chips():
     b4 = get_chip("ascend910b4")
     fast = b4.replace(clock_hz=1.8e9)  # a B4 at the B3's clock has the B3's cube peak
     assert fast.peak_flops() == get_chip("ascend910b3").peak_flops()
-    assert fast.confidence("clock_hz") == "U" and b4.confidence("clock_hz") == "F"
+    assert fast.confidence("clock_hz") == "U" and b4.confidence("clock_hz") == "M"
     assert fast.l2_bytes == b4.l2_bytes
 
 
@@ -153,6 +154,8 @@ def _gemm_us(n: int, chip: str) -> float:
                                         ("ascend910b_gen1", "ascend910"),
                                         ("ascend310", "ascend310p")])
 def test_new_chips_simulate_and_order_as_their_peaks(slow, fast):
-    """A 1024^3 fp16 GEMM runs on every new chip, and a part with fewer cores at a lower clock
-    takes longer than its faster sibling."""
-    assert _gemm_us(1024, slow) > 1.1 * _gemm_us(1024, fast)
+    """A 2048^3 fp16 GEMM runs on every new chip, and a part with fewer cores at a lower clock
+    takes longer than its faster sibling (at 1024^3 the 910B4 and the 910B2 both run two
+    basic blocks on their busiest cube core, and the fixed start costs, in microseconds,
+    leave them 3.5 % apart)."""
+    assert _gemm_us(2048, slow) > 1.1 * _gemm_us(2048, fast)

@@ -66,7 +66,7 @@ def test_a2_index_gather_of_scattered_elements_pays_one_dma_per_index() -> None:
     # commands, not a 128 KB stream. torch_npu's aten._unsafe_index of exactly this took
     # 288 us on a 910B4-1 (flagos-ai/FlagGems #6007; corpus row
     # flaggems-unsafeindex-910b4-1d-268m-65536); the per-command GM -> UB latency (214 cycles
-    # on the A2) over 40 cores gives ~1,640 commands per core: >= 230 us at 1.5 GHz
+    # on the A2) over 40 cores gives ~1,640 commands per core: >= 210 us at 1.65 GHz
     g = asim.Graph("index")
     x = g.input("x", (268435456,), "float16")
     g.output(g.gather(x, g.input("idx", (65536,), "int64"), axis=0, name="pick"))
