@@ -104,7 +104,7 @@ from .l1_chunks import (  # noqa: F401  (re-exported: the tiling API)
     k_span,
     l1_chunk_candidates,
 )
-from .matmul_format import nd2nz_stride_factor
+from .matmul_format import nd2nz_stride_factor, takes_nd  # noqa: F401  (re-exported)
 from .matmul_v3_basic import basic_base_k, basic_block, basic_l1_steps
 from .program import CoreGroup, Instr, Segment, Stage
 from .tiling import (
@@ -139,12 +139,6 @@ def operand_read_bytes(spec: GemmSpec, t: GemmTiling) -> tuple[float, float]:
     a = t.tiles / t.run_a * a_tile_bytes(spec, t.m_t)
     b = t.tiles / t.run_b * spec.k * t.n_t * spec.in_bytes
     return a, b
-
-
-def takes_nd(chip) -> bool:
-    """Whether the chip's MatMul/BatchMatMul kernels take and give ND (module note, "Formats"):
-    split chips, whose GM->L1 move converts ND->NZ and whose FixPipe writes ND."""
-    return not chip.coupled and chip.path_bytes_per_cycle.l0c_gm is not None
 
 
 def unit_flag(chip) -> bool:

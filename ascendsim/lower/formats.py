@@ -4,7 +4,7 @@ Note on the model
 -----------------
 Activations feeding the cube live in NC1HWC0 (conv, C0 = the K fractal: 16, int8 32) or
 FRACTAL_NZ (matmul, 16x16 blocks; on split chips (910B) MatMul takes and gives ND, converting
-in flight: `cube_tiling.takes_nd`); element-wise, broadcast, reduce and segment ops keep the
+in flight: `matmul_format.takes_nd`); element-wise, broadcast, reduce and segment ops keep the
 5-D/NZ format of their input, so a chain conv -> bn -> relu -> conv converts nothing. Where a
 value's format must change (an ND graph input feeding a conv; a 5-D value feeding a reshape,
 a transpose, an AI CPU op or a graph output) one TransData task is inserted per (value,

@@ -3,7 +3,7 @@
 Note on the model
 -----------------
 On split chips the MatMul kernels read ND operands and convert them to FRACTAL_NZ on the GM->L1
-move (`cube_tiling.takes_nd`), but not for every shape. CANN's aclnn MatMul path (ops-nn
+move (`takes_nd`), but not for every shape. CANN's aclnn MatMul path (ops-nn
 `matmul/common/op_host/op_api/matmul_util.cpp`, `SetMmSupportFormat` -> `IsFormatSupportNd` ->
 `IsNdToNzOnTheFly`, Atlas A2 = DAV_2201) keeps ND only when the on-the-fly conversion is
 efficient; otherwise it converts both operands to NZ with TransData tasks, runs the NZ kernel
@@ -206,9 +206,15 @@ def nd2nz_head(k: int, n: int, dtype: str = "float16") -> tuple[bool, bool]:
             n > 1 and nd2nz_head_reason(n, dtype) is not None)
 
 
+def takes_nd(chip) -> bool:
+    """Whether the chip's MatMul/BatchMatMul kernels take and give ND (cube_tiling module note,
+    "Formats"): split chips, whose GM->L1 move converts ND->NZ and whose FixPipe writes ND."""
+    return not chip.coupled and chip.path_bytes_per_cycle.l0c_gm is not None
+
+
 __all__ = ["MatmulFormats", "matmul_formats", "nd2nz_dma_gbps", "nd2nz_head", "nd2nz_head_reason",
            "nd2nz_stride_factor", "ND2NZ_DMA_WIDTH_POLY", "ND2NZ_DMA_STRIDE_GAIN",
            "ND2NZ_DMA_CAP_GBPS", "ND2NZ_DMA_SHORT_ROW",
-           "param_weight_inner", "PARAM_TRANSPOSE_ALIGN",
+           "param_weight_inner", "PARAM_TRANSPOSE_ALIGN", "takes_nd",
            "ND2NZ_DMA_MAX_STRIDE", "ND2NZ_ALIGN_BYTES", "ND2NZ_ON_THE_WAY_BYTES", "INNER_MAX",
            "INNER_MIN", "ND_SMALL_LIMIT", "SPLIT_K_MIN_K"]

@@ -27,6 +27,7 @@ op_host/op_tiling/matmul_v3_base_tiling.cpp `DoBasicTiling`, `ResetBase`,
 from __future__ import annotations
 
 from .gemm_spec import GemmSpec
+from .matmul_format import takes_nd
 from .tiling import cdiv
 
 #: MatMulV3's basic block (SetBaseBlockTiling): baseN, and baseM per L0C size (bytes)
@@ -71,9 +72,8 @@ def basic_block(chip, spec: GemmSpec) -> tuple[int, int] | None:
     chip (its FixPipe writes ND), a 2-D MatMul (not conv, no batch, no kernel-fixed block
     dim), M and N at least the block, and at least one block per cube core (fewer go to its
     small-shape tiling, not modelled here: the search keeps them); None otherwise."""
-    if chip.coupled or chip.path_bytes_per_cycle.l0c_gm is None or (
-            spec.conv_rows is not None or spec.batch != 1 or (
-                spec.blocks and spec.single_core is None)):
+    if not takes_nd(chip) or spec.conv_rows is not None or spec.batch != 1 or (
+            spec.blocks and spec.single_core is None):
         return None
     m_t = BASIC_BLOCK_M.get(chip.l0c_bytes)
     if m_t is None:
