@@ -369,9 +369,16 @@ class Chip:
     binary_block_start_us: float | None = _spec(
         "float", "us", ge=0, optional=True,
         doc="added to every block's start of a prebuilt dynamic-shape vector kernel "
-            "(`kernel_build` \"binary\", `Phase.binary`): the binary's generic prologue, "
+            "(`kernel_build` \"binary\", `Phase.binary` set): the binary's generic prologue, "
             "run-time tiling read and offset and loop setup, which a kernel compiled for its "
             "shapes folds into constants; absent: 0")
+    tik_tiling_start_us: float | None = _spec(
+        "float", "us", ge=0, optional=True,
+        doc="added, beyond `binary_block_start_us`, to every block's start of a prebuilt "
+            "dynamic-shape TIK kernel (`Phase.binary` \"tik\": the A2 / A3 Transpose, "
+            "`lower.dynamic_tiling.TIK_KERNELS`): its run-time tiling read, dependent GM -> UB "
+            "moves of a head, a shared part and the core's own slice, then scalars set one "
+            "by one from UB; absent: 0")
     tiling_line_cycles: int | None = _spec(
         "int", "cycles", ge=0, optional=True,
         doc="one 64-byte DataCache line of the kernel's tiling data read from GM by the "

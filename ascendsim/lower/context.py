@@ -28,7 +28,7 @@ opens the least-used stream; a task waits for every producer (cross-stream event
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +38,7 @@ from ..errors import GraphError
 from ..hw.names import ENGINE_AICORE, GM, TASK_AI_CORE, TASK_AI_CPU, TASK_AI_VECTOR_CORE
 from ..ir.registry import Unit, get_op
 from ..ir.tensor import Value
+from .dynamic_tiling import binary_kind
 from .formats import NC1HWC0, ND, NZ, padded_bytes
 from .program import CoreGroup, GmFraction, Phase, Task
 
@@ -305,11 +306,14 @@ class Lowering:
         """The task type of a vector-only kernel on this chip."""
         return TASK_AI_CORE if self.chip.coupled else TASK_AI_VECTOR_CORE
 
-    def vector_phase(self, groups: list[CoreGroup]) -> Phase:
+    def vector_phase(self, groups: list[CoreGroup], op_types: Sequence[str] = ()) -> Phase:
         """The phase of vector core groups (on the AIV cores on split chips); in a binary
-        build a prebuilt dynamic-shape kernel's (`Phase.binary`)."""
+        build a prebuilt dynamic-shape kernel's, of the kind its ops `op_types` give
+        (`Phase.binary`, `dynamic_tiling.binary_kind`)."""
+        binary = (binary_kind(op_types, self.chip.name) if self.kernel_build == "binary"
+                  else "")
         return Phase(ENGINE_AICORE, tuple(groups), vector_cores=not self.chip.coupled,
-                     binary=self.kernel_build == "binary")
+                     binary=binary)
 
 
 def has_pipe(phase: Phase, pipe: str) -> bool:

@@ -41,6 +41,15 @@ Apache-2.0 public copy: dengguojie/vue-element-admin ops/built-in/op_tiling/, el
   a share.
 
 `dynamic_blocks` picks the rule of a lone vector op (or says none applies).
+
+Kernel kinds. Most of these binaries are TBE DSL kernels, which take their run-time tiling
+variables as kernel arguments (unify_auto_schedule.py `parse_ddr_args`): the chip's generic
+`binary_block_start_us`. The A2 / A3 Transpose is a TIK kernel (impl/dynamic/transpose.py, the
+only op file of the A2 ops-info entry; public copy leideng/CANN-8.1.RC1 at 4332a01): every
+block first moves its tiling from GM to UB in three dependent DMAs (`_decode_tiling_head`:
+a head, the shared part, the core's own slice), then sets 47-122 scalars from UB one by one
+(`_do_tiling_s7` and its siblings) before its first data move, and the kernel launches every
+core. `binary_kind` names such a kernel "tik" (chip `tik_tiling_start_us`).
 """
 
 from __future__ import annotations
@@ -50,6 +59,7 @@ from collections.abc import Sequence
 
 from ..ir.registry import Category, get_op
 from ..ir.tensor import Value, itemsize
+from .seq_types import A2_A3_CHIPS
 from .tiling import cdiv
 from .vector_rows import norm_perm
 
@@ -66,6 +76,9 @@ ATOMIC_OUT_PER_CORE = 4
 REDUCE_OPS = frozenset({"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd"})
 #: op types whose one data input is broadcast to the output shape (the other gives the shape)
 EXPAND_OPS = frozenset({"Expand", "BroadcastTo"})
+#: op types whose prebuilt dynamic-shape kernel on the A2 / A3 is a TIK kernel that reads its
+#: run-time tiling into UB (module note, "Kernel kinds")
+TIK_KERNELS = frozenset({"Transpose"})
 #: Transpose: 2-byte elements per 32-byte block, the unit its tiling splits an axis in
 TRANSPOSE_BLOCK_ELEMS = 16
 #: Transpose: the side both transposed axes reach for the split models read here (below it
@@ -73,6 +86,15 @@ TRANSPOSE_BLOCK_ELEMS = 16
 TRANSPOSE_MIN_SIDE = 64
 #: Transpose: rows (the input's second-to-last axis) up to this go to scenario 10
 TRANSPOSE_S10_ROWS = 128
+
+
+def binary_kind(op_types: Sequence[str], chip_name: str) -> str:
+    """The kind of the prebuilt dynamic-shape kernel that runs the ops `op_types` (one kernel)
+    on chip `chip_name` (module note, "Kernel kinds"): "tik" for a lone op of TIK_KERNELS on an
+    A2 / A3, else "generic"."""
+    if len(op_types) == 1 and op_types[0] in TIK_KERNELS and chip_name in A2_A3_CHIPS:
+        return "tik"
+    return "generic"
 
 
 def block_elems(item: float) -> int:

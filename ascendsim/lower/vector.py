@@ -69,10 +69,7 @@ def lower_vector(low: Lowering, node, parts: list, category: Category,
     if keeps and main is not None and low.format_of(main) in (NC1HWC0, NZ):
         fmt = low.format_of(main)
         keep = keeps_format(low, main, fmt, outs)
-        if keep is None:
-            fmt = ND
-        else:
-            out_fmts = [fmt if same else ND for same in keep]
+        fmt, out_fmts = (ND, out_fmts) if keep is None else (fmt, [fmt if s else ND for s in keep])
     ins = []
     # an operand 8x smaller than the largest value (a per-channel or per-row vector) is read as is
     value = low.value
@@ -110,8 +107,9 @@ def lower_vector(low: Lowering, node, parts: list, category: Category,
         ins = [i for i in node.inputs if i]   # dependencies only: no bytes moved
         in_fmts = [low.format_of(i) for i in ins]
         vnotes = vnotes + ["inputs order the op only (no input bytes read)"]
+    phase = low.vector_phase(groups, [p.op_type for p in parts])
     low.add_task(TaskSpec(name or node.name, op_type or node.op_type, low.vector_task_type(),
-                          [low.vector_phase(groups)], ins, outs, in_fmts, out_fmts, flops,
+                          [phase], ins, outs, in_fmts, out_fmts, flops,
                           (notes or []) + seq_notes + dup_notes + vnotes + blocks[1], fused))
 
 

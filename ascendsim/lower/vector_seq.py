@@ -526,8 +526,8 @@ PATHS: dict[str, tuple[tuple[Callable[..., bool], OpSequence], ...]] = {
         note="CANN's TIK Transpose on the A2 / A3 (impl/dynamic/transpose.py; ops-math's "
              "Ascend C kernel is registered for the 950 only): each UB tile is reordered "
              "by vnchwconv, 16 x 16 blocks at a time, half the UB in and half out, no double "
-             "buffering; its fixed per-call cost is not modelled (its core split is, in a "
-             "binary build: lower/dynamic_tiling.py)")),),
+             "buffering; in a binary build its core split and its run-time tiling read "
+             "into UB (lower/dynamic_tiling.py, chip tik_tiling_start_us)")),),
     "ArgMax": ((_arg_long_row_a2, _arg_long_row("ArgMax", "vcmax")),),
     "ArgMin": ((_arg_long_row_a2, _arg_long_row("ArgMin", "vcmin")),),
 }

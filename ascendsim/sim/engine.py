@@ -101,7 +101,10 @@ by kernel kind (a phase with cube work reads the Matmul API's TCubeTiling, 200 b
 lines; any other kernel at least one line). A prebuilt dynamic-shape vector kernel (a binary
 build, `Phase.binary`) adds `binary_block_start_us` to each block's start, where the chip gives
 it: its generic prologue (the run-time tiling read, offset and loop setup) that a kernel
-compiled for its shapes folds into constants.
+compiled for its shapes folds into constants; a prebuilt TIK kernel (`Phase.binary` "tik":
+the A2 / A3 Transpose) adds `tik_tiling_start_us` as well: its run-time tiling moved from GM to
+UB in dependent DMAs, then set into scalars one by one (lower/dynamic_tiling.py, "Kernel
+kinds").
 
 Scheduler. Streams run their tasks in order; a task also waits for its producers on other
 streams (events). Every task, in every mode, pays the device-side dispatch `sink_launch_us`
@@ -221,6 +224,7 @@ class Engine:
         self.block_start_cycles = chip.cycles((chip.block_start_us or 0.0) * 1e-6)
         # a prebuilt dynamic-shape vector kernel's prologue (module note, "Kernel start")
         self.binary_start_cycles = chip.cycles((chip.binary_block_start_us or 0.0) * 1e-6)
+        self.tik_start_cycles = chip.cycles((chip.tik_tiling_start_us or 0.0) * 1e-6)
         # one line of the tiling data read (module note, "Kernel start")
         self.tiling_line_cycles = chip.tiling_line_cycles or 0
         # outside the blocks: the dispatch of a phase and its growth per further block
@@ -391,7 +395,7 @@ class Engine:
             yield lease.release()
 
     def group(self, task, g: CoreGroup, cores: tuple[int, ...], start: bool = True,
-              blocks: int = 1, lines: int = 0, cold: int = 0, binary: bool = False):
+              blocks: int = 1, lines: int = 0, cold: int = 0, binary: str = ""):
         """SimPy body of core group `g` of `task` on `cores`: the kernel start (`start`), then
         one set of pipe processes per core (symmetric: one for the group), coalesced in block
         detail (sim/block.py)."""
@@ -425,17 +429,18 @@ class Engine:
         return self.dispatch_cycles + max(blocks - 1, 0) * self.block_dispatch_cycles
 
     def in_block_start_cycles(self, blocks: int, lines: int = 0, cold: int = 0,
-                              binary: bool = False) -> int:
+                              binary: str = "") -> int:
         """Cycles of each block's own start, before its first instruction, in a kernel of
         `blocks` blocks whose blocks read `lines` lines of tiling data, `cold` of them on cores
-        that last ran another kernel; `binary`: a prebuilt dynamic-shape vector kernel's
-        (module note)."""
+        that last ran another kernel; `binary`: the kind of a prebuilt dynamic-shape vector
+        kernel ("" for none; module note)."""
         return (self.start_cycles + max(blocks - 1, 0) * self.block_start_cycles
                 + lines * self.tiling_line_cycles + cold * self.icache.cycles
-                + (self.binary_start_cycles if binary else 0))
+                + (self.binary_start_cycles if binary else 0)
+                + (self.tik_start_cycles if binary == "tik" else 0))
 
     def kernel_start_cycles(self, blocks: int, lines: int = 0, cold: int = 0,
-                            binary: bool = False) -> int:
+                            binary: str = "") -> int:
         """Cycles from a phase's cores being granted to each of its blocks' first instruction:
         the dispatch head, then the block's own start."""
         return self.dispatch_head_cycles(blocks) + self.in_block_start_cycles(blocks, lines,
@@ -454,13 +459,14 @@ class Engine:
         return tuple(out)
 
     def kernel_start(self, task, cores: tuple[int, ...], sets: list, blocks: int,
-                     lines: int = 0, cold: int = 0, binary: bool = False):
+                     lines: int = 0, cold: int = 0, binary: str = ""):
         """The phase's dispatch head (no pipe, no core busy), then the block's start on each
         core before its first instruction (module note, "Kernel start"): `kernel_start_us`,
         plus `block_start_us` per further block of the kernel, plus `tiling_line_cycles` per
         line of tiling data, plus `icache_cold_block_us` per block of the phase on a core that
         last ran another kernel, plus `binary_block_start_us` in a prebuilt dynamic-shape
-        vector kernel (`binary`), on the scalar pipe, one interval per core."""
+        vector kernel (`binary`) and `tik_tiling_start_us` in a TIK one, on the scalar pipe,
+        one interval per core."""
         head = self.dispatch_head_cycles(blocks)
         if head > 0:
             yield self.env.timeout(head)
