@@ -43,8 +43,11 @@ ADVICE = {
               "for several ops) or give it more work per launch (a larger batch)",
     "kernel start": "the fixed start of every block (kernel arguments and tiling data read by "
                     "the scalar unit, and after another kernel the instruction fetch: the chip's "
-                    "kernel_start_us and icache_cold_block_us) is most of the op: fuse it with "
-                    "its neighbours (one start for several ops) or give it more work per launch",
+                    "kernel_start_us and icache_cold_block_us; in a prebuilt dynamic kernel its "
+                    "run-time tiling read, binary_block_start_us, and for the A2's TIK "
+                    "Transpose tik_tiling_start_us) is most of the op: fuse it with its "
+                    "neighbours (one start for several ops), give it more work per launch, or "
+                    "run it compiled for its shapes (a graph build, kernel_build='jit')",
     "aicpu": "it runs on the AI CPU, far slower than an AI Core: rewrite it with AI Core ops "
              "(e.g. Pow(x, 2) -> Mul(x, x)) or avoid the op",
 }
