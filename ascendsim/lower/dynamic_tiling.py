@@ -25,6 +25,20 @@ Apache-2.0 public copy: dengguojie/vue-element-admin ops/built-in/op_tiling/, el
   which splits the reduced axis instead) is not modelled here: a reduction to so few values
   keeps the generic split whatever its dtype, since which reductions count as a sum there is
   not read through.
+- a NORM-pattern kernel (softmax_v2, log_softmax_v2: `classify(..., OpPatternMode.NORM)`)
+  reducing an axis that is not innermost (`norm_blocks`; norm.cc `Norm::GetBlockTilingInfo`,
+  `GetWorkspaceBlockTilingInfo`, `JudgeCurDimSplitBlock`, `GetBlockDim` at 0231fcc): the block
+  split is on the A (not reduced) axes only, outermost first. An A axis whose product with
+  the A axes before it reaches the cores is split as the first core count it can fill
+  allows: ceil(A / (cores / before)) per block, shrinking the blocks while the last one holds
+  under one 32-byte block of the elements after it; the kernel runs the product of the axes
+  before it times ceil(A / factor) blocks, so [102, 1024, 101] fp32 over axis 1 runs 34
+  blocks of 3 slices, [127, 257, 1023] over axis 1 runs 43. An A axis still short of the
+  cores is kept whole and the next one split; the innermost A axis, reached short of the
+  cores, takes a factor of 1. Modelled for one reduced axis with at most one A axis on either
+  side (size-1 axes dropped, neighbours merged); the `max_block_factor` bound of the
+  workspace path (a block's inner A axes must fit the UB) and the continuous-data-move case
+  are not modelled.
 - a 2-byte Transpose of [N, R, C] -> [N, C, R] (`transpose_blocks`; size-1 axes dropped and
   axes that stay adjacent merged first, `merged_transpose`): the TIK kernel
   impl/dynamic/transpose.py, whose run-time tiling (op_tiling/transpose.cc at f78c5c4,
@@ -61,7 +75,7 @@ from ..ir.registry import Category, get_op
 from ..ir.tensor import Value, itemsize
 from .seq_types import A2_A3_CHIPS
 from .tiling import cdiv
-from .vector_rows import norm_perm
+from .vector_rows import norm_axis, norm_perm
 
 #: ELEWISE: multi-core from this many 32-byte blocks of output per core (DOUBLE_BUFFER_SIZE)
 BLOCKS_PER_CORE = 2
@@ -74,6 +88,8 @@ BROADCAST_ALIGN_BLOCKS = 8 * 8
 ATOMIC_OUT_PER_CORE = 4
 #: op types tiled by the dynamic reduce tiling
 REDUCE_OPS = frozenset({"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd"})
+#: op types of TBE's NORM pattern whose block split `norm_blocks` gives (reduced axis `axis`)
+NORM_OPS = frozenset({"Softmax", "LogSoftmax"})
 #: op types whose one data input is broadcast to the output shape (the other gives the shape)
 EXPAND_OPS = frozenset({"Expand", "BroadcastTo"})
 #: op types whose prebuilt dynamic-shape kernel on the A2 / A3 is a TIK kernel that reads its
@@ -149,6 +165,65 @@ def over_trailing_axes(full: Sequence[int], part: Sequence[int]) -> int | None:
         return None
     lead = tuple(full[:k])
     return rows if tuple(part) in (lead, lead + (1,) * (len(full) - k)) else None
+
+
+def _tail_ok(length: int, factor: int, after: int, per_block: int) -> bool:
+    """Whether the last block of an axis of `length` split by `factor` holds at least one
+    32-byte block (`per_block` elements) of the `after` elements that follow it."""
+    tail = factor if length % factor == 0 else length % factor
+    return tail * after >= per_block
+
+
+def _norm_factor(length: int, before: int, after: int, per_block: int,
+                 cores: int) -> int | None:
+    """The block factor of an A axis of `length` after `before` elements of A axes and before
+    `after` elements of all later axes (norm.cc `JudgeCurDimSplitBlock`), or None where no
+    factor passes. Short of the cores (`before * length < cores`): the smallest factor whose
+    last block holds a 32-byte block of what follows; else for each core count from `cores`
+    up, blocks = count // before, shrunk until the last block does."""
+    if before * length < cores:
+        factor = cdiv(per_block, after)
+        if factor >= length:
+            return length
+        return next((f for f in range(factor, length + 1)
+                     if _tail_ok(length, f, after, per_block)), None)
+    for count in range(cores, before * length + 1, cores):
+        if before > count:
+            continue
+        for dim in range(count // before, 0, -1):
+            if _tail_ok(length, cdiv(length, dim), after, per_block):
+                return cdiv(length, dim)
+    return None
+
+
+def norm_blocks(shape: Sequence[int], axis: int, item: float, cores: int) -> int | None:
+    """Blocks of a TBE NORM-pattern kernel over `shape` reducing axis `axis`, not innermost,
+    of `item`-byte elements (module note), or None where the shape takes a path not modelled
+    here (the reduced axis innermost once size-1 axes are dropped)."""
+    reduced = int(shape[axis])
+    lead = math.prod(int(d) for d in shape[:axis])
+    inner = math.prod(int(d) for d in shape[axis + 1:])
+    if inner == 1 or reduced == 1:
+        return None
+    per_block = block_elems(item)
+    after = lead * reduced * inner
+    if after < per_block:
+        return 1
+    before = 1
+    for length, is_last in ((lead, False), (inner, True)):
+        if is_last:
+            after //= reduced
+        if length == 1:
+            continue
+        after //= length
+        if after <= per_block or before * length >= cores:
+            factor = _norm_factor(length, before, after, per_block, cores)
+            if factor is not None:
+                return before * cdiv(length, factor)
+        if is_last:
+            return before * length
+        before *= length
+    return None
 
 
 def merged_transpose(shape: Sequence[int], perm: Sequence[int]
@@ -230,6 +305,14 @@ def dynamic_blocks(parts: list, ins: Sequence[Value], outs: Sequence[Value],
             return None
         return blocks, (f"dynamic Transpose tiling (TIK, scenario 7): {blocks} of {cores} "
                         f"cores take a share of {list(shape)}")
+    if op in NORM_OPS:
+        shape = tuple(int(d) for d in ins[0].shape)
+        axis = norm_axis(parts[0].attrs.get("axis", -1), len(shape)) if shape else 0
+        blocks = norm_blocks(shape, axis, item, cores) if shape else None
+        if blocks is None:
+            return None
+        return blocks, (f"dynamic NORM tiling (reduced axis {axis} not innermost, block "
+                        f"split on the A axes): {blocks} block(s) for {list(shape)}")
     if op in REDUCE_OPS and category == Category.REDUCE:
         rows = over_trailing_axes(tuple(ins[0].shape), tuple(out.shape))
         if rows is None or out.numel < cores * ATOMIC_OUT_PER_CORE:

@@ -13,6 +13,7 @@ from ascendsim.lower.dynamic_tiling import (
     broadcast_rows_blocks,
     elewise_blocks,
     merged_transpose,
+    norm_blocks,
     reduce_rows_blocks,
     transpose_blocks,
 )
@@ -161,6 +162,24 @@ def test_transpose_blocks_follow_the_tik_tiling(shape, perm, blocks):
     assert transpose_blocks(shape, perm, 40) == blocks
 
 
+@pytest.mark.parametrize("shape, axis, item, blocks", [
+    # A0 >= cores: ceil(102 / 48) = 3 slices a block, 34 blocks (not 48)
+    ((2, 3, 17, 1024, 101), 3, 4, 34),
+    ((367, 373, 379), 1, 4, 46),          # 8 slices a block
+    ((127, 257, 1023), 1, 2, 43),         # 3 slices a block
+    ((8192, 8192), 0, 2, 48),             # no A axis before: the inner one split, 171 a block
+    ((4, 255, 2049), 1, 2, 48),           # A0 short of the cores: 12 blocks per slice
+    ((2, 4, 3), 1, 4, 2),                 # 3 fp32 after the split axis: one A0 slice a block
+    ((8, 3), 0, 4, 1),                    # 24 elements, one 32-byte block of output a block
+    ((16, 64), 1, 2, None),               # the reduced axis innermost: rows bound to cores
+])
+def test_norm_blocks_split_the_a_axes_only(shape, axis, item, blocks):
+    """TBE's NORM tiling (norm.cc GetBlockTilingInfo) splits a softmax over an axis that is
+    not innermost on the A axes alone, so a core count that does not divide the outer axis
+    leaves cores idle."""
+    assert norm_blocks(shape, axis, item, 48) == blocks
+
+
 def _op(op, shapes, dtype="float16", attrs=None, consts=()):
     g = asim.Graph(op)
     ins = [g.input(f"x{k}", s, dtype) for k, s in enumerate(shapes)]
@@ -186,6 +205,8 @@ def _blocks(g, build, chip="ascend910b4"):
     # a last-axis fp16 ReduceSum of 256 rows: one 32-byte block of output per core
     (_op("ReduceSum", [(1, 256, 384)], attrs={"keepdims": 0},
          consts=(np.array([-1], np.int64),)), 16, 12),
+    # a softmax over axis 1 of [102, 64, 101]: three A0 slices a block, 34 blocks
+    (_op("Softmax", [(102, 64, 101)], "float32", attrs={"axis": 1}), 34, 40),
     # a 2-byte [64, 256, 384] -> [64, 384, 256] Transpose: two planes per core on 32 cores
     (_op("Transpose", [(64, 256, 384)], attrs={"perm": [0, 2, 1]}), 32, 40),
 ])
