@@ -305,10 +305,10 @@ def dynamic_blocks(parts: list, ins: Sequence[Value], outs: Sequence[Value],
             return None
         return blocks, (f"dynamic Transpose tiling (TIK, scenario 7): {blocks} of {cores} "
                         f"cores take a share of {list(shape)}")
-    if op in NORM_OPS:
+    if op in NORM_OPS and ins[0].shape:
         shape = tuple(int(d) for d in ins[0].shape)
-        axis = norm_axis(parts[0].attrs.get("axis", -1), len(shape)) if shape else 0
-        blocks = norm_blocks(shape, axis, item, cores) if shape else None
+        axis = norm_axis(parts[0].attrs.get("axis", -1), len(shape))
+        blocks = norm_blocks(shape, axis, item, cores)
         if blocks is None:
             return None
         return blocks, (f"dynamic NORM tiling (reduced axis {axis} not innermost, block "
