@@ -79,6 +79,7 @@ from typing import Any
 
 from ..ir.registry import VecClass
 from ..ir.tensor import Value, itemsize
+from .activation_paths import GELU_PATHS, SIGMOID_PATHS
 from .layer_norm_paths import (
     LAYER_NORM_CUBE,
     LAYER_NORM_CUBE_CHIPS,
@@ -528,6 +529,8 @@ PATHS: dict[str, tuple[tuple[Callable[..., bool], OpSequence], ...]] = {
              "by vnchwconv, 16 x 16 blocks at a time, half the UB in and half out, no double "
              "buffering; in a binary build its core split and its run-time tiling read "
              "into UB (lower/dynamic_tiling.py, chip tik_tiling_start_us)")),),
+    "Sigmoid": SIGMOID_PATHS,
+    "Gelu": GELU_PATHS,
     "ArgMax": ((_arg_long_row_a2, _arg_long_row("ArgMax", "vcmax")),),
     "ArgMin": ((_arg_long_row_a2, _arg_long_row("ArgMin", "vcmin")),),
 }
