@@ -70,6 +70,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from ..ir.registry import Category, get_op
 from ..ir.tensor import Value, itemsize
@@ -269,11 +270,22 @@ def transpose_blocks(shape: Sequence[int], perm: Sequence[int], cores: int) -> i
     return n * cdiv(longer, _split_share(longer, cores // n))
 
 
+class DynamicSplit(NamedTuple):
+    """A prebuilt dynamic-shape kernel's run-time split: its block count, the note saying
+    which tiling gave it, and the tiling's pattern ("elewise", "broadcast", "transpose",
+    "norm", "reduce"; an "elewise" kernel also sizes its UB tiles by TBE's ELEWISE rule,
+    `lower.tiling.elewise_tiles`)."""
+
+    blocks: int
+    note: str
+    pattern: str
+
+
 def dynamic_blocks(parts: list, ins: Sequence[Value], outs: Sequence[Value],
-                   cores: int) -> tuple[int, str] | None:
-    """(blocks, note) of a lone vector op's prebuilt dynamic-shape kernel (module note), or
-    None where no rule here applies; `ins`: its inputs' values, constants of one element
-    (a scalar operand) left out."""
+                   cores: int) -> DynamicSplit | None:
+    """The split of a lone vector op's prebuilt dynamic-shape kernel (module note), or None
+    where no rule here applies; `ins`: its inputs' values, constants of one element (a
+    scalar operand) left out."""
     if len(parts) != 1 or len(outs) != 1 or not ins:
         return None
     op = parts[0].op_type
@@ -285,7 +297,8 @@ def dynamic_blocks(parts: list, ins: Sequence[Value], outs: Sequence[Value],
     if (category <= Category.BROADCAST and op not in EXPAND_OPS
             and all(tuple(v.shape) == tuple(out.shape) for v in ins)):
         blocks = elewise_blocks(out.numel, item, cores)
-        return blocks, f"dynamic ELEWISE tiling: {blocks} block(s) for {out.numel} elements"
+        return DynamicSplit(blocks, f"dynamic ELEWISE tiling: {blocks} block(s) for "
+                                    f"{out.numel} elements", "elewise")
     if category <= Category.BROADCAST or op in EXPAND_OPS:
         small = [v for v in ins if v.numel < out.numel]
         if len(small) != 1 or any(v.numel != out.numel for v in ins if v is not small[0]):
@@ -295,29 +308,32 @@ def dynamic_blocks(parts: list, ins: Sequence[Value], outs: Sequence[Value],
                   if rows else None)
         if blocks is None:
             return None
-        return blocks, (f"dynamic broadcast tiling (trailing axes): {blocks} block(s) for "
-                        f"{rows} rows")
+        return DynamicSplit(blocks, f"dynamic broadcast tiling (trailing axes): {blocks} "
+                                    f"block(s) for {rows} rows", "broadcast")
     if op == "Transpose" and item == 2:
         shape = tuple(int(d) for d in ins[0].shape)
         blocks = transpose_blocks(shape, norm_perm(parts[0].attrs.get("perm"), len(shape)),
                                   cores)
         if blocks is None:
             return None
-        return blocks, (f"dynamic Transpose tiling (TIK, scenario 7): {blocks} of {cores} "
-                        f"cores take a share of {list(shape)}")
+        return DynamicSplit(blocks, f"dynamic Transpose tiling (TIK, scenario 7): {blocks} "
+                                    f"of {cores} cores take a share of {list(shape)}",
+                            "transpose")
     if op in NORM_OPS and ins[0].shape:
         shape = tuple(int(d) for d in ins[0].shape)
         axis = norm_axis(parts[0].attrs.get("axis", -1), len(shape))
         blocks = norm_blocks(shape, axis, item, cores)
         if blocks is None:
             return None
-        return blocks, (f"dynamic NORM tiling (reduced axis {axis} not innermost, block "
-                        f"split on the A axes): {blocks} block(s) for {list(shape)}")
+        return DynamicSplit(blocks, f"dynamic NORM tiling (reduced axis {axis} not "
+                                    f"innermost, block split on the A axes): {blocks} "
+                                    f"block(s) for {list(shape)}", "norm")
     if op in REDUCE_OPS and category == Category.REDUCE:
         rows = over_trailing_axes(tuple(ins[0].shape), tuple(out.shape))
         if rows is None or out.numel < cores * ATOMIC_OUT_PER_CORE:
             return None
         blocks = reduce_rows_blocks(rows, item, cores)
-        return blocks, f"dynamic reduce tiling: {blocks} block(s) for {rows} rows"
+        return DynamicSplit(blocks, f"dynamic reduce tiling: {blocks} block(s) for {rows} "
+                                    f"rows", "reduce")
     return None
 

@@ -19,7 +19,9 @@ every element, gives each core n // cores elements rounded up to a 32-byte block
 full bandwidth; a node with its own `block_dim` (a profile's Block Num) runs on exactly those
 blocks however few bytes each moves (`VecSpec.split` "pinned"). The elements are then cut into
 tiles as large as the UB allows with double buffering: 2 x (input + output + intermediate
-bytes per element) x tile elements <= UB; a kernel that loops over a fixed group of rows at a
+bytes per element) x tile elements <= UB, except in a prebuilt TBE ELEWISE kernel (`split`
+"elewise"), whose run-time tiling keeps a block that fits the UB single-buffered as one tile
+and double-buffers only longer ones (`elewise_tiles`); a kernel that loops over a fixed group of rows at a
 time (`row_tile`: RmsNorm's NORMAL mode one row, the TBE LayerNorm cube path 16) gets one tile
 per group and ceil(groups / cores) whole groups per core, the last core the rest
 (`split_blocked`). A kernel that binds whole rows to cores (`row_elems`: CANN's Ascend C
@@ -321,7 +323,9 @@ class VecSpec:
     pass_elems: int = 0
     tile_rows: int = 0                          # >0: such a kernel's rows per UB loop
     # "copy": TBE copy_only's core split (note); "pinned": the kernel's own block count;
-    # "dynamic": a prebuilt dynamic-shape kernel's run-time split (lower/dynamic_tiling.py)
+    # "dynamic": a prebuilt dynamic-shape kernel's run-time split (lower/dynamic_tiling.py);
+    # "elewise": that of a TBE ELEWISE kernel, whose run-time tiling also sizes its UB tiles
+    # (`elewise_tiles`)
     split: str = ""
     # per input, GM moves per element (a gather's one DMA per row, 1/row length); () or 0:
     # one move per tile
@@ -373,7 +377,7 @@ def vector_work(chip, spec: VecSpec, op: str, cores: int) -> tuple[list[CoreGrou
         return head_loop_work(chip, spec, cores)
     # (copy_only splits in 32-byte blocks, not in tiles of `align` elements)
     most = cores if spec.split == "copy" else min(cores, cdiv(spec.elems, spec.align))
-    own = spec.split in ("pinned", "dynamic")    # the kernel's own block count: `cores`
+    own = spec.split in ("pinned", "dynamic", "elewise")   # the kernel's own block count
     block = max(1, min(most, cores if own else split_cores(chip, spec, cores)))
     shares = None
     if spec.row_elems > 0:
@@ -404,6 +408,8 @@ def vector_work(chip, spec: VecSpec, op: str, cores: int) -> tuple[list[CoreGrou
     per_burst = _per_burst(chip, spec, block)
     groups: list[CoreGroup] = []
     core = 0
+    if spec.split == "elewise":
+        shares, slot_elems = elewise_shares(chip, spec, block, per_elem)
     for per_core, ncores, ntiles in shares or [
             (e, n, cdiv(e, slot_elems)) for e, n in split_even(spec.elems, block)]:
         segs = []
@@ -416,6 +422,7 @@ def vector_work(chip, spec: VecSpec, op: str, cores: int) -> tuple[list[CoreGrou
     notes = [f"vector tiling: {spec.elems} elements over {block} core(s), up to "
              f"{tile} elements per tile "
              f"(UB {chip.ub_bytes} B, {_ub_split(spec, per_elem)})"]
+    notes += _elewise_notes(spec, shares)
     notes += _row_pass_notes(chip, spec, block, reads, ws, reread_miss)
     notes += _burst_notes(spec, tile, block, per_burst)
     seq = [p for p in spec.parts if isinstance(p, SeqPart)]
@@ -423,6 +430,46 @@ def vector_work(chip, spec: VecSpec, op: str, cores: int) -> tuple[list[CoreGrou
         notes.append(f"V cycles per tile of {tile} elements: " + ", ".join(
             f"{p.instr} {part_cycles(chip, p, tile)}" for p in seq))
     return groups, notes
+
+
+#: TBE's ELEWISE run-time tiling: a UB tile holds at most this many elements, by the bytes
+#: of the kernel's widest dtype (elewise_v3.cc `SPLIT_FACTORS`)
+ELEWISE_SPLIT_FACTORS = {1: 32767, 2: 32767, 4: 16383, 8: 8191}
+
+
+def elewise_tiles(chip, spec: VecSpec, block_elems: int, per_elem: float) -> int:
+    """UB tiles of one block of `block_elems` elements of a prebuilt TBE ELEWISE kernel
+    (`split` "elewise"), as its run-time tiling cuts them (TBE op_tiling elewise_v3.cc
+    `Elewise::SpecialModeTiling`, `DoUbTiling`; public copy dengguojie/vue-element-admin
+    ops/built-in/op_tiling/ at 62c5a7f): a block within the single-buffered limit (the UB
+    over the `per_elem` bytes every live buffer holds per element, at most the widest
+    dtype's `ELEWISE_SPLIT_FACTORS`) is one tile, single-buffered; a longer block turns
+    double buffering on and takes ceil(block / limit) tiles of the double-buffered limit
+    (half the UB), balanced (ub_factor = ceil(block / tiles) rounded to 128 elements)."""
+    widest = max([b for b, _ in spec.inputs] + [spec.out_bytes]
+                 + [p.item for p in spec.parts if isinstance(p, SeqPart)])
+    cap = ELEWISE_SPLIT_FACTORS.get(int(widest), ELEWISE_SPLIT_FACTORS[4])
+    if block_elems <= min(int(chip.ub_bytes / per_elem), cap):
+        return 1
+    return cdiv(block_elems, min(int(chip.ub_bytes / (2 * per_elem)), cap))
+
+
+def elewise_shares(chip, spec: VecSpec, block: int, per_elem: float
+                   ) -> tuple[list[tuple[int, int, int]], int]:
+    """((elements per core, cores, tiles) per group of cores, the largest tile) of a
+    prebuilt TBE ELEWISE kernel on `block` cores (`elewise_tiles`)."""
+    shares = [(e, n, elewise_tiles(chip, spec, e, per_elem))
+              for e, n in split_even(spec.elems, block)]
+    return shares, max(cdiv(e, t) for e, _, t in shares)
+
+
+def _elewise_notes(spec: VecSpec, shares: list | None) -> list[str]:
+    """The note of a prebuilt TBE ELEWISE kernel's UB tiling ([] for another kernel)."""
+    if spec.split != "elewise" or not shares:
+        return []
+    tiles = shares[0][2]
+    return [f"dynamic ELEWISE UB tiling: {tiles} tile(s) per block, "
+            + ("single-buffered" if tiles == 1 else "double-buffered")]
 
 
 def _per_burst(chip, spec: VecSpec, block: int) -> tuple[float, float]:

@@ -36,7 +36,7 @@ from ..ir.registry import Category, get_op
 from ..ir.tensor import Value, itemsize
 from .bf16 import BF16_NOTE, BF16_WORK_BYTES, bf16_vector_work, vconv_parts, widened
 from .context import Lowering, TaskSpec
-from .dynamic_tiling import dynamic_blocks
+from .dynamic_tiling import DynamicSplit, dynamic_blocks
 from .formats import NC1HWC0, ND, NZ, is_small_operand, padded_bytes
 from .memo import vector_work
 from .movement import ensure
@@ -100,7 +100,7 @@ def lower_vector(low: Lowering, node, parts: list, category: Category,
         n, inputs, sum(out_b) / n, low.through(outs, out_fmts), tuple(vparts + dups), temp,
         **kernel_pipeline(low, lone, n),
         moves=row_moves(low, parts[0], in_vals, gathered),
-        split=vector_split(parts, in_vals, out_vals, dynamic is not None))))
+        split=vector_split(parts, in_vals, out_vals, dynamic))))
     groups, vnotes = vector_work(low.chip, spec, node.name,
                                  (blocks := schedule_blocks(low, parts, ext_vals, dynamic))[0])
     if not ext_in and node.inputs:
@@ -146,10 +146,11 @@ def pinned_blocks(parts: list) -> int:
 
 
 def binary_blocks(low: Lowering, parts: list, ext_in: list[str], ext_vals: list[Value],
-                  out_vals: list[Value]) -> tuple[int, str] | None:
-    """(blocks, note) of a prebuilt dynamic-shape kernel (`Lowering.kernel_build` "binary")
-    whose run-time tiling lower/dynamic_tiling.py models, its scalar constants left out of
-    its operands; None for a jit build or where no such rule applies."""
+                  out_vals: list[Value]) -> DynamicSplit | None:
+    """The split (blocks, note, pattern) of a prebuilt dynamic-shape kernel
+    (`Lowering.kernel_build` "binary") whose run-time tiling lower/dynamic_tiling.py models,
+    its scalar constants left out of its operands; None for a jit build or where no such
+    rule applies."""
     if low.kernel_build != "binary":
         return None
     ins = [v for i, v in zip(ext_in, ext_vals) if not (low.is_const(i) and v.numel == 1)]
@@ -157,20 +158,23 @@ def binary_blocks(low: Lowering, parts: list, ext_in: list[str], ext_vals: list[
 
 
 def vector_split(parts: list, in_vals: list[Value], out_vals: list[Value],
-                 dynamic: bool = False) -> str:
+                 dynamic: DynamicSplit | None = None) -> str:
     """How the task's elements are split over its blocks (`VecSpec.split`): "pinned" for a
-    node's own block_dim (every block it names runs), "copy" for TBE's copy_only, "dynamic"
-    for a prebuilt dynamic-shape kernel whose run-time tiling sets its blocks
-    (`lower.dynamic_tiling`), else ""."""
+    node's own block_dim (every block it names runs), "copy" for TBE's copy_only, "elewise"
+    for a prebuilt dynamic-shape ELEWISE kernel (its run-time tiling sets its blocks and its
+    UB tiles), "dynamic" for another prebuilt dynamic-shape kernel whose run-time tiling sets
+    its blocks (`lower.dynamic_tiling`), else ""."""
     if pinned_blocks(parts):
         return "pinned"
     if copies_only(parts, in_vals, out_vals):
         return "copy"
-    return "dynamic" if dynamic else ""
+    if dynamic is None:
+        return ""
+    return "elewise" if dynamic.pattern == "elewise" else "dynamic"
 
 
 def schedule_blocks(low: Lowering, parts: list, ext_vals: list[Value],
-                    dynamic: tuple[int, str] | None = None) -> tuple[int, list[str]]:
+                    dynamic: DynamicSplit | None = None) -> tuple[int, list[str]]:
     """Cores a lone node's vector task spreads over: its own `block_dim` when it has one (a
     kernel attribute, `ir.graph.KERNEL_ATTRS`), else a prebuilt dynamic-shape kernel's blocks
     (`dynamic`: `lower.dynamic_tiling.dynamic_blocks`), else the vector cores, or fewer where
