@@ -21,9 +21,9 @@ blocks however few bytes each moves (`VecSpec.split` "pinned"). The elements are
 tiles as large as the UB allows with double buffering: 2 x (input + output + intermediate
 bytes per element) x tile elements <= UB, except in a prebuilt TBE ELEWISE kernel (`split`
 "elewise"), whose run-time tiling keeps a block that fits the UB single-buffered as one tile
-and double-buffers only longer ones (`elewise_tiles`); a kernel that loops over a fixed group of rows at a
-time (`row_tile`: RmsNorm's NORMAL mode one row, the TBE LayerNorm cube path 16) gets one tile
-per group and ceil(groups / cores) whole groups per core, the last core the rest
+and double-buffers only longer ones (`elewise_tiles`); a kernel that loops over a fixed group
+of rows at a time (`row_tile`: RmsNorm's NORMAL mode one row, the TBE LayerNorm cube path 16)
+gets one tile per group and ceil(groups / cores) whole groups per core, the last core the rest
 (`split_blocked`). A kernel that binds whole rows to cores (`row_elems`: CANN's Ascend C
 RmsNorm on A2 in every tiling mode, ops-nn rms_norm_tiling.cpp blockFactor = ceil(rows / AIV
 cores); TBE's NORM-pattern Softmax, whose block split is on the not-reduced axes only) runs on
