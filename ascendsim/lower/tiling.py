@@ -445,7 +445,8 @@ def elewise_tiles(chip, spec: VecSpec, block_elems: int, per_elem: float) -> int
     over the `per_elem` bytes every live buffer holds per element, at most the widest
     dtype's `ELEWISE_SPLIT_FACTORS`) is one tile, single-buffered; a longer block turns
     double buffering on and takes ceil(block / limit) tiles of the double-buffered limit
-    (half the UB), balanced (ub_factor = ceil(block / tiles) rounded to 128 elements)."""
+    (half the UB), balanced (TBE's ub_factor is ceil(block / tiles) rounded up to 128
+    elements; the model splits the block evenly over the same count)."""
     widest = max([b for b, _ in spec.inputs] + [spec.out_bytes]
                  + [p.item for p in spec.parts if isinstance(p, SeqPart)])
     cap = ELEWISE_SPLIT_FACTORS.get(int(widest), ELEWISE_SPLIT_FACTORS[4])
