@@ -36,7 +36,7 @@ from ..ir.registry import Category, get_op
 from ..ir.tensor import Value, itemsize
 from .bf16 import BF16_NOTE, BF16_WORK_BYTES, bf16_vector_work, vconv_parts, widened
 from .context import Lowering, TaskSpec
-from .dynamic_tiling import DynamicSplit, dynamic_blocks
+from .dynamic_tiling import DynamicSplit, broadcast_buffers, dynamic_blocks
 from .formats import NC1HWC0, ND, NZ, is_small_operand, padded_bytes
 from .memo import vector_work
 from .movement import ensure
@@ -101,6 +101,7 @@ def lower_vector(low: Lowering, node, parts: list, category: Category,
         **kernel_pipeline(low, lone, n),
         moves=row_moves(low, parts[0], in_vals, gathered),
         split=vector_split(parts, in_vals, out_vals, dynamic))))
+    spec = binary_buffers(low, parts, ext_in, ext_vals, out_vals, spec)
     groups, vnotes = vector_work(low.chip, spec, node.name,
                                  (blocks := schedule_blocks(low, parts, ext_vals, dynamic))[0])
     if not ext_in and node.inputs:
@@ -155,6 +156,25 @@ def binary_blocks(low: Lowering, parts: list, ext_in: list[str], ext_vals: list[
         return None
     ins = [v for i, v in zip(ext_in, ext_vals) if not (low.is_const(i) and v.numel == 1)]
     return dynamic_blocks(parts, ins, out_vals, low.vector_cores())
+
+
+def binary_buffers(low: Lowering, parts: list, ext_in: list[str], ext_vals: list[Value],
+                   out_vals: list[Value], spec: VecSpec) -> VecSpec:
+    """`spec` with the UB slots and tile bound of a prebuilt TBE broadcast-pattern kernel (a
+    binary build; `lower.dynamic_tiling.broadcast_buffers`: single-buffered unless a
+    trailing-axes broadcast's row is over its UB limit, at most SPLIT_FACTORS elements a
+    tile); `spec` as it is for any other kernel or one whose path sizes its own UB
+    (`ub_elem_bytes`)."""
+    if low.kernel_build != "binary" or spec.ub_elem_bytes:
+        return spec
+    ins = [v for i, v in zip(ext_in, ext_vals) if not (low.is_const(i) and v.numel == 1)]
+    elem = sum(b for b, _ in spec.inputs) + spec.out_bytes + spec.temp_bytes
+    kernel = broadcast_buffers(parts, ins, out_vals, max(elem, 1e-9), low.chip.ub_bytes)
+    if kernel is None:
+        return spec
+    slots, cap = kernel
+    return replace(spec, buffers=slots,
+                   tile_elems=min(spec.tile_elems, cap) if spec.tile_elems else cap)
 
 
 def vector_split(parts: list, in_vals: list[Value], out_vals: list[Value],
