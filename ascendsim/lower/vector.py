@@ -101,7 +101,7 @@ def lower_vector(low: Lowering, node, parts: list, category: Category,
         **kernel_pipeline(low, lone, n),
         moves=row_moves(low, parts[0], in_vals, gathered),
         split=vector_split(parts, in_vals, out_vals, dynamic))))
-    spec = binary_buffers(low, parts, ext_in, ext_vals, out_vals, spec)
+    spec = binary_buffers(low, parts, ext_in, ext_vals, out_vals, spec, dynamic)
     groups, vnotes = vector_work(low.chip, spec, node.name,
                                  (blocks := schedule_blocks(low, parts, ext_vals, dynamic))[0])
     if not ext_in and node.inputs:
@@ -159,7 +159,8 @@ def binary_blocks(low: Lowering, parts: list, ext_in: list[str], ext_vals: list[
 
 
 def binary_buffers(low: Lowering, parts: list, ext_in: list[str], ext_vals: list[Value],
-                   out_vals: list[Value], spec: VecSpec) -> VecSpec:
+                   out_vals: list[Value], spec: VecSpec,
+                   dynamic: DynamicSplit | None = None) -> VecSpec:
     """`spec` with the UB slots and tile bound of a prebuilt TBE broadcast-pattern kernel (a
     binary build; `lower.dynamic_tiling.broadcast_buffers`: single-buffered unless a
     trailing-axes broadcast's row is over its UB limit, at most SPLIT_FACTORS elements a
@@ -167,6 +168,8 @@ def binary_buffers(low: Lowering, parts: list, ext_in: list[str], ext_vals: list
     (`ub_elem_bytes`)."""
     if low.kernel_build != "binary" or spec.ub_elem_bytes:
         return spec
+    if dynamic is not None and dynamic.pattern == "reduce":
+        return replace(spec, buffers=1)
     ins = [v for i, v in zip(ext_in, ext_vals) if not (low.is_const(i) and v.numel == 1)]
     elem = sum(b for b, _ in spec.inputs) + spec.out_bytes + spec.temp_bytes
     kernel = broadcast_buffers(parts, ins, out_vals, max(elem, 1e-9), low.chip.ub_bytes)

@@ -1,7 +1,9 @@
 """A prebuilt TBE broadcast-pattern kernel's UB slots (broadcast_tilingcase.py: double-buffered
 tiling cases only for a trailing-axes broadcast whose UB split falls on its last axis, and
-for the pure element-wise pattern) and its tile bound (SPLIT_FACTORS, as ELEWISE's)."""
+for the pure element-wise pattern) and its tile bound (SPLIT_FACTORS, as ELEWISE's); a
+prebuilt reduce kernel, single-buffered (reduce_tilingcase.py)."""
 
+import numpy as np
 import pytest
 
 import ascendsim as asim
@@ -57,3 +59,15 @@ def test_a_binary_div_is_single_buffered():
     assert any("2 slots x" in n for n in jit.explain("op").splitlines())
     # serial tiles: the single-buffered kernel takes longer than the double-buffered one
     assert binary.trace.task("op").duration > jit.trace.task("op").duration
+
+
+def test_a_binary_reduce_is_single_buffered():
+    # TBE's dynamic reduce schedule sets no double buffer for a normal (not atomic) reduce
+    g = asim.Graph("rs")
+    x = g.input("x", shape=(32, 256, 384), dtype="float16")
+    g.output(g.add_node("ReduceSum", [x, g.const(np.array([-1], np.int64), name="axes")],
+                        {"keepdims": 0}, name="op")[0])
+    binary = asim.simulate(g, chip="ascend910b4", kernel_build="binary", fusion=False)
+    jit = asim.simulate(g, chip="ascend910b4", kernel_build="jit", fusion=False)
+    assert any("1 slot x" in n for n in binary.explain("op").splitlines())
+    assert any("2 slots x" in n for n in jit.explain("op").splitlines())
