@@ -294,8 +294,10 @@ def dynamic_blocks(parts: list, ins: Sequence[Value], outs: Sequence[Value],
     out = outs[0]
     item = itemsize(out.dtype)
     category = get_op(op, parts[0].name).category
+    # one-element operands are scalars to the ELEWISE tiling (elewise_v3.cc `GetCheckInputs`
+    # leaves inputs whose fused shape is 1 out of its shape check)
     if (category <= Category.BROADCAST and op not in EXPAND_OPS
-            and all(tuple(v.shape) == tuple(out.shape) for v in ins)):
+            and all(tuple(v.shape) == tuple(out.shape) for v in ins if v.numel > 1)):
         blocks = elewise_blocks(out.numel, item, cores)
         return DynamicSplit(blocks, f"dynamic ELEWISE tiling: {blocks} block(s) for "
                                     f"{out.numel} elements", "elewise")

@@ -198,6 +198,10 @@ def _blocks(g, build, chip="ascend910b4"):
     # 16 KB of GM traffic (393 KB: 24; 590 KB: 36)
     (_op("Relu", [(1, 12, 256, 32)]), 39, 24),
     (_op("Add", [(1, 256, 384), (1, 256, 384)]), 39, 36),
+    # a one-element tensor operand is a scalar to the ELEWISE tiling (elewise_v3.cc
+    # GetCheckInputs): 8192 fp32 elements in blocks of 256, 32 blocks, against 4 (64 KB of
+    # GM traffic)
+    (_op("Sub", [(1,), (2, 1024, 4)], "float32"), 32, 4),
     # a per-row divisor: rows over the cores
     (_op("Div", [(1, 12, 256, 256), (1, 12, 256, 1)]), 40, 40),
     # a [1, 256, 1] -> [1, 256, 384] broadcast: 7 rows per core, 37 blocks, against 12
