@@ -154,23 +154,31 @@ def binary_blocks(low: Lowering, parts: list, ext_in: list[str], ext_vals: list[
     rule applies."""
     if low.kernel_build != "binary":
         return None
-    ins = [v for i, v in zip(ext_in, ext_vals) if not (low.is_const(i) and v.numel == 1)]
-    return dynamic_blocks(parts, ins, out_vals, low.vector_cores())
+    return dynamic_blocks(parts, kernel_operands(low, ext_in, ext_vals), out_vals,
+                          low.vector_cores())
+
+
+def kernel_operands(low: Lowering, ext_in: list[str], ext_vals: list[Value]) -> list[Value]:
+    """The operands a prebuilt kernel's run-time tiling sees: the node's inputs less its
+    one-element constants (scalar operands the kernel takes as arguments)."""
+    return [v for i, v in zip(ext_in, ext_vals) if not (low.is_const(i) and v.numel == 1)]
 
 
 def binary_buffers(low: Lowering, parts: list, ext_in: list[str], ext_vals: list[Value],
                    out_vals: list[Value], spec: VecSpec,
                    dynamic: DynamicSplit | None = None) -> VecSpec:
-    """`spec` with the UB slots and tile bound of a prebuilt TBE broadcast-pattern kernel (a
-    binary build; `lower.dynamic_tiling.broadcast_buffers`: single-buffered unless a
-    trailing-axes broadcast's row is over its UB limit, at most SPLIT_FACTORS elements a
-    tile); `spec` as it is for any other kernel or one whose path sizes its own UB
-    (`ub_elem_bytes`)."""
+    """`spec` with the UB slots of a prebuilt TBE kernel whose schedule sets them (a binary
+    build): a reduce kernel split by its run-time reduce tiling (`dynamic`) single-buffered
+    (reduce_tilingcase.py: a normal reduce's tiling cases have double buffering off); a
+    broadcast-pattern kernel as `lower.dynamic_tiling.broadcast_buffers` gives, with its tile
+    bound (single-buffered unless a trailing-axes broadcast's row is over its UB limit, at
+    most SPLIT_FACTORS elements a tile); `spec` as it is for any other kernel or one whose
+    path sizes its own UB (`ub_elem_bytes`)."""
     if low.kernel_build != "binary" or spec.ub_elem_bytes:
         return spec
     if dynamic is not None and dynamic.pattern == "reduce":
         return replace(spec, buffers=1)
-    ins = [v for i, v in zip(ext_in, ext_vals) if not (low.is_const(i) and v.numel == 1)]
+    ins = kernel_operands(low, ext_in, ext_vals)
     elem = sum(b for b, _ in spec.inputs) + spec.out_bytes + spec.temp_bytes
     kernel = broadcast_buffers(parts, ins, out_vals, max(elem, 1e-9), low.chip.ub_bytes)
     if kernel is None:
