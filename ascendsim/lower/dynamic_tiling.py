@@ -75,7 +75,7 @@ from typing import NamedTuple
 from ..ir.registry import Category, get_op
 from ..ir.tensor import Value, itemsize
 from .seq_types import A2_A3_CHIPS
-from .tiling import ELEWISE_SPLIT_FACTORS, cdiv
+from .tiling import cdiv, elewise_limit
 from .vector_rows import norm_axis, norm_perm
 
 #: ELEWISE: multi-core from this many 32-byte blocks of output per core (DOUBLE_BUFFER_SIZE)
@@ -166,6 +166,16 @@ def over_trailing_axes(full: Sequence[int], part: Sequence[int]) -> int | None:
         return None
     lead = tuple(full[:k])
     return rows if tuple(part) in (lead, lead + (1,) * (len(full) - k)) else None
+
+
+def trailing_broadcast_rows(ins: Sequence[Value], out: Value) -> int | None:
+    """R of a broadcast along the trailing axes ([R, 1] -> [R, D]): exactly one operand
+    smaller than the output, every other of the output's size, the small one covering the
+    output's leading axes (`over_trailing_axes`); None for any other operand set."""
+    small = [v for v in ins if v.numel < out.numel]
+    if len(small) != 1 or any(v.numel != out.numel for v in ins if v is not small[0]):
+        return None
+    return over_trailing_axes(tuple(out.shape), tuple(small[0].shape))
 
 
 def _tail_ok(length: int, factor: int, after: int, per_block: int) -> bool:
@@ -302,10 +312,7 @@ def dynamic_blocks(parts: list, ins: Sequence[Value], outs: Sequence[Value],
         return DynamicSplit(blocks, f"dynamic ELEWISE tiling: {blocks} block(s) for "
                                     f"{out.numel} elements", "elewise")
     if category <= Category.BROADCAST or op in EXPAND_OPS:
-        small = [v for v in ins if v.numel < out.numel]
-        if len(small) != 1 or any(v.numel != out.numel for v in ins if v is not small[0]):
-            return None
-        rows = over_trailing_axes(tuple(out.shape), tuple(small[0].shape))
+        rows = trailing_broadcast_rows(ins, out)
         blocks = (broadcast_rows_blocks(rows, out.numel // rows, item, cores)
                   if rows else None)
         if blocks is None:
@@ -368,10 +375,8 @@ def broadcast_buffers(parts: list, ins: Sequence[Value], outs: Sequence[Value],
     shaped = [v for v in ins if v.numel > 1]
     if all(tuple(v.shape) == tuple(out.shape) for v in shaped):
         return None
-    small = [v for v in shaped if v.numel < out.numel]
-    rows = (over_trailing_axes(tuple(out.shape), tuple(small[0].shape)) if len(small) == 1
-            and all(v.numel == out.numel for v in shaped if v is not small[0]) else None)
-    cap = ELEWISE_SPLIT_FACTORS.get(max(itemsize(v.dtype) for v in (*ins, out)), 16383)
-    if rows and out.numel // rows > min(int(ub_bytes / elem_bytes), cap):
-        return 2, cap
-    return 1, cap
+    rows = trailing_broadcast_rows(shaped, out)
+    widest = max(itemsize(v.dtype) for v in (*ins, out))
+    if rows and out.numel // rows > elewise_limit(ub_bytes, elem_bytes, widest):
+        return 2, elewise_limit(ub_bytes, 0.0, widest)
+    return 1, elewise_limit(ub_bytes, 0.0, widest)

@@ -449,10 +449,17 @@ def elewise_tiles(chip, spec: VecSpec, block_elems: int, per_elem: float) -> int
     elements; the model splits the block evenly over the same count)."""
     widest = max([b for b, _ in spec.inputs] + [spec.out_bytes]
                  + [p.item for p in spec.parts if isinstance(p, SeqPart)])
-    cap = ELEWISE_SPLIT_FACTORS.get(int(widest), ELEWISE_SPLIT_FACTORS[4])
-    if block_elems <= min(int(chip.ub_bytes / per_elem), cap):
+    if block_elems <= elewise_limit(chip.ub_bytes, per_elem, widest):
         return 1
-    return cdiv(block_elems, min(int(chip.ub_bytes / (2 * per_elem)), cap))
+    return cdiv(block_elems, elewise_limit(chip.ub_bytes, 2 * per_elem, widest))
+
+
+def elewise_limit(ub_bytes: int, elem_bytes: float, widest: float) -> int:
+    """Most elements a UB tile of TBE's ELEWISE / broadcast run-time tiling holds: the UB over
+    `elem_bytes` per element (0: no UB bound), at most `ELEWISE_SPLIT_FACTORS` of the widest
+    dtype's `widest` bytes (a width without a factor takes the 4-byte one)."""
+    cap = ELEWISE_SPLIT_FACTORS.get(int(widest), ELEWISE_SPLIT_FACTORS[4])
+    return min(int(ub_bytes / elem_bytes), cap) if elem_bytes > 0 else cap
 
 
 def elewise_shares(chip, spec: VecSpec, block: int, per_elem: float
