@@ -125,7 +125,8 @@ from .seq_types import conversion as _conv
 from .seq_types import elem as _e
 from .seq_types import per_row as _w
 from .seq_types import reduction as _r
-from .vector_rows import ROW_RULES, norm_perm
+from .transpose_paths import TRANSPOSE_PATHS
+from .vector_rows import ROW_RULES
 
 #: bytes one vector repeat works on (S: Ascend C API reference, RepeatReduceSum/WholeReduceSum:
 #: "the vector unit reads 256 contiguous bytes per iteration"; HC31/VENG 2048-bit vector)
@@ -282,19 +283,6 @@ def _sum_in_fp32(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str) ->
     impl/dynamic/reduce_sum.py: a float16 input on any SoC but the Ascend310, whose sum takes
     float32 there)."""
     return bool(ins) and ins[0].dtype == "float16" and chip_name.lower() != "ascend310"
-
-
-def _moves_last_axis(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str) -> bool:
-    """Whether CANN's TIK Transpose on an A2 / A3 reorders the data in UB with vnchwconv: a
-    2- or 4-byte dtype whose permutation, size-1 axes dropped, moves the last axis (one that
-    keeps it, [1, 0, 2], is strided DMA only)."""
-    if chip_name not in A2_A3_CHIPS or not ins or itemsize(ins[0].dtype) not in (2, 4):
-        return False
-    shape = ins[0].shape
-    rank = len(shape)
-    perm = norm_perm(attrs.get("perm"), rank)
-    kept = [p for p in perm if shape[p] != 1]
-    return len(kept) > 1 and kept[-1] != max(kept)
 
 
 def _narrow_pair(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str) -> bool:
@@ -522,13 +510,7 @@ PATHS: dict[str, tuple[tuple[Callable[..., bool], OpSequence], ...]] = {
         SEQUENCES["ReduceSum"].steps, fp32=True, rows="axes",
         note="TBE reduce_sum_compute (impl/dynamic/reduce_sum.py): float16 cast to fp32 "
              "before the sum, the result cast back")),),
-    "Transpose": ((_moves_last_axis, OpSequence(
-        (_e("vnchwconv", "transpose"),), buffers=1,
-        note="CANN's TIK Transpose on the A2 / A3 (impl/dynamic/transpose.py; ops-math's "
-             "Ascend C kernel is registered for the 950 only): each UB tile is reordered "
-             "by vnchwconv, 16 x 16 blocks at a time, half the UB in and half out, no double "
-             "buffering; in a binary build its core split and its run-time tiling read "
-             "into UB (lower/dynamic_tiling.py, chip tik_tiling_start_us)")),),
+    "Transpose": TRANSPOSE_PATHS,
     "Sigmoid": SIGMOID_PATHS,
     "Gelu": GELU_PATHS,
     "ArgMax": ((_arg_long_row_a2, _arg_long_row("ArgMax", "vcmax")),),
