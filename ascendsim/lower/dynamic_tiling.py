@@ -347,7 +347,6 @@ def dynamic_blocks(parts: list, ins: Sequence[Value], outs: Sequence[Value],
     return None
 
 
-
 def broadcast_buffers(parts: list, ins: Sequence[Value], outs: Sequence[Value],
                       elem_bytes: float, ub_bytes: int) -> tuple[int, int] | None:
     """(UB slots, most elements a tile holds) of a lone op's prebuilt TBE broadcast-pattern
@@ -377,6 +376,5 @@ def broadcast_buffers(parts: list, ins: Sequence[Value], outs: Sequence[Value],
         return None
     rows = trailing_broadcast_rows(shaped, out)
     widest = max(itemsize(v.dtype) for v in (*ins, out))
-    if rows and out.numel // rows > elewise_limit(ub_bytes, elem_bytes, widest):
-        return 2, elewise_limit(ub_bytes, 0.0, widest)
-    return 1, elewise_limit(ub_bytes, 0.0, widest)
+    split_on_last = rows and out.numel // rows > elewise_limit(ub_bytes, elem_bytes, widest)
+    return (2 if split_on_last else 1), elewise_limit(ub_bytes, 0.0, widest)
