@@ -87,7 +87,7 @@ PRODUCT_LINES = ("atlas_training", "atlas_inference", "atlas_200_300_500_inferen
 LOCATIONS = ("gm", "l1", "l0a", "l0b", "l0c", "ub")
 #: vector instruction classes accepted by `Chip.vector_rate`
 VECTOR_CLASSES = ("unary", "binary", "exp", "sqrt", "div", "ternary", "reduce", "reduce_max",
-                  "gather", "sort", "transpose")
+                  "block_reduce", "gather", "sort", "transpose")
 #: confidence tags (reference/ascend-hardware.md), plus U for user-set figures and C for
 #: figures fitted by `ascendsim.validation.calibrate` ("C: calibrated on rows <ids>")
 TAGS = ("S", "D", "F", "M", "G", "U", "C")
@@ -205,6 +205,14 @@ class VectorRates:
     sort: float = _spec("float", gt=0, doc="vmrgsort")
     reduce_max_fp32: float | None = _spec("float", gt=0, optional=True,
                                           doc="vcmax/vcmin, 4-byte dtypes (absent: reduce_fp32)")
+    block_reduce_fp16: float | None = _spec(
+        "float", gt=0, optional=True,
+        doc="vcgadd/vcgmax (BlockReduceSum/Max: one value per 32-byte block), 2-byte dtypes "
+            "(absent: no kernel path on the chip uses it)")
+    block_reduce_fp32: float | None = _spec(
+        "float", gt=0, optional=True,
+        doc="vcgadd/vcgmax (BlockReduceSum/Max), 4-byte dtypes (absent: no kernel path "
+            "on the chip uses it)")
     transpose: float | None = _spec("float", gt=0, optional=True,
                                     doc="vnchwconv on 2- and 4-byte dtypes: 16 blocks of 32 B "
                                         "scattered per repeat, the reorder of a transpose "
@@ -674,6 +682,12 @@ class Chip:
             op_class = "reduce"
         if op_class in ("exp", "sqrt", "reduce"):
             return getattr(rates, f"{op_class}_{'fp32' if wide else 'fp16'}")
+        if op_class == "block_reduce":
+            rate = getattr(rates, f"block_reduce_{'fp32' if wide else 'fp16'}")
+            if rate is None:
+                raise ConfigError(f"{self.name}: no vector_op_bytes_per_cycle.block_reduce rate "
+                                  "in the chip file")
+            return rate
         if op_class in VECTOR_CLASSES:
             rate = getattr(rates, op_class)
             if rate is None:           # an optional class the chip file does not give

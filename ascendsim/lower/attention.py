@@ -37,8 +37,9 @@ One unit is the flash-attention recurrence on one key block (online softmax):
   V:    the scores times the softmax scale (vmuls: CANN's kernels scale S on the vector
        side, not Q before the cube: `Muls(..., scaleValue, rows * s2)` in
        ProcessVec1 / ElewiseCompute of ops-transformer's flash_attention_score s1s2 and
-       incre_flash_attention kernels), running max (vcmax), subtract, exp, running sum
-       (vcadd), rescale of the O accumulator, cast of P to fp16, each step after the first
+       incre_flash_attention kernels), running max, subtract, exp, running sum (both row
+       reductions as SoftmaxFlashV2 runs them, below), rescale of the O accumulator, cast
+       of P to fp16, each step after the first
        waiting out the one before (`vector_dep_latency_cycles`, the kernels'
        PipeBarrier<PIPE_V>); on split chips the vector work is shared by the AIC's
        `aiv_cores / ai_cores` vector cores;
@@ -48,6 +49,34 @@ the HBM traffic is Q, K, V (L2 misses), the mask and O. The stages form one pipe
 is the busiest pipe per unit (the software pipelining CANN's kernels do: QK^T of block j+1
 overlaps the softmax of block j). On split chips the AIV half of this mix kernel is folded
 into the AIC's chain (V and MTE3 stages at the aggregate rate of its AIVs): an approximation.
+
+Row reductions (A2 / A3). The kernels' softmax is the Ascend C SoftmaxFlashV2 (ops-transformer
+flash_attention_score_s1s2_bn2gs1.h `SoftMaxCompute`; CANN 8.1.RC1's v220 implementation,
+public copy leideng/CANN-8.1.RC1 at 4332a01, highlevel_api impl/activation/softmax:
+softmax_flashv2_block_reduce_impl.h, softmax_common_reduce.h `BigBlockReduceMax/Sum`,
+membase/v220 softmax_common_nd_reduce.h). Its row max and row sum are built alike: a row of
+at least 64 fp32 columns is folded to one repeat of 64 values by element-wise Max / Add, or,
+from 512 columns, its first 8 repeats by one BlockReduce (vcgmax / vcgadd, 8 values a
+repeat) and the rest element-wise into them; then two BlockReduce passes (64 -> 8 -> 1) end
+it; a shorter row takes one WholeReduce (vcmax / vcadd). So neither runs the whole-reduce
+instruction over the row (`flash_row_cycles`; the BlockReduce rate is the chip's
+`block_reduce_fp32`, a chip without it keeps one whole-reduce pass). Rows of 1024 columns
+take a special sequence (128 -> 16 -> pairwise Max / Add -> 8 -> 1), counted here by the
+general rule.
+
+Barriers (A2 / A3). Each dependent vector step waits out the one before it
+(`vector_dep_latency_cycles`, the kernels' PipeBarrier<PIPE_V>). Counted in ops-transformer's
+s1s2 FlashAttentionScore kernel (flash_attention_score_s1s2_bn2gs1.h `ProcessVec1`,
+`SoftMaxCompute`, `ProcessVec2`; public copy yueliang13/cann-ops-adv-vllm at 015e205) and the
+SoftmaxFlashV2 it calls (softmax_flashv2_basic_block_impl.h): the softmax runs on row groups
+of 8192 fp32 scores (the 32 KB stage buffer: vec1S1BaseSize = 8 rows of 1024 keys, more rows
+of fewer keys), each executing 15 barriers on a query block's first key block (isUpdate
+false: 3 in the kernel around the scale Muls, the softmax call and the Cast of P, 12 in the
+API) and 20 on every later one (17 in the API: the max and sum updates); the O accumulator's
+rescale (`ProcessVec2`, from the second key block on) executes 2 per chunk of 64 rows (at D =
+128). `flash_barriers` counts them per unit; a mask or antiquant step adds one each. The
+same counts stand for the IncreFlashAttention and FusedInferAttentionScore kernels, whose
+vector blocks were not counted. Barriers are charged on every AIV at once, not shared out.
 
 K and V rows from HBM (split chips). CANN's kernels bring a K or V block to L1 as one ND -> NZ
 copy of one row per key (ops-transformer attention/common memory_copy.h
@@ -95,6 +124,7 @@ from .tiling import (
     split_even,
     vec_instr,
 )
+from .vector_seq import REPEAT_BYTES, repeat_cycles
 
 #: candidate key-block lengths (longest first) and the largest query block
 _KV_BLOCKS = (512, 256, 128, 64, 32, 16)
@@ -103,6 +133,64 @@ _MAX_Q_BLOCK = 128
 #: flash_attention_score tiling, HIGH_PERF_BLOCK_SIZE = 128, the s1 basic block)
 S1_BASE = 128
 ACC = 4     # fp32 accumulator / softmax bytes
+#: SoftmaxFlashV2's row reductions (module note, "Row reductions"): the BlockReduce passes
+#: that end a row once it is folded to one repeat of 64 fp32 values (64 -> 8 -> 1), and the
+#: row length from which its first 512 columns are block-reduced (8 repeats -> 64 values)
+#: rather than folded element-wise
+FLASH_ROW_BLOCK_PASSES = 2
+FLASH_ROW_BIG_BLOCK = 512
+
+
+def flash_row_cycles(chip, cols: int) -> float:
+    """V cycles of one fp32 score row's max or sum as CANN's flash-attention kernels reduce it
+    on an A2 / A3 (SoftmaxFlashV2; module note, "Row reductions"): under one repeat, one
+    whole-reduce repeat; else the row's repeats folded to one, element-wise (vmax / vadd) or,
+    from `FLASH_ROW_BIG_BLOCK` columns, its first 8 repeats by one BlockReduce (vcgmax /
+    vcgadd) and the rest element-wise, then `FLASH_ROW_BLOCK_PASSES` one-repeat BlockReduces."""
+    reps = max(1, cdiv(cols * ACC, REPEAT_BYTES))
+    block = repeat_cycles(chip, "block_reduce", "float32")
+    binary = repeat_cycles(chip, "binary", "float32")
+    if cols * ACC < REPEAT_BYTES:
+        return repeat_cycles(chip, "reduce", "float32")
+    big = FLASH_ROW_BIG_BLOCK * ACC // REPEAT_BYTES if cols >= FLASH_ROW_BIG_BLOCK else 0
+    folded = big * block + (reps - max(big, 1)) * binary
+    return folded + FLASH_ROW_BLOCK_PASSES * block
+
+
+def row_reduce(chip, rows: float, cols: int, nbytes: float, kind: str) -> Instr:
+    """The row max or row sum of `rows` fp32 score rows of `cols` keys on one vector core:
+    SoftmaxFlashV2's fold and block reduces where the chip gives the BlockReduce rate, else
+    one whole-reduce pass over the `nbytes` of scores."""
+    if chip.vector_op_bytes_per_cycle.block_reduce_fp32 is None:
+        return vec_instr(chip, "reduce", "float32", nbytes, kind)
+    return Instr("V", kind, max(1, math.ceil(rows * flash_row_cycles(chip, cols) - 1e-9)))
+
+
+#: the V stage's steps of one unit without a mask or an int8 cache (`vector` in
+#: `lower_attention`); each further step (mask, antiquant) adds one barrier
+FLASH_STEPS = ("vec_scale", "vec_rowmax", "vec_sub", "vec_exp", "vec_rowsum", "vec_cast",
+               "vec_rescale")
+#: the kernels' barriers (module note, "Barriers"): fp32 scores a softmax row group holds
+#: (the 32 KB stage buffer: 8 rows of 1024 keys), PipeBarrier<PIPE_V> a row group executes on
+#: a query block's first key block and on every later one, rows of the O accumulator one
+#: rescale chunk holds (64 rows at D = 128) and its barriers
+FLASH_GROUP_ELEMS = 8192
+FLASH_GROUP_BARRIERS_FIRST, FLASH_GROUP_BARRIERS = 15, 20
+FLASH_RESCALE_ROWS, FLASH_RESCALE_BARRIERS = 64, 2
+
+
+def flash_barriers(rows: float, cols: int, blocks: int) -> float:
+    """PipeBarrier<PIPE_V> one AIV executes on one (query block, key block) pair of `rows`
+    score rows by `cols` keys, in a tile of `blocks` key blocks (module note, "Barriers"):
+    per row group of the softmax, fewer on the tile's first key block, and per rescale chunk
+    of the O accumulator on the later ones."""
+    groups = max(1, math.ceil(rows * cols / FLASH_GROUP_ELEMS - 1e-9))
+    later = (blocks - 1) / blocks
+    per_group = FLASH_GROUP_BARRIERS - (FLASH_GROUP_BARRIERS - FLASH_GROUP_BARRIERS_FIRST) / blocks
+    chunks = max(1, math.ceil(rows / FLASH_RESCALE_ROWS - 1e-9))
+    return groups * per_group + later * chunks * FLASH_RESCALE_BARRIERS
+
+
 #: simulation granularity: at most this many units per tile, a unit then standing for several
 #: consecutive key blocks (their moves and instructions summed; buffers stay one block's size)
 MAX_UNITS = 4
@@ -313,10 +401,10 @@ def lower_attention(low: Lowering, node: Node) -> None:
         score_b = sq * tk * ACC / share * per_unit      # per vector core
         acc_b = sq * d * ACC / share * per_unit
         out = (vec_instr(chip, "unary", "float32", score_b, "vec_scale"),
-               vec_instr(chip, "reduce", "float32", score_b, "vec_rowmax"),
+               row_reduce(chip, sq / share * per_unit, tk, score_b, "vec_rowmax"),
                vec_instr(chip, "binary", "float32", score_b, "vec_sub"),
                vec_instr(chip, "exp", "float32", score_b, "vec_exp"),
-               vec_instr(chip, "reduce", "float32", score_b, "vec_rowsum"),
+               row_reduce(chip, sq / share * per_unit, tk, score_b, "vec_rowsum"),
                vec_instr(chip, "unary", "float32", score_b, "vec_cast"),
                vec_instr(chip, "binary", "float32", 2 * acc_b, "vec_rescale"))
         if mask is not None:
@@ -326,9 +414,9 @@ def lower_attention(low: Lowering, node: Node) -> None:
             out += (vec_instr(chip, "unary", q.dtype, kv_elems_b, "vec_antiquant_cast"),
                     vec_instr(chip, "binary", q.dtype, kv_elems_b, "vec_antiquant_offset"),
                     vec_instr(chip, "binary", q.dtype, kv_elems_b, "vec_antiquant_scale"))
-        # each step waits out the one before it (the kernels' PipeBarrier<PIPE_V>), once per
-        # (query block, key block) pair on every AIV at once: not shared out like the work
-        dep = (chip.vector_dep_latency_cycles or 0.0) * (len(out) - 1) * per_unit
+        # the kernels' PipeBarrier<PIPE_V> per unit on each AIV (module note, "Barriers")
+        barriers = flash_barriers(sq / share, tk, blocks_per_tile) + len(out) - len(FLASH_STEPS)
+        dep = (chip.vector_dep_latency_cycles or 0.0) * barriers * per_unit
         return out + ((Instr("V", "vec_dep_wait", math.ceil(dep)),) if dep else ())
 
     stages = [Stage("MTE2", mte2, units=units, head=head,

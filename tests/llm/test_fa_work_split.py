@@ -29,11 +29,13 @@ def test_query_blocks_fill_aiv_pairs_before_further_aics():
 def test_a_lone_block_runs_its_softmax_on_one_aiv():
     """S = 128, one head: one query block on one AIV, which does all its vector work; the
     even split (prompt=1) cuts it into two 64-row tiles on two AICs, each tile's softmax
-    shared by both AIVs of its AIC: a quarter of the V time per core."""
+    shared by both AIVs of its AIC: a quarter of the vector work per core. The barriers are
+    not shared (each AIV runs its own softmax calls, a fixed count of them per row group), so
+    the V time is 3-4 times, not 4."""
     fas, fas_v = _v_busy(_fas(128, 8192, 0))
     fia, fia_v = _v_busy(_fas(128, 8192, 1))
     assert (fas.block_dim, fia.block_dim) == (1, 2)
-    assert fas_v == pytest.approx(4 * fia_v, rel=0.1)
+    assert 3 * fia_v < fas_v < 4.4 * fia_v
 
 
 def _v_busy(g: asim.Graph):
@@ -93,9 +95,11 @@ def test_the_vector_side_scales_the_scores_and_waits_between_steps():
     (scale,) = [ins for ins in v_stage.instrs if ins.kind == "vec_scale"]
     scores = 128 * 1024 * 4 / v_stage.units              # fp32 bytes one unit scales
     assert scale.cycles == math.ceil(scores / chip.vector_rate("unary", "float32"))
-    # each of the other steps waits out the one before it, once per (query block, key
-    # block) pair: 2 L0 query blocks of 64 rows x 8 key blocks over the units
+    # the kernel's barriers (lower/attention.py module note, "Barriers"), per (query block,
+    # key block) pair: 2 L0 query blocks of 64 rows x 8 key blocks of 128, 16 pairs in the
+    # tile; each pair one softmax row group of 64 x 128 = 8192 scores, 20 barriers (15 on the
+    # tile's first pair), and one 64-row rescale chunk of 2 (none on the first)
     (wait,) = [ins for ins in v_stage.instrs if ins.kind == "vec_dep_wait"]
-    steps = len(v_stage.instrs) - 1                       # the split chip's V has no L0C move
     pairs = 2 * 8 / v_stage.units
-    assert wait.cycles == math.ceil(chip.vector_dep_latency_cycles * (steps - 1) * pairs)
+    barriers = (15 + 15 * 20) / 16 + 2 * 15 / 16
+    assert wait.cycles == math.ceil(chip.vector_dep_latency_cycles * barriers * pairs)
