@@ -75,7 +75,8 @@ false: 3 in the kernel around the scale Muls, the softmax call and the Cast of P
 API) and 20 on every later one (17 in the API: the max and sum updates); the O accumulator's
 rescale (`ProcessVec2`, from the second key block on) executes 2 per chunk of 64 rows (at D =
 128). `flash_barriers` counts them per unit; a mask or antiquant step adds one each. The
-same counts stand for the IncreFlashAttention and FusedInferAttentionScore kernels, whose
+same counts stand for FlashAttentionScore's S1 and B templates (S2 <= 1024: ops-transformer's
+FA design note) and the IncreFlashAttention and FusedInferAttentionScore kernels, whose
 vector blocks were not counted. Barriers are charged on every AIV at once, not shared out.
 
 K and V rows from HBM (split chips). CANN's kernels bring a K or V block to L1 as one ND -> NZ
