@@ -680,22 +680,17 @@ class Chip:
             if wide and rates.reduce_max_fp32 is not None:
                 return rates.reduce_max_fp32
             op_class = "reduce"
-        if op_class in ("exp", "sqrt", "reduce"):
-            return getattr(rates, f"{op_class}_{'fp32' if wide else 'fp16'}")
-        if op_class == "block_reduce":
-            rate = getattr(rates, f"block_reduce_{'fp32' if wide else 'fp16'}")
-            if rate is None:
-                raise ConfigError(f"{self.name}: no vector_op_bytes_per_cycle.block_reduce rate "
-                                  "in the chip file")
-            return rate
-        if op_class in VECTOR_CLASSES:
-            rate = getattr(rates, op_class)
-            if rate is None:           # an optional class the chip file does not give
-                raise ConfigError(f"{self.name}: no vector_op_bytes_per_cycle.{op_class} rate "
-                                  "in the chip file")
-            return rate
-        raise ConfigError(f"unknown vector class {op_class!r}; expected one of "
-                          f"{', '.join(VECTOR_CLASSES)}")
+        if op_class not in VECTOR_CLASSES:
+            raise ConfigError(f"unknown vector class {op_class!r}; expected one of "
+                              f"{', '.join(VECTOR_CLASSES)}")
+        field = op_class                 # the classes with a rate per dtype width
+        if op_class in ("exp", "sqrt", "reduce", "block_reduce"):
+            field = f"{op_class}_{'fp32' if wide else 'fp16'}"
+        rate = getattr(rates, field)
+        if rate is None:                 # an optional class the chip file does not give
+            raise ConfigError(f"{self.name}: no vector_op_bytes_per_cycle.{field} rate "
+                              "in the chip file")
+        return rate
 
     def has_path(self, src: str, dst: str) -> bool:
         """Whether data can move directly from src to dst on this chip."""

@@ -148,13 +148,12 @@ def flash_row_cycles(chip, cols: int) -> float:
     whole-reduce repeat; else the row's repeats folded to one, element-wise (vmax / vadd) or,
     from `FLASH_ROW_BIG_BLOCK` columns, its first 8 repeats by one BlockReduce (vcgmax /
     vcgadd) and the rest element-wise, then `FLASH_ROW_BLOCK_PASSES` one-repeat BlockReduces."""
-    reps = max(1, cdiv(cols * ACC, REPEAT_BYTES))
-    block = repeat_cycles(chip, "block_reduce", "float32")
-    binary = repeat_cycles(chip, "binary", "float32")
     if cols * ACC < REPEAT_BYTES:
         return repeat_cycles(chip, "reduce", "float32")
+    reps = cdiv(cols * ACC, REPEAT_BYTES)
+    block = repeat_cycles(chip, "block_reduce", "float32")
     big = FLASH_ROW_BIG_BLOCK * ACC // REPEAT_BYTES if cols >= FLASH_ROW_BIG_BLOCK else 0
-    folded = big * block + (reps - max(big, 1)) * binary
+    folded = big * block + (reps - max(big, 1)) * repeat_cycles(chip, "binary", "float32")
     return folded + FLASH_ROW_BLOCK_PASSES * block
 
 
