@@ -376,10 +376,10 @@ class Chip:
             "and are served one after another); absent: 0 (no instruction-cache state)")
     binary_block_start_us: float | None = _spec(
         "float", "us", ge=0, optional=True,
-        doc="added to every block's start of a prebuilt dynamic-shape vector kernel "
-            "(`kernel_build` \"binary\", `Phase.binary` set): the binary's generic prologue, "
-            "run-time tiling read and offset and loop setup, which a kernel compiled for its "
-            "shapes folds into constants; absent: 0")
+        doc="added to every block's start of a prebuilt dynamic-shape vector kernel or TBE "
+            "MatMul (`kernel_build` \"binary\", `Phase.binary` set): the binary's generic "
+            "prologue, run-time tiling read and offset and loop setup, which a kernel compiled "
+            "for its shapes folds into constants; absent: 0")
     tik_tiling_start_us: float | None = _spec(
         "float", "us", ge=0, optional=True,
         doc="added, beyond `binary_block_start_us`, to every block's start of a prebuilt "

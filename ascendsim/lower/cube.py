@@ -87,6 +87,8 @@ from .vector_seq import SeqPart
 
 #: bytes of one L0C accumulator element: mmad accumulates fp16/bf16 in fp32 and int8 in int32
 ACC_BYTES = 4
+#: cube op types whose binary-build kernel is a TBE dynamic-shape binary (`cube_binary`)
+TBE_BINARY_CUBE_OPS = frozenset({"MatMul", "Gemm"})
 
 
 def cube_dtype(chip: Any, dtype: str, op_type: str = "", node: str | None = None) -> str:
@@ -454,7 +456,7 @@ def lower_cube(low: Lowering, node, head, tail: list, fused: tuple[str, ...] = (
                  f"and write-backs)")
     if geo.bias:
         notes.append("bias accumulated in L0C (no extra pass over the output)")
-    phases.append(Phase(ENGINE_AICORE, tuple(groups)))
+    phases.append(Phase(ENGINE_AICORE, tuple(groups), binary=cube_binary(low, head)))
     task_type = TASK_MIX_AIC if head_a or head_b else TASK_AI_CORE
     if split_tail:
         phases.append(epilogue_phase(low, node.name, outs, notes))
@@ -463,6 +465,18 @@ def lower_cube(low: Lowering, node, head, tail: list, fused: tuple[str, ...] = (
     add_cube_task(low, node, head, tail, ops, outs, TaskSpec(
         name or node.name, op_type or node.op_type, task_type, phases, [], outs.out_names,
         [], [], 0, notes, fused, cube_dtype=ops.cdt)).workspace_bytes = workspace
+
+
+def cube_binary(low: Lowering, head) -> str:
+    """The kind of a prebuilt dynamic-shape cube kernel (`Phase.binary`): "generic" for a
+    MatMul / Gemm in a binary build (`Lowering.kernel_build`), whose kernels on the A2 / A3
+    are TBE's dynamic-shape binaries (CANN 8.1.RC1 opp kernel/config/ascend910b/
+    batch_matmul_v2.json: opMode "dynamic", shapes [-2]), so each block runs the binary's
+    generic prologue (chip `binary_block_start_us`); "" for a jit build or any other cube op
+    (GroupedMatmul and the quant matmuls are Ascend C kernels, convs not read)."""
+    if low.kernel_build != "binary" or head.op_type not in TBE_BINARY_CUBE_OPS:
+        return ""
+    return "generic"
 
 
 def add_cube_task(low: Lowering, node, head, tail: list, ops: CubeOperands, outs: CubeOutputs,

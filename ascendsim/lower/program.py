@@ -273,7 +273,8 @@ class Phase:
     aicpu_launch_cycles: int = 0     # AI CPU task launch (framework dispatch), AI Core cycles
     aicpu_read_bytes: int = 0        # bytes the AI CPU reads from GM (L2/HBM)
     aicpu_write_bytes: int = 0       # bytes the AI CPU writes to GM
-    #: "" or, for a prebuilt dynamic-shape vector kernel (`kernel_build` "binary"), its kind
+    #: "" or, for a prebuilt dynamic-shape vector kernel or TBE MatMul (`kernel_build`
+    #: "binary"; `lower.cube.cube_binary`), its kind
     #: (`lower.dynamic_tiling.binary_kind`): each block runs the binary's generic prologue
     #: before its first instruction (chip `binary_block_start_us`), a "tik" kernel also its
     #: run-time tiling read into UB (chip `tik_tiling_start_us`)

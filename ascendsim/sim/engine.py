@@ -98,10 +98,11 @@ stack through the scalar unit's DataCache (Ascend C best practices, "Limit the T
 size": a copy of microseconds; "Scalar reads and writes": 64-byte lines), one dependent line
 fill after another: `kernelstart.tiling_lines(phase)` lines of `tiling_line_cycles` each,
 by kernel kind (a phase with cube work reads the Matmul API's TCubeTiling, 200 bytes, 4
-lines; any other kernel at least one line). A prebuilt dynamic-shape vector kernel (a binary
-build, `Phase.binary`) adds `binary_block_start_us` to each block's start, where the chip gives
-it: its generic prologue (the run-time tiling read, offset and loop setup) that a kernel
-compiled for its shapes folds into constants; a prebuilt TIK kernel (`Phase.binary` "tik":
+lines; any other kernel at least one line). A prebuilt dynamic-shape vector kernel or TBE
+MatMul (a binary build, `Phase.binary`; lower/cube.py `cube_binary`) adds
+`binary_block_start_us` to each block's start, where the chip gives it: its generic
+prologue (the run-time tiling read, offset and loop setup) that a kernel compiled for its
+shapes folds into constants; a prebuilt TIK kernel (`Phase.binary` "tik":
 the A2 / A3 Transpose) adds `tik_tiling_start_us` as well: its run-time tiling moved from GM to
 UB in dependent DMAs, then set into scalars one by one (lower/dynamic_tiling.py, "Kernel
 kinds").

@@ -80,3 +80,29 @@ def test_binary_kind_names_the_tik_kernels_on_the_a2_only():
     assert binary_kind(["Transpose"], "ascend910") == "generic"     # not an A2 / A3
     assert binary_kind(["Relu"], "ascend910b4") == "generic"
     assert binary_kind(["Transpose", "Relu"], "ascend910b4") == "generic"   # a fused kernel
+
+
+def _bmm(kernel_build: str, chip) -> list[Interval]:
+    g = asim.Graph("bmm")
+    a = g.input("a", (1, 12, 256, 256), "float16")
+    b = g.input("b", (1, 12, 256, 32), "float16")
+    g.output(g.matmul(a, b))
+    res = asim.simulate(g, chip, fusion=False, mode="host", kernel_build=kernel_build)
+    task = res.trace.tasks[0]
+    return [i for i in res.trace.intervals
+            if i.task_id == task.task_id and i.kind == "kernel_start"]
+
+
+def test_a_binary_matmul_pays_the_prologue_too():
+    """TBE's BatchMatMulV2 / MatMulV2 on the A2 are prebuilt dynamic-shape binaries as well
+    (lower/cube.py `cube_binary`): every block of a binary-build MatMul starts
+    `binary_block_start_us` later; a jit build does not."""
+    chip = asim.get_chip("ascend910b4")
+    without = chip.replace(binary_block_start_us=0.0)
+    starts, starts0 = _bmm("binary", chip), _bmm("binary", without)
+    extra = chip.cycles(0.30e-6)
+    assert len(starts) == len(starts0) > 0
+    assert all((a.end - a.start) - (b.end - b.start) == extra
+               for a, b in zip(starts, starts0))
+    jit, jit0 = _bmm("jit", chip), _bmm("jit", without)
+    assert [i.end - i.start for i in jit] == [i.end - i.start for i in jit0]
