@@ -473,7 +473,8 @@ def cube_binary(low: Lowering, head) -> str:
     are TBE's dynamic-shape binaries (CANN 8.1.RC1 opp kernel/config/ascend910b/
     batch_matmul_v2.json: opMode "dynamic", shapes [-2]), so each block runs the binary's
     generic prologue (chip `binary_block_start_us`); "" for a jit build or any other cube op
-    (GroupedMatmul and the quant matmuls are Ascend C kernels, convs not read)."""
+    (GroupedMatmul and the quant matmuls are Ascend C kernels, convs not read). The shapes
+    aclnn sends to the Ascend C MatMulV3 / BatchMatMulV3 instead are not told apart here."""
     if low.kernel_build != "binary" or head.op_type not in TBE_BINARY_CUBE_OPS:
         return ""
     return "generic"
