@@ -26,7 +26,8 @@ Apache-2.0 public copy: dengguojie/vue-element-admin ops/built-in/op_tiling/, el
   keeps the generic split whatever its dtype, since which reductions count as a sum there is
   not read through.
 - a NORM-pattern kernel (softmax_v2, log_softmax_v2: `classify(..., OpPatternMode.NORM)`)
-  reducing an axis that is not innermost (`norm_blocks`; norm.cc `Norm::GetBlockTilingInfo`,
+  reducing an axis that is not innermost (`norm_blocks`; `norm_split` adds the inner A
+  elements a block's slice holds; norm.cc `Norm::GetBlockTilingInfo`,
   `GetWorkspaceBlockTilingInfo`, `JudgeCurDimSplitBlock`, `GetBlockDim` at 0231fcc): the block
   split is on the A (not reduced) axes only, outermost first. An A axis whose product with
   the A axes before it reaches the cores is split as the first core count it can fill
@@ -211,6 +212,15 @@ def norm_blocks(shape: Sequence[int], axis: int, item: float, cores: int) -> int
     """Blocks of a TBE NORM-pattern kernel over `shape` reducing axis `axis`, not innermost,
     of `item`-byte elements (module note), or None where the shape takes a path not modelled
     here (the reduced axis innermost once size-1 axes are dropped)."""
+    split = norm_split(shape, axis, item, cores)
+    return None if split is None else split[0]
+
+
+def norm_split(shape: Sequence[int], axis: int, item: float, cores: int
+               ) -> tuple[int, int] | None:
+    """`norm_blocks` and the elements of the inner A axes (those after the reduced one) one
+    block holds per slice: all of them where the split is on the outer A axes, else the
+    block factor of the inner one (None as for `norm_blocks`)."""
     reduced = int(shape[axis])
     lead = math.prod(int(d) for d in shape[:axis])
     inner = math.prod(int(d) for d in shape[axis + 1:])
@@ -219,7 +229,7 @@ def norm_blocks(shape: Sequence[int], axis: int, item: float, cores: int) -> int
     per_block = block_elems(item)
     after = lead * reduced * inner
     if after < per_block:
-        return 1
+        return 1, inner
     before = 1
     for length, is_last in ((lead, False), (inner, True)):
         if is_last:
@@ -230,9 +240,9 @@ def norm_blocks(shape: Sequence[int], axis: int, item: float, cores: int) -> int
         if after <= per_block or before * length >= cores:
             factor = _norm_factor(length, before, after, per_block, cores)
             if factor is not None:
-                return before * cdiv(length, factor)
+                return before * cdiv(length, factor), factor if is_last else inner
         if is_last:
-            return before * length
+            return before * length, 1
         before *= length
     return None
 

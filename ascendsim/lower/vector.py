@@ -36,13 +36,13 @@ from ..ir.registry import Category, get_op
 from ..ir.tensor import Value, itemsize
 from .bf16 import BF16_NOTE, BF16_WORK_BYTES, bf16_vector_work, vconv_parts, widened
 from .context import Lowering, TaskSpec
-from .dynamic_tiling import DynamicSplit, broadcast_buffers, dynamic_blocks
+from .dynamic_tiling import NORM_OPS, DynamicSplit, broadcast_buffers, dynamic_blocks, norm_split
 from .formats import NC1HWC0, ND, NZ, is_small_operand, padded_bytes
 from .memo import vector_work
 from .movement import ensure
 from .seq_types import LOOP, NARROW_FLOATS
 from .tiling import VecSpec
-from .vector_rows import ROW_RULES
+from .vector_rows import ROW_RULES, norm_axis
 from .vector_seq import HEAD_LOOPS, OpSequence, SeqPart, resolve, sequence_for, vclass_of_registry
 
 
@@ -501,6 +501,28 @@ def norm_strided(low: Lowering, seq: OpSequence, length: int, inner: int, dtype:
     return out
 
 
+def norm_fold_width(low: Lowering, nd: Node, ins: list[Value], fmt: str) -> int:
+    """Elements of the inner (not reduced) axes each reduced row of a TBE NORM-pattern
+    kernel holds in the UB when its reduced axis is not innermost (`vector_seq._fold_part`),
+    or 0 (no such reduction): the inner elements of a block's slice (`norm_split`), all of
+    them in the workspace schedule (norm.cc `GetUbTilingInfo`: the UB split on R, each row
+    carrying the block's inner A axes), else as many as R rows fit in the UB budget
+    (the UB split on A)."""
+    if nd.op_type not in NORM_OPS or not ins or not ins[0].shape:
+        return 0
+    seq = sequence_for(nd.op_type, ins, nd.attrs, fmt, low.chip.name)
+    shape = tuple(int(d) for d in ins[0].shape)
+    axis = norm_axis(nd.attrs.get("axis", -1), len(shape))
+    split = norm_split(shape, axis, itemsize(ins[0].dtype), low.vector_cores())
+    if seq is None or seq.norm is None or split is None:
+        return 0
+    budget, block, _ = norm_budget(low, seq, ins[0].dtype)
+    run = -(-split[1] // block) * block
+    if shape[axis] * min(run, NORM_INNER_BLOCKS * block) > budget:
+        return run
+    return min(run, max(block, budget // shape[axis] // block * block))
+
+
 def rows_per_loop(budget: tuple[int, ...], length: int, item: int, ub_bytes: int) -> int:
     """Rows a kernel works on per UB loop from its tiling's budget (`OpSequence.row_budget`:
     UB bytes reserved, bytes per 32-byte-aligned column, bytes per row, and optionally UB
@@ -623,7 +645,8 @@ def node_seq(low: Lowering, nd, opdef, ins: list, outs: list, n: int, ext_outs: 
         ins, outs = widened(ins, bf16), widened(outs, bf16)
     seq, work, text = resolve(nd.op_type, opdef, ins, outs, nd.attrs,
                               big / max(n, 1) * scale, const,
-                              low.chip.ub_align_bytes, fmt, low.chip.name, stored)
+                              low.chip.ub_align_bytes, fmt, low.chip.name, stored,
+                              norm_fold_width(low, nd, stored, fmt))
     if bf16 is not None:
         seq = [*before, *seq, *after]
         text += f"; {BF16_NOTE}"

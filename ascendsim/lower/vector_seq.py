@@ -26,7 +26,8 @@ Steps are of three shapes:
   compute dtype;
 - REDUCE: a reduction along the op's reduced axis (vcadd, vcmax), costed as a reduce tree
   per row (below); a reduction over a strided (not innermost) axis is a fold of
-  (L - 1) / L element-wise binary passes instead (vadd/vmax of row slices), no reduce step;
+  (L - 1) / L element-wise binary passes instead (vadd/vmax of row slices), no reduce step,
+  in a TBE NORM kernel one call per reduced row, each waiting out the last (`_fold_part`);
 - ROW: once per reduced row, on the per-row statistics (mean = sum * 1/L, vsqrt, vln);
 - LOOP: one instruction per reduced row over that row's elements, where a kernel's own for
   loop issues a separate call for each row (RmsNormGrad's dgamma Adds on short rows): each
@@ -594,11 +595,13 @@ def derived_steps(opdef: Any, ins: Sequence[Value], outs: Sequence[Value],
 def resolve(op_type: str, opdef: Any, ins: Sequence[Value], outs: Sequence[Value],
             attrs: dict, per_task: float, const: Callable[[str], Any] | None = None,
             align_bytes: int = 32, fmt: str = "ND", chip_name: str = "",
-            stored: Sequence[Value] | None = None) -> tuple[list[SeqPart], float, str]:
+            stored: Sequence[Value] | None = None,
+            fold_width: int = 0) -> tuple[list[SeqPart], float, str]:
     """An op's sequence as task parts: `per_task` is the op's largest operand's elements per
     element of the task (1 for a lone op); `fmt` the format its main input is read in and
     `chip_name` the chip (they pick a kernel path, PATHS, from the inputs as stored in GM:
-    `stored`, when `ins` are bf16 values widened to the dtype they compute in). Returns
+    `stored`, when `ins` are bf16 values widened to the dtype they compute in;
+    `fold_width`: see `_fold_part`). Returns
     (parts, extra UB bytes per task element for its fp32 working buffers, a one-line
     description for `explain`). Over 60
     lines: one walk over the sequence's steps, which share the cast point, the row padding
@@ -648,10 +651,8 @@ def resolve(op_type: str, opdef: Any, ins: Sequence[Value], outs: Sequence[Value
         cdtype = "float32" if (cast and i >= seq.cast_at) or s.convert else base
         item = itemsize(cdtype) if (seq.fp32 or seq.rows or s.convert) else width
         if s.shape == REDUCE and strided:
-            fold = "vmax" if s.vclass == "reduce_max" else "vadd"
-            parts.append(SeqPart(f"{fold} (fold of {s.instr} over a strided axis)", "binary",
-                                 cdtype, item, ELEM, in_elems, 0, s.count * (length - 1)
-                                 / length))
+            parts.append(_fold_part(s, cdtype, item, in_elems, length, fold_width,
+                                    align_bytes))
         elif s.shape == REDUCE:
             parts.append(SeqPart(s.instr, s.vclass, cdtype, item, REDUCE,
                                  in_elems * pad(item), math.ceil(length * pad(item)),
@@ -687,6 +688,25 @@ def resolve(op_type: str, opdef: Any, ins: Sequence[Value], outs: Sequence[Value
                if seq.rows else "") + ": " + ", ".join(_describe(p) for p in parts)
             + (f"; {seq.note}" if seq.note else ""))
     return parts, temp, text
+
+
+def _fold_part(s: Step, dtype: str, item: int, elems: float, length: int, width: int,
+               align_bytes: int) -> SeqPart:
+    """A reduction over a strided axis of `length` rows as element-wise folds of its row
+    slices (vmax / vadd), (L - 1) / L passes over the data: without a `width`, one pass at the
+    binary rate; with one, a separate instruction per reduced row over the `width` inner
+    elements that row holds in the UB (padded to a 32-byte block), each waiting out the one
+    before it, since every row's fold reads the accumulator the previous one wrote (a LOOP
+    part: TBE's emitter for such a reduction, `vec_reduce_nlst_axis`, issues one vmax / vadd
+    per iteration of the reduced axis)."""
+    fold = "vmax" if s.vclass == "reduce_max" else "vadd"
+    count = s.count * (length - 1) / length
+    if not width:
+        return SeqPart(f"{fold} (fold of {s.instr} over a strided axis)", "binary", dtype,
+                       item, ELEM, elems, 0, count)
+    row = math.ceil(width * item / align_bytes) * align_bytes // item
+    return SeqPart(f"{fold} (fold of {s.instr}, one per reduced row of {row})", "binary",
+                   dtype, item, LOOP, elems * row / width, row, count)
 
 
 def _short(dtype: str) -> str:

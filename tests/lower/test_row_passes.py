@@ -211,3 +211,32 @@ def test_rereads_miss_the_l2_when_one_pass_outgrows_it():
     # sweep 64 MiB a pass (32 MiB of input alone would fit)
     assert reread_hbm(16, 1 << 19)[0] == 0.0
     assert reread_hbm(16, 1 << 19, row_ws_bytes=4.0, row_ws_reads=2, row_over=True)[0] == 1.0
+
+
+@pytest.mark.parametrize("shape,axis,width", [
+    ((512, 2049), 0, 64),          # the inner axis split on 40 cores: 52 columns a block
+    ((127, 257, 1023), 1, 1024),   # the outer axis split: a block keeps all 1023 columns
+])
+def test_a_strided_norm_row_holds_its_blocks_inner_run(shape, axis, width):
+    """Each reduced row of a NORM softmax over an axis that is not innermost holds, in the
+    UB, the inner elements of its block's slice, 32-byte aligned (norm.cc: the workspace UB
+    split on R keeps the block's whole inner A run in every row)."""
+    note = next(n for n in _task(_softmax(shape, axis=axis), "ascend910b3").notes
+                if n.startswith("vector sequence"))
+    assert f"one per reduced row of {width})" in note
+
+
+def test_a_strided_reduction_issues_one_fold_per_reduced_row():
+    """TBE's emitter for a reduction over a non-last axis (`vec_reduce_nlst_axis`) issues
+    one vmax / vadd per reduced row over the row's inner elements, each waiting out the one
+    before it: a [512, 2049] fp16 softmax over axis 0 (43 inner columns a block) spends far
+    more V time than the same data folded as whole-tile passes."""
+    parts, _, _ = vector_seq.resolve(
+        "Softmax", None, [asim.Value("x", (512, 2049), "float16")],
+        [asim.Value("y", (512, 2049), "float16")], {"axis": 0}, 1.0, fold_width=48)
+    folds = [p for p in parts if p.shape == vector_seq.LOOP]
+    assert len(folds) == 2 and all(p.row == 48 for p in folds)
+    whole, _, _ = vector_seq.resolve(
+        "Softmax", None, [asim.Value("x", (512, 2049), "float16")],
+        [asim.Value("y", (512, 2049), "float16")], {"axis": 0}, 1.0)
+    assert not any(p.shape == vector_seq.LOOP for p in whole)
