@@ -71,6 +71,7 @@ from .cube_tiling import (
     takes_nd,
 )
 from .formats import NC1HWC0, ND, NZ, is_small_operand, padded_bytes, padded_numel
+from .gmm_tiling import GMM_DTYPES, gmm_attrs
 from .matmul_format import (
     MatmulFormats,
     matmul_formats,
@@ -443,7 +444,7 @@ def lower_cube(low: Lowering, node, head, tail: list, fused: tuple[str, ...] = (
                     nd2nz_b=ops.nd and (low.format_of(ops.w_name) == ND or ops.w_param)
                     and not head_b,
                     rows_a=stored_rows(head, ops, "a"), rows_b=stored_rows(head, ops, "b"),
-                    blocks=blocks, single_core=single,
+                    blocks=blocks, single_core=single, base=tuple(head.attrs.get("base_block", ())),
                     batched_b=geo.k_split > 1 or (
                         not ops.conv and geo.batch > 1 and ops.wv.rank > 2
                         and ops.wv.numel > int(ops.wv.shape[-1]) * int(ops.wv.shape[-2])),
@@ -677,7 +678,9 @@ def lower_grouped_matmul(low: Lowering, node: Node, head: Node | None = None,
         for alias in (name, f"{name}@{NZ}"):
             shapes.values[alias] = Value(alias, shape, dtype)
     shapes.values.setdefault(out.name, out)
-    head_node = Node(head.name, head.op_type, (x_name, w_name), head.outputs, head.attrs)
+    head_node = Node(head.name, head.op_type, (x_name, w_name), head.outputs,
+                     {**head.attrs, **gmm_own_tiling(low, x, w, (t, e, rows), kdim, n,
+                                                     split_k)})
     low.sub = shapes
     try:
         lower_cube(low, node, head_node, list(tail or ()), inner, name=node.name,
@@ -690,6 +693,18 @@ def lower_grouped_matmul(low: Lowering, node: Node, head: Node | None = None,
                 f"weights alone are read" if e < int(w.shape[0]) else ""))
     low.tasks[-1].notes += (f"grouped matmul: {what} (T = {t} token copies assumed spread "
                             f"evenly)",)
+
+
+def gmm_own_tiling(low: Lowering, x: Value, w: Value, groups: tuple[int, int, int], kdim: int,
+                   n: int, split_k: bool) -> dict:
+    """GroupedMatmul's own base block and core split (lower/gmm_tiling.py) as the per-group
+    head's attributes, for the form its tiling covers: a split chip, groups splitting M, x and
+    weight of one 2-byte float dtype; {} (the search's tiling) otherwise. `groups`: (x's rows,
+    the groups, the rows of each)."""
+    if split_k or not takes_nd(low.chip) or x.dtype not in GMM_DTYPES or w.dtype != x.dtype:
+        return {}
+    t, e, rows = groups
+    return gmm_attrs(low.chip, t, e, rows, kdim, n, itemsize(x.dtype))
 
 
 #: cube heads of UB-fused nodes with a lowering of their own (by the registry's `lowering`)
@@ -717,4 +732,4 @@ __all__ = ["ACC_BYTES", "cube_dtype", "chip_cube_modes", "CubeGeometry", "Shaped
            "nd2nz_head_phase",
            "split_matmul_formats", "operand_misses", "lower_cube_op", "touched_experts",
            "lower_grouped_matmul",
-           "CUBE_HEADS", "lower_cube_head", "LOWERINGS"]
+           "gmm_own_tiling", "CUBE_HEADS", "lower_cube_head", "LOWERINGS"]

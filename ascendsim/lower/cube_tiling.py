@@ -449,7 +449,22 @@ def _candidates(chip, spec: GemmSpec) -> _Candidates:
     basic = basic_block(chip, spec)
     if basic is not None:
         _keep_basic(chip, spec, c, basic)
+    if spec.base:
+        _keep_base(c, spec.base)
     return c
+
+
+def _keep_base(c: _Candidates, base: tuple[int, ...]) -> None:
+    """Narrow the candidates to a kernel's own base block (`GemmSpec.base`: baseM, baseN,
+    baseK, K per L1 chunk), no operand kept in L1 across blocks (each block loads its own A
+    and B); each filter only where a candidate passes it."""
+    m_t, n_t, k_t, k_l1 = base
+    for test in (lambda: (c.m_t == m_t) & (c.n_t == n_t),
+                 lambda: c.reuse == REUSE_MODES.index(""), lambda: c.k_t == k_t,
+                 lambda: c.k_l1 == np.minimum(k_l1, c.span)):
+        keep = test()
+        if keep.any():
+            _keep(c, keep)
 
 
 def _keep_basic(chip, spec: GemmSpec, c: _Candidates, basic: tuple[int, int]) -> None:

@@ -46,6 +46,9 @@ class GemmSpec:
     # each block owns one singleCoreM x singleCoreN block of one batch's output (blocks = the
     # split's count); None: the base blocks are spread evenly (cube_tiling.block_tiles)
     single_core: tuple[int, int] | None = None
+    # the kernel's own base block when the op fixes one (baseM, baseN, baseK, K per L1 chunk;
+    # GroupedMatmul: lower/gmm_tiling.py); (): the search's
+    base: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

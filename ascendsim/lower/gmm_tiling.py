@@ -1,0 +1,89 @@
+"""GroupedMatmul's own tiling on the split chips (fp16 / bf16 x and weight, groups split M):
+the base block, the L1 steps and the core split its host tiling fixes.
+
+Sources: ops-transformer gmm/grouped_matmul (read in cannmirror/ops-transformer at 01ca7c9):
+op_host/op_tiling/grouped_matmul_tiling.cpp `CalMMTiling`, `CalcStepKaKb`, `GMMSetMMTiling`,
+`CalUsedCoreNum`, `GMMSetTplTilingKey` (constants in grouped_matmul_host_util.h), and
+op_kernel/grouped_matmul.h `GMMProcess::Process`, `GMMCompute::MMCompute`.
+
+- Base block (`CalMMTiling`): baseN 256 (BEST_BASEN); baseK fills half of L0B (L0B / 2 /
+  (baseN x bytes), 64 for 2-byte dtypes), baseM the smaller of half of L0A over baseK and L0C
+  over baseN fp32 accumulators (128), rounded down to 16, or M rounded up to 16 when the whole
+  x has fewer rows.
+- L1 (`CalcStepKaKb`): the operand of the longer block edge takes 256 KB (L1_PARTA_SIZE), the
+  other the rest; stepKa = half of A's part / (baseM x baseK x bytes), stepKb likewise (8 and
+  4 for 2-byte dtypes: A chunks of 512 of K, B chunks of 256), the larger made a multiple of
+  the smaller; depth = 2 x step (double-buffered).
+- Core split (`Process`, `MMCompute`): every group's output is cut into blocks of baseM x
+  baseN (singleM = baseM, singleN = baseN; the last block of a group takes its tail), each one
+  full-K `IterateAll` (SetSingleShape(curSingleM, curSingleN, K)); the blocks of all groups
+  form one sequence dealt round robin over the cores (the next group starts on the core after
+  the last block of the previous one). The x, weight and output stay ND: every chunk goes
+  through the ND -> NZ DMA (the key is cube-only, GROUPED_MATMUL_CUBE_ONLY: no vector head).
+  The model moves A and B chunks of one K depth (the smaller step), as for MatMulV3's basic
+  tiling.
+"""
+
+from __future__ import annotations
+
+from .tiling import cdiv, ceil_to
+
+#: GroupedMatmul's baseN (BEST_BASEN), largest baseM (MAX_BASEM) and L1 part of the operand
+#: of the longer block edge (L1_PARTA_SIZE)
+GMM_BASE_N = 256
+GMM_MAX_BASE_M = 256
+GMM_L1_PART = 256 * 1024
+#: x / weight dtypes of the cube-only key this tiling covers
+GMM_DTYPES = ("float16", "bfloat16")
+#: accumulator bytes (fp32 in L0C)
+_ACC = 4
+
+
+def gmm_base(chip, total_m: int, item: int) -> tuple[int, int, int]:
+    """(baseM, baseN, baseK) of `CalMMTiling` for x of `total_m` rows of `item`-byte
+    elements (module note)."""
+    base_n = GMM_BASE_N
+    base_k = chip.l0b_bytes // 2 // (base_n * item) // 16 * 16
+    base_m = min(chip.l0a_bytes // 2 // (base_k * item), chip.l0c_bytes // (base_n * _ACC))
+    base_m = ceil_to(total_m, 16) if base_m > total_m else base_m // 16 * 16
+    return min(base_m, GMM_MAX_BASE_M), base_n, base_k
+
+
+def gmm_steps(chip, base: tuple[int, int, int], item: int) -> tuple[int, int]:
+    """(stepKa, stepKb) of `CalcStepKaKb` (no bias; module note)."""
+    base_m, base_n, base_k = base
+    part_a = GMM_L1_PART if base_m > base_n else chip.l1_bytes - GMM_L1_PART
+    part_b = chip.l1_bytes - part_a
+    step_a = max(1, part_a // 2 // (base_m * base_k * item))
+    step_b = max(1, part_b // 2 // (base_n * base_k * item))
+    if step_a > step_b:
+        step_a = step_a // step_b * step_b
+    elif step_b > step_a:
+        step_b = step_b // step_a * step_a
+    return step_a, step_b
+
+
+def gmm_used_cores(chip, total_m: int, groups: int, n: int, base_m: int) -> int:
+    """The block dim of `CalUsedCoreNum`: the cube cores, or fewer when the blocks it counts
+    (groups + (M - groups) / baseM along M, times N / baseN) are fewer."""
+    n_dim = cdiv(n, GMM_BASE_N)
+    m_dim = groups + (total_m - groups) // base_m if total_m > groups else total_m
+    return min(chip.ai_cores, max(1, m_dim * n_dim))
+
+
+def gmm_attrs(chip, total_m: int, groups: int, rows: int, k: int, n: int, item: int) -> dict:
+    """The cube head's attributes for `groups` groups of `rows` x `k` times `k` x `n` out of
+    an x of `total_m` rows: `block_dim` (`gmm_used_cores`) and `base_block` (baseM and baseN
+    as a group's rows and columns use them, baseK, K per L1 chunk). The blocks of all groups
+    dealt round robin over the cores give each core as many as the model's even runs do."""
+    base = gmm_base(chip, total_m, item)
+    base_m, base_n, base_k = base
+    k_l1 = min(gmm_steps(chip, base, item)) * base_k
+    return {"block_dim": gmm_used_cores(chip, total_m, groups, n, base_m),
+            "base_block": [min(base_m, ceil_to(rows, 16)), min(base_n, ceil_to(n, 16)), base_k,
+                           min(k_l1, cdiv(k, base_k) * base_k)]}
+
+
+__all__ = ["GMM_BASE_N", "GMM_DTYPES", "GMM_L1_PART", "GMM_MAX_BASE_M", "gmm_attrs",
+           "gmm_base", "gmm_steps",
+           "gmm_used_cores"]
