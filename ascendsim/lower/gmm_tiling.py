@@ -3,8 +3,9 @@ the base block, the L1 steps and the core split its host tiling fixes.
 
 Sources: ops-transformer gmm/grouped_matmul (read in cannmirror/ops-transformer at 01ca7c9):
 op_host/op_tiling/grouped_matmul_tiling.cpp `CalMMTiling`, `CalcStepKaKb`, `GMMSetMMTiling`,
-`CalUsedCoreNum`, `GMMSetTplTilingKey` (constants in grouped_matmul_host_util.h), and
-op_kernel/grouped_matmul.h `GMMProcess::Process`, `GMMCompute::MMCompute`.
+`CalUsedCoreNum`, `GMMSetTplTilingKey`, and op_kernel/grouped_matmul.h `GMMProcess::Process`,
+`GMMCompute::MMCompute`; the constants in op_host/grouped_matmul_host_util.h (BEST_BASEN,
+MAX_BASEM, L1_PARTA_SIZE; read in hicann/ops-transformer at e24fcbd).
 
 - Base block (`CalMMTiling`): baseN 256 (BEST_BASEN); baseK fills half of L0B (L0B / 2 /
   (baseN x bytes), 64 for 2-byte dtypes), baseM the smaller of half of L0A over baseK and L0C
