@@ -86,5 +86,4 @@ def gmm_attrs(chip, total_m: int, groups: int, rows: int, k: int, n: int, item: 
 
 
 __all__ = ["GMM_BASE_N", "GMM_DTYPES", "GMM_L1_PART", "GMM_MAX_BASE_M", "gmm_attrs",
-           "gmm_base", "gmm_steps",
-           "gmm_used_cores"]
+           "gmm_base", "gmm_steps", "gmm_used_cores"]
