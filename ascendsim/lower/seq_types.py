@@ -127,8 +127,9 @@ class OpSequence:
     right after x's Cast to fp32, its scalar unit issuing ahead without waiting on the
     vector pipe, loads the next tile while this one computes, as with two slots;
     `ub_bytes`: UB bytes per element of the first output over all queue slots and working
-    buffers, by that output's dtype, where an Ascend C kernel's tiling divides the UB by its
-    own count (`lower.vector.kernel_ub`; None: the generic split); `norm`: a TBE NORM-pattern
+    buffers, by that output's dtype and the slots per queue, where an Ascend C kernel's
+    tiling divides the UB by its own count (`lower.vector.kernel_ub`; None: the generic
+    split); `norm`: a TBE NORM-pattern
     kernel's UB fit rule, workspace traffic and double buffering (`NormSchedule`; with
     `whole_rows`, in place of `row_reads`); `tile`: the kernel's own tile, elements of the main
     input by its dtype, at most as the UB allows (None: as the UB allows); `row_bursts`: how
@@ -153,7 +154,7 @@ class OpSequence:
     row_budget: tuple[int, ...] = ()
     recast: bool = False
     narrow_slots: int = 0
-    ub_bytes: Callable[[str], float] | None = None
+    ub_bytes: Callable[[str, int], float] | None = None
     norm: NormSchedule | None = None
     tile: Callable[[str], int] | None = None
     row_bursts: str = ""

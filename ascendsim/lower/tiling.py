@@ -349,6 +349,9 @@ class VecSpec:
     bursts: tuple[float, ...] = ()
     # GM bursts per element of the output moves, likewise
     out_bursts: float = 0.0
+    # the kernel's own tiles per core (`lower.glu_tiling.glu_shares`): (task elements per
+    # core, cores, tiles per core); (): the generic split
+    core_tiles: tuple[tuple[int, int, int], ...] = ()
 
 
 def ub_slot_elems(chip, spec: VecSpec, op: str) -> tuple[int, float]:
@@ -379,7 +382,9 @@ def vector_work(chip, spec: VecSpec, op: str, cores: int) -> tuple[list[CoreGrou
     most = cores if spec.split == "copy" else min(cores, cdiv(spec.elems, spec.align))
     own = spec.split in ("pinned", "dynamic", "elewise")   # the kernel's own block count
     block = max(1, min(most, cores if own else split_cores(chip, spec, cores)))
-    shares = None
+    shares = list(spec.core_tiles) or None   # the kernel's own tiles per core
+    if shares:
+        block, slot_elems = sum(n for _, n, _ in shares), max(cdiv(e, k) for e, _, k in shares)
     if spec.row_elems > 0:
         # whole rows per core, on as many cores as the kernel's tiling binds rows to
         # (min(rows, cores)), whatever the bytes; a core tiles its rows as the UB allows
@@ -418,18 +423,22 @@ def vector_work(chip, spec: VecSpec, op: str, cores: int) -> tuple[list[CoreGrou
                                                reread_miss, per_burst), count))
         groups.append(CoreGroup(tuple(range(core, core + ncores)), tuple(segs)))
         core += ncores
-    tile = min(slot_elems, cdiv(spec.elems, block))
-    notes = [f"vector tiling: {spec.elems} elements over {block} core(s), up to "
-             f"{tile} elements per tile "
-             f"(UB {chip.ub_bytes} B, {_ub_split(spec, per_elem)})"]
+    tile = slot_elems if spec.core_tiles else min(slot_elems, cdiv(spec.elems, block))
+    notes = [f"vector tiling: {spec.elems} elements over {block} core(s), up to {tile} "
+             f"elements per tile (UB {chip.ub_bytes} B, {_ub_split(spec, per_elem)})"]
     notes += _elewise_notes(spec, shares)
     notes += _row_pass_notes(chip, spec, block, reads, ws, reread_miss)
     notes += _burst_notes(spec, tile, block, per_burst)
+    return groups, notes + _seq_notes(chip, spec, tile)
+
+
+def _seq_notes(chip, spec: VecSpec, tile: int) -> list[str]:
+    """The note of a sequence task's V cycles per tile of `tile` elements."""
     seq = [p for p in spec.parts if isinstance(p, SeqPart)]
-    if seq:
-        notes.append(f"V cycles per tile of {tile} elements: " + ", ".join(
-            f"{p.instr} {part_cycles(chip, p, tile)}" for p in seq))
-    return groups, notes
+    if not seq:
+        return []
+    return [f"V cycles per tile of {tile} elements: " + ", ".join(
+        f"{p.instr} {part_cycles(chip, p, tile)}" for p in seq)]
 
 
 #: TBE's ELEWISE run-time tiling: a UB tile holds at most this many elements, by the bytes

@@ -38,6 +38,7 @@ from .bf16 import BF16_NOTE, BF16_WORK_BYTES, bf16_vector_work, vconv_parts, wid
 from .context import Lowering, TaskSpec
 from .dynamic_tiling import NORM_OPS, DynamicSplit, broadcast_buffers, dynamic_blocks, norm_split
 from .formats import NC1HWC0, ND, NZ, is_small_operand, padded_bytes
+from .glu_tiling import glu_shares, glu_tiling
 from .memo import vector_work
 from .movement import ensure
 from .seq_types import LOOP, NARROW_FLOATS
@@ -247,7 +248,7 @@ def kernel_ub(low: Lowering, lone: LonePath | None, spec: VecSpec) -> VecSpec:
     if not nd.outputs:
         return spec
     out = low.sub_value(nd, nd.outputs[0])
-    ub_elem = lone[2].ub_bytes(out.dtype) * out.numel / max(spec.elems, 1)
+    ub_elem = lone[2].ub_bytes(out.dtype, spec.buffers) * out.numel / max(spec.elems, 1)
     moved = sum(b for b, _ in spec.inputs) + spec.out_bytes
     return replace(spec, ub_elem_bytes=ub_elem,
                    temp_bytes=max(0.0, ub_elem / spec.buffers - moved))
@@ -337,9 +338,7 @@ def row_bursts(low: Lowering, lone: LonePath, n: int) -> dict[str, Any]:
     main = ins[0]
     outs = [low.sub_value(nd, o) for o in nd.outputs]
     if seq.row_bursts == "halves" and main.rank >= 1:
-        per = main.numel // max(int(main.shape[-1]), 1) / n
-        return {"bursts": tuple(2 * per if v.numel == main.numel else 0.0 for v in ins),
-                "out_bursts": sum(per for v in outs if 2 * v.numel == main.numel)}
+        return glu_fields(low, lone, n)
     if seq.row_bursts not in ("rows", "rows_out") or not seq.rows:
         return {}
     length, inner = ROW_RULES[seq.rows](ins, nd.attrs, low.const_value)
@@ -352,6 +351,31 @@ def row_bursts(low: Lowering, lone: LonePath, n: int) -> dict[str, Any]:
     bursts = tuple(per if padded and v.numel == main.numel else 0.0 for v in ins)
     out = sum(per for v in outs if v.numel == main.numel and every_out)
     return {"bursts": bursts, "out_bursts": out} if any(bursts) or out else {}
+
+
+def glu_fields(low: Lowering, lone: LonePath, n: int) -> dict[str, Any]:
+    """The VecSpec fields of a GLU kernel (SwiGlu, `row_bursts` "halves"): each half of a
+    tile read as one burst per tile row, each output tile row written as one; on a chip whose
+    vector kernels are Ascend C, the tiles, slots and cores of CANN's GLU tiling
+    (`lower.glu_tiling`), each core's tiles as the kernel hands them out (`core_tiles`);
+    elsewhere the half rows whole."""
+    nd, ins, _ = lone
+    main = ins[0]
+    dim = int(nd.attrs.get("dim", -1)) % main.rank
+    rows = math.prod(int(d) for d in main.shape[:dim])
+    cols = math.prod(int(d) for d in main.shape[dim:]) // 2
+    out: dict[str, Any] = {}
+    col_tiles = 1
+    if not low.chip.vector_split_bytes and rows and cols:
+        t = glu_tiling(rows, cols, itemsize(main.dtype), pinned_blocks([nd]) or
+                       low.vector_cores(), low.chip.ub_bytes)
+        col_tiles = -(-cols // t.base_cols)
+        blocks = pinned_blocks([nd]) or t.cores
+        out = {"buffers": t.buffers, "core_tiles": glu_shares(t, rows, cols, blocks)}
+    per = rows * col_tiles / n
+    outs = [low.sub_value(nd, o) for o in nd.outputs]
+    return {**out, "bursts": tuple(2 * per if v.numel == main.numel else 0.0 for v in ins),
+            "out_bursts": sum(per for v in outs if 2 * v.numel == main.numel)}
 
 
 #: TBE's dynamic broadcast schedule for the A2 / A3 (broadcast_schedule_base.py, public CANN

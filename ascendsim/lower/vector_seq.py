@@ -81,6 +81,7 @@ from typing import Any
 from ..ir.registry import VecClass
 from ..ir.tensor import Value, itemsize
 from .activation_paths import GELU_PATHS, SIGMOID_PATHS
+from .glu_tiling import SWIGLU_PATHS, swiglu_ub
 from .layer_norm_paths import (
     LAYER_NORM_CUBE,
     LAYER_NORM_CUBE_CHIPS,
@@ -136,16 +137,6 @@ REPEAT_BYTES = 256
 VEC_CLASS = {VecClass.UNARY: "unary", VecClass.BINARY: "binary", VecClass.TERNARY: "ternary",
              VecClass.EXP: "exp", VecClass.SQRT: "sqrt", VecClass.DIV: "div",
              VecClass.REDUCE: "reduce", VecClass.MOVE: "unary"}
-
-
-def _swiglu_ub(dtype: str) -> float:
-    """UB bytes per output element of CANN's SwiGlu tile (ops-nn activation/swi_glu/op_host/
-    swi_glu_tiling.cpp GetBufferNumAndDataLenPerUB: DEFAULT_BUFFER_NUM 2 x XXGLU_TQUE_NUM 3
-    queues (a, b, out) x sizeof(dtype), plus SWIGLU_TBUF_NUM fp32 working buffers, 2 for
-    fp16/bf16 and 1 for fp32; maxTileLen = UB / that): 20 B for a 2-byte dtype, 28 B for
-    fp32."""
-    size = itemsize(dtype)
-    return 2 * 3 * size + (2 if size == 2 else 1) * 4
 
 
 #: instance norm: statistics per (sample, channel) row, rstd on the row values, then scale
@@ -239,10 +230,10 @@ SEQUENCES: dict[str, OpSequence] = {
     # `SwigluVectorBF16`, which swi_glu.cpp also runs for fp16): Cast a, Muls -1, Exp,
     # Adds 1, Div(a, .), Cast b, Mul b, Cast out, each over the output's N elements (half the
     # task's input elements); the fp32 kernel (swi_glu_impl.hpp) divides a tile of ones and
-    # multiplies by a, one Mul more, not modelled apart
+    # multiplies by a, one Mul more (its path: SWIGLU_PATHS)
     "SwiGlu": OpSequence((_e("vmuls", "unary", 0.5), _e("vexp", "exp", 0.5),
                           _e("vadds", "unary", 0.5), _e("vdiv", "div", 0.5),
-                          _e("vmul", "binary", 0.5)), fp32=True, ub_bytes=_swiglu_ub,
+                          _e("vmul", "binary", 0.5)), fp32=True, ub_bytes=swiglu_ub,
                          row_bursts="halves"),
     "ReduceSum": OpSequence((_r("vcadd"),), rows="axes"),
     # TBE reduce_mean_compute (impl/dynamic/reduce_mean.py): fp16 cast to fp32 where the
@@ -477,7 +468,7 @@ PATHS: dict[str, tuple[tuple[Callable[..., bool], OpSequence], ...]] = {
         (rms_grad_mode("SMALL_D", fp16), OpSequence(
             rms_norm_grad_small_d(fp16), fp32=True, rows="last_gamma", whole_rows=True,
             row_budget=RMS_NORM_GRAD_SMALL_D_BUDGET,
-            ub_bytes=lambda dtype: RMS_NORM_GRAD_SMALL_D_UB_BYTES,
+            ub_bytes=lambda dtype, buffers=2: RMS_NORM_GRAD_SMALL_D_UB_BYTES,
             note=RMS_NORM_GRAD_NOTE + "; rows of at most 640 elements, ubFactor = (195584 - "
                  "colAlign x 10) / (colAlign x 24 + 268) a loop step, double-buffered"))
         for fp16 in (True, False)),
@@ -514,6 +505,7 @@ PATHS: dict[str, tuple[tuple[Callable[..., bool], OpSequence], ...]] = {
     "Transpose": TRANSPOSE_PATHS,
     "Sigmoid": SIGMOID_PATHS,
     "Gelu": GELU_PATHS,
+    "SwiGlu": SWIGLU_PATHS,
     "ArgMax": ((_arg_long_row_a2, _arg_long_row("ArgMax", "vcmax")),),
     "ArgMin": ((_arg_long_row_a2, _arg_long_row("ArgMin", "vcmin")),),
 }

@@ -1,10 +1,11 @@
 """SwiGlu's UB tile on the A2 chips follows CANN's swi_glu_tiling.cpp (its OpSequence's
-ub_bytes, lower/vector_seq.py): maxTileLen = UB / (2 buffers x 3 queues x dtype bytes + fp32
-working buffers)."""
+ub_bytes, lower/glu_tiling.py): maxTileLen = UB / (2 buffers x 3 queues x dtype bytes + fp32
+working buffers), base tiles of rows x half-row columns, handed to cores round robin."""
 
 import pytest
 
 import ascendsim as asim
+from ascendsim.lower.glu_tiling import glu_shares, glu_tiling
 
 
 def _swiglu(dtype: str, chip: str = "ascend910b"):
@@ -15,14 +16,36 @@ def _swiglu(dtype: str, chip: str = "ascend910b"):
     return res, res.explain(res.trace.tasks[0].op_name)
 
 
-@pytest.mark.parametrize("dtype, out_tile", [("bfloat16", 9824), ("float16", 9824),
-                                             ("float32", 7008)])
-def test_swiglu_tile_is_the_kernel_max_tile_len(dtype, out_tile):
-    # 196608 B / 20 B (2-byte dtypes) = 9830 -> 9824 (16-element blocks);
-    # 196608 B / 28 B (fp32) = 7021 -> 7008; the task counts input elements (2 per output)
+@pytest.mark.parametrize("dtype, out_tile", [("bfloat16", 19 * 512), ("float16", 19 * 512),
+                                             ("float32", 27 * 256)])
+def test_swiglu_tile_is_the_kernel_base_tile(dtype, out_tile):
+    # maxTileLen: 196608 B / 20 B (2-byte dtypes) = 9830 -> 9824 (16-element blocks),
+    # 196608 B / 28 B (fp32) = 7021 -> 7016; a half row of 4096 needs several tiles, so the
+    # base columns are a multiple of 512 bytes (512 2-byte or 256 fp32 elements) and the base
+    # rows as many as fit (19, 27); the task counts input elements (2 per output)
     _, text = _swiglu(dtype)
     assert f"up to {2 * out_tile} elements per tile" in text
     assert "as the kernel's tiling sizes it" in text
+
+
+def test_glu_tiling_cores_slots_and_shares():
+    # [2, 64, 512] fp32 on 40 AIV: 128 rows x 256 columns a half; 54 x 128 tiles, 6 cores
+    t = glu_tiling(128, 256, 4, 40, 196608)
+    assert (t.base_rows, t.base_cols, t.buffers, t.tiles, t.cores) == (54, 128, 2, 6, 6)
+    # rows 54, 54, 20 by two column tiles: tile k on core k
+    assert glu_shares(t, 128, 256, t.cores) == ((2 * 54 * 128, 4, 1), (2 * 20 * 128, 2, 1))
+    # [2, 64, 1024] fp32 on 6 cores: two double-buffered tiles a core become one
+    # single-buffered tile (24 rows x 512) a core
+    t = glu_tiling(128, 512, 4, 6, 196608)
+    assert (t.base_rows, t.base_cols, t.buffers, t.tiles, t.cores) == (24, 512, 1, 6, 6)
+    # more tiles than cores: handed out round robin, 12 cores with 3 tiles, 36 with 2; the
+    # last row tile (1024 = 53 x 19 + 17) is shorter
+    t = glu_tiling(1024, 1024, 2, 48, 196608)
+    assert (t.base_rows, t.base_cols, t.tiles, t.cores) == (19, 512, 108, 48)
+    shares = glu_shares(t, 1024, 1024, 48)
+    assert sum(n for _, n, k in shares if k == 3) == 12
+    assert sum(n for _, n, k in shares if k == 2) == 36
+    assert sum(e * n for e, n, _ in shares) == 2 * 1024 * 1024
 
 
 def test_swiglu_fits_the_ub_and_stays_above_the_hbm_time():
