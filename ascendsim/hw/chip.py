@@ -415,6 +415,12 @@ class Chip:
         doc="such read bursts the whole chip completes per cycle: with n cores reading them "
             "at once, each core's burst takes at least n / this cycles; absent: no chip-wide "
             "limit beyond the L2 and HBM bandwidth")
+    gm_row_miss_latency_cycles: float | None = _spec(
+        "float", "cycles", gt=0, optional=True,
+        doc="latency of one GM -> UB DMA command of a gather's per-row reads (one command "
+            "per gathered row, each waiting for the one before) when it misses the L2; a "
+            "row's latency is this and the path's (L2-hit) latency weighted by the move's "
+            "miss fraction (`lower.tiling.gm_read`); absent: the path latency")
     vector_dep_latency_cycles: float | None = _spec(
         "float", "cycles", ge=0, optional=True,
         doc="completion latency a dependent vector step of a sequence waits out (the "

@@ -92,9 +92,13 @@ def gm_read(chip, pipe: str, dst: str, nbytes: int, miss: float, kind: str = "co
     `gm_same_address_slowdown`; `moves` DMA commands issued one after another (a gather's one
     move per row) each pay the path's latency; a move of `bursts` separate bursts (a
     DataCopyPad of one row per burst) takes at least `per_burst` cycles a burst
-    (`burst_cycles`)."""
+    (`burst_cycles`). A gather's row moves that miss the L2 pay the chip's
+    `gm_row_miss_latency_cycles` where it gives one (weighted by `miss`)."""
     bw = chip.path_bytes_per_cycle.get("gm", dst.lower())
-    lat = chip.path_latency_cycles.get("gm", dst.lower()) * max(1, moves)
+    lat = chip.path_latency_cycles.get("gm", dst.lower())
+    if moves > 1 and chip.gm_row_miss_latency_cycles:
+        lat += miss * max(0.0, chip.gm_row_miss_latency_cycles - lat)
+    lat *= max(1, moves)
     eff = bw * (1.0 - miss) + miss * bw / chip.l2_miss_slowdown
     if same_address:
         eff /= chip.gm_same_address_slowdown

@@ -283,7 +283,11 @@ def row_moves(low: Lowering, nd: Node, in_vals: list[Value],
     only for arch35, the 950 (index/gather_v2/op_kernel/arch35, index/index/op_kernel/arch35),
     and the dynamic gather_v2.py caches a table of up to 100 KB in the UB (CACHE_UB_SIZE) and
     otherwise reads one row per index (its TILING_MODE_1, 2, 3, 5, 7), the same rule within
-    the UB's half. () when no input is read so."""
+    the UB's half; a bf16 table goes to the DSL gather instead (gather_v2.py `gather_v2` ->
+    `gather_v2_dsl`), whose DB_MODULE schedule for an aligned row over a table past the UB
+    also moves one row per dma_copy (tbe gather_schedule.py, op_tiling gather_dsl.cc). A row
+    read that misses the L2 pays the chip's `gm_row_miss_latency_cycles` (`tiling.gm_read`).
+    () when no input is read so."""
     if not gathered:
         return ()
     out = []
