@@ -82,8 +82,8 @@ def glu_tiling(rows: int, cols: int, item: int, cores: int, ub_bytes: int) -> Gl
     return double
 
 
-def glu_shares(t: GluTiling, rows: int, cols: int, blocks: int) -> tuple[tuple[int, int, int],
-                                                                        ...]:
+def glu_shares(t: GluTiling, rows: int, cols: int, blocks: int
+               ) -> tuple[tuple[int, int, int], ...]:
     """(task elements per core, cores, tiles per core) of tiling `t` run on `blocks` cores,
     tile k on core k mod blocks; a task element is one element of the input (both halves)."""
     col_tiles = _cdiv(cols, t.base_cols)
