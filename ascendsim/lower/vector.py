@@ -42,7 +42,7 @@ from .glu_tiling import glu_shares, glu_tiling
 from .memo import vector_work
 from .movement import ensure
 from .seq_types import LOOP, NARROW_FLOATS
-from .tiling import VecSpec
+from .tiling import VecSpec, cdiv
 from .vector_rows import ROW_RULES, norm_axis
 from .vector_seq import HEAD_LOOPS, OpSequence, SeqPart, resolve, sequence_for, vclass_of_registry
 
@@ -333,16 +333,16 @@ def row_bursts(low: Lowering, lone: LonePath, n: int) -> dict[str, Any]:
     numCol != numColAlign); "rows_out", the same, and every output row written as one burst
     whatever its alignment (DynamicQuant's int8 rows: dynamic_quant_db.h CopyOut);
     "halves", each row's two halves are read as a burst each and each output row written as
-    one, whatever their alignment (SwiGlu: ops-nn swi_glu glu_tiling_kernel.hpp
-    CaclOneTileCopyParam, blockCount = the tile's rows). The bursts per task element of
-    each input and of the output; {}: one burst per move."""
+    one, whatever their alignment (SwiGlu: `glu_fields`, which also sets the GLU tiling's
+    slots and tiles). The bursts per task element of each input and of the output; {}: one
+    burst per move."""
     nd, ins, seq = lone
     if not seq.row_bursts:
         return {}
     main = ins[0]
-    outs = [low.sub_value(nd, o) for o in nd.outputs]
     if seq.row_bursts == "halves" and main.rank >= 1:
         return glu_fields(low, lone, n)
+    outs = [low.sub_value(nd, o) for o in nd.outputs]
     if seq.row_bursts not in ("rows", "rows_out") or not seq.rows:
         return {}
     length, inner = ROW_RULES[seq.rows](ins, nd.attrs, low.const_value)
@@ -371,11 +371,11 @@ def glu_fields(low: Lowering, lone: LonePath, n: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     col_tiles = 1
     if not low.chip.vector_split_bytes and rows and cols:
-        t = glu_tiling(rows, cols, itemsize(main.dtype), pinned_blocks([nd]) or
-                       low.vector_cores(), low.chip.ub_bytes)
-        col_tiles = -(-cols // t.base_cols)
-        blocks = pinned_blocks([nd]) or t.cores
-        out = {"buffers": t.buffers, "core_tiles": glu_shares(t, rows, cols, blocks)}
+        pinned = pinned_blocks([nd])
+        t = glu_tiling(rows, cols, itemsize(main.dtype), pinned or low.vector_cores(),
+                       low.chip.ub_bytes)
+        col_tiles = cdiv(cols, t.base_cols)
+        out = {"buffers": t.buffers, "core_tiles": glu_shares(t, rows, cols, pinned or t.cores)}
     per = rows * col_tiles / n
     outs = [low.sub_value(nd, o) for o in nd.outputs]
     return {**out, "bursts": tuple(2 * per if v.numel == main.numel else 0.0 for v in ins),
