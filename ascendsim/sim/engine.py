@@ -90,7 +90,8 @@ header overhead increase with the number of used cores"): `block_start_us` per b
 the first, a chip figure (absent: 0), paid by every block of the kernel; and, on a chip that
 gives `icache_cold_block_us`, that figure per block of the phase whose core last ran another
 kernel (a cold instruction cache: the cores fetch the same binary at once and are served one
-after another; `kernelstart.InstructionCaches`, which keeps each core's last kernel; a run
+after another; `kernelstart.InstructionCaches`, which keeps each core's last kernel, a
+shape-compiled kernel being one binary per shape signature, a prebuilt one per dtypes; a run
 starts "cold", or "warm": every kernel's code cached, as in a loop of one kernel). The tiling
 data is read apart where the chip gives `tiling_line_cycles` (absent: 0, the read folded into
 `kernel_start_us`): the host computes it and passes it in GM, and each block copies it to its

@@ -36,8 +36,12 @@ class InstructionCaches:
     (`Engine` note, "Kernel start"): a block whose core last ran another kernel fetches the
     kernel binary into its instruction cache before it runs, `cycles` per such block of its
     phase (the cores fetch the same binary at once and are served one after another). A
-    kernel is told apart by its op type, task type, core kind and input dtypes (one binary per
-    dtype signature, as CANN's dynamic-shape kernels; another shape is the same binary).
+    kernel is told apart by its op type, task type, core kind and input dtypes: a prebuilt
+    dynamic-shape kernel (`Phase.binary` set) is one binary per dtype signature, serving every
+    shape; a kernel compiled for its shapes (a graph's static kernels, a jit build) is one
+    binary per shape signature as well (its inputs' and outputs' shapes), so the same op on
+    another shape starts cold. Attributes a static kernel also compiles in (a slice's bounds)
+    are not part of a task and do not tell kernels apart here.
 
     `start`: "cold" - the cores hold no kernel when the run starts (a graph after other work,
     a benchmark harness that runs a flush kernel before the timed call); "warm" - every kernel
@@ -51,8 +55,11 @@ class InstructionCaches:
     @staticmethod
     def binary(task, ph) -> tuple:
         """What a core's instruction cache holds after running phase `ph` of `task`."""
-        return (task.op_type, task.task_type, bool(ph.vector_cores),
-                tuple(getattr(v, "dtype", None) for v in task.inputs))
+        sig = tuple(getattr(v, "dtype", None) for v in task.inputs)
+        if not ph.binary:
+            sig = (sig, tuple(tuple(getattr(v, "shape", ()) or ())
+                              for v in (*task.inputs, *task.outputs)))
+        return (task.op_type, task.task_type, bool(ph.vector_cores), sig)
 
     def _count_cold(self, key: tuple, ids) -> int:
         last = self.last

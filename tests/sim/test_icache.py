@@ -94,3 +94,29 @@ def test_corpus_rows_start_as_their_harness_left_the_cores():
     assert icache_start(rows["lc-910c-add-4x1x3072-bf16"]) == "warm"               # warm there
     assert icache_start(rows["tlrope-a2-rope-prefill-bs8"]) == "warm"              # a loop
     assert icache_start(rows["infer-llama2-70b-tp8-0002"]) == "cold"               # a model
+
+
+def _two_shapes(build: str, icache: str = "cold"):
+    """relu on a [65536] tensor, then relu on a [32768] one: the same op type and dtype, on
+    the same cores, another shape."""
+    g = asim.Graph("t")
+    x = g.relu(g.input("x", (1 << 16,), "float16"), name="op0")
+    y = g.relu(g.input("y", (1 << 15,), "float16"), name="op1")
+    g.output(x)
+    g.output(y)
+    return simulate(g, CHIP, fusion=False, kernel_build=build, icache=icache)
+
+
+def test_a_shape_compiled_kernel_is_one_binary_per_shape():
+    """A kernel compiled for its shapes (kernel_build "jit": a graph's static kernels) is its
+    own binary, so the same op on another shape starts cold; a prebuilt dynamic-shape kernel
+    ("binary") serves every shape of its dtypes, so the second call finds its code cached."""
+    per_block = CHIP.cycles(CHIP.icache_cold_block_us * 1e-6)
+    static = _two_shapes("jit")
+    blocks = static.trace.task("op1").block_dim
+    assert static.trace.task("op0").block_dim >= blocks > 1
+    assert _starts(static, "op1") == {s + blocks * per_block
+                                      for s in _starts(_two_shapes("jit", "warm"), "op1")}
+    dynamic = _two_shapes("binary")
+    assert dynamic.trace.task("op0").block_dim >= dynamic.trace.task("op1").block_dim
+    assert _starts(dynamic, "op1") == _starts(_two_shapes("binary", "warm"), "op1")
