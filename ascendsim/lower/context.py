@@ -35,10 +35,17 @@ from typing import Any
 import numpy as np
 
 from ..errors import GraphError
-from ..hw.names import ENGINE_AICORE, GM, TASK_AI_CORE, TASK_AI_CPU, TASK_AI_VECTOR_CORE
+from ..hw.names import (
+    ENGINE_AICORE,
+    GM,
+    TASK_AI_CORE,
+    TASK_AI_CPU,
+    TASK_AI_VECTOR_CORE,
+    TASK_MIX_AIV,
+)
 from ..ir.registry import Unit, get_op
 from ..ir.tensor import Value
-from .dynamic_tiling import binary_kind
+from .dynamic_tiling import binary_kind, mix_binary
 from .formats import NC1HWC0, ND, NZ, padded_bytes
 from .program import CoreGroup, GmFraction, Phase, Task
 
@@ -302,9 +309,15 @@ class Lowering:
         """Cores a vector task spreads over (the AIV cores on split chips)."""
         return self.chip.vector_cores
 
-    def vector_task_type(self) -> str:
-        """The task type of a vector-only kernel on this chip."""
-        return TASK_AI_CORE if self.chip.coupled else TASK_AI_VECTOR_CORE
+    def vector_task_type(self, op_types: Sequence[str] = ()) -> str:
+        """The task type of a vector-only kernel on this chip; in a binary build, MIX_AIV for
+        the prebuilt kernel of ops `op_types` that is built in mix mode
+        (`dynamic_tiling.mix_binary`)."""
+        if self.chip.coupled:
+            return TASK_AI_CORE
+        if self.kernel_build == "binary" and mix_binary(op_types, self.chip.name):
+            return TASK_MIX_AIV
+        return TASK_AI_VECTOR_CORE
 
     def vector_phase(self, groups: list[CoreGroup], op_types: Sequence[str] = ()) -> Phase:
         """The phase of vector core groups (on the AIV cores on split chips); in a binary

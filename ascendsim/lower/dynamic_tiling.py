@@ -65,6 +65,14 @@ block first moves its tiling from GM to UB in three dependent DMAs (`_decode_til
 a head, the shared part, the core's own slice), then sets 47-122 scalars from UB one by one
 (`_do_tiling_s7` and its siblings) before its first data move, and the kernel launches every
 core. `binary_kind` names such a kernel "tik" (chip `tik_tiling_start_us`).
+
+Launch type. TBE's dynamic reduce binary (ReduceSum, ReduceMean, ReduceMax, ReduceMin,
+ReduceProd) compiles its normal, atomic and group-reduce tiling cases into one kernel
+(reduce_tilingcase.py `_calc_dynamic_case`), and the group case, whose cores sync through FFTS,
+sets `enforce_mix_mode` on the v220 (reduce_group_schedule.py `_add_build_args`; both
+leideng/CANN-8.1.RC1 at 4332a01, tbe/dsl/unify_schedule/vector/reduce/): the whole binary runs as
+a MIX_AIV task on the A2 / A3 (`mix_binary`), whichever case its tiling picks, on vector cores
+only (Mix Block Dim 0 in msprof). The launch type costs no time of its own: nothing is added.
 """
 
 from __future__ import annotations
@@ -113,6 +121,12 @@ def binary_kind(op_types: Sequence[str], chip_name: str) -> str:
     if len(op_types) == 1 and op_types[0] in TIK_KERNELS and chip_name in A2_A3_CHIPS:
         return "tik"
     return "generic"
+
+
+def mix_binary(op_types: Sequence[str], chip_name: str) -> bool:
+    """Whether the prebuilt dynamic-shape kernel of the ops `op_types` (one kernel) on chip
+    `chip_name` is built in mix mode (module note, "Launch type"): a lone reduce on an A2 / A3."""
+    return len(op_types) == 1 and op_types[0] in REDUCE_OPS and chip_name in A2_A3_CHIPS
 
 
 def block_elems(item: float) -> int:

@@ -109,8 +109,9 @@ def lower_vector(low: Lowering, node, parts: list, category: Category,
         ins = [i for i in node.inputs if i]   # dependencies only: no bytes moved
         in_fmts = [low.format_of(i) for i in ins]
         vnotes = vnotes + ["inputs order the op only (no input bytes read)"]
-    phase = low.vector_phase(groups, [p.op_type for p in parts])
-    low.add_task(TaskSpec(name or node.name, op_type or node.op_type, low.vector_task_type(),
+    phase = low.vector_phase(groups, op_types := [p.op_type for p in parts])
+    low.add_task(TaskSpec(name or node.name, op_type or node.op_type,
+                          low.vector_task_type(op_types),
                           [phase], ins, outs, in_fmts, out_fmts, flops,
                           (notes or []) + seq_notes + dup_notes + vnotes + blocks[1], fused))
 
