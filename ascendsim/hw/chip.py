@@ -87,7 +87,7 @@ PRODUCT_LINES = ("atlas_training", "atlas_inference", "atlas_200_300_500_inferen
 LOCATIONS = ("gm", "l1", "l0a", "l0b", "l0c", "ub")
 #: vector instruction classes accepted by `Chip.vector_rate`
 VECTOR_CLASSES = ("unary", "binary", "exp", "sqrt", "div", "ternary", "reduce", "reduce_max",
-                  "block_reduce", "gather", "sort", "transpose")
+                  "block_reduce", "gather", "sort", "transpose", "transpose_b8")
 #: confidence tags (reference/ascend-hardware.md), plus U for user-set figures and C for
 #: figures fitted by `ascendsim.validation.calibrate` ("C: calibrated on rows <ids>")
 TAGS = ("S", "D", "F", "M", "G", "U", "C")
@@ -218,6 +218,12 @@ class VectorRates:
                                         "scattered per repeat, the reorder of a transpose "
                                         "that moves the last axis (absent: no such kernel "
                                         "path on the chip)")
+    transpose_b8: float | None = _spec(
+        "float", gt=0, optional=True,
+        doc="vnchwconv on 1-byte dtypes: 16 blocks of 32 B read per repeat, half of each of "
+            "16 blocks written (a byte transpose takes two calls, low and high halves); "
+            "bytes of its 16 source blocks per cycle (absent: no such kernel path on the "
+            "chip)")
 
 
 @dataclass(frozen=True)

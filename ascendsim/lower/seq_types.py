@@ -28,7 +28,10 @@ class Step:
     `index`: a REDUCE step that returns each row's position as well as its value (an
     argmax), so it cannot fold the row with element-wise max (module note of
     lower/vector_seq.py, reduce tree); `convert`: a vconv between a 2-byte float and fp32,
-    whose repeats count the fp32 side (lower/vector_seq.py `vconv_part`)."""
+    whose repeats count the fp32 side (lower/vector_seq.py `vconv_part`); `spread`: UB
+    bytes each of an ELEM step's instructions passes per byte of the op's data (1; more where
+    the data fills only part of what each repeat reads, as one of a b8 vnchwconv's 16 source
+    blocks)."""
 
     instr: str
     vclass: str
@@ -37,11 +40,12 @@ class Step:
     width: int = 1
     index: bool = False
     convert: bool = False
+    spread: int = 1
 
 
-def elem(instr: str, vclass: str, count: float = 1.0) -> Step:
-    """An instruction over every element of the op."""
-    return Step(instr, vclass, ELEM, count)
+def elem(instr: str, vclass: str, count: float = 1.0, spread: int = 1) -> Step:
+    """An instruction over every element of the op (`spread`: see Step)."""
+    return Step(instr, vclass, ELEM, count, spread=spread)
 
 
 def conversion(instr: str, count: float = 1.0) -> Step:

@@ -6,9 +6,15 @@ width: `_reorder_s7_b16` passes a 2-byte tile once; `_reorder_s7_b32` and `_reor
 run a 4- or 8-byte tile as 2-byte lanes through vnchwconv (repeat = the tile's columns, 16
 blocks of 32 B each: the whole tile; b64 in two halves), then eight UB-to-UB data_moves of the
 columns in bursts of 2 or 4 blocks (the whole tile again), then vnchwconv again (the columns'
-repeats, twice that for b64). One that keeps the last axis is strided DMA only; 1-byte data
-takes the kernel's scenario 5, not modelled here. vector_seq takes `TRANSPOSE_PATHS` into its
-PATHS; other chips keep the registry's cost fields."""
+repeats, twice that for b64). One that keeps the last axis is strided DMA only. 1-byte data
+takes the kernel's scenario 5 (`_reorder_s5`, int8 branch): `_make_ualigned_be_head_of_block_b8_s5`
+spreads the unit's bytes one to a 32-byte block with two b8 vnchwconv calls (low and high
+halves; repeat = the unit's input blocks, 16 source blocks a repeat of which one holds the
+unit), `_reorder_b8_s5_data_move` reorders those blocks with UB-to-UB data_moves of one-block
+bursts, and `_make_block_head_be_contiguous_b8_s5` packs them back with two more calls
+(repeat = the output blocks); the unit and its reordered copy take half the UB each
+(`_get_half_ub`, `_swap`). vector_seq takes `TRANSPOSE_PATHS` into its PATHS; other chips
+keep the registry's cost fields."""
 
 from __future__ import annotations
 
@@ -24,6 +30,17 @@ def _moves_last_axis(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str
     """Whether CANN's TIK Transpose on an A2 / A3 reorders the data in UB with vnchwconv: a
     2-, 4- or 8-byte dtype whose permutation, size-1 axes dropped, moves the last axis."""
     if chip_name not in A2_A3_CHIPS or not ins or itemsize(ins[0].dtype) not in (2, 4, 8):
+        return False
+    shape = ins[0].shape
+    perm = norm_perm(attrs.get("perm"), len(shape))
+    kept = [p for p in perm if shape[p] != 1]
+    return len(kept) > 1 and kept[-1] != max(kept)
+
+
+def _byte_moves_last_axis(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str) -> bool:
+    """Whether CANN's TIK Transpose on an A2 / A3 reorders 1-byte data by scenario 5 (module
+    note): an int8 / uint8 / bool permutation that, size-1 axes dropped, moves the last axis."""
+    if chip_name not in A2_A3_CHIPS or not ins or itemsize(ins[0].dtype) != 1:
         return False
     shape = ins[0].shape
     perm = norm_perm(attrs.get("perm"), len(shape))
@@ -48,7 +65,25 @@ TRANSPOSE_NOTE = ("CANN's TIK Transpose on the A2 / A3 (impl/dynamic/transpose.p
 #: that for these 64- and 128-byte bursts, small beside the two vnchwconv passes
 TRANSPOSE_WIDE = (_e("vnchwconv", "transpose", 2.0), _e("data_move (UB->UB)", "unary"))
 
+#: lanes of a b8 vnchwconv repeat (16 source blocks of 32 B), of which the scenario 5 unit
+#: fills one: each call reads 16 bytes of UB per byte of the unit
+B8_LANES = 16
+#: UB bytes a byte of the unit takes in scenario 5: a 32-byte block
+B8_BLOCK_BYTES = 32
+#: UB bytes per byte of the unit: its block in each half of the UB
+B8_UB_BYTES = 2 * B8_BLOCK_BYTES
+#: the int8 reorder of scenario 5 (module note): four b8 vnchwconv calls (two to spread, two
+#: to pack) at `transpose_b8`, each reading B8_LANES bytes per byte of the unit, and the
+#: UB-to-UB copy of one 32-byte block per byte, charged at the unary rate as TRANSPOSE_WIDE's
+TRANSPOSE_BYTE = (_e("vnchwconv (b8, spread and pack)", "transpose_b8", 4.0, spread=B8_LANES),
+                  _e("data_move (UB->UB, a block per byte)", "unary", spread=B8_BLOCK_BYTES))
+
 TRANSPOSE_PATHS = (
+    (_byte_moves_last_axis, OpSequence(
+        TRANSPOSE_BYTE, buffers=1, ub_bytes=lambda dtype, slots: B8_UB_BYTES,
+        note=TRANSPOSE_NOTE + "; 1-byte data by scenario 5: each byte spread to a 32-byte "
+        "block by b8 vnchwconv, the blocks reordered by UB-to-UB moves and packed back "
+        "(_reorder_s5, int8 branch)")),
     (_wide_moves_last_axis, OpSequence(
         TRANSPOSE_WIDE, buffers=1, note=TRANSPOSE_NOTE + "; 4- and 8-byte data reordered as "
         "2-byte lanes in two vnchwconv passes with a UB-to-UB copy between them "
@@ -57,4 +92,5 @@ TRANSPOSE_PATHS = (
                                   note=TRANSPOSE_NOTE)),
 )
 
-__all__ = ["TRANSPOSE_NOTE", "TRANSPOSE_PATHS", "TRANSPOSE_WIDE"]
+__all__ = ["B8_BLOCK_BYTES", "B8_LANES", "B8_UB_BYTES", "TRANSPOSE_BYTE", "TRANSPOSE_NOTE",
+           "TRANSPOSE_PATHS", "TRANSPOSE_WIDE"]

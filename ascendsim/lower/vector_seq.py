@@ -661,7 +661,7 @@ def resolve(op_type: str, opdef: Any, ins: Sequence[Value], outs: Sequence[Value
             instr, vclass = s.instr, s.vclass
             if vclass == "binary" and scalar and not seq.rows:
                 instr, vclass = _SCALAR_FORM.get(instr, instr + "s"), "unary"
-            parts.append(SeqPart(instr, vclass, cdtype, item, ELEM,
+            parts.append(SeqPart(instr, vclass, cdtype, item * s.spread, ELEM,
                                  (in_elems if seq.rows else per_task) * pad(item), 0,
                                  s.count))
     gamma = (stored if stored is not None else ins)[1:2]

@@ -2,7 +2,9 @@
 permutation that moves the last axis is reordered in UB by vnchwconv, 24 cycles per 512-byte
 repeat (pto-isa's A2/A3 cost table), far below the unary copy rate; one that keeps the last
 axis is strided DMA only. 4- and 8-byte tiles pass vnchwconv twice, as 2-byte lanes, with a
-UB-to-UB copy between the passes (`_reorder_s7_b32`, `_reorder_s7_b64`)."""
+UB-to-UB copy between the passes (`_reorder_s7_b32`, `_reorder_s7_b64`). 1-byte data takes
+scenario 5: each byte spread to its own 32-byte block by two b8 vnchwconv calls, reordered by
+UB-to-UB moves and packed back by two more calls (`_reorder_s5`, int8 branch)."""
 
 import pytest
 
@@ -78,6 +80,21 @@ def test_two_byte_tiles_pass_vnchwconv_once():
     assert v32 > 4 * v16
 
 
-def test_one_byte_data_takes_no_vnchwconv_path_here():
-    line, _ = _transpose((256, 384), (1, 0), "ascend910b4", "int8")
+def test_one_byte_data_spreads_each_byte_to_a_block_and_back():
+    shape = (256, 384)
+    line, v = _transpose(shape, (1, 0), "ascend910b4", "int8")
+    assert "4 x vnchwconv (b8" in line and "a block per byte" in line
+    chip = load_chip("ascend910b4")
+    nbytes = 256 * 384
+    # four b8 calls, each reading 16 source blocks per block of data, and one 32-byte block
+    # copied per byte at the unary rate; block start-ups add a little
+    floor = (4 * 16 * nbytes / chip.vector_rate("transpose_b8")
+             + 32 * nbytes / chip.vector_rate("unary"))
+    assert floor <= v <= 1.2 * floor
+    _, v16 = _transpose(shape, (1, 0), "ascend910b4", "float16")
+    assert v > 20 * v16            # half the bytes, about 50 times the V cycles per byte
+
+
+def test_one_byte_data_that_keeps_its_last_axis_is_not_reordered():
+    line, _ = _transpose((8, 4, 16384), (1, 0, 2), "ascend910b4", "int8")
     assert "vnchwconv" not in line
