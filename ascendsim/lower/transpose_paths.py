@@ -7,7 +7,7 @@ run a 4- or 8-byte tile as 2-byte lanes through vnchwconv (repeat = the tile's c
 blocks of 32 B each: the whole tile; b64 in two halves), then eight UB-to-UB data_moves of the
 columns in bursts of 2 or 4 blocks (the whole tile again), then vnchwconv again (the columns'
 repeats, twice that for b64). One that keeps the last axis is strided DMA only. 1-byte data
-takes the kernel's scenario 5 (`_reorder_s5`, int8 branch): `_make_ualigned_be_head_of_block_b8_s5`
+takes the kernel's scenario 5 (`_reorder_s5`, int8 case): `_make_ualigned_be_head_of_block_b8_s5`
 spreads the unit's bytes one to a 32-byte block with two b8 vnchwconv calls (low and high
 halves; repeat = the unit's input blocks, 16 source blocks a repeat of which one holds the
 unit), `_reorder_b8_s5_data_move` reorders those blocks with UB-to-UB data_moves of one-block
@@ -83,7 +83,7 @@ TRANSPOSE_PATHS = (
         TRANSPOSE_BYTE, buffers=1, ub_bytes=lambda dtype, slots: B8_UB_BYTES,
         note=TRANSPOSE_NOTE + "; 1-byte data by scenario 5: each byte spread to a 32-byte "
         "block by b8 vnchwconv, the blocks reordered by UB-to-UB moves and packed back "
-        "(_reorder_s5, int8 branch)")),
+        "(_reorder_s5, int8 case)")),
     (_wide_moves_last_axis, OpSequence(
         TRANSPOSE_WIDE, buffers=1, note=TRANSPOSE_NOTE + "; 4- and 8-byte data reordered as "
         "2-byte lanes in two vnchwconv passes with a UB-to-UB copy between them "

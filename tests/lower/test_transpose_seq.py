@@ -4,7 +4,7 @@ repeat (pto-isa's A2/A3 cost table), far below the unary copy rate; one that kee
 axis is strided DMA only. 4- and 8-byte tiles pass vnchwconv twice, as 2-byte lanes, with a
 UB-to-UB copy between the passes (`_reorder_s7_b32`, `_reorder_s7_b64`). 1-byte data takes
 scenario 5: each byte spread to its own 32-byte block by two b8 vnchwconv calls, reordered by
-UB-to-UB moves and packed back by two more calls (`_reorder_s5`, int8 branch)."""
+UB-to-UB moves and packed back by two more calls (`_reorder_s5`, int8 case)."""
 
 import pytest
 
