@@ -37,7 +37,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     table = write_confidence_table(args.out, report)
     print(f"wrote {args.out or shipped_table_path()}: {len(table['rows'])} (family, generation) "
-          f"rows over {table['validation_rows']} validation rows")
+          f"rows over {table['validation_rows']} validation rows, "
+          f"{table['eager_call_rows']} eager-call rows apart")
     return 0
 
 

@@ -242,13 +242,30 @@ class SizeBandError:
 
 
 @dataclass(frozen=True)
+class EagerCallError:
+    """The validation rows of one generation timed as eager calls (the host clock around one
+    synchronised call: the framework's host path is in the figure), whatever their family;
+    kept out of the family figures."""
+
+    generation: str
+    n: int
+    median_abs_error: float      # median |ratio - 1|
+    bias: float                  # median ratio (> 1: the model is slow)
+
+
+@dataclass(frozen=True)
 class ConfidenceTable:
-    """Validation error by (family, generation), and by (generation, kernel-size band), as
-    shipped (`load_table`)."""
+    """Validation error by (family, generation), by (generation, kernel-size band) and, for
+    rows timed as eager calls, by generation, as shipped (`load_table`)."""
 
     entries: dict[tuple[str, str], FamilyError]
     meta: dict[str, Any] = field(default_factory=dict)
     bands: dict[tuple[str, str], SizeBandError] = field(default_factory=dict)
+    eager: dict[str, EagerCallError] = field(default_factory=dict)
+
+    def eager_calls(self, gen: str | None) -> EagerCallError | None:
+        e = self.eager.get(gen) if gen is not None else None
+        return e if e is not None and e.n > 0 else None
 
     def band(self, gen: str | None, band: str) -> SizeBandError | None:
         e = self.bands.get((gen, band)) if gen is not None else None
@@ -269,9 +286,12 @@ class ConfidenceTable:
         bands = [SizeBandError(b["generation"], b["band"], int(b["n"]),
                                float(b["median_abs_error"]), float(b["bias"]))
                  for b in data.get("size_bands", [])]
-        meta = {k: v for k, v in data.items() if k not in ("rows", "size_bands")}
+        eager = [EagerCallError(e["generation"], int(e["n"]), float(e["median_abs_error"]),
+                                float(e["bias"])) for e in data.get("eager_calls", [])]
+        meta = {k: v for k, v in data.items() if k not in ("rows", "size_bands", "eager_calls")}
         return cls({(r.family, r.generation): r for r in rows}, meta,
-                   {(b.generation, b.band): b for b in bands})
+                   {(b.generation, b.band): b for b in bands},
+                   {e.generation: e for e in eager})
 
 
 def _opt_float(x: Any) -> float | None:
@@ -363,6 +383,9 @@ class Confidence:
     #: the run's task time by simulated kernel duration, smallest band first (`size_band`),
     #: with the generation's msprof kernel rows of that size: context, not weighed above
     bands: tuple[BandConfidence, ...] = ()
+    #: the generation's validation rows timed as eager calls (host time included): context
+    #: for a run in eager mode, not weighed above (None: no such rows)
+    eager_calls: EagerCallError | None = None
 
     @property
     def small_kernels(self) -> BandConfidence | None:
@@ -440,6 +463,10 @@ class Confidence:
         if sized:
             tail.append(f"by simulated kernel time (msprof kernel rows of this generation): "
                         f"{'; '.join(sized)}")
+        if (e := self.eager_calls) is not None:
+            tail.append(f"eager calls on this generation (host time included; not weighed "
+                        f"above): {e.n} rows, median |error| {100 * e.median_abs_error:.1f}%, "
+                        f"bias {e.bias:.2f}")
         return "\n".join([f"confidence on {self.chip} ({self.generation or 'unknown'} "
                           f"generation): {self}", fmt(head), "-" * (sum(widths) + 10),
                           *map(fmt, body), *tail])
@@ -453,7 +480,9 @@ class Confidence:
                 "first_sight_share": self.first_sight_share, "line": str(self),
                 "ops": [o.__dict__.copy() for o in self.ops],
                 "bands": [b.__dict__.copy() for b in self.bands],
-                "models": {k: v.__dict__.copy() for k, v in self.models.items()}}
+                "models": {k: v.__dict__.copy() for k, v in self.models.items()},
+                "eager_calls": (self.eager_calls.__dict__.copy()
+                                if self.eager_calls is not None else None)}
 
 
 def confidence(trace: Trace, members: Mapping[str, Sequence[str]] | None = None,
@@ -505,7 +534,7 @@ def confidence(trace: Trace, members: Mapping[str, Sequence[str]] | None = None,
                                     e.bias if e else None))
     return Confidence(trace.chip.name, gen, tuple(ops), val, unval,
                       weighted / val if val > 0 else None, dict(table.meta), task_family,
-                      models, first, seen_share, tuple(bands))
+                      models, first, seen_share, tuple(bands), table.eager_calls(gen))
 
 
 def fused_members(nodes: Iterable[Any]) -> dict[str, tuple[str, ...]]:
@@ -516,5 +545,5 @@ def fused_members(nodes: Iterable[Any]) -> dict[str, tuple[str, ...]]:
 
 __all__ = ["UNVALIDATED", "GENERATIONS", "OP_FAMILY", "ANCHOR_ORDER", "SIZE_BANDS_US",
            "generation", "size_band", "size_bands", "family_of", "split_fused_type",
-           "FamilyError", "SizeBandError", "ConfidenceTable", "load_table", "OpConfidence",
-           "BandConfidence", "Confidence", "confidence", "fused_members"]
+           "FamilyError", "SizeBandError", "EagerCallError", "ConfidenceTable", "load_table",
+           "OpConfidence", "BandConfidence", "Confidence", "confidence", "fused_members"]

@@ -15,6 +15,7 @@ from ascendsim.report.confidence import (
     OP_FAMILY,
     UNVALIDATED,
     ConfidenceTable,
+    EagerCallError,
     FamilyError,
     SizeBandError,
     confidence,
@@ -186,6 +187,24 @@ def test_whole_model_rows_are_context_only():
     assert conf.models["model_inference"].n == 2
     assert conf.expected_error == pytest.approx(0.10)
     assert "whole-model rows on this generation" in conf.table()
+
+
+def test_eager_call_rows_are_context_only():
+    """The generation's eager-call rows (host time included) are shown beside the figures,
+    never weighed into them; another generation's are not shown."""
+    res = asim.simulate(_graph(), "ascend910b", fusion=False)
+    rows = {("gemm", "910B"): FamilyError("gemm", "910B", 10, 0.10, 0.9)}
+    eager = {"910B": EagerCallError("910B", 40, 0.55, 0.45)}
+    conf = confidence(res.trace, table=ConfidenceTable(rows, {}, {}, eager))
+    assert conf.eager_calls == EagerCallError("910B", 40, 0.55, 0.45)
+    assert conf.expected_error == pytest.approx(0.10)
+    assert ("eager calls on this generation (host time included; not weighed above): 40 "
+            "rows, median |error| 55.0%, bias 0.45") in conf.table()
+    assert "eager" not in str(conf)
+    assert conf.as_dict()["eager_calls"]["n"] == 40
+    other = confidence(res.trace, table=ConfidenceTable(
+        rows, {}, {}, {"910": EagerCallError("910", 5, 0.2, 0.8)}))
+    assert other.eager_calls is None and "eager calls" not in other.table()
 
 
 def test_other_generation_rows_do_not_count():

@@ -38,8 +38,9 @@ def test_shipped_table_is_well_formed():
         assert gen in ("910", "910B", "310P", "310") and band in size_bands()
         assert b.n > 0 and b.bias > 0
     assert table.meta["validation_rows"] == sum(e.n for e in table.entries.values())
+    assert table.meta["eager_call_rows"] == sum(e.n for e in table.eager.values())
     n_val = sum(r.role == "validation" for r in load_corpus())
-    assert table.meta["validation_rows"] <= n_val
+    assert table.meta["validation_rows"] + table.meta["eager_call_rows"] <= n_val
 
 
 def test_digest_changes_with_a_validation_row():
@@ -119,6 +120,29 @@ def test_size_bands_group_msprof_kernel_rows_by_simulated_time():
     assert small["median_abs_error"] == pytest.approx(
         statistics.median(abs(x - 1) for x in ratios), abs=1e-6)
     assert bands[("910B", ">= 100 us")]["n"] == 1
+
+
+def test_eager_call_rows_are_kept_out_of_the_family_rows():
+    """A row timed as an eager call (the host's side of the call in its figure) counts in the
+    generation's eager_calls, not in its family's row or first sight."""
+    from dataclasses import replace
+
+    from ascendsim.validation.validate import ValidationRecord, ValidationReport
+
+    kernel = next(r for r in load_corpus() if r.role == "validation" and r.family == "gemm"
+                  and r.chip == "ascend910b4" and r.timing == "msprof_kernel")
+    eager = replace(kernel, id="eager-twin", timing="eager_call", first_ratio=0.2)
+    kernel = replace(kernel, first_ratio=0.9)
+    recs = [ValidationRecord(kernel, kernel.chip, kernel.value * 1.1, "ok"),
+            ValidationRecord(eager, eager.chip, eager.value * 0.4, "ok")]
+    table = confidence_table(ValidationReport(recs))
+    (row,) = table["rows"]
+    assert (row["family"], row["n"], row["first_n"]) == ("gemm", 1, 1)
+    assert row["median_abs_error"] == pytest.approx(0.1)
+    assert table["validation_rows"] == 1 and table["eager_call_rows"] == 1
+    (e,) = table["eager_calls"]
+    assert (e["generation"], e["n"]) == ("910B", 1)
+    assert e["median_abs_error"] == pytest.approx(0.6) and e["bias"] == pytest.approx(0.4)
 
 
 def test_digest_changes_with_a_first_sight():
