@@ -189,7 +189,8 @@ class Result:
         docs/api.md says what it does not promise). `str()` is the line the CLI prints."""
         from .report.confidence import confidence, fused_members
 
-        return confidence(self.trace, fused_members(self.graph.nodes))
+        return confidence(self.trace, fused_members(self.graph.nodes),
+                          eager_run=self.meta.get("mode") == "eager")
 
     def statistic(self):
         """Per-op-type rows (count, total/min/avg/max time, ratio): msprof's op_statistic."""

@@ -386,6 +386,9 @@ class Confidence:
     #: the generation's validation rows timed as eager calls (host time included): context
     #: for a run in eager mode, not weighed above (None: no such rows)
     eager_calls: EagerCallError | None = None
+    #: the run is a sequence of synchronised eager calls (`simulate(mode="eager")`): the line
+    #: names the eager-call rows' error, whose host share the family figures leave out
+    eager_run: bool = False
 
     @property
     def small_kernels(self) -> BandConfidence | None:
@@ -434,6 +437,10 @@ class Confidence:
             head += (f"; {100 * small.share:.0f}% of time in kernels {under}, where "
                      f"{self.generation} kernel rows are off by "
                      f"{100 * small.median_abs_error:.0f}% (model {lean})")
+        if self.eager_run and (e := self.eager_calls) is not None:
+            lean = "fast" if e.bias < 1 else "slow"
+            head += (f"; as eager calls, where {self.generation} rows are off by "
+                     f"{100 * e.median_abs_error:.0f}% (model {lean})")
         names = self.unvalidated
         if not names:
             return head
@@ -486,12 +493,13 @@ class Confidence:
 
 
 def confidence(trace: Trace, members: Mapping[str, Sequence[str]] | None = None,
-               table: ConfidenceTable | None = None) -> Confidence:
+               table: ConfidenceTable | None = None, eager_run: bool = False) -> Confidence:
     """The confidence record of a trace (see the module docstring).
 
     members: op (node) name -> member op types of fused nodes (a task named "<op>#<k>", a
     batch-split chunk, looks its node up without the suffix); without it fused types are read
-    by name. table: the shipped table by default."""
+    by name. table: the shipped table by default. eager_run: the trace is of synchronised
+    eager calls (the line then names the generation's eager-call rows)."""
     table = table if table is not None else load_table()
     gen = generation(trace.chip)
     members = members or {}
@@ -534,7 +542,8 @@ def confidence(trace: Trace, members: Mapping[str, Sequence[str]] | None = None,
                                     e.bias if e else None))
     return Confidence(trace.chip.name, gen, tuple(ops), val, unval,
                       weighted / val if val > 0 else None, dict(table.meta), task_family,
-                      models, first, seen_share, tuple(bands), table.eager_calls(gen))
+                      models, first, seen_share, tuple(bands), table.eager_calls(gen),
+                      eager_run)
 
 
 def fused_members(nodes: Iterable[Any]) -> dict[str, tuple[str, ...]]:

@@ -202,6 +202,10 @@ def test_eager_call_rows_are_context_only():
             "rows, median |error| 55.0%, bias 0.45") in conf.table()
     assert "eager" not in str(conf)
     assert conf.as_dict()["eager_calls"]["n"] == 40
+    # a run of eager calls names them in its line
+    run = confidence(res.trace, table=ConfidenceTable(rows, {}, {}, eager), eager_run=True)
+    assert run.expected_error == pytest.approx(0.10)
+    assert "; as eager calls, where 910B rows are off by 55% (model fast)" in str(run)
     other = confidence(res.trace, table=ConfidenceTable(
         rows, {}, {}, {"910": EagerCallError("910", 5, 0.2, 0.8)}))
     assert other.eager_calls is None and "eager calls" not in other.table()
@@ -237,6 +241,19 @@ def test_result_confidence_uses_the_shipped_table_and_fused_members():
     assert shipped.first_n > 0 and conf.first_sight_error is not None
     assert conf.as_dict()["line"] == str(conf)
     assert "op type" in conf.table()
+
+
+def test_an_eager_mode_result_names_the_eager_call_rows():
+    """Result.confidence() of a run in eager mode adds the shipped table's eager-call figure to
+    the line; the same graph sunk does not."""
+    eager = asim.simulate(_graph(), "ascend910b", fusion=False, mode="eager").confidence()
+    sink = asim.simulate(_graph(), "ascend910b", fusion=False).confidence()
+    shipped = load_table().eager_calls("910B")
+    assert shipped is not None and eager.eager_calls == shipped
+    assert eager.eager_run and not sink.eager_run
+    assert (f"as eager calls, where 910B rows are off by {100 * shipped.median_abs_error:.0f}%"
+            in str(eager))
+    assert "eager" not in str(sink)
 
 
 def test_summary_csv_has_the_confidence_column(tmp_path):
