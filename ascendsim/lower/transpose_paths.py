@@ -26,32 +26,33 @@ from .seq_types import elem as _e
 from .vector_rows import norm_perm
 
 
-def _moves_last_axis(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str) -> bool:
-    """Whether CANN's TIK Transpose on an A2 / A3 reorders the data in UB with vnchwconv: a
-    2-, 4- or 8-byte dtype whose permutation, size-1 axes dropped, moves the last axis."""
-    if chip_name not in A2_A3_CHIPS or not ins or itemsize(ins[0].dtype) not in (2, 4, 8):
+def _reorders_last_axis(ins: Sequence[Value], attrs: dict, chip_name: str,
+                        sizes: tuple[int, ...]) -> bool:
+    """Whether the permutation of `ins[0]`, of an element size in `sizes`, moves the last axis
+    once size-1 axes are dropped, on an A2 / A3 (where CANN's TIK Transpose runs)."""
+    if chip_name not in A2_A3_CHIPS or not ins or itemsize(ins[0].dtype) not in sizes:
         return False
     shape = ins[0].shape
     perm = norm_perm(attrs.get("perm"), len(shape))
     kept = [p for p in perm if shape[p] != 1]
     return len(kept) > 1 and kept[-1] != max(kept)
+
+
+def _moves_last_axis(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str) -> bool:
+    """Whether CANN's TIK Transpose on an A2 / A3 reorders the data in UB with vnchwconv: a
+    2-, 4- or 8-byte dtype whose permutation, size-1 axes dropped, moves the last axis."""
+    return _reorders_last_axis(ins, attrs, chip_name, (2, 4, 8))
 
 
 def _byte_moves_last_axis(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str) -> bool:
     """Whether CANN's TIK Transpose on an A2 / A3 reorders 1-byte data by scenario 5 (module
     note): an int8 / uint8 / bool permutation that, size-1 axes dropped, moves the last axis."""
-    if chip_name not in A2_A3_CHIPS or not ins or itemsize(ins[0].dtype) != 1:
-        return False
-    shape = ins[0].shape
-    perm = norm_perm(attrs.get("perm"), len(shape))
-    kept = [p for p in perm if shape[p] != 1]
-    return len(kept) > 1 and kept[-1] != max(kept)
+    return _reorders_last_axis(ins, attrs, chip_name, (1,))
 
 
 def _wide_moves_last_axis(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str) -> bool:
     """`_moves_last_axis` for a 4- or 8-byte dtype (`TRANSPOSE_WIDE`)."""
-    return bool(ins) and itemsize(ins[0].dtype) in (4, 8) and _moves_last_axis(
-        ins, attrs, fmt, chip_name)
+    return _reorders_last_axis(ins, attrs, chip_name, (4, 8))
 
 
 TRANSPOSE_NOTE = ("CANN's TIK Transpose on the A2 / A3 (impl/dynamic/transpose.py; ops-math's "
