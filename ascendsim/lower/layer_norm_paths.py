@@ -78,10 +78,18 @@ def layer_norm_cube(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str)
 #: before); gamma and beta are loaded one row long and, for fp16 data, cast up over the whole
 #: tile's buffer (`exec_vec_cmd` counts the buffer, batch_num x data_num elements); per row
 #: * gamma, + beta; the result cast back. Rows per core ceil(rows / cores)
-#: (`_mode_compute`); two threads per core (`thread_num = 2`: double-buffered) on half the UB
-#: each. A row too long for that (SplitD) is read from GM twice: the sums pass, then the
-#: normalising pass. The scalar reads of each row's mean and rstd from UB (a V -> S round trip
-#: per row) are not costed: no public cycle figure.
+#: (`_mode_compute`). The loop over a core's row tiles runs two TIK threads (`thread_num = 2`,
+#: each tile on its own half of the UB: `LAYER_NORM_TIK_BUDGET`), but a tile's sums end on the
+#: scalar unit: TIK's vec_reduce_add over more than one repeat (tik_reduce_api `_second_add`,
+#: `_final_add`) moves the last vcadd's result through UB with `set_as`, a scalar read that
+#: waits for the vector pipe, twice a row, and `_stand_data` reads each row's mean and rstd
+#: the same way. A wait on the scalar pipe blocks the instructions queued behind it (SetFlag /
+#: WaitFlag, Ascend C API reference for the Atlas training series), so the next tile's load,
+#: issued after this tile's instructions, starts only once this tile's sums are back: one slot
+#: in effect (`buffers=1`), as in RmsNormGrad's long rows on the A2. A row too long for half
+#: the UB (SplitD) is read from GM twice: the sums pass, then the normalising pass. The round
+#: trips themselves (a V -> S wait and scalar UB accesses, several a row) are not costed: no
+#: public cycle figure.
 _TIK_STATS = (
     _w("vmuls (E(x))"), _w("vmuls (E(x^2))"), _w("vmul", "binary"), _w("vsub", "binary"),
     _w("vabs"), _w("vmuls (-mean)"), _w("vadds (+eps)"), _w("vsqrt", "sqrt"),
@@ -97,6 +105,12 @@ LAYER_NORM_TIK_NARROW = (
     *LAYER_NORM_TIK[:-2], _conv("vconv f16->f32 (gamma, whole tile)"),
     LAYER_NORM_TIK[-2], _conv("vconv f16->f32 (beta, whole tile)"),
     LAYER_NORM_TIK[-1])
+#: the TIK kernel's rows per loop (`_get_each_loop_batch_num`, as `lower.vector.rows_per_loop`
+#: takes it over the whole UB): each thread's half UB less 4 x (32 - 4) bytes, over
+#: (2 x 4 + 4 / 64) bytes per 64-aligned column (x and x*x in fp32, the reduce work tensor),
+#: plus the input dtype's bytes for 2-byte data, and 4 x 4 bytes per row; both halves counted
+LAYER_NORM_TIK_BUDGET = (2 * 4 * (32 - 4), 2 * (2 * 4 + 4 / 64), 2 * 4 * 4)
+LAYER_NORM_TIK_NARROW_BUDGET = (2 * 4 * (32 - 4), 2 * (2 * 4 + 4 / 64 + 2), 2 * 4 * 4)
 #: chips whose CANN SoC version is "Ascend910" (if_tik_support `support_version`; at most 32
 #: AI Cores): the first-generation 910 parts
 LAYER_NORM_TIK_CHIPS = frozenset({"ascend910", "ascend910b_gen1"})
@@ -135,9 +149,10 @@ def layer_norm_tik_narrow(ins: Sequence[Value], attrs: dict, fmt: str, chip_name
 
 #: what `explain` adds about the TIK kernel path
 LAYER_NORM_TIK_NOTE = (
-    "CANN's TIK kernel (layer_norm_tik.py): whole rows per core, two threads per core, "
-    "per-row statistics on the vector unit; the per-row scalar reads of mean and rstd are not "
-    "costed (no public cycle figure)")
+    "CANN's TIK kernel (layer_norm_tik.py): whole rows per core, tiles of rows on half the "
+    "UB each (two TIK threads), but the next tile's load issued only after this tile's row "
+    "sums are read back on the scalar unit (one slot in effect); the per-row V->S round "
+    "trips themselves are not costed (no public cycle figure)")
 
 
 
@@ -226,7 +241,8 @@ def layer_norm_v3(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str) -
 
 
 __all__ = ["LAYER_NORM_CUBE", "LAYER_NORM_CUBE_CHIPS", "LAYER_NORM_CUBE_ROWS", "LAYER_NORM_TIK",
-           "LAYER_NORM_TIK_CHIPS", "LAYER_NORM_TIK_MIN_ROW", "LAYER_NORM_TIK_NARROW",
+           "LAYER_NORM_TIK_BUDGET", "LAYER_NORM_TIK_CHIPS", "LAYER_NORM_TIK_MIN_ROW",
+           "LAYER_NORM_TIK_NARROW", "LAYER_NORM_TIK_NARROW_BUDGET",
            "LAYER_NORM_TIK_NOTE", "LAYER_NORM_TIK_ROW_ALIGN", "layer_norm_cube", "layer_norm_tik",
            "layer_norm_tik_narrow", "LAYER_NORM_V4_CHIPS", "LAYER_NORM_V4_NOTE",
            "LAYER_NORM_V4_ROWS", "LAYER_NORM_V4_SINGLE_READ", "layer_norm_v4_single_read",

@@ -155,7 +155,7 @@ class OpSequence:
     row_reads: int = 1
     row_align_elems: int = 0
     head_loop: str = ""
-    row_budget: tuple[int, ...] = ()
+    row_budget: tuple[float, ...] = ()
     recast: bool = False
     narrow_slots: int = 0
     ub_bytes: Callable[[str, int], float] | None = None

@@ -467,8 +467,11 @@ def kernel_pipeline(low: Lowering, lone: LonePath | None, n: int) -> dict[str, A
     if whole:
         out["row_elems"] = task_elems(int(length))
         if seq.row_budget:
-            out["tile_rows"] = rows_per_loop(seq.row_budget, int(length),
-                                             itemsize(ins[0].dtype), low.chip.ub_bytes)
+            fit = rows_per_loop(seq.row_budget, int(length), itemsize(ins[0].dtype),
+                                low.chip.ub_bytes, seq.row_align_elems)
+            out["tile_rows"] = max(1, fit)
+            if not fit:   # a row over the kernel's own budget is passed over in chunks
+                out["row_over"] = True
     return out
 
 
@@ -552,17 +555,20 @@ def norm_fold_width(low: Lowering, nd: Node, ins: list[Value], fmt: str) -> int:
     return min(run, max(block, budget // shape[axis] // block * block))
 
 
-def rows_per_loop(budget: tuple[int, ...], length: int, item: int, ub_bytes: int) -> int:
+def rows_per_loop(budget: tuple[float, ...], length: int, item: int, ub_bytes: int,
+                  align: int = 0) -> int:
     """Rows a kernel works on per UB loop from its tiling's budget (`OpSequence.row_budget`:
-    UB bytes reserved, bytes per 32-byte-aligned column, bytes per row, and optionally UB
-    bytes reserved per aligned column): RmsNorm MERGE_N rowFactor = (UB - 1024) /
+    UB bytes reserved, bytes per aligned column, bytes per row, and optionally UB bytes
+    reserved per aligned column; columns aligned to 32 bytes, or to `align` elements where the
+    kernel lays its rows out on more): RmsNorm MERGE_N rowFactor = (UB - 1024) /
     (numColAlign * 16 + 260) (rms_norm_tiling.cpp); RmsNormGrad's short rows ubFactor =
-    (UB - 1024 - colAlign * 10) / (colAlign * 24 + 268) (rms_norm_grad_tiling.cpp)."""
+    (UB - 1024 - colAlign * 10) / (colAlign * 24 + 268) (rms_norm_grad_tiling.cpp); the 910's
+    TIK LayerNorm (layer_norm_paths.LAYER_NORM_TIK_BUDGET). 0: not one row fits."""
     reserved, per_col, per_row, *rest = budget
-    per_block = max(1, 32 // item)
+    per_block = max(1, 32 // item, align)
     col_align = -(-length // per_block) * per_block
     reserved += col_align * (rest[0] if rest else 0)
-    return max(1, (ub_bytes - reserved) // (col_align * per_col + per_row))
+    return max(0, int((ub_bytes - reserved) // (col_align * per_col + per_row)))
 
 
 def head_loop(low: Lowering, lone: LonePath | None, spec: VecSpec) -> VecSpec:

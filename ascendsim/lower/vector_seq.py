@@ -87,9 +87,11 @@ from .layer_norm_paths import (
     LAYER_NORM_CUBE_CHIPS,
     LAYER_NORM_CUBE_ROWS,
     LAYER_NORM_TIK,
+    LAYER_NORM_TIK_BUDGET,
     LAYER_NORM_TIK_CHIPS,
     LAYER_NORM_TIK_MIN_ROW,
     LAYER_NORM_TIK_NARROW,
+    LAYER_NORM_TIK_NARROW_BUDGET,
     LAYER_NORM_TIK_NOTE,
     LAYER_NORM_TIK_ROW_ALIGN,
     LAYER_NORM_V3,
@@ -481,10 +483,12 @@ PATHS: dict[str, tuple[tuple[Callable[..., bool], OpSequence], ...]] = {
              "enables double buffering)")),
                            (layer_norm_tik_narrow, OpSequence(
         LAYER_NORM_TIK_NARROW, fp32=True, rows="from_axis", cast_at=1, whole_rows=True,
-        row_reads=2, row_align_elems=LAYER_NORM_TIK_ROW_ALIGN, note=LAYER_NORM_TIK_NOTE)),
+        buffers=1, row_budget=LAYER_NORM_TIK_NARROW_BUDGET, row_reads=2,
+        row_align_elems=LAYER_NORM_TIK_ROW_ALIGN, note=LAYER_NORM_TIK_NOTE)),
                            (layer_norm_tik, OpSequence(
         LAYER_NORM_TIK, fp32=True, rows="from_axis", cast_at=1, whole_rows=True,
-        row_reads=2, row_align_elems=LAYER_NORM_TIK_ROW_ALIGN, note=LAYER_NORM_TIK_NOTE)),
+        buffers=1, row_budget=LAYER_NORM_TIK_BUDGET, row_reads=2,
+        row_align_elems=LAYER_NORM_TIK_ROW_ALIGN, note=LAYER_NORM_TIK_NOTE)),
                            (layer_norm_v4_single_read, OpSequence(
         LAYER_NORM_V4_SINGLE_READ, fp32=True, rows="from_axis", buffers=1, whole_rows=True,
         note=LAYER_NORM_V4_NOTE)),

@@ -19,6 +19,7 @@ from ascendsim.hw import get_chip
 from ascendsim.ir.registry import get_op
 from ascendsim.ir.tensor import Value
 from ascendsim.lower.tiling import issued_instrs, vec_instrs
+from ascendsim.lower.vector import rows_per_loop
 from ascendsim.lower.vector_seq import (
     LAYER_NORM_TIK_CHIPS,
     LOOP,
@@ -155,6 +156,29 @@ def test_a_row_longer_than_the_tile_is_read_twice():
     read = sum(b for (lvl, kind), b in task.traffic.items() if kind == "read")
     assert read >= 2 * math.prod(shape) * 4
     assert "read from GM 2 times" in res.explain("op")
+
+
+@pytest.mark.parametrize("row,dtype,rows", [(768, "float32", 20), (768, "float16", 16),
+                                           (1000, "float32", 15), (128, "float32", 121)])
+def test_tik_rows_per_loop(row, dtype, rows):
+    """`_get_each_loop_batch_num` on one thread's half UB (253952 // 2 B): (126976 - 112) //
+    ((8 + 4 / 64 [+ 2 for fp16]) x align64(row) + 16) rows a loop."""
+    seq = _TIK16 if dtype == "float16" else _TIK
+    assert rows_per_loop(seq.row_budget, row, 2 if dtype == "float16" else 4, 253952,
+                         seq.row_align_elems) == rows
+
+
+def test_tik_loads_the_next_tile_after_this_ones_sums():
+    """TIK's vec_reduce_add reads each row's sum back on the scalar unit (`set_as` after a V ->
+    S wait), so the next tile's load is issued only after this tile's sums: one slot in
+    effect despite the two TIK threads. A core's span is at least its load and vector busy
+    time, on tiles of the kernel's 20 rows of 768."""
+    res = simulate(_graph((30 * 60, 768), "float32"), "ascend910b_gen1", fusion=False,
+                   detail="tile")
+    assert "one slot in effect" in res.explain("op")
+    assert "up to 15360 elements per tile" in res.explain("op")
+    busy, span = first_core_busy_and_span(res)
+    assert span >= busy["MTE2"] + busy["V"]
 
 
 # ------------------------------------------------ LayerNormV4 SingleRead on the A2 chips
