@@ -122,17 +122,31 @@ def gm_write(chip, pipe: str, src: str, nbytes: int, through: float, moves: int 
                  gm_tensors(through))
 
 
-def burst_cycles(chip, cores: int, write: bool = True) -> float:
+def burst_cycles(chip, cores: int, write: bool = True, share: float = 1.0) -> float:
     """Cycles one core spends per burst of a GM move of many short bursts when `cores` cores
     move such bursts at once: the chip's per-core figure, or its share of the chip-wide rate,
     whichever is slower (`Chip.gm_write_burst_cycles` / `gm_write_bursts_per_cycle` for a
     write, `gm_read_burst_cycles` / `gm_read_bursts_per_cycle` for a read); 0 where the chip
-    gives neither (the path rate alone)."""
+    gives neither (the path rate alone). `share`: the bursts of both directions in flight
+    per burst of this move, where a core's loads and stores overlap and draw on the one
+    chip-wide rate (`overlapped_burst_share`)."""
     if write:
         per_core, rate = chip.gm_write_burst_cycles, chip.gm_write_bursts_per_cycle
     else:
         per_core, rate = chip.gm_read_burst_cycles, chip.gm_read_bursts_per_cycle
-    return max(per_core or 0.0, cores / rate if rate else 0.0)
+    return max(per_core or 0.0, cores * share / rate if rate else 0.0)
+
+
+def overlapped_burst_share(reads: float, writes: float) -> tuple[float, float]:
+    """(read, write) `burst_cycles` shares of a tile whose load overlaps the store of the tile
+    before it (or whose store overlaps the next load) when the chip-wide burst rate is one
+    budget for both directions: each move's bursts wait behind the other direction's as well,
+    so the pair takes (reads + writes) bursts at the core's share of the rate. A direction
+    without bursts of its own (one burst a move) takes no share of the other's."""
+    if reads <= 0 or writes <= 0:
+        return 1.0, 1.0
+    both = reads + writes
+    return both / reads, both / writes
 
 
 def fix_row_cycles(chip, n_cols: int, acc_bytes: int) -> int:
@@ -422,9 +436,10 @@ def vector_work(chip, spec: VecSpec, op: str, cores: int) -> tuple[list[CoreGrou
     for per_core, ncores, ntiles in shares or [
             (e, n, cdiv(e, slot_elems)) for e, n in split_even(spec.elems, block)]:
         segs = []
-        for tile_elems, count in split_even(per_core, ntiles):
+        for tile_elems, count, paced in _burst_runs(chip, spec, block,
+                                                    split_even(per_core, ntiles)):
             segs.append(Segment(_vector_stages(chip, spec, tile_elems, reads, ws,
-                                               reread_miss, per_burst), count))
+                                               reread_miss, paced), count))
         groups.append(CoreGroup(tuple(range(core, core + ncores)), tuple(segs)))
         core += ncores
     tile = slot_elems if spec.core_tiles else min(slot_elems, cdiv(spec.elems, block))
@@ -432,7 +447,7 @@ def vector_work(chip, spec: VecSpec, op: str, cores: int) -> tuple[list[CoreGrou
              f"elements per tile (UB {chip.ub_bytes} B, {_ub_split(spec, per_elem)})"]
     notes += _elewise_notes(spec, shares)
     notes += _row_pass_notes(chip, spec, block, reads, ws, reread_miss)
-    notes += _burst_notes(spec, tile, block, per_burst)
+    notes += _burst_notes(chip, spec, tile, block, per_burst)
     return groups, notes + _seq_notes(chip, spec, tile)
 
 
@@ -493,22 +508,64 @@ def _elewise_notes(spec: VecSpec, shares: list | None) -> list[str]:
             + ("single-buffered" if tiles == 1 else "double-buffered")]
 
 
-def _per_burst(chip, spec: VecSpec, block: int) -> tuple[float, float]:
+def _per_burst(chip, spec: VecSpec, block: int, shares: tuple[float, float] = (1.0, 1.0)
+               ) -> tuple[float, float]:
     """(read, write) cycles per burst of a vector task whose moves are cut into `spec.bursts`
-    / `out_bursts` bursts, on `block` cores (`burst_cycles`); (0, 0) for one burst a move."""
+    / `out_bursts` bursts, on `block` cores (`burst_cycles`, with the (read, write) `shares`
+    of the chip-wide rate); (0, 0) for one burst a move."""
     if not (spec.bursts or spec.out_bursts):
         return 0.0, 0.0
-    return burst_cycles(chip, block, write=False), burst_cycles(chip, block)
+    return (burst_cycles(chip, block, write=False, share=shares[0]),
+            burst_cycles(chip, block, share=shares[1]))
 
 
-def _burst_notes(spec: VecSpec, tile: int, block: int,
+def _bursts_bind(chip, spec: VecSpec, per_burst: tuple[float, float]) -> bool:
+    """Whether bursts at `per_burst` (read, write) cycles each pace the task's loads or its
+    stores below the path's byte rate (`gm_read` / `gm_write`)."""
+    read_bw = chip.path_bytes_per_cycle.get("gm", "ub")
+    cold = [(b, m) for (b, m), k in zip(spec.inputs, spec.bursts) if k > 0]
+    reads = sum(b / (read_bw * (1.0 - m) + m * read_bw / chip.l2_miss_slowdown)
+                for b, m in cold)
+    writes = spec.out_bytes / chip.path_bytes_per_cycle.get("ub", "gm")
+    return (sum(spec.bursts) * per_burst[0] > reads
+            or spec.out_bursts * per_burst[1] > writes)
+
+
+def _burst_runs(chip, spec: VecSpec, block: int, runs: list[tuple[int, int]]
+                ) -> list[tuple[int, int, tuple[float, float]]]:
+    """A core's tiles (`runs`: (elements, count) in order) with the (read, write) cycles per
+    burst of each: a tile's load overlaps the store of the tile before it and its store the
+    load of the tile after it, both directions drawing on the chip-wide burst rate
+    (`overlapped_burst_share`); the core's first load and last store run alone."""
+    alone = _per_burst(chip, spec, block)
+    shares = overlapped_burst_share(sum(spec.bursts), spec.out_bursts)
+    tiles = sum(c for _, c in runs)
+    both = _per_burst(chip, spec, block, shares)
+    if tiles < 2 or not _bursts_bind(chip, spec, both):
+        return [(e, c, alone) for e, c in runs]
+    first, last = runs[0][0], runs[-1][0]
+    middle = [(e, c) for e, c in runs]
+    middle[0] = (first, middle[0][1] - 1)
+    middle[-1] = (middle[-1][0], middle[-1][1] - 1)
+    return ([(first, 1, (alone[0], both[1]))]
+            + [(e, c, both) for e, c in middle if c > 0]
+            + [(last, 1, (both[0], alone[1]))])
+
+
+def _burst_notes(chip, spec: VecSpec, tile: int, block: int,
                  per_burst: tuple[float, float]) -> list[str]:
-    """The tiling note of a task whose moves are cut into one GM burst per row."""
+    """The tiling note of a task whose moves are cut into one GM burst per row, with the
+    cycles a burst where its loads and stores overlap (`_burst_runs`)."""
     if not (spec.bursts or spec.out_bursts):
         return []
+    shared = _per_burst(chip, spec, block,
+                        overlapped_burst_share(sum(spec.bursts), spec.out_bursts))
+    both = (f" ({shared[0]:.1f} / {shared[1]:.1f} while a core's loads and stores overlap: "
+            "one chip-wide burst rate for both)" if shared != per_burst else "")
     return [f"rows moved one GM burst each: {sum(spec.bursts) * tile:.0f} read and "
             f"{spec.out_bursts * tile:.0f} written per tile of {tile} elements, at least "
-            f"{per_burst[0]:.1f} / {per_burst[1]:.1f} cycles a burst on {block} core(s)"]
+            f"{per_burst[0]:.1f} / {per_burst[1]:.1f} cycles a burst on {block} core(s)"
+            + both]
 
 
 def _row_pass_notes(chip, spec: VecSpec, block: int, reads: int, ws: float,
