@@ -140,7 +140,10 @@ class OpSequence:
     the kernel's DMAs cut its rows into GM bursts ("rows": one burst per row that is not a
     whole number of 32-byte blocks; "rows_out": so, and one per output row whatever its
     alignment; "halves": one per half row read, one per row written; "": one burst per move;
-    `lower.vector.row_bursts`)."""
+    `lower.vector.row_bursts`); `round_trip`: the kernel reads each row's reduction back on
+    the scalar unit (a V_S wait per row) and only then issues the rest of the row, its store
+    and the next row's load, so that load waits for the longer of the vector steps after the
+    reduction and that scalar work (`lower.tiling.round_trip_cycles`)."""
 
     steps: tuple[Step, ...]
     fp32: bool = False
@@ -162,3 +165,4 @@ class OpSequence:
     norm: NormSchedule | None = None
     tile: Callable[[str], int] | None = None
     row_bursts: str = ""
+    round_trip: bool = False

@@ -72,6 +72,7 @@ from dataclasses import dataclass, replace
 
 from ..errors import SimulationError
 from .program import GM, CoreGroup, Instr, Segment, Stage, gm_tensors
+from .seq_types import REDUCE
 from .vector_seq import LOOP, SeqPart, part_cycles, part_steps
 
 
@@ -223,6 +224,26 @@ def vec_instrs(chip, parts, elems: float) -> tuple[Instr, ...]:
     return tuple(out)
 
 
+def round_trip_cycles(chip, parts, elems: float) -> int:
+    """Cycles a row-at-a-time kernel's next load waits beyond its vector work (at least 1)
+    when its scalar unit reads each row's reduction back (SetFlag / WaitFlag V_S, GetValue)
+    before it issues the rest of the row: the reduction's completion
+    (`vector_dep_latency_cycles`), then, before the next load's DMA, the row's store and that
+    load as TQue round trips with their DMA issue (`vector_tile_scalar_cycles_per_queue`
+    each) and the vector instructions after the reduction
+    (`vector_tile_scalar_cycles_per_vec_instr` each), less what those instructions take on
+    the V pipe, which they occupy meanwhile. The scalar arithmetic of the row's statistic (a
+    sqrt and a divide) is not costed: no public cycle figure."""
+    seq = [p for p in parts if isinstance(p, SeqPart)]
+    last = max((k for k, p in enumerate(seq) if p.shape == REDUCE), default=len(seq) - 1)
+    tail = seq[last + 1:]
+    dep = chip.vector_dep_latency_cycles or 0.0
+    scalar = (dep + 2 * (chip.vector_tile_scalar_cycles_per_queue or 0.0)
+              + len(tail) * (chip.vector_tile_scalar_cycles_per_vec_instr or 0.0))
+    vector = sum(part_cycles(chip, p, elems) + dep for p in tail)
+    return max(1, math.ceil(scalar - vector))
+
+
 def _seq_kind(kinds: list[str]) -> str:
     return f"vec_{kinds[0]}" if len(kinds) == 1 else "vec_seq"
 
@@ -370,6 +391,9 @@ class VecSpec:
     # the kernel's own tiles per core (`lower.glu_tiling.glu_shares`): (task elements per
     # core, cores, tiles per core); (): the generic split
     core_tiles: tuple[tuple[int, int, int], ...] = ()
+    # a kernel that reads each tile's reduction back on the scalar unit before it issues the
+    # rest of the tile and the next load (`OpSequence.round_trip`, `round_trip_cycles`)
+    round_trip: bool = False
 
 
 def ub_slot_elems(chip, spec: VecSpec, op: str) -> tuple[int, float]:
@@ -700,6 +724,8 @@ def _vector_stages(chip, spec: VecSpec, e: int, reads: int = 1,
     if not loads:
         loads = (Instr("MTE2", "copy", 1),)
     vec = vec_instrs(chip, spec.parts, e) or (Instr("V", "vec_nop", 1),)
+    if spec.round_trip:
+        vec += (Instr("V", "wait_scalar", round_trip_cycles(chip, spec.parts, e)),)
     store = (gm_write(chip, "MTE3", "UB", max(math.ceil(spec.out_bytes * e), 1),
                       spec.out_through, moves=spec.out_moves,
                       bursts=math.ceil(spec.out_bursts * e - 1e-9),

@@ -433,11 +433,12 @@ PATHS: dict[str, tuple[tuple[Callable[..., bool], OpSequence], ...]] = {
         note="TBE bn_training_reduce_grad: grads and x cast to fp32, the result back")),),
     "RmsNorm": ((rms_mode("NORMAL"), OpSequence(
         RMS_NORM_NORMAL, fp32=True, rows="gamma", buffers=1, row_tile=1, whole_rows=True,
-        recast=True,
+        recast=True, round_trip=True,
         note="CANN's Ascend C RmsNorm, NORMAL mode (ops-nn rms_norm.h): one row per loop "
              "step, single-buffered queues (BUFFER_NUM = 1), gamma cast to fp32 again for "
-             "every row, rstd on the scalar unit (the V->S->V round trip per row is not "
-             "costed: no public cycle figure)")),
+             "every row, rstd on the scalar unit: the next row's load waits for the scalar "
+             "work after each row's V_S wait where it outlasts the row's remaining vector "
+             "steps (its sqrt and divide not costed: no public cycle figure)")),
                 (rms_mode("SPLIT_D"), OpSequence(
         SEQUENCES["RmsNorm"].steps, fp32=True, rows="gamma", buffers=1, whole_rows=True,
         row_reads=2,

@@ -238,3 +238,24 @@ def test_bf16_normal_mode_casts_gamma_once_per_row():
     line = next(x for x in res.explain("op").splitlines() if "V cycles per tile" in x)
     assert line.count("vconv") == 3
     assert "vconv bf16->f32 (gamma) 64" in line
+
+
+@pytest.mark.parametrize("cols,waits", [(2049, True), (8192, False)])
+def test_normal_rows_wait_for_the_scalar_round_trip(cols, waits):
+    """NORMAL reads each row's sum on the scalar unit (V_S) and only then issues the rest of
+    the row, its store and the next load: the V stage of a row ends with a wait of the
+    scalar work (two TQue transfers, the two vector instructions after the reduction, the
+    reduction's completion) less the vector work of those two instructions, where that is
+    positive (fp32 rows of 2049: about 120 cycles a row); at 8192 the instructions after the
+    reduction outlast the scalar work and the wait is a cycle."""
+    chip = get_chip("ascend910b2")
+    group, stages = _task_stages(lower(_graph(48 * 4, cols, "float32"), chip), "op")
+    v = next(s for s in stages if s.pipe == "V")
+    wait = [i for i in v.instrs if i.kind == "wait_scalar"]
+    assert len(wait) == 1
+    scalar = (chip.vector_dep_latency_cycles + 2 * chip.vector_tile_scalar_cycles_per_queue
+              + 2 * chip.vector_tile_scalar_cycles_per_vec_instr)
+    if waits:
+        assert 0.3 * scalar < wait[0].cycles < scalar
+    else:
+        assert wait[0].cycles == 1
