@@ -28,7 +28,8 @@ Timing figures the simulator is expected to use:
   takes at least `gm_write_burst_cycles` (optional) a burst on each core, and at least n /
   `gm_write_bursts_per_cycle` (optional) when n cores write such bursts at once; a read of
   many short bursts (one row per burst) likewise `gm_read_burst_cycles` and
-  `gm_read_bursts_per_cycle`.
+  `gm_read_bursts_per_cycle`; where a core's reads and writes of such bursts overlap, both
+  draw on the one chip-wide rate (`lower.tiling.overlapped_burst_share`).
 - scalar: each issued instruction costs `scalar_ops_per_instr` scalar ops at
   `scalar_ops_per_cycle`; on chips whose vector kernels are TQue-framework Ascend C loops
   (`vector_tile_scalar_cycles_per_queue`, optional) a vector tile's scalar work is instead that
@@ -419,8 +420,10 @@ class Chip:
     gm_read_bursts_per_cycle: float | None = _spec(
         "float", "bursts/cycle", gt=0, optional=True,
         doc="such read bursts the whole chip completes per cycle: with n cores reading them "
-            "at once, each core's burst takes at least n / this cycles; absent: no chip-wide "
-            "limit beyond the L2 and HBM bandwidth")
+            "at once, each core's burst takes at least n / this cycles, and where a core's "
+            "reads overlap its writes of such bursts both directions draw on one budget "
+            "(`lower.tiling.overlapped_burst_share`); absent: no chip-wide limit beyond the "
+            "L2 and HBM bandwidth")
     gm_row_miss_latency_cycles: float | None = _spec(
         "float", "cycles", gt=0, optional=True,
         doc="latency of one GM -> UB DMA command of a gather's per-row reads (one command "

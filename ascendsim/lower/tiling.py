@@ -56,7 +56,15 @@ MaxPoolWithArgmax's one mask store per window position, lower/pool.py) pays the 
 latency once per command, as `moves` does for a gather's reads.
 
 Scalar: every tile costs `chip.scalar_ops_per_instr` scalar operations (loop, address and
-issue work) per instruction it issues, at `chip.scalar_ops_per_cycle`.
+issue work) per instruction it issues, at `chip.scalar_ops_per_cycle`. A row-at-a-time kernel
+whose scalar unit reads each row's reduction back before it issues the rest of the row and
+the next load (`VecSpec.round_trip`: RmsNorm NORMAL) ends the row's V stage with the scalar
+work the vector steps after the reduction do not cover (`round_trip_cycles`).
+
+Bursts: a kernel that moves its rows one GM burst each (`VecSpec.bursts` / `out_bursts`)
+paces each move at the chip's cycles a burst (`burst_cycles`); a tile whose load overlaps
+the store of the tile before it draws on one chip-wide rate for both directions
+(`overlapped_burst_share`, `_burst_runs`: a core's first load and last store run alone).
 
 GM moves get their per-core bandwidth from the chip's path table, de-rated on an L2 miss as
 msKPP does: bw_eff = hit*bw + miss*bw/l2_miss_slowdown, and by `chip.gm_same_address_slowdown`
