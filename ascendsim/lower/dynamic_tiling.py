@@ -102,6 +102,15 @@ REDUCE_OPS = frozenset({"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "Re
 NORM_OPS = frozenset({"Softmax", "LogSoftmax"})
 #: op types whose one data input is broadcast to the output shape (the other gives the shape)
 EXPAND_OPS = frozenset({"Expand", "BroadcastTo"})
+#: op types whose TBE compute broadcasts one-element tensor inputs to the data's shape
+#: (tbe.broadcast) while its classify (OpPatternMode.ELEWISE) sees only the full-shape inputs:
+#: the broadcast nodes make the graph a BROADCAST-pattern kernel (pattern_parser.py,
+#: BroadcastPatternParser.match), and the classify's all-fuse mode takes the broadcast
+#: schedule's original one-dim tiling case, which has no double-buffered twin
+#: (broadcast_tilingcase.py `_calc_original_tiling_case`, `_default_db_func`; elewise_classifier
+#: .py AllFuseMode; leideng/CANN-8.1.RC1 at 4332a01). ApplyAdamW: impl/dynamic/apply_adam_w.py
+#: broadcasts beta1, beta2, lr, weight_decay, epsilon and two results of the scalar tensors
+SCALAR_TENSOR_BROADCAST_OPS = frozenset({"ApplyAdamW"})
 #: op types whose prebuilt dynamic-shape kernel on the A2 / A3 is a TIK kernel that reads its
 #: run-time tiling into UB (module note, "Kernel kinds")
 TIK_KERNELS = frozenset({"Transpose"})
@@ -386,7 +395,12 @@ def broadcast_buffers(parts: list, ins: Sequence[Value], outs: Sequence[Value],
     broadcast/ at 310875a). The UB split falls on the last axis when one row of D elements
     is over the single-buffered limit (the UB over `elem_bytes`, the bytes every live buffer
     holds per element, at most the widest dtype's SPLIT_FACTORS, as for ELEWISE): then 2. A
-    tile holds at most SPLIT_FACTORS elements either way (broadcast_v3.cc, as elewise_v3.cc)."""
+    tile holds at most SPLIT_FACTORS elements either way (broadcast_v3.cc, as elewise_v3.cc).
+    An op of SCALAR_TENSOR_BROADCAST_OPS is such a kernel whatever its operands' shapes:
+    single-buffered."""
+    if len(parts) == 1 and parts[0].op_type in SCALAR_TENSOR_BROADCAST_OPS:
+        widest = max(itemsize(v.dtype) for v in (*ins, *outs))
+        return 1, elewise_limit(ub_bytes, 0.0, widest)
     if len(parts) != 1 or len(outs) != 1 or not ins:
         return None
     op = parts[0].op_type

@@ -71,3 +71,28 @@ def test_a_binary_reduce_is_single_buffered():
     jit = asim.simulate(g, chip="ascend910b4", kernel_build="jit", fusion=False)
     assert any("1 slot x" in n for n in binary.explain("op").splitlines())
     assert any("2 slots x" in n for n in jit.explain("op").splitlines())
+
+
+def test_apply_adam_w_is_a_single_buffered_broadcast_kernel():
+    # apply_adam_w.py broadcasts its one-element tensors under an ELEWISE classify: the
+    # broadcast schedule's original one-dim case, which has no double-buffered twin
+    ins = [_v((1024, 1024), "float32")] * 3 + [_v((1,), "float32")] * 7 + \
+        [_v((1024, 1024), "float32")]
+    outs = [_v((1024, 1024), "float32")] * 3
+    assert broadcast_buffers([_Node("ApplyAdamW")], ins, outs, 28.0, UB) == (1, 16383)
+
+
+def test_a_binary_apply_adam_w_serialises_its_tiles():
+    g = asim.Graph("adamw")
+    big = [g.input(n, shape=(1024, 1024), dtype="float16") for n in ("var", "m", "v")]
+    scalars = [g.input(n, shape=(1,), dtype="float16")
+               for n in ("b1p", "b2p", "lr", "wd", "b1", "b2", "eps")]
+    grad = g.input("grad", shape=(1024, 1024), dtype="float16")
+    outs = g.add_node("ApplyAdamW", [*big, *scalars, grad], name="op")
+    for o in outs:
+        g.output(o)
+    binary = asim.simulate(g, chip="ascend910b2", kernel_build="binary", fusion=False)
+    jit = asim.simulate(g, chip="ascend910b2", kernel_build="jit", fusion=False)
+    assert any("1 slot x" in n for n in binary.explain("op").splitlines())
+    assert any("2 slots x" in n for n in jit.explain("op").splitlines())
+    assert binary.trace.task("op").duration > jit.trace.task("op").duration
