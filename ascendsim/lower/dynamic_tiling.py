@@ -109,8 +109,14 @@ EXPAND_OPS = frozenset({"Expand", "BroadcastTo"})
 #: schedule's original one-dim tiling case, which has no double-buffered twin
 #: (broadcast_tilingcase.py `_calc_original_tiling_case`, `_default_db_func`; elewise_classifier
 #: .py AllFuseMode; leideng/CANN-8.1.RC1 at 4332a01). ApplyAdamW: impl/dynamic/apply_adam_w.py
-#: broadcasts beta1, beta2, lr, weight_decay, epsilon and two results of the scalar tensors
-SCALAR_TENSOR_BROADCAST_OPS = frozenset({"ApplyAdamW"})
+#: broadcasts beta1, beta2, lr, weight_decay, epsilon and two results of the scalar tensors.
+#: The value: the schedule's live full-tile buffers (`_calc_storage_bound`'s
+#: coexisting_quantity), which size its tile, the UB over that many buffers of the compute
+#: dtype (bf16 computes in fp32: support_bfp16). ApplyAdamW: 8, walked from var_out, m_out and
+#: v_out with the absorbable broadcasts folded (`match_scalar_scene`), for fp16, fp32 and the
+#: bf16 build alike (docs/corpus.md, "ApplyAdamW tiled by its schedule's eight coexisting
+#: buffers")
+SCALAR_TENSOR_BROADCAST_OPS = {"ApplyAdamW": 8}
 #: op types whose prebuilt dynamic-shape kernel on the A2 / A3 is a TIK kernel that reads its
 #: run-time tiling into UB (module note, "Kernel kinds")
 TIK_KERNELS = frozenset({"Transpose"})
@@ -397,10 +403,11 @@ def broadcast_buffers(parts: list, ins: Sequence[Value], outs: Sequence[Value],
     holds per element, at most the widest dtype's SPLIT_FACTORS, as for ELEWISE): then 2. A
     tile holds at most SPLIT_FACTORS elements either way (broadcast_v3.cc, as elewise_v3.cc).
     An op of SCALAR_TENSOR_BROADCAST_OPS is such a kernel whatever its operands' shapes:
-    single-buffered."""
+    single-buffered, its tile the UB over its live buffers of the compute dtype."""
     if len(parts) == 1 and parts[0].op_type in SCALAR_TENSOR_BROADCAST_OPS:
-        widest = max(itemsize(v.dtype) for v in (*ins, *outs))
-        return 1, elewise_limit(ub_bytes, 0.0, widest)
+        width = max(4 if v.dtype == "bfloat16" else itemsize(v.dtype) for v in (*ins, *outs))
+        live = SCALAR_TENSOR_BROADCAST_OPS[parts[0].op_type]
+        return 1, elewise_limit(ub_bytes, live * width, width)
     if len(parts) != 1 or len(outs) != 1 or not ins:
         return None
     op = parts[0].op_type

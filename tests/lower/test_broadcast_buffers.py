@@ -73,13 +73,15 @@ def test_a_binary_reduce_is_single_buffered():
     assert any("2 slots x" in n for n in jit.explain("op").splitlines())
 
 
-def test_apply_adam_w_is_a_single_buffered_broadcast_kernel():
+@pytest.mark.parametrize("dtype, tile", [
+    # the UB over 8 live buffers of the compute dtype: bf16 computes in fp32
+    ("float32", 6144), ("bfloat16", 6144), ("float16", 12288)])
+def test_apply_adam_w_is_a_single_buffered_broadcast_kernel(dtype, tile):
     # apply_adam_w.py broadcasts its one-element tensors under an ELEWISE classify: the
     # broadcast schedule's original one-dim case, which has no double-buffered twin
-    ins = [_v((1024, 1024), "float32")] * 3 + [_v((1,), "float32")] * 7 + \
-        [_v((1024, 1024), "float32")]
-    outs = [_v((1024, 1024), "float32")] * 3
-    assert broadcast_buffers([_Node("ApplyAdamW")], ins, outs, 28.0, UB) == (1, 16383)
+    ins = [_v((1024, 1024), dtype)] * 3 + [_v((1,), dtype)] * 7 + [_v((1024, 1024), dtype)]
+    outs = [_v((1024, 1024), dtype)] * 3
+    assert broadcast_buffers([_Node("ApplyAdamW")], ins, outs, 28.0, UB) == (1, tile)
 
 
 def test_a_binary_apply_adam_w_serialises_its_tiles():
