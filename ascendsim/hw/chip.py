@@ -424,6 +424,12 @@ class Chip:
             "reads overlap its writes of such bursts both directions draw on one budget "
             "(`lower.tiling.overlapped_burst_share`); absent: no chip-wide limit beyond the "
             "L2 and HBM bandwidth")
+    scalar_gm_miss_cycles: int | None = _spec(
+        "int", "cycles", ge=0, optional=True,
+        doc="one scalar read of GM that misses the scalar unit's DataCache (a 64-byte line "
+            "fill) when the next instruction needs its value (an address or a loop bound), so "
+            "such reads follow one another; charged where a lowering counts the lines (the "
+            "GroupedMatmul group walk, `lower.gmm_tiling.gmm_walk_lines`); absent: 0")
     gm_row_miss_latency_cycles: float | None = _spec(
         "float", "cycles", gt=0, optional=True,
         doc="latency of one GM -> UB DMA command of a gather's per-row reads (one command "

@@ -435,8 +435,7 @@ def lower_cube(low: Lowering, node, head, tail: list, fused: tuple[str, ...] = (
     out_b = ACC_BYTES if geo.k_split > 1 else max(1, round(outs.out_bytes)) \
         if not split_tail else itemsize(outs.head_out.dtype)
     spec = GemmSpec(geo.batch, geo.m, geo.k, geo.n, ops.cdt, in_b, out_b, ACC_BYTES,
-                    miss_a, miss_b,
-                    0.0 if split_tail else outs.through, geo.bias, geo.conv_rows,
+                    miss_a, miss_b, 0.0 if split_tail else outs.through, geo.bias, geo.conv_rows,
                     () if split_tail else tuple(outs.epi_parts),
                     () if split_tail else outs.epi_inputs, shared_a=gn > 1 and block > 1,
                     shared_b=gm > 1 and block > 1,
@@ -445,6 +444,7 @@ def lower_cube(low: Lowering, node, head, tail: list, fused: tuple[str, ...] = (
                     and not head_b,
                     rows_a=stored_rows(head, ops, "a"), rows_b=stored_rows(head, ops, "b"),
                     blocks=blocks, single_core=single, base=tuple(head.attrs.get("base_block", ())),
+                    walk_lines=int(head.attrs.get("walk_lines", 0)),
                     batched_b=geo.k_split > 1 or (
                         not ops.conv and geo.batch > 1 and ops.wv.rank > 2
                         and ops.wv.numel > int(ops.wv.shape[-1]) * int(ops.wv.shape[-2])),
@@ -704,7 +704,7 @@ def gmm_own_tiling(low: Lowering, x: Value, w: Value, groups: tuple[int, int, in
     if split_k or not takes_nd(low.chip) or x.dtype not in GMM_DTYPES or w.dtype != x.dtype:
         return {}
     t, e, rows = groups
-    return gmm_attrs(low.chip, t, e, rows, kdim, n, itemsize(x.dtype))
+    return gmm_attrs(low.chip, t, e, rows, kdim, n, itemsize(x.dtype), int(w.shape[0]))
 
 
 #: cube heads of UB-fused nodes with a lowering of their own (by the registry's `lowering`)

@@ -637,13 +637,15 @@ def gemm_work(chip, spec: GemmSpec, op: str) -> tuple[list[CoreGroup], list[str]
     """Core groups for a cube task, with notes (tile shape, block dim, reuse, padding waste)."""
     t = gemm_tiling(chip, spec, op)
     stages = _gemm_stages(chip, spec, t)
+    first = walk_stages(chip, spec, stages)
     groups = []
     core = 0
     for count, ncores in core_tiles(block_tiles(chip, spec, t.m_t, t.n_t, t.tiles, t.block),
                                     chip.ai_cores):
         if count:
-            groups.append(CoreGroup(tuple(range(core, core + ncores)),
-                                    (Segment(stages, count),)))
+            segs = ((Segment(stages, count),) if first is stages else
+                    (Segment(first, 1),) + ((Segment(stages, count - 1),) if count > 1 else ()))
+            groups.append(CoreGroup(tuple(range(core, core + ncores)), segs))
         core += ncores
     m0, k0, n0 = chip.cube_shape(spec.in_dtype)
     useful = spec.batch * spec.m * spec.n
@@ -681,6 +683,18 @@ def gemm_work(chip, spec: GemmSpec, op: str) -> tuple[list[CoreGroup], list[str]
                      "a strip that fits half of L1 is kept; L0C is double-buffered only "
                      "when no strip is kept")
     return groups, notes, t
+
+
+def walk_stages(chip, spec: GemmSpec, stages: tuple[Stage, ...]) -> tuple[Stage, ...]:
+    """A core's first tile: `stages` with the scalar unit's once-only work ahead of it,
+    `spec.walk_lines` dependent DataCache misses of `scalar_gm_miss_cycles` each (GroupedMatmul's
+    group walk, lower/gmm_tiling.py), as the head of the S stage; `stages` itself when there
+    is none, the chip gives no figure or no stage runs on S."""
+    cycles = spec.walk_lines * (chip.scalar_gm_miss_cycles or 0)
+    if cycles <= 0 or not any(st.pipe == "S" for st in stages):
+        return stages
+    walk = Instr("S", "scalar", cycles)
+    return tuple(replace(st, head=(walk, *st.head)) if st.pipe == "S" else st for st in stages)
 
 
 def _gemm_stages(chip, spec: GemmSpec, t: GemmTiling) -> tuple[Stage, ...]:

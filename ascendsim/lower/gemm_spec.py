@@ -49,6 +49,9 @@ class GemmSpec:
     # the kernel's own base block when the op fixes one (baseM, baseN, baseK, K per L1 chunk;
     # GroupedMatmul: lower/gmm_tiling.py); (): the search's
     base: tuple[int, ...] = ()
+    # 64-byte GM lines each core's scalar unit reads, one dependent miss after another,
+    # before its first block (GroupedMatmul's group walk: lower/gmm_tiling.py `gmm_walk_lines`)
+    walk_lines: int = 0
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,17 @@ MAX_BASEM, L1_PARTA_SIZE; read in hicann/ops-transformer at e24fcbd).
   through the ND -> NZ DMA (the key is cube-only, GROUPED_MATMUL_CUBE_ONLY: no vector head).
   The model moves A and B chunks of one K depth (the smaller step), as for MatMulV3's basic
   tiling.
+- Group walk (`Process`, `SetMKN`, `GetSplitValueFromGroupList`, `MMCompute`, and
+  grouped_matmul_utils.h `GetTensorAddr`): every core walks the whole group list on its
+  scalar unit, reading each group's end from GM (`groupListGm.GetValue`, int64), its K and N
+  from the tiling's kList / nList arrays, which stay in GM (`GET_TILING_DATA_MEMBER_ADDR`),
+  and, for its blocks, x's, the weight's and y's addresses from their tensor-list
+  descriptors in GM (the descriptor's offset word, then the pointer it leads to). Each value
+  is used at once (a loop bound, an address), so the first read of every 64-byte line is a
+  DataCache miss the next instruction waits for: the group list's lines, one line each of
+  kList and nList (the registry's GroupedMatmul has one x, weight and y tensor, so
+  `SetMKN` reads entry 0) and one line per descriptor (`gmm_walk_lines`), before the core's
+  first block, at the chip's `scalar_gm_miss_cycles` each.
 """
 
 from __future__ import annotations
@@ -38,6 +49,12 @@ GMM_L1_PART = 256 * 1024
 GMM_DTYPES = ("float16", "bfloat16")
 #: accumulator bytes (fp32 in L0C)
 _ACC = 4
+#: bytes of a group-list entry (int64) and of the scalar unit's DataCache line
+GROUP_LIST_ENTRY_BYTES = 8
+DCACHE_LINE_BYTES = 64
+#: DataCache lines of the walk besides the group list: kList, nList and the x, weight and y
+#: tensor-list descriptors (module note, "Group walk")
+GMM_WALK_FIXED_LINES = 5
 
 
 def gmm_base(chip, total_m: int, item: int) -> tuple[int, int, int]:
@@ -72,18 +89,28 @@ def gmm_used_cores(chip, total_m: int, groups: int, n: int, base_m: int) -> int:
     return min(chip.ai_cores, max(1, m_dim * n_dim))
 
 
-def gmm_attrs(chip, total_m: int, groups: int, rows: int, k: int, n: int, item: int) -> dict:
+def gmm_walk_lines(experts: int) -> int:
+    """DataCache lines each core's scalar unit fills from GM, one after another, walking a
+    group list of `experts` entries before its first block (module note, "Group walk")."""
+    return cdiv(experts * GROUP_LIST_ENTRY_BYTES, DCACHE_LINE_BYTES) + GMM_WALK_FIXED_LINES
+
+
+def gmm_attrs(chip, total_m: int, groups: int, rows: int, k: int, n: int, item: int,
+              experts: int | None = None) -> dict:
     """The cube head's attributes for `groups` groups of `rows` x `k` times `k` x `n` out of
-    an x of `total_m` rows: `block_dim` (`gmm_used_cores`) and `base_block` (baseM and baseN
-    as a group's rows and columns use them, baseK, K per L1 chunk). The blocks of all groups
-    dealt round robin over the cores give each core as many as the model's even runs do."""
+    an x of `total_m` rows: `block_dim` (`gmm_used_cores`), `base_block` (baseM and baseN
+    as a group's rows and columns use them, baseK, K per L1 chunk) and `walk_lines` (the
+    group walk over the `experts` entries of the group list, default `groups`:
+    `gmm_walk_lines`). The blocks of all groups dealt round robin over the cores give each
+    core as many as the model's even runs do."""
     base = gmm_base(chip, total_m, item)
     base_m, base_n, base_k = base
     k_l1 = min(gmm_steps(chip, base, item)) * base_k
     return {"block_dim": gmm_used_cores(chip, total_m, groups, n, base_m),
             "base_block": [min(base_m, ceil_to(rows, 16)), min(base_n, ceil_to(n, 16)), base_k,
-                           min(k_l1, cdiv(k, base_k) * base_k)]}
+                           min(k_l1, cdiv(k, base_k) * base_k)],
+            "walk_lines": gmm_walk_lines(experts or groups)}
 
 
 __all__ = ["GMM_BASE_N", "GMM_DTYPES", "GMM_L1_PART", "GMM_MAX_BASE_M", "gmm_attrs",
-           "gmm_base", "gmm_steps", "gmm_used_cores"]
+           "gmm_base", "gmm_steps", "gmm_used_cores", "gmm_walk_lines"]
