@@ -71,7 +71,20 @@ def per_row(instr: str, vclass: str = "unary", width: int = 1) -> Step:
     return Step(instr, vclass, ROW, width=width)
 
 
+def entire_reduce_repeats(k: int, per_repeat: int) -> int:
+    """Whole-reduce repeats of TBE's "entire_reduce" of a row of `k` repeats: each level
+    writes a partial per repeat it reads, `per_repeat` partials fill one repeat (a vcmax /
+    vcmin partial is a (value, index) pair), the next level whole-reduces them, until one
+    repeat is left (lower/vector.py `norm_entire_reduce`)."""
+    total, reps = k, k
+    while reps > 1:
+        reps = -(-reps // per_repeat)
+        total += reps
+    return total
+
+
 __all__ = ["A2_A3_CHIPS", "ELEM", "LOOP", "NARROW_FLOATS", "NormSchedule", "OpSequence", "REDUCE",
+           "entire_reduce_repeats",
            "ROW", "Step", "conversion", "elem", "per_row", "reduction", "row_loop"]
 
 

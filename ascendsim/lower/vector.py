@@ -41,7 +41,7 @@ from .formats import NC1HWC0, ND, NZ, is_small_operand, padded_bytes
 from .glu_tiling import glu_shares, glu_tiling
 from .memo import vector_work
 from .movement import ensure
-from .seq_types import LOOP, NARROW_FLOATS
+from .seq_types import A2_A3_CHIPS, LOOP, NARROW_FLOATS
 from .tiling import VecSpec, cdiv
 from .vector_rows import ROW_RULES, norm_axis
 from .vector_seq import HEAD_LOOPS, OpSequence, SeqPart, resolve, sequence_for, vclass_of_registry
@@ -556,6 +556,26 @@ def norm_fold_width(low: Lowering, nd: Node, ins: list[Value], fmt: str) -> int:
     return min(run, max(block, budget // shape[axis] // block * block))
 
 
+def norm_entire_reduce(low: Lowering, nd: Node, ins: list[Value], fmt: str) -> bool:
+    """Whether a TBE NORM-pattern kernel (Softmax, LogSoftmax, LayerNormV3) reduces its rows
+    by the emitter's "entire_reduce" mode (`seq_types.entire_reduce_repeats`): a
+    whole-reduce of every repeat, then of the partials, level after level, no element-wise
+    fold. CANN 8.1.RC1's tbe/dsl unify_schedule/vector/norm/norm_schedule.py
+    (`NormNormalSchedule._calc_emit_insn`) gives every single last-axis reduction of the AR
+    pattern that mode outside the single-read case; the fold ("dichotomy_reduce_big_dim")
+    only for a compile-time shape reducing a non-last axis, or on the nano chips. vcmax /
+    vcmin partials are (value, index) pairs (the static emitter's `__tail_vcmax_proc`,
+    cce_intrin_md.py, reads them with a skip-one mask). It holds in the common schedule: the
+    reduced axis innermost, ND data, a row within the UB budget on an A2 / A3 chip; the
+    workspace schedule (`NormWorkspaceSchedule._calc_emit_insn`) sets no mode."""
+    seq = sequence_for(nd.op_type, ins, nd.attrs, fmt, low.chip.name) if ins else None
+    if seq is None or seq.norm is None or fmt != ND or low.chip.name not in A2_A3_CHIPS:
+        return False
+    length, inner = ROW_RULES[seq.rows](ins, nd.attrs, low.const_value)
+    budget, block, _ = norm_budget(low, seq, ins[0].dtype)
+    return inner == 1 and -(-int(length) // block) * block <= budget
+
+
 def rows_per_loop(budget: tuple[float, ...], length: int, item: int, ub_bytes: int,
                   align: int = 0) -> int:
     """Rows a kernel works on per UB loop from its tiling's budget (`OpSequence.row_budget`:
@@ -682,7 +702,8 @@ def node_seq(low: Lowering, nd, opdef, ins: list, outs: list, n: int, ext_outs: 
     seq, work, text = resolve(nd.op_type, opdef, ins, outs, nd.attrs,
                               big / max(n, 1) * scale, const,
                               low.chip.ub_align_bytes, fmt, low.chip.name, stored,
-                              norm_fold_width(low, nd, stored, fmt))
+                              norm_fold_width(low, nd, stored, fmt),
+                              norm_entire_reduce(low, nd, stored, fmt))
     if bf16 is not None:
         seq = [*before, *seq, *after]
         text += f"; {BF16_NOTE}"
@@ -742,4 +763,5 @@ LOWERINGS = {"vector": lower_vector_op, "scalar": lower_vector_op}
 
 __all__ = ["LAST_DUP_LIMIT", "TBE_COPY_ONLY", "copies_only", "last_axis_dups", "lower_vector",
            "lower_vector_op", "keeps_format", "head_loop", "kernel_pipeline", "rows_per_loop",
+           "norm_entire_reduce",
            "vec_parts", "node_seq", "vec_class_of", "attrs_key", "same_const", "LOWERINGS"]

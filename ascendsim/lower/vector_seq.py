@@ -69,6 +69,7 @@ vcadd). Row steps work on one value per row, ceil(rows*s / 256) repeats. An inde
 (an argmax: `Step.index`) cannot fold, since an element-wise max keeps no positions: it takes
 (b), its first pass writing one (value, index) pair per repeat, its final pass reading the k
 pairs (ceil(2k*s / 256) repeats) as CANN's TIK ArgMaxV2 does (arg_common.py, below).
+An A2 TBE NORM kernel's row in UB takes (b) level by level (`lower.vector.norm_entire_reduce`).
 """
 
 from __future__ import annotations
@@ -127,6 +128,7 @@ from .seq_types import A2_A3_CHIPS, ELEM, LOOP, REDUCE, ROW, NormSchedule, OpSeq
 from .seq_types import NARROW_FLOATS as _NARROW_FLOATS
 from .seq_types import conversion as _conv
 from .seq_types import elem as _e
+from .seq_types import entire_reduce_repeats as _entire_repeats
 from .seq_types import per_row as _w
 from .seq_types import reduction as _r
 from .transpose_paths import TRANSPOSE_PATHS
@@ -547,6 +549,7 @@ class SeqPart:
     row: int = 0
     count: float = 1.0
     index: bool = False
+    entire: bool = False
 
 
 def vconv_part(src: str, dst: str, elems: float, label: str = "") -> SeqPart:
@@ -593,12 +596,14 @@ def resolve(op_type: str, opdef: Any, ins: Sequence[Value], outs: Sequence[Value
             attrs: dict, per_task: float, const: Callable[[str], Any] | None = None,
             align_bytes: int = 32, fmt: str = "ND", chip_name: str = "",
             stored: Sequence[Value] | None = None,
-            fold_width: int = 0) -> tuple[list[SeqPart], float, str]:
+            fold_width: int = 0,
+            entire_reduce: bool = False) -> tuple[list[SeqPart], float, str]:
     """An op's sequence as task parts: `per_task` is the op's largest operand's elements per
     element of the task (1 for a lone op); `fmt` the format its main input is read in and
     `chip_name` the chip (they pick a kernel path, PATHS, from the inputs as stored in GM:
     `stored`, when `ins` are bf16 values widened to the dtype they compute in;
-    `fold_width`: see `_fold_part`). Returns
+    `fold_width`: see `_fold_part`; `entire_reduce`: its reductions along an innermost axis
+    are TBE's "entire_reduce", `SeqPart.entire`). Returns
     (parts, extra UB bytes per task element for its fp32 working buffers, a one-line
     description for `explain`). Over 60
     lines: one walk over the sequence's steps, which share the cast point, the row padding
@@ -653,7 +658,7 @@ def resolve(op_type: str, opdef: Any, ins: Sequence[Value], outs: Sequence[Value
         elif s.shape == REDUCE:
             parts.append(SeqPart(s.instr, s.vclass, cdtype, item, REDUCE,
                                  in_elems * pad(item), math.ceil(length * pad(item)),
-                                 s.count, s.index))
+                                 s.count, s.index, entire_reduce))
         elif s.shape == LOOP:
             row = math.ceil(length * pad(item))
             call = s.width if s.width > 1 else row
@@ -733,14 +738,17 @@ def instr_cycles(chip: Any, vclass: str, dtype: str, elems: float, item: int) ->
 
 
 def reduce_row_cycles(chip: Any, vclass: str, dtype: str, row: int, item: int,
-                      index: bool = False) -> float:
+                      index: bool = False, entire: bool = False) -> float:
     """Cycles of the reduce tree of one row of `row` elements (module note): the cheaper of
     fold-then-whole-reduce and whole-reduce-then-final-pass; an `index` reduction only the
-    latter, over (value, index) pairs."""
+    latter, over (value, index) pairs; an `entire` one that, level by level (module note)."""
     k = max(1, math.ceil(row * item / REPEAT_BYTES - 1e-9))
     whole = repeat_cycles(chip, vclass, dtype)
     if k == 1:
         return whole
+    if entire:
+        pairs = 2 if vclass == "reduce_max" else 1      # vcmax / vcmin partials: pairs
+        return _entire_repeats(k, REPEAT_BYTES // item // pairs) * whole
     if index:
         return k * whole + math.ceil(2 * k * item / REPEAT_BYTES) * whole
     fold = (k - 1) * repeat_cycles(chip, "binary", dtype) + whole
@@ -769,7 +777,7 @@ def part_cycles(chip: Any, part: SeqPart, tile_elems: float) -> int:
         rows = n / max(part.row, 1)
         cyc = max(chip.vector_min_cycles,
                   rows * reduce_row_cycles(chip, part.vclass, part.dtype, part.row, part.item,
-                                           part.index))
+                                           part.index, part.entire))
     else:
         cyc = instr_cycles(chip, part.vclass, part.dtype, n, part.item)
     return math.ceil(part.count * cyc - 1e-9)

@@ -12,6 +12,8 @@ kernels hold two fp32 working buffers per element in the UB."""
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import replace
 
 import pytest
@@ -19,7 +21,9 @@ import pytest
 import ascendsim as asim
 from ascendsim.hw import get_chip
 from ascendsim.lower import lower, vector_seq
+from ascendsim.lower import vector as vector_lowering
 from ascendsim.lower.bf16 import BF16_WORK_BYTES
+from ascendsim.lower.seq_types import entire_reduce_repeats
 from ascendsim.lower.tiling import VecSpec, vector_work
 
 
@@ -124,11 +128,13 @@ def test_a_strided_softmax_over_the_budget_takes_the_workspace_schedule(rows, wo
 
 def test_the_workspace_passes_cost_time(monkeypatch):
     """Rows over the UB budget take longer with their workspace traffic than a kernel that
-    could keep them in UB (a budget of one row tensor)."""
+    could keep them in UB (a budget of one row tensor), with the same reduce tree (the
+    common schedule's "entire_reduce" left out)."""
     passes = asim.simulate(_softmax((32, 32768)), "ascend910b3", fusion=False).time_us
     seq = vector_seq.SEQUENCES["Softmax"]
     monkeypatch.setitem(vector_seq.SEQUENCES, "Softmax",
                         replace(seq, norm=replace(seq.norm, live=1, temp_bytes=0)))
+    monkeypatch.setattr(vector_lowering, "norm_entire_reduce", lambda *args: False)
     once = asim.simulate(_softmax((32, 32768)), "ascend910b3", fusion=False).time_us
     assert passes > 1.02 * once
 
@@ -240,3 +246,38 @@ def test_a_strided_reduction_issues_one_fold_per_reduced_row():
         "Softmax", None, [asim.Value("x", (512, 2049), "float16")],
         [asim.Value("y", (512, 2049), "float16")], {"axis": 0}, 1.0)
     assert not any(p.shape == vector_seq.LOOP for p in whole)
+
+
+
+@pytest.mark.parametrize("chip,cols,entire", [("ascend910b4", 4096, True),
+                                              ("ascend910b4", 16384, False),
+                                              ("ascend310p", 4096, False)])
+def test_an_a2_norm_kernel_reduces_rows_by_entire_reduce(chip, cols, entire):
+    """TBE's NORM common schedule gives a last-axis AR reduction the emitter's
+    "entire_reduce" mode (norm_schedule.py `NormNormalSchedule._calc_emit_insn`) on the A2:
+    whole-reduce repeats level after level, no element-wise fold, so a row's vcmax costs
+    `entire_reduce_repeats` whole-reduce repeats; the workspace schedule (a row over the UB
+    budget) gives no mode and keeps the fold, as does another chip's kernel."""
+    notes = _task(_softmax((64, cols), "float32"), chip).notes
+    note = next(n for n in notes if n.startswith("V cycles per tile"))
+    tile = int(re.search(r"per tile of (\d+) elements", note).group(1))
+    vcmax = int(re.search(r"vcmax (\d+)", note).group(1))
+    target = get_chip(chip)
+    row = vector_seq.reduce_row_cycles(target, "reduce_max", "float32", cols, 4, entire=entire)
+    assert vcmax == math.ceil(tile / cols * row - 1e-9)
+
+
+def test_entire_reduce_costs_a_whole_reduce_per_repeat():
+    """A row of 64 fp32 repeats reduced by entire_reduce: 64 whole-reduce repeats, then the
+    64 partials (one repeat; a vcmax writes (value, index) pairs: two repeats, then one), at
+    the whole-reduce rate, against 63 binary folds and one whole reduce otherwise."""
+    chip = get_chip("ascend910b4")
+    whole = vector_seq.repeat_cycles(chip, "reduce", "float32")
+    assert entire_reduce_repeats(64, 64) == 65        # fp32 sums: 64 partials, one repeat
+    assert entire_reduce_repeats(64, 32) == 67        # fp32 (value, index) pairs
+    assert entire_reduce_repeats(1, 32) == 1
+    assert vector_seq.reduce_row_cycles(chip, "reduce", "float32", 4096, 4, entire=True) == \
+        pytest.approx(65 * whole)
+    fold = 63 * vector_seq.repeat_cycles(chip, "binary", "float32") + whole
+    assert vector_seq.reduce_row_cycles(chip, "reduce", "float32", 4096, 4) == \
+        pytest.approx(fold)
