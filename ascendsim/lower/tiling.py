@@ -402,6 +402,9 @@ class VecSpec:
     # a kernel that reads each tile's reduction back on the scalar unit before it issues the
     # rest of the tile and the next load (`OpSequence.round_trip`, `round_trip_cycles`)
     round_trip: bool = False
+    # a kernel without vector steps that stores each tile from the UB buffer its load filled
+    # (the A2 Transpose keeping its last axis): no V stage, the next load waits for the store
+    dma_only: bool = False
 
 
 def ub_slot_elems(chip, spec: VecSpec, op: str) -> tuple[int, float]:
@@ -745,6 +748,9 @@ def _vector_stages(chip, spec: VecSpec, e: int, reads: int = 1,
     n_vec = max(issued_instrs(spec.parts, e), 1)
     s_stage = vector_scalar_stage(chip, len(loads) + len(store),
                                   len(loads) + n_vec + max(spec.out_moves, 1), n_vec)
+    if spec.dma_only:
+        return (s_stage, Stage("MTE2", loads, out_bufs=(("UB", in_ub),), slots=spec.buffers),
+                Stage("MTE3", store))
     return (s_stage,
             Stage("MTE2", loads, out_bufs=(("UB", in_ub),), slots=spec.buffers),
             Stage("V", vec, out_bufs=(("UB", out_ub),), slots=spec.buffers),

@@ -6,7 +6,12 @@ width: `_reorder_s7_b16` passes a 2-byte tile once; `_reorder_s7_b32` and `_reor
 run a 4- or 8-byte tile as 2-byte lanes through vnchwconv (repeat = the tile's columns, 16
 blocks of 32 B each: the whole tile; b64 in two halves), then eight UB-to-UB data_moves of the
 columns in bursts of 2 or 4 blocks (the whole tile again), then vnchwconv again (the columns'
-repeats, twice that for b64). One that keeps the last axis is strided DMA only. 1-byte data
+repeats, twice that for b64). One that keeps the last axis is strided DMA only (scenarios 9,
+1 and 2: `_move_data_s9`, `_move_data_s1`, `_copy_common_s2`), loaded into and stored from one
+UB buffer, so a unit's store ends before the next unit's load. Every path writes its output
+one GM burst per kept row or tile column (`output_burst_elems`); where the kernel's data
+overflows the L2, the bursts whose allocation must first write a dirty line back to HBM
+(`l2_writeback_share`) pay the chip's burst figures (`lower.tiling.burst_cycles`). 1-byte data
 takes the kernel's scenario 5 (`_reorder_s5`, int8 case): `_make_ualigned_be_head_of_block_b8_s5`
 spreads the unit's bytes one to a 32-byte block with two b8 vnchwconv calls (low and high
 halves; repeat = the unit's input blocks, 16 source blocks a repeat of which one holds the
@@ -50,6 +55,54 @@ def _byte_moves_last_axis(ins: Sequence[Value], attrs: dict, fmt: str, chip_name
     return _reorders_last_axis(ins, attrs, chip_name, (1,))
 
 
+def _keeps_last_axis(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str) -> bool:
+    """Whether CANN's TIK Transpose on an A2 / A3 moves whole rows by strided DMA only: a
+    permutation that, size-1 axes dropped, keeps the last axis and moves another."""
+    if chip_name not in A2_A3_CHIPS or not ins:
+        return False
+    shape = ins[0].shape
+    perm = norm_perm(attrs.get("perm"), len(shape))
+    kept = [p for p in perm if shape[p] != 1]
+    return kept[-1:] == [max(kept, default=-1)] and kept != sorted(kept)
+
+
+#: rows of the moved axis a vnchwconv tile writes per output burst (transpose.py ROW_UNIT,
+#: the scenario 7 and 11 copy-out: one burst per tile column)
+ROW_UNIT = 128
+
+
+def output_burst_elems(shape: Sequence[int], perm: Sequence[int]) -> int:
+    """Elements of the output's contiguous run the kernel writes as one GM burst: the trailing
+    axes the permutation keeps in place (size-1 axes dropped) when it keeps the last axis
+    (scenarios 9, 1 and 2 write a row a burst), else one tile column of up to `ROW_UNIT` rows
+    of the axis that becomes the last."""
+    kept = [p for p in perm if shape[p] != 1]
+    if not kept:
+        return 1
+    if kept[-1] != max(kept):
+        return max(min(ROW_UNIT, int(shape[kept[-1]])), 1)
+    run = 1
+    for i, p in enumerate(reversed(kept)):
+        if p != max(kept) - i:
+            break
+        run *= int(shape[p])
+    return run
+
+
+def l2_writeback_share(in_bytes: float, out_bytes: float, l2_bytes: float) -> float:
+    """Share of a kernel's output bursts that must wait for a dirty line's write-back to HBM:
+    an LRU L2 that starts empty takes the first `l2_bytes` of the kernel's reads and writes
+    into free lines; every later allocation evicts the oldest line, dirty (a written output
+    line) in the output's share of the traffic, and a line whose dirty data must reach GM
+    first (Ascend C best practices, "Setting a Proper L2 CacheMode": the old data is written
+    back before the new data enters the L2) sends that burst's wait to HBM. 0 when the
+    kernel's data fits the L2."""
+    total = in_bytes + out_bytes
+    if total <= l2_bytes or total <= 0:
+        return 0.0
+    return (1.0 - l2_bytes / total) * out_bytes / total
+
+
 def _wide_moves_last_axis(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str) -> bool:
     """`_moves_last_axis` for a 4- or 8-byte dtype (`TRANSPOSE_WIDE`)."""
     return _reorders_last_axis(ins, attrs, chip_name, (4, 8))
@@ -80,18 +133,26 @@ TRANSPOSE_BYTE = (_e("vnchwconv (b8, spread and pack)", "transpose_b8", 4.0, spr
                   _e("data_move (UB->UB, a block per byte)", "unary", spread=B8_BLOCK_BYTES))
 
 TRANSPOSE_PATHS = (
+    (_keeps_last_axis, OpSequence(
+        (), buffers=1, row_bursts="transpose",
+        note="CANN's TIK Transpose on the A2 / A3 keeping the last axis (scenarios 9, 1, 2: "
+        "_move_data_s9 / _s1 / _copy_common_s2): strided DMA only, one UB buffer, each "
+        "kept row one GM burst")),
     (_byte_moves_last_axis, OpSequence(
-        TRANSPOSE_BYTE, buffers=1, ub_bytes=lambda dtype, slots: B8_UB_BYTES,
+        TRANSPOSE_BYTE, buffers=1, row_bursts="transpose",
+        ub_bytes=lambda dtype, slots: B8_UB_BYTES,
         note=TRANSPOSE_NOTE + "; 1-byte data by scenario 5: each byte spread to a 32-byte "
         "block by b8 vnchwconv, the blocks reordered by UB-to-UB moves and packed back "
         "(_reorder_s5, int8 case)")),
     (_wide_moves_last_axis, OpSequence(
-        TRANSPOSE_WIDE, buffers=1, note=TRANSPOSE_NOTE + "; 4- and 8-byte data reordered as "
-        "2-byte lanes in two vnchwconv passes with a UB-to-UB copy between them "
+        TRANSPOSE_WIDE, buffers=1, row_bursts="transpose",
+        note=TRANSPOSE_NOTE + "; 4- and 8-byte data reordered as 2-byte lanes in two "
+        "vnchwconv passes with a UB-to-UB copy between them "
         "(_reorder_s7_b32 / _b64)")),
     (_moves_last_axis, OpSequence((_e("vnchwconv", "transpose"),), buffers=1,
-                                  note=TRANSPOSE_NOTE)),
+                                  row_bursts="transpose", note=TRANSPOSE_NOTE)),
 )
 
-__all__ = ["B8_BLOCK_BYTES", "B8_LANES", "B8_UB_BYTES", "TRANSPOSE_BYTE", "TRANSPOSE_NOTE",
-           "TRANSPOSE_PATHS", "TRANSPOSE_WIDE"]
+__all__ = ["B8_BLOCK_BYTES", "B8_LANES", "B8_UB_BYTES", "ROW_UNIT", "TRANSPOSE_BYTE",
+           "TRANSPOSE_NOTE", "TRANSPOSE_PATHS", "TRANSPOSE_WIDE", "l2_writeback_share",
+           "output_burst_elems"]

@@ -687,7 +687,7 @@ def resolve(op_type: str, opdef: Any, ins: Sequence[Value], outs: Sequence[Value
                                 out.numel * scale * pad(itemsize(out.dtype))))
     text = ("vector sequence" + (f" ({data.dtype} computed in float32)" if cast else "")
             + (f", rows of {length}" + (f" strided by {inner}" if strided else "")
-               if seq.rows else "") + ": " + ", ".join(_describe(p) for p in parts)
+               if seq.rows else "") + ": " + (", ".join(_describe(p) for p in parts) or "none")
             + (f"; {seq.note}" if seq.note else ""))
     return parts, temp, text
 

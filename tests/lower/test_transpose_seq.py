@@ -98,3 +98,36 @@ def test_one_byte_data_spreads_each_byte_to_a_block_and_back():
 def test_one_byte_data_that_keeps_its_last_axis_is_not_reordered():
     line, _ = _transpose((8, 4, 16384), (1, 0, 2), "ascend910b4", "int8")
     assert "vnchwconv" not in line
+
+
+def test_output_bursts_are_kept_rows_or_tile_columns():
+    from ascendsim.lower.transpose_paths import ROW_UNIT, output_burst_elems
+    # (0, 2, 1, 3) keeps the last axis: a burst is one 128-element row
+    assert output_burst_elems((64, 32, 512, 128), (0, 2, 1, 3)) == 128
+    # (1, 0, 2, 3) keeps the two trailing axes: one run of 512 x 128
+    assert output_burst_elems((64, 32, 512, 128), (1, 0, 2, 3)) == 512 * 128
+    # a moved last axis: one tile column of at most ROW_UNIT rows
+    assert output_burst_elems((8192, 8192), (1, 0)) == ROW_UNIT
+    assert output_burst_elems((100, 8192), (1, 0)) == 100     # output rows of 100
+
+
+def test_only_bursts_that_evict_dirty_lines_are_charged():
+    from ascendsim.lower.transpose_paths import l2_writeback_share
+    l2 = load_chip("ascend910b2").l2_bytes
+    assert l2_writeback_share(64 << 20, 64 << 20, l2) == 0.0     # fits the L2
+    big = 268 << 20
+    share = l2_writeback_share(big, big, l2)
+    # past the fill, every allocation evicts; half the evicted lines are dirty output lines
+    assert share == pytest.approx((1 - l2 / (2 * big)) * 0.5)
+
+
+def test_a_transpose_past_the_l2_paces_its_row_stores_as_bursts():
+    def notes(shape: tuple[int, ...]) -> str:
+        g = asim.Graph("t")
+        x = g.input("x", shape=shape, dtype="float16")
+        g.output(g.transpose(x, perm=[0, 2, 1, 3]))
+        res = asim.simulate(g, chip="ascend910b2")
+        return res.explain(res.trace.tasks[0].op_name)
+
+    assert "GM burst each" in notes((64, 32, 512, 128))     # 268 MB in and out
+    assert "GM burst each" not in notes((8, 128, 16, 64))   # an attention head's, in L2
