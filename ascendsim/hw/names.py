@@ -37,6 +37,12 @@ def on_ai_core(task_type: str) -> bool:
     return task_type in AICORE_TASK_TYPES
 
 
+#: Bytes of the scalar unit's DataCache line: scalar GM reads fill it 64 bytes at a time
+#: (Ascend C, "Scalar reads and writes"); the kernel start's tiling read
+#: (`sim.kernelstart.tiling_lines`) and GroupedMatmul's group walk
+#: (`lower.gmm_tiling.gmm_walk_lines`) count these lines.
+DCACHE_LINE_BYTES = 64
+
 #: Levels of simulation detail: "block" coalesces identical tiles, "tile" times every one.
 DETAILS = ("block", "tile")
 #: Launch modes: graph sink (whole graph on the device), op by op from the host (running

@@ -38,6 +38,7 @@ MAX_BASEM, L1_PARTA_SIZE; read in hicann/ops-transformer at e24fcbd).
 
 from __future__ import annotations
 
+from ..hw.names import DCACHE_LINE_BYTES
 from .tiling import cdiv, ceil_to
 
 #: GroupedMatmul's baseN (BEST_BASEN), largest baseM (MAX_BASEM) and L1 part of the operand
@@ -49,9 +50,8 @@ GMM_L1_PART = 256 * 1024
 GMM_DTYPES = ("float16", "bfloat16")
 #: accumulator bytes (fp32 in L0C)
 _ACC = 4
-#: bytes of a group-list entry (int64) and of the scalar unit's DataCache line
+#: bytes of a group-list entry (int64)
 GROUP_LIST_ENTRY_BYTES = 8
-DCACHE_LINE_BYTES = 64
 #: DataCache lines of the walk besides the group list: kList, nList and the x, weight and y
 #: tensor-list descriptors (module note, "Group walk")
 GMM_WALK_FIXED_LINES = 5

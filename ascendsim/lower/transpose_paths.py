@@ -31,15 +31,18 @@ from .seq_types import elem as _e
 from .vector_rows import norm_perm
 
 
+def _kept_axes(shape: Sequence[int], perm: Sequence[int]) -> list[int]:
+    """The permutation's source axes in output order, size-1 axes dropped."""
+    return [p for p in perm if shape[p] != 1]
+
+
 def _reorders_last_axis(ins: Sequence[Value], attrs: dict, chip_name: str,
                         sizes: tuple[int, ...]) -> bool:
     """Whether the permutation of `ins[0]`, of an element size in `sizes`, moves the last axis
     once size-1 axes are dropped, on an A2 / A3 (where CANN's TIK Transpose runs)."""
     if chip_name not in A2_A3_CHIPS or not ins or itemsize(ins[0].dtype) not in sizes:
         return False
-    shape = ins[0].shape
-    perm = norm_perm(attrs.get("perm"), len(shape))
-    kept = [p for p in perm if shape[p] != 1]
+    kept = _kept_axes(ins[0].shape, norm_perm(attrs.get("perm"), len(ins[0].shape)))
     return len(kept) > 1 and kept[-1] != max(kept)
 
 
@@ -60,9 +63,7 @@ def _keeps_last_axis(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str
     permutation that, size-1 axes dropped, keeps the last axis and moves another."""
     if chip_name not in A2_A3_CHIPS or not ins:
         return False
-    shape = ins[0].shape
-    perm = norm_perm(attrs.get("perm"), len(shape))
-    kept = [p for p in perm if shape[p] != 1]
+    kept = _kept_axes(ins[0].shape, norm_perm(attrs.get("perm"), len(ins[0].shape)))
     return kept[-1:] == [max(kept, default=-1)] and kept != sorted(kept)
 
 
@@ -76,7 +77,7 @@ def output_burst_elems(shape: Sequence[int], perm: Sequence[int]) -> int:
     axes the permutation keeps in place (size-1 axes dropped) when it keeps the last axis
     (scenarios 9, 1 and 2 write a row a burst), else one tile column of up to `ROW_UNIT` rows
     of the axis that becomes the last."""
-    kept = [p for p in perm if shape[p] != 1]
+    kept = _kept_axes(shape, perm)
     if not kept:
         return 1
     if kept[-1] != max(kept):

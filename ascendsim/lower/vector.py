@@ -501,8 +501,14 @@ def norm_rows(low: Lowering, seq: OpSequence, length: int, dtype: str,
     (`NormSchedule`): whether a row of `length` elements of `dtype` is over its UB budget
     (then its workspace traffic, `norm_fields`; `per_elem`: task elements per element of
     the input)."""
+    return norm_fields(low, seq, dtype, norm_row_over(low, seq, length, dtype), per_elem)
+
+
+def norm_row_over(low: Lowering, seq: OpSequence, length: int, dtype: str) -> bool:
+    """Whether a row of `length` elements of `dtype`, padded to whole 32-byte blocks, is over
+    a TBE NORM-pattern kernel's UB budget (`norm_budget`): the workspace schedule."""
     budget, block, _ = norm_budget(low, seq, dtype)
-    return norm_fields(low, seq, dtype, -(-length // block) * block > budget, per_elem)
+    return -(-length // block) * block > budget
 
 
 #: TBE's NORM tiling (op_tiling norm.cc, NORM_BLOCKS_NUMBER): a reduction over an axis that is
@@ -591,8 +597,7 @@ def norm_entire_reduce(low: Lowering, nd: Node, ins: list[Value], fmt: str) -> b
     if seq is None or seq.norm is None or fmt != ND or low.chip.name not in A2_A3_CHIPS:
         return False
     length, inner = ROW_RULES[seq.rows](ins, nd.attrs, low.const_value)
-    budget, block, _ = norm_budget(low, seq, ins[0].dtype)
-    return inner == 1 and -(-int(length) // block) * block <= budget
+    return inner == 1 and not norm_row_over(low, seq, int(length), ins[0].dtype)
 
 
 def rows_per_loop(budget: tuple[float, ...], length: int, item: int, ub_bytes: int,

@@ -16,8 +16,8 @@ fields are not counted): 4 lines. Any other kernel reads at least one line.
 
 from __future__ import annotations
 
-#: DataCache line of the scalar unit's GM reads (bytes)
-DCACHE_LINE_BYTES = 64
+from ..hw.names import DCACHE_LINE_BYTES
+
 #: tiling bytes of a kernel with cube work: the Matmul API's TCubeTiling (50 int32 fields)
 CUBE_TILING_BYTES = 200
 
