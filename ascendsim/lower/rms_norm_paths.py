@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from ..ir.tensor import Value, itemsize
 from .seq_types import A2_A3_CHIPS
 from .seq_types import NARROW_FLOATS as _NARROW_FLOATS
+from .seq_types import column_blocks as _cols
 from .seq_types import conversion as _conv
 from .seq_types import elem as _e
 from .seq_types import per_row as _w
@@ -80,14 +81,19 @@ def rms_mode(*modes: str) -> Callable[..., bool]:
 RMS_NORM_NORMAL = (_e("vmul", "binary"), _r("vcadd"), _e("vmuls", "unary"),
                     _e("vmul", "binary"))
 #: RmsNorm MERGE_N mode (rms_norm_merge_n.h `KernelRmsNormMergeN::Compute`), per UB loop of
-#: rowFactor rows: Cast x, Mul x*x over every row, ReduceSumMultiN (strided Adds of all rows
-#: per 64 columns, one WholeReduceSum of a repeat per row), then on the rows' values Muls
-#: 1/n, Adds eps, Sqrt, Duplicate 1, Div; the rstd spread back over the rows (the BroadCast
-#: API to [rows, numColAlign]), Mul x*rstd, Mul gamma (broadcast to rowFactor rows once per
-#: core), Cast back; no scalar round trip
-_MERGE_N_HEAD = (_e("vmul", "binary"), _r("vcadd"), _w("vmuls"), _w("vadds"),
+#: rowFactor rows: Cast x, Mul x*x over every row, ReduceSumMultiN (reduce_common.h: a
+#: Duplicate of 64 zeros a row, then a for loop of one Add per 64-column block of the row, each
+#: over all the rows (one repeat a row) with a PipeBarrier<PIPE_V> after it, then one
+#: WholeReduceSum of a repeat a row: ceil(numCol / 64) + 2 dependent instructions, a
+#: `column_blocks` step), then on the rows' values Muls 1/n, Adds eps, Sqrt, Duplicate 1, Div;
+#: the rstd spread back over the rows (the BroadCast API to [rows, numColAlign]; on v220
+#: broadcast_v220_impl.h `TwoDimBroadCastLastDimAlign220`: a Brcb of each row's value to a
+#: 32-byte block, a barrier, a Copy to the rows), Mul x*rstd, Mul gamma (broadcast to
+#: rowFactor rows once per core), Cast back; no scalar round trip
+_MERGE_N_HEAD = (_e("vmul", "binary"), _w("vdup", width=64), _cols("vadd (column blocks)"),
+                 _w("vcadd (whole reduce)", "reduce", width=64), _w("vmuls"), _w("vadds"),
                  _w("vsqrt", "sqrt"), _w("vdup"), _w("vdiv", "div"))
-RMS_NORM_MERGE_N = (*_MERGE_N_HEAD, _e("vbrcb (rstd to rows)", "unary"),
+RMS_NORM_MERGE_N = (*_MERGE_N_HEAD, _w("vbrcb", width=8), _e("vcopy (rstd to rows)", "unary"),
                      _e("vmul", "binary"), _e("vmul", "binary"))
 #: Its queues have depth 1 (rms_norm_base.h BUFFER_NUM = 1), but for fp16/bf16 x the input slot
 #: is freed right after the Cast (inQueueX.FreeTensor) and no V_S wait stops the scalar unit
@@ -96,9 +102,11 @@ RMS_NORM_MERGE_N = (*_MERGE_N_HEAD, _e("vbrcb (rstd to rows)", "unary"),
 #: the Mul by rstd, near the end: one. (NORMAL keeps one for every dtype: its scalar unit waits
 #: for each row's ReduceSum (V_S) before it issues the rest of the row, the next CopyIn among it.)
 #: its isPerformance form: Brcb writes each row's rstd to one 32-byte block (doPerformanceRstd),
-#: the Muls by rstd and by gamma read those blocks and gamma with repeat strides (repeatByRow)
+#: the Muls by rstd and by gamma read those blocks and gamma with repeat strides (repeatByRow,
+#: `mulRepeat`: a for loop of one Mul per 64-column block over all the rows, a barrier after
+#: each: `column_blocks` steps)
 RMS_NORM_MERGE_N_PERF = (*_MERGE_N_HEAD, _w("vbrcb (rstd)", width=8),
-                          _e("vmul", "binary"), _e("vmul", "binary"))
+                          _cols("vmul (by rstd)"), _cols("vmul (by gamma)"))
 MERGE_N_NOTE = ("CANN's Ascend C RmsNorm, MERGE_N mode (ops-nn rms_norm_merge_n.h): rowFactor "
                  "= (UB - 1024) / (numColAlign x 16 + 260) rows per loop step, each vector "
                  "instruction over all of them, rstd on the vector unit; queues of depth 1 "
@@ -172,15 +180,15 @@ def rms_norm_grad_small_d(fp16: bool) -> tuple:
     broadcast along the rows (the BroadCast API on v220: Brcb, then a Copy to the rows), Cast
     x, Mul x^, Cast dy, Mul dy * x^; one Add into dgamma per row (a for loop over the rows,
     a PipeBarrier after each); gamma broadcast down the rows (Or of 16-bit lanes); Mul dy by
-    gamma, Mul by x^; the row sums (ReduceSumMultiN: Duplicate, two Adds and a
-    WholeReduceSum of a repeat per row), Muls by 1/n; the mean broadcast, Mul, Sub; rstd
-    broadcast again, Mul; Cast back."""
+    gamma, Mul by x^; the row sums (ReduceSumMultiN: Duplicate, one Add per 64-column block
+    of the row over all rows, a WholeReduceSum of a repeat per row), Muls by 1/n; the mean
+    broadcast, Mul, Sub; rstd broadcast again, Mul; Cast back."""
     brcb = (_w("vbrcb", width=8), _e("vcopy (to rows)", "unary"))
     return (*brcb, *_x_cast(fp16), _e("vmul", "binary"), _e("vmul", "binary"),
             _loop("vadd (dgamma)"), _e("vor (gamma to rows)", "binary"),
             _e("vmul", "binary"), _e("vmul", "binary"), _w("vdup", width=64),
-            _w("vadd", "binary", width=64), _w("vadd", "binary", width=64),
-            _w("vcadd (whole reduce)", "reduce", width=64), _w("vmuls"), *brcb,
+            _cols("vadd (column blocks)"), _w("vcadd (whole reduce)", "reduce", width=64),
+            _w("vmuls"), *brcb,
             _e("vmul", "binary"), _e("vsub", "binary"), *brcb, _e("vmul", "binary"))
 
 

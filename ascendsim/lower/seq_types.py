@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 #: step shapes (vector_seq module note)
-ELEM, REDUCE, ROW, LOOP = "elem", "reduce", "row", "loop"
+ELEM, REDUCE, ROW, LOOP, COLUMNS = "elem", "reduce", "row", "loop", "columns"
 #: 2-byte float dtypes an fp32 sequence casts up
 NARROW_FLOATS = ("float16", "bfloat16")
 #: the A2 and A3 chips (CANN SocVersion ASCEND910B: the 910B1..B4; ASCEND910_93: the 910C,
@@ -66,6 +66,15 @@ def row_loop(instr: str, vclass: str = "binary", width: int = 1) -> Step:
     return Step(instr, vclass, LOOP, width=width)
 
 
+def column_blocks(instr: str, vclass: str = "binary") -> Step:
+    """One instruction per 256-byte column block of the reduced row (a partial last block a
+    masked one), each over every row of the tile, one repeat a row, each waiting out the one
+    before: a kernel's for loop over the row's column blocks (ops-nn reduce_common.h
+    `ReduceSumMultiN`'s Adds, rms_norm_merge_n.h `mulRepeat`'s Muls), so a row of k blocks
+    counts k steps whatever the rows."""
+    return Step(instr, vclass, COLUMNS)
+
+
 def per_row(instr: str, vclass: str = "unary", width: int = 1) -> Step:
     """An instruction on the per-row statistics, `width` values per reduced row."""
     return Step(instr, vclass, ROW, width=width)
@@ -83,9 +92,9 @@ def entire_reduce_repeats(k: int, per_repeat: int) -> int:
     return total
 
 
-__all__ = ["A2_A3_CHIPS", "ELEM", "LOOP", "NARROW_FLOATS", "NormSchedule", "OpSequence", "REDUCE",
-           "entire_reduce_repeats",
-           "ROW", "Step", "conversion", "elem", "per_row", "reduction", "row_loop"]
+__all__ = ["A2_A3_CHIPS", "COLUMNS", "ELEM", "LOOP", "NARROW_FLOATS", "NormSchedule", "OpSequence",
+           "REDUCE", "entire_reduce_repeats",
+           "ROW", "Step", "column_blocks", "conversion", "elem", "per_row", "reduction", "row_loop"]
 
 
 @dataclass(frozen=True)

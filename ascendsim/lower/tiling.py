@@ -80,7 +80,7 @@ from dataclasses import dataclass, replace
 
 from ..errors import SimulationError
 from .program import GM, CoreGroup, Instr, Segment, Stage, gm_tensors
-from .seq_types import REDUCE
+from .seq_types import COLUMNS, REDUCE
 from .vector_seq import LOOP, SeqPart, part_cycles, part_steps
 
 
@@ -258,8 +258,9 @@ def _seq_kind(kinds: list[str]) -> str:
 
 def issued_instrs(parts, elems: float = 0.0) -> int:
     """Vector instructions the scalar unit issues for the parts (a sequence's every step) on
-    a tile of `elems` task elements (a per-row LOOP part issues one call per row)."""
-    return sum((part_steps(p, elems) if p.shape == LOOP else max(1, math.ceil(p.count)))
+    a tile of `elems` task elements (a per-row LOOP part issues one call per row, a COLUMNS
+    part one per column block of the row)."""
+    return sum((part_steps(p, elems) if p.shape in (LOOP, COLUMNS) else max(1, math.ceil(p.count)))
                if isinstance(p, SeqPart) else 1 for p in parts)
 
 

@@ -21,7 +21,7 @@ core, statistics on the per-row values, four row passes).
 RotaryMul on an A2 chip is CANN's rotate-half RoPE kernel, a head loop (`HEAD_LOOPS`,
 `rope_loop`): whole lines (tokens) per core and one load, sequence and store per head.
 
-Steps are of three shapes:
+Steps are of five shapes:
 - ELEM: one instruction over every element of the op (vsub, vexp, vmul ...), in the op's
   compute dtype;
 - REDUCE: a reduction along the op's reduced axis (vcadd, vcmax), costed as a reduce tree
@@ -32,6 +32,11 @@ Steps are of three shapes:
 - LOOP: one instruction per reduced row over that row's elements, where a kernel's own for
   loop issues a separate call for each row (RmsNormGrad's dgamma Adds on short rows): each
   pays its repeats and waits out the one before, so a tile of r rows counts r steps.
+- COLUMNS: one instruction per 256-byte column block of the reduced row, each over every row
+  of the tile (one repeat a row), where a kernel's own for loop walks the row's blocks
+  (ops-nn reduce_common.h ReduceSumMultiN's Adds, RmsNorm MERGE_N's mulRepeat Muls): each
+  waits out the one before, so a row of k blocks counts k steps whatever the rows
+  (cycles and steps: lower/vector_cycles.py).
 
 Compute dtype. An op marked `fp32` computes in float32: 2-byte float inputs are cast up by
 a vconv before step `cast_at` (the steps before it run in the input dtype) and the result cast
@@ -125,18 +130,24 @@ from .rms_norm_paths import (
     rms_norm_mode,
 )
 from .seq_types import A2_A3_CHIPS, ELEM, LOOP, REDUCE, ROW, NormSchedule, OpSequence, Step
+from .seq_types import COLUMNS as _COLUMNS
 from .seq_types import NARROW_FLOATS as _NARROW_FLOATS
 from .seq_types import conversion as _conv
 from .seq_types import elem as _e
-from .seq_types import entire_reduce_repeats as _entire_repeats
 from .seq_types import per_row as _w
 from .seq_types import reduction as _r
 from .transpose_paths import TRANSPOSE_PATHS
+from .vector_cycles import (
+    REPEAT_BYTES,
+    SeqPart,
+    instr_cycles,
+    part_cycles,
+    part_steps,
+    reduce_row_cycles,
+    repeat_cycles,
+)
 from .vector_rows import ROW_RULES
 
-#: bytes one vector repeat works on (S: Ascend C API reference, RepeatReduceSum/WholeReduceSum:
-#: "the vector unit reads 256 contiguous bytes per iteration"; HC31/VENG 2048-bit vector)
-REPEAT_BYTES = 256
 #: registry vector class -> chip vector instruction class (MOVE: vcopy/vnchwconv, unary rate)
 VEC_CLASS = {VecClass.UNARY: "unary", VecClass.BINARY: "binary", VecClass.TERNARY: "ternary",
              VecClass.EXP: "exp", VecClass.SQRT: "sqrt", VecClass.DIV: "div",
@@ -534,24 +545,6 @@ _SCALAR_FORM = {"vadd": "vadds", "vsub": "vadds", "vmul": "vmuls", "vmax": "vmax
 
 
 # ----------------------------------------------------------------------------- resolution
-@dataclass(frozen=True)
-class SeqPart:
-    """One resolved instruction of a task: `elems` elements (ELEM), input elements (REDUCE)
-    or rows (ROW) per element of the task, in a dtype of `item` bytes; REDUCE rows hold `row`
-    elements. `count` instructions of this kind."""
-
-    instr: str
-    vclass: str
-    dtype: str
-    item: int
-    shape: str
-    elems: float
-    row: int = 0
-    count: float = 1.0
-    index: bool = False
-    entire: bool = False
-
-
 def vconv_part(src: str, dst: str, elems: float, label: str = "") -> SeqPart:
     """A vconv of `elems` elements (per element of the task) from `src` to `dst`: its repeats
     count 256 bytes of the wider dtype, at the unary rate (module note, Compute dtype)."""
@@ -655,8 +648,8 @@ def resolve(op_type: str, opdef: Any, ins: Sequence[Value], outs: Sequence[Value
         if s.shape == REDUCE and strided:
             parts.append(_fold_part(s, cdtype, item, in_elems, length, fold_width,
                                     align_bytes))
-        elif s.shape == REDUCE:
-            parts.append(SeqPart(s.instr, s.vclass, cdtype, item, REDUCE,
+        elif s.shape in (REDUCE, _COLUMNS):
+            parts.append(SeqPart(s.instr, s.vclass, cdtype, item, s.shape,
                                  in_elems * pad(item), math.ceil(length * pad(item)),
                                  s.count, s.index, entire_reduce))
         elif s.shape == LOOP:
@@ -717,70 +710,10 @@ def _short(dtype: str) -> str:
 
 def _describe(p: SeqPart) -> str:
     tag = {REDUCE: f" [reduce tree at the {p.vclass} rate]", ROW: " [per row]",
+           _COLUMNS: " [one per column block of the row]",
            LOOP: " [one call per row]"}.get(p.shape, "")
     n = f"{p.count:g} x " if p.count != 1 else ""
     return f"{n}{p.instr}{tag}"
-
-
-# ----------------------------------------------------------------------------- cycles
-def repeat_cycles(chip: Any, vclass: str, dtype: str) -> float:
-    """Cycles one repeat (256 B) of an instruction class takes at its steady rate."""
-    return REPEAT_BYTES / chip.vector_rate(vclass, dtype)
-
-
-def instr_cycles(chip: Any, vclass: str, dtype: str, elems: float, item: int) -> float:
-    """One instruction over `elems` elements of `item` bytes: its repeats (a partial repeat
-    is a masked full one) at the class rate, at least `chip.vector_min_cycles`."""
-    if elems <= 0:
-        return 0.0
-    reps = math.ceil(elems * item / REPEAT_BYTES - 1e-9)
-    return max(chip.vector_min_cycles, reps * repeat_cycles(chip, vclass, dtype))
-
-
-def reduce_row_cycles(chip: Any, vclass: str, dtype: str, row: int, item: int,
-                      index: bool = False, entire: bool = False) -> float:
-    """Cycles of the reduce tree of one row of `row` elements (module note): the cheaper of
-    fold-then-whole-reduce and whole-reduce-then-final-pass; an `index` reduction only the
-    latter, over (value, index) pairs; an `entire` one that, level by level (module note)."""
-    k = max(1, math.ceil(row * item / REPEAT_BYTES - 1e-9))
-    whole = repeat_cycles(chip, vclass, dtype)
-    if k == 1:
-        return whole
-    if entire:
-        pairs = 2 if vclass == "reduce_max" else 1      # vcmax / vcmin partials: pairs
-        return _entire_repeats(k, REPEAT_BYTES // item // pairs) * whole
-    if index:
-        return k * whole + math.ceil(2 * k * item / REPEAT_BYTES) * whole
-    fold = (k - 1) * repeat_cycles(chip, "binary", dtype) + whole
-    twice = k * whole + math.ceil(k * item / REPEAT_BYTES) * whole
-    return min(fold, twice)
-
-
-def part_steps(part: SeqPart, tile_elems: float) -> int:
-    """Instructions one resolved part issues on a tile of `tile_elems` task elements: its
-    count, and for a LOOP part that many per row of the tile."""
-    calls = max(1, math.ceil(part.count - 1e-9))
-    if part.shape == LOOP:
-        calls *= max(1, math.ceil(part.elems * tile_elems / max(part.row, 1) - 1e-9))
-    return calls
-
-
-def part_cycles(chip: Any, part: SeqPart, tile_elems: float) -> int:
-    """V-pipe cycles of one resolved part on a tile of `tile_elems` task elements."""
-    n = part.elems * tile_elems
-    if part.shape == LOOP:
-        rows = max(1, math.ceil(n / max(part.row, 1) - 1e-9))
-        return math.ceil(part.count * rows
-                         * instr_cycles(chip, part.vclass, part.dtype, part.row, part.item)
-                         - 1e-9)
-    if part.shape == REDUCE:
-        rows = n / max(part.row, 1)
-        cyc = max(chip.vector_min_cycles,
-                  rows * reduce_row_cycles(chip, part.vclass, part.dtype, part.row, part.item,
-                                           part.index, part.entire))
-    else:
-        cyc = instr_cycles(chip, part.vclass, part.dtype, n, part.item)
-    return math.ceil(part.count * cyc - 1e-9)
 
 
 def sequence_text(parts: Sequence[SeqPart]) -> str:

@@ -11,9 +11,19 @@ from lower_trace_helpers import first_core_busy_and_span
 import ascendsim as asim
 from ascendsim.api import simulate
 from ascendsim.hw import get_chip
+from ascendsim.ir.registry import get_op
 from ascendsim.ir.tensor import Value
 from ascendsim.lower import lower
-from ascendsim.lower.vector_seq import REDUCE, repeat_cycles, sequence_for
+from ascendsim.lower.seq_types import COLUMNS
+from ascendsim.lower.tiling import issued_instrs, vec_instrs
+from ascendsim.lower.vector_seq import (
+    REDUCE,
+    part_cycles,
+    part_steps,
+    repeat_cycles,
+    resolve,
+    sequence_for,
+)
 
 
 def _graph(rows: int, cols: int, dtype: str) -> asim.Graph:
@@ -119,22 +129,54 @@ def test_merge_n_rows_per_loop_and_queue_slots():
 ])
 def test_merge_n_performance_form(shape, perf):
     """rms_norm_tiling.cpp isPerformance: fp16/bf16 x of rank 2 (<= 512 rows) or rank 3
-    (dims <= 512, <= 8) spread rstd by Brcb, a 32-byte block per row; else the BroadCast API
-    writes rstd over the full [rows, numColAlign] tile."""
+    (dims <= 512, <= 8) spread rstd by Brcb, a 32-byte block per row, and multiply by it and
+    by gamma one 64-column block at a time (mulRepeat); else the BroadCast API (v220: Brcb,
+    then a Copy) writes rstd over the full [rows, numColAlign] tile for whole-tile Muls."""
     ins = [Value("x", shape, "bfloat16"), Value("g", (shape[-1],), "bfloat16")]
     seq = sequence_for("RmsNorm", ins, {}, "ND", "ascend910b")
-    brcb = next(s for s in seq.steps if s.instr.startswith("vbrcb"))
-    assert (brcb.shape, brcb.width) == (("row", 8) if perf else ("elem", 1))
+    at = next(k for k, s in enumerate(seq.steps) if s.instr.startswith("vbrcb"))
+    brcb, after = seq.steps[at], seq.steps[at + 1:]
+    assert (brcb.shape, brcb.width) == ("row", 8)
+    if perf:
+        assert [s.shape for s in after] == [COLUMNS, COLUMNS]
+    else:
+        assert [(s.instr, s.shape) for s in after] == [
+            ("vcopy (rstd to rows)", "elem"), ("vmul", "elem"), ("vmul", "elem")]
+
+
+@pytest.mark.parametrize("cols,blocks", [(1023, 16), (1024, 16), (769, 13), (128, 2), (67, 2)])
+def test_merge_n_sums_rows_one_add_per_column_block(cols, blocks):
+    """MERGE_N's row sums (reduce_common.h ReduceSumMultiN): a Duplicate, then one Add per
+    64-column block of the row (ceil(numCol / 64), the last one masked), each over every row
+    of the loop, one repeat a row, a PipeBarrier<PIPE_V> after each, then one WholeReduceSum:
+    the loop's V run waits out each Add (`vector_dep_latency_cycles`) and the scalar unit
+    issues each; the cycles are the Adds' repeats, one a row per Add."""
+    chip = get_chip("ascend910b")
+    parts, _, _ = resolve("RmsNorm", get_op("RmsNorm"), _values(4096, cols, "float16"),
+                          [Value("y", (4096, cols), "float16")], {}, 1.0, chip_name="ascend910b")
+    adds = next(p for p in parts if p.instr == "vadd (column blocks)")
+    rows = 11
+    tile = rows * cols    # task elements: the rows as stored
+    assert adds.shape == COLUMNS and part_steps(adds, tile) == blocks
+    assert part_cycles(chip, adds, tile) == pytest.approx(
+        blocks * max(chip.vector_min_cycles, rows * repeat_cycles(chip, "binary", "float32")),
+        abs=1)
+    others = [p for p in parts if p is not adds]
+    assert issued_instrs(parts, tile) == issued_instrs(others, tile) + blocks
+    run = vec_instrs(chip, parts, tile)[0].cycles
+    without = vec_instrs(chip, others, tile)[0].cycles
+    assert run - without == pytest.approx(part_cycles(chip, adds, tile)
+                                          + blocks * chip.vector_dep_latency_cycles, abs=1)
 
 
 def test_merge_n_pays_no_reduce_tree_per_instruction():
-    """MERGE_N's instructions cover every row of a loop: 1024 fp32 rows of 64 cost fewer V
-    cycles than one-row instructions would (seven a row, each at least vector_min_cycles, and
-    the row's reduce at least one whole-reduce repeat)."""
+    """MERGE_N's instructions cover every row of a loop: 4096 fp32 rows of 64 (86 a core, one
+    loop) cost fewer V cycles than one-row instructions would (seven a row, each at least
+    vector_min_cycles, and the row's reduce at least one whole-reduce repeat)."""
     chip = get_chip("ascend910b")
-    res = simulate(_graph(1024, 64, "float32"), "ascend910b", fusion=False)
+    res = simulate(_graph(4096, 64, "float32"), "ascend910b", fusion=False)
     task = res.trace.task("op")
-    rows_per_core = -(-1024 // 48)
+    rows_per_core = -(-4096 // 48)
     per_row = 7 * chip.vector_min_cycles + repeat_cycles(chip, "reduce", "float32")
     assert task.pipe_cycles["V"] < rows_per_core * per_row
 

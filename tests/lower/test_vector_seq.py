@@ -69,8 +69,10 @@ def _graph(op: str, shape, dtype: str) -> asim.Graph:
                             "vcadd (variance)", "vadds (+eps)", "vsqrt", "vdiv (1/sqrt)",
                             "vbrcb (rstd)", "vmul (rstd)", "vmul (gamma)", "vadd (beta)",
                             "vconv f32->f16"]),
-    ("RmsNorm", ["vconv f16->f32", "vmul", "vcadd", "vmuls", "vadds", "vsqrt", "vdup", "vdiv",
-                 "vbrcb (rstd)", "vmul", "vmul", "vconv f32->f16"]),
+    # the A2's RmsNorm, MERGE_N isPerformance form: ReduceSumMultiN, mulRepeat's column blocks
+    ("RmsNorm", ["vconv f16->f32", "vmul", "vdup", "vadd (column blocks)",
+                 "vcadd (whole reduce)", "vmuls", "vadds", "vsqrt", "vdup", "vdiv",
+                 "vbrcb (rstd)", "vmul (by rstd)", "vmul (by gamma)", "vconv f32->f16"]),
     ("Add", ["vadd"]),
     ("ReduceSum", ["vconv f16->f32", "vcadd", "vconv f32->f16"]),
 ])
