@@ -78,7 +78,7 @@ def rms_mode(*modes: str) -> Callable[..., bool]:
 #: Muls by rstd -> Cast gamma to fp32 (every row: ComputeMulGammaCast, `recast`) -> Mul gamma
 #: -> Cast back -> CopyOutY; queues of depth BUFFER_NUM = 1 (rms_norm_base.h). The rstd
 #: arithmetic is scalar, not vector work.
-RMS_NORM_NORMAL = (_e("vmul", "binary"), _r("vcadd"), _e("vmuls", "unary"),
+RMS_NORM_NORMAL = (_e("vmul", "binary"), _r("vcadd", halving=True), _e("vmuls", "unary"),
                     _e("vmul", "binary"))
 #: RmsNorm MERGE_N mode (rms_norm_merge_n.h `KernelRmsNormMergeN::Compute`), per UB loop of
 #: rowFactor rows: Cast x, Mul x*x over every row, ReduceSumMultiN (reduce_common.h: a
@@ -172,7 +172,8 @@ def rms_norm_grad_row(fp16: bool) -> tuple:
     (the round trips are not costed: no public cycle figure)."""
     return (*_x_cast(fp16), _e("vmuls", "unary"), _e("vmul", "binary"),
             _e("vadd (dgamma)", "binary"), _e("vmul", "binary"), _e("vmul", "binary"),
-            _r("vcadd"), _e("vmuls", "unary"), _e("vsub", "binary"), _e("vmuls", "unary"))
+            _r("vcadd", halving=True), _e("vmuls", "unary"), _e("vsub", "binary"),
+            _e("vmuls", "unary"))
 
 
 def rms_norm_grad_small_d(fp16: bool) -> tuple:

@@ -41,6 +41,7 @@ class Step:
     index: bool = False
     convert: bool = False
     spread: int = 1
+    halving: bool = False
 
 
 def elem(instr: str, vclass: str, count: float = 1.0, spread: int = 1) -> Step:
@@ -53,10 +54,24 @@ def conversion(instr: str, count: float = 1.0) -> Step:
     return Step(instr, "unary", ELEM, count, convert=True)
 
 
-def reduction(instr: str, vclass: str = "reduce", index: bool = False) -> Step:
+def reduction(instr: str, vclass: str = "reduce", index: bool = False,
+              halving: bool = False) -> Step:
     """A reduction along the op's reduced axis (a reduce tree per row); `index`: it returns
-    the position of each row's result too (Step.index)."""
-    return Step(instr, vclass, REDUCE, index=index)
+    the position of each row's result too (Step.index); `halving`: the tree is a kernel's
+    own halving Adds, each a separate instruction waiting out the one before
+    (`halving_levels`)."""
+    return Step(instr, vclass, REDUCE, index=index, halving=halving)
+
+
+def halving_levels(row: int, per_repeat: int) -> int:
+    """Dependent instructions of a row sum of `row` elements by halving Adds (ops-nn
+    reduce_common.h `ReduceSumHalfInterval`): the part past the largest power of two added
+    onto it, that power halved by Adds down to one repeat (`per_repeat` elements), then one
+    WholeReduceSum."""
+    if row <= per_repeat:
+        return 1
+    body = 1 << (row.bit_length() - 1)
+    return int(row > body) + (body // per_repeat).bit_length()
 
 
 def row_loop(instr: str, vclass: str = "binary", width: int = 1) -> Step:

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from .seq_types import COLUMNS, LOOP, REDUCE
+from .seq_types import COLUMNS, LOOP, REDUCE, halving_levels
 from .seq_types import entire_reduce_repeats as _entire_repeats
 
 #: bytes one vector repeat works on (S: Ascend C API reference, RepeatReduceSum/WholeReduceSum:
@@ -34,6 +34,7 @@ class SeqPart:
     count: float = 1.0
     index: bool = False
     entire: bool = False
+    halving: bool = False
 
 
 def repeat_cycles(chip: Any, vclass: str, dtype: str) -> float:
@@ -77,6 +78,8 @@ def part_steps(part: SeqPart, tile_elems: float) -> int:
         calls *= max(1, math.ceil(part.elems * tile_elems / max(part.row, 1) - 1e-9))
     if part.shape == COLUMNS:
         calls *= max(1, math.ceil(part.row * part.item / REPEAT_BYTES - 1e-9))
+    if part.halving:
+        calls *= halving_levels(part.row, REPEAT_BYTES // part.item)
     return calls
 
 

@@ -651,7 +651,7 @@ def resolve(op_type: str, opdef: Any, ins: Sequence[Value], outs: Sequence[Value
         elif s.shape in (REDUCE, _COLUMNS):
             parts.append(SeqPart(s.instr, s.vclass, cdtype, item, s.shape,
                                  in_elems * pad(item), math.ceil(length * pad(item)),
-                                 s.count, s.index, entire_reduce))
+                                 s.count, s.index, entire_reduce, s.halving))
         elif s.shape == LOOP:
             row = math.ceil(length * pad(item))
             call = s.width if s.width > 1 else row

@@ -14,7 +14,7 @@ from ascendsim.hw import get_chip
 from ascendsim.ir.registry import get_op
 from ascendsim.ir.tensor import Value
 from ascendsim.lower import lower
-from ascendsim.lower.seq_types import COLUMNS
+from ascendsim.lower.seq_types import COLUMNS, halving_levels
 from ascendsim.lower.tiling import issued_instrs, vec_instrs
 from ascendsim.lower.vector_seq import (
     REDUCE,
@@ -142,6 +142,26 @@ def test_merge_n_performance_form(shape, perf):
     else:
         assert [(s.instr, s.shape) for s in after] == [
             ("vcopy (rstd to rows)", "elem"), ("vmul", "elem"), ("vmul", "elem")]
+
+
+@pytest.mark.parametrize("row,levels", [(64, 1), (100, 2), (1024, 5), (2056, 7), (4096, 7),
+                                        (4104, 8), (8192, 8)])
+def test_halving_levels_count_reduce_sum_half_interval(row, levels):
+    """ReduceSumHalfInterval (ops-nn reduce_common.h) sums a row of fp32: the part past the
+    largest power of two added onto it, that power halved by Adds down to one 64-element
+    repeat, then one WholeReduceSum, each instruction after a PipeBarrier<PIPE_V>."""
+    assert halving_levels(row, 64) == levels
+
+
+@pytest.mark.parametrize("rows,cols,levels", [(8176, 2049, 7), (4096, 8192, 8)])
+def test_normal_mode_row_sum_is_its_halving_adds(rows, cols, levels):
+    """NORMAL mode (rms_norm.h) sums each row by ReduceSumHalfInterval: its reduce part is
+    one dependent instruction per halving level of the 32-byte-aligned row, not one tree."""
+    parts, _, _ = resolve("RmsNorm", get_op("RmsNorm"), _values(rows, cols, "float32"),
+                          [Value("y", (rows, cols), "float32")], {}, 1.0,
+                          chip_name="ascend910b")
+    (total,) = [p for p in parts if p.shape == REDUCE]
+    assert total.halving and part_steps(total, cols) == levels
 
 
 @pytest.mark.parametrize("cols,blocks", [(1023, 16), (1024, 16), (769, 13), (128, 2), (67, 2)])
