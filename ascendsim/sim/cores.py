@@ -38,13 +38,37 @@ class Core:
 
 
 class Pool:
-    """Cores of one engine: a SimPy Container counts free ones; the lowest ids are used."""
+    """Cores of one engine: a SimPy Container counts free ones. A lease takes the lowest free
+    ids, or, in a `rotating` pool, the free ids from the one after the previous lease's last
+    core on, wrapping around: the A2 / A3 vector cores' block dispatch, which the 910C LongCat
+    decode profile shows (ParanoidHW/kernel_evaluation example_profilings/910C/
+    longcat_kernel_details.csv at 1af44fd, tasks 57-185: each vector kernel's blocks start on
+    the AIV after the previous vector kernel's last block, so a 12-block Add between MatMuls
+    starts cold four times, 48 / 12, before it meets its own cores again; docs/corpus.md,
+    "Vector kernels take the AIV cores in turn")."""
 
-    def __init__(self, env: simpy.Environment, name: str, n: int, offset: int = 0) -> None:
+    def __init__(self, env: simpy.Environment, name: str, n: int, offset: int = 0,
+                 rotating: bool = False) -> None:
         self.name = name
         self.n = n
         self.container = simpy.Container(env, capacity=n, init=n)
         self.free = list(range(offset, offset + n))
+        self.offset = offset
+        self.rotating = rotating
+        self.next = offset          # a rotating pool's first candidate core
+
+    def peek(self, k: int) -> list[int]:
+        """The `k` free core ids the next lease takes."""
+        if not self.rotating:
+            return self.free[:k]
+        nxt = self.next
+        return ([c for c in self.free if c >= nxt] + [c for c in self.free if c < nxt])[:k]
+
+    def advance(self, ids: list[int]) -> None:
+        """A lease took `ids` (in the order `peek` gave them): a rotating pool's next lease
+        starts after the last."""
+        if self.rotating and ids:
+            self.next = (ids[-1] + 1 - self.offset) % self.n + self.offset
 
     def lease(self, k: int) -> Lease:
         """Ask for `k` cores: `with pool.lease(k) as lease: yield lease.granted; ...`."""
@@ -70,9 +94,12 @@ class Lease:
             self.release()
 
     def take(self) -> list[int]:
-        """The core ids, once `granted` has fired (the lowest free ids)."""
+        """The core ids, once `granted` has fired (`Pool.peek`)."""
         pool = self.pool
-        self.ids, pool.free = pool.free[:self.k], pool.free[self.k:]
+        self.ids = pool.peek(self.k)
+        taken = set(self.ids)
+        pool.free = [c for c in pool.free if c not in taken]
+        pool.advance(self.ids)
         return self.ids
 
     def release(self):

@@ -205,7 +205,7 @@ class Engine:
         self.pools = {"aicore": Pool(self.env, "AI Core", chip.ai_cores),
                       ENGINE_AICPU: Pool(self.env, "AI CPU", chip.ai_cpus)}
         if not chip.coupled:
-            self.pools["aiv"] = Pool(self.env, "AIV", chip.aiv_cores, chip.ai_cores)
+            self.pools["aiv"] = Pool(self.env, "AIV", chip.aiv_cores, chip.ai_cores, rotating=True)
         self.rows: list[Run] = []            # raw intervals
         self.replayed: list[tuple] = []      # (replay, start, task id, op): rows made lazily
         self.records: list[TaskRecord] = []
@@ -239,6 +239,7 @@ class Engine:
         # replayed, not simulated again (see `replay_key`)
         self.replay = replay and mode == "sink" and program.streams == 1
         self.replays: dict[tuple, Replay] = {}
+        self.leases: dict[int, dict[int, tuple[int, ...]]] = {}     # task -> `leased` ids
         self.ff = (fastforward.FastForward(self.env, self.fabric, self.rows, self.gm)
                    if fast_forward else None)
 
@@ -273,7 +274,7 @@ class Engine:
                                                 self.replayed))
         trace.total_cycles = max([r.end for r in trace.tasks] + [int(r.end) for r in
                                                                  self.rows]
-                                 + [start + seen.last for seen, start, _, _ in self.replayed]
+                                 + [start + seen.last for seen, start, *_ in self.replayed]
                                  + [0])
         self._check_finite(trace)
         return trace
@@ -343,14 +344,12 @@ class Engine:
                 # is the L2 now)
                 self.l2.resync()
                 key = task_key(self.gm, t)
-                if self.icache.tracked:      # (the lowest free cores: all are free)
+                if self.icache.tracked:      # (all cores free: `Pool.peek`)
                     key = (*key, self.icache_plan(t))
             seen = self.replays.get(key) if key is not None else None
-            if seen is not None and self.icache.tracked:
-                self.icache_plan(t, touch=True)
             self.started.pop(t.task_id, None)
             if seen is not None:          # the dispatch and the replay as one timeout
-                yield from replay_task(self, t, seen, sink)
+                yield from replay_task(self, t, seen, sink, self.replay_cores(t, seen.leases))
             else:
                 self.pipe_busy[t.task_id] = {}
                 if sink:                  # device-side dispatch, in every mode
@@ -383,6 +382,7 @@ class Engine:
         with pool.lease(need) as lease:
             yield lease.granted
             ids = lease.take()
+            self.leased(task, ph, ids)
             self.started.setdefault(task.task_id, env.now)
             cold = self.icache.touch(task, ph, ids)
             procs = []
@@ -448,17 +448,33 @@ class Engine:
         return self.dispatch_head_cycles(blocks) + self.in_block_start_cycles(blocks, lines,
                                                                               cold, binary)
 
-    def icache_plan(self, task, touch: bool = False) -> tuple[int, ...]:
+    def icache_plan(self, task) -> tuple[int, ...]:
         """The cold block count of each AI Core phase of `task` on the cores it gets when all
-        are free (one stream, sunk: the lowest ids); `touch`: those cores then hold its
-        kernels (a replayed task)."""
-        out = []
-        for ph in task.phases:
-            if ph.engine == ENGINE_AICORE:
-                ids = self.pools["aiv" if ph.vector_cores else "aicore"].free[:ph.block_dim]
-                out.append(self.icache.touch(task, ph, ids) if touch
-                           else self.icache.cold(task, ph, ids))
-        return tuple(out)
+        are free (one stream, sunk: `Pool.peek`)."""
+        return tuple(self.icache.cold(task, ph,
+                                      self.pools["aiv" if ph.vector_cores else "aicore"]
+                                      .peek(ph.block_dim))
+                     for ph in task.phases if ph.engine == ENGINE_AICORE)
+
+    def leased(self, task, ph, ids) -> None:
+        """Phase `ph` of `task` runs on `ids` (kept for its replay: `replay_cores`)."""
+        index = next(i for i, p in enumerate(task.phases) if p is ph)
+        self.leases.setdefault(task.task_id, {})[index] = tuple(ids)
+
+    def replay_cores(self, task, leases: dict[int, tuple[int, ...]]) -> dict[int, int]:
+        """A replayed task takes its cores as a simulated one would (all free: `Pool.peek`; a
+        rotating pool moves on), and its kernels are then in their instruction caches; returns
+        the core ids of the task it replays that differ from its own, mapped to its own."""
+        moved = {}
+        for i, ph in enumerate(task.phases):
+            if ph.engine != ENGINE_AICORE:
+                continue
+            pool = self.pools["aiv" if ph.vector_cores else "aicore"]
+            ids = pool.peek(ph.block_dim)
+            self.icache.touch(task, ph, ids)
+            pool.advance(ids)
+            moved.update((a, b) for a, b in zip(leases.get(i, ()), ids) if a != b)
+        return moved
 
     def kernel_start(self, task, cores: tuple[int, ...], sets: list, blocks: int,
                      lines: int = 0, cold: int = 0, binary: str = ""):

@@ -99,9 +99,9 @@ def run_mix(engine, task, producer: Phase, consumer: Phase):
     made = env.event()                   # fires with the AIC's end: the last tile's flag
     aic = env.process(_side(engine, task, producer, None, made))
     coalesced = max(g.tiles for g in producer.groups) >= COALESCE_MIN
-    # (the producer's cold blocks on the cores it would get now: the lowest free ids)
+    # (the producer's cold blocks on the cores it would get now: `Pool.peek`)
     pool = engine.pools["aiv" if producer.vector_cores else "aicore"]
-    cold = engine.icache.cold(task, producer, pool.free[:producer.block_dim])
+    cold = engine.icache.cold(task, producer, pool.peek(producer.block_dim))
     start = engine.kernel_start_cycles(producer.block_dim, tiling_lines(producer), cold,
                                        producer.binary) + \
         first_tiles_cycles(producer, PREFIX_TILES if coalesced else 1)
@@ -123,6 +123,7 @@ def _side(engine, task, ph: Phase, gate, made):
     with pool.lease(ph.block_dim) as lease:
         yield lease.granted
         ids = tuple(lease.take())
+        engine.leased(task, ph, ids)
         t0 = env.now
         engine.started.setdefault(task.task_id, t0)
         sets = [ids] if engine.symmetric else [(c,) for c in ids]

@@ -22,11 +22,11 @@ class Replay:
     grant, its rows (with start/end offsets), per-core busy cycles, buffer and fabric peaks."""
 
     __slots__ = ("duration", "first", "rows", "busy", "peaks", "fabric", "l2", "gm", "stats",
-                 "roomy", "last", "sums", "block_dim")
+                 "roomy", "last", "sums", "block_dim", "leases")
 
     def __init__(self, duration: int, first: int, rows: tuple, busy: dict, peaks: dict,
                  fabric: tuple[float, float], l2: tuple, gm: dict, stats: dict,
-                 roomy: bool, block_dim: int = 0) -> None:
+                 roomy: bool, block_dim: int = 0, leases: dict | None = None) -> None:
         self.duration, self.first, self.rows = duration, first, rows
         self.busy, self.peaks, self.fabric = busy, peaks, fabric
         self.l2, self.gm, self.stats = l2, gm, stats   # L2 transition, GM traffic, L2 stats
@@ -37,6 +37,7 @@ class Replay:
                      if k not in ("peak_resident", "flush_cycles")]
         # the task's cores (equal keys: equal groups, so equal block dims, as the rows' cores)
         self.block_dim = block_dim
+        self.leases = leases or {}     # its phases' AI Core ids (Engine.leased)
 
 
 def replay_key(task) -> tuple:
@@ -133,20 +134,22 @@ def run_recorded(engine: Any, t, key):
         tuple((r, r.start - start, r.end - start) for r in engine.rows[first_row:]),
         {c: dict(b) for c, b in engine.pipe_busy[t.task_id].items()}, task_peaks,
         task_fabric, transition, dict(gm.traffic.get(t.task_id, {})), deltas, roomy,
-        t.block_dim)
+        t.block_dim, engine.leases.get(t.task_id))
 
 
-def replay_task(engine: Any, t, seen: Replay, lead: int = 0):
+def replay_task(engine: Any, t, seen: Replay, lead: int = 0, moved: dict | None = None):
     """An identical task simulated before (see `replay_key`): the same rows, busy cycles
-    and peaks, shifted to `lead` cycles from now (its dispatch); one timeout instead of its
-    events (nothing else runs meanwhile)."""
+    and peaks, shifted to `lead` cycles from now (its dispatch) and moved to its own cores
+    (`moved`: the earlier task's core ids that differ, to this one's); one timeout instead
+    of its events (nothing else runs meanwhile)."""
     env, gm = engine.env, engine.gm
     start = env._now + lead
     engine.started[t.task_id] = start + seen.first
     # its rows are made when the intervals are first read (`rows.expand_with_replays`)
-    engine.replayed.append((seen, start, t.task_id, t.op_name))
+    engine.replayed.append((seen, start, t.task_id, t.op_name, moved or {}))
     # (read-only from here on: `RecordBuilder.record` copies the busiest core's)
-    engine.pipe_busy[t.task_id] = seen.busy
+    engine.pipe_busy[t.task_id] = ({moved.get(c, c): b for c, b in seen.busy.items()}
+                                   if moved else seen.busy)
     merge_peaks(engine.peaks, seen.peaks)
     fabric = engine.fabric
     if seen.fabric[0] > fabric.peak_l2:

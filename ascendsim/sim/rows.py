@@ -25,11 +25,13 @@ class Run:
 
 def expand_with_replays(rows: list[Run], replayed: list[tuple]) -> list[Interval]:
     """`expand_rows` over the simulated rows and those of the replayed tasks (each replay's
-    rows shifted to its start)."""
+    rows shifted to its start and moved to its cores: `moved` maps the core ids that
+    differ)."""
     with gc_paused():
-        extra = [Run(r.engine, r.cores, r.pipe, task_id, op, start + a, start + b, r.kind,
-                     r.nbytes, r.src, r.dst, r.count, r.stall, r.tile)
-                 for seen, start, task_id, op in replayed for r, a, b in seen.rows]
+        extra = [Run(r.engine, tuple(moved.get(c, c) for c in r.cores) if moved else r.cores,
+                     r.pipe, task_id, op, start + a, start + b, r.kind, r.nbytes, r.src, r.dst,
+                     r.count, r.stall, r.tile)
+                 for seen, start, task_id, op, moved in replayed for r, a, b in seen.rows]
     return expand_rows(rows + extra if extra else rows)
 
 

@@ -2,7 +2,8 @@
 `kernelstart.InstructionCaches`): a block whose core last ran another kernel pays the chip's
 figure per cold block of its phase before its first instruction; the same kernel again on the
 same cores does not. Measured on the A3's LongCat profile (the figure's source); these tests
-check how the engine keeps the state."""
+check how the engine keeps the state, and that the vector kernels take the AIV cores in
+turn (`Pool.rotating`, the same profile)."""
 
 import pytest
 
@@ -33,18 +34,43 @@ def _starts(res, name: str) -> set[int]:
             if iv.kind == KERNEL_START_KIND}
 
 
+def _cores(res, name: str) -> list[int]:
+    task = res.trace.task(name)
+    return sorted({iv.core for iv in res.trace.intervals_of(task.task_id)
+                   if iv.kind == KERNEL_START_KIND})
+
+
 def test_a_core_that_last_ran_another_kernel_fetches_its_code():
-    """relu, relu, abs, relu on the same cores: the first relu is cold (nothing cached), the
-    second warm (same kernel), abs cold, the last relu cold again (its cores last ran abs);
-    a cold block's start is longer by exactly blocks x icache_cold_block_us."""
+    """relu, relu, abs, relu on 16 of the 910B's 48 AIVs each: the vector kernels take the AIV
+    cores in turn (`Pool.rotating`), so the second relu runs on the next 16, whose caches hold
+    nothing (cold), abs on the last 16 (cold), and the last relu wraps to the first relu's
+    cores (warm); a cold block's start is longer by exactly blocks x icache_cold_block_us."""
     res = simulate(_chain(), CHIP, fusion=False)
     blocks = res.trace.task("op0").block_dim
-    assert blocks > 1
-    warm = _starts(res, "op1")
+    assert blocks == CHIP.aiv_cores // 3
+    first = CHIP.ai_cores          # the AIV ids follow the AIC ids
+    for i in range(4):
+        start = first + (i % 3) * blocks
+        assert _cores(res, f"op{i}") == list(range(start, start + blocks)), i
+    warm = _starts(res, "op3")
     per_block = CHIP.cycles(CHIP.icache_cold_block_us * 1e-6)
     assert len(warm) == 1 and per_block > 0
-    for name in ("op0", "op2", "op3"):
+    for name in ("op0", "op1", "op2"):
         assert _starts(res, name) == {next(iter(warm)) + blocks * per_block}, name
+
+
+def test_the_aic_cores_are_taken_lowest_first():
+    """No profile shows the AICs' dispatch order, so a cube kernel's blocks take the lowest
+    free AIC ids, call after call; the AIVs rotate (LongCat: AIC-only MatMuls do not move
+    the vector cores' turn)."""
+    g = asim.Graph("mm")
+    a = g.input("a", (256, 256), "float16")
+    for i in range(3):
+        a = g.matmul(a, g.input(f"w{i}", (256, 256), "float16"), name=f"mm{i}")
+    g.output(a)
+    res = simulate(g, CHIP, fusion=False)
+    cores = [_cores(res, f"mm{i}") for i in range(3)]
+    assert cores[0] == cores[1] == cores[2] and cores[0][0] == 0
 
 
 def test_a_warm_run_caches_every_kernel():
@@ -57,15 +83,17 @@ def test_a_warm_run_caches_every_kernel():
 
 def test_replayed_tasks_keep_the_state():
     """The same chain with the engine's replay of identical tasks (one stream, sunk) and in
-    host mode (no replay) gives each task the same start: the replay key carries the cold
-    blocks each task would meet. (Both runs take the same kernels: host mode's default on
-    the A2 is the prebuilt binary kernels, whose split differs.)"""
+    host mode (no replay) gives each task the same start and the same cores: the replay key
+    carries the cold blocks each task would meet, and a replayed task's rows move to the
+    cores it takes. (Both runs take the same kernels: host mode's default on the A2 is the
+    prebuilt binary kernels, whose split differs.)"""
     sink = simulate(_chain(ops=("relu", "relu", "abs", "relu", "relu")), CHIP, fusion=False)
     host = simulate(_chain(ops=("relu", "relu", "abs", "relu", "relu")), CHIP, fusion=False,
                     mode="host", kernel_build="jit")
     for i in range(5):
         assert _starts(sink, f"op{i}") == _starts(host, f"op{i}"), i
-    assert _starts(sink, "op3") != _starts(sink, "op4")       # cold after abs, then warm
+        assert _cores(sink, f"op{i}") == _cores(host, f"op{i}"), i
+    assert _starts(sink, "op1") != _starts(sink, "op4")       # fresh cores, then wrapped
 
 
 def test_chips_without_the_figure_keep_no_state():
@@ -97,11 +125,11 @@ def test_corpus_rows_start_as_their_harness_left_the_cores():
 
 
 def _two_shapes(build: str, icache: str = "cold"):
-    """relu on a [65536] tensor, then relu on a [32768] one: the same op type and dtype, on
-    the same cores, another shape."""
+    """relu on a [2^20] tensor, then relu on a [2^19] one: the same op type and dtype, each on
+    all 48 AIVs (so the second on the first's cores), another shape."""
     g = asim.Graph("t")
-    x = g.relu(g.input("x", (1 << 16,), "float16"), name="op0")
-    y = g.relu(g.input("y", (1 << 15,), "float16"), name="op1")
+    x = g.relu(g.input("x", (1 << 20,), "float16"), name="op0")
+    y = g.relu(g.input("y", (1 << 19,), "float16"), name="op1")
     g.output(x)
     g.output(y)
     return simulate(g, CHIP, fusion=False, kernel_build=build, icache=icache)
@@ -120,3 +148,21 @@ def test_a_shape_compiled_kernel_is_one_binary_per_shape():
     dynamic = _two_shapes("binary")
     assert dynamic.trace.task("op0").block_dim >= dynamic.trace.task("op1").block_dim
     assert _starts(dynamic, "op1") == _starts(_two_shapes("binary", "warm"), "op1")
+
+
+def test_a_rotating_pool_starts_after_the_last_lease_and_wraps():
+    """`Pool.peek` / `advance`: a rotating pool's next lease starts after the previous one's
+    last core and wraps past the end; a plain pool takes the lowest free ids."""
+    import simpy
+
+    from ascendsim.sim.cores import Pool
+    env = simpy.Environment()
+    aiv = Pool(env, "AIV", 48, 24, rotating=True)
+    assert aiv.peek(16) == list(range(24, 40))
+    aiv.advance(aiv.peek(16))
+    assert aiv.peek(40) == [*range(40, 72), *range(24, 32)]
+    aiv.advance(aiv.peek(40))
+    assert aiv.next == 32
+    aic = Pool(env, "AI Core", 24)
+    aic.advance(aic.peek(16))
+    assert aic.peek(4) == [0, 1, 2, 3]
