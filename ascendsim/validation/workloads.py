@@ -71,7 +71,11 @@ Decoder rows build `ascendsim.models.decoder` (a preset, with the row's config o
 the measured step: prefill of seq_len tokens after context_len cached ones, or one decode
 token per sequence against context_len cached tokens. Decoder layers are identical graphs,
 so a model deeper than `EXTRAPOLATE_ABOVE_LAYERS` is simulated at 1 and 2 layers and
-extrapolated linearly (the embedding, final norm and LM head are the constant part).
+extrapolated linearly (the embedding, final norm and LM head are the constant part). The
+layers' times are equal up to their kernels' cold starts: on a split chip the vector kernels
+take the AIV cores in turn (`sim.cores.Pool`), so a kernel on fewer blocks than the AIVs
+may start on other cores in another layer (a 4-layer toy decoder: 0.2 % from the whole step;
+a 7B decode or prefill, whose kernels fill the AIVs: exact).
 """
 
 from __future__ import annotations

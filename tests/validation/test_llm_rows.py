@@ -136,7 +136,9 @@ def test_decoder_row_equals_simulating_the_decoder_directly(launch, mode):
 
 def test_deep_decoders_are_extrapolated_from_one_and_two_layers():
     """Every decoder layer is the same graph, so 4 layers from the 1- and 2-layer steps equal
-    the 4-layer step simulated whole (the constant part: embedding, final norm, LM head)."""
+    the 4-layer step simulated whole (the constant part: embedding, final norm, LM head), up
+    to the cold starts of kernels that take other AIVs in another layer (the AIVs rotate;
+    bounded by icache_cold_block_us per block: within 1 %)."""
     w = {"kind": "decoder", "preset": "tiny-gqa-1m", "batch": 1, "phase": "decode",
          "context_len": 40, "layers": 4}
     plan = decoder_plan(_row(w))
@@ -144,7 +146,7 @@ def test_deep_decoders_are_extrapolated_from_one_and_two_layers():
     rec = validate_rows([_row(w, unit="ms", metric="time", value=1.0)]).rows[0]
     whole = asim.simulate(decoder("tiny-gqa-1m", phase="decode", context_len=40, layers=4),
                           "ascend910b")
-    assert rec.simulated == pytest.approx(whole.time_us / 1e3, rel=1e-6)
+    assert rec.simulated == pytest.approx(whole.time_us / 1e3, rel=1e-2)
 
 
 def test_decoder_overrides_build_a_model_from_its_config():
