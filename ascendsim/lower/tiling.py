@@ -80,8 +80,8 @@ from dataclasses import dataclass, replace
 
 from ..errors import SimulationError
 from .program import GM, CoreGroup, Instr, Segment, Stage, gm_tensors
-from .seq_types import COLUMNS, REDUCE
-from .vector_seq import LOOP, SeqPart, part_cycles, part_steps
+from .seq_types import REDUCE
+from .vector_seq import SeqPart, part_cycles, part_steps
 
 
 def ceil_to(x: int, m: int) -> int:
@@ -258,10 +258,10 @@ def _seq_kind(kinds: list[str]) -> str:
 
 def issued_instrs(parts, elems: float = 0.0) -> int:
     """Vector instructions the scalar unit issues for the parts (a sequence's every step) on
-    a tile of `elems` task elements (a per-row LOOP part issues one call per row, a COLUMNS
-    part one per column block of the row)."""
-    return sum((part_steps(p, elems) if p.shape in (LOOP, COLUMNS) else max(1, math.ceil(p.count)))
-               if isinstance(p, SeqPart) else 1 for p in parts)
+    a tile of `elems` task elements: each part's `part_steps` (a per-row LOOP part one call
+    per row, a COLUMNS part one per column block of the row, a halving reduce one per
+    level)."""
+    return sum(part_steps(p, elems) if isinstance(p, SeqPart) else 1 for p in parts)
 
 
 def _scalar_work(cycles: float, units: int = 1) -> Stage:

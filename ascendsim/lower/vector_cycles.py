@@ -72,7 +72,8 @@ def reduce_row_cycles(chip: Any, vclass: str, dtype: str, row: int, item: int,
 
 def part_steps(part: SeqPart, tile_elems: float) -> int:
     """Instructions one resolved part issues on a tile of `tile_elems` task elements: its
-    count, and for a LOOP part that many per row of the tile."""
+    count, that many per row of the tile for a LOOP part, per 256-byte column block of the
+    row for a COLUMNS part, per halving level (`halving_levels`) for a halving reduce."""
     calls = max(1, math.ceil(part.count - 1e-9))
     if part.shape == LOOP:
         calls *= max(1, math.ceil(part.elems * tile_elems / max(part.row, 1) - 1e-9))

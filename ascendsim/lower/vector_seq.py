@@ -28,6 +28,8 @@ Steps are of five shapes:
   per row (below); a reduction over a strided (not innermost) axis is a fold of
   (L - 1) / L element-wise binary passes instead (vadd/vmax of row slices), no reduce step,
   in a TBE NORM kernel one call per reduced row, each waiting out the last (`_fold_part`);
+  a `halving` reduction is a kernel's own halving Adds (ops-nn ReduceSumHalfInterval), the
+  tree's cycles in `halving_levels` dependent instructions;
 - ROW: once per reduced row, on the per-row statistics (mean = sum * 1/L, vsqrt, vln);
 - LOOP: one instruction per reduced row over that row's elements, where a kernel's own for
   loop issues a separate call for each row (RmsNormGrad's dgamma Adds on short rows): each
