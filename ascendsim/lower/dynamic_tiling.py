@@ -40,20 +40,24 @@ Apache-2.0 public copy: dengguojie/vue-element-admin ops/built-in/op_tiling/, el
   side (size-1 axes dropped, neighbours merged); the `max_block_factor` bound of the
   workspace path (a block's inner A axes must fit the UB) and the continuous-data-move case
   are not modelled.
-- a 2-byte Transpose of [N, R, C] -> [N, C, R] (`transpose_blocks`; size-1 axes dropped and
-  axes that stay adjacent merged first, `merged_transpose`): the TIK kernel
-  impl/dynamic/transpose.py, whose run-time tiling (op_tiling/transpose.cc at f78c5c4,
-  scenario 7, `MakeNCRDecision`) takes the first valid of its split models `Model001_b16` ..
-  `Model008_b16` in that order: N >= cores gives each core ceil(N / cores) whole [R, C]
-  planes (001); else R >= 64 x cores splits R over every core (002), C >= 64 x cores splits C
-  (003), else each plane gets cores // N cores, which split its longer axis (006: the column
-  factor when C > R, else the row factor); a split axis goes in shares of ceil(length / parts)
-  rounded up to 16 elements (`Split`). Modelled for R > 128 (up to 128 rows go to scenario
-  10) and R, C >= 64 (below, the f2t / t2f models 004, 005, 007, 008 may apply,
-  F2T_THRESHOLD_B16 = 64); N = 1 (a 2-D swap, scenario 11) and 4-byte data (models 001 ..
-  008 without _b16) keep the generic split. The tiling launches every core (`block_dim` =
-  core_num) and those without a share run only the prologue; the model counts the cores with
-  a share.
+- a 2- or 4-byte Transpose of [N, R, C] -> [N, C, R] (`transpose_blocks`; size-1 axes dropped
+  and axes that stay adjacent merged first, `merged_transpose`; a 2-D swap [R, C] -> [C, R] is
+  N = 1): the TIK kernel impl/dynamic/transpose.py, whose run-time tiling (op_tiling/
+  transpose.cc at f78c5c4, scenario 7, `MakeNCRDecision`) takes the first valid of its split
+  models `Model001_b16` .. `Model008_b16` in that order (`Model001` .. `Model008` for 4-byte
+  data, `fp16Times` 2: the same conditions at these sides): N >= cores gives each core
+  ceil(N / cores) whole [R, C] planes (001); else R >= 64 x cores splits R over every core
+  (002), C >= 64 x cores splits C (003), else each plane gets cores // N cores, which split its
+  longer axis (006: the column factor when C > R, else the row factor); a split axis goes in
+  shares of ceil(length / parts) rounded up to a 32-byte block of elements (`Split`, 16 or
+  8). Modelled for R > 128 (up to 128 rows go to scenario 10) and R, C >= 64 (below, the f2t /
+  t2f models 004, 005, 007, 008 may apply, F2T_THRESHOLD_B16 = 64, F2T_THRESHOLD_B32 = 32). A
+  2-D swap whose sides are both whole blocks takes scenario 11 instead (`IsScenario11`) and
+  keeps the generic split; an unaligned one is scenario 7 with N = 1. `Split` gives the
+  first cores that rounded share and evens the overshoot out over the rest in block steps;
+  the model puts the data on ceil(length / share) cores at that share (the busiest core's,
+  which sets the time). The tiling launches every core (`block_dim` = core_num,
+  `Serialize*`): the model adds the others as blocks with no work (`with_idle_blocks`).
 
 `dynamic_blocks` picks the rule of a lone vector op (or says none applies).
 
@@ -83,6 +87,7 @@ from typing import NamedTuple
 
 from ..ir.registry import Category, get_op
 from ..ir.tensor import Value, itemsize
+from .program import CoreGroup, Instr, Segment, Stage
 from .seq_types import A2_A3_CHIPS
 from .tiling import cdiv, elewise_limit
 from .vector_rows import norm_axis, norm_perm
@@ -120,11 +125,13 @@ SCALAR_TENSOR_BROADCAST_OPS = {"ApplyAdamW": 8}
 #: op types whose prebuilt dynamic-shape kernel on the A2 / A3 is a TIK kernel that reads its
 #: run-time tiling into UB (module note, "Kernel kinds")
 TIK_KERNELS = frozenset({"Transpose"})
-#: Transpose: 2-byte elements per 32-byte block, the unit its tiling splits an axis in
-TRANSPOSE_BLOCK_ELEMS = 16
+#: Transpose: bytes of the block its tiling splits an axis in (`Split`: elePerBlock elements)
+TRANSPOSE_BLOCK_BYTES = 32
 #: Transpose: the side both transposed axes reach for the split models read here (below it
 #: the f2t / t2f models, F2T_THRESHOLD_B16 = 64, may take the shape)
 TRANSPOSE_MIN_SIDE = 64
+#: Transpose: element sizes whose scenario 7 split is modelled (`fp16Times` 1 and 2)
+TRANSPOSE_SPLIT_ITEMS = (2, 4)
 #: Transpose: rows (the input's second-to-last axis) up to this go to scenario 10
 TRANSPOSE_S10_ROWS = 128
 
@@ -294,40 +301,79 @@ def merged_transpose(shape: Sequence[int], perm: Sequence[int]
     return merged, tuple(order.index(r) for r in range(len(runs)))
 
 
-def _split_share(length: int, parts: int) -> int:
-    """Elements of `length` per core when split `parts` ways in 32-byte blocks of 2-byte
-    elements (the tiling's `Split`: ceil(length / parts) rounded up to 16)."""
-    return cdiv(cdiv(length, parts), TRANSPOSE_BLOCK_ELEMS) * TRANSPOSE_BLOCK_ELEMS
+def _split_share(length: int, parts: int, block_elems: int) -> int:
+    """Elements of `length` per core when split `parts` ways in 32-byte blocks of
+    `block_elems` elements (the tiling's `Split`: ceil(length / parts) rounded up to a block)."""
+    return cdiv(cdiv(length, parts), block_elems) * block_elems
 
 
-def transpose_blocks(shape: Sequence[int], perm: Sequence[int], cores: int) -> int | None:
-    """Cores with a share of a 2-byte TIK Transpose of [N, R, C] -> [N, C, R] (module note),
-    or None where the shape takes a path not modelled here."""
+def _ncr(shape: Sequence[int], perm: Sequence[int], block_elems: int
+         ) -> tuple[int, int, int] | None:
+    """[N, R, C] of a Transpose the scenario 7 tiling splits (module note), or None: an
+    [N, R, C] -> [N, C, R] permutation, or a 2-D swap (N = 1) with a side not a whole number
+    of blocks (both whole: scenario 11)."""
     merged, order = merged_transpose(shape, perm)
-    if order != (0, 2, 1):
+    if order == (0, 2, 1):
+        return merged[0], merged[1], merged[2]
+    if order == (1, 0) and any(side % block_elems for side in merged):
+        return 1, merged[0], merged[1]
+    return None
+
+
+def transpose_blocks(shape: Sequence[int], perm: Sequence[int], cores: int,
+                     item: int = 2) -> int | None:
+    """Cores at the busiest share of a 2- or 4-byte (`item`) TIK Transpose that the scenario 7
+    tiling splits as [N, R, C] -> [N, C, R] (module note), or None where the shape takes a
+    path not modelled here."""
+    block_elems = TRANSPOSE_BLOCK_BYTES // item
+    ncr = _ncr(shape, perm, block_elems)
+    if ncr is None:
         return None
-    n, r, c = merged
+    n, r, c = ncr
     if min(r, c) < TRANSPOSE_MIN_SIDE or r <= TRANSPOSE_S10_ROWS:
         return None
-    if n >= cores:                                  # Model001_b16: whole planes
+    if n >= cores:                                  # Model001: whole planes
         return cdiv(n, cdiv(n, cores))
-    if r >= TRANSPOSE_MIN_SIDE * cores:             # Model002_b16: rows over every core
-        return cdiv(r, _split_share(r, cores))
-    if c >= TRANSPOSE_MIN_SIDE * cores:             # Model003_b16: columns over every core
-        return cdiv(c, _split_share(c, cores))
-    longer = max(r, c)                              # Model006_b16: cores // N per plane
-    return n * cdiv(longer, _split_share(longer, cores // n))
+    if r >= TRANSPOSE_MIN_SIDE * cores:             # Model002: rows over every core
+        return cdiv(r, _split_share(r, cores, block_elems))
+    if c >= TRANSPOSE_MIN_SIDE * cores:             # Model003: columns over every core
+        return cdiv(c, _split_share(c, cores, block_elems))
+    longer = max(r, c)                              # Model006: cores // N per plane
+    return n * cdiv(longer, _split_share(longer, cores // n, block_elems))
 
 
 class DynamicSplit(NamedTuple):
     """A prebuilt dynamic-shape kernel's run-time split: its block count, the note saying
     which tiling gave it, and the tiling's pattern ("elewise", "broadcast", "transpose",
     "norm", "reduce"; an "elewise" kernel also sizes its UB tiles by TBE's ELEWISE rule,
-    `lower.tiling.elewise_tiles`)."""
+    `lower.tiling.elewise_tiles`), and the blocks it launches where that is more than
+    `blocks` (0: the blocks with a share; the TIK Transpose launches every core, and a core
+    without a share runs only its start and the tiling prologue)."""
 
     blocks: int
     note: str
     pattern: str
+    launched: int = 0
+
+
+#: the program of a launched block with no share: one scalar instruction of no cycles (its
+#: start, the tiling prologue included, is the engine's kernel start)
+IDLE_BLOCK = Segment((Stage("S", (Instr("S", "scalar", 0),)),), 1)
+
+
+def with_idle_blocks(work: tuple[list[CoreGroup], list[str]], dynamic: DynamicSplit | None
+                     ) -> tuple[list[CoreGroup], list[str]]:
+    """A vector task's core groups and notes (`work`) and, where a prebuilt kernel's tiling
+    launches more blocks than have a share (`DynamicSplit.launched`, at most the cores its
+    split was given), one group of the others with no work: each pays its block's start (and
+    counts in every block's start) but moves nothing. A task on other blocks than the split's
+    (a node's own block_dim) is left as it is."""
+    groups, notes = work
+    busy = sum(len(g.cores) for g in groups)
+    if dynamic is None or busy != dynamic.blocks or dynamic.launched <= busy:
+        return work
+    launched = dynamic.launched
+    return [*groups, CoreGroup(tuple(range(busy, launched)), (IDLE_BLOCK,))], notes
 
 
 def dynamic_blocks(parts: list, ins: Sequence[Value], outs: Sequence[Value],
@@ -358,15 +404,15 @@ def dynamic_blocks(parts: list, ins: Sequence[Value], outs: Sequence[Value],
             return None
         return DynamicSplit(blocks, f"dynamic broadcast tiling (trailing axes): {blocks} "
                                     f"block(s) for {rows} rows", "broadcast")
-    if op == "Transpose" and item == 2:
+    if op == "Transpose" and item in TRANSPOSE_SPLIT_ITEMS:
         shape = tuple(int(d) for d in ins[0].shape)
         blocks = transpose_blocks(shape, norm_perm(parts[0].attrs.get("perm"), len(shape)),
-                                  cores)
+                                  cores, item)
         if blocks is None:
             return None
         return DynamicSplit(blocks, f"dynamic Transpose tiling (TIK, scenario 7): {blocks} "
-                                    f"of {cores} cores take a share of {list(shape)}",
-                            "transpose")
+                                    f"of {cores} cores take a share of {list(shape)}, all "
+                                    f"{cores} launched", "transpose", cores)
     if op in NORM_OPS and ins[0].shape:
         shape = tuple(int(d) for d in ins[0].shape)
         axis = norm_axis(parts[0].attrs.get("axis", -1), len(shape))

@@ -36,7 +36,14 @@ from ..ir.registry import Category, get_op
 from ..ir.tensor import Value, itemsize
 from .bf16 import BF16_NOTE, BF16_WORK_BYTES, bf16_vector_work, vconv_parts, widened
 from .context import Lowering, TaskSpec
-from .dynamic_tiling import NORM_OPS, DynamicSplit, broadcast_buffers, dynamic_blocks, norm_split
+from .dynamic_tiling import (
+    NORM_OPS,
+    DynamicSplit,
+    broadcast_buffers,
+    dynamic_blocks,
+    norm_split,
+    with_idle_blocks,
+)
 from .formats import NC1HWC0, ND, NZ, is_small_operand, padded_bytes
 from .glu_tiling import glu_shares, glu_tiling
 from .memo import vector_work
@@ -104,8 +111,8 @@ def lower_vector(low: Lowering, node, parts: list, category: Category,
         moves=row_moves(low, parts[0], in_vals, gathered),
         split=vector_split(parts, in_vals, out_vals, dynamic))))
     spec = binary_buffers(low, parts, ext_in, ext_vals, out_vals, spec, dynamic)
-    groups, vnotes = vector_work(low.chip, spec, node.name,
-                                 (blocks := schedule_blocks(low, parts, ext_vals, dynamic))[0])
+    groups, vnotes = with_idle_blocks(vector_work(low.chip, spec, node.name, (
+        blocks := schedule_blocks(low, parts, ext_vals, dynamic))[0]), dynamic)
     if not ext_in and node.inputs:
         ins = [i for i in node.inputs if i]   # dependencies only: no bytes moved
         in_fmts = [low.format_of(i) for i in ins]

@@ -153,13 +153,40 @@ def test_a_transpose_is_decided_on_its_merged_axes(shape, perm, merged):
     ((2, 4096, 512), (0, 2, 1), 37),
     # C >= 64 x 40 (Model003_b16): columns over every core
     ((2, 512, 4096), (0, 2, 1), 37),
-    ((1, 256, 384), (0, 2, 1), None),   # a 2-D swap: scenario 11, not modelled
+    ((1, 256, 384), (0, 2, 1), None),   # a 2-D swap of whole blocks: scenario 11
+    # a 2-D swap with a side not a whole block: scenario 7 with N = 1 (Model006_b16 splits
+    # the longer axis, rows on a tie: 1023 / 40 -> 32, 32 shares; Model003_b16 the 8193
+    # columns: 208 each, 40 shares)
+    ((1023, 1023), (1, 0), 32),
+    ((255, 8193), (1, 0), 40),
     ((8, 128, 384), (0, 2, 1), None),   # up to 128 rows: scenario 10
     ((8, 256, 48), (0, 2, 1), None),    # a side under 64: the f2t / t2f models may apply
     ((8, 256, 384), (1, 0, 2), None),   # the last axis stays: not this kernel's vnchwconv path
 ])
 def test_transpose_blocks_follow_the_tik_tiling(shape, perm, blocks):
     assert transpose_blocks(shape, perm, 40) == blocks
+
+
+@pytest.mark.parametrize("shape, perm, blocks", [
+    # 4-byte data (Model001 .. Model008, fp16Times 2): shares in blocks of 8 elements
+    ((1009, 1021), (1, 0), 32),          # Model006: the 1021 columns, 26 -> 32 each
+    ((64, 256, 384), (0, 2, 1), 32),     # Model001: two planes per core
+    ((2048, 2048), (1, 0), None),        # both sides whole blocks: scenario 11
+])
+def test_four_byte_transpose_blocks_split_in_blocks_of_eight(shape, perm, blocks):
+    assert transpose_blocks(shape, perm, 40, item=4) == blocks
+
+
+def test_the_tik_transpose_launches_every_core():
+    """The run-time tiling sets block_dim to the core count (transpose.cc `Serialize*`):
+    the cores without a share pay their block's start but move nothing."""
+    g = _op("Transpose", [(64, 256, 384)], attrs={"perm": [0, 2, 1]})
+    res = asim.simulate(g, get_chip("ascend910b4"), fusion=False, detail="block",
+                        kernel_build="binary")
+    task = res.trace.task("rs")
+    moving = {i.core for i in res.trace.intervals
+              if i.task_id == task.task_id and i.pipe == "MTE2"}
+    assert (task.block_dim, len(moving)) == (40, 32)
 
 
 @pytest.mark.parametrize("shape, axis, item, blocks", [
@@ -211,8 +238,6 @@ def _blocks(g, build, chip="ascend910b4"):
          consts=(np.array([-1], np.int64),)), 16, 12),
     # a softmax over axis 1 of [102, 64, 101]: three A0 slices a block, 34 blocks
     (_op("Softmax", [(102, 64, 101)], "float32", attrs={"axis": 1}), 34, 40),
-    # a 2-byte [64, 256, 384] -> [64, 384, 256] Transpose: two planes per core on 32 cores
-    (_op("Transpose", [(64, 256, 384)], attrs={"perm": [0, 2, 1]}), 32, 40),
 ])
 def test_a_binary_kernel_takes_its_run_time_tiling(graph, binary, jit):
     assert (_blocks(graph, "binary"), _blocks(graph, "jit")) == (binary, jit)
@@ -226,8 +251,8 @@ def test_a_binary_kernel_takes_its_run_time_tiling(graph, binary, jit):
     _op("ReduceSum", [(1 << 20,)], "float32", attrs={"keepdims": 0}),
     _op("ReduceSum", [(64, 4096)], attrs={"keepdims": 0},
         consts=(np.array([-1], np.int64),)),
-    # a 4-byte Transpose takes the kernel's other split models (not read through)
-    _op("Transpose", [(64, 256, 384)], "float32", attrs={"perm": [0, 2, 1]}),
+    # an 8-byte Transpose (its split models not read through)
+    _op("Transpose", [(64, 256, 384)], "int64", attrs={"perm": [0, 2, 1]}),
 ])
 def test_the_dynamic_split_leaves_other_kernels_alone(graph):
     """Kernels whose run-time tiling path is not modelled keep the A2's traffic rule in a
