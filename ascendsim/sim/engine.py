@@ -457,7 +457,10 @@ class Engine:
                      for ph in task.phases if ph.engine == ENGINE_AICORE)
 
     def leased(self, task, ph, ids) -> None:
-        """Phase `ph` of `task` runs on `ids` (kept for its replay: `replay_cores`)."""
+        """Phase `ph` of `task` runs on `ids` (kept for its replay, `replay_cores`, while the
+        engine replays identical tasks)."""
+        if not self.replay:
+            return
         index = next(i for i, p in enumerate(task.phases) if p is ph)
         self.leases.setdefault(task.task_id, {})[index] = tuple(ids)
 

@@ -122,6 +122,7 @@ def run_recorded(engine: Any, t, key):
         merge_peaks(engine.peaks, task_peaks)
         task_l2_peak = stats.peak_resident
         stats.peak_resident = max(outer_l2_peak, task_l2_peak)
+    leases = engine.leases.pop(t.task_id, None)
     transition = (gm.l2.own_transition(l2_before, roles, tail) if roomy else
                   gm.l2.transition(l2_before, roles))
     gm.l2.log = None
@@ -134,7 +135,7 @@ def run_recorded(engine: Any, t, key):
         tuple((r, r.start - start, r.end - start) for r in engine.rows[first_row:]),
         {c: dict(b) for c, b in engine.pipe_busy[t.task_id].items()}, task_peaks,
         task_fabric, transition, dict(gm.traffic.get(t.task_id, {})), deltas, roomy,
-        t.block_dim, engine.leases.get(t.task_id))
+        t.block_dim, leases)
 
 
 def replay_task(engine: Any, t, seen: Replay, lead: int = 0, moved: dict | None = None):
