@@ -491,9 +491,10 @@ class Chip:
             "absent: host_launch_us")
     eager_fused_attention_launch_us: float | None = _spec(
         "float", "us", ge=0, optional=True,
-        doc="host cost of one torch_npu.npu_fused_infer_attention_score call (Python, the "
-            "aclnn FusedInferAttentionScore workspace query with its host tiling, the launch), "
-            "the host launch of eager_call op rows whose cann_op is FusedInferAttentionScore "
+        doc="host cost of one torch_npu fused attention call (npu_fused_infer_attention_score, "
+            "npu_fusion_attention: Python, the aclnn workspace query with its host tiling, the "
+            "launch), the host launch of eager_call op rows whose cann_op is "
+            "FusedInferAttentionScore or FlashAttentionScore "
             "(validation.validate.EAGER_LAUNCH_FIGURES); absent: eager_op_launch_us")
     product_line: str | None = _spec(
         "str", choices=PRODUCT_LINES, optional=True,

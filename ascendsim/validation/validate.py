@@ -46,8 +46,8 @@ How each timing is simulated (`simulate_row`):
   (``host = "acl"``) and ``measure = "launch"`` rows, which time the AscendCL enqueue alone;
   a call whose host side differs from a plain op's
   takes its own figure where the chip gives one (`EAGER_LAUNCH_FIGURES`: torch_npu's
-  npu_fused_infer_attention_score, `eager_fused_attention_launch_us`). Model rows timed as
-  eager calls run op by op in mode="host" (one step, not synchronised per op).
+  npu_fused_infer_attention_score and npu_fusion_attention, `eager_fused_attention_launch_us`).
+  Model rows timed as eager calls run op by op in mode="host" (one step, not synchronised per op).
   ``measure = "launch"`` counts the host launch lane only (an enqueue-cost measurement).
 - ``graph_step`` / ``throughput``: the whole step with the default fusions (fusion=True), the
   graph sunk on the device (mode="sink", `sink_launch_us` per task); throughputs are
@@ -801,8 +801,11 @@ class RowRunner:
 
 
 #: cann_op -> the chip figure that is its framework eager call's host cost, where that call's
-#: host side differs from a plain op's (`eager_op_launch_us`); absent figures fall back to it
-EAGER_LAUNCH_FIGURES = {"FusedInferAttentionScore": "eager_fused_attention_launch_us"}
+#: host side differs from a plain op's (`eager_op_launch_us`); absent figures fall back to it.
+#: torch_npu's two fused attention calls (npu_fused_infer_attention_score, npu_fusion_attention)
+#: share one figure: both run their op's tiling on the host in every call
+EAGER_LAUNCH_FIGURES = {"FusedInferAttentionScore": "eager_fused_attention_launch_us",
+                        "FlashAttentionScore": "eager_fused_attention_launch_us"}
 
 
 def eager_launch_us(chip: Chip, cann_op: str) -> float | None:

@@ -1,7 +1,8 @@
 """The host cost of a torch_npu fused-attention call (chip figure
 eager_fused_attention_launch_us, 910B: calibrated on the eight pub-ptojit-910b2-fia-* rows,
-every row of their table): eager_call rows whose cann_op is FusedInferAttentionScore launch at
-that cost, so a loop of small FIA calls is host-bound at ~72.6 us per call, a long one stays
+every row of their table): eager_call rows whose cann_op is FusedInferAttentionScore or
+FlashAttentionScore (torch_npu's npu_fusion_attention, G) launch at that cost, so a loop of small
+FIA calls is host-bound at ~72.6 us per call, a long one stays
 kernel-bound, and other ops keep eager_op_launch_us where the chip gives one (the 910B's:
 torch.add's measured 12.142 us) and fall back to host_launch_us where it does not."""
 
@@ -44,6 +45,8 @@ def test_the_figure_is_chosen_by_cann_op_and_falls_back_to_the_op_call():
     chip = get_chip("ascend910b2")
     assert EAGER_LAUNCH_FIGURES["FusedInferAttentionScore"] == "eager_fused_attention_launch_us"
     assert eager_launch_us(chip, "FusedInferAttentionScore") == pytest.approx(72.58)
+    # npu_fusion_attention's call runs its tiling on the host too: the same figure (G)
+    assert eager_launch_us(chip, "FlashAttentionScore") == pytest.approx(72.58)
     assert eager_launch_us(chip, "MatMulV2") == pytest.approx(12.142)   # the op call figure
     what_if = chip.replace(eager_op_launch_us=21.5)
     assert eager_launch_us(what_if, "MatMulV2") == pytest.approx(21.5)
@@ -54,17 +57,20 @@ def test_the_figure_is_chosen_by_cann_op_and_falls_back_to_the_op_call():
 
 def test_a_small_fia_loop_is_host_bound_and_a_long_one_kernel_bound():
     """128x2048: the kernel + dispatch (~17 us) hides under the 72.58 us host call, so the
-    period is the host cost (within 0.1%); the same shape as a plain op call (one query
-    block on one AIC and one AIV, ~47 us) is eager_op_launch_us-bound (61.5 us on the
-    what-if chip that gives it); 3072x16384 (~209 us of kernel) is not moved by the figure
-    (within 0.1%)."""
+    period is the host cost (within 0.1%); the same shape as npu_fusion_attention's call (one
+    query block on one AIC and one AIV, ~47 us) takes the same host cost, and without the
+    figure it is eager_op_launch_us-bound (61.5 us on the what-if chip that gives it);
+    3072x16384 (~209 us of kernel) is not moved by the figure (within 0.1%)."""
     rows = [_fa_row(128, 2048), _fa_row(128, 2048, cann_op="FlashAttentionScore"),
             _fa_row(3072, 16384)]
     what_if = get_chip("ascend910b2").replace(eager_op_launch_us=61.5)
     sim = [r.simulated for r in validate_rows(rows, as_chip=what_if).rows]
     assert sim[0] == pytest.approx(72.58, rel=1e-3)
-    assert sim[1] == pytest.approx(61.5, rel=1e-3)
+    assert sim[1] == pytest.approx(72.58, rel=1e-3)
     assert sim[2] > 150.0
+    no_figure = what_if.replace(eager_fused_attention_launch_us=None)
+    assert validate_rows([rows[1]], as_chip=no_figure).rows[0].simulated == pytest.approx(
+        61.5, rel=1e-3)
     plain = get_chip("ascend910b2").replace(eager_fused_attention_launch_us=None)
     assert validate_rows([rows[2]], as_chip=plain).rows[0].simulated == pytest.approx(sim[2],
                                                                                     rel=1e-3)

@@ -16,7 +16,7 @@ from ascendsim.errors import ConfigError
 from ascendsim.models import decoder
 from ascendsim.validation.corpus import check_row, load_corpus
 from ascendsim.validation.frozen import load_frozen
-from ascendsim.validation.validate import validate_rows
+from ascendsim.validation.validate import eager_launch_us, validate_rows
 from ascendsim.validation.workloads import build_op_graph, decoder_plan
 
 #: the attention rows issue 13 added (910B2 torch_npu FlashAttention / FIA, 24-core A2 FIA)
@@ -81,8 +81,9 @@ def test_a_loop_row_is_its_steady_state_not_a_synchronised_call():
     loop_us, call_us = (validate_rows([r]).rows[0].simulated for r in (row, single))
     chip = asim.get_chip("ascend910b")
     # the synchronised call adds the host launch and sync the loop overlaps with the kernel
-    # (an eager op row's launch is the chip's eager_op_launch_us where the file gives one)
-    launch = chip.eager_op_launch_us or chip.host_launch_us
+    # (an eager op row's launch is the chip's figure for its call where the file gives one:
+    # a FlashAttentionScore call's is the fused attention call's)
+    launch = eager_launch_us(chip, row.workload["cann_op"]) or chip.host_launch_us
     assert call_us > loop_us
     # (each figure is rounded to whole cycles: at most one cycle each)
     assert call_us - loop_us <= launch + chip.host_sync_us + 2e6 / chip.clock_hz
