@@ -25,8 +25,27 @@ bmm2 takes P from the GM workspace the AIVs wrote (a GM-typed Matmul operand): a
 per key block, an L2 hit. A FusedInferAttentionScore call with S > 1 (`prompt` = 1, the
 prompt flash attention kernel) keeps the even split over AICs: its measured calls (S0 = 256,
 one head, S1 up to 8192) stay within a host cost that the pair split's kernel would exceed.
-The AIV side's own moves (its reads of S and of the partial O, its write of P) overlap its
-vector work through ping-pong buffers and are not timed apart (the folded AIV has no MTE2).
+
+AIV workspace reads (split chips). The AIC's FIXPIPE writes the fp32 scores and the fp32
+partial O to a GM workspace (an L2 hit) and the AIVs copy them back before their vector work.
+In ops-transformer's FlashAttentionScore S1 kernel (flash_attention_score_s1_bn2gs1.h,
+public copy yueliang13/cann-ops-adv-vllm at 015e205) a task is one query block with all of
+S2 (the tiling's S1S2 template, S2 > 1024, cuts tasks of 128 x nRatio 8 = `TASK_KEYS` keys).
+`ProcessVec1` copies each row group of the task's scores in (`GetBmm1Result`; 8192 / S2 rows,
+`ComputeBmm1Tail`) and waits it out (an MTE2 -> V flag) before the scale `Muls`; the next
+group's copy is released (a V -> MTE2 flag) right after that `Muls`, so it runs while the
+current group's softmax does: the first row group of a task is exposed. `ProcessVec2` copies
+the partial O in chunks of `FLASH_RESCALE_ROWS` rows (s1Vec2BaseSize, 64 at D = 128), each
+waited out before its Div: the first chunk is counted exposed, the later ones as hidden (a
+simplification: they overlap only the previous chunk's cast and copy-out). So a
+FlashAttentionScore tile adds these exposed copies once per task (`aiv_exposed_reads`, the V
+stage's head). The prompt flash attention kernel (prompt_flash_attention_s1s2_bns1_x910.h
+`Bmm1ResDoVecBmm2Compute`) copies every key block's partial O into UB and waits it out
+(MTE2 -> V) before adding it up: its V stage reads that block per unit. Both are timed on the
+folded V pipe at the chip's GM -> UB path rate and latency; the hidden copies and the AIV's
+write of P (an MTE3 the next group's vector work overlaps) are not timed, nor do they load the
+L2 (simplification). The S1S2 and B templates' vector code was not read (the S1 kernel's rule
+is assumed there); IncreFlashAttention's workspace reads are not timed.
 
 One unit is the flash-attention recurrence on one key block (online softmax):
   MTE2: K and V blocks GM -> L1 (the Q block once per tile, the mask block if there is one);
@@ -330,6 +349,26 @@ def kv_splits(chip, op_type: str, pairs: int, group: int, t: int, fp16: bool, d:
     return max(1, parts)
 
 
+#: keys of one FlashAttentionScore task on split chips (ops-transformer flash_attention_score
+#: tiling: the S1 template's bmm1 takes all of S2 <= 1024 at once, the S1S2 template's task
+#: is s2BaseSize 128 x nRatio 8 keys)
+TASK_KEYS = 1024
+
+
+def aiv_exposed_reads(chip, rows: int, keys: int, d: int, share: int) -> tuple[Instr, ...]:
+    """The exposed GM workspace reads of one FlashAttentionScore tile of `rows` query rows
+    over `keys` visible keys on a split chip (module note, "AIV workspace reads"), per task
+    of up to `TASK_KEYS` keys: the first row group of its fp32 scores and the first chunk of
+    its fp32 partial O, which the AIV's vector work waits out; `share`: the AIVs of the AIC,
+    each running its own tiles (the folded V stage's time is the pair's)."""
+    tasks = max(1, cdiv(keys, TASK_KEYS))
+    task_keys = min(keys, TASK_KEYS)
+    first_s = min(rows, max(1, FLASH_GROUP_ELEMS // task_keys))
+    first_o = min(rows, FLASH_RESCALE_ROWS)
+    nbytes = round(tasks * (first_s * task_keys + first_o * d) * ACC / share)
+    return (gm_read(chip, "V", "UB", nbytes, 0.0, kind="copy_scores"),)
+
+
 def lower_attention(low: Lowering, node: Node) -> None:
     """One task for FlashAttentionScore / IncreFlashAttention (see the module note). Over 60
     lines: the kernel's stages are built in one pass, each line one move or instruction of
@@ -349,11 +388,13 @@ def lower_attention(low: Lowering, node: Node) -> None:
     t_part = cdiv(t, parts)                  # keys of one tile (its split-KV part)
     per_head = visible_blocks(rows if stacked else s, t_part, sq, tk, causal, stacked)
     # split chips, prefill: a tile is CANN's query block of S1_BASE rows, `sub` L0 blocks
-    cann_split = split and not stacked and not int(node.attrs.get("prompt", 0))
+    prompt = not stacked and bool(int(node.attrs.get("prompt", 0)))
+    cann_split = split and not stacked and not prompt
     sub = max(1, min(S1_BASE, ceil_to(s, sq)) // sq) if cann_split else 1
     per_tile = [sum(per_head[j:j + sub]) for j in range(0, len(per_head), sub)]
     keys, fill = keys_read([max(per_head[j:j + sub]) for j in range(0, len(per_head), sub)],
                            t_part, tk)
+    keys_tile = round(keys / len(per_tile))     # visible keys of a tile (mean)
     heads_per_tile = hkv * parts if stacked else h
     tiles = b * heads_per_tile * len(per_tile)
     blocks_per_tile = max(1, round(sum(per_tile) / len(per_tile)))
@@ -435,7 +476,11 @@ def lower_attention(low: Lowering, node: Node) -> None:
     chains: dict[int, tuple[Stage, ...]] = {}
     for share in sorted({a for _, a in per_core}):
         vec = vector(share)
-        tail = (Stage("V", vmove + vec, units=units,
+        exposed = aiv_exposed_reads(chip, sq * sub, keys_tile, d, share) if cann_split else ()
+        if split and prompt:    # PFA waits out each key block's partial O read from GM
+            vmove = (gm_read(chip, "V", "UB", round(sq * d * ACC * per_unit / share), 0.0,
+                             kind="copy_o_part"),)
+        tail = (Stage("V", vmove + vec, units=units, head=exposed,
                       out_bufs=(("UB", math.ceil(sq * d * in_b / share)),)),
                 Stage("MTE3", (gm_write(chip, "MTE3", "UB", sq * d * in_b, through),)))
         n_instr = units * (len(mte2) + len(mte1) + len(mm) + len(vec) + 1) + 2

@@ -30,12 +30,14 @@ def test_a_lone_block_runs_its_softmax_on_one_aiv():
     """S = 128, one head: one query block on one AIV, which does all its vector work; the
     even split (prompt=1) cuts it into two 64-row tiles on two AICs, each tile's softmax
     shared by both AIVs of its AIC: a quarter of the vector work per core. The barriers are
-    not shared (each AIV runs its own softmax calls, a fixed count of them per row group), so
-    the V time is 3-4 times, not 4."""
+    not shared (each AIV runs its own softmax calls, a fixed count of them per row group), and
+    the prompt kernel waits out every key block's partial O read from GM where the lone block
+    waits out one row group and one O chunk per task of 1024 keys, so the V time is 2.5-4
+    times, not 4."""
     fas, fas_v = _v_busy(_fas(128, 8192, 0))
     fia, fia_v = _v_busy(_fas(128, 8192, 1))
     assert (fas.block_dim, fia.block_dim) == (1, 2)
-    assert 3 * fia_v < fas_v < 4.4 * fia_v
+    assert 2.5 * fia_v < fas_v < 4 * fia_v
 
 
 def _v_busy(g: asim.Graph):
