@@ -39,7 +39,9 @@ of the L2 the model leaves to reuse (`chip.l2_resident_bytes`); past it they mis
 sweep; sixteen cores on rows of 4 M fp32 elements sweep 256 MiB a pass). A kernel with its own
 rule for when a row is over its UB budget says so (`row_over`: TBE's NORM-pattern Softmax,
 lower/seq_types.py `NormSchedule`), and its workspace schedule adds a tensor of `row_ws_bytes`
-per element written to GM and read back `row_ws_reads` times from the L2; a NORM kernel that
+per element written to GM and read back `row_ws_reads` times, from the L2 while a pass fits
+it; past it the re-reads miss, and the workspace lines, evicted dirty before they are read
+again, are written back to HBM as well (the L2 is a write-back cache); a NORM kernel that
 reduces an axis that is not innermost binds no rows, and its passes sweep `pass_elems` per
 core (its R rows of its A share) before a chunk is read again. A head-loop kernel
 (`head_elems`: CANN's rotate-half RoPE on A2, ops-transformer rope_rotate_half_tiling.cpp and
@@ -718,7 +720,9 @@ def _vector_stages(chip, spec: VecSpec, e: int, reads: int = 1,
     """One tile's stages; `reads`: GM reads of the main (first) input's bytes, the reads after
     the first missing the L2 by `reread_miss` (`reread_miss_fraction`: 0 when the core's row,
     read a pass earlier, is still there); `ws`: bytes per element of a workspace tensor
-    written to GM (left in the L2) and read back `spec.row_ws_reads` times, missing alike;
+    written to GM and read back `spec.row_ws_reads` times, missing alike; the write is left
+    in the L2 while the re-reads hit, and written back to HBM at the same fraction (a line
+    the sweep evicts before its re-read is dirty: the write-back L2 writes it out first);
     `per_burst`: (read, write) cycles per burst of a move of `spec.bursts` / `out_bursts`
     bursts per element (`burst_cycles`)."""
     moves = spec.moves or (0.0,) * len(spec.inputs)
@@ -743,7 +747,7 @@ def _vector_stages(chip, spec: VecSpec, e: int, reads: int = 1,
                       bursts=math.ceil(spec.out_bursts * e - 1e-9),
                       per_burst=per_burst[1]),)
     if ws:
-        store += (gm_write(chip, "MTE3", "UB", math.ceil(ws * e), 0.0),)
+        store += (gm_write(chip, "MTE3", "UB", math.ceil(ws * e), reread_miss),)
     in_ub = math.ceil(sum(b for b, _ in spec.inputs) * e)
     out_ub = math.ceil((spec.out_bytes + spec.temp_bytes) * e)
     n_vec = max(issued_instrs(spec.parts, e), 1)

@@ -7,7 +7,8 @@ written to a GM workspace in fp32 and read back by the sum and the divide (lower
 through single-buffered queues. A softmax over an axis that is not innermost keeps the
 reduced axis times 8 blocks of the inner axes in the UB or takes the same workspace schedule.
 The reads after the first hit the L2 while one pass over
-all the cores' rows fits the part of it the model leaves to reuse, and miss past it. bf16
+all the cores' rows fits the part of it the model leaves to reuse, and miss past it; the
+workspace writes then go back to HBM before they are read again. bf16
 kernels hold two fp32 working buffers per element in the UB."""
 
 from __future__ import annotations
@@ -217,6 +218,25 @@ def test_rereads_miss_the_l2_when_one_pass_outgrows_it():
     # sweep 64 MiB a pass (32 MiB of input alone would fit)
     assert reread_hbm(16, 1 << 19)[0] == 0.0
     assert reread_hbm(16, 1 << 19, row_ws_bytes=4.0, row_ws_reads=2, row_over=True)[0] == 1.0
+
+
+def test_a_workspace_that_outgrows_the_l2_is_written_back():
+    """The workspace rows a core writes stay in the L2 while one pass fits the part of it
+    the model leaves to reuse (their re-reads hit); past it they are evicted before they are
+    read again, and the L2, a write-back cache, writes them to HBM first: the write's HBM
+    fraction is the re-reads' miss fraction."""
+    chip = get_chip("ascend910b4")                    # 96 MiB L2, 48 MiB left to reuse
+    base = dict(inputs=((4.0, 1.0),), out_bytes=4.0, out_through=0.0, parts=(),
+                temp_bytes=8.0, row_reads=2, row_ws_bytes=4.0, row_ws_reads=2,
+                row_over=True)
+
+    def ws_write_hbm(rows: int, row_elems: int) -> float:
+        groups, _ = vector_work(
+            chip, VecSpec(elems=rows * row_elems, row_elems=row_elems, **base), "op", 40)
+        stage = next(s for s in groups[0].segments[0].stages if s.pipe == "MTE3")
+        return stage.instrs[1].hbm                    # the output store, then the workspace
+    assert ws_write_hbm(16, 1 << 16) == 0.0           # a pass of 8 MiB: kept in the L2
+    assert ws_write_hbm(16, 1 << 22) == 1.0           # a pass of 512 MiB: written back
 
 
 @pytest.mark.parametrize("shape,axis,width", [
