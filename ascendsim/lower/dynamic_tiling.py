@@ -283,6 +283,21 @@ def norm_split(shape: Sequence[int], axis: int, item: float, cores: int
     return None
 
 
+def norm_slices(x: Value, attrs: dict, cores: int) -> int:
+    """A slices (of the axes before the reduced one, `attrs["axis"]`) one block of a
+    NORM-pattern kernel over input `x` works on when it reduces a strided axis: the block
+    factor of the outer A axes, 1 where the split reaches the inner ones (`norm_split`). Its
+    workspace schedule writes the workspace of all of them before it reads any back: the
+    workspace tensor is a stage of its own bound to the block (`_is_workspace_compute_at_res`
+    holds only for a last-axis reduction), the max computed at the block's inner A loop
+    (norm_schedule.py `NormWorkspaceSchedule._calc_compute_at`, dengguojie/vue-element-admin
+    at 013c7e4)."""
+    dims = tuple(int(d) for d in x.shape or ())
+    axis = norm_axis(attrs.get("axis", -1), len(dims)) if dims else 0
+    split = norm_split(dims, axis, itemsize(x.dtype), cores) if dims else None
+    return 1 if split is None else max(1, cdiv(math.prod(dims[:axis]), max(split[0], 1)))
+
+
 def merged_transpose(shape: Sequence[int], perm: Sequence[int]
                      ) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """`shape` and `perm` of a transpose with its size-1 axes dropped and every run of axes

@@ -43,8 +43,10 @@ per element written to GM and read back `row_ws_reads` times, from the L2 while 
 it; past it the re-reads miss, and the workspace lines, evicted dirty before they are read
 again, are written back to HBM as well (the L2 is a write-back cache); a NORM kernel that
 reduces an axis that is not innermost binds no rows, and its passes sweep `pass_elems` per
-core (its R rows of its A share) before a chunk is read again. A head-loop kernel
-(`head_elems`: CANN's rotate-half RoPE on A2, ops-transformer rope_rotate_half_tiling.cpp and
+core (its R rows of its A share) before a chunk is read again, except the workspace's first
+re-read, which follows the workspace of all the block's A slices (`ws_pass_elems`). A
+head-loop kernel (`head_elems`: CANN's rotate-half RoPE on A2, ops-transformer
+rope_rotate_half_tiling.cpp and
 rotate_half_bf16.h) binds whole lines of `row_elems` to min(lines, cores) cores, former cores
 one line more (`split_even`, as GetCoreDataTiling splits totalSLines); per UB step of at most
 `step_lines` of a core's lines it loads its tables (the inputs after the first: cos, sin) and
@@ -371,6 +373,10 @@ class VecSpec:
     # kernel's workspace schedule over R x A, lower.vector.norm_strided): the elements one
     # core sweeps between reading a chunk and reading it again (its R rows of its A share)
     pass_elems: int = 0
+    # such a kernel's elements one core sweeps between writing a workspace chunk and its
+    # first re-read: the workspace stage covers every A slice of the block before the result
+    # stage reads any back (lower.vector.norm_strided); 0: `pass_elems`
+    ws_pass_elems: int = 0
     tile_rows: int = 0                          # >0: such a kernel's rows per UB loop
     # "copy": TBE copy_only's core split (note); "pinned": the kernel's own block count;
     # "dynamic": a prebuilt dynamic-shape kernel's run-time split (lower/dynamic_tiling.py);
@@ -466,6 +472,8 @@ def vector_work(chip, spec: VecSpec, op: str, cores: int) -> tuple[list[CoreGrou
     reads = spec.row_reads if over and swept and not spec.row_tile else 1
     ws = spec.row_ws_bytes if reads > 1 else 0.0
     reread_miss = reread_miss_fraction(chip, spec, block, ws) if reads > 1 else 0.0
+    ws_miss = (reread_miss_fraction(chip, replace(spec, pass_elems=spec.ws_pass_elems), block,
+                                    ws) if ws and spec.ws_pass_elems else reread_miss)
     per_burst = _per_burst(chip, spec, block)
     groups: list[CoreGroup] = []
     core = 0
@@ -477,7 +485,7 @@ def vector_work(chip, spec: VecSpec, op: str, cores: int) -> tuple[list[CoreGrou
         for tile_elems, count, paced in _burst_runs(chip, spec, block,
                                                     split_even(per_core, ntiles)):
             segs.append(Segment(_vector_stages(chip, spec, tile_elems, reads, ws,
-                                               reread_miss, paced), count))
+                                               (reread_miss, ws_miss), paced), count))
         groups.append(CoreGroup(tuple(range(core, core + ncores)), tuple(segs)))
         core += ncores
     tile = slot_elems if spec.core_tiles else min(slot_elems, cdiv(spec.elems, block))
@@ -715,14 +723,16 @@ def reread_miss_fraction(chip, spec: VecSpec, block: int, ws: float) -> float:
 
 
 def _vector_stages(chip, spec: VecSpec, e: int, reads: int = 1,
-                   ws: float = 0.0, reread_miss: float = 0.0,
+                   ws: float = 0.0, misses: tuple[float, float] = (0.0, 0.0),
                    per_burst: tuple[float, float] = (0.0, 0.0)) -> tuple[Stage, ...]:
     """One tile's stages; `reads`: GM reads of the main (first) input's bytes, the reads after
     the first missing the L2 by `reread_miss` (`reread_miss_fraction`: 0 when the core's row,
-    read a pass earlier, is still there); `ws`: bytes per element of a workspace tensor
-    written to GM and read back `spec.row_ws_reads` times, missing alike; the write is left
-    in the L2 while the re-reads hit, and written back to HBM at the same fraction (a line
-    the sweep evicts before its re-read is dirty: the write-back L2 writes it out first);
+    read a pass earlier, is still there; `misses` = (that fraction, the workspace's first
+    re-read's: `VecSpec.ws_pass_elems`); `ws`: bytes per element of a workspace tensor
+    written to GM and read back `spec.row_ws_reads` times, the first read at the second
+    fraction, the others at the first; the write is left in the L2 while its first re-read
+    hits, and written back to HBM at that fraction (a line the sweep evicts before its
+    re-read is dirty: the write-back L2 writes it out first);
     `per_burst`: (read, write) cycles per burst of a move of `spec.bursts` / `out_bursts`
     bursts per element (`burst_cycles`)."""
     moves = spec.moves or (0.0,) * len(spec.inputs)
@@ -731,12 +741,14 @@ def _vector_stages(chip, spec: VecSpec, e: int, reads: int = 1,
                           moves=math.ceil(m * e - 1e-9) if m else 1,
                           bursts=math.ceil(k * e - 1e-9), per_burst=per_burst[0])
                   for (b, miss), m, k in zip(spec.inputs, moves, bursts) if b > 0)
+    reread_miss, ws_miss = misses
     if reads > 1 and spec.inputs and spec.inputs[0][0] > 0:
         loads += (gm_read(chip, "MTE2", "UB", math.ceil(spec.inputs[0][0] * e) * (reads - 1),
                           reread_miss),)
     if ws:
-        loads += tuple(gm_read(chip, "MTE2", "UB", math.ceil(ws * e), reread_miss)
-                       for _ in range(spec.row_ws_reads))
+        loads += tuple(gm_read(chip, "MTE2", "UB", math.ceil(ws * e),
+                               ws_miss if k == 0 else reread_miss)
+                       for k in range(spec.row_ws_reads))
     if not loads:
         loads = (Instr("MTE2", "copy", 1),)
     vec = vec_instrs(chip, spec.parts, e) or (Instr("V", "vec_nop", 1),)
@@ -747,7 +759,7 @@ def _vector_stages(chip, spec: VecSpec, e: int, reads: int = 1,
                       bursts=math.ceil(spec.out_bursts * e - 1e-9),
                       per_burst=per_burst[1]),)
     if ws:
-        store += (gm_write(chip, "MTE3", "UB", math.ceil(ws * e), reread_miss),)
+        store += (gm_write(chip, "MTE3", "UB", math.ceil(ws * e), ws_miss),)
     in_ub = math.ceil(sum(b for b, _ in spec.inputs) * e)
     out_ub = math.ceil((spec.out_bytes + spec.temp_bytes) * e)
     n_vec = max(issued_instrs(spec.parts, e), 1)

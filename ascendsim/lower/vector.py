@@ -41,6 +41,7 @@ from .dynamic_tiling import (
     DynamicSplit,
     broadcast_buffers,
     dynamic_blocks,
+    norm_slices,
     norm_split,
     with_idle_blocks,
 )
@@ -481,12 +482,12 @@ def kernel_pipeline(low: Lowering, lone: LonePath | None, n: int) -> dict[str, A
     out = {"buffers": seq.narrow_slots if narrow else seq.buffers,
            "row_reads": seq.row_reads if whole else 1, "round_trip": seq.round_trip,
            **row_bursts(low, lone, n)}
+    per_elem = n / max(int(ins[0].numel), 1)
     if whole and seq.norm is not None:
-        out.update(norm_rows(low, seq, int(length), ins[0].dtype,
-                             n / max(int(ins[0].numel), 1)))
+        out.update(norm_rows(low, seq, int(length), ins[0].dtype, per_elem))
     elif seq.norm is not None and inner > 1:
-        out.update(norm_strided(low, seq, int(length), int(inner), ins[0].dtype,
-                                n / max(int(ins[0].numel), 1)))
+        out.update(norm_strided(low, seq, int(length), int(inner), ins[0].dtype, per_elem,
+                                norm_slices(ins[0], nd.attrs, low.vector_cores())))
     if seq.row_tile:
         out["row_tile"] = task_elems(int(length) * seq.row_tile)
     if seq.tile is not None:
@@ -551,18 +552,19 @@ def norm_fields(low: Lowering, seq: OpSequence, dtype: str, over: bool,
 
 
 def norm_strided(low: Lowering, seq: OpSequence, length: int, inner: int, dtype: str,
-                 per_elem: float) -> dict[str, Any]:
+                 per_elem: float, slices: int = 1) -> dict[str, Any]:
     """The VecSpec fields of a TBE NORM-pattern kernel reducing an axis that is not innermost
     (R rows of `length`, `inner` elements after it; the block split is on the A axes):
     workspace when R x min(inner aligned to a 32-byte block, NORM_INNER_BLOCKS blocks) is over
-    the budget (op_tiling norm.cc `IsNeedWorkspace`; `norm_fields`), each core then passing
-    over its R rows of its A share (norm_schedule.py `NormWorkspaceSchedule`)."""
+    the budget (norm.cc `IsNeedWorkspace`; `norm_fields`), each core then passing over its R
+    rows of its A share, `slices` A slices a block (norm_schedule.py `NormWorkspaceSchedule`)."""
     budget, block, _ = norm_budget(low, seq, dtype)
     kept = min(-(-inner // block) * block, NORM_INNER_BLOCKS * block)
     over = length * kept > budget
     out = norm_fields(low, seq, dtype, over, per_elem)
     if over:
         out["pass_elems"] = max(1, round(length * inner * per_elem))
+        out["ws_pass_elems"] = out["pass_elems"] * max(1, slices)
     return out
 
 

@@ -239,6 +239,24 @@ def test_a_workspace_that_outgrows_the_l2_is_written_back():
     assert ws_write_hbm(16, 1 << 22) == 1.0           # a pass of 512 MiB: written back
 
 
+@pytest.mark.parametrize("shape,axis,first_ws_read", [
+    ((367, 373, 379), 1, 1.0),         # 8 A slices a block: its x and workspace, 396 MiB
+    ((2, 3, 17, 1024, 101), 3, 0.0),   # 3 slices on 34 blocks: 80 MiB, kept in the L2
+])
+def test_a_strided_workspace_is_read_back_after_the_blocks_every_slice(shape, axis,
+                                                                      first_ws_read):
+    """A strided NORM kernel's workspace stage writes every A slice of its block before the
+    result stage reads the first back (norm_schedule.py `_calc_compute_at`): that re-read
+    misses, and the workspace is written back, once the block's slices outgrow the L2 the
+    model leaves to reuse; the input's re-read and the workspace's second read come one slice
+    pass after the first and hit."""
+    task = _task(_softmax(shape, "float32", axis), "ascend910b2")
+    stages = {s.pipe: s for s in task.phases[0].groups[0].segments[0].stages}
+    x_read, x_reread, ws_read, ws_reread = (i.hbm for i in stages["MTE2"].instrs)
+    assert (x_read, x_reread, ws_read, ws_reread) == (1.0, 0.0, first_ws_read, 0.0)
+    assert stages["MTE3"].instrs[1].hbm == first_ws_read      # the workspace write
+
+
 @pytest.mark.parametrize("shape,axis,width", [
     ((512, 2049), 0, 64),          # the inner axis split on 40 cores: 52 columns a block
     ((127, 257, 1023), 1, 1024),   # the outer axis split: a block keeps all 1023 columns
