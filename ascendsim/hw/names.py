@@ -42,6 +42,10 @@ def on_ai_core(task_type: str) -> bool:
 #: (`sim.kernelstart.tiling_lines`) and GroupedMatmul's group walk
 #: (`lower.gmm_tiling.gmm_walk_lines`) count these lines.
 DCACHE_LINE_BYTES = 64
+#: Bytes of the Matmul API's TCubeTiling (50 int32 fields, asc-devkit
+#: `lib/matmul/matmul_tilingdata.h`): the tiling a cube kernel reads at its start
+#: (`sim.kernelstart.tiling_lines`; GroupedMatmul's copy, `lower.gmm_tiling`)
+CUBE_TILING_BYTES = 200
 
 #: Levels of simulation detail: "block" coalesces identical tiles, "tile" times every one.
 DETAILS = ("block", "tile")

@@ -50,7 +50,8 @@ class GemmSpec:
     # GroupedMatmul: lower/gmm_tiling.py); (): the search's
     base: tuple[int, ...] = ()
     # 64-byte GM lines each core's scalar unit reads, one dependent miss after another,
-    # before its first block (GroupedMatmul's group walk: lower/gmm_tiling.py `gmm_walk_lines`)
+    # before its first block (GroupedMatmul's tiling copy and group walk: lower/gmm_tiling.py
+    # `gmm_tiling_copy_lines`, `gmm_walk_lines`)
     walk_lines: int = 0
 
 

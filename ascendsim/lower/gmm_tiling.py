@@ -34,11 +34,24 @@ MAX_BASEM, L1_PARTA_SIZE; read in hicann/ops-transformer at e24fcbd).
   kList and nList (the registry's GroupedMatmul has one x, weight and y tensor, so
   `SetMKN` reads entry 0) and one line per descriptor (`gmm_walk_lines`), before the core's
   first block, at the chip's `scalar_gm_miss_cycles` each.
+- Tiling copy (`GMM_CUBE_IMP` of grouped_matmul.cpp): before the walk each core copies two
+  members of its GMMTilingData from GM to its stack (`GET_TILING_DATA_MEMBER`), gmmBaseParams
+  (GMMBaseParams: 18 32-bit and 10 64-bit fields, 152 bytes) and mmTilingData (the Matmul API's
+  TCubeTiling, 200 bytes, `hw.names.CUBE_TILING_BYTES`), and takes gmmArray (3 x 128
+  int32) by address (grouped_matmul_tiling.h: GMMTilingData = gmmBaseParams, gmmArray,
+  mmTilingData, ...; the struct starts on a line, kernel arguments being 512-byte aligned). The
+  loads are independent; the model takes the in-order scalar unit to wait out each line's miss
+  before the store that uses it, one line after another like the walk, as the engine's
+  kernel-start note does for a tiling read (`sim.kernelstart`; Ascend C best practices, "Limit
+  the TilingData size": the copy takes microseconds because GM access is slow): 3 lines of
+  gmmBaseParams and the 4 that TCubeTiling spans at offset 152 + 1536. The chip's
+  `kernel_start_us` holds the tiling read of the kernels it was derived on (one line), so the
+  walk takes the copy's lines beyond that one (`gmm_tiling_copy_lines`, 6).
 """
 
 from __future__ import annotations
 
-from ..hw.names import DCACHE_LINE_BYTES
+from ..hw.names import CUBE_TILING_BYTES, DCACHE_LINE_BYTES
 from .tiling import cdiv, ceil_to
 
 #: GroupedMatmul's baseN (BEST_BASEN), largest baseM (MAX_BASEM) and L1 part of the operand
@@ -55,6 +68,13 @@ GROUP_LIST_ENTRY_BYTES = 8
 #: DataCache lines of the walk besides the group list: kList, nList and the x, weight and y
 #: tensor-list descriptors (module note, "Group walk")
 GMM_WALK_FIXED_LINES = 5
+#: bytes of GMMBaseParams and of the GMMArray that follows it in GMMTilingData (module note,
+#: "Tiling copy")
+GMM_BASE_PARAMS_BYTES = 152
+GMM_ARRAY_BYTES = 3 * 128 * 4
+#: tiling lines a kernel start already holds (`kernel_start_us` is the in-block start of
+#: kernels that read one line of tiling data)
+START_TILING_LINES = 1
 
 
 def gmm_base(chip, total_m: int, item: int) -> tuple[int, int, int]:
@@ -95,22 +115,33 @@ def gmm_walk_lines(experts: int) -> int:
     return cdiv(experts * GROUP_LIST_ENTRY_BYTES, DCACHE_LINE_BYTES) + GMM_WALK_FIXED_LINES
 
 
+def gmm_tiling_copy_lines() -> int:
+    """DataCache lines of GMMTilingData each core copies at its start beyond the one the
+    kernel start holds: gmmBaseParams' lines and those mmTilingData (TCubeTiling) spans after
+    the GMMArray (module note, "Tiling copy")."""
+    line = DCACHE_LINE_BYTES
+    cube_at = GMM_BASE_PARAMS_BYTES + GMM_ARRAY_BYTES
+    cube_lines = (cube_at + CUBE_TILING_BYTES - 1) // line - cube_at // line + 1
+    return cdiv(GMM_BASE_PARAMS_BYTES, line) + cube_lines - START_TILING_LINES
+
+
 def gmm_attrs(chip, total_m: int, groups: int, rows: int, k: int, n: int, item: int,
               experts: int | None = None) -> dict:
     """The cube head's attributes for `groups` groups of `rows` x `k` times `k` x `n` out of
     an x of `total_m` rows: `block_dim` (`gmm_used_cores`), `base_block` (baseM and baseN
     as a group's rows and columns use them, baseK, K per L1 chunk) and `walk_lines` (the
-    group walk over the `experts` entries of the group list, default `groups`:
-    `gmm_walk_lines`). The blocks of all groups dealt round robin over the cores give each
-    core as many as the model's even runs do."""
+    tiling copy, `gmm_tiling_copy_lines`, and the group walk over the `experts` entries of
+    the group list, default `groups`: `gmm_walk_lines`). The blocks of all groups dealt
+    round robin over the cores give each core as many as the model's even runs do."""
     base = gmm_base(chip, total_m, item)
     base_m, base_n, base_k = base
     k_l1 = min(gmm_steps(chip, base, item)) * base_k
     return {"block_dim": gmm_used_cores(chip, total_m, groups, n, base_m),
             "base_block": [min(base_m, ceil_to(rows, 16)), min(base_n, ceil_to(n, 16)), base_k,
                            min(k_l1, cdiv(k, base_k) * base_k)],
-            "walk_lines": gmm_walk_lines(experts or groups)}
+            "walk_lines": gmm_walk_lines(experts or groups) + gmm_tiling_copy_lines()}
 
 
 __all__ = ["GMM_BASE_N", "GMM_DTYPES", "GMM_L1_PART", "GMM_MAX_BASE_M", "gmm_attrs",
-           "gmm_base", "gmm_steps", "gmm_used_cores", "gmm_walk_lines"]
+           "gmm_base", "gmm_steps", "gmm_tiling_copy_lines", "gmm_used_cores",
+           "gmm_walk_lines"]

@@ -16,10 +16,7 @@ fields are not counted): 4 lines. Any other kernel reads at least one line.
 
 from __future__ import annotations
 
-from ..hw.names import DCACHE_LINE_BYTES
-
-#: tiling bytes of a kernel with cube work: the Matmul API's TCubeTiling (50 int32 fields)
-CUBE_TILING_BYTES = 200
+from ..hw.names import CUBE_TILING_BYTES, DCACHE_LINE_BYTES
 
 
 def tiling_lines(ph) -> int:
