@@ -56,8 +56,10 @@ Apache-2.0 public copy: dengguojie/vue-element-admin ops/built-in/op_tiling/, el
   keeps the generic split; an unaligned one is scenario 7 with N = 1. `Split` gives the
   first cores that rounded share and evens the overshoot out over the rest in block steps;
   the model puts the data on ceil(length / share) cores at that share (the busiest core's,
-  which sets the time). The tiling launches every core (`block_dim` = core_num,
-  `Serialize*`): the model adds the others as blocks with no work (`with_idle_blocks`).
+  which sets the time). The tiling launches every core in every scenario (`block_dim` =
+  core_num: `ADD_TILING_DATA_TO_RUN_INFO` in each `Serialize*`): the model adds the others
+  as blocks with no work (`with_idle_blocks`), also where it leaves the data on the generic
+  split's cores (the scenarios whose split is not modelled: `tik_transpose_split`).
 
 `dynamic_blocks` picks the rule of a lone vector op (or says none applies).
 
@@ -357,13 +359,31 @@ def transpose_blocks(shape: Sequence[int], perm: Sequence[int], cores: int,
     return n * cdiv(longer, _split_share(longer, cores // n, block_elems))
 
 
+def tik_transpose_split(shape: tuple[int, ...], perm: tuple[int, ...], cores: int,
+                        item: int) -> DynamicSplit:
+    """The TIK Transpose's split (module note): every core launched (`Serialize*` sets
+    `block_dim` to the core count whatever the scenario), the data on the busiest share's
+    cores where the scenario 7 split is modelled (`transpose_blocks`), else on the generic
+    split's cores (`DynamicSplit.blocks` 0)."""
+    blocks = (transpose_blocks(shape, perm, cores, item)
+              if item in TRANSPOSE_SPLIT_ITEMS else None)
+    if blocks is None:
+        return DynamicSplit(0, f"dynamic Transpose tiling (TIK): all {cores} cores "
+                               f"launched", "transpose", cores)
+    return DynamicSplit(blocks, f"dynamic Transpose tiling (TIK, scenario 7): {blocks} of "
+                                f"{cores} cores take a share of {list(shape)}, all {cores} "
+                                f"launched", "transpose", cores)
+
+
 class DynamicSplit(NamedTuple):
     """A prebuilt dynamic-shape kernel's run-time split: its block count, the note saying
     which tiling gave it, and the tiling's pattern ("elewise", "broadcast", "transpose",
     "norm", "reduce"; an "elewise" kernel also sizes its UB tiles by TBE's ELEWISE rule,
     `lower.tiling.elewise_tiles`), and the blocks it launches where that is more than
     `blocks` (0: the blocks with a share; the TIK Transpose launches every core, and a core
-    without a share runs only its start and the tiling prologue)."""
+    without a share runs only its start and the tiling prologue). `blocks` 0: the kernel's
+    split is not modelled, the generic split places the data and only `launched` is the
+    kernel's."""
 
     blocks: int
     note: str
@@ -385,10 +405,11 @@ def with_idle_blocks(work: tuple[list[CoreGroup], list[str]], dynamic: DynamicSp
     (a node's own block_dim) is left as it is."""
     groups, notes = work
     busy = sum(len(g.cores) for g in groups)
-    if dynamic is None or busy != dynamic.blocks or dynamic.launched <= busy:
+    if dynamic is None or busy != (dynamic.blocks or busy) or dynamic.launched <= busy:
         return work
     launched = dynamic.launched
-    return [*groups, CoreGroup(tuple(range(busy, launched)), (IDLE_BLOCK,))], notes
+    return ([*groups, CoreGroup(tuple(range(busy, launched)), (IDLE_BLOCK,))],
+            [*notes, f"{launched - busy} launched block(s) with no share"])
 
 
 def dynamic_blocks(parts: list, ins: Sequence[Value], outs: Sequence[Value],
@@ -419,15 +440,11 @@ def dynamic_blocks(parts: list, ins: Sequence[Value], outs: Sequence[Value],
             return None
         return DynamicSplit(blocks, f"dynamic broadcast tiling (trailing axes): {blocks} "
                                     f"block(s) for {rows} rows", "broadcast")
-    if op == "Transpose" and item in TRANSPOSE_SPLIT_ITEMS:
-        shape = tuple(int(d) for d in ins[0].shape)
-        blocks = transpose_blocks(shape, norm_perm(parts[0].attrs.get("perm"), len(shape)),
-                                  cores, item)
-        if blocks is None:
-            return None
-        return DynamicSplit(blocks, f"dynamic Transpose tiling (TIK, scenario 7): {blocks} "
-                                    f"of {cores} cores take a share of {list(shape)}, all "
-                                    f"{cores} launched", "transpose", cores)
+    # a Transpose node with its own block_dim runs on those blocks (lower/vector.py pinned)
+    if op == "Transpose" and not parts[0].attrs.get("block_dim"):
+        return tik_transpose_split(tuple(int(d) for d in ins[0].shape),
+                                   norm_perm(parts[0].attrs.get("perm"), len(ins[0].shape)),
+                                   cores, item)
     if op in NORM_OPS and ins[0].shape:
         shape = tuple(int(d) for d in ins[0].shape)
         axis = norm_axis(parts[0].attrs.get("axis", -1), len(shape))

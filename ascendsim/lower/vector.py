@@ -210,7 +210,7 @@ def vector_split(parts: list, in_vals: list[Value], out_vals: list[Value],
         return "pinned"
     if copies_only(parts, in_vals, out_vals):
         return "copy"
-    if dynamic is None:
+    if dynamic is None or not dynamic.blocks:
         return ""
     return "elewise" if dynamic.pattern == "elewise" else "dynamic"
 
@@ -230,7 +230,7 @@ def schedule_blocks(low: Lowering, parts: list, ext_vals: list[Value],
                                   f"{low.chip.name} (a vector kernel in several waves is not "
                                   f"modelled)")
         return pinned, [f"block_dim {pinned}: the node's own core count"]
-    if dynamic is not None:
+    if dynamic is not None and dynamic.blocks:
         return min(dynamic[0], cores), [dynamic[1]]
     rule = TBE_BLOCKS.get(parts[0].op_type) if len(parts) == 1 else None
     if rule is None or not low.chip.vector_split_bytes or not ext_vals:

@@ -189,6 +189,31 @@ def test_the_tik_transpose_launches_every_core():
     assert (task.block_dim, len(moving)) == (40, 32)
 
 
+@pytest.mark.parametrize("shape, perm", [
+    ((2, 83, 8, 64), (0, 2, 1, 3)),   # the last axis stays (scenario 9): split not modelled
+    ((256, 384), (1, 0)),             # both sides whole blocks (scenario 11)
+])
+def test_every_tik_transpose_launches_every_core(shape, perm):
+    """Whatever the scenario, the run-time tiling sets block_dim to the core count
+    (transpose.cc `ADD_TILING_DATA_TO_RUN_INFO` in every `Serialize*`); where its split is not
+    modelled the data keeps the generic split's cores and the others start and idle; a jit
+    build keeps the generic split alone."""
+    g = _op("Transpose", [shape], attrs={"perm": list(perm)})
+    res = asim.simulate(g, get_chip("ascend910b4"), fusion=False, detail="block",
+                        kernel_build="binary")
+    task = res.trace.task("rs")
+    moving = {i.core for i in res.trace.intervals
+              if i.task_id == task.task_id and i.pipe == "MTE2"}
+    assert task.block_dim == 40 and 0 < len(moving) < 40
+    assert _blocks(g, "jit") == len(moving)
+
+
+def test_a_transpose_with_its_own_block_dim_keeps_it():
+    """A node's own block_dim (a profile's Block Dim) is what ran: no blocks are added."""
+    g = _op("Transpose", [(2, 83, 8, 64)], attrs={"perm": [0, 2, 1, 3], "block_dim": 8})
+    assert _blocks(g, "binary") == 8
+
+
 @pytest.mark.parametrize("shape, axis, item, blocks", [
     # A0 >= cores: ceil(102 / 48) = 3 slices a block, 34 blocks (not 48)
     ((2, 3, 17, 1024, 101), 3, 4, 34),
