@@ -42,6 +42,23 @@ def test_l2_write_bandwidth_per_chip():
     assert get_chip("ascend910").confidence("l2_write_bandwidth_bytes_per_s") == "G"
 
 
+
+def test_first_generation_910_memory_rates_from_its_platform_ini():
+    """ascend910b_gen1 takes the per-core rates of its own Ascend910B.ini
+    ([AICoreMemoryRates]: l2_read_rate 110, l2_write_rate 86, ddr_read_rate 32,
+    l0_c_to_ub_rate 256 B/cycle), F-tagged, where the 910A it derives from keeps the
+    Ascend 310 fixture's rates (its own ini was not found)."""
+    gen1 = get_chip("ascend910b_gen1")
+    paths = gen1.path_bytes_per_cycle
+    assert (paths.gm_l1, paths.gm_ub, paths.l0c_ub) == (110, 110, 256)
+    assert (paths.l1_l0a, paths.l1_l0b, paths.ub_gm) == (512, 256, 64)
+    assert gen1.source("path_bytes_per_cycle.gm_l1").startswith("F: Ascend910B.ini")
+    # a read that misses L2 streams at the ini's DDR rate, 32 B/cycle per core
+    assert paths.gm_l1 / gen1.l2_miss_slowdown == pytest.approx(32)
+    assert gen1.confidence("l2_miss_slowdown") == "D"
+    assert gen1.l2_bandwidth_bytes_per_s == pytest.approx(110 * 30 * 0.9e9)
+    assert gen1.l2_write_bandwidth_bytes_per_s == pytest.approx(86 * 30 * 0.9e9)
+
 def test_fp32_cube_mode_only_on_910b_at_a_quarter_of_fp16():
     b = get_chip("ascend910b")
     assert b.cube_shape("float32") == b.cube_shape("fp32") == (16, 4, 16)
