@@ -1,4 +1,5 @@
-"""Helpers of the LLM tests: a hand-built attention graph (HF eager form), a numpy reference."""
+"""Helpers of the LLM tests: a hand-built attention graph (HF eager form), one fused attention
+node, a numpy reference."""
 
 from __future__ import annotations
 
@@ -6,6 +7,19 @@ import numpy as np
 
 import ascendsim as asim
 from ascendsim.models.decoder import MASKED, empty_cache
+
+
+def fused_attention_graph(heads: int, s: int, t: int, prompt: int) -> asim.Graph:
+    """One FlashAttentionScore node of `heads` heads, S = `s` queries over `t` keys, D = 128,
+    fp16; `prompt` 1: FusedInferAttentionScore's prompt kernel."""
+    g = asim.Graph("fa")
+    q = g.input("q", (1, heads, s, 128), "float16")
+    k = g.input("k", (1, heads, t, 128), "float16")
+    v = g.input("v", (1, heads, t, 128), "float16")
+    (y,) = g.add_node("FlashAttentionScore", [q, k, v],
+                      {"head_num": heads, "scale_value": 128 ** -0.5, "prompt": prompt})
+    g.output(y)
+    return g
 
 
 def attention_graph(b: int, h: int, hkv: int, s: int, t: int, d: int, dtype: str = "float16",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from llm_helpers import fused_attention_graph
 
 import ascendsim as asim
 from ascendsim.hw import get_chip
@@ -52,14 +53,7 @@ def _v_busy(g: asim.Graph):
 
 
 def _fas(s: int, t: int, prompt: int) -> asim.Graph:
-    g = asim.Graph("fas")
-    q = g.input("q", (1, 1, s, 128), "float16")
-    k = g.input("k", (1, 1, t, 128), "float16")
-    v = g.input("v", (1, 1, t, 128), "float16")
-    (y,) = g.add_node("FlashAttentionScore", [q, k, v],
-                      {"head_num": 1, "scale_value": 128 ** -0.5, "prompt": prompt})
-    g.output(y)
-    return g
+    return fused_attention_graph(1, s, t, prompt)
 
 
 def test_short_sequence_runs_on_half_the_aics_and_reads_p_back():

@@ -6,6 +6,7 @@ keys); the prompt flash attention kernel waits out every key block's partial O."
 from __future__ import annotations
 
 import pytest
+from llm_helpers import fused_attention_graph
 
 import ascendsim as asim
 from ascendsim.hw import get_chip
@@ -38,14 +39,7 @@ def test_a_task_exposes_its_first_score_group_and_o_chunk():
 
 
 def _attention(s: int, prompt: int) -> asim.Graph:
-    g = asim.Graph("fa")
-    q = g.input("q", (1, 32, s, 128), "float16")
-    k = g.input("k", (1, 32, s, 128), "float16")
-    v = g.input("v", (1, 32, s, 128), "float16")
-    (y,) = g.add_node("FlashAttentionScore", [q, k, v],
-                      {"head_num": 32, "scale_value": 128 ** -0.5, "prompt": prompt})
-    g.output(y)
-    return g
+    return fused_attention_graph(32, s, s, prompt)
 
 
 @pytest.mark.parametrize("prompt, kind", [(0, "copy_scores"), (1, "copy_o_part")])
