@@ -405,7 +405,8 @@ def with_idle_blocks(work: tuple[list[CoreGroup], list[str]], dynamic: DynamicSp
     (a node's own block_dim) is left as it is."""
     groups, notes = work
     busy = sum(len(g.cores) for g in groups)
-    if dynamic is None or busy != (dynamic.blocks or busy) or dynamic.launched <= busy:
+    if (dynamic is None or (dynamic.blocks and busy != dynamic.blocks)
+            or dynamic.launched <= busy):
         return work
     launched = dynamic.launched
     return ([*groups, CoreGroup(tuple(range(busy, launched)), (IDLE_BLOCK,))],
