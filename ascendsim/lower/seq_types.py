@@ -176,11 +176,13 @@ class OpSequence:
     input by its dtype, at most as the UB allows (None: as the UB allows); `row_bursts`: how
     the kernel's DMAs cut its rows into GM bursts ("rows": one burst per row that is not a
     whole number of 32-byte blocks; "rows_out": so, and one per output row whatever its
-    alignment; "halves": one per half row read, one per row written; "": one burst per move;
-    `lower.vector.row_bursts`); `round_trip`: the kernel reads each row's reduction back on
-    the scalar unit (a V_S wait per row) and only then issues the rest of the row, its store
-    and the next row's load, so that load waits for the longer of the vector steps after the
-    reduction and that scalar work (`lower.tiling.round_trip_cycles`)."""
+    alignment; "halves": one per half row read, one per row written; "norm": as "rows" for a
+    TBE NORM kernel's rows that do not pack whole into a block (`vector_rows.row_on_blocks`);
+    "": one burst per move; `lower.vector.row_bursts`); `round_trip`: the kernel reads each
+    row's reduction back on the scalar unit (a V_S wait per row) and only then issues the
+    rest of the row, its store and the next row's load, so that load waits for the longer of
+    the vector steps after the reduction and that scalar work
+    (`lower.tiling.round_trip_cycles`)."""
 
     steps: tuple[Step, ...]
     fp32: bool = False

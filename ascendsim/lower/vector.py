@@ -52,7 +52,7 @@ from .movement import ensure
 from .seq_types import A2_A3_CHIPS, LOOP, NARROW_FLOATS
 from .tiling import VecSpec, cdiv
 from .transpose_paths import l2_writeback_share, output_burst_elems
-from .vector_rows import ROW_RULES, norm_axis, norm_perm
+from .vector_rows import ROW_RULES, norm_axis, norm_perm, row_on_blocks
 from .vector_seq import HEAD_LOOPS, OpSequence, SeqPart, resolve, sequence_for, vclass_of_registry
 
 
@@ -341,11 +341,11 @@ def row_bursts(low: Lowering, lone: LonePath, n: int) -> dict[str, Any]:
     `vector_seq.resolve`) and copies it in and out as one burst (Ascend C's DataCopyPad
     with blockCount = the tile's rows: ops-nn rms_norm_merge_n.h CopyIn / CopyOutY when
     numCol != numColAlign); "rows_out", the same, and every output row written as one burst
-    whatever its alignment (DynamicQuant's int8 rows: dynamic_quant_db.h CopyOut);
-    "halves", each row's two halves are read as a burst each and each output row written as
-    one, whatever their alignment (SwiGlu: `glu_fields`, which also sets the GLU tiling's
-    slots and tiles). The bursts per task element of each input and of the output; {}: one
-    burst per move."""
+    whatever its alignment (DynamicQuant's int8 rows: dynamic_quant_db.h CopyOut); "norm",
+    TBE's NORM rows off the blocks (`row_on_blocks`); "halves", each row's two halves read as
+    a burst each and each output row written as one, whatever their alignment (SwiGlu:
+    `glu_fields`, which also sets the GLU tiling's slots and tiles). The bursts per task
+    element of each input and of the output; {}: one burst per move."""
     nd, ins, seq = lone
     if not seq.row_bursts:
         return {}
@@ -355,14 +355,14 @@ def row_bursts(low: Lowering, lone: LonePath, n: int) -> dict[str, Any]:
     outs = [low.sub_value(nd, o) for o in nd.outputs]
     if seq.row_bursts == "transpose":
         return {"dma_only": not seq.steps, **transpose_bursts(low, nd, main, outs, n)}
-    if seq.row_bursts not in ("rows", "rows_out") or not seq.rows:
+    if seq.row_bursts not in ("rows", "rows_out", "norm") or not seq.rows:
         return {}
     length, inner = ROW_RULES[seq.rows](ins, nd.attrs, low.const_value)
     length = max(int(length), 1)
     if inner > 1:
         return {}
     per = main.numel / length / n
-    padded = (length * itemsize(main.dtype)) % low.chip.ub_align_bytes != 0
+    padded = row_on_blocks(length * itemsize(main.dtype), low.chip.ub_align_bytes, seq.row_bursts)
     every_out = padded or seq.row_bursts == "rows_out"
     bursts = tuple(per if padded and v.numel == main.numel else 0.0 for v in ins)
     out = sum(per for v in outs if v.numel == main.numel and every_out)

@@ -89,6 +89,25 @@ def _rows_channels(ins: Sequence[Value], attrs: dict, const: Callable) -> tuple[
     return math.prod(shape) // max(shape[1], 1), 16
 
 
+def row_on_blocks(row_bytes: int, block: int, mode: str) -> bool:
+    """Whether a kernel lays each contiguous row of `row_bytes` on 32-byte blocks of its own
+    in UB, so that its DMAs move the row as one GM burst (`OpSequence.row_bursts` `mode`;
+    `block`: the UB block bytes). "rows" / "rows_out": any row not a whole number of blocks
+    (Ascend C's DataCopyPad rows). "norm", TBE's NORM-pattern kernels with the reduced axis
+    innermost (softmax_v2) on the A2 / A3: the common schedule storage-aligns every UB row
+    (norm_schedule.py `NormNormalSchedule._calc_storage_align`: axis -2 to a block, compute
+    align on v220), and a short row (at most 128 elements) goes to the reduce-transpose case
+    (op_tiling norm.cc `IsNeedReduceTranspose`), whose vnchwconv takes its 16 source rows at
+    32-byte aligned UB addresses (Ascend C TransDataTo5HD: srcLocalList 32B-aligned; CANN
+    8.0.RC1 API reference atlasascendc_api_07_0193): only rows that pack whole into blocks
+    (their bytes divide a block: 2 fp16, 4 fp32) can be read contiguously and transposed
+    in place; every other row not a whole number of blocks is laid one to a block row
+    (an inference from those two sources: the emitter itself is compiled code)."""
+    if row_bytes % block == 0:
+        return False
+    return mode != "norm" or block % row_bytes != 0
+
+
 #: how a row-wise op's rows are found: (inputs, attrs, constant lookup) -> (L, inner)
 ROW_RULES: dict[str, Callable[..., tuple[int, int]]] = {
     "axis": _rows_axis, "from_axis": _rows_from_axis, "gamma": _rows_gamma,
@@ -96,4 +115,4 @@ ROW_RULES: dict[str, Callable[..., tuple[int, int]]] = {
     "channels": _rows_channels}
 
 
-__all__ = ["ROW_RULES", "norm_axis"]
+__all__ = ["ROW_RULES", "norm_axis", "row_on_blocks"]

@@ -219,8 +219,9 @@ _BN_UPDATE = (_w("vmuls"), _w("vmuls"), _w("vmul", "binary"), _w("vsub", "binary
 #: and by the divide: `find_workspace_tensor`, `_judge_workspace_or_cache_clone`), so x is read
 #: by the max stage and the exp stage, exp read by the sum stage and the divide stage.
 #: LogSoftmax's workspace tensor is x - max (read by exp and the final subtract), the same
-#: traffic.
-_NORM_ROWS: dict[str, Any] = {"whole_rows": True, "norm": NormSchedule(
+#: traffic. A row that is not whole 32-byte blocks and does not pack whole into one sits on
+#: blocks of its own in UB and moves as one GM burst each way (`vector_rows.row_on_blocks`).
+_NORM_ROWS: dict[str, Any] = {"whole_rows": True, "row_bursts": "norm", "norm": NormSchedule(
     live=3, temp_bytes=512 + 4096, input_reads=2, ws_reads=2)}
 
 #: op type -> its vector instruction sequence (module note); ops absent: `derived_steps`

@@ -105,3 +105,39 @@ def test_overlapped_burst_share():
     assert overlapped_burst_share(0.0, 1.0) == (1.0, 1.0)
     chip = asim.load_chip("ascend910b2")
     assert burst_cycles(chip, 48, share=3.0) == pytest.approx(3 * burst_cycles(chip, 48))
+
+
+def _softmax(cols: int, dtype: str = "float32") -> asim.Graph:
+    g = asim.Graph("softmax")
+    x = g.input("x", (ROWS, cols), dtype)
+    g.output(g.add_node("Softmax", [x], {"axis": -1}, name="op")[0])
+    return g
+
+
+def test_norm_softmax_rows_off_blocks_move_one_burst_each():
+    """TBE's softmax over rows of 67 fp32 (268 bytes): each row laid on blocks of its own in
+    UB (`vector_rows.row_on_blocks` "norm"), so 500 rows a core read and written as a GM
+    burst each; without the burst figures the kernel is shorter by at least the reads'
+    share (the queues are single-buffered: the moves do not hide behind the vector work)."""
+    chip = asim.load_chip("ascend910b2")
+    res = asim.simulate(_softmax(67), chip)
+    assert "rows moved one GM burst each" in _notes(res)
+    per = burst_cycles(chip, 48, write=False)
+    assert res.cycles - asim.simulate(_softmax(67), _bare()).cycles >= 500 * per
+
+
+@pytest.mark.parametrize("cols, dtype", [(4, "float32"), (2, "float16"), (8, "float32"),
+                                         (32, "float16")])
+def test_norm_softmax_rows_packing_whole_blocks_are_one_copy(cols, dtype):
+    """Rows whose bytes divide a 32-byte block (4 fp32, 2 fp16: the reduce-transpose case
+    reads them contiguously) or fill whole blocks move as one copy: no burst pacing."""
+    res = asim.simulate(_softmax(cols, dtype), "ascend910b2")
+    assert "rows moved one GM burst each" not in _notes(res)
+    assert asim.simulate(_softmax(cols, dtype), _bare()).cycles == res.cycles
+
+
+def test_row_on_blocks_modes():
+    from ascendsim.lower.vector_rows import row_on_blocks
+    assert row_on_blocks(268, 32, "norm") and row_on_blocks(12, 32, "norm")
+    assert not row_on_blocks(16, 32, "norm") and not row_on_blocks(4, 32, "norm")
+    assert row_on_blocks(16, 32, "rows") and not row_on_blocks(64, 32, "rows")
