@@ -46,6 +46,11 @@ DCACHE_LINE_BYTES = 64
 #: `lib/matmul/matmul_tilingdata.h`): the tiling a cube kernel reads at its start
 #: (`sim.kernelstart.tiling_lines`; GroupedMatmul's copy, `lower.gmm_tiling`)
 CUBE_TILING_BYTES = 200
+#: The range GM requests are aligned to on the A2 / A3: requests of several cores that fall
+#: in one such range at once are processed one after another (Ascend C best practices,
+#: "Avoiding Same-Address Access", hiascend.com canncommercial 850
+#: atlas_ascendc_best_practices_10_00013: MTE2, MTE3 and scalar requests are 512-byte aligned)
+GM_SAME_ADDRESS_BYTES = 512
 
 #: Levels of simulation detail: "block" coalesces identical tiles, "tile" times every one.
 DETAILS = ("block", "tile")

@@ -195,8 +195,9 @@ def rms_norm_grad_small_d(fp16: bool) -> tuple:
 
 RMS_NORM_GRAD_NOTE = ("CANN's Ascend C RmsNormGrad on the A2 (ops-nn rms_norm_grad_split_n_high_"
                       "precision.h): whole rows per core, in fp32; dgamma summed per core in UB "
-                      "and added to GM atomically at the end, after a SyncAll at the start "
-                      "(its wait and the atomic adds are not costed)")
+                      "and added to GM atomically at the end, the cores' adds served one "
+                      "after another on that one row (same-address access); the SyncAll at "
+                      "the start not costed")
 
 
 __all__ = ["MERGE_N_NOTE", "RMS_NORM_A2_CHIPS", "RMS_NORM_MERGE_N", "RMS_NORM_MERGE_N_BUDGET",

@@ -182,7 +182,9 @@ class OpSequence:
     row's reduction back on the scalar unit (a V_S wait per row) and only then issues the
     rest of the row, its store and the next row's load, so that load waits for the longer of
     the vector steps after the reduction and that scalar work
-    (`lower.tiling.round_trip_cycles`)."""
+    (`lower.tiling.round_trip_cycles`); `atomic_row`: bytes per row element of a row every
+    core adds atomically into one GM row at its end (RmsNormGrad's fp32 dgamma: 4; 0: none;
+    `lower.tiling.atomic_row_tail`)."""
 
     steps: tuple[Step, ...]
     fp32: bool = False
@@ -205,3 +207,4 @@ class OpSequence:
     tile: Callable[[str], int] | None = None
     row_bursts: str = ""
     round_trip: bool = False
+    atomic_row: int = 0

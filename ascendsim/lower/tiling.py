@@ -83,6 +83,7 @@ import math
 from dataclasses import dataclass, replace
 
 from ..errors import SimulationError
+from ..hw.names import GM_SAME_ADDRESS_BYTES
 from .program import GM, CoreGroup, Instr, Segment, Stage, gm_tensors
 from .seq_types import REDUCE
 from .vector_seq import SeqPart, part_cycles, part_steps
@@ -411,6 +412,9 @@ class VecSpec:
     # a kernel that reads each tile's reduction back on the scalar unit before it issues the
     # rest of the tile and the next load (`OpSequence.round_trip`, `round_trip_cycles`)
     round_trip: bool = False
+    # bytes per row element every core adds atomically into one GM row at its end
+    # (`OpSequence.atomic_row`, `atomic_row_tail`)
+    atomic_row: float = 0.0
     # a kernel without vector steps that stores each tile from the UB buffer its load filled
     # (the A2 Transpose keeping its last axis): no V stage, the next load waits for the store
     dma_only: bool = False
@@ -486,6 +490,7 @@ def vector_work(chip, spec: VecSpec, op: str, cores: int) -> tuple[list[CoreGrou
                                                     split_even(per_core, ntiles)):
             segs.append(Segment(_vector_stages(chip, spec, tile_elems, reads, ws,
                                                (reread_miss, ws_miss), paced), count))
+        segs += atomic_row_tail(chip, spec, block)
         groups.append(CoreGroup(tuple(range(core, core + ncores)), tuple(segs)))
         core += ncores
     tile = slot_elems if spec.core_tiles else min(slot_elems, cdiv(spec.elems, block))
@@ -495,6 +500,28 @@ def vector_work(chip, spec: VecSpec, op: str, cores: int) -> tuple[list[CoreGrou
     notes += _row_pass_notes(chip, spec, block, reads, ws, reread_miss)
     notes += _burst_notes(chip, spec, tile, block, per_burst)
     return groups, notes + _seq_notes(chip, spec, tile)
+
+
+def atomic_row_tail(chip, spec: VecSpec, block: int) -> list[Segment]:
+    """The end of a kernel whose `block` cores each add one row of `spec.atomic_row` bytes a
+    row element atomically into the same GM row (RmsNormGrad's CopyDgammaOut: SetAtomicAdd,
+    one DataCopyPad of the core's fp32 dgamma; ops-nn rms_norm_grad_split_n_high_precision.h,
+    jbgztxdy/ops-nn at 1188a8a). Equal row shares bring the cores there together, and
+    requests that fall in one `GM_SAME_ADDRESS_BYTES` range at once are served one after
+    another (Ascend C best practices, "Avoiding Same-Address Access"): each of the row's
+    ranges takes the cores' requests in turn, the ranges pipelined, so the last core's add
+    lands after (block + ranges - 1) UB -> GM latencies. Every core is charged that chain,
+    the kernel ends with its last add. [] when the kernel has no such row."""
+    if not (spec.atomic_row and spec.row_elems):
+        return []
+    nbytes = max(1, math.ceil(spec.row_elems * spec.atomic_row))
+    ranges = cdiv(nbytes, GM_SAME_ADDRESS_BYTES)
+    store = gm_write(chip, "MTE3", "UB", nbytes, 0.0, moves=block + ranges - 1)
+    # the tile layout of `_vector_stages` (block detail coalesces stage by stage): no load,
+    # no vector work, the scalar unit issuing the one store
+    stages = (vector_scalar_stage(chip, 1, 1, 0), Stage("MTE2", (Instr("MTE2", "copy", 1),)),
+              Stage("V", (Instr("V", "vec_nop", 1),)), Stage("MTE3", (store,)))
+    return [Segment(stages[:2] + stages[3:] if spec.dma_only else stages, 1)]
 
 
 def _seq_notes(chip, spec: VecSpec, tile: int) -> list[str]:

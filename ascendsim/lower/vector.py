@@ -481,7 +481,7 @@ def kernel_pipeline(low: Lowering, lone: LonePath | None, n: int) -> dict[str, A
     narrow = seq.narrow_slots and ins[0].dtype in NARROW_FLOATS
     out = {"buffers": seq.narrow_slots if narrow else seq.buffers,
            "row_reads": seq.row_reads if whole else 1, "round_trip": seq.round_trip,
-           **row_bursts(low, lone, n)}
+           "atomic_row": seq.atomic_row, **row_bursts(low, lone, n)}
     per_elem = n / max(int(ins[0].numel), 1)
     if whole and seq.norm is not None:
         out.update(norm_rows(low, seq, int(length), ins[0].dtype, per_elem))

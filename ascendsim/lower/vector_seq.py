@@ -479,14 +479,14 @@ PATHS: dict[str, tuple[tuple[Callable[..., bool], OpSequence], ...]] = {
     "RmsNormGrad": tuple(
         (rms_grad_mode("ROW", fp16), OpSequence(
             rms_norm_grad_row(fp16), fp32=True, rows="last_gamma", cast_at=1, buffers=1,
-            row_tile=1, whole_rows=True,
+            row_tile=1, whole_rows=True, atomic_row=4,
             note=RMS_NORM_GRAD_NOTE + "; rows of more than 640 elements one a loop step, the "
                  "next row's load issued after this one's sum is read back (one slot in "
                  "effect)"))
         for fp16 in (True, False)) + tuple(
         (rms_grad_mode("SMALL_D", fp16), OpSequence(
             rms_norm_grad_small_d(fp16), fp32=True, rows="last_gamma", whole_rows=True,
-            row_budget=RMS_NORM_GRAD_SMALL_D_BUDGET,
+            row_budget=RMS_NORM_GRAD_SMALL_D_BUDGET, atomic_row=4,
             ub_bytes=lambda dtype, buffers=2: RMS_NORM_GRAD_SMALL_D_UB_BYTES,
             note=RMS_NORM_GRAD_NOTE + "; rows of at most 640 elements, ubFactor = (195584 - "
                  "colAlign x 10) / (colAlign x 24 + 268) a loop step, double-buffered"))

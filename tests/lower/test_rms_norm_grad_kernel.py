@@ -79,7 +79,29 @@ def test_row_mode_one_row_a_tile_single_slot():
     group = task.phases[0].groups[0]
     stages = group.segments[0].stages
     assert {s.pipe: s.slots for s in stages if s.pipe in ("MTE2", "V")} == {"MTE2": 1, "V": 1}
-    assert sum(sg.count for sg in group.segments) == 10          # 400 rows / 40 cores
+    # 400 rows / 40 cores, then the dgamma atomic add (`atomic_row_tail`)
+    assert sum(sg.count for sg in group.segments) == 10 + 1
+
+
+@pytest.mark.parametrize("cols,ranges", [(128, 1), (1024, 8)])
+def test_dgamma_atomic_adds_serialise_on_one_gm_row(cols, ranges):
+    """Every core ends with one atomic DataCopyPad of its fp32 dgamma row into the same GM
+    row (CopyDgammaOut); requests of the cores in one 512-byte range are served one after
+    another: the store pays (cores + ranges - 1) UB -> GM latencies, and the kernel takes
+    at least that much longer than its rows alone."""
+    chip = get_chip("ascend910b4")
+    program = lower(_graph(4096, cols, "bfloat16"), chip)
+    task = next(t for t in program.tasks if t.op_name == "op")
+    groups = task.phases[0].groups
+    cores = sum(len(g.cores) for g in groups)
+    assert cores == 40
+    for g in groups:
+        tail = g.segments[-1]
+        assert tail.count == 1
+        (store,) = next(s for s in tail.stages if s.pipe == "MTE3").instrs
+        assert store.nbytes == cols * 4
+        lat = chip.path_latency_cycles.get("ub", "gm")
+        assert store.cycles == round(lat * (cores + ranges - 1))
 
 
 def test_per_row_adds_cost_more_than_one_instruction_per_tile():
