@@ -510,8 +510,7 @@ def atomic_row_tail(chip, spec: VecSpec, block: int) -> list[Segment]:
     requests that fall in one `GM_SAME_ADDRESS_BYTES` range at once are served one after
     another (Ascend C best practices, "Avoiding Same-Address Access"): each of the row's
     ranges takes the cores' requests in turn, the ranges pipelined, so the last core's add
-    lands after (block + ranges - 1) UB -> GM latencies. Every core is charged that chain,
-    the kernel ends with its last add. [] when the kernel has no such row."""
+    lands after (block + ranges - 1) UB -> GM latencies, charged to every core. [] if none."""
     if not (spec.atomic_row and spec.row_elems):
         return []
     nbytes = max(1, math.ceil(spec.row_elems * spec.atomic_row))
