@@ -11,7 +11,9 @@ repeats, twice that for b64). One that keeps the last axis is strided DMA only (
 UB buffer, so a unit's store ends before the next unit's load. Every path writes its output
 one GM burst per kept row or tile column (`output_burst_elems`); where the kernel's data
 overflows the L2, the bursts whose allocation must first write a dirty line back to HBM
-(`l2_writeback_share`) pay the chip's burst figures (`lower.tiling.burst_cycles`). 1-byte data
+(`l2_writeback_share`) pay the chip's burst figures (`lower.tiling.burst_cycles`); 8-byte data
+moves every tile row in and every tile column out as a DMA command of one burst
+(`single_burst_moves`), and each of those bursts pays them, in the L2 or not. 1-byte data
 takes the kernel's scenario 5 (`_reorder_s5`, int8 case): `_make_ualigned_be_head_of_block_b8_s5`
 spreads the unit's bytes one to a 32-byte block with two b8 vnchwconv calls (low and high
 halves; repeat = the unit's input blocks, 16 source blocks a repeat of which one holds the
@@ -90,6 +92,36 @@ def output_burst_elems(shape: Sequence[int], perm: Sequence[int]) -> int:
     return run
 
 
+#: 8-byte data: elements of a tile row, one GM burst of the copy-in (the tiling's
+#: MAX_COL_FP16_VNCHWCONV_FULL 256 halves of a vnchwconv tile over 4 halves an element)
+B64_TILE_COLS = 64
+#: output rows thinner than this many bytes take scenario 7's fat-to-thin path, which writes a
+#: reordered tile out in one contiguous move (op_tiling transpose.cc F2T_THRESHOLD_B16, the
+#: `_b16` models 8-byte data takes; `_copy_out_major_col_f2t`)
+F2T_THRESHOLD_BYTES = 64
+
+
+def single_burst_moves(shape: Sequence[int], perm: Sequence[int], item: int
+                       ) -> tuple[float, float] | None:
+    """(input elements, output elements) each one-burst DMA command of the A2's 8-byte
+    Transpose moves, where the permutation moves the last axis; None for any other.
+
+    The kernel sends 1-, 2- and 4-byte data through its pad loops, a tile's rows in and its
+    columns out as a few `data_move_pad` commands of many bursts, and 8-byte data
+    (`b8_times` == EPB8) through the plain loops: one `data_move` of one burst per tile row in
+    (`_copy_in_major_col_major_row`, B64_TILE_COLS elements at most) and one per tile column
+    out (`_copy_out_major_col_major_row`, ROW_UNIT rows at most: `output_burst_elems`), each
+    after its scalar address chain (`_get_src_addr_s7`, `_update_tuple`; impl/dynamic/
+    transpose.py, leideng/CANN-8.1.RC1 at 4332a01, `_major_col_process_s7`). Output rows under
+    F2T_THRESHOLD_BYTES go out a tile at a time (output 0: one burst a move)."""
+    kept = _kept_axes(shape, perm)
+    if item != 8 or len(kept) < 2 or kept[-1] == max(kept):
+        return None
+    out = output_burst_elems(shape, perm)
+    return (float(min(int(shape[max(kept)]), B64_TILE_COLS)),
+            float(out) if out * item >= F2T_THRESHOLD_BYTES else 0.0)
+
+
 def l2_writeback_share(in_bytes: float, out_bytes: float, l2_bytes: float) -> float:
     """Share of a kernel's output bursts that must wait for a dirty line's write-back to HBM:
     an LRU L2 that starts empty takes the first `l2_bytes` of the kernel's reads and writes
@@ -102,6 +134,27 @@ def l2_writeback_share(in_bytes: float, out_bytes: float, l2_bytes: float) -> fl
     if total <= l2_bytes or total <= 0:
         return 0.0
     return (1.0 - l2_bytes / total) * out_bytes / total
+
+
+def transpose_bursts(l2_bytes: float, perm_attr, main: Value, outs: Sequence[Value], n: int
+                     ) -> dict:
+    """The VecSpec `bursts` / `out_bursts` of the A2's TIK Transpose of `main` into `outs`
+    (`lower.vector.row_bursts` "transpose"; `n` task elements): every one-burst DMA of 8-byte
+    data (`single_burst_moves`), else one per output run (`output_burst_elems`) for the share
+    whose line must first be written back to HBM (`l2_writeback_share`, `l2_bytes` of L2);
+    {} when the kernel's data fits the L2."""
+    shape = [int(d) for d in main.shape]
+    perm = norm_perm(perm_attr, main.rank)
+    single = single_burst_moves(shape, perm, itemsize(main.dtype))
+    if single is not None:
+        return {"bursts": (main.numel / single[0] / n,),
+                "out_bursts": main.numel / single[1] / n if single[1] else 0.0}
+    in_bytes = main.numel * itemsize(main.dtype)
+    out_bytes = sum(v.numel * itemsize(v.dtype) for v in outs)
+    share = l2_writeback_share(in_bytes, out_bytes, l2_bytes)
+    if share <= 0 or not main.rank:
+        return {}
+    return {"out_bursts": main.numel / output_burst_elems(shape, perm) / n * share}
 
 
 def _wide_moves_last_axis(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str) -> bool:
@@ -154,6 +207,7 @@ TRANSPOSE_PATHS = (
                                   row_bursts="transpose", note=TRANSPOSE_NOTE)),
 )
 
-__all__ = ["B8_BLOCK_BYTES", "B8_LANES", "B8_UB_BYTES", "ROW_UNIT", "TRANSPOSE_BYTE",
-           "TRANSPOSE_NOTE", "TRANSPOSE_PATHS", "TRANSPOSE_WIDE", "l2_writeback_share",
-           "output_burst_elems"]
+__all__ = ["B64_TILE_COLS", "B8_BLOCK_BYTES", "B8_LANES", "B8_UB_BYTES", "F2T_THRESHOLD_BYTES",
+           "ROW_UNIT", "TRANSPOSE_BYTE", "TRANSPOSE_NOTE", "TRANSPOSE_PATHS", "TRANSPOSE_WIDE",
+           "l2_writeback_share", "output_burst_elems", "single_burst_moves",
+           "transpose_bursts"]

@@ -51,8 +51,8 @@ from .memo import vector_work
 from .movement import ensure
 from .seq_types import A2_A3_CHIPS, LOOP, NARROW_FLOATS
 from .tiling import VecSpec, cdiv
-from .transpose_paths import l2_writeback_share, output_burst_elems
-from .vector_rows import ROW_RULES, norm_axis, norm_perm, row_on_blocks
+from .transpose_paths import transpose_bursts
+from .vector_rows import ROW_RULES, norm_axis, row_on_blocks
 from .vector_seq import HEAD_LOOPS, OpSequence, SeqPart, resolve, sequence_for, vclass_of_registry
 
 
@@ -354,7 +354,8 @@ def row_bursts(low: Lowering, lone: LonePath, n: int) -> dict[str, Any]:
         return glu_fields(low, lone, n)
     outs = [low.sub_value(nd, o) for o in nd.outputs]
     if seq.row_bursts == "transpose":
-        return {"dma_only": not seq.steps, **transpose_bursts(low, nd, main, outs, n)}
+        return {"dma_only": not seq.steps,
+                **transpose_bursts(low.chip.l2_bytes, nd.attrs.get("perm"), main, outs, n)}
     if seq.row_bursts not in ("rows", "rows_out", "norm") or not seq.rows:
         return {}
     length, inner = ROW_RULES[seq.rows](ins, nd.attrs, low.const_value)
@@ -367,22 +368,6 @@ def row_bursts(low: Lowering, lone: LonePath, n: int) -> dict[str, Any]:
     bursts = tuple(per if padded and v.numel == main.numel else 0.0 for v in ins)
     out = sum(per for v in outs if v.numel == main.numel and every_out)
     return {"bursts": bursts, "out_bursts": out} if any(bursts) or out else {}
-
-
-def transpose_bursts(low: Lowering, nd: Node, main: Value, outs: list[Value], n: int
-                     ) -> dict[str, Any]:
-    """The VecSpec `out_bursts` of the A2's TIK Transpose (`row_bursts` "transpose"): one GM
-    burst per output run (`transpose_paths.output_burst_elems`), charged for the share of
-    them whose line must first be written back to HBM (`l2_writeback_share`); {} when the
-    kernel's data fits the L2."""
-    in_bytes = main.numel * itemsize(main.dtype)
-    out_bytes = sum(v.numel * itemsize(v.dtype) for v in outs)
-    share = l2_writeback_share(in_bytes, out_bytes, low.chip.l2_bytes)
-    if share <= 0 or not main.rank:
-        return {}
-    run = output_burst_elems([int(d) for d in main.shape],
-                             norm_perm(nd.attrs.get("perm"), main.rank))
-    return {"out_bursts": main.numel / run / n * share}
 
 
 def glu_fields(low: Lowering, lone: LonePath, n: int) -> dict[str, Any]:

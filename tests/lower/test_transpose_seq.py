@@ -131,3 +131,30 @@ def test_a_transpose_past_the_l2_paces_its_row_stores_as_bursts():
 
     assert "GM burst each" in notes((64, 32, 512, 128))     # 268 MB in and out
     assert "GM burst each" not in notes((8, 128, 16, 64))   # an attention head's, in L2
+
+
+def test_eight_byte_data_moves_one_burst_per_command():
+    from ascendsim.lower.transpose_paths import B64_TILE_COLS, ROW_UNIT, single_burst_moves
+    # int64 [4096, 8192] (1, 0): a tile row of 64 elements in, a tile column of 128 out
+    assert single_burst_moves((4096, 8192), (1, 0), 8) == (B64_TILE_COLS, ROW_UNIT)
+    # output rows of 3 int64 (24 B) take the fat-to-thin path: the tile goes out in one move
+    assert single_burst_moves((3, 7, 11, 13, 1013), (4, 3, 2, 1, 0), 8) == (B64_TILE_COLS, 0.0)
+    # the pad loops of narrower data, and a permutation that keeps the last axis: not these
+    assert single_burst_moves((4096, 8192), (1, 0), 4) is None
+    assert single_burst_moves((64, 32, 128), (1, 0, 2), 8) is None
+
+
+def test_eight_byte_bursts_are_paced_in_the_l2_too(monkeypatch):
+    from ascendsim.lower import transpose_paths
+
+    def time_us() -> float:
+        g = asim.Graph("t")
+        x = g.input("x", shape=(1024, 4096), dtype="int64")     # 64 MB in and out: in the L2
+        g.output(g.transpose(x, perm=[1, 0]))
+        return asim.simulate(g, chip="ascend910b2").time_us
+
+    paced = time_us()
+    monkeypatch.setattr(transpose_paths, "single_burst_moves", lambda *a: None)
+    # 65,536 row loads and 32,768 column stores a 48-core kernel spreads 1,365 / 683 a core
+    # at 43.2 cycles a burst: tens of microseconds the byte rate alone does not charge
+    assert paced > time_us() + 20.0
