@@ -42,10 +42,34 @@ FlashAttentionScore tile adds these exposed copies once per task (`aiv_exposed_r
 stage's head). The prompt flash attention kernel (prompt_flash_attention_s1s2_bns1_x910.h
 `Bmm1ResDoVecBmm2Compute`) copies every key block's partial O into UB and waits it out
 (MTE2 -> V) before adding it up: its V stage reads that block per unit. Both are timed on the
-folded V pipe at the chip's GM -> UB path rate and latency; the hidden copies and the AIV's
-write of P (an MTE3 the next group's vector work overlaps) are not timed, nor do they load the
-L2 (simplification). The S1S2 and B templates' vector code was not read (the S1 kernel's rule
-is assumed there); IncreFlashAttention's workspace reads are not timed.
+folded V pipe at the chip's GM -> UB path rate and latency. The S1S2 and B templates' vector
+code was not read (the S1 kernel's rule is assumed there); IncreFlashAttention's workspace
+reads are not timed.
+
+AIV workspace traffic (split chips, S1 template). The rest of a task's AIV moves is not waited
+out but crosses the L2 all the same (`aiv_workspace_moves`, the folded MTE3 stage, per unit, at
+the tile's AIV pair's path rate): the later score row groups and partial-O chunks, the
+softmax sum ProcessVec2 reads back, P written for bmm2 (keys 16-aligned) and the softmax max
+and sum outputs ([B, N, S1, 8] fp32). With the FIXPIPE's scores and partial O and the AIC's
+Q, K, V and P reads, a 128-query, 128-key task moves about 450 KB through the L2: at short
+sequences and many heads the L2 bandwidth, not a pipe, paces the kernel. Longer keys (the
+S1S2 template, over `TASK_KEYS`) keep the hidden moves untimed: that kernel's vector code was
+not read.
+
+K/V reuse (split chips). The tiling's task order is (b, n2, g, s1 block) and each AIV takes a
+run of consecutive tasks (flash_attention_score_s1_bn2gs1.h `ComputeAxisIdx`, `Process`), so
+a kv head's G query heads read the same K/V rows back to back: the re-reads hit the L2 even
+when K and V do not fit it (`low.miss` with share G).
+
+Matmul messages (split chips). bmm1 and bmm2 are Matmul-API objects the AIV drives: each
+IterateAll<false> is a KFC message (one 64-byte cache line in the GM workspace) that the AIC's
+matmul server receives (`RcvMessageImpl`: a DataCache invalidate, then scalar reads of the
+line) and frees (its state written back, flushed); then the server sets the tensors and runs
+the API's loop (CANN 8.1.RC1 highlevel_api impl/matmul/kfc, public copy leideng/CANN-8.1.RC1
+at 4332a01). A tile's AIC scalar work is two such calls (`kfc_scalar_stage`): per message two
+scalar GM round trips (`scalar_gm_miss_cycles`) and the API's issue cost
+(`api_scalar_cycles`, one L1 chunk, K steps of a baseK that fills half of L0A), a stage of
+the AIC's pipeline. bmm1.End() sends no message for an asynchronous IterateAll.
 
 One unit is the flash-attention recurrence on one key block (online softmax):
   MTE2: K and V blocks GM -> L1 (the Q block once per tile, the mask block if there is one);
@@ -123,7 +147,7 @@ through the GM workspace after a SyncAll) is not timed.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..hw.names import ENGINE_AICORE, TASK_AI_CORE, TASK_MIX_AIC
 from ..ir.graph import Node
@@ -135,6 +159,7 @@ from .formats import ND, padded_bytes
 from .movement import ensure
 from .program import CoreGroup, Instr, Phase, Segment, Stage
 from .tiling import (
+    api_scalar_cycles,
     cdiv,
     ceil_to,
     gm_read,
@@ -369,6 +394,46 @@ def aiv_exposed_reads(chip, rows: int, keys: int, d: int, share: int) -> tuple[I
     return (gm_read(chip, "V", "UB", nbytes, 0.0, kind="copy_scores"),)
 
 
+#: fp32 values per query row of FlashAttentionScore's softmax max and sum outputs (and the
+#: sum the S1 kernel's ProcessVec2 reads back): [B, N, S1, 8]
+SOFTMAX_STAT_VALUES = 8
+
+
+def aiv_workspace_moves(chip, rows: int, keys: int, d: int, in_b: int, share: int,
+                        units: int) -> tuple[Instr, ...]:
+    """The AIV's GM traffic of one FlashAttentionScore tile on a split chip that its vector
+    work does not wait out (module note, "AIV workspace traffic"): the rest of the fp32 scores
+    and partial O after the exposed first row group and chunk (`aiv_exposed_reads`), the
+    softmax sum read back, the probabilities P written for bmm2 (keys 16-aligned, the S1
+    kernel's s2RealSizeAlign16) and the softmax max and sum written out. Each move keeps its
+    full bytes (they load the L2) at `share` times one AIV's path rate (the tile's AIV runs
+    beside the AIC's other AIV); per simulated unit (`units` a tile)."""
+    first_s = min(rows, max(1, FLASH_GROUP_ELEMS // min(keys, TASK_KEYS))) * keys
+    first_o = min(rows, FLASH_RESCALE_ROWS) * d
+    stat = rows * SOFTMAX_STAT_VALUES * ACC
+    reads = ((rows * keys - first_s + rows * d - first_o) * ACC + stat) // units
+    writes = (rows * ceil_to(keys, 16) * in_b + 2 * stat) // units
+    moves = (gm_read(chip, "MTE3", "UB", reads, 0.0, kind="copy_workspace"),
+             gm_write(chip, "MTE3", "UB", writes, 0.0))
+    return tuple(replace(m, bw=m.bw * share) for m in moves if m.nbytes)
+
+
+def kfc_scalar_stage(chip, rows: int, keys: int, d: int, in_b: int, units: int = 1) -> Stage:
+    """The AIC scalar work of one FlashAttentionScore tile on a split chip: bmm1 and bmm2 are
+    each one Matmul-API IterateAll request of the tile's AIV, a KFC message the AIC's matmul
+    server receives (a DataCache invalidate and read of the message's cache line) and frees
+    (its state written back and flushed), each a scalar GM round trip
+    (`scalar_gm_miss_cycles`), then issues as the API does (`api_scalar_cycles`: one L1
+    chunk, K steps of a baseK that fills half of L0A); per task of up to `TASK_KEYS` keys
+    (module note, "Matmul messages"), issued as the tile's `units` run."""
+    base_k = max(16, chip.l0a_bytes // (2 * rows * in_b) // 16 * 16)
+    msg = 2 * (chip.scalar_gm_miss_cycles or 0)
+    tasks = max(1, cdiv(keys, TASK_KEYS))
+    cycles = tasks * sum(msg + api_scalar_cycles(chip, 1, cdiv(k, base_k))
+                         for k in (d, min(keys, TASK_KEYS)))
+    return Stage("S", (Instr("S", "scalar", math.ceil(cycles / units)),), units=units)
+
+
 def lower_attention(low: Lowering, node: Node) -> None:
     """One task for FlashAttentionScore / IncreFlashAttention (see the module note). Over 60
     lines: the kernel's stages are built in one pass, each line one move or instruction of
@@ -409,7 +474,11 @@ def lower_attention(low: Lowering, node: Node) -> None:
     kv_b = itemsize(low.value(ins[1]).dtype)
     # L2: K/V are read once per query block (per head in prefill); the first read misses
     kv_reads = b * heads_per_tile * keys * d * kv_b * 2
-    miss_k, miss_v = low.miss(ins[1], kv_reads / 2), low.miss(ins[2], kv_reads / 2)
+    # CANN's split prefill runs a kv head's G query heads back to back on one AIV (module
+    # note, "K/V reuse"): each K/V block is re-read G times while it is in L2, whatever the
+    # tensor's size
+    reuse = group if cann_split else 1
+    miss_k, miss_v = (low.miss(ins[i], kv_reads / 2, share=reuse) for i in (1, 2))
     miss_kv = max(float(miss_k), float(miss_v))
     miss_q = low.miss(ins[0], padded_bytes(q, ND))
     through = low.through([node.outputs[0]], [ND])
@@ -482,9 +551,16 @@ def lower_attention(low: Lowering, node: Node) -> None:
                              kind="copy_o_part"),)
         tail = (Stage("V", vmove + vec, units=units, head=exposed,
                       out_bufs=(("UB", math.ceil(sq * d * in_b / share)),)),
-                Stage("MTE3", (gm_write(chip, "MTE3", "UB", sq * d * in_b, through),)))
+                Stage("MTE3", aiv_workspace_moves(chip, sq * sub, keys_tile, d, in_b, share,
+                                                  units),
+                      units=units,
+                      head=(gm_write(chip, "MTE3", "UB", sq * sub * d * in_b, through),))
+                if cann_split and keys_tile <= TASK_KEYS else
+                Stage("MTE3", (gm_write(chip, "MTE3", "UB", sq * sub * d * in_b, through),)))
         n_instr = units * (len(mte2) + len(mte1) + len(mm) + len(vec) + 1) + 2
-        chains[share] = (scalar_stage(chip, n_instr),) + tuple(stages) + tail
+        scalar = kfc_scalar_stage(chip, sq * sub, keys_tile, d, in_b, units) if cann_split \
+            and chip.cube_tile_scalar_cycles_per_instr else scalar_stage(chip, n_instr)
+        chains[share] = (scalar,) + tuple(stages) + tail
     groups, core = [], 0
     for (count, share), ncores in runs(per_core):
         groups.append(CoreGroup(tuple(range(core, core + ncores)),
