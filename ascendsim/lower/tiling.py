@@ -485,11 +485,9 @@ def vector_work(chip, spec: VecSpec, op: str, cores: int) -> tuple[list[CoreGrou
         shares, slot_elems = elewise_shares(chip, spec, block, per_elem)
     for per_core, ncores, ntiles in shares or [
             (e, n, cdiv(e, slot_elems)) for e, n in split_even(spec.elems, block)]:
-        segs = []
-        for tile_elems, count, paced in _burst_runs(chip, spec, block,
-                                                    split_even(per_core, ntiles)):
-            segs.append(Segment(_vector_stages(chip, spec, tile_elems, reads, ws,
-                                               (reread_miss, ws_miss), paced), count))
+        tiles = _burst_runs(chip, spec, block, split_even(per_core, ntiles))
+        segs = [Segment(_vector_stages(chip, spec, tile_elems, reads, ws, (reread_miss, ws_miss),
+                                       paced), count) for tile_elems, count, paced in tiles]
         segs += atomic_row_tail(chip, spec, block)
         groups.append(CoreGroup(tuple(range(core, core + ncores)), tuple(segs)))
         core += ncores
