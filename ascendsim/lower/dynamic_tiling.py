@@ -36,10 +36,13 @@ Apache-2.0 public copy: dengguojie/vue-element-admin ops/built-in/op_tiling/, el
   before it times ceil(A / factor) blocks, so [102, 1024, 101] fp32 over axis 1 runs 34
   blocks of 3 slices, [127, 257, 1023] over axis 1 runs 43. An A axis still short of the
   cores is kept whole and the next one split; the innermost A axis, reached short of the
-  cores, takes a factor of 1. Modelled for one reduced axis with at most one A axis on either
-  side (size-1 axes dropped, neighbours merged); the `max_block_factor` bound of the
-  workspace path (a block's inner A axes must fit the UB) and the continuous-data-move case
-  are not modelled.
+  cores, takes a factor of 1. A factor on the innermost axis is then rounded up to whole
+  32-byte blocks where the rounded factor fits the axis and the last block still holds one
+  (`NeedRefineBlockTiling`), so [8192, 8192] fp16 over axis 0 runs 47 blocks of 176 columns
+  (not 48 of 171) and [512, 2049] fp16 43 blocks of 48 (not 48 of 43). Modelled for one
+  reduced axis with at most one A axis on either side (size-1 axes dropped, neighbours
+  merged); the `max_block_factor` bound of the workspace path (a block's inner A axes must
+  fit the UB) and the continuous-data-move case are not modelled.
 - a 2- or 4-byte Transpose of [N, R, C] -> [N, C, R] (`transpose_blocks`; size-1 axes dropped
   and axes that stay adjacent merged first, `merged_transpose`; a 2-D swap [R, C] -> [C, R] is
   N = 1): the TIK kernel impl/dynamic/transpose.py, whose run-time tiling (op_tiling/
@@ -246,6 +249,18 @@ def _norm_factor(length: int, before: int, after: int, per_block: int,
     return None
 
 
+def _refined(length: int, factor: int, per_block: int) -> int:
+    """A block factor on the innermost axis rounded up to whole 32-byte blocks
+    (`per_block` elements) where the rounded factor fits the axis and its last block still
+    holds one (norm.cc `NeedRefineBlockTiling`), else `factor`. The workspace schedule's
+    further bound (the rounded factor within its UB count) is not checked: no factor here
+    comes near it."""
+    up = cdiv(factor, per_block) * per_block
+    if up > length:
+        return factor
+    return up if (length % up or up) >= per_block else factor
+
+
 def norm_blocks(shape: Sequence[int], axis: int, item: float, cores: int) -> int | None:
     """Blocks of a TBE NORM-pattern kernel over `shape` reducing axis `axis`, not innermost,
     of `item`-byte elements (module note), or None where the shape takes a path not modelled
@@ -278,9 +293,12 @@ def norm_split(shape: Sequence[int], axis: int, item: float, cores: int
         if after <= per_block or before * length >= cores:
             factor = _norm_factor(length, before, after, per_block, cores)
             if factor is not None:
+                if is_last:
+                    factor = _refined(length, factor, per_block)
                 return before * cdiv(length, factor), factor if is_last else inner
         if is_last:
-            return before * length, 1
+            factor = _refined(length, 1, per_block)
+            return before * cdiv(length, factor), factor
         before *= length
     return None
 

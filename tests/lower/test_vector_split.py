@@ -14,6 +14,7 @@ from ascendsim.lower.dynamic_tiling import (
     elewise_blocks,
     merged_transpose,
     norm_blocks,
+    norm_split,
     reduce_rows_blocks,
     transpose_blocks,
 )
@@ -219,7 +220,9 @@ def test_a_transpose_with_its_own_block_dim_keeps_it():
     ((2, 3, 17, 1024, 101), 3, 4, 34),
     ((367, 373, 379), 1, 4, 46),          # 8 slices a block
     ((127, 257, 1023), 1, 2, 43),         # 3 slices a block
-    ((8192, 8192), 0, 2, 48),             # no A axis before: the inner one split, 171 a block
+    # no A axis before: the inner one split, 171 a block rounded up to 176 (11 blocks)
+    ((8192, 8192), 0, 2, 47),
+    ((512, 2049), 0, 2, 43),              # 43 a block rounded up to 48: 43 blocks, not 48
     ((4, 255, 2049), 1, 2, 48),           # A0 short of the cores: 12 blocks per slice
     ((2, 4, 3), 1, 4, 2),                 # 3 fp32 after the split axis: one A0 slice a block
     ((8, 3), 0, 4, 1),                    # 24 elements, one 32-byte block of output a block
@@ -230,6 +233,18 @@ def test_norm_blocks_split_the_a_axes_only(shape, axis, item, blocks):
     not innermost on the A axes alone, so a core count that does not divide the outer axis
     leaves cores idle."""
     assert norm_blocks(shape, axis, item, 48) == blocks
+
+
+@pytest.mark.parametrize("shape, axis, item, split", [
+    ((8192, 8192), 0, 2, (47, 176)),      # 171 -> 176 fp16 columns, tail 96 >= 16
+    ((512, 2049), 0, 2, (43, 48)),        # 43 -> 48, tail 33 >= 16
+    ((4, 255, 2049), 1, 2, (48, 176)),    # 171 -> 176, tail 113: 12 blocks per slice still
+    ((2, 3, 17, 1024, 101), 3, 4, (34, 101)),   # split on the outer A axis: not refined
+])
+def test_norm_split_rounds_an_inner_factor_up_to_whole_blocks(shape, axis, item, split):
+    """norm.cc NeedRefineBlockTiling: a block factor on the innermost A axis is rounded up to
+    whole 32-byte blocks where it fits the axis and the last block keeps one."""
+    assert norm_split(shape, axis, item, 48) == split
 
 
 def _op(op, shapes, dtype="float16", attrs=None, consts=()):
