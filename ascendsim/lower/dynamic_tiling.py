@@ -95,6 +95,7 @@ from ..ir.tensor import Value, itemsize
 from .program import CoreGroup, Instr, Segment, Stage
 from .seq_types import A2_A3_CHIPS
 from .tiling import cdiv, elewise_limit
+from .transpose_paths import merged_transpose
 from .vector_rows import norm_axis, norm_perm
 
 #: ELEWISE: multi-core from this many 32-byte blocks of output per core (DOUBLE_BUFFER_SIZE)
@@ -316,24 +317,6 @@ def norm_slices(x: Value, attrs: dict, cores: int) -> int:
     axis = norm_axis(attrs.get("axis", -1), len(dims)) if dims else 0
     split = norm_split(dims, axis, itemsize(x.dtype), cores) if dims else None
     return 1 if split is None else max(1, cdiv(math.prod(dims[:axis]), max(split[0], 1)))
-
-
-def merged_transpose(shape: Sequence[int], perm: Sequence[int]
-                     ) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """`shape` and `perm` of a transpose with its size-1 axes dropped and every run of axes
-    that stays adjacent and in order merged into one (the form the TIK tiling decides on)."""
-    kept = [a for a in range(len(shape)) if shape[a] != 1]
-    index = {a: i for i, a in enumerate(kept)}
-    sizes = [int(shape[a]) for a in kept]
-    runs: list[list[int]] = []
-    for a in (index[a] for a in perm if shape[a] != 1):
-        if runs and runs[-1][-1] + 1 == a:
-            runs[-1].append(a)
-        else:
-            runs.append([a])
-    order = sorted(range(len(runs)), key=lambda r: runs[r][0])
-    merged = tuple(math.prod(sizes[a] for a in runs[r]) for r in order)
-    return merged, tuple(order.index(r) for r in range(len(runs)))
 
 
 def _split_share(length: int, parts: int, block_elems: int) -> int:

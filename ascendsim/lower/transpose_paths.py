@@ -25,6 +25,7 @@ keep the registry's cost fields."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from ..ir.tensor import Value, itemsize
@@ -92,34 +93,120 @@ def output_burst_elems(shape: Sequence[int], perm: Sequence[int]) -> int:
     return run
 
 
+def merged_transpose(shape: Sequence[int], perm: Sequence[int]
+                     ) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """`shape` and `perm` of a transpose with its size-1 axes dropped and every run of axes
+    that stays adjacent and in order merged into one (the form the TIK tiling decides on)."""
+    kept = [a for a in range(len(shape)) if shape[a] != 1]
+    index = {a: i for i, a in enumerate(kept)}
+    sizes = [int(shape[a]) for a in kept]
+    runs: list[list[int]] = []
+    for a in (index[a] for a in perm if shape[a] != 1):
+        if runs and runs[-1][-1] + 1 == a:
+            runs[-1].append(a)
+        else:
+            runs.append([a])
+    order = sorted(range(len(runs)), key=lambda r: runs[r][0])
+    merged = tuple(math.prod(sizes[a] for a in runs[r]) for r in order)
+    return merged, tuple(order.index(r) for r in range(len(runs)))
+
+
+#: Transpose, 8-byte data: the one scenario 7 model (`Model002_b64`) takes an [N, C, R] split
+#: whose columns reach this many and whose rows reach this many per core
+B64_MIN_COLS = 16
+#: Transpose, 8-byte data: columns of a tile (`Model002_b64` maxCol: the vnchwconv tile's 256
+#: halves over 4) and rows of a tile (maxRow)
+B64_MAX_COL = 64
+B64_MAX_ROW = 128
+#: Transpose, 8-byte data: elements of a 32-byte block (`Split`, `SplitColByFactor`)
+B64_BLOCK = 4
+
+
+def transpose_ncrs(shape: Sequence[int], perm: Sequence[int]) -> list[tuple[int, int]]:
+    """(column volume, row volume) of each [N, col, row] view the scenario 7 tiling weighs
+    for a last-axis Transpose (op_tiling transpose.cc at 01b8265, `DispatchNCR`), size-1 axes
+    dropped and adjacent axes merged first (`merged_transpose`): the columns are a run of the
+    input's trailing axes (from axis i to the last, i >= 1), the rows the axes the output puts
+    after the last of those columns; a view whose columns end the output has no rows and is
+    skipped. In the order the tiling lists them (longest column run first)."""
+    merged, order = merged_transpose(shape, perm)
+    dim = len(merged)
+    views = []
+    for i in range(1, dim):
+        last = max(order.index(a) for a in range(i, dim))
+        if last >= dim - 1:
+            continue
+        cols = math.prod(merged[i:])
+        rows = math.prod(merged[order[j]] for j in range(last + 1, dim))
+        views.append((cols, rows))
+    return views
+
+
+def _b64_tiles(length: int, share: int, most: int) -> tuple[int, int]:
+    """(tiles, elements moved) of an axis part of `share` elements cut into tiles of at most
+    `most` (`SplitColByFactor` / `SplitRowByFactor`, not fat-to-thin): whole 32-byte blocks
+    of the part in tiles of min(most, that), and where blocks are left a last tile stepped
+    back onto a whole block (`backStepLeft` / `backStepUp`)."""
+    whole = share - share % B64_BLOCK
+    per = min(most, whole)
+    loops = whole // per
+    tail = share - loops * per + ((B64_BLOCK - share % B64_BLOCK) % B64_BLOCK)
+    return loops + (tail > 0), loops * per + tail
+
+
+def b64_transpose_moves(shape: Sequence[int], perm: Sequence[int], cores: int
+                        ) -> tuple[int, int, int] | None:
+    """(elements, tile-row loads, tile-column stores) of the busiest core of the A2's 8-byte
+    TIK Transpose that moves the last axis, or None where scenario 7 does not take it (then
+    the tiling falls back to scenario 5, not modelled here). For 8-byte data the tiling weighs
+    one model, `Model002_b64` (op_tiling transpose.cc at 01b8265, `MakeNCRDecision`,
+    fp16Times 4): the first view (`transpose_ncrs`) of at least B64_MIN_COLS columns and
+    B64_MIN_COLS rows a core splits its rows over every core (`Split`: ceil(rows / cores)
+    rounded up to a block); each core cuts its columns into tiles of B64_MAX_COL and its rows
+    into tiles of B64_MAX_ROW. The kernel loads each tile row and stores each tile column as
+    a command of its own (lower/transpose_paths.py `single_burst_moves`)."""
+    view = next(((c, r) for c, r in transpose_ncrs(shape, perm)
+                 if c >= B64_MIN_COLS and r >= B64_MIN_COLS * cores), None)
+    if view is None:
+        return None
+    cols, rows = view
+    share = math.ceil(math.ceil(rows / cores) / B64_BLOCK) * B64_BLOCK   # `Split`
+    col_tiles, col_moved = _b64_tiles(cols, cols, B64_MAX_COL)
+    row_tiles, _ = _b64_tiles(rows, share, B64_MAX_ROW)
+    return share * cols, share * col_tiles, col_moved * row_tiles
+
+
 #: 8-byte data: elements of a tile row, one GM burst of the copy-in (the tiling's
 #: MAX_COL_FP16_VNCHWCONV_FULL 256 halves of a vnchwconv tile over 4 halves an element)
-B64_TILE_COLS = 64
-#: output rows thinner than this many bytes take scenario 7's fat-to-thin path, which writes a
-#: reordered tile out in one contiguous move (op_tiling transpose.cc F2T_THRESHOLD_B16, the
-#: `_b16` models 8-byte data takes; `_copy_out_major_col_f2t`)
-F2T_THRESHOLD_BYTES = 64
+B64_TILE_COLS = B64_MAX_COL
 
 
-def single_burst_moves(shape: Sequence[int], perm: Sequence[int], item: int
+def single_burst_moves(shape: Sequence[int], perm: Sequence[int], item: int, cores: int = 48
                        ) -> tuple[float, float] | None:
     """(input elements, output elements) each one-burst DMA command of the A2's 8-byte
-    Transpose moves, where the permutation moves the last axis; None for any other.
+    Transpose moves on its busiest core, where the permutation moves the last axis; None for
+    any other.
 
     The kernel sends 1-, 2- and 4-byte data through its pad loops, a tile's rows in and its
     columns out as a few `data_move_pad` commands of many bursts, and 8-byte data
     (`b8_times` == EPB8) through the plain loops: one `data_move` of one burst per tile row in
-    (`_copy_in_major_col_major_row`, B64_TILE_COLS elements at most) and one per tile column
-    out (`_copy_out_major_col_major_row`, ROW_UNIT rows at most: `output_burst_elems`), each
-    after its scalar address chain (`_get_src_addr_s7`, `_update_tuple`; impl/dynamic/
-    transpose.py, leideng/CANN-8.1.RC1 at 4332a01, `_major_col_process_s7`). Output rows under
-    F2T_THRESHOLD_BYTES go out a tile at a time (output 0: one burst a move)."""
+    (`_copy_in_major_col_major_row`) and one per tile column out
+    (`_copy_out_major_col_major_row`), each after its scalar address chain (`_get_src_addr_s7`,
+    `_update_tuple`; impl/dynamic/transpose.py, leideng/CANN-8.1.RC1 at 4332a01,
+    `_major_col_process_s7`). The tiles are the run-time tiling's (`b64_transpose_moves` on
+    `cores` cores): its rows are every axis the output puts after the tile's columns, so a
+    tile column goes out as one run of up to B64_MAX_ROW rows however short the output's
+    last axis. Where that tiling does not take the shape, a tile row of up to B64_TILE_COLS
+    elements and a tile column of the output's last axis (up to ROW_UNIT)."""
     kept = _kept_axes(shape, perm)
     if item != 8 or len(kept) < 2 or kept[-1] == max(kept):
         return None
-    out = output_burst_elems(shape, perm)
+    moves = b64_transpose_moves(shape, perm, cores)
+    if moves is not None:
+        elems, loads, stores = moves
+        return elems / loads, elems / stores
     return (float(min(int(shape[max(kept)]), B64_TILE_COLS)),
-            float(out) if out * item >= F2T_THRESHOLD_BYTES else 0.0)
+            float(output_burst_elems(shape, perm)))
 
 
 def l2_writeback_share(in_bytes: float, out_bytes: float, l2_bytes: float) -> float:
@@ -136,19 +223,18 @@ def l2_writeback_share(in_bytes: float, out_bytes: float, l2_bytes: float) -> fl
     return (1.0 - l2_bytes / total) * out_bytes / total
 
 
-def transpose_bursts(l2_bytes: float, perm_attr, main: Value, outs: Sequence[Value], n: int
-                     ) -> dict:
+def transpose_bursts(l2_bytes: float, perm_attr, main: Value, outs: Sequence[Value], n: int,
+                     cores: int = 48) -> dict:
     """The VecSpec `bursts` / `out_bursts` of the A2's TIK Transpose of `main` into `outs`
-    (`lower.vector.row_bursts` "transpose"; `n` task elements): every one-burst DMA of 8-byte
-    data (`single_burst_moves`), else one per output run (`output_burst_elems`) for the share
-    whose line must first be written back to HBM (`l2_writeback_share`, `l2_bytes` of L2);
-    {} when the kernel's data fits the L2."""
+    (`lower.vector.row_bursts` "transpose"; `n` task elements, `cores` vector cores): every
+    one-burst DMA of 8-byte data (`single_burst_moves`), else one per output run
+    (`output_burst_elems`) for the share whose line must first be written back to HBM
+    (`l2_writeback_share`, `l2_bytes` of L2); {} when the kernel's data fits the L2."""
     shape = [int(d) for d in main.shape]
     perm = norm_perm(perm_attr, main.rank)
-    single = single_burst_moves(shape, perm, itemsize(main.dtype))
+    single = single_burst_moves(shape, perm, itemsize(main.dtype), cores)
     if single is not None:
-        return {"bursts": (main.numel / single[0] / n,),
-                "out_bursts": main.numel / single[1] / n if single[1] else 0.0}
+        return {"bursts": (main.numel / single[0] / n,), "out_bursts": main.numel / single[1] / n}
     in_bytes = main.numel * itemsize(main.dtype)
     out_bytes = sum(v.numel * itemsize(v.dtype) for v in outs)
     share = l2_writeback_share(in_bytes, out_bytes, l2_bytes)
@@ -207,7 +293,7 @@ TRANSPOSE_PATHS = (
                                   row_bursts="transpose", note=TRANSPOSE_NOTE)),
 )
 
-__all__ = ["B64_TILE_COLS", "B8_BLOCK_BYTES", "B8_LANES", "B8_UB_BYTES", "F2T_THRESHOLD_BYTES",
+__all__ = ["B64_TILE_COLS", "B8_BLOCK_BYTES", "B8_LANES", "B8_UB_BYTES",
            "ROW_UNIT", "TRANSPOSE_BYTE", "TRANSPOSE_NOTE", "TRANSPOSE_PATHS", "TRANSPOSE_WIDE",
-           "l2_writeback_share", "output_burst_elems", "single_burst_moves",
-           "transpose_bursts"]
+           "b64_transpose_moves", "l2_writeback_share", "merged_transpose", "output_burst_elems",
+           "single_burst_moves", "transpose_bursts", "transpose_ncrs"]

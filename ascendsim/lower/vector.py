@@ -355,7 +355,8 @@ def row_bursts(low: Lowering, lone: LonePath, n: int) -> dict[str, Any]:
     outs = [low.sub_value(nd, o) for o in nd.outputs]
     if seq.row_bursts == "transpose":
         return {"dma_only": not seq.steps,
-                **transpose_bursts(low.chip.l2_bytes, nd.attrs.get("perm"), main, outs, n)}
+                **transpose_bursts(low.chip.l2_bytes, nd.attrs.get("perm"), main, outs, n,
+                                   low.chip.vector_cores)}
     if seq.row_bursts not in ("rows", "rows_out", "norm") or not seq.rows:
         return {}
     length, inner = ROW_RULES[seq.rows](ins, nd.attrs, low.const_value)

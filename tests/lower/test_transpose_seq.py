@@ -134,14 +134,27 @@ def test_a_transpose_past_the_l2_paces_its_row_stores_as_bursts():
 
 
 def test_eight_byte_data_moves_one_burst_per_command():
-    from ascendsim.lower.transpose_paths import B64_TILE_COLS, ROW_UNIT, single_burst_moves
-    # int64 [4096, 8192] (1, 0): a tile row of 64 elements in, a tile column of 128 out
-    assert single_burst_moves((4096, 8192), (1, 0), 8) == (B64_TILE_COLS, ROW_UNIT)
-    # output rows of 3 int64 (24 B) take the fat-to-thin path: the tile goes out in one move
-    assert single_burst_moves((3, 7, 11, 13, 1013), (4, 3, 2, 1, 0), 8) == (B64_TILE_COLS, 0.0)
+    from ascendsim.lower.transpose_paths import single_burst_moves
+    # int64 [4096, 8192] (1, 0): 88 rows a core (4096 / 48 up to a block), tiles of 64 columns
+    assert single_burst_moves((4096, 8192), (1, 0), 8, 48) == (64.0, 88.0)
     # the pad loops of narrower data, and a permutation that keeps the last axis: not these
     assert single_burst_moves((4096, 8192), (1, 0), 4) is None
     assert single_burst_moves((64, 32, 128), (1, 0, 2), 8) is None
+
+
+def test_eight_byte_tiles_follow_the_tiling_views():
+    from ascendsim.lower.transpose_paths import b64_transpose_moves, transpose_ncrs
+    # the views of a reversal: trailing input axes as columns, the axes after them as rows
+    assert transpose_ncrs((3, 7, 11, 13, 1013), (4, 3, 2, 1, 0)) == [
+        (1014013, 3), (144859, 21), (13169, 231), (1013, 3003)]
+    # Model002_b64 takes the first view with 16 x 48 rows: [1013 cols, 3003 rows], 64 rows a
+    # core; 16 column tiles (15 of 64, one of 56 stepped back onto a block), one row tile:
+    # 64 x 16 row loads and 1,016 column stores of 64 rows (512 B, not the 24-byte output row)
+    assert b64_transpose_moves((3, 7, 11, 13, 1013), (4, 3, 2, 1, 0), 48) == (64832, 1024, 1016)
+    # int64 [4096, 8192]: 88 x 128 row loads and 8,192 column stores, 19,456 commands a core
+    assert b64_transpose_moves((4096, 8192), (1, 0), 48) == (88 * 8192, 11264, 8192)
+    # no view with rows enough for every core: scenario 7 falls back (not modelled here)
+    assert b64_transpose_moves((64, 300), (1, 0), 48) is None
 
 
 def test_eight_byte_bursts_are_paced_in_the_l2_too(monkeypatch):
