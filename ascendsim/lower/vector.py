@@ -405,8 +405,8 @@ LAST_DUP_LIMIT = 16
 
 def last_axis_dups(low: Lowering, parts: list, in_vals: list[Value], out_vals: list[Value]
                    ) -> tuple[list[SeqPart], list[str]]:
-    """The per-row broadcast of a lone element-wise op on a split chip (A2 / A3) whose
-    operand [..., 1] is broadcast along a last axis of more than `LAST_DUP_LIMIT` elements:
+    """The per-row broadcast of a lone element-wise op whose operand [..., 1] is broadcast
+    along a last axis of more than `LAST_DUP_LIMIT` elements:
     one `vector_dup` call per output row and per such operand (a LOOP part, issued by the
     scalar unit row by row), and the note saying so; ([], []) otherwise.
 
@@ -420,10 +420,15 @@ def last_axis_dups(low: Lowering, parts: list, in_vals: list[Value], out_vals: l
     operand's value and one `vector_dup` of the row (its LFA algorithm; an unaligned row takes
     at least as many calls). Inferred: the threshold is the row length above which the
     dynamic emitter dups row by row; shorter rows take another method that is not public,
-    and keep the op's plain sequence. A coupled chip's, a fused group's and a pure broadcast's
-    (Expand: category INJECTIVE, another schedule) are not changed; bf16 rows are filled in
-    the dtype the chip computes bf16 in (`vector_bfloat16`)."""
-    if low.chip.arch != "split" or len(parts) != 1 or len(out_vals) != 1:
+    and keep the op's plain sequence. A coupled chip (the first-generation 910) runs static
+    TBE kernels, whose broadcast intrinsic is that public lowering itself: cce_intrin_md.py
+    `broadcast_for_tensor` (dengguojie/vue-element-admin auto_schedule/python/platform/ at
+    3819de2) emits one `reg_mov` of the operand's value and one `vec_broadcast` (vector_dup)
+    per call, a call per row where the broadcast is along the last axis; it takes the same
+    per-row dups, under the same row threshold (no other is read). A fused group's and a pure
+    broadcast's (Expand: category INJECTIVE, another schedule) are not changed; bf16 rows are
+    filled in the dtype the chip computes bf16 in (`vector_bfloat16`)."""
+    if len(parts) != 1 or len(out_vals) != 1:
         return [], []
     out = out_vals[0]
     if get_op(parts[0].op_type, parts[0].name).category > Category.BROADCAST or out.rank < 2:

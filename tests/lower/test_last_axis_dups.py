@@ -1,4 +1,4 @@
-"""A last-axis broadcast on the A2 / A3 (`lower.vector.last_axis_dups`): an operand [..., 1]
+"""A last-axis broadcast (`lower.vector.last_axis_dups`): an operand [..., 1]
 broadcast along rows of more than `LAST_DUP_LIMIT` elements is materialised by one
 `vector_dup` a row, each issued by the scalar unit (TBE's broadcast schedule), so the kernel
 pays at least the chip's per-instruction issue cost for every row of its busiest core."""
@@ -67,10 +67,14 @@ def test_a_scalar_or_full_operand_is_not_broadcast_row_by_row():
     assert not _noted(_run(_div(4096, 256, divisor=(4096, 256))))
 
 
-def test_coupled_chips_are_unchanged():
-    """The rule follows the A2 / A3 broadcast schedule; the first-generation 910 keeps the
-    plain sequence."""
-    assert not _noted(_run(_div(4096, 256), "ascend910"))
+def test_coupled_chips_dup_row_by_row_too(monkeypatch):
+    """The first-generation 910's static TBE broadcast intrinsic (`broadcast_for_tensor`: a
+    reg_mov and a vector_dup per call) takes the same per-row dups: the note, and a longer
+    kernel than the plain sequence on the same chip."""
+    res = _run(_div(40000, 32), "ascend910")
+    assert _noted(res)
+    monkeypatch.setattr(lv, "LAST_DUP_LIMIT", 1 << 30)
+    assert _run(_div(40000, 32), "ascend910").cycles < res.cycles
 
 
 def test_each_broadcast_operand_pays_its_own_dups():
