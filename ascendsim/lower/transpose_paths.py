@@ -181,7 +181,7 @@ def b64_transpose_moves(shape: Sequence[int], perm: Sequence[int], cores: int
 B64_TILE_COLS = B64_MAX_COL
 
 
-def single_burst_moves(shape: Sequence[int], perm: Sequence[int], item: int, cores: int = 48
+def single_burst_moves(shape: Sequence[int], perm: Sequence[int], item: int, cores: int
                        ) -> tuple[float, float] | None:
     """(input elements, output elements) each one-burst DMA command of the A2's 8-byte
     Transpose moves on its busiest core, where the permutation moves the last axis; None for
@@ -224,7 +224,7 @@ def l2_writeback_share(in_bytes: float, out_bytes: float, l2_bytes: float) -> fl
 
 
 def transpose_bursts(l2_bytes: float, perm_attr, main: Value, outs: Sequence[Value], n: int,
-                     cores: int = 48) -> dict:
+                     cores: int) -> dict:
     """The VecSpec `bursts` / `out_bursts` of the A2's TIK Transpose of `main` into `outs`
     (`lower.vector.row_bursts` "transpose"; `n` task elements, `cores` vector cores): every
     one-burst DMA of 8-byte data (`single_burst_moves`), else one per output run

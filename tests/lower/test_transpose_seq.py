@@ -138,8 +138,8 @@ def test_eight_byte_data_moves_one_burst_per_command():
     # int64 [4096, 8192] (1, 0): 88 rows a core (4096 / 48 up to a block), tiles of 64 columns
     assert single_burst_moves((4096, 8192), (1, 0), 8, 48) == (64.0, 88.0)
     # the pad loops of narrower data, and a permutation that keeps the last axis: not these
-    assert single_burst_moves((4096, 8192), (1, 0), 4) is None
-    assert single_burst_moves((64, 32, 128), (1, 0, 2), 8) is None
+    assert single_burst_moves((4096, 8192), (1, 0), 4, 48) is None
+    assert single_burst_moves((64, 32, 128), (1, 0, 2), 8, 48) is None
 
 
 def test_eight_byte_tiles_follow_the_tiling_views():
