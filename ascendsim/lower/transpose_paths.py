@@ -176,11 +176,6 @@ def b64_transpose_moves(shape: Sequence[int], perm: Sequence[int], cores: int
     return share * cols, share * col_tiles, col_moved * row_tiles
 
 
-#: 8-byte data: elements of a tile row, one GM burst of the copy-in (the tiling's
-#: MAX_COL_FP16_VNCHWCONV_FULL 256 halves of a vnchwconv tile over 4 halves an element)
-B64_TILE_COLS = B64_MAX_COL
-
-
 def single_burst_moves(shape: Sequence[int], perm: Sequence[int], item: int, cores: int
                        ) -> tuple[float, float] | None:
     """(input elements, output elements) each one-burst DMA command of the A2's 8-byte
@@ -196,7 +191,7 @@ def single_burst_moves(shape: Sequence[int], perm: Sequence[int], item: int, cor
     `_major_col_process_s7`). The tiles are the run-time tiling's (`b64_transpose_moves` on
     `cores` cores): its rows are every axis the output puts after the tile's columns, so a
     tile column goes out as one run of up to B64_MAX_ROW rows however short the output's
-    last axis. Where that tiling does not take the shape, a tile row of up to B64_TILE_COLS
+    last axis. Where that tiling does not take the shape, a tile row of up to B64_MAX_COL
     elements and a tile column of the output's last axis (up to ROW_UNIT)."""
     kept = _kept_axes(shape, perm)
     if item != 8 or len(kept) < 2 or kept[-1] == max(kept):
@@ -205,7 +200,7 @@ def single_burst_moves(shape: Sequence[int], perm: Sequence[int], item: int, cor
     if moves is not None:
         elems, loads, stores = moves
         return elems / loads, elems / stores
-    return (float(min(int(shape[max(kept)]), B64_TILE_COLS)),
+    return (float(min(int(shape[max(kept)]), B64_MAX_COL)),
             float(output_burst_elems(shape, perm)))
 
 
@@ -293,7 +288,7 @@ TRANSPOSE_PATHS = (
                                   row_bursts="transpose", note=TRANSPOSE_NOTE)),
 )
 
-__all__ = ["B64_TILE_COLS", "B8_BLOCK_BYTES", "B8_LANES", "B8_UB_BYTES",
+__all__ = ["B64_MAX_COL", "B8_BLOCK_BYTES", "B8_LANES", "B8_UB_BYTES",
            "ROW_UNIT", "TRANSPOSE_BYTE", "TRANSPOSE_NOTE", "TRANSPOSE_PATHS", "TRANSPOSE_WIDE",
            "b64_transpose_moves", "l2_writeback_share", "merged_transpose", "output_burst_elems",
            "single_burst_moves", "transpose_bursts", "transpose_ncrs"]

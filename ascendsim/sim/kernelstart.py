@@ -27,7 +27,6 @@ def tiling_lines(ph) -> int:
     return 1
 
 
-
 class InstructionCaches:
     """Which kernel each AI Core last ran, for the cold-instruction-cache start
     (`Engine` note, "Kernel start"): a block whose core last ran another kernel fetches the
