@@ -276,7 +276,7 @@ def _op_graph(w: Mapping[str, Any], warm: bool, calls: int = 1, flush: int = 0) 
         flushed = g.add_node("Expand", [seed, shape], name=FLUSH_NODE)
     for i, spec in enumerate(w["inputs"]):
         dtype = spec.get("dtype", "float16")
-        shape = tuple(spec["shape"])
+        shape = _storage_shape(opdef, spec)
         if "const" in spec:
             args.append(g.const(np.full(shape, spec["const"], dtype=np.dtype(dtype)),
                                 name=f"c{i}"))
@@ -340,6 +340,27 @@ def _layout(opdef, spec: Mapping[str, Any]) -> str:
     if opdef.category == Category.INJECTIVE or opdef.category > Category.SEGMENT:
         return "ND"
     return fmt if fmt in ("FRACTAL_NZ", "NC1HWC0") else "ND"
+
+
+#: the names a row gives Conv2D's weight format, FRACTAL_Z (profiles print "FracZ")
+FRACTAL_Z_NAMES = ("FracZ", "FRACTAL_Z")
+
+
+def _storage_shape(opdef, spec: Mapping[str, Any]) -> tuple[int, ...]:
+    """The shape an op row's input is built with: its logical shape, or, for an element-wise
+    op on a FRACTAL_Z value (a conv weight [N, C, H, W] kept in the cube's format, read by a
+    Cast or an optimizer update), the storage shape (C1 * H * W, N1, N0, C0) with C padded to
+    C0 and N to N0 = 16. A TBE element-wise kernel is compiled for the storage shape GE gives
+    it and moves every padded element (the profile prints it: AlexNet's 96 x 3 x 11 x 11
+    weight as FracZ [121, 6, 16, 16], 5.3 times its logical size); ops that read the format's
+    axes (reductions, pooling, the cube) keep the logical shape."""
+    shape = tuple(int(d) for d in spec["shape"])
+    if (spec.get("format") not in FRACTAL_Z_NAMES or len(shape) != 4
+            or opdef.category > Category.BROADCAST):
+        return shape
+    n, c, h, w = shape
+    c0 = 32 if np.dtype(_np_dtype(spec.get("dtype", "float16"))).itemsize == 1 else 16
+    return (-(-c // c0) * h * w, -(-n // 16), 16, c0)
 
 
 def _np_dtype(dtype: str) -> str:
