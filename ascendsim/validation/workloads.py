@@ -351,9 +351,12 @@ def _storage_shape(opdef, spec: Mapping[str, Any]) -> tuple[int, ...]:
     op on a FRACTAL_Z value (a conv weight [N, C, H, W] kept in the cube's format, read by a
     Cast or an optimizer update), the storage shape (C1 * H * W, N1, N0, C0) with C padded to
     C0 and N to N0 = 16. A TBE element-wise kernel is compiled for the storage shape GE gives
-    it and moves every padded element (the profile prints it: AlexNet's 96 x 3 x 11 x 11
-    weight as FracZ [121, 6, 16, 16], 5.3 times its logical size); ops that read the format's
-    axes (reductions, pooling, the cube) keep the logical shape."""
+    it and moves every padded element: mindinsight's AlexNet profile prints conv1's 96 x 3 x
+    11 x 11 weight as FracZ [121, 6, 16, 16] (5.3 times its logical size), and its update's
+    block_dim 18 is what TBE's apply-op schedule makes of 185,856 elements
+    (impl/util/util_apply_op_schedule.py `_execute_split_core`; public copy
+    jizhuoran/caffe-huawei-atlas-convertor at ff9768e). Ops that read the format's axes
+    (reductions, pooling, the cube) keep the logical shape."""
     shape = tuple(int(d) for d in spec["shape"])
     if (spec.get("format") not in FRACTAL_Z_NAMES or len(shape) != 4
             or opdef.category > Category.BROADCAST):
