@@ -105,7 +105,7 @@ from .l1_chunks import (  # noqa: F401  (re-exported: the tiling API)
     l1_chunk_candidates,
 )
 from .matmul_format import nd2nz_stride_factor, takes_nd  # noqa: F401  (re-exported)
-from .matmul_v3_basic import basic_base_k, basic_block, basic_l1_steps
+from .matmul_v3_basic import basic_base_k, basic_block, basic_l1_steps, matvec_block
 from .program import CoreGroup, Instr, Segment, Stage
 from .tiling import (
     api_scalar_cycles,
@@ -449,8 +449,9 @@ def _candidates(chip, spec: GemmSpec) -> _Candidates:
     basic = basic_block(chip, spec)
     if basic is not None:
         _keep_basic(chip, spec, c, basic)
-    if spec.base:
-        _keep_base(c, spec.base)
+    base = spec.base or matvec_block(chip, spec)
+    if base:
+        _keep_base(c, base)
     return c
 
 

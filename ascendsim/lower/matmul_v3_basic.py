@@ -22,6 +22,21 @@ op_host/op_tiling/matmul_v3_base_tiling.cpp `DoBasicTiling`, `ResetBase`,
   from GM: no operand strip stays in L1 across blocks (the model's reuse mode "neither"). The
   knowledge-bank tiling (`GetTilingFromRepo`) and the 24-core step tweaks
   (`OptimizeBasicKernelStepK`) that may override these are not modelled.
+
+Matrix-vector products (`matvec_block`). aclnn lays a MatMul's [K, 1] vector out as a
+transposed [1, K] row (matmul_util.cpp `IfNEqual1Mat2ToNK`), so MatMulV3 tiles A [M, K] x
+B^T [1, K]: N = 1 is below 256, so `DoBasicTiling` takes `DoSmallShapeTiling`, whose
+`FormulaicBaseBlockTiling` for a transposed B (with K 256-byte aligned) is
+`CalcBase<MN_BY_BASE_K>` over `CALC_MN_BASIC` (L0C of 128 KB): for each (baseM, baseN,
+baseK bytes) candidate `CalBaseMBaseN` spreads the M blocks over the cube cores (baseM =
+M / cores rounded up to 16, at most the candidate's; baseN = N rounded up to 16), and the
+candidate with the least `(baseM + baseN) x rounds` load wins, the first on a tie. The L1
+steps are `CalL1Tiling`'s for that block. So a [4096, 4096] fp32 GEMV runs 64 blocks of 64
+rows (baseK 128) on the 24 cores, in three rounds for 16 of them. Where another tiling takes
+the shape first (`DoSelectTiling`: K from `SPLIT_K_THRES`, the fp32 small-M split-K of
+`ShouldUseDeterministicMultiCoreSplitKwithSmallMN`, the fp16 / bf16 M <= 128 shapes of
+`DoIncreTiling`, a K not 256-byte aligned) or the operands are NZ (aclnn then runs MatMulV2,
+not MatMulV3) the search keeps the shape.
 """
 
 from __future__ import annotations
@@ -39,6 +54,20 @@ BASIC_BLOCK_SHORT, BASIC_BLOCK_LONG = 128, 256
 BASIC_BLOCK_K_BYTES = 128
 #: bytes CalL1Tiling adds to L1 before halving it ("256B reserved for rpc")
 L1_TILING_EXTRA_BYTES = 256
+#: CALC_MN_BASIC (L0C of 128 KB): the (baseM, baseN, baseK bytes) candidates of CalcBase
+CALC_MN_BASIC = ((64, 64, 512), (128, 128, 256), (128, 256, 128))
+#: the L0C size CALC_MN_BASIC is for (a 256 KB L0C takes CALC_MN_BASIC_L0C_256)
+CALC_MN_L0C_BYTES = 131072
+#: SPLIT_K_THRES: K from which MatMulV3's split-K tilings take a shape
+SPLIT_K_THRES = 27392
+#: ShouldUseDeterministicMultiCoreSplitKwithSmallMN: fp32 with M <= 64 and K >= 6144 splits K
+FP32_SPLIT_K_SMALL_M, FP32_SPLIT_K_MIN_K = 64, 6144
+#: DoIncreTiling: fp16 / bf16 shapes with M at most this take the TBE (V2) tiling
+INCRE_MAX_M = 128
+#: Is256BAlign: A's K must fill whole 256-byte blocks for CalcBase's path
+K_ALIGN_BYTES = 256
+#: the M / N granularity of CalBaseMBaseN (BASIC_ALIGN_16)
+MN_ALIGN = 16
 
 
 def transposes(spec: GemmSpec) -> tuple[bool, bool]:
@@ -93,10 +122,11 @@ def basic_base_k(spec: GemmSpec) -> int:
     return max(1, BASIC_BLOCK_K_BYTES // max(spec.in_bytes, 1))
 
 
-def basic_l1_steps(chip, spec: GemmSpec, m_t: int, n_t: int) -> tuple[int, int]:
-    """(stepKa, stepKb) of CalL1Tiling for a base block m_t x n_t x `basic_base_k` (module
-    note); the bias table's reserve is not counted."""
-    k_t, item = basic_base_k(spec), max(spec.in_bytes, 1)
+def basic_l1_steps(chip, spec: GemmSpec, m_t: int, n_t: int, k_t: int = 0
+                   ) -> tuple[int, int]:
+    """(stepKa, stepKb) of CalL1Tiling for a base block m_t x n_t x k_t (default
+    `basic_base_k`; module note); the bias table's reserve is not counted."""
+    k_t, item = k_t or basic_base_k(spec), max(spec.in_bytes, 1)
     total = chip.l1_bytes + L1_TILING_EXTRA_BYTES
     depth_a = total // 2 // m_t // k_t // item
     depth_b = total // 2 // n_t // k_t // item
@@ -113,6 +143,51 @@ def basic_l1_steps(chip, spec: GemmSpec, m_t: int, n_t: int) -> tuple[int, int]:
     return step_a, step_b
 
 
+def _matvec_tiled(chip, spec: GemmSpec) -> bool:
+    """Whether MatMulV3's small-shape CalcBase tiling takes the matrix-vector product `spec`
+    (module note, "Matrix-vector products")."""
+    if not takes_nd(chip) or spec.conv_rows is not None or spec.batch != 1 or spec.n != 1:
+        return False
+    if spec.blocks or spec.single_core is not None or spec.base or not spec.nd2nz_a:
+        return False
+    fp32 = spec.in_bytes == 4
+    return (chip.l0c_bytes == CALC_MN_L0C_BYTES and spec.k < SPLIT_K_THRES
+            and spec.k * spec.in_bytes % K_ALIGN_BYTES == 0
+            and not (fp32 and spec.m <= FP32_SPLIT_K_SMALL_M and spec.k >= FP32_SPLIT_K_MIN_K)
+            and (fp32 or spec.m > INCRE_MAX_M))
+
+
+def _calc_base(spec: GemmSpec, cores: int) -> tuple[int, int, int]:
+    """(baseM, baseN, baseK bytes) of CalcBase<MN_BY_BASE_K> over CALC_MN_BASIC for an M
+    that has at least as many blocks as N (a matrix-vector product)."""
+    best: tuple[int, int, int, int] | None = None
+    for max_m, max_n, k_bytes in CALC_MN_BASIC:
+        n_blocks = cdiv(spec.n, max_n)
+        per_m = max(cores // n_blocks, 1)
+        base_m = min(cdiv(max(spec.m // per_m, 1), MN_ALIGN) * MN_ALIGN, max_m)
+        base_m = cdiv(min(spec.m, base_m), MN_ALIGN) * MN_ALIGN
+        base_n = cdiv(min(spec.n, max_n), MN_ALIGN) * MN_ALIGN
+        blocks = cdiv(spec.m, base_m) * cdiv(spec.n, base_n)
+        load = (base_m + base_n) * (blocks // cores + (1 if blocks % cores else 0))
+        if best is None or load < best[0]:
+            best = (load, base_m, base_n, k_bytes)
+    assert best is not None
+    return best[1], best[2], best[3]
+
+
+def matvec_block(chip, spec: GemmSpec) -> tuple[int, int, int, int] | None:
+    """MatMulV3's own base block for a matrix-vector product, as `GemmSpec.base` (baseM,
+    baseN, baseK, K per A chunk in L1: stepKa x baseK), when its small-shape CalcBase tiling
+    takes the shape (module note); None otherwise."""
+    if not _matvec_tiled(chip, spec):
+        return None
+    base_m, base_n, k_bytes = _calc_base(spec, chip.ai_cores)
+    k_t = max(1, k_bytes // max(spec.in_bytes, 1))
+    step_a, _ = basic_l1_steps(chip, spec, base_m, base_n, k_t)
+    return base_m, base_n, k_t, step_a * k_t
+
+
 __all__ = ["BASIC_BLOCK_K_BYTES", "BASIC_BLOCK_LONG", "BASIC_BLOCK_M", "BASIC_BLOCK_N",
-           "BASIC_BLOCK_SHORT", "L1_TILING_EXTRA_BYTES", "basic_base_k", "basic_block",
-           "basic_l1_steps", "transposes", "turned_block"]
+           "BASIC_BLOCK_SHORT", "CALC_MN_BASIC", "L1_TILING_EXTRA_BYTES", "SPLIT_K_THRES",
+           "basic_base_k", "basic_block", "basic_l1_steps", "matvec_block", "transposes",
+           "turned_block"]

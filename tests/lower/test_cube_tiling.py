@@ -378,6 +378,10 @@ def test_array_search_picks_what_the_one_block_search_picks(name):
     for float) the search one block at a time gives, or the same error."""
     chip = get_chip(name)
     for spec in _specs(random.Random(15)):
+        if ct.matvec_block(chip, spec):
+            # MatMulV3's own matrix-vector block narrows the candidates after the search
+            # (tests/lower/test_matmul_v3_basic.py); the reference here has no such filter
+            continue
         try:
             want = _scalar_search(chip, spec)
         except ct._NoFit as exc:

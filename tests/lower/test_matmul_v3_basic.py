@@ -80,3 +80,41 @@ def test_turned_block_for_a_narrow_output():
     text = _notes(4096, 2048, 1024)
     assert "base block m256 x n128 x k64" in text
     assert "no operand kept in L1" in text
+
+
+def _matvec(m, k, item=4):
+    """A matrix-vector product as aclnn hands it to MatMulV3: N = 1, A ND (converted on the
+    GM->L1 move), fp32 (item 4) or fp16."""
+    dtype = "float32" if item == 4 else "float16"
+    return GemmSpec(1, m, k, 1, dtype, item, item, 4, nd2nz_a=True, nd2nz_b=True)
+
+
+def test_matvec_takes_calc_base_small_shape_tiling():
+    # [4096, 4096] fp32: CalcBase over CALC_MN_BASIC picks 64 x 16 x 512 bytes (load 80 x 3
+    # rounds against 144 x 2), CalL1Tiling's stepKa 4: A chunks of 512 of K
+    assert mb.matvec_block(B2, _matvec(4096, 4096)) == (64, 16, 128, 512)
+    # M 1024: 1024 / 24 rounded up to 16 is 48 (22 blocks, one round), stepKa 5
+    assert mb.matvec_block(B2, _matvec(1024, 1024)) == (48, 16, 128, 640)
+    # M 256: 16-row blocks; fp16 with M above 128: baseK 256 elements
+    assert mb.matvec_block(B2, _matvec(256, 256))[:3] == (16, 16, 128)
+    assert mb.matvec_block(B2, _matvec(4096, 4096, item=2))[:3] == (64, 16, 256)
+
+
+def test_matvec_leaves_other_tilings_their_shapes():
+    # K from SPLIT_K_THRES: split-K tilings; fp32 M <= 64 with K >= 6144: deterministic
+    # split K; fp16 M <= 128: DoIncreTiling; K not 256-byte aligned; NZ A (MatMulV2); N > 1
+    assert mb.matvec_block(B2, _matvec(1024, 65536)) is None
+    assert mb.matvec_block(B2, _matvec(64, 8192)) is None
+    assert mb.matvec_block(B2, _matvec(128, 4096, item=2)) is None
+    assert mb.matvec_block(B2, _matvec(4096, 4100)) is None
+    assert mb.matvec_block(B2, GemmSpec(1, 4096, 4096, 1, "float32", 4, 4, 4)) is None
+    assert mb.matvec_block(B2, GemmSpec(1, 4096, 4096, 16, "float32", 4, 4, 4,
+                                        nd2nz_a=True)) is None
+
+
+def test_matvec_tiling_runs_its_blocks_over_all_cube_cores():
+    # the search alone put 16 blocks of 256 rows on 16 cores; CANN's tiling runs 64 blocks
+    # of 64 rows on the 24 cube cores (three rounds for 16 of them)
+    from ascendsim.lower.cube_tiling import gemm_tiling
+    t = gemm_tiling(B2, _matvec(4096, 4096), "mv")
+    assert (t.m_t, t.n_t, t.tiles, t.block) == (64, 16, 64, 24)
