@@ -37,7 +37,8 @@ Formats. Split chips (910B: FixPipe, `path_bytes_per_cycle.l0c_gm`) take ND oper
 GM->L1 move converts ND->NZ in flight (`Intrinsic_data_move_out2l1_nd2nz`, reference section
 8) at `path_bytes_per_cycle.gm_l1_nd2nz` (msKPP: ~20% below a plain copy; a 2-byte operand
 whose stored rows are not a multiple of 256 elements keeps the share of it that Huawei's
-catlass fit gives that stride, `stride_factor`, lower/matmul_format.py), and the FixPipe
+catlass fit gives that stride, `stride_factor`, lower/matmul_format.py), each move paying the
+ND->NZ DMA's own latency (`path_latency_cycles.gm_l1_nd2nz`, `l1_read_latency`), and the FixPipe
 writes ND (MatMulV2/BatchMatMulV2 on Ascend910B take and give ND: no TransData around them).
 Coupled chips (910, 310) need FRACTAL_NZ operands in GM and give NZ (the lowering inserts the
 TransData). A constant weight is converted offline on every chip.
@@ -543,7 +544,7 @@ class _SearchContext:
         self.hbm_bw = chip.hbm_bandwidth_bytes_per_s / chip.clock_hz
         pb = chip.path_bytes_per_cycle
         self.l1_l0a, self.l1_l0b = pb.l1_l0a, pb.l1_l0b
-        self.lat = 2 * chip.path_latency_cycles.gm_l1
+        self.lat = l1_read_latency(chip, spec.nd2nz_a) + l1_read_latency(chip, spec.nd2nz_b)
         self.coupled = chip.coupled
         if chip.coupled:
             self.l0c_ub, self.ub_gm, self.l0c_gm = pb.l0c_ub, pb.ub_gm, None
@@ -771,15 +772,30 @@ def stride_factor(spec: GemmSpec, rows: tuple[int, bool], k_width: int, mn_width
                                spec.in_dtype)
 
 
+def l1_read_latency(chip, nd2nz: bool) -> float:
+    """Fixed cycles of one GM->L1 operand move: the ND->NZ DMA's own latency
+    (`path_latency_cycles.gm_l1_nd2nz`) for an ND operand on a chip with that path, else the
+    plain copy's. Huawei's A2/A3 pipe model charges every ND->NZ move its GM read latency
+    (hicann/pypto framework/src/cost_model/simulation_ca/A2A3/model/pipe.cpp
+    `CalcNdNzOutL1`: the move ends latency + ddrRdLatency_ + ddrRdLatencyDiver_ after the
+    previous one), set to 307 + 4 cycles by SimulatorA2A3.cpp `Run`; the msKPP curve behind
+    the plain copy's figure has no ND->NZ latency."""
+    pl = chip.path_latency_cycles
+    if nd2nz and chip.path_bytes_per_cycle.gm_l1_nd2nz and pl.gm_l1_nd2nz:
+        return pl.gm_l1_nd2nz
+    return pl.gm_l1
+
+
 def l1_read(chip, nbytes: int, miss: float, shared: bool, nd2nz: bool,
             stride_share: float = 1.0) -> Instr:
     """A GM->L1 operand chunk; an ND operand moves at the nd2nz rate, times the share of it
-    its source stride leaves (`stride_factor`)."""
+    its source stride leaves (`stride_factor`), and pays the ND->NZ move's latency
+    (`l1_read_latency`)."""
     ins = gm_read(chip, "MTE2", "L1", nbytes, miss, kind="nd2nz" if nd2nz else "copy",
                   same_address=shared)
     if not nd2nz or not chip.path_bytes_per_cycle.gm_l1_nd2nz:
         return ins
     scale = chip.path_bytes_per_cycle.gm_l1_nd2nz / chip.path_bytes_per_cycle.gm_l1 \
         * stride_share
-    return Instr(ins.pipe, ins.kind, ins.cycles, ins.nbytes, ins.src, ins.dst, ins.bw * scale,
-                 ins.hbm, ins.tensors)
+    return Instr(ins.pipe, ins.kind, int(round(l1_read_latency(chip, True))), ins.nbytes,
+                 ins.src, ins.dst, ins.bw * scale, ins.hbm, ins.tensors)

