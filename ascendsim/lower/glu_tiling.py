@@ -49,9 +49,10 @@ def _cdiv(a: int, b: int) -> int:
 
 
 def _search(rows: int, cols: int, item: int, cores: int, ub_bytes: int,
-            buffers: int) -> GluTiling:
-    """`CalcOptTiling` with `buffers` slots per queue (module note)."""
-    per = buffers * 3 * item + (2 if item == 2 else 1) * 4
+            buffers: int, grad: bool = False) -> GluTiling:
+    """`CalcOptTiling` with `buffers` slots per queue (module note); `grad`: the backward
+    kernel's queues and working buffers (`glu_pair_bytes`)."""
+    per = glu_pair_bytes(item, buffers, grad)
     block = UB_BLOCK // item
     pack = PACK_BYTES // item
     max_tile = max(block, ub_bytes // per // block * block)
@@ -71,12 +72,14 @@ def _search(rows: int, cols: int, item: int, cores: int, ub_bytes: int,
         base_cols = base_cols - pack if base_cols % pack == 0 else base_cols // pack * pack
 
 
-def glu_tiling(rows: int, cols: int, item: int, cores: int, ub_bytes: int) -> GluTiling:
+def glu_tiling(rows: int, cols: int, item: int, cores: int, ub_bytes: int,
+               grad: bool = False) -> GluTiling:
     """The tiling of a GLU kernel over `rows` x 2 `cols` elements of `item` bytes on `cores`
-    vector cores of `ub_bytes` of UB (module note)."""
-    double = _search(rows, cols, item, cores, ub_bytes, 2)
+    vector cores of `ub_bytes` of UB (module note); `grad`: SwiGluGrad's (GLU_FLAG
+    SWIGLU_GRAD_SINGLE: five queues, `glu_pair_bytes`)."""
+    double = _search(rows, cols, item, cores, ub_bytes, 2, grad)
     if _cdiv(double.tiles, double.cores) == 2:
-        single = _search(rows, cols, item, cores, ub_bytes, 1)
+        single = _search(rows, cols, item, cores, ub_bytes, 1, grad)
         if _cdiv(single.tiles, single.cores) == 1 and single.cores >= double.cores:
             return single
     return double
@@ -98,14 +101,34 @@ def glu_shares(t: GluTiling, rows: int, cols: int, blocks: int
     return tuple(sorted(((e, n, k) for (e, k), n in groups.items()), reverse=True))
 
 
+#: (queues, fp32 working buffers for a 2-byte dtype, for fp32) of the forward and backward
+#: GLU kernels (swi_glu_tiling.cpp: XXGLU_TQUE_NUM 3, SWIGLU_TBUF_NUM_BF16 / _HALF 2, _FLOAT
+#: 1; XXGLU_BW_TQUE_NUM 5 (a, b, dy in; the two halves of dx out), SWIGLU_BW_TBUF_NUM_BF16 /
+#: _HALF 5, _FLOAT 2)
+GLU_BUFFERS = {False: (3, 2, 1), True: (5, 5, 2)}
+
+
+def glu_pair_bytes(item: int, buffers: int, grad: bool = False) -> int:
+    """UB bytes per (a, b) pair of a GLU tile (`GetBufferNumAndDataLenPerUB`): `buffers` slots
+    of each queue of `item`-byte elements plus the fp32 working buffers (`GLU_BUFFERS`)."""
+    queues, narrow, wide = GLU_BUFFERS[grad]
+    return buffers * queues * item + (narrow if item == 2 else wide) * 4
+
+
+def swiglu_grad_ub(dtype: str, buffers: int = 2) -> float:
+    """UB bytes per output element of CANN's SwiGluGrad tile: its output dx holds both halves,
+    two elements a pair (`glu_pair_bytes` with the backward kernel's buffers: 40 B a pair
+    for a 2-byte dtype with two slots, so 20 a dx element)."""
+    return glu_pair_bytes(itemsize(dtype), buffers, grad=True) / 2
+
+
 def swiglu_ub(dtype: str, buffers: int = 2) -> float:
     """UB bytes per output element of CANN's SwiGlu tile (swi_glu_tiling.cpp
     GetBufferNumAndDataLenPerUB: bufferNum (DEFAULT_BUFFER_NUM 2, or 1 where the tiling turns
     double buffering off) x XXGLU_TQUE_NUM 3 queues (a, b, out) x sizeof(dtype), plus
     SWIGLU_TBUF_NUM fp32 working buffers, 2 for fp16/bf16 and 1 for fp32; maxTileLen = UB /
     that): 20 B for a 2-byte dtype, 28 B for fp32, with two slots."""
-    size = itemsize(dtype)
-    return buffers * 3 * size + (2 if size == 2 else 1) * 4
+    return glu_pair_bytes(itemsize(dtype), buffers)
 
 
 def _a2_fp32(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str) -> bool:
@@ -126,3 +149,30 @@ _SWIGLU_FP32 = OpSequence(
          "of ones, times a, times b")
 
 SWIGLU_PATHS = ((_a2_fp32, _SWIGLU_FP32),)
+
+
+def _a2_narrow_grad(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str) -> bool:
+    """Whether CANN's Ascend C SwiGluGrad runs its 2-byte compute (swi_glu_grad.cpp tiling
+    keys 1 and 27, `SwiGluGradBF16`): an A2 / A3 chip, fp16 or bf16 x."""
+    return (chip_name in A2_A3_CHIPS and len(ins) > 1
+            and ins[1].dtype in ("float16", "bfloat16"))
+
+
+#: the 2-byte compute (op_kernel/swi_glu_grad_bf16.hpp `Compute`, `ComputeSigLocal`,
+#: `ComputeGradN`; jbgztxdy/ops-nn at 732de1d), twenty calls over a tile's pairs (half the
+#: task's elements, a task element being one of x's), a PipeBarrier after most: Cast a;
+#: Muls, Exp, Adds, Duplicate of ones, Div (the sigmoid); Mul by a; Cast dy, Mul, Cast out
+#: (db); Muls, Adds, Mul, Mul, Muls, Add; Cast b, Mul by dy, Mul by b, Cast out (da). The
+#: fp32 flag adds the Casts: dy and x (a and b) up, dx (both halves) down
+_SWIGLU_GRAD_NARROW = OpSequence(
+    (_e("vmuls", "unary", 0.5), _e("vexp", "exp", 0.5),
+     _e("vadds", "unary", 0.5), _e("vdup", "unary", 0.5), _e("vdiv", "div", 0.5),
+     _e("vmul", "binary", 0.5), _e("vmul", "binary", 0.5), _e("vmuls", "unary", 1.0),
+     _e("vadds", "unary", 0.5), _e("vmul", "binary", 1.0), _e("vadd", "binary", 0.5),
+     _e("vmul", "binary", 1.0)),
+    fp32=True, ub_bytes=swiglu_grad_ub, row_bursts="halves",
+    note="CANN's Ascend C SwiGluGrad, 2-byte (swi_glu_grad_bf16.hpp): sigmoid by Exp and "
+         "Div, the two halves' gradients in fp32, five Casts a tile; GLU tiling of five "
+         "queues")
+
+SWIGLU_GRAD_PATHS = ((_a2_narrow_grad, _SWIGLU_GRAD_NARROW),)

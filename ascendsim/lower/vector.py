@@ -372,13 +372,16 @@ def row_bursts(low: Lowering, lone: LonePath, n: int) -> dict[str, Any]:
 
 
 def glu_fields(low: Lowering, lone: LonePath, n: int) -> dict[str, Any]:
-    """The VecSpec fields of a GLU kernel (SwiGlu, `row_bursts` "halves"): each half of a
-    tile read as one burst per tile row, each output tile row written as one; on a chip whose
-    vector kernels are Ascend C, the tiles, slots and cores of CANN's GLU tiling
-    (`lower.glu_tiling`), each core's tiles as the kernel hands them out (`core_tiles`);
-    elsewhere the half rows whole."""
+    """The VecSpec fields of a GLU kernel (SwiGlu, SwiGluGrad: `row_bursts` "halves"): each
+    half-row piece of a tile moved as one burst (x's two halves, the forward output's row,
+    SwiGluGrad's dy row and dx's two halves: swi_glu_grad_single.hpp `CopyIn`, `CopyOut`); on
+    a chip whose vector kernels are Ascend C, the tiles, slots and cores of CANN's GLU tiling
+    (`lower.glu_tiling`; the backward kernel's, whose output is x-sized), each core's tiles as
+    the kernel hands them out (`core_tiles`); elsewhere the half rows whole."""
     nd, ins, _ = lone
-    main = ins[0]
+    main = max(ins, key=lambda v: v.numel)
+    outs = [low.sub_value(nd, o) for o in nd.outputs]
+    grad = any(v.numel == main.numel for v in outs)
     dim = int(nd.attrs.get("dim", -1)) % main.rank
     rows = math.prod(int(d) for d in main.shape[:dim])
     cols = math.prod(int(d) for d in main.shape[dim:]) // 2
@@ -387,13 +390,15 @@ def glu_fields(low: Lowering, lone: LonePath, n: int) -> dict[str, Any]:
     if not low.chip.vector_split_bytes and rows and cols:
         pinned = pinned_blocks([nd])
         t = glu_tiling(rows, cols, itemsize(main.dtype), pinned or low.vector_cores(),
-                       low.chip.ub_bytes)
+                       low.chip.ub_bytes, grad)
         col_tiles = cdiv(cols, t.base_cols)
         out = {"buffers": t.buffers, "core_tiles": glu_shares(t, rows, cols, pinned or t.cores)}
     per = rows * col_tiles / n
-    outs = [low.sub_value(nd, o) for o in nd.outputs]
-    return {**out, "bursts": tuple(2 * per if v.numel == main.numel else 0.0 for v in ins),
-            "out_bursts": sum(per for v in outs if 2 * v.numel == main.numel)}
+    half = main.numel / 2
+    return {**out, "bursts": tuple(per * v.numel / half if v.numel in (half, main.numel)
+                                   else 0.0 for v in ins),
+            "out_bursts": sum(per * v.numel / half for v in outs
+                              if v.numel in (half, main.numel))}
 
 
 #: TBE's dynamic broadcast schedule for the A2 / A3 (broadcast_schedule_base.py, public CANN

@@ -89,7 +89,7 @@ from typing import Any
 from ..ir.registry import VecClass
 from ..ir.tensor import Value, itemsize
 from .activation_paths import GELU_PATHS, SIGMOID_PATHS
-from .glu_tiling import SWIGLU_PATHS, swiglu_ub
+from .glu_tiling import SWIGLU_GRAD_PATHS, SWIGLU_PATHS, swiglu_ub
 from .layer_norm_paths import (
     LAYER_NORM_CUBE,
     LAYER_NORM_CUBE_CHIPS,
@@ -527,6 +527,7 @@ PATHS: dict[str, tuple[tuple[Callable[..., bool], OpSequence], ...]] = {
     "Sigmoid": SIGMOID_PATHS,
     "Gelu": GELU_PATHS,
     "SwiGlu": SWIGLU_PATHS,
+    "SwiGluGrad": SWIGLU_GRAD_PATHS,
     "ArgMax": ((_arg_long_row_a2, _arg_long_row("ArgMax", "vcmax")),),
     "ArgMin": ((_arg_long_row_a2, _arg_long_row("ArgMin", "vcmin")),),
 }

@@ -76,3 +76,34 @@ def test_swiglu_runs_the_kernel_sequence_in_fp32(dtype):
     cycles = next(line for line in text.splitlines() if "V cycles" in line)
     narrow = "bf16" if dtype == "bfloat16" else "f16"
     assert f"vconv {narrow}->f32" in cycles and f"vconv f32->{narrow}" in cycles
+
+
+def test_swiglu_grad_takes_the_backward_glu_tiling():
+    # GLU_FLAG SWIGLU_GRAD_SINGLE on bf16: 2 slots x 5 queues x 2 B + 5 fp32 buffers = 40 B a
+    # pair, maxTileLen 196608 / 40 = 4915 -> 4912; the half row of 3072 fits whole but one
+    # row a tile gives 4096 tiles, and narrowing by 512 bytes finds 19 rows x 256 (216 x 12
+    # = 2592 tiles) the fewest on 40 cores
+    t = glu_tiling(4096, 3072, 2, 40, 196608, grad=True)
+    assert (t.base_rows, t.base_cols, t.buffers, t.tiles, t.cores) == (19, 256, 2, 2592, 40)
+    # the forward kernel's 20 B a pair keeps its own tile
+    f = glu_tiling(4096, 3072, 2, 40, 196608)
+    assert (f.base_rows, f.base_cols) == (19, 512)
+
+
+def test_swiglu_grad_moves_each_half_row_piece_as_a_burst():
+    # swi_glu_grad_single.hpp CopyIn / CopyOut: a, b and dy read as one burst per tile row
+    # each, dx's two halves written as one each (3 x 19 read, 2 x 19 written per tile), and
+    # swi_glu_grad_bf16.hpp's twenty calls a tile: 15 fp32 instructions plus 5 Casts
+    g = asim.Graph("swiglu_grad")
+    dy = g.input("dy", shape=(4096, 3072), dtype="bfloat16")
+    x = g.input("x", shape=(4096, 6144), dtype="bfloat16")
+    g.output(g.swi_glu_grad(dy, x, dim=-1))
+    res = asim.simulate(g, chip="ascend910b4")
+    text = res.explain(res.trace.tasks[0].op_name)
+    assert "57 read and 38 written per tile of 9728 elements" in text
+    cycles = next(line for line in text.splitlines() if "V cycles" in line)
+    assert cycles.count("vconv") == 3 and cycles.count("vdiv") == 1
+    # bounded below by the bursts: 2592 tiles x 95 bursts over the chip-wide burst rate
+    chip = asim.hw.get_chip("ascend910b4")
+    bursts = 2592 * 95 / chip.gm_read_bursts_per_cycle
+    assert res.time_us >= 0.9 * bursts / chip.clock_hz * 1e6
