@@ -448,7 +448,8 @@ def vector_work(chip, spec: VecSpec, op: str, cores: int) -> tuple[list[CoreGrou
     most = cores if spec.split == "copy" else min(cores, cdiv(spec.elems, spec.align))
     own = spec.split in ("pinned", "dynamic", "elewise")   # the kernel's own block count
     block = max(1, min(most, cores if own else split_cores(chip, spec, cores)))
-    shares = list(spec.core_tiles) or None   # the kernel's own tiles per core
+    # the kernel's own tiles per core, at least as many as the UB slots allow
+    shares = [(e, n, max(k, cdiv(e, slot_elems))) for e, n, k in spec.core_tiles] or None
     if shares:
         block, slot_elems = sum(n for _, n, _ in shares), max(cdiv(e, k) for e, _, k in shares)
     if spec.row_elems > 0:

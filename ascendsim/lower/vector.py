@@ -35,6 +35,7 @@ from ..ir.graph import Node
 from ..ir.registry import Category, get_op
 from ..ir.tensor import Value, itemsize
 from .bf16 import BF16_NOTE, BF16_WORK_BYTES, bf16_vector_work, vconv_parts, widened
+from .bn_schedule import tbe_launched, tbe_schedule_fields
 from .context import Lowering, TaskSpec
 from .dynamic_tiling import (
     NORM_OPS,
@@ -112,8 +113,9 @@ def lower_vector(low: Lowering, node, parts: list, category: Category,
         moves=row_moves(low, parts[0], in_vals, gathered),
         split=vector_split(parts, in_vals, out_vals, dynamic))))
     spec = binary_buffers(low, parts, ext_in, ext_vals, out_vals, spec, dynamic)
-    groups, vnotes = with_idle_blocks(vector_work(low.chip, spec, node.name, (
-        blocks := schedule_blocks(low, parts, ext_vals, dynamic))[0]), dynamic)
+    blocks = schedule_blocks(low, parts, ext_vals, dynamic)
+    groups, vnotes = with_idle_blocks(vector_work(low.chip, spec, node.name, blocks[0]),
+                                      dynamic or tbe_launched(low.chip, spec, blocks[0]))
     if not ext_in and node.inputs:
         ins = [i for i in node.inputs if i]   # dependencies only: no bytes moved
         in_fmts = [low.format_of(i) for i in ins]
@@ -466,7 +468,9 @@ def kernel_pipeline(low: Lowering, lone: LonePath | None, n: int) -> dict[str, A
         return {}
     nd, ins, seq = lone
     if not (seq.row_tile or seq.whole_rows):
-        return {"buffers": seq.buffers, **row_bursts(low, lone, n)}
+        tbe = tbe_schedule_fields(nd.op_type, ins, n, low.vector_cores(), low.chip.ub_bytes
+                                  ) if low.chip.vector_split_bytes else {}
+        return {"buffers": seq.buffers, **row_bursts(low, lone, n), **tbe}
     length, inner = ROW_RULES[seq.rows](ins, nd.attrs, low.const_value)
     # rows bound to cores are contiguous ones (a reduction over the innermost axis)
     whole = seq.whole_rows and inner == 1

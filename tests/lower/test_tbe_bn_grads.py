@@ -1,6 +1,7 @@
 """CANN's BatchNorm training kernels on the first-generation 910 (TBE DSL kernels): their
 full-shape fp16 inputs cast to fp32, fp32 arithmetic, and the gradients' block split by their
-TBE schedules (lower/vector.py `TBE_BLOCKS`, lower/vector_seq.py `_BN_UPDATE_GRAD`)."""
+TBE schedules (lower/vector.py `TBE_BLOCKS`, lower/vector_seq.py `_BN_UPDATE_GRAD`,
+lower/bn_schedule.py: whole C1 slices per block)."""
 
 from __future__ import annotations
 
@@ -78,3 +79,28 @@ def test_bn_training_update_computes_y_in_fp32() -> None:
     # 6.4 M elements over 30 cores: 214,000 per core at two vconvs (64 per cycle) and two
     # fp32 binary ops (32 per cycle): 0.094 cycles each, about 20,100 V cycles per core
     assert 19_500 <= busy["V"] <= 22_000
+
+
+def test_update_grad_cut_c1_binds_whole_c1_slices() -> None:
+    # bn_update_grad_shedule.py schedule_cut_c1: C1 = 64 split with nparts = 30 gives 21 blocks
+    # of 3 slices, one of 1 and 8 with none, all 30 launched; each slice is N = 16 tiles of one
+    # 14 x 14 x 16 plane. An even split would give each core 2.13 slices' worth.
+    res = _bn_grad("BNTrainingUpdateGrad", 1024)
+    task = res.trace.task("op")
+    v = [iv for iv in res.trace.intervals if iv.task_id == task.task_id and iv.pipe == "V"]
+    per_core: dict[int, int] = {}
+    for iv in v:
+        per_core[iv.core] = per_core.get(iv.core, 0) + iv.duration
+    assert len(per_core) == 22
+    busy = sorted(per_core.values())
+    assert busy[-1] == busy[-21] and 2.9 <= busy[-1] / busy[0] <= 3.1
+    notes = " ".join(task.notes)
+    assert "up to 3136 elements per tile" in notes and "8 launched block(s) with no share" in notes
+    even = 3211264 / 30 / 3136 * 600        # about 600 V cycles a plane of fp32 steps
+    assert busy[-1] >= 1.3 * even
+
+
+def test_update_grad_on_fewer_slices_than_cores_keeps_the_batch_split() -> None:
+    # C1 = 16 below the 30 cores: the atomic schedule over the batch, no C1 slices
+    notes = " ".join(_bn_grad("BNTrainingUpdateGrad", 256).trace.task("op").notes)
+    assert "no share" not in notes and "up to 3136 elements per tile" not in notes
