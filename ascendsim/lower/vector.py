@@ -84,8 +84,7 @@ def lower_vector(low: Lowering, node, parts: list, category: Category,
     ins = []
     # an operand 8x smaller than the largest value (a per-channel or per-row vector) is read as is
     value = low.value
-    ext_vals = [value(i) for i in ext_in]
-    out_vals = [value(o) for o in outs]
+    ext_vals, out_vals = [value(i) for i in ext_in], [value(o) for o in outs]
     biggest = max([v.numel for v in ext_vals] + [v.numel for v in out_vals])
     for i, v in zip(ext_in, ext_vals):
         small = is_small_operand(v.numel, biggest) or v.rank < 2
