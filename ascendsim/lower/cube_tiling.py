@@ -773,13 +773,11 @@ def stride_factor(spec: GemmSpec, rows: tuple[int, bool], k_width: int, mn_width
 
 
 def l1_read_latency(chip, nd2nz: bool) -> float:
-    """Fixed cycles of one GM->L1 operand move: the ND->NZ DMA's own latency
-    (`path_latency_cycles.gm_l1_nd2nz`) for an ND operand on a chip with that path, else the
-    plain copy's. Huawei's A2/A3 pipe model charges every ND->NZ move its GM read latency
-    (hicann/pypto framework/src/cost_model/simulation_ca/A2A3/model/pipe.cpp
-    `CalcNdNzOutL1`: the move ends latency + ddrRdLatency_ + ddrRdLatencyDiver_ after the
-    previous one), set to 307 + 4 cycles by SimulatorA2A3.cpp `Run`; the msKPP curve behind
-    the plain copy's figure has no ND->NZ latency."""
+    """Fixed cycles of one GM->L1 operand move: `path_latency_cycles.gm_l1_nd2nz` for an ND
+    operand on a chip with that path, else the plain copy's. Huawei's A2/A3 pipe model ends
+    an ND->NZ move its GM read latency after the previous one (hicann/pypto framework/src/
+    cost_model/simulation_ca/A2A3/model/pipe.cpp `CalcNdNzOutL1`, 307 + 4 cycles set by
+    SimulatorA2A3.cpp `Run`); no measured curve gives the ND->NZ move's latency."""
     pl = chip.path_latency_cycles
     if nd2nz and chip.path_bytes_per_cycle.gm_l1_nd2nz and pl.gm_l1_nd2nz:
         return pl.gm_l1_nd2nz
