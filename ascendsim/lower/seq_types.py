@@ -6,8 +6,9 @@ without importing the sequence table."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 #: step shapes (vector_seq module note)
 ELEM, REDUCE, ROW, LOOP, COLUMNS = "elem", "reduce", "row", "loop", "columns"
@@ -31,7 +32,10 @@ class Step:
     whose repeats count the fp32 side (lower/vector_seq.py `vconv_part`); `spread`: UB
     bytes each of an ELEM step's instructions passes per byte of the op's data (1; more where
     the data fills only part of what each repeat reads, as one of a b8 vnchwconv's 16 source
-    blocks)."""
+    blocks); `pad`: a kernel's own padding of the data it passes, a factor on the op's elements
+    computed from (the op's inputs as stored in GM, its attrs) (None: 1), where the kernel
+    counts an instruction's repeats in whole blocks of a unit whose rows are not whole
+    blocks (the 1-byte Transpose's vnchwconv calls, lower/transpose_paths.py)."""
 
     instr: str
     vclass: str
@@ -42,11 +46,13 @@ class Step:
     convert: bool = False
     spread: int = 1
     halving: bool = False
+    pad: Callable[[Sequence[Any], dict], float] | None = None
 
 
-def elem(instr: str, vclass: str, count: float = 1.0, spread: int = 1) -> Step:
-    """An instruction over every element of the op (`spread`: see Step)."""
-    return Step(instr, vclass, ELEM, count, spread=spread)
+def elem(instr: str, vclass: str, count: float = 1.0, spread: int = 1,
+         pad: Callable[[Sequence[Any], dict], float] | None = None) -> Step:
+    """An instruction over every element of the op (`spread`, `pad`: see Step)."""
+    return Step(instr, vclass, ELEM, count, spread=spread, pad=pad)
 
 
 def conversion(instr: str, count: float = 1.0) -> Step:

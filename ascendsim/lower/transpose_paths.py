@@ -20,7 +20,10 @@ halves; repeat = the unit's input blocks, 16 source blocks a repeat of which one
 unit), `_reorder_b8_s5_data_move` reorders those blocks with UB-to-UB data_moves of one-block
 bursts, and `_make_block_head_be_contiguous_b8_s5` packs them back with two more calls
 (repeat = the output blocks); the unit and its reordered copy take half the UB each
-(`_get_half_ub`, `_swap`). vector_seq takes `TRANSPOSE_PATHS` into its PATHS; other chips
+(`_get_half_ub`, `_swap`). The run-time tiling (op_tiling transpose.cc, dengguojie/
+vue-element-admin at 01b8265) cuts a 2-D swap into units of 46 columns by 41-46 rows whose
+rows and columns are each padded to whole blocks, so the calls' repeats exceed the bytes / 32
+(`b8_spread_pad`, `b8_pack_pad`). vector_seq takes `TRANSPOSE_PATHS` into its PATHS; other chips
 keep the registry's cost fields."""
 
 from __future__ import annotations
@@ -261,10 +264,90 @@ B8_LANES = 16
 B8_BLOCK_BYTES = 32
 #: UB bytes per byte of the unit: its block in each half of the UB
 B8_UB_BYTES = 2 * B8_BLOCK_BYTES
-#: the int8 reorder of scenario 5 (module note): four b8 vnchwconv calls (two to spread, two
-#: to pack) at `transpose_b8`, each reading B8_LANES bytes per byte of the unit, and the
+#: Transpose, 1-byte data: the A2 / A3 vector core's UB in 32-byte blocks (the tiling's
+#: `ubSize`; chip ub_bytes 196,608) and the KB its scenario 5 keeps back (transpose.h
+#: UB_RESERVED_KB)
+B8_UB_BLOCKS = 6144
+B8_UB_RESERVED_KB = 4
+#: Transpose, 1-byte data: steps `CalcLeftVol` tries below the square root (LOOP_FOR_UB_PADDING)
+#: and times `CalcDstBorrowAxisIndex` may shorten the destination step (ELE_NUM_PER_BLOCK_B16)
+_B8_VOL_TRIES = 10
+_B8_STEP_CUTS = 16
+
+
+def _b8_unit_side() -> int:
+    """Rows = columns of the scenario 5 unit of a 1-byte Transpose that moves its last axis
+    (op_tiling transpose.cc at 01b8265, `CalcLeftVol`): half the UB less the reserve, in
+    blocks (`CalcVnchwconvPartialUbSize`: 3,008), each byte of the unit a block of its own;
+    the largest side v at most the square root with v x align32(v) within that, less one."""
+    room = (B8_UB_BLOCKS * B8_BLOCK_BYTES - B8_UB_RESERVED_KB * 1024) // B8_BLOCK_BYTES // 2
+    for i in range(_B8_VOL_TRIES):
+        vol = math.isqrt(room) - i
+        if vol * math.ceil(vol / B8_BLOCK_BYTES) * B8_BLOCK_BYTES <= room:
+            return max(vol - 1, 1)
+    return 1
+
+
+def _b8_units(length: int, step: int, cut_tail: bool) -> list[int]:
+    """Sizes of the units one axis of `length` is cut into at `step` (`CalcSrcBorrowAxisIndex`:
+    loops of the step and a tail); `cut_tail`: the destination axis's rule
+    (`CalcDstBorrowAxisIndex`), which shortens the step while the tail is a part of a block."""
+    loop, tail = length // step, length % step
+    for _ in range(_B8_STEP_CUTS if cut_tail else 0):
+        if not 0 < tail < B8_BLOCK_BYTES or step <= 1:
+            break
+        step -= 1
+        loop, tail = length // step, length % step
+    return [step] * loop + ([tail] if tail else [])
+
+
+def _b8_swap(ins: Sequence[Value], attrs: dict) -> tuple[int, int] | None:
+    """(rows, columns) of a 1-byte Transpose that is a 2-D swap once size-1 axes are dropped
+    and runs kept in order are merged, both sides at least the unit's; None for any other
+    (their borrowed axes are not modelled: no padding charged)."""
+    if not ins or not ins[0].rank:
+        return None
+    merged, order = merged_transpose([int(d) for d in ins[0].shape],
+                                     norm_perm(attrs.get("perm"), ins[0].rank))
+    side = _b8_unit_side()
+    if order != (1, 0) or min(merged) < side:
+        return None
+    return merged[0], merged[1]
+
+
+def b8_spread_pad(ins: Sequence[Value], attrs: dict) -> float:
+    """Repeats of scenario 5's spread calls over the input's bytes / 32: a call's repeat count
+    is the unit's input blocks (`_make_ualigned_be_head_of_block_b8_s5`), every unit row of
+    `step` columns copied in as a burst of whole blocks (`CalcBorrowBurstLen`), so an [R, C]
+    swap spreads R x the blocks of its column units (module note)."""
+    swap = _b8_swap(ins, attrs)
+    if swap is None:
+        return 1.0
+    cols = swap[1]
+    units = _b8_units(cols, _b8_unit_side(), cut_tail=False)
+    return sum(math.ceil(u / B8_BLOCK_BYTES) for u in units) * B8_BLOCK_BYTES / cols
+
+
+def b8_pack_pad(ins: Sequence[Value], attrs: dict) -> float:
+    """Repeats of scenario 5's pack calls over the output's bytes / 32: the unit's output
+    blocks (`_make_block_head_be_contiguous_b8_s5`), every unit column of the destination
+    step in whole blocks, so an [R, C] swap packs C x the blocks of its row units."""
+    swap = _b8_swap(ins, attrs)
+    if swap is None:
+        return 1.0
+    rows = swap[0]
+    units = _b8_units(rows, _b8_unit_side(), cut_tail=True)
+    return sum(math.ceil(u / B8_BLOCK_BYTES) for u in units) * B8_BLOCK_BYTES / rows
+
+
+#: the int8 reorder of scenario 5 (module note): two b8 vnchwconv calls to spread and two to
+#: pack at `transpose_b8`, each reading B8_LANES bytes per byte of the unit, their repeats in
+#: whole blocks of the unit's rows and columns (`b8_spread_pad`, `b8_pack_pad`), and the
 #: UB-to-UB copy of one 32-byte block per byte, charged at the unary rate as TRANSPOSE_WIDE's
-TRANSPOSE_BYTE = (_e("vnchwconv (b8, spread and pack)", "transpose_b8", 4.0, spread=B8_LANES),
+TRANSPOSE_BYTE = (_e("vnchwconv (b8, spread)", "transpose_b8", 2.0, spread=B8_LANES,
+                     pad=b8_spread_pad),
+                  _e("vnchwconv (b8, pack)", "transpose_b8", 2.0, spread=B8_LANES,
+                     pad=b8_pack_pad),
                   _e("data_move (UB->UB, a block per byte)", "unary", spread=B8_BLOCK_BYTES))
 
 TRANSPOSE_PATHS = (

@@ -668,8 +668,9 @@ def resolve(op_type: str, opdef: Any, ins: Sequence[Value], outs: Sequence[Value
             instr, vclass = s.instr, s.vclass
             if vclass == "binary" and scalar and not seq.rows:
                 instr, vclass = _SCALAR_FORM.get(instr, instr + "s"), "unary"
+            grow = s.pad(ins if stored is None else stored, attrs) if s.pad else 1.0
             parts.append(SeqPart(instr, vclass, cdtype, item * s.spread, ELEM,
-                                 (in_elems if seq.rows else per_task) * pad(item), 0,
+                                 (in_elems if seq.rows else per_task) * pad(item) * grow, 0,
                                  s.count))
     gamma = (stored if stored is not None else ins)[1:2]
     if seq.recast and gamma and gamma[0].dtype in _NARROW_FLOATS:

@@ -83,16 +83,43 @@ def test_two_byte_tiles_pass_vnchwconv_once():
 def test_one_byte_data_spreads_each_byte_to_a_block_and_back():
     shape = (256, 384)
     line, v = _transpose(shape, (1, 0), "ascend910b4", "int8")
-    assert "4 x vnchwconv (b8" in line and "a block per byte" in line
+    assert "2 x vnchwconv (b8, spread)" in line and "2 x vnchwconv (b8, pack)" in line
+    assert "a block per byte" in line
     chip = load_chip("ascend910b4")
     nbytes = 256 * 384
-    # four b8 calls, each reading 16 source blocks per block of data, and one 32-byte block
-    # copied per byte at the unary rate; block start-ups add a little
-    floor = (4 * 16 * nbytes / chip.vector_rate("transpose_b8")
+    # four b8 calls, each reading 16 source blocks per block of data, their repeats padded to
+    # whole blocks of the 46 x 44 units (17 x 32 / 384 and 12 x 32 / 256), and one 32-byte
+    # block copied per byte at the unary rate; block start-ups add a little
+    pads = 2 * 17 * 32 / 384 + 2 * 12 * 32 / 256
+    floor = (pads * 16 * nbytes / chip.vector_rate("transpose_b8")
              + 32 * nbytes / chip.vector_rate("unary"))
     assert floor <= v <= 1.2 * floor
     _, v16 = _transpose(shape, (1, 0), "ascend910b4", "float16")
     assert v > 20 * v16            # half the bytes, about 50 times the V cycles per byte
+
+
+def test_one_byte_units_count_their_repeats_in_whole_blocks():
+    from ascendsim.lower.transpose_paths import b8_pack_pad, b8_spread_pad
+
+    class _V:
+        def __init__(self, shape):
+            self.shape, self.rank = shape, len(shape)
+
+    # [4097, 511] int8 (1, 0): units of 46 columns (11 and a tail of 5: 23 blocks for 511
+    # bytes) by 41 rows (the step cut from 46 until the tail, 38, holds a block: 99 units of
+    # 41 and the tail, 200 blocks for 4097 bytes), op_tiling transpose.cc `CalcLeftVol`,
+    # `CalcSrcBorrowAxisIndex`, `CalcDstBorrowAxisIndex`
+    swap = [_V((4097, 511))], {"perm": [1, 0]}
+    assert b8_spread_pad(*swap) == pytest.approx(23 * 32 / 511)
+    assert b8_pack_pad(*swap) == pytest.approx(200 * 32 / 4097)
+    # size-1 axes dropped: the same swap
+    assert b8_pack_pad([_V((1, 4097, 511))], {"perm": [0, 2, 1]}) == b8_pack_pad(*swap)
+    # aligned sides still pad: 89 units of 46 (two blocks each) and a tail of 2 (one block)
+    assert b8_spread_pad([_V((4096, 4096))], {"perm": [1, 0]}) == pytest.approx(
+        (89 * 2 + 1) * 32 / 4096)
+    # a side under the unit, or another permutation: not modelled, no padding
+    assert b8_spread_pad([_V((30, 4096))], {"perm": [1, 0]}) == 1.0
+    assert b8_pack_pad([_V((4, 256, 384))], {"perm": [0, 2, 1]}) == 1.0
 
 
 def test_one_byte_data_that_keeps_its_last_axis_is_not_reordered():
