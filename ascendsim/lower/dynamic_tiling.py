@@ -95,7 +95,7 @@ from ..ir.tensor import Value, itemsize
 from .program import CoreGroup, Instr, Segment, Stage
 from .seq_types import A2_A3_CHIPS
 from .tiling import cdiv, elewise_limit
-from .transpose_paths import merged_transpose
+from .transpose_paths import ROW_UNIT, merged_transpose
 from .vector_rows import norm_axis, norm_perm
 
 #: ELEWISE: multi-core from this many 32-byte blocks of output per core (DOUBLE_BUFFER_SIZE)
@@ -358,6 +358,31 @@ def transpose_blocks(shape: Sequence[int], perm: Sequence[int], cores: int,
         return cdiv(c, _split_share(c, cores, block_elems))
     longer = max(r, c)                              # Model006: cores // N per plane
     return n * cdiv(longer, _split_share(longer, cores // n, block_elems))
+
+
+def unaligned_column_rows(shape: Sequence[int], perm: Sequence[int], cores: int,
+                          item: int) -> float | None:
+    """Rows each output burst of the busiest core carries for a 2- or 4-byte (`item`) TIK
+    Transpose the scenario 7 tiling splits as [N, R, C] -> [N, C, R] (`transpose_blocks`)
+    whose output rows (R elements) are not a whole number of 32-byte blocks, else None. The
+    copy-out writes one burst per tile column (`_copy_out_pad_loop_*_s7`, impl/dynamic/
+    transpose.py): the core's share of R where the split cuts R (Model002; Model006 with R
+    the longer side), all of R where it cuts C or whole planes, in tiles of at most ROW_UNIT
+    rows. With R not whole blocks, every such burst starts or ends inside a block."""
+    block_elems = TRANSPOSE_BLOCK_BYTES // item
+    ncr = _ncr(shape, perm, block_elems) if item in TRANSPOSE_SPLIT_ITEMS else None
+    if ncr is None:
+        return None
+    n, r, c = ncr
+    if min(r, c) < TRANSPOSE_MIN_SIDE or r <= TRANSPOSE_S10_ROWS or not r % block_elems:
+        return None
+    share = r
+    if n < cores and r >= TRANSPOSE_MIN_SIDE * cores:                # Model002
+        share = _split_share(r, cores, block_elems)
+    elif n < cores and c < TRANSPOSE_MIN_SIDE * cores and r >= c:    # Model006 on R
+        share = _split_share(r, cores // n, block_elems)
+    share = min(share, r)
+    return share / cdiv(share, ROW_UNIT)
 
 
 def tik_transpose_split(shape: tuple[int, ...], perm: tuple[int, ...], cores: int,

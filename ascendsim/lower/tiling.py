@@ -418,6 +418,8 @@ class VecSpec:
     # a kernel without vector steps that stores each tile from the UB buffer its load filled
     # (the A2 Transpose keeping its last axis): no V stage, the next load waits for the store
     dma_only: bool = False
+    # bursts paced by the per-core burst figures alone (lower/transpose_paths transpose_bursts)
+    core_paced_bursts: bool = False
 
 
 def ub_slot_elems(chip, spec: VecSpec, op: str) -> tuple[int, float]:
@@ -583,11 +585,11 @@ def _per_burst(chip, spec: VecSpec, block: int, shares: tuple[float, float] = (1
                ) -> tuple[float, float]:
     """(read, write) cycles per burst of a vector task whose moves are cut into `spec.bursts`
     / `out_bursts` bursts, on `block` cores (`burst_cycles`, with the (read, write) `shares`
-    of the chip-wide rate); (0, 0) for one burst a move."""
+    of the chip-wide rate, none of it for `core_paced_bursts`); (0, 0) for one burst a move."""
     if not (spec.bursts or spec.out_bursts):
         return 0.0, 0.0
-    return (burst_cycles(chip, block, write=False, share=shares[0]),
-            burst_cycles(chip, block, share=shares[1]))
+    s = (0.0, 0.0) if spec.core_paced_bursts else shares
+    return burst_cycles(chip, block, False, s[0]), burst_cycles(chip, block, share=s[1])
 
 
 def _bursts_bind(chip, spec: VecSpec, per_burst: tuple[float, float]) -> bool:

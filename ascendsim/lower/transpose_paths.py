@@ -222,12 +222,15 @@ def l2_writeback_share(in_bytes: float, out_bytes: float, l2_bytes: float) -> fl
 
 
 def transpose_bursts(l2_bytes: float, perm_attr, main: Value, outs: Sequence[Value], n: int,
-                     cores: int) -> dict:
+                     cores: int, column_rows: float | None = None) -> dict:
     """The VecSpec `bursts` / `out_bursts` of the A2's TIK Transpose of `main` into `outs`
     (`lower.vector.row_bursts` "transpose"; `n` task elements, `cores` vector cores): every
     one-burst DMA of 8-byte data (`single_burst_moves`), else one per output run
     (`output_burst_elems`) for the share whose line must first be written back to HBM
-    (`l2_writeback_share`, `l2_bytes` of L2); {} when the kernel's data fits the L2."""
+    (`l2_writeback_share`, `l2_bytes` of L2); where the data fit the L2 and the output's rows
+    are not whole blocks (`column_rows`: rows per tile column, `lower.dynamic_tiling.
+    unaligned_column_rows`), every tile column, each pacing its core at the per-core burst
+    figure (`core_paced_bursts`); {} otherwise."""
     shape = [int(d) for d in main.shape]
     perm = norm_perm(perm_attr, main.rank)
     single = single_burst_moves(shape, perm, itemsize(main.dtype), cores)
@@ -236,6 +239,8 @@ def transpose_bursts(l2_bytes: float, perm_attr, main: Value, outs: Sequence[Val
     in_bytes = main.numel * itemsize(main.dtype)
     out_bytes = sum(v.numel * itemsize(v.dtype) for v in outs)
     share = l2_writeback_share(in_bytes, out_bytes, l2_bytes)
+    if share <= 0 and column_rows:
+        return {"out_bursts": main.numel / column_rows / n, "core_paced_bursts": True}
     if share <= 0 or not main.rank:
         return {}
     return {"out_bursts": main.numel / output_burst_elems(shape, perm) / n * share}

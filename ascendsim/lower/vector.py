@@ -44,6 +44,7 @@ from .dynamic_tiling import (
     dynamic_blocks,
     norm_slices,
     norm_split,
+    unaligned_column_rows,
     with_idle_blocks,
 )
 from .formats import NC1HWC0, ND, NZ, is_small_operand, padded_bytes
@@ -53,7 +54,7 @@ from .movement import ensure
 from .seq_types import A2_A3_CHIPS, LOOP, NARROW_FLOATS
 from .tiling import VecSpec, cdiv
 from .transpose_paths import transpose_bursts
-from .vector_rows import ROW_RULES, norm_axis, row_on_blocks
+from .vector_rows import ROW_RULES, norm_axis, norm_perm, row_on_blocks
 from .vector_seq import HEAD_LOOPS, OpSequence, SeqPart, resolve, sequence_for, vclass_of_registry
 
 
@@ -355,9 +356,11 @@ def row_bursts(low: Lowering, lone: LonePath, n: int) -> dict[str, Any]:
         return glu_fields(low, lone, n)
     outs = [low.sub_value(nd, o) for o in nd.outputs]
     if seq.row_bursts == "transpose":
+        cores, perm = low.chip.vector_cores, nd.attrs.get("perm")
+        column = unaligned_column_rows(main.shape, norm_perm(perm, main.rank), cores,
+                                       itemsize(main.dtype))
         return {"dma_only": not seq.steps,
-                **transpose_bursts(low.chip.l2_bytes, nd.attrs.get("perm"), main, outs, n,
-                                   low.chip.vector_cores)}
+                **transpose_bursts(low.chip.l2_bytes, perm, main, outs, n, cores, column)}
     if seq.row_bursts not in ("rows", "rows_out", "norm") or not seq.rows:
         return {}
     length, inner = ROW_RULES[seq.rows](ins, nd.attrs, low.const_value)
