@@ -140,6 +140,9 @@ TRANSPOSE_MIN_SIDE = 64
 TRANSPOSE_SPLIT_ITEMS = (2, 4)
 #: Transpose: rows (the input's second-to-last axis) up to this go to scenario 10
 TRANSPOSE_S10_ROWS = 128
+#: Transpose: bytes of a scenario 7 tile row (`CalcVnchwconvFullColSize` 256 columns of
+#: 2-byte data on the A2's UB, halved for 4-byte data: the `Model00x` maxCol)
+TRANSPOSE_MAX_COL_BYTES = 512
 
 
 def binary_kind(op_types: Sequence[str], chip_name: str) -> str:
@@ -360,29 +363,39 @@ def transpose_blocks(shape: Sequence[int], perm: Sequence[int], cores: int,
     return n * cdiv(longer, _split_share(longer, cores // n, block_elems))
 
 
-def unaligned_column_rows(shape: Sequence[int], perm: Sequence[int], cores: int,
-                          item: int) -> float | None:
-    """Rows each output burst of the busiest core carries for a 2- or 4-byte (`item`) TIK
-    Transpose the scenario 7 tiling splits as [N, R, C] -> [N, C, R] (`transpose_blocks`)
-    whose output rows (R elements) are not a whole number of 32-byte blocks, else None. The
-    copy-out writes one burst per tile column (`_copy_out_pad_loop_*_s7`, impl/dynamic/
-    transpose.py): the core's share of R where the split cuts R (Model002; Model006 with R
-    the longer side), all of R where it cuts C or whole planes, in tiles of at most ROW_UNIT
-    rows. With R not whole blocks, every such burst starts or ends inside a block."""
+def off_block_bursts(shape: Sequence[int], perm: Sequence[int], cores: int, item: int
+                     ) -> tuple[float, float]:
+    """(elements per input burst, per output burst) of the busiest core of a 2- or 4-byte
+    (`item`) TIK Transpose the scenario 7 tiling splits as [N, R, C] -> [N, C, R]
+    (`transpose_blocks`), each 0 where that side's rows are whole 32-byte blocks (C elements
+    in, R out) or the split is not modelled. The kernel moves a tile in one `data_move_pad`
+    burst per tile row and out one per tile column (impl/dynamic/transpose.py
+    `_copy_in_pad_loop_*_s7`, `_copy_out_pad_loop_*_s7`): a row of the core's share of C in
+    tiles of at most TRANSPOSE_MAX_COL_BYTES, a column of its share of R in tiles of at most
+    ROW_UNIT rows; the share is a `Split` share on the side the model cuts (Model002 and 006
+    on R, 003 and 006 on C), else the whole side. Rows off the blocks make every such burst
+    start or end inside a block."""
     block_elems = TRANSPOSE_BLOCK_BYTES // item
     ncr = _ncr(shape, perm, block_elems) if item in TRANSPOSE_SPLIT_ITEMS else None
     if ncr is None:
-        return None
+        return 0.0, 0.0
     n, r, c = ncr
-    if min(r, c) < TRANSPOSE_MIN_SIDE or r <= TRANSPOSE_S10_ROWS or not r % block_elems:
-        return None
-    share = r
+    if min(r, c) < TRANSPOSE_MIN_SIDE or r <= TRANSPOSE_S10_ROWS:
+        return 0.0, 0.0
+    rows, cols = r, c
     if n < cores and r >= TRANSPOSE_MIN_SIDE * cores:                # Model002
-        share = _split_share(r, cores, block_elems)
-    elif n < cores and c < TRANSPOSE_MIN_SIDE * cores and r >= c:    # Model006 on R
-        share = _split_share(r, cores // n, block_elems)
-    share = min(share, r)
-    return share / cdiv(share, ROW_UNIT)
+        rows = _split_share(r, cores, block_elems)
+    elif n < cores and c >= TRANSPOSE_MIN_SIDE * cores:              # Model003
+        cols = _split_share(c, cores, block_elems)
+    elif n < cores:                                                  # Model006, the longer
+        if r >= c:
+            rows = _split_share(r, cores // n, block_elems)
+        else:
+            cols = _split_share(c, cores // n, block_elems)
+    rows, cols = min(rows, r), min(cols, c)
+    most_cols = TRANSPOSE_MAX_COL_BYTES // item
+    return (cols / cdiv(cols, most_cols) if c % block_elems else 0.0,
+            rows / cdiv(rows, ROW_UNIT) if r % block_elems else 0.0)
 
 
 def tik_transpose_split(shape: tuple[int, ...], perm: tuple[int, ...], cores: int,

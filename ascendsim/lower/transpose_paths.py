@@ -222,15 +222,15 @@ def l2_writeback_share(in_bytes: float, out_bytes: float, l2_bytes: float) -> fl
 
 
 def transpose_bursts(l2_bytes: float, perm_attr, main: Value, outs: Sequence[Value], n: int,
-                     cores: int, column_rows: float | None = None) -> dict:
+                     cores: int, off_block: tuple[float, float] = (0.0, 0.0)) -> dict:
     """The VecSpec `bursts` / `out_bursts` of the A2's TIK Transpose of `main` into `outs`
     (`lower.vector.row_bursts` "transpose"; `n` task elements, `cores` vector cores): every
     one-burst DMA of 8-byte data (`single_burst_moves`), else one per output run
     (`output_burst_elems`) for the share whose line must first be written back to HBM
-    (`l2_writeback_share`, `l2_bytes` of L2); where the data fit the L2 and the output's rows
-    are not whole blocks (`column_rows`: rows per tile column, `lower.dynamic_tiling.
-    unaligned_column_rows`), every tile column, each pacing its core at the per-core burst
-    figure (`core_paced_bursts`); {} otherwise."""
+    (`l2_writeback_share`, `l2_bytes` of L2); where the data fit the L2, every tile row in and
+    tile column out that starts or ends inside a block (`off_block`: elements per input and
+    per output burst, 0 for a side of whole blocks, `lower.dynamic_tiling.off_block_bursts`),
+    each pacing its core at the per-core burst figures (`core_paced_bursts`); {} otherwise."""
     shape = [int(d) for d in main.shape]
     perm = norm_perm(perm_attr, main.rank)
     single = single_burst_moves(shape, perm, itemsize(main.dtype), cores)
@@ -239,8 +239,9 @@ def transpose_bursts(l2_bytes: float, perm_attr, main: Value, outs: Sequence[Val
     in_bytes = main.numel * itemsize(main.dtype)
     out_bytes = sum(v.numel * itemsize(v.dtype) for v in outs)
     share = l2_writeback_share(in_bytes, out_bytes, l2_bytes)
-    if share <= 0 and column_rows:
-        return {"out_bursts": main.numel / column_rows / n, "core_paced_bursts": True}
+    if share <= 0 and any(off_block):
+        ins_b, out_b = (main.numel / e / n if e else 0.0 for e in off_block)
+        return {"bursts": (ins_b,), "out_bursts": out_b, "core_paced_bursts": True}
     if share <= 0 or not main.rank:
         return {}
     return {"out_bursts": main.numel / output_burst_elems(shape, perm) / n * share}

@@ -44,7 +44,7 @@ from .dynamic_tiling import (
     dynamic_blocks,
     norm_slices,
     norm_split,
-    unaligned_column_rows,
+    off_block_bursts,
     with_idle_blocks,
 )
 from .formats import NC1HWC0, ND, NZ, is_small_operand, padded_bytes
@@ -357,8 +357,8 @@ def row_bursts(low: Lowering, lone: LonePath, n: int) -> dict[str, Any]:
     outs = [low.sub_value(nd, o) for o in nd.outputs]
     if seq.row_bursts == "transpose":
         cores, perm = low.chip.vector_cores, nd.attrs.get("perm")
-        column = unaligned_column_rows(main.shape, norm_perm(perm, main.rank), cores,
-                                       itemsize(main.dtype))
+        column = off_block_bursts(main.shape, norm_perm(perm, main.rank), cores,
+                                  itemsize(main.dtype))
         return {"dma_only": not seq.steps,
                 **transpose_bursts(low.chip.l2_bytes, perm, main, outs, n, cores, column)}
     if seq.row_bursts not in ("rows", "rows_out", "norm") or not seq.rows:

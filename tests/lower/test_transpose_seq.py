@@ -200,17 +200,19 @@ def test_eight_byte_bursts_are_paced_in_the_l2_too(monkeypatch):
     assert paced > time_us() + 20.0
 
 
-def test_tile_columns_off_the_blocks_count_a_burst_each():
-    from ascendsim.lower.dynamic_tiling import unaligned_column_rows
-    # [1023, 1023] fp16: Model006 on the rows, 32 a core (`Split`): one 32-row burst a column
-    assert unaligned_column_rows((1023, 1023), (1, 0), 48, 2) == 32
-    # [2049, 513] fp16: 48 rows a core; [255, 8193] bf16: the columns split, all 255 rows in
-    # two tile columns of at most ROW_UNIT
-    assert unaligned_column_rows((2049, 513), (1, 0), 48, 2) == 48
-    assert unaligned_column_rows((255, 8193), (1, 0), 48, 2) == 255 / 2
-    # output rows of whole blocks (512 fp32 = 2 KB; 1024 fp16, scenario 11): none
-    assert unaligned_column_rows((512, 2049), (1, 0), 48, 4) is None
-    assert unaligned_column_rows((1024, 1024), (1, 0), 48, 2) is None
+def test_tile_rows_and_columns_off_the_blocks_count_a_burst_each():
+    from ascendsim.lower.dynamic_tiling import off_block_bursts
+    # [1023, 1023] fp16: Model006 on the rows, 32 a core (`Split`): a 32-row burst a column
+    # out; rows of 1,023 in, cut into tiles of 256 columns (4 a row)
+    assert off_block_bursts((1023, 1023), (1, 0), 48, 2) == (1023 / 4, 32)
+    # [2049, 513] fp16: 48 rows a core; [255, 8193] bf16: the columns split (176 a core), all
+    # 255 rows in two tile columns of at most ROW_UNIT
+    assert off_block_bursts((2049, 513), (1, 0), 48, 2) == (513 / 3, 48)
+    assert off_block_bursts((255, 8193), (1, 0), 48, 2) == (176, 255 / 2)
+    # output rows of whole blocks (512 fp32 = 2 KB): only the loads; 1024 fp16 both ways
+    # (scenario 11): none
+    assert off_block_bursts((512, 2049), (1, 0), 48, 4) == (48, 0.0)
+    assert off_block_bursts((1024, 1024), (1, 0), 48, 2) == (0.0, 0.0)
 
 
 def test_off_block_tile_columns_pace_the_store_at_the_per_core_burst_figure():
