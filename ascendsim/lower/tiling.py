@@ -418,8 +418,7 @@ class VecSpec:
     # a kernel without vector steps that stores each tile from the UB buffer its load filled
     # (the A2 Transpose keeping its last axis): no V stage, the next load waits for the store
     dma_only: bool = False
-    # bursts paced by the per-core burst figures alone (lower/transpose_paths transpose_bursts)
-    core_paced_bursts: bool = False
+    core_paced_bursts: bool = False   # bursts paced by the per-core figures (transpose_bursts)
 
 
 def ub_slot_elems(chip, spec: VecSpec, op: str) -> tuple[int, float]:

@@ -109,8 +109,7 @@ def lower_vector(low: Lowering, node, parts: list, category: Category,
     dynamic = binary_blocks(low, parts, ext_in, ext_vals, out_vals)
     spec = head_loop(low, lone, kernel_ub(low, lone, VecSpec(
         n, inputs, sum(out_b) / n, low.through(outs, out_fmts), tuple(vparts + dups), temp,
-        **kernel_pipeline(low, lone, n),
-        moves=row_moves(low, parts[0], in_vals, gathered),
+        **kernel_pipeline(low, lone, n), moves=row_moves(low, parts[0], in_vals, gathered),
         split=vector_split(parts, in_vals, out_vals, dynamic))))
     spec = binary_buffers(low, parts, ext_in, ext_vals, out_vals, spec, dynamic)
     blocks = schedule_blocks(low, parts, ext_vals, dynamic)
@@ -686,8 +685,7 @@ def vec_parts(low: Lowering, nodes: list, n: int, ext_outs: list[str], scale: fl
         ins = [low.sub_value(nd, i) for k, i in enumerate(nd.inputs)
                if i and k not in opdef.gathers] if opdef.reads_inputs else []
         outs = [low.sub_value(nd, o) for o in nd.outputs]
-        seq, work, text, flops, extra = node_seq(low, nd, opdef, ins, outs, n, ext_outs,
-                                                 scale, fmt)
+        seq, work, text, flops, extra = node_seq(low, nd, opdef, ins, outs, n, ext_outs, scale, fmt)
         total_flops += flops
         parts += seq
         temp += work
