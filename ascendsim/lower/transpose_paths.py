@@ -326,24 +326,24 @@ def b8_spread_pad(ins: Sequence[Value], attrs: dict) -> float:
     is the unit's input blocks (`_make_ualigned_be_head_of_block_b8_s5`), every unit row of
     `step` columns copied in as a burst of whole blocks (`CalcBorrowBurstLen`), so an [R, C]
     swap spreads R x the blocks of its column units (module note)."""
-    swap = _b8_swap(ins, attrs)
-    if swap is None:
-        return 1.0
-    cols = swap[1]
-    units = _b8_units(cols, _b8_unit_side(), cut_tail=False)
-    return sum(math.ceil(u / B8_BLOCK_BYTES) for u in units) * B8_BLOCK_BYTES / cols
+    return _b8_padded_share(ins, attrs, 1, cut_tail=False)
 
 
 def b8_pack_pad(ins: Sequence[Value], attrs: dict) -> float:
     """Repeats of scenario 5's pack calls over the output's bytes / 32: the unit's output
     blocks (`_make_block_head_be_contiguous_b8_s5`), every unit column of the destination
     step in whole blocks, so an [R, C] swap packs C x the blocks of its row units."""
+    return _b8_padded_share(ins, attrs, 0, cut_tail=True)
+
+
+def _b8_padded_share(ins: Sequence[Value], attrs: dict, side: int, cut_tail: bool) -> float:
+    """Whole 32-byte blocks of the units along side `side` (0 rows, 1 columns) of a 1-byte
+    2-D swap over that side's bytes; 1.0 where the swap is not modelled (`_b8_swap`)."""
     swap = _b8_swap(ins, attrs)
     if swap is None:
         return 1.0
-    rows = swap[0]
-    units = _b8_units(rows, _b8_unit_side(), cut_tail=True)
-    return sum(math.ceil(u / B8_BLOCK_BYTES) for u in units) * B8_BLOCK_BYTES / rows
+    units = _b8_units(swap[side], _b8_unit_side(), cut_tail=cut_tail)
+    return sum(math.ceil(u / B8_BLOCK_BYTES) for u in units) * B8_BLOCK_BYTES / swap[side]
 
 
 #: the int8 reorder of scenario 5 (module note): two b8 vnchwconv calls to spread and two to
