@@ -107,6 +107,13 @@ ELEWISE_ALIGN_ELEMS = 128
 BROADCAST_ALIGN_BLOCKS = 8 * 8
 #: the atomic reduce path may take a reduction to fewer than cores x this many values
 ATOMIC_OUT_PER_CORE = 4
+#: atomic reduce path (reduce_tiling_v3.cc `ChooseAtomic`): at least this many elements in
+#: all (SMALL_SHAPE_THRESHOLD)
+ATOMIC_MIN_ELEMS = 1024
+#: op types whose TBE kernel is a float32 sum the reduce tiling may take atomic (the compile
+#: enables atomic for a sum: reduce_atomic_schedule.py `_is_supported_atomic_add`, float32 on
+#: the 910B in `_soc_support_atomic`); ReduceSumSquare stands for LpNormReduceV2 (p = 2)
+ATOMIC_SUM_OPS = frozenset({"ReduceSum", "ReduceSumSquare"})
 #: op types tiled by the dynamic reduce tiling
 REDUCE_OPS = frozenset({"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd"})
 #: op types of TBE's NORM pattern whose block split `norm_blocks` gives (reduced axis `axis`)
@@ -190,6 +197,51 @@ def reduce_rows_blocks(rows: int, out_item: float, cores: int) -> int:
     `out_item` bytes (its normal, non-atomic path)."""
     factor = max(cdiv(rows, cores), block_elems(out_item))
     return cdiv(rows, factor)
+
+
+def atomic_reduce_blocks(rows: int, red: int, item: float, cores: int,
+                         ub_elems: int) -> int | None:
+    """Blocks of TBE's reduce tiling taking its atomic path for a float32 sum over trailing
+    axes of `red` elements to `rows` values, or None where it takes the normal path
+    (reduce_tiling_v3.cc at 0231fcc): `ChooseAtomic` wants fewer values than cores x half a
+    32-byte block, more than half the cores' count of reduced elements and more than
+    ATOMIC_MIN_ELEMS in all; `GetAtomicBlockTilingInfo` splits the reduced axis
+    ceil(red / cores) a block (one a block below the core count) and `GetAtomicBlockDim`
+    runs ceil(red / factor) blocks; `FineTuning` (tune_0_0) cuts a factor that is not whole
+    32-byte blocks down to whole ones when the reduced axis is whole blocks and the UB holds
+    the factor (the UB factor is then the block factor), so 4096 fp32 on 48 cores run 52
+    blocks of 80 (not 48 of 86). A UB factor under the block factor is not modelled."""
+    per_block = block_elems(item)
+    if not (rows < cores * per_block // 2 and red > cores // 2
+            and rows * red > ATOMIC_MIN_ELEMS):
+        return None
+    factor = cdiv(red, cores) if red >= cores else 1
+    if red % per_block == 0 and factor % per_block and per_block < factor <= ub_elems:
+        factor = factor // per_block * per_block
+    return cdiv(red, factor)
+
+
+def atomic_sum_split(parts: list, ins: Sequence[Value], outs: Sequence[Value], cores: int,
+                     chip) -> DynamicSplit | None:
+    """The atomic reduce split (`atomic_reduce_blocks`) of a lone float32 sum of
+    ATOMIC_SUM_OPS over its trailing axes on an A2 / A3 `chip`, or None. A jit build takes it
+    too: its const-shape
+    reduce kernel's blocks are the same tiling's, run at compile time (the `_block_dims` a
+    const reduce reads in `DoConstRunTimeBranch`); the Ascend-mstt 910B1 step's ReduceSumD to
+    a scalar run 48 blocks for 4608-12288 fp32 and 52 for 4096."""
+    if (len(parts) != 1 or parts[0].op_type not in ATOMIC_SUM_OPS or len(outs) != 1
+            or not ins or ins[0].dtype != "float32" or chip.name not in A2_A3_CHIPS):
+        return None
+    shape = tuple(int(d) for d in ins[0].shape)
+    rows = over_trailing_axes(shape, tuple(outs[0].shape))
+    if rows is None:
+        return None
+    red = math.prod(shape) // rows
+    blocks = atomic_reduce_blocks(rows, red, 4, cores, chip.ub_bytes // 4)
+    if blocks is None:
+        return None
+    return DynamicSplit(blocks, f"reduce tiling, atomic path: {blocks} block(s) over the "
+                                f"{red} reduced elements", "reduce")
 
 
 def lead_axes(shape: Sequence[int], rows: int) -> int | None:

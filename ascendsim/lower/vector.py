@@ -40,6 +40,7 @@ from .context import Lowering, TaskSpec
 from .dynamic_tiling import (
     NORM_OPS,
     DynamicSplit,
+    atomic_sum_split,
     broadcast_buffers,
     dynamic_blocks,
     norm_slices,
@@ -147,8 +148,7 @@ def _leading_axis_blocks(shape: tuple[int, ...], cores: int) -> int:
 #: count, on chips whose built-in vector kernels are TBE DSL kernels (`chip.vector_split_bytes`)
 #: where the op's special schedule does not split the data as VectorSchedule does
 TBE_BLOCKS: dict[str, Any] = {
-    "BNTrainingUpdateGrad": _bn_update_grad_blocks,
-    "BNTrainingReduceGrad": _leading_axis_blocks,
+    "BNTrainingUpdateGrad": _bn_update_grad_blocks, "BNTrainingReduceGrad": _leading_axis_blocks,
 }
 
 
@@ -160,14 +160,15 @@ def pinned_blocks(parts: list) -> int:
 
 def binary_blocks(low: Lowering, parts: list, ext_in: list[str], ext_vals: list[Value],
                   out_vals: list[Value]) -> DynamicSplit | None:
-    """The split (blocks, note, pattern) of a prebuilt dynamic-shape kernel
-    (`Lowering.kernel_build` "binary") whose run-time tiling lower/dynamic_tiling.py models,
-    its scalar constants left out of its operands; None for a jit build or where no such
-    rule applies."""
-    if low.kernel_build != "binary":
-        return None
-    return dynamic_blocks(parts, kernel_operands(low, ext_in, ext_vals), out_vals,
-                          low.vector_cores())
+    """The split (blocks, note, pattern) a TBE tiling gives a kernel (lower/dynamic_tiling.py),
+    its scalar constants left out of its operands: a float32 sum's atomic path in any build
+    (`atomic_sum_split`), else a prebuilt dynamic-shape kernel's (`Lowering.kernel_build`
+    "binary"); None for another jit-built kernel or where no such rule applies."""
+    ins = kernel_operands(low, ext_in, ext_vals)
+    atomic = atomic_sum_split(parts, ins, out_vals, low.vector_cores(), low.chip)
+    if atomic is not None or low.kernel_build != "binary":
+        return atomic
+    return dynamic_blocks(parts, ins, out_vals, low.vector_cores())
 
 
 def kernel_operands(low: Lowering, ext_in: list[str], ext_vals: list[Value]) -> list[Value]:
@@ -261,8 +262,7 @@ def kernel_ub(low: Lowering, lone: LonePath | None, spec: VecSpec) -> VecSpec:
     out = low.sub_value(nd, nd.outputs[0])
     ub_elem = lone[2].ub_bytes(out.dtype, spec.buffers) * out.numel / max(spec.elems, 1)
     moved = sum(b for b, _ in spec.inputs) + spec.out_bytes
-    return replace(spec, ub_elem_bytes=ub_elem,
-                   temp_bytes=max(0.0, ub_elem / spec.buffers - moved))
+    return replace(spec, ub_elem_bytes=ub_elem, temp_bytes=max(0.0, ub_elem / spec.buffers - moved))
 
 
 def copies_only(parts: list, ins: list[Value], outs: list[Value]) -> bool:

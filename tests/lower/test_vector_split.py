@@ -10,6 +10,7 @@ import pytest
 import ascendsim as asim
 from ascendsim.hw import get_chip
 from ascendsim.lower.dynamic_tiling import (
+    atomic_reduce_blocks,
     broadcast_rows_blocks,
     elewise_blocks,
     merged_transpose,
@@ -23,9 +24,9 @@ from ascendsim.lower.tiling import VecSpec, split_cores
 GEN1 = "ascend910b_gen1"      # 30 AI Cores, TBE vector kernels
 
 
-def _reduce_sum(n):
+def _reduce_sum(n, dtype="float32"):
     g = asim.Graph("rs")
-    x = g.input("x", (n,), "float32")
+    x = g.input("x", (n,), dtype)
     g.output(*g.add_node("ReduceSum", [x], {"keepdims": 0}, name="rs"))
     return g
 
@@ -50,11 +51,11 @@ def test_the_split_counts_the_widest_operand_not_the_traffic():
 
 
 def test_the_a2_keeps_the_traffic_rule():
-    """The 910B2 gives no vector_split_bytes: a 2560-element ReduceSum (10 KB read) stays on
-    one core."""
+    """The 910B2 gives no vector_split_bytes: a 2560-element fp16 ReduceSum (5 KB read) stays
+    on one core (an fp32 one takes the reduce tiling's atomic split, below)."""
     chip = get_chip("ascend910b")
     assert chip.vector_split_bytes is None
-    assert _task(_reduce_sum(2560), chip).block_dim == 1
+    assert _task(_reduce_sum(2560, "float16"), chip).block_dim == 1
 
 
 def test_more_blocks_cost_their_start():
@@ -315,3 +316,30 @@ def test_more_dynamic_blocks_cost_their_dispatch():
 
     extra = chip.cycles((15 * chip.block_dispatch_us + chip.binary_block_start_us) * 1e-6)
     assert duration("jit") < duration("binary") < duration("jit") + extra
+
+
+@pytest.mark.parametrize("rows, red, blocks", [
+    (1, 12288, 48),     # ceil(12288 / 48) = 256 a block
+    (1, 4608, 48),      # 96 a block
+    (1, 6144, 48),
+    (1, 4096, 52),      # 86 a block, not whole 32-byte blocks: FineTuning cuts it to 80
+    (1, 4100, 48),      # the reduced axis not whole blocks: 86 a block stays
+    (32, 40, 40),       # fewer reduced elements than cores: one a block
+    (1, 1040, 65),      # 22 a block cut to 16: more blocks than cores
+    (1, 1000, None),    # not over ATOMIC_MIN_ELEMS in all: the normal path
+    (192, 4096, None),  # 192 values: not under 48 cores x 4
+])
+def test_the_atomic_reduce_path_splits_the_reduced_axis(rows, red, blocks):
+    """reduce_tiling_v3.cc `ChooseAtomic`, `GetAtomicBlockTilingInfo`, `FineTuning`: the
+    Ascend-mstt 910B1 step's fp32 sums to a scalar run 48 blocks (52 for 4096 elements)."""
+    assert atomic_reduce_blocks(rows, red, 4, 48, 48 * 1024) == blocks
+
+
+def test_a_jit_float32_sum_to_a_scalar_takes_the_atomic_split_on_the_a2_only():
+    """A jit build's const-shape reduce kernel has the reduce tiling's blocks (computed at
+    compile time): 4608 fp32 summed on 48 blocks of the 910B1, not the generic split's one
+    core per 16 KB of traffic; the 910's static TBE schedule keeps one core per 1 KB."""
+    g = _reduce_sum(4608)
+    assert _task(g, get_chip("ascend910b1")).block_dim == 48
+    assert _task(g, get_chip(GEN1)).block_dim == 18
+    assert _task(_reduce_sum(4608, "float16"), get_chip("ascend910b1")).block_dim < 48
