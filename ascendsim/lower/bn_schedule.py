@@ -13,7 +13,7 @@ ceil(C1 / cores) whole slices, the last block the rest and the blocks past it no
 (`split_blocked`), every one of the CORE_NUM blocks launched; a block's tiles are its slices'
 (n, c1) planes, N per slice. C1 = 64 on 30 cores: 21 blocks of 3 slices, one of 1, 8 idle,
 where an even split gives each core 2.13 slices' worth. A smaller C1 takes the atomic schedule
-over N (`lower.vector.TBE_BLOCKS`); a C1 that is a multiple of the cores takes
+over N (`update_grad_blocks`); a C1 that is a multiple of the cores takes
 `schedule_cut_c_for_tiling` (not modelled here). The schedule double-buffers x only where the
 loop around a tile runs more than twice (`_do_double_buffer`: here H // H = 1); the model
 keeps its double-buffered pipeline (docs/corpus.md: single-buffered tiles tried, not kept).
@@ -25,10 +25,9 @@ from typing import Any
 
 from ..ir.tensor import Value, itemsize
 from .dynamic_tiling import DynamicSplit
+from .formats import FRACTAL as _C0
 from .tiling import VecSpec, cdiv, split_blocked
 
-#: NC1HWC0's C0 for 2- and 4-byte floats
-_C0 = 16
 #: bn_update_grad_shedule.py `get_max_ub_count`: buffer widths (in 128-element units) per
 #: element byte size of x
 _UPDATE_GRAD_WIDTH = {2: 4.5, 4: 2.5}
@@ -62,6 +61,16 @@ def bn_update_grad_fields(x: Value, n: int, cores: int, ub_bytes: int) -> dict[s
     per_c1 = n // c1
     return {"core_tiles": tuple((k * per_c1, used, k * batch)
                                 for k, used in split_blocked(c1, cores))}
+
+
+def update_grad_blocks(shape: tuple[int, ...], cores: int) -> int:
+    """Blocks of TBE's bn_update_grad_schedule (`lower.vector.TBE_BLOCKS`): C1 >= CORE_NUM
+    cuts C1 over every core (schedule_cut_c1, module note); a smaller C1 whose H/W do not
+    split evenly over the cores and a batch below CORE_NUM falls to the atomic reduce
+    schedule, which splits the batch (a ResNet-50 gradient at batch 16, C1 = 16: block_dim 16
+    in its MindSpore profile, against 30 at C1 = 64)."""
+    c1 = cdiv(shape[1], _C0) if len(shape) > 1 else 1
+    return cores if c1 >= cores else min(shape[0], cores)
 
 
 def tbe_schedule_fields(op_type: str, ins: list[Value], n: int, cores: int,

@@ -225,10 +225,9 @@ def atomic_sum_split(parts: list, ins: Sequence[Value], outs: Sequence[Value], c
                      chip) -> DynamicSplit | None:
     """The atomic reduce split (`atomic_reduce_blocks`) of a lone float32 sum of
     ATOMIC_SUM_OPS over its trailing axes on an A2 / A3 `chip`, or None. A jit build takes it
-    too: its const-shape
-    reduce kernel's blocks are the same tiling's, run at compile time (the `_block_dims` a
-    const reduce reads in `DoConstRunTimeBranch`); the Ascend-mstt 910B1 step's ReduceSumD to
-    a scalar run 48 blocks for 4608-12288 fp32 and 52 for 4096."""
+    too: its const-shape reduce kernel's blocks are the same tiling's, run at compile time (the
+    `_block_dims` a const reduce reads in `DoConstRunTimeBranch`); the Ascend-mstt 910B1
+    step's ReduceSumD to a scalar run 48 blocks for 4608-12288 fp32 and 52 for 4096."""
     if (len(parts) != 1 or parts[0].op_type not in ATOMIC_SUM_OPS or len(outs) != 1
             or not ins or ins[0].dtype != "float32" or chip.name not in A2_A3_CHIPS):
         return None

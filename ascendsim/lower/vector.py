@@ -35,7 +35,7 @@ from ..ir.graph import Node
 from ..ir.registry import Category, get_op
 from ..ir.tensor import Value, itemsize
 from .bf16 import BF16_NOTE, BF16_WORK_BYTES, bf16_vector_work, vconv_parts, widened
-from .bn_schedule import tbe_launched, tbe_schedule_fields
+from .bn_schedule import tbe_launched, tbe_schedule_fields, update_grad_blocks
 from .context import Lowering, TaskSpec
 from .dynamic_tiling import (
     NORM_OPS,
@@ -127,16 +127,6 @@ def lower_vector(low: Lowering, node, parts: list, category: Category,
                           (notes or []) + seq_notes + dup_notes + vnotes + blocks[1], fused))
 
 
-def _bn_update_grad_blocks(shape: tuple[int, ...], cores: int) -> int:
-    """TBE bn_update_grad_schedule (te_schedule/bn_update_grad_shedule.py): C1 >= CORE_NUM
-    cuts C1 over every core (schedule_cut_c1); a smaller C1 whose H/W do not split evenly over
-    the cores and a batch below CORE_NUM falls to the atomic reduce schedule, which splits the
-    batch (a ResNet-50 gradient at batch 16, C1 = 16: block_dim 16 in its MindSpore profile,
-    against 30 at C1 = 64)."""
-    c1 = -(-shape[1] // 16) if len(shape) > 1 else 1
-    return cores if c1 >= cores else min(shape[0], cores)
-
-
 def _leading_axis_blocks(shape: tuple[int, ...], cores: int) -> int:
     """TBE BnGradReduceSchedule (an ElewiseSchedule; te_schedule/bn_grad_reduce_schedule.py):
     blocks over the batch axis of [N, C1, H, W, C0] (a ResNet-50 gradient at batch 16:
@@ -148,7 +138,7 @@ def _leading_axis_blocks(shape: tuple[int, ...], cores: int) -> int:
 #: count, on chips whose built-in vector kernels are TBE DSL kernels (`chip.vector_split_bytes`)
 #: where the op's special schedule does not split the data as VectorSchedule does
 TBE_BLOCKS: dict[str, Any] = {
-    "BNTrainingUpdateGrad": _bn_update_grad_blocks, "BNTrainingReduceGrad": _leading_axis_blocks,
+    "BNTrainingUpdateGrad": update_grad_blocks, "BNTrainingReduceGrad": _leading_axis_blocks,
 }
 
 

@@ -91,6 +91,7 @@ from ..errors import ConfigError, GraphError
 from ..ir import Graph
 from ..ir.graph import KERNEL_ATTRS
 from ..ir.registry import Category, get_op
+from ..lower.formats import FRACTAL, c0_of
 from ..models.decoder import decoder_config
 from .corpus import CorpusRow
 
@@ -362,8 +363,8 @@ def _storage_shape(opdef, spec: Mapping[str, Any]) -> tuple[int, ...]:
             or opdef.category > Category.BROADCAST):
         return shape
     n, c, h, w = shape
-    c0 = 32 if np.dtype(_np_dtype(spec.get("dtype", "float16"))).itemsize == 1 else 16
-    return (-(-c // c0) * h * w, -(-n // 16), 16, c0)
+    c0 = c0_of(spec.get("dtype", "float16"))
+    return (-(-c // c0) * h * w, -(-n // FRACTAL), FRACTAL, c0)
 
 
 def _np_dtype(dtype: str) -> str:
