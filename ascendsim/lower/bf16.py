@@ -15,7 +15,7 @@ tile holds two fp32 working buffers per element besides the bf16 queues
 (`BF16_WORK_BYTES`). Ops that
 only move data (the MOVE class) and Cast itself handle bf16 directly: no conversions.
 A TBE NORM kernel that reads its input in several stages (the workspace schedule) casts it
-again in each of them (`cloned_input_cast`).
+again in each of them (`norm_casts`, `cloned_input_cast`).
 """
 
 from __future__ import annotations
@@ -99,3 +99,12 @@ def cloned_input_cast(parts: tuple, reads: int) -> tuple:
     if at is None:
         return parts
     return (*parts[:at], replace(parts[at], count=parts[at].count * reads), *parts[at + 1:])
+
+
+def norm_casts(spec: Any, lone: Any) -> Any:
+    """`spec` (a VecSpec) of a lone op (`lone`: its node, inputs and OpSequence), its main
+    input's cast cloned into each stage that reads the input where the op is a TBE NORM
+    kernel taking the workspace schedule (`row_over`; `cloned_input_cast`)."""
+    if lone is None or lone[2].norm is None or not spec.row_over:
+        return spec
+    return replace(spec, parts=cloned_input_cast(spec.parts, spec.row_reads))
