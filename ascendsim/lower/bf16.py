@@ -14,6 +14,8 @@ repeat at the unary rate (lower/vector_seq.py `vconv_part`); its UB
 tile holds two fp32 working buffers per element besides the bf16 queues
 (`BF16_WORK_BYTES`). Ops that
 only move data (the MOVE class) and Cast itself handle bf16 directly: no conversions.
+A TBE NORM kernel that reads its input in several stages (the workspace schedule) casts it
+again in each of them (`norm_casts`, `cloned_input_cast`).
 """
 
 from __future__ import annotations
@@ -73,3 +75,36 @@ def vconv_parts(ins: Sequence[Value], outs: Sequence[Value], per_element: float
     after = [vconv_part("float32", "bfloat16", v.numel * per_element)
              for v in outs if v.dtype == "bfloat16"]
     return before, after
+
+
+#: the vconv of a bf16 input as `vconv_parts` names it
+INPUT_CAST = vconv_part("bfloat16", "float32", 0.0).instr
+
+
+def cloned_input_cast(parts: tuple, reads: int) -> tuple:
+    """The parts of a TBE NORM kernel on a bf16 input that its workspace schedule reads in
+    `reads` separate stages, the input's bf16 -> fp32 cast counted once per stage. The
+    schedule splits the graph into sub-graphs at the workspace and reduce tensors, and a
+    tensor used on both sides of a reduction that is one cast away from an input is
+    cache-cloned, not stored (CANN 8.1.RC1 norm_tilingcase.py `find_workspace_tensor`,
+    `_judge_workspace_or_cache_clone`: 7 > 5, whose own count charges the clone's vector op
+    twice; norm_schedule.py `NormWorkspaceSchedule._do_cache_clone`, one clone per sub-graph
+    reading it; leideng/CANN-8.1.RC1 at 4332a01): Softmax's fp32 cast of x feeds the max
+    stage and the x - max stage, each computing it. The first bf16 input cast of `parts`
+    (the main input's, `vconv_parts` order) is the one cloned; other parts are kept."""
+    if reads <= 1:
+        return parts
+    at = next((k for k, p in enumerate(parts)
+               if isinstance(p, SeqPart) and p.instr == INPUT_CAST), None)
+    if at is None:
+        return parts
+    return (*parts[:at], replace(parts[at], count=parts[at].count * reads), *parts[at + 1:])
+
+
+def norm_casts(spec: Any, lone: Any) -> Any:
+    """`spec` (a VecSpec) of a lone op (`lone`: its node, inputs and OpSequence), its main
+    input's cast cloned into each stage that reads the input where the op is a TBE NORM
+    kernel taking the workspace schedule (`row_over`; `cloned_input_cast`)."""
+    if lone is None or lone[2].norm is None or not spec.row_over:
+        return spec
+    return replace(spec, parts=cloned_input_cast(spec.parts, spec.row_reads))

@@ -34,7 +34,7 @@ from ..errors import SimulationError
 from ..ir.graph import Node
 from ..ir.registry import Category, get_op
 from ..ir.tensor import Value, itemsize
-from .bf16 import BF16_NOTE, BF16_WORK_BYTES, bf16_vector_work, vconv_parts, widened
+from .bf16 import BF16_NOTE, BF16_WORK_BYTES, bf16_vector_work, norm_casts, vconv_parts, widened
 from .bn_schedule import tbe_launched, tbe_schedule_fields, update_grad_blocks
 from .context import Lowering, TaskSpec
 from .dynamic_tiling import (
@@ -112,7 +112,7 @@ def lower_vector(low: Lowering, node, parts: list, category: Category,
         n, inputs, sum(out_b) / n, low.through(outs, out_fmts), tuple(vparts + dups), temp,
         **kernel_pipeline(low, lone, n), moves=row_moves(low, parts[0], in_vals, gathered),
         split=vector_split(parts, in_vals, out_vals, dynamic))))
-    spec = binary_buffers(low, parts, ext_in, ext_vals, out_vals, spec, dynamic)
+    spec = norm_casts(binary_buffers(low, parts, ext_in, ext_vals, out_vals, spec, dynamic), lone)
     blocks = schedule_blocks(low, parts, ext_vals, dynamic)
     groups, vnotes = with_idle_blocks(vector_work(low.chip, spec, node.name, blocks[0]),
                                       dynamic or tbe_launched(low.chip, spec, blocks[0]))

@@ -319,3 +319,32 @@ def test_entire_reduce_costs_a_whole_reduce_per_repeat():
     fold = 63 * vector_seq.repeat_cycles(chip, "binary", "float32") + whole
     assert vector_seq.reduce_row_cycles(chip, "reduce", "float32", 4096, 4) == \
         pytest.approx(fold)
+
+
+def _v_cycles(task) -> int:
+    """V-pipe cycles of the task's first core group, all its tiles."""
+    group = task.phases[0].groups[0]
+    return sum(ins.cycles * seg.count * stage.units for seg in group.segments
+               for stage in seg.stages if stage.pipe == "V" for ins in stage.instrs)
+
+
+@pytest.mark.parametrize("shape,axis,workspace", [((4, 65536), -1, True), ((4, 4096), -1, False),
+                                                  ((8, 4096, 256), 1, True)])
+def test_a_bf16_norm_workspace_casts_x_in_both_stages_that_read_it(monkeypatch, shape, axis,
+                                                                     workspace):
+    """The workspace schedule cache-clones the bf16 -> fp32 cast of x into the max stage
+    and the exp stage (norm_tilingcase `_judge_workspace_or_cache_clone`): one more vconv
+    over x's elements than the one-pass schedule, 64 elements a repeat at one repeat a
+    cycle, and a dependent step's wait per tile (`vector_dep_latency_cycles`); a row that
+    stays in the UB casts once."""
+    g = asim.Graph("softmax")
+    x = g.input("x", shape, "bfloat16")
+    g.output(g.add_node("Softmax", [x], {"axis": axis}, name="op")[0])
+    cloned = _v_cycles(_task(g, "ascend910b"))
+    monkeypatch.setattr(vector_lowering, "norm_casts", lambda spec, lone: spec)
+    once = _v_cycles(_task(g, "ascend910b"))
+    elems = math.prod(shape) / _cores(_task(g, "ascend910b"))
+    if workspace:
+        assert elems / 64 <= cloned - once <= 1.25 * elems / 64
+    else:
+        assert cloned == once
