@@ -29,10 +29,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 
 from ..ir.tensor import Value, itemsize
 from .dynamic_tiling import DynamicSplit
 from .seq_types import A2_A3_CHIPS
+from .tiling import VecSpec
 
 #: op types run by the TIK Trilu kernel on the A2 / A3
 TRILU_OPS = frozenset({"Trilu"})
@@ -102,17 +104,18 @@ def trilu_split(low, parts: list, ins: Sequence[Value]) -> DynamicSplit | None:
                                 f"{low.chip.ai_cores} AI Cores, get_aicore_num)", "trilu")
 
 
-def trilu_fields(low, parts: list, ins: Sequence[Value], spec_inputs: tuple) -> dict:
-    """VecSpec fields of the TIK Trilu (module note), {} for any other kernel: whole rows per
-    block, one UB tensor of the task's elements, the kept part read in its row moves."""
+def trilu_spec(low, parts: list, ins: Sequence[Value], spec: VecSpec) -> VecSpec:
+    """`spec` as the TIK Trilu runs it (module note), unchanged for any other kernel: whole
+    rows per block, one UB tensor of the task's elements (no separate output buffer, no
+    vector stage), the kept part read in its row moves."""
     path = trilu_path(low, parts, ins)
     if path is None:
-        return {}
+        return spec
     cols, nbytes, moves = path
     per_matrix = math.prod(int(d) for d in ins[0].shape[-2:])
-    (_, miss), *rest = spec_inputs
+    (_, miss), *rest = spec.inputs
     item = itemsize(ins[0].dtype)
-    return dict(row_elems=cols, buffers=1, ub_elem_bytes=float(item), dma_only=True,
-                tile_elems=(low.chip.ub_bytes - UB_PRESERVED) // item,
-                inputs=((nbytes / per_matrix, miss), *rest),
-                moves=(moves / per_matrix, *(0.0,) * len(rest)))
+    return replace(spec, row_elems=cols, buffers=1, ub_elem_bytes=float(item), dma_only=True,
+                   tile_elems=(low.chip.ub_bytes - UB_PRESERVED) // item,
+                   inputs=((nbytes / per_matrix, miss), *rest),
+                   moves=(moves / per_matrix, *(0.0,) * len(rest)))

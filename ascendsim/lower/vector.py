@@ -55,7 +55,7 @@ from .movement import ensure
 from .seq_types import A2_A3_CHIPS, LOOP, NARROW_FLOATS
 from .tiling import VecSpec, cdiv
 from .transpose_paths import transpose_bursts
-from .trilu_kernel import trilu_fields, trilu_split
+from .trilu_kernel import trilu_spec, trilu_split
 from .vector_rows import ROW_RULES, norm_axis, norm_perm, row_on_blocks
 from .vector_seq import HEAD_LOOPS, OpSequence, SeqPart, resolve, sequence_for, vclass_of_registry
 
@@ -114,8 +114,7 @@ def lower_vector(low: Lowering, node, parts: list, category: Category,
         **kernel_pipeline(low, lone, n), moves=row_moves(low, parts[0], in_vals, gathered),
         split=vector_split(parts, in_vals, out_vals, dynamic))))
     spec = binary_buffers(low, parts, ext_in, ext_vals, out_vals, spec, dynamic)
-    spec = replace(spec, **trilu_fields(low, parts, kernel_operands(low, ext_in, ext_vals),
-                                        spec.inputs))
+    spec = trilu_spec(low, parts, kernel_operands(low, ext_in, ext_vals), spec)
     blocks = schedule_blocks(low, parts, ext_vals, dynamic)
     groups, vnotes = with_idle_blocks(vector_work(low.chip, spec, node.name, blocks[0]),
                                       dynamic or tbe_launched(low.chip, spec, blocks[0]))
