@@ -55,6 +55,7 @@ from .movement import ensure
 from .seq_types import A2_A3_CHIPS, LOOP, NARROW_FLOATS
 from .tiling import VecSpec, cdiv
 from .transpose_paths import transpose_bursts
+from .trilu_kernel import trilu_spec, trilu_split
 from .vector_rows import ROW_RULES, norm_axis, norm_perm, row_on_blocks
 from .vector_seq import HEAD_LOOPS, OpSequence, SeqPart, resolve, sequence_for, vclass_of_registry
 
@@ -113,6 +114,7 @@ def lower_vector(low: Lowering, node, parts: list, category: Category,
         **kernel_pipeline(low, lone, n), moves=row_moves(low, parts[0], in_vals, gathered),
         split=vector_split(parts, in_vals, out_vals, dynamic))))
     spec = norm_casts(binary_buffers(low, parts, ext_in, ext_vals, out_vals, spec, dynamic), lone)
+    spec = trilu_spec(low, parts, kernel_operands(low, ext_in, ext_vals), spec)
     blocks = schedule_blocks(low, parts, ext_vals, dynamic)
     groups, vnotes = with_idle_blocks(vector_work(low.chip, spec, node.name, blocks[0]),
                                       dynamic or tbe_launched(low.chip, spec, blocks[0]))
@@ -151,11 +153,13 @@ def pinned_blocks(parts: list) -> int:
 def binary_blocks(low: Lowering, parts: list, ext_in: list[str], ext_vals: list[Value],
                   out_vals: list[Value]) -> DynamicSplit | None:
     """The split (blocks, note, pattern) a TBE tiling gives a kernel (lower/dynamic_tiling.py),
-    its scalar constants left out of its operands: a float32 sum's atomic path in any build
-    (`atomic_sum_split`), else a prebuilt dynamic-shape kernel's (`Lowering.kernel_build`
-    "binary"); None for another jit-built kernel or where no such rule applies."""
+    its scalar constants left out of its operands: a float32 sum's atomic path or the TIK
+    Trilu's rows (`trilu_split`) in any build, else a prebuilt dynamic-shape kernel's
+    (`Lowering.kernel_build` "binary"); None for another jit-built kernel or where no such
+    rule applies."""
     ins = kernel_operands(low, ext_in, ext_vals)
-    atomic = atomic_sum_split(parts, ins, out_vals, low.vector_cores(), low.chip)
+    atomic = (atomic_sum_split(parts, ins, out_vals, low.vector_cores(), low.chip)
+              or trilu_split(low, parts, ins))
     if atomic is not None or low.kernel_build != "binary":
         return atomic
     return dynamic_blocks(parts, ins, out_vals, low.vector_cores())
