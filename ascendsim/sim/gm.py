@@ -83,7 +83,8 @@ class GmAccount:
             return evicted / total, bw
         miss = 0.0
         for name, size, span in tensors:
-            m, wb = l2.read(tid, name, size, total * size / whole, cold, span)
+            others = self.others(l2, tid, name) if l2.first_read(tid, name) else 0.0
+            m, wb = l2.read(tid, name, size, total * size / whole, cold, span, others)
             miss += m
             evicted += wb
         # (`_add`, inline)
@@ -98,6 +99,16 @@ class GmAccount:
         slow = self.miss_slowdown
         base = bw / (1.0 - cold + cold / slow)
         return (miss + evicted) / total, base * (1.0 - frac + frac / slow)
+
+    def others(self, l2: L2Cache, tid: int, name: str) -> float:
+        """The bytes task `tid`'s tensors other than `name` will allocate in `l2` as it runs:
+        each one's size less what of it is resident (the misses of its inputs, the lines its
+        outputs allocate on write; a tensor read and written in place counted once)."""
+        total = 0.0
+        for other, size in self.sizes.get(tid, {}).items():
+            if other != name:
+                total += max(size - l2.resident(other), 0.0)
+        return total
 
     def task_done(self, tid: int) -> None:
         """A task ended: its fills become ordinary residency; an intermediate whose last

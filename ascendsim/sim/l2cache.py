@@ -27,8 +27,22 @@ resident misses the rest first, and those fills evict the least recently used by
 the missing part of what the task covers (a batch chunk covers a slice) exceeds the room
 below the tensor (free bytes plus older tensors) the resident part is evicted just before
 the scan reaches it, so the task finds none of it (a 64 MB tensor written through a 32 MB L2
-and read back gets no hits, as strict LRU gives). Writes add `nbytes` resident and dirty (up
-to the tensor's size: writing it again overwrites the same lines, which stay dirty once).
+and read back gets no hits, as strict LRU gives). The task's other allocations take the same
+room: the misses of its other inputs and the lines its outputs allocate on write fill as the
+scan runs, in step with it, so the resident bytes (spread evenly) are read only while the
+room lasts, the fraction room / (missing + others) of them, and the rest are evicted ahead
+of the scan (`read`, `others`). Without it a tensor-level LRU keeps a resident input whole
+because each touch of it makes the whole tensor the most recent, which line-level LRU does
+not: an Add of two 100 MB inputs that a warm-up left in a 192 MB L2 gets 87 MB of hits with
+the tensor-level rule alone, 1 MB under line-level LRU and 37 MB with `others`. Reads and
+writes both allocate on a miss on the A2 (msprof's L2Cache events, PMU 0x500-0x50a:
+`write_cache_miss_allocate`, `r0_read_cache_miss_allocate`, `r1_read_cache_miss_allocate`),
+and a streaming kernel's read fills push its own output out of L2: Huawei's Add sample
+(mirror-cann/asc-devkit `examples/01_simd_cpp_api/04_best_practices/00_vector_compute/
+add_high_performance/README.md` at bd79e76, Case 4 against Case 5) runs 264 us with x and y
+allocating and 188 us with them bypassing L2, where z's writes then stay in it.
+Writes add `nbytes` resident and dirty (up to the tensor's size: writing it again overwrites
+the same lines, which stay dirty once).
 Whenever resident bytes exceed the capacity, the least recently used tensors give up bytes,
 the one being accessed last; the dirty part of what is evicted (in proportion to the
 tensor's dirty share) is written back to HBM. `flush()` writes back everything still dirty
@@ -61,6 +75,19 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
+
+
+def _lost_share(missing: float, others: float, room: float) -> float:
+    """The share of a tensor's resident bytes a scan loses to LRU (module note, "LRU's
+    cliff"): all when its own missing bytes overflow the room below it; else the part the
+    scan reaches after its own misses and the task's `others` allocations have used that
+    room up (the resident bytes spread evenly over the scan)."""
+    need = missing + others
+    if missing > room * (1 + 1e-9):
+        return 1.0
+    if need <= room * (1 + 1e-9):
+        return 0.0
+    return 1.0 - room / need
 
 
 class _Line:
@@ -107,9 +134,11 @@ class L2Cache:
 
     # -- accesses --------------------------------------------------------------------------
     def read(self, task: int, name: str, size: int, nbytes: float, cold: float,
-             span: int | None = None) -> tuple[float, float]:
+             span: int | None = None, others: float = 0.0) -> tuple[float, float]:
         """A read of `nbytes` of tensor `name` (`size` bytes) by task `task`, which covers
-        `span` bytes of it (default: all); `cold` = its miss fraction with nothing resident.
+        `span` bytes of it (default: all); `cold` = its miss fraction with nothing resident;
+        `others` = the bytes the task's other tensors will allocate as it runs (LRU's cliff
+        in the module note; read on the task's first read of `name` only).
         Returns (bytes from HBM, dirty bytes evicted)."""
         lines = self.lines
         line = lines.get(name)
@@ -126,8 +155,8 @@ class L2Cache:
                 room += ln.resident
             line = self._line(name, size)
             cover = min(float(span), line.size) if span else line.size
-            lost = cover * (1.0 - line.resident / line.size) > room * (1 + 1e-9)
-            line.fills[task] = line.resident if lost else 0.0
+            missing = cover * (1.0 - line.resident / line.size)
+            line.fills[task] = line.resident * _lost_share(missing, others, room)
             self._touched.setdefault(task, set()).add(name)
         else:                              # (`_line`, inline)
             if size > line.size:
@@ -364,6 +393,12 @@ class L2Cache:
         return new
 
     # -- queries ---------------------------------------------------------------------------
+    def first_read(self, task: int, name: str) -> bool:
+        """Whether task `task` has not read resident tensor `name` yet (its next read of it
+        meets LRU's cliff, `read`)."""
+        line = self.lines.get(name)
+        return line is not None and task not in line.fills
+
     def resident(self, name: str) -> float:
         """Bytes of `name` resident now."""
         line = self.lines.get(name)

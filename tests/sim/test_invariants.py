@@ -64,19 +64,21 @@ def test_symmetric_groups_equal_per_core_processes(invariants):
 
 
 def test_l2_batch_split_chains_keep_the_invariants(invariants):
-    """ResNet-50 at batch 16 with all fusions but the conv double-in one: the L2 fusion pass
-    splits two layer1 bottleneck chains (conv, ReLU, conv, ReLU, conv, Add + ReLU) into batch
-    chunks (tasks `<op>#<chunk>`); the invariants hold and the split run is faster than the
-    same optimisation without L2 fusion, or close to it (the pass decides on the chain
+    """ResNet-50 at batch 32 with all fusions but the conv double-in one: the L2 fusion pass
+    splits a layer1 bottleneck chain (conv, ReLU, conv, ReLU, conv, Add + ReLU) into batch
+    chunks (tasks `<op>#<chunk>`); the invariants hold and the split run is faster than
+    the same optimisation without L2 fusion, or close to it (the pass decides on the chain
     simulated alone; in the graph, with the simulated L2, the unsplit chain's intermediates
-    partly stay in L2 too). With TbeConvDoubleInFusionPass on (the 910's default) the Add and
-    ReLU ride in the conv's epilogue and no split pays off."""
-    g = asim.models.get("resnet50", batch=16)
+    partly stay in L2 too). At batch 16 no split pays off since a chunk's own input misses
+    and output lines take the room below its intermediates as it reads them (sim/l2cache.py,
+    LRU's cliff). With TbeConvDoubleInFusionPass on (the 910's default) the Add and ReLU ride
+    in the conv's epilogue and no split pays off."""
+    g = asim.models.get("resnet50", batch=32)
     no_double_in = {"Switch": {"UBFusion": {"TbeConvDoubleInFusionPass": "off"}}}
     res = simulate(g, fusion=no_double_in)
     chunks = [t for t in res.trace.tasks if "#" in t.op_name]
-    assert chunks and all(t.input_shapes[0].startswith("8,") for t in chunks
-                          if t.op_type != "TransData")
+    batches = {int(t.input_shapes[0].split(",")[0]) for t in chunks if t.op_type != "TransData"}
+    assert chunks and batches and all(b < 32 and 32 % b == 0 for b in batches)
     invariants(res)
     unsplit = simulate(g, fusion={"fusion_switch": no_double_in, "l2_fusion": False})
     assert res.cycles < 1.05 * unsplit.cycles

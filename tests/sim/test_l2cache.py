@@ -6,7 +6,7 @@ import pytest
 
 import ascendsim as asim
 from ascendsim.hw import get_chip
-from ascendsim.sim.l2cache import L2Cache
+from ascendsim.sim.l2cache import L2Cache, _lost_share
 
 CHIP = "ascend910"                      # 32 MB of L2
 L2 = get_chip(CHIP).l2_bytes
@@ -182,6 +182,47 @@ def test_a_task_own_fills_do_not_count_as_hits_of_its_first_pass():
     assert sum(c.read(7, "t", 100, 25, 1.0)[0] for _ in range(4)) == pytest.approx(100)
     c.end_task(7)
     assert c.read(8, "t", 100, 100, 1.0)[0] == 0  # the next task finds it all
+
+
+def test_a_scan_keeps_a_resident_input_only_while_the_room_below_it_lasts():
+    """LRU's cliff counts the task's other allocations: with 40 bytes below a resident 60-byte
+    tensor and 80 bytes of output to write as it is scanned, half of it is read before the
+    room is gone; the rest is evicted ahead of the scan and missed."""
+    def cache():
+        c = L2Cache(100)
+        c.read(0, "x", 40, 40, 1.0)               # x: 40 clean, the oldest
+        c.write(1, "a", 60, 60)                   # a: 60 dirty, resident whole
+        c.end_task(0), c.end_task(1)
+        return c
+    assert cache().read(2, "a", 60, 60, 1.0, others=0.0)[0] == 0
+    assert cache().read(2, "a", 60, 60, 1.0, others=30.0)[0] == 0     # 30 <= 40: all kept
+    assert cache().read(2, "a", 60, 60, 1.0, others=80.0)[0] == pytest.approx(30)
+
+
+def test_the_lost_share_of_a_scan():
+    assert _lost_share(0, 0, 0) == 0              # fully resident, nothing allocated
+    assert _lost_share(50, 0, 10) == 1            # its own misses overflow the room: all lost
+    assert _lost_share(10, 20, 40) == 0           # everything fits below it
+    assert _lost_share(10, 30, 20) == pytest.approx(0.5)
+    shares = [_lost_share(10, o, 40) for o in range(0, 400, 10)]
+    assert shares == sorted(shares) and 0 <= shares[0] and shares[-1] < 1
+
+
+def test_two_warm_inputs_of_half_the_l2_each_are_not_both_kept():
+    """Add(relu(x0), relu(x1)) with each tensor half the L2: r1 is resident when the Add
+    starts, but the Add's misses of r0 and its output's lines take the room below r1 (x1's
+    fills) as it scans r1, so the Add reads from HBM all of r0 and a part of r1: more than
+    r0 alone (what a tensor-level LRU that makes r1 newest at each touch would give), and not
+    more than both inputs (line-level LRU: about both)."""
+    n = 8 << 20                                   # 16 MB fp16 per tensor, half of L2
+    g = asim.Graph("add_of_two_warm")
+    a = g.relu(g.input("x0", (n,), "float16"), name="r0")
+    b = g.relu(g.input("x1", (n,), "float16"), name="r1")
+    g.output(g.add(a, b, name="sum"))
+    res = asim.simulate(g, CHIP, fusion=False)
+    add = res.trace.task("sum")
+    assert 1.25 * 2 * n < gm(add, "DDR", "read") <= 2 * 2 * n
+    assert gm(add, "L2", "read") + gm(add, "DDR", "read") == pytest.approx(2 * 2 * n)
 
 
 def test_a_capacity_that_is_not_positive_is_refused():
