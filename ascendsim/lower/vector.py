@@ -429,7 +429,8 @@ def last_axis_dups(low: Lowering, parts: list, in_vals: list[Value], out_vals: l
     per call, a call per row where the broadcast is along the last axis; it takes the same
     per-row dups, under the same row threshold (no other is read). A fused group's and a pure
     broadcast's (Expand: category INJECTIVE, another schedule) are not changed; bf16 rows are
-    filled in the dtype the chip computes bf16 in (`vector_bfloat16`)."""
+    filled in the dtype the chip computes bf16 in (`vector_bfloat16`), and rows of an op whose
+    path casts its inputs to fp32 first (`sequence_for`: RealDiv's binary) in fp32."""
     if len(parts) != 1 or len(out_vals) != 1:
         return [], []
     out = out_vals[0]
@@ -440,7 +441,10 @@ def last_axis_dups(low: Lowering, parts: list, in_vals: list[Value], out_vals: l
                    if v.rank >= 2 and int(v.shape[-1]) == 1 and 1 < v.numel < out.numel)
     if row <= LAST_DUP_LIMIT or not operands:
         return [], []
-    dtype = low.chip.vector_bfloat16 if out.dtype == "bfloat16" else out.dtype
+    nd = parts[0]
+    seq = sequence_for(nd.op_type, in_vals, nd.attrs, ND, low.chip.name, low.kernel_build)
+    dtype = ("float32" if seq is not None and seq.fp32 and out.dtype in NARROW_FLOATS else
+             low.chip.vector_bfloat16 if out.dtype == "bfloat16" else out.dtype)
     part = SeqPart("vector_dup (a row)", "unary", dtype, itemsize(dtype), LOOP, 1.0, row,
                    float(operands))
     return [part], [f"last-axis broadcast of {operands} operand(s) to rows of {row}: one "
@@ -730,7 +734,7 @@ def node_seq(low: Lowering, nd, opdef, ins: list, outs: list, n: int, ext_outs: 
                               big / max(n, 1) * scale, const,
                               low.chip.ub_align_bytes, fmt, low.chip.name, stored,
                               norm_fold_width(low, nd, stored, fmt),
-                              norm_entire_reduce(low, nd, stored, fmt))
+                              norm_entire_reduce(low, nd, stored, fmt), low.kernel_build)
     if bf16 is not None:
         seq = [*before, *seq, *after]
         text += f"; {BF16_NOTE}"

@@ -533,10 +533,38 @@ PATHS: dict[str, tuple[tuple[Callable[..., bool], OpSequence], ...]] = {
 }
 
 
+def _fp16_in(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str) -> bool:
+    """Whether the op's first input is float16."""
+    return bool(ins) and ins[0].dtype == "float16"
+
+
+#: op type -> (when a path applies, its sequence) for the prebuilt binaries an aclnn call
+#: runs (`Lowering.kernel_build` "binary"), looked up before PATHS. aclnn picks a binary by
+#: impl mode: with none set by the caller (torch_npu sets none), high_precision wherever the
+#: op's binary list holds one (repo-mirror-test/opbase at 313b014,
+#: src/nnopbase/composite_op/aclnn_engine/op_kernel.h `OpKernel::GetCurrentImplMode`).
+#: RealDiv's list on the A2 holds float16 high_precision binaries (opp/built-in/op_impl/
+#: ai_core/tbe/kernel/config/ascend910b/real_div.json, leideng/CANN-8.1.RC1 at 4332a01), whose
+#: compute casts both float16 inputs to fp32, broadcasts and divides in fp32 and casts the
+#: quotient back (impl/dynamic/real_div.py `real_div_compute`, impl_mode not
+#: high_performance); torch's floating Div runs it (aclnnDiv_RealDivAiCore_RealDiv). The
+#: small divisor's own cast is not costed (one short vconv a tile).
+BINARY_PATHS: dict[str, tuple[tuple[Callable[..., bool], OpSequence], ...]] = {
+    "Div": ((_fp16_in, OpSequence(
+        SEQUENCES["Div"].steps, fp32=True,
+        note="the aclnn binary's high_precision RealDiv (real_div.py real_div_compute): "
+             "float16 inputs cast to fp32, divided in fp32, the quotient cast back")),),
+}
+
+
 def sequence_for(op_type: str, ins: Sequence[Value], attrs: dict, fmt: str = "ND",
-                 chip_name: str = "") -> OpSequence | None:
-    """The op's sequence: the first kernel path of PATHS that applies, else its row of
-    SEQUENCES (None: the registry's cost fields describe it)."""
+                 chip_name: str = "", build: str = "") -> OpSequence | None:
+    """The op's sequence: for a prebuilt binary (`build` "binary") the first path of
+    BINARY_PATHS that applies, else the first kernel path of PATHS that applies, else its
+    row of SEQUENCES (None: the registry's cost fields describe it)."""
+    for applies, seq in (BINARY_PATHS.get(op_type, ()) if build == "binary" else ()):
+        if applies(ins, attrs, fmt, chip_name):
+            return seq
     for applies, seq in PATHS.get(op_type, ()):
         if applies(ins, attrs, fmt, chip_name):
             return seq
@@ -594,13 +622,15 @@ def resolve(op_type: str, opdef: Any, ins: Sequence[Value], outs: Sequence[Value
             align_bytes: int = 32, fmt: str = "ND", chip_name: str = "",
             stored: Sequence[Value] | None = None,
             fold_width: int = 0,
-            entire_reduce: bool = False) -> tuple[list[SeqPart], float, str]:
+            entire_reduce: bool = False,
+            build: str = "") -> tuple[list[SeqPart], float, str]:
     """An op's sequence as task parts: `per_task` is the op's largest operand's elements per
     element of the task (1 for a lone op); `fmt` the format its main input is read in and
     `chip_name` the chip (they pick a kernel path, PATHS, from the inputs as stored in GM:
     `stored`, when `ins` are bf16 values widened to the dtype they compute in;
     `fold_width`: see `_fold_part`; `entire_reduce`: its reductions along an innermost axis
-    are TBE's "entire_reduce", `SeqPart.entire`). Returns
+    are TBE's "entire_reduce", `SeqPart.entire`; `build`: the kernel build, see
+    `sequence_for`). Returns
     (parts, extra UB bytes per task element for its fp32 working buffers, a one-line
     description for `explain`). Over 60
     lines: one walk over the sequence's steps, which share the cast point, the row padding
@@ -610,7 +640,8 @@ def resolve(op_type: str, opdef: Any, ins: Sequence[Value], outs: Sequence[Value
     big = max([v.numel for v in vals] + [1])
     width = max([itemsize(v.dtype) for v in vals] + [1])
     dtype = max(vals, key=lambda v: itemsize(v.dtype)).dtype if vals else "float16"
-    seq = sequence_for(op_type, ins if stored is None else stored, attrs, fmt, chip_name)
+    seq = sequence_for(op_type, ins if stored is None else stored, attrs, fmt, chip_name,
+                       build)
     if seq is None:
         steps = derived_steps(opdef, ins, outs, attrs)
         parts = [SeqPart(s.instr, s.vclass, dtype, width, ELEM, per_task, 0, s.count)
@@ -726,7 +757,7 @@ def sequence_text(parts: Sequence[SeqPart]) -> str:
     return ", ".join(_describe(p) for p in parts)
 
 
-__all__ = ["ELEM", "HEAD_LOOPS", "HeadLoop", "LOOP", "LAYER_NORM_CUBE_CHIPS",
+__all__ = ["BINARY_PATHS", "ELEM", "HEAD_LOOPS", "HeadLoop", "LOOP", "LAYER_NORM_CUBE_CHIPS",
            "LAYER_NORM_CUBE_ROWS",
            "LAYER_NORM_TIK_CHIPS", "LAYER_NORM_TIK_MIN_ROW", "LAYER_NORM_TIK_ROW_ALIGN",
            "LAYER_NORM_V4_CHIPS", "PATHS",
