@@ -65,8 +65,9 @@ class SchedulerConfig:
     """The scheduler's limits (vLLM's engine arguments of the same names; MindIE's in the
     module note). num_blocks: the KV cache's block count instead of the memory plan's (vLLM's
     num_gpu_blocks_override). host_overhead_us: CPU time per step outside the device
-    (scheduling, input preparation, sampling, detokenisation), None: the framework's default
-    (`HOST_OVERHEAD_US`)."""
+    (scheduling, input preparation, sampling, detokenisation), None: the chip's figure for
+    the policy and launch mode where it gives one, else the framework's default
+    (`host_step_us`)."""
 
     policy: str = "vllm"
     max_num_seqs: int = 256
