@@ -496,6 +496,13 @@ class Chip:
             "launch), the host launch of eager_call op rows whose cann_op is "
             "FusedInferAttentionScore or FlashAttentionScore "
             "(validation.validate.EAGER_LAUNCH_FIGURES); absent: eager_op_launch_us")
+    vllm_v0_eager_step_us: float | None = _spec(
+        "float", "us", ge=0, optional=True,
+        doc="host time per serving step of vLLM 0.7.x's V0 engine on vLLM-Ascend 0.7.x in eager "
+            "mode that the device waits for (scheduling, input preparation, sampling, output "
+            "processing and the launch work the device cannot hide, on that release's stock "
+            "host), the per-step host work of scheduler policy 'vllm-v0' with launch 'eager' "
+            "(serving.scheduler.HOST_STEP_FIGURES); absent: the HOST_OVERHEAD_US guess")
     product_line: str | None = _spec(
         "str", choices=PRODUCT_LINES, optional=True,
         doc="the Atlas product line CANN's documentation lists the chip under: fusion passes "
