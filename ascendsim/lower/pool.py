@@ -297,8 +297,9 @@ def lower_max_pool(low: Lowering, node: Node) -> None:
     every input row, wo x 16 lanes) and two its rows (x_rh1, x_rh2: every output row), and the
     tile is copied out. Its schedule (te_schedule/max_pool2d_3_3_2_2_schedule.py) binds the
     blocks to C1 when the batch is below the cores and C1 (`_find_core_factor`), else to the
-    batch, and takes as many whole planes (else output rows) a tile as half the UB holds,
-    double buffered. Where a node's own block_dim differs from that binding another schedule
+    batch; a tile is whole output heights of as many planes as half the UB holds (bound to
+    C1: the count giving a block the fewest planes), double buffered, else one plane and as
+    many output rows as fit. Where a node's own block_dim differs from that binding another schedule
     ran (a later build's), and the generic lowering stays. The pad rows' vector_dup are not
     costed."""
     geo = _pool332_geometry(low, node)
