@@ -200,8 +200,145 @@ def lower_max_pool_with_argmax(low: Lowering, node: Node) -> None:
                           [NC1HWC0, NC1HWC0], flops, notes + vnotes))
 
 
-#: this module's rows of the dispatcher's table (lower/lowering.py)
-LOWERINGS = {"max_pool_with_argmax": lower_max_pool_with_argmax}
+# --- MaxPool (no argmax) with a 3 x 3 window and stride 2: TBE's template kernel ---------
 
-__all__ = ["ArgmaxTiling", "argmax_parts", "argmax_tiling", "lower_max_pool_with_argmax",
+#: window and strides of TBE's max_pool2d_3_3_2_2 template (pooling2d_compute.py `pooling2d`)
+_TEMPLATE_3_3_2_2 = ((3, 3), (2, 2))
+
+
+@dataclass(frozen=True)
+class Pool332Tiling:
+    """The template's tiles: `c1_factor` planes x `ho_factor` output rows a tile, `tiles`
+    tiles (the n x c1 x ho loop), `blocks` blocks; `db` its double buffer; `ub` the UB bytes
+    a tile's buffers take (`_get_need_size`)."""
+
+    c1_factor: int
+    ho_factor: int
+    tiles: int
+    blocks: int
+    db: bool
+    ub: int
+
+
+def _bind_factor(cherry: int, cores: int) -> int:
+    """`_find_core_factor` of max_pool2d_3_3_2_2_schedule.py: the units a block takes so that
+    ceil(ceil(cherry / f) / cores) * f is least (the largest f of a tie)."""
+    best, factor = cherry * cores, 1
+    for f in range(cherry, 0, -1):
+        gap = math.ceil(math.ceil(cherry / f) / cores) * f
+        if gap < best:
+            best, factor = gap, f
+    return factor
+
+
+def pool332_tiling(n: int, c1: int, w: int, ho: int, wo: int, cores: int,
+                   ub_bytes: int) -> Pool332Tiling | None:
+    """The UB tiling and core binding of TBE's max_pool2d_3_3_2_2_schedule.py (`_tiling`,
+    `schedule`; module note of `lower_max_pool`), fp16 NC1HWC0 [n, c1, h, w, 16] to
+    [n, c1, ho, wo, 16]; None where it cuts W (not modelled)."""
+    def need(cf: int, hf: int) -> int:
+        rows = (hf - 1) * 2 + 3
+        return cf * 32 * (rows * w + 2 * hf * w + 2 * hf * wo)
+
+    bind_c1 = n < cores and n < c1
+    for half, db in ((ub_bytes // 2, True), (ub_bytes, False)):
+        fit = [cf for cf in range(c1, 0, -1) if need(cf, ho) <= half]
+        if fit:
+            cf = (min(fit, key=lambda f: (math.ceil(math.ceil(c1 / f) / cores) * f, -f))
+                  if bind_c1 else fit[0])
+            hf = ho
+        else:
+            cf, hf = 1, next((h for h in range(ho, 0, -1) if need(1, h) <= half), 0)
+            if not hf:
+                continue
+        outer = math.ceil(c1 / cf) if bind_c1 else n
+        units = math.ceil(outer / _bind_factor(outer, cores))
+        tiles = n * math.ceil(c1 / cf) * math.ceil(ho / hf)
+        return Pool332Tiling(cf, hf, tiles, units, db, need(cf, hf))
+    return None
+
+
+def pool332_parts(t: Pool332Tiling, wo: int, tile: int) -> list[SeqPart]:
+    """The four vmax stages of one tile (max_pool2d_3_3_2_2_compute.py): x_rw1 / x_rw2 over
+    the tile's (ho_factor - 1) * 2 + 3 input rows, x_rh1 / x_rh2 over its output rows, each
+    one instruction a row of wo x 16 fp16 lanes per plane."""
+    rows = (t.ho_factor - 1) * 2 + 3
+
+    def part(instr: str, count: int) -> SeqPart:
+        return SeqPart(instr, "binary", "float16", 2, ELEM, wo * 16 / tile, 0, float(count))
+
+    return [part("vmax (x_rw1, x_rw2)", 2 * t.c1_factor * rows),
+            part("vmax (x_rh1, x_rh2)", 2 * t.c1_factor * t.ho_factor)]
+
+
+def _pool332_geometry(low: Lowering, node: Node) -> tuple | None:
+    """(x, y) of a MaxPool TBE's 3 x 3 stride-2 template runs (fp16, one output, TBE chip),
+    else None."""
+    if not low.chip.vector_split_bytes or len(node.outputs) != 1:
+        return None
+    x, y = low.value(node.inputs[0]), low.value(node.outputs[0])
+    a = node.attrs
+    window = (tuple(int(k) for k in a["kernel_shape"]),
+              tuple(int(s) for s in (a.get("strides") or (1, 1))))
+    if x.dtype != "float16" or x.rank != 4 or window != _TEMPLATE_3_3_2_2 or not all(
+            isinstance(d, int) for d in (*x.shape, *y.shape)):
+        return None
+    return x, y
+
+
+def lower_max_pool(low: Lowering, node: Node) -> None:
+    """MaxPool: TBE's max_pool2d_3_3_2_2 template where it runs, else the generic vector
+    lowering.
+
+    pooling2d (te_compute/pooling2d_compute.py, 2019; public copy jizhuoran/
+    caffe-huawei-atlas-convertor convertor/huawei/te/ at ff9768e) sends a MAX pooling with a
+    3 x 3 window and stride 2 outside L1 fusion to max_pool2d_3_3_2_2_compute.py: a tile of
+    input rows is copied GM -> UB, two vmax stages fold the window's columns (x_rw1, x_rw2:
+    every input row, wo x 16 lanes) and two its rows (x_rh1, x_rh2: every output row), and the
+    tile is copied out. Its schedule (te_schedule/max_pool2d_3_3_2_2_schedule.py) binds the
+    blocks to C1 when the batch is below the cores and C1 (`_find_core_factor`), else to the
+    batch; a tile is whole output heights of as many planes as half the UB holds (bound to
+    C1: the count giving a block the fewest planes), double buffered, else one plane and as
+    many output rows as fit. Where a node's own block_dim differs from that binding another schedule
+    ran (a later build's), and the generic lowering stays. The pad rows' vector_dup are not
+    costed."""
+    geo = _pool332_geometry(low, node)
+    t = None
+    if geo is not None:
+        x, y = geo
+        n, c, h, w = x.shape
+        ho, wo = y.shape[2], y.shape[3]
+        t = pool332_tiling(n, math.ceil(c / 16), w, ho, wo, low.vector_cores(),
+                           low.chip.ub_bytes)
+        pinned = int(node.attrs.get("block_dim") or 0)
+        if t is not None and pinned and pinned != t.blocks:
+            t = None
+    if t is None:
+        lower_vector_op(low, node)
+        return
+    tile = t.c1_factor * t.ho_factor * wo * 16         # one tile's pooled elements
+    in_tile = t.c1_factor * ((t.ho_factor - 1) * 2 + 3) * w * 16 * 2
+    xin = ensure(low, node.inputs[0], NC1HWC0)
+    spec = VecSpec(t.tiles * tile, ((in_tile / tile, low.miss(xin, in_tile * t.tiles,
+                                                              fmt=NC1HWC0)),),
+                   2.0, low.through(list(node.outputs), [NC1HWC0]),
+                   tuple(pool332_parts(t, wo, tile)), (t.ub - in_tile) / tile - 2.0,
+                   buffers=2 if t.db else 1, row_tile=tile, split="pinned")
+    groups, vnotes = vector_work(low.chip, spec, node.name, t.blocks)
+    notes = [f"TBE max_pool2d_3_3_2_2: {t.tiles} tiles of {t.c1_factor} plane(s) x "
+             f"{t.ho_factor} output rows on {t.blocks} blocks"
+             f"{', double buffered' if t.db else ''}; per tile "
+             f"{2 * t.c1_factor * ((t.ho_factor - 1) * 2 + 3 + t.ho_factor)} vmax of a row"]
+    flops = int(get_op(node.op_type, node.name).flops(
+        [low.value(xin)], [low.value(o) for o in node.outputs], node.attrs))
+    low.add_task(TaskSpec(node.name, node.op_type, low.vector_task_type(),
+                          [low.vector_phase(groups)], [xin], list(node.outputs), [NC1HWC0],
+                          [NC1HWC0], flops, notes + vnotes))
+
+
+#: this module's rows of the dispatcher's table (lower/lowering.py)
+LOWERINGS = {"max_pool_with_argmax": lower_max_pool_with_argmax, "max_pool": lower_max_pool}
+
+__all__ = ["ArgmaxTiling", "Pool332Tiling", "argmax_parts", "argmax_tiling",
+           "lower_max_pool", "lower_max_pool_with_argmax", "pool332_parts", "pool332_tiling",
            "LOWERINGS"]

@@ -76,7 +76,7 @@ def _global_flops(ins, outs, attrs) -> int:
 register(OpDef(
     "MaxPool", _max_pool_infer, kpool.max_pool, Category.SEGMENT, unit=Unit.VECTOR,
     attrs={**_WINDOW_ATTRS, "storage_order": 0, "num_outputs": 1}, num_outputs="num_outputs",
-    flops=_window_flops, vec_class=VecClass.REDUCE,
+    flops=_window_flops, vec_class=VecClass.REDUCE, lowering="max_pool",
     doc="ONNX MaxPool; num_outputs=2 (non-ONNX attribute) adds the Indices output"))
 register(OpDef(
     "AveragePool", _avg_pool_infer, kpool.average_pool, Category.SEGMENT, unit=Unit.VECTOR,
