@@ -88,7 +88,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import NamedTuple
+from dataclasses import replace
+from typing import Any, NamedTuple
+
+import numpy as np
 
 from ..ir.registry import Category, get_op
 from ..ir.tensor import Value, itemsize
@@ -241,6 +244,46 @@ def atomic_sum_split(parts: list, ins: Sequence[Value], outs: Sequence[Value], c
         return None
     return DynamicSplit(blocks, f"reduce tiling, atomic path: {blocks} block(s) over the "
                                 f"{red} reduced elements", "reduce")
+
+
+def static_reduce(parts: list, ins: Sequence[Value], outs: Sequence[Value],
+                  dynamic: DynamicSplit | None, axes: Any = None) -> bool:
+    """Whether a lone reduction of REDUCE_OPS over its trailing axes (`axes`: the axes
+    input's data, else the node's `axes` attribute; none: all axes), `keepdims` off and no
+    atomic split (`dynamic` None), runs TBE's static CceOp reduce schedule, which a jit build
+    compiles for its shapes (the D ops: the Ascend-mstt 910B1 step's ReduceSumD). The static
+    dispatch (static_schedule/cce_schedule.py `global_core_schedule`, public copy
+    dengguojie/vue-element-admin auto_schedule/python/tbe/dsl/ at 0b8bb51) tries
+    ReduceMultiSchedule only for an output of rank above 1, and a keepdims-off reduce over
+    trailing axes (reduce_sum_d.py: `shape_refine`, `simplify_axis_shape`) leaves [rows];
+    `CceOp.core_schedule_reduce` (te_schedule/elewise_schedule.py) then double-buffers its
+    reads only when the graph has no reduce (`not self._have_reduce and
+    self._need_double_buffer`): the kernel's tiles are single-buffered."""
+    if len(parts) != 1 or dynamic is not None or len(outs) != 1 or len(ins) != 1:
+        return False
+    nd = parts[0]
+    if nd.op_type not in REDUCE_OPS or get_op(nd.op_type, nd.name).category != Category.REDUCE:
+        return False
+    rank = len(ins[0].shape)
+    raw = nd.attrs.get("axes") if axes is None else axes
+    flat = sorted({int(a) % rank for a in ([] if raw is None else list(np.ravel(raw)))})
+    if nd.attrs.get("keepdims", 1) or not rank or (not flat and nd.attrs.get(
+            "noop_with_empty_axes")):
+        return False
+    return not flat or flat == list(range(rank - len(flat), rank))
+
+
+def static_buffers(low: Any, parts: list, ext_in: list[str], ext_vals: list[Value],
+                   out_vals: list[Value], spec: Any, dynamic: DynamicSplit | None) -> Any:
+    """`spec` (a `VecSpec`) single-buffered for a jit build's static reduce (`static_reduce`,
+    its axes from the node's second input when that is a constant), else as it is; as it is
+    too where the kernel's path sizes its own UB (`ub_elem_bytes`) or the build is a binary
+    one (`lower.vector.binary_buffers`)."""
+    if spec.ub_elem_bytes or low.kernel_build == "binary":
+        return spec
+    axes = next((low.const_value(i) for i in ext_in[1:2] if low.is_const(i)), None)
+    one = static_reduce(parts, ext_vals[:1], out_vals, dynamic, axes)
+    return replace(spec, buffers=1) if one else spec
 
 
 def lead_axes(shape: Sequence[int], rows: int) -> int | None:

@@ -46,6 +46,7 @@ from .dynamic_tiling import (
     norm_slices,
     norm_split,
     off_block_bursts,
+    static_buffers,
     with_idle_blocks,
 )
 from .formats import NC1HWC0, ND, NZ, is_small_operand, padded_bytes
@@ -174,15 +175,14 @@ def kernel_operands(low: Lowering, ext_in: list[str], ext_vals: list[Value]) -> 
 def binary_buffers(low: Lowering, parts: list, ext_in: list[str], ext_vals: list[Value],
                    out_vals: list[Value], spec: VecSpec,
                    dynamic: DynamicSplit | None = None) -> VecSpec:
-    """`spec` with the UB slots of a prebuilt TBE kernel whose schedule sets them (a binary
-    build): a reduce kernel split by its run-time reduce tiling (`dynamic`) single-buffered
-    (reduce_tilingcase.py: a normal reduce's tiling cases have double buffering off); a
-    broadcast-pattern kernel as `lower.dynamic_tiling.broadcast_buffers` gives, with its tile
-    bound (single-buffered unless a trailing-axes broadcast's row is over its UB limit, at
-    most SPLIT_FACTORS elements a tile); `spec` as it is for any other kernel or one whose
-    path sizes its own UB (`ub_elem_bytes`)."""
+    """`spec` with the UB slots its TBE schedule sets: in a binary build a reduce split by its
+    run-time reduce tiling (`dynamic`) single-buffered (reduce_tilingcase.py: a normal
+    reduce's tiling cases have double buffering off) and a broadcast-pattern kernel as
+    `lower.dynamic_tiling.broadcast_buffers` gives, with its tile bound (single-buffered
+    unless a trailing-axes broadcast's row is over its UB limit, at most SPLIT_FACTORS
+    elements a tile); in a jit build as `lower.dynamic_tiling.static_buffers` gives."""
     if low.kernel_build != "binary" or spec.ub_elem_bytes:
-        return spec
+        return static_buffers(low, parts, ext_in, ext_vals, out_vals, spec, dynamic)
     if dynamic is not None and dynamic.pattern == "reduce":
         return replace(spec, buffers=1)
     ins = kernel_operands(low, ext_in, ext_vals)

@@ -426,6 +426,26 @@ def _arg_long_row_a2(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str
     return inner == 1 and length > arg_segment(ins[0].dtype)
 
 
+def _arg_row_a2(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str) -> bool:
+    """Whether an ArgMax / ArgMin reduces its innermost axis on an A2 / A3 chip in a row of at
+    most one tile (`arg_segment`): CANN's TIK kernel's other last-axis modes."""
+    if chip_name not in A2_A3_CHIPS or not ins or fmt != "ND":
+        return False
+    length, inner = ROW_RULES["axis"](ins, attrs, lambda name: None)
+    return inner == 1 and length <= arg_segment(ins[0].dtype)
+
+
+def _arg_row(op_type: str, instr: str) -> OpSequence:
+    return OpSequence(
+        SEQUENCES[op_type].steps, rows="axis", buffers=1, whole_rows=True, tile=arg_segment,
+        note=f"CANN's TIK {op_type}V2 / {op_type}WithValue on rows of at most one tile "
+             "(arg_common.py `_do_compute`: TILING_MODE_LAST_LESS_SEGMENT_LEN moves in and "
+             "reduces one row at a time, `do_compute_for_last_axis_copy_one_time`; the "
+             "shorter-row modes move several rows at once): no loop of these modes has "
+             f"`thread_num`, so the tiles are single-buffered; {instr} with each repeat's "
+             f"index, a second {instr} over the pairs")
+
+
 def _arg_long_row(op_type: str, instr: str) -> OpSequence:
     return OpSequence(
         SEQUENCES[op_type].steps, rows="axis", buffers=1, whole_rows=True, tile=arg_segment,
@@ -528,8 +548,10 @@ PATHS: dict[str, tuple[tuple[Callable[..., bool], OpSequence], ...]] = {
     "Gelu": GELU_PATHS,
     "SwiGlu": SWIGLU_PATHS,
     "SwiGluGrad": SWIGLU_GRAD_PATHS,
-    "ArgMax": ((_arg_long_row_a2, _arg_long_row("ArgMax", "vcmax")),),
-    "ArgMin": ((_arg_long_row_a2, _arg_long_row("ArgMin", "vcmin")),),
+    "ArgMax": ((_arg_long_row_a2, _arg_long_row("ArgMax", "vcmax")),
+               (_arg_row_a2, _arg_row("ArgMax", "vcmax"))),
+    "ArgMin": ((_arg_long_row_a2, _arg_long_row("ArgMin", "vcmin")),
+               (_arg_row_a2, _arg_row("ArgMin", "vcmin"))),
 }
 
 

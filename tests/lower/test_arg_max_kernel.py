@@ -55,10 +55,25 @@ def test_index_reduction_never_folds():
     ("ascend910", 131072, "float16", False),          # not an A2 / A3 chip
 ])
 def test_long_row_path_on_a2_a3_only(chip, length, dtype, long_row):
+    """Every last-axis mode of the A2 / A3 TIK kernel is single-buffered in tiles of at most
+    one segment (no `thread_num` in arg_common.py's last-axis loops); the long-row path's note
+    names the segment loop; another chip folds in its own tiles, double-buffered."""
     seq = sequence_for("ArgMax", [Value("x", (4, length), dtype)], {"axis": -1}, "ND", chip)
-    assert (seq.buffers == 1 and seq.tile is not None) == long_row
+    a2 = chip != "ascend910"
+    assert (seq.buffers == 1 and seq.tile is not None) == a2
+    assert ("TILING_MODE_LAST_OVER_SEGMENT_LEN" in seq.note) == long_row
     strided = sequence_for("ArgMax", [Value("x", (length, 4), dtype)], {"axis": 0}, "ND", chip)
     assert strided.tile is None
+
+
+def test_a_row_of_one_segment_moves_in_and_reduces_alone():
+    """ArgMax over [4096, 6400] fp32 on the 910B1 (one row a tile, TILING_MODE_LAST_LESS_
+    SEGMENT_LEN): single-buffered, so a core's span holds its MTE2 and its V work end to end,
+    and the task is longer than with the double-buffered tiles the path replaced."""
+    res = simulate(_graph((4096, 6400), "float32"), "ascend910b1", fusion=False, detail="tile")
+    assert "single-buffered" in res.explain("op")
+    busy, span = first_core_busy_and_span(res)
+    assert span >= busy["MTE2"] + busy["V"]
 
 
 def test_long_row_runs_segment_tiles_one_at_a_time_on_a_core_per_row():

@@ -70,7 +70,9 @@ def test_a_binary_reduce_is_single_buffered():
     binary = asim.simulate(g, chip="ascend910b4", kernel_build="binary", fusion=False)
     jit = asim.simulate(g, chip="ascend910b4", kernel_build="jit", fusion=False)
     assert any("1 slot x" in n for n in binary.explain("op").splitlines())
-    assert any("2 slots x" in n for n in jit.explain("op").splitlines())
+    # a jit build's static ReduceSumD (CceOp.core_schedule_reduce) is single-buffered too
+    # (lower/dynamic_tiling.py `static_reduce`)
+    assert any("1 slot x" in n for n in jit.explain("op").splitlines())
 
 
 @pytest.mark.parametrize("dtype, tile", [
