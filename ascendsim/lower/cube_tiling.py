@@ -35,11 +35,12 @@ share a resident strip (min(tiles per core, tn) for "A", 1 when not resident).
 
 Formats. Split chips (910B: FixPipe, `path_bytes_per_cycle.l0c_gm`) take ND operands: the
 GM->L1 move converts ND->NZ in flight (`Intrinsic_data_move_out2l1_nd2nz`, reference section
-8) at `path_bytes_per_cycle.gm_l1_nd2nz` (msKPP: ~20% below a plain copy; a 2-byte operand
-whose stored rows are not a multiple of 256 elements keeps the share of it that Huawei's
-catlass fit gives that stride, `stride_factor`, lower/matmul_format.py), each move paying the
-ND->NZ DMA's own latency (`path_latency_cycles.gm_l1_nd2nz`, `l1_read_latency`), and the FixPipe
-writes ND (MatMulV2/BatchMatMulV2 on Ascend910B take and give ND: no TransData around them).
+8) at `path_bytes_per_cycle.gm_l1_nd2nz` (msKPP: ~20% below a plain copy; a 2-byte or 4-byte
+operand whose stored rows are not a multiple of 256 / 128 elements keeps the share of it that
+Huawei's catlass fits give that stride, `stride_factor`, lower/matmul_format.py), each move
+paying the ND->NZ DMA's own latency (`path_latency_cycles.gm_l1_nd2nz`, `l1_read_latency`),
+and the FixPipe writes ND (MatMulV2/BatchMatMulV2 on Ascend910B take and give ND: no
+TransData around them).
 Coupled chips (910, 310) need FRACTAL_NZ operands in GM and give NZ (the lowering inserts the
 TransData). A constant weight is converted offline on every chip.
 

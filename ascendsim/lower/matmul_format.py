@@ -103,6 +103,17 @@ ND2NZ_DMA_WIDTH_POLY = (0.1, 0.312849910814454512664184, -0.00214645695675082107
 ND2NZ_DMA_STRIDE_GAIN = ((256, 100 / 30), (128, 80 / 30), (64, 50 / 30), (16, 40 / 30))
 ND2NZ_DMA_CAP_GBPS = 80.0
 ND2NZ_DMA_SHORT_ROW = (128, 16, 60.0)
+#: the same fit for 4-byte dtypes (select_kernel_b32.h `GetBandwidthB32`, cannmirror/catlass
+#: at 4c667a5): its polynomial in d, its stride gains (100 / 40, 80 / 40, 60 / 40, 50 / 40 for
+#: a stride a multiple of 128, 64, 32, 16 elements), and for a contiguous row (d == stride)
+#: 95 GB/s when 16 <= d <= 64 and a multiple of 8 or d a multiple of 128, else the polynomial
+#: plus 40 (d a multiple of 64) or 17 (of 32); the cap is the 2-byte fit's
+ND2NZ_DMA_B32_WIDTH_POLY = (4.295633544322609, 0.3035859339962211, -0.0015784588599109292,
+                            0.000006657887925107158, -0.00000001611519890867614,
+                            0.000000000019396510970002, -0.000000000000009004592101)
+ND2NZ_DMA_B32_STRIDE_GAIN = ((128, 100 / 40), (64, 80 / 40), (32, 60 / 40), (16, 50 / 40))
+ND2NZ_DMA_B32_ROW_RATE = 95.0
+ND2NZ_DMA_B32_ROW_GAIN = ((64, 40.0), (32, 17.0))
 
 
 @dataclass(frozen=True)
@@ -175,19 +186,38 @@ def nd2nz_dma_gbps(width: int, stride: int) -> float:
     return min(rate * gain, ND2NZ_DMA_CAP_GBPS)
 
 
+def nd2nz_dma_gbps_b32(width: int, stride: int) -> float:
+    """Per-core GB/s of the ND -> NZ DMA for 4-byte dtypes (`ND2NZ_DMA_B32_WIDTH_POLY`,
+    catlass `GetBandwidthB32` without its row-count term, as `nd2nz_dma_gbps`)."""
+    rate = sum(c * width ** i for i, c in enumerate(ND2NZ_DMA_B32_WIDTH_POLY))
+    if width == stride:
+        if (16 <= width <= 64 and width % 8 == 0) or width % 128 == 0:
+            rate = ND2NZ_DMA_B32_ROW_RATE
+        else:
+            rate += next((g for step, g in ND2NZ_DMA_B32_ROW_GAIN if width % step == 0), 0.0)
+    gain = next((g for step, g in ND2NZ_DMA_B32_STRIDE_GAIN if stride % step == 0), 1.0)
+    return min(rate * gain, ND2NZ_DMA_CAP_GBPS)
+
+
+#: per item size: the catlass rate function and the stride it counts as aligned (elements)
+_ND2NZ_DMA_FITS = {2: (nd2nz_dma_gbps, ND2NZ_DMA_STRIDE_GAIN[0][0]),
+                   4: (nd2nz_dma_gbps_b32, ND2NZ_DMA_B32_STRIDE_GAIN[0][0])}
+
+
 def nd2nz_stride_factor(width: int, stride: int, dtype: str) -> float:
     """The share of the aligned rate (`path_bytes_per_cycle.gm_l1_nd2nz`, fitted on rows of
     8192 elements) the ND -> NZ DMA keeps when its source rows are `stride` elements long,
-    moving `width` elements of each: the catlass fit's rate at that stride over its rate at a
-    stride that is a multiple of 256 elements, at most 1; 1 for other than 2-byte dtypes (the
-    fit is the b16 kernels'). A weight of [K, 2047] bf16 read 256 columns at a time keeps 0.31
-    of the aligned rate."""
-    if itemsize(dtype) != 2 or width < 1 or stride < 1:
+    moving `width` elements of each: the catlass fit for the dtype's size (2 or 4 bytes) at
+    that stride over its rate at the next stride its fit counts aligned (a multiple of 256
+    or 128 elements), at most 1; 1 for other sizes (no fit). A weight of [K, 2047] bf16 read
+    256 columns at a time keeps 0.31 of the aligned rate."""
+    fit = _ND2NZ_DMA_FITS.get(itemsize(dtype))
+    if fit is None or width < 1 or stride < 1:
         return 1.0
+    rate, aligned = fit
     width = min(width, stride)
-    aligned = ND2NZ_DMA_STRIDE_GAIN[0][0]
-    ref = nd2nz_dma_gbps(width, -(-max(width + 1, stride) // aligned) * aligned)
-    return min(1.0, nd2nz_dma_gbps(width, stride) / ref)
+    ref = rate(width, -(-max(width + 1, stride) // aligned) * aligned)
+    return min(1.0, rate(width, stride) / ref)
 
 
 def param_weight_inner(k: int, n: int) -> int:
@@ -212,7 +242,8 @@ def takes_nd(chip) -> bool:
     return not chip.coupled and chip.path_bytes_per_cycle.l0c_gm is not None
 
 
-__all__ = ["MatmulFormats", "matmul_formats", "nd2nz_dma_gbps", "nd2nz_head", "nd2nz_head_reason",
+__all__ = ["MatmulFormats", "matmul_formats", "nd2nz_dma_gbps", "nd2nz_dma_gbps_b32",
+           "nd2nz_head", "nd2nz_head_reason",
            "nd2nz_stride_factor", "ND2NZ_DMA_WIDTH_POLY", "ND2NZ_DMA_STRIDE_GAIN",
            "ND2NZ_DMA_CAP_GBPS", "ND2NZ_DMA_SHORT_ROW",
            "param_weight_inner", "PARAM_TRANSPOSE_ALIGN", "takes_nd",

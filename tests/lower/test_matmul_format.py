@@ -13,6 +13,7 @@ from ascendsim.ir import Graph
 from ascendsim.lower.matmul_format import (
     matmul_formats,
     nd2nz_dma_gbps,
+    nd2nz_dma_gbps_b32,
     nd2nz_head,
     nd2nz_stride_factor,
     param_weight_inner,
@@ -247,12 +248,25 @@ def test_nd2nz_dma_rate_follows_catlass_fit():
     assert nd2nz_dma_gbps(256, 2048) == 80.0
 
 
+def test_nd2nz_dma_b32_rate_follows_catlass_fit():
+    """catlass GetBandwidthB32 (select_kernel_b32.h): 39.9 GB/s a core for 256-wide fp32
+    rows out of an odd stride, 95 for a contiguous row of 64, x 2.5 for a 128-multiple
+    stride up to the cap."""
+    assert nd2nz_dma_gbps_b32(256, 5921) == pytest.approx(39.85, abs=0.05)
+    assert nd2nz_dma_gbps_b32(64, 64) == 80.0
+    assert nd2nz_dma_gbps_b32(32, 2949) == pytest.approx(12.60, abs=0.05)
+    assert nd2nz_dma_gbps_b32(32, 4096) == pytest.approx(31.49, abs=0.05)
+
+
 @pytest.mark.parametrize("width, stride, dtype, share", [
     (256, 2048, "bfloat16", 1.0),           # aligned: the fitted rate as it is
     (256, 2047, "bfloat16", 0.313),
     (512, 1040, "float16", 0.652),          # a multiple of 16 only
     (64, 64, "float16", 1.0),               # a contiguous short row: never faster
-    (256, 2047, "float32", 1.0),            # the fit is the 2-byte kernels'
+    (256, 2048, "float32", 1.0),            # 4-byte: aligned (a multiple of 128)
+    (256, 5921, "float32", 0.498),          # GetBandwidthB32: 39.9 of the 80 GB/s cap
+    (32, 2949, "float32", 0.400),           # 12.6 GB/s against 31.5 at a 128-multiple
+    (256, 2047, "int8", 1.0),               # no fit for 1-byte dtypes
 ])
 def test_stride_share_of_the_aligned_rate(width, stride, dtype, share):
     assert nd2nz_stride_factor(width, stride, dtype) == pytest.approx(share, abs=0.002)
