@@ -11,7 +11,9 @@ repeats, twice that for b64). One that keeps the last axis is strided DMA only (
 UB buffer, so a unit's store ends before the next unit's load. Every path writes its output
 one GM burst per kept row or tile column (`output_burst_elems`); where the kernel's data
 overflows the L2, the bursts whose allocation must first write a dirty line back to HBM
-(`l2_writeback_share`) pay the chip's burst figures (`lower.tiling.burst_cycles`); 8-byte data
+(`l2_writeback_share`) pay the chip's burst figures (`lower.tiling.burst_cycles`), and so
+does there every tile row and column off the 32-byte blocks (in the L2 those pace a core at
+the per-core figures, `transpose_bursts`); 8-byte data
 moves every tile row in and every tile column out as a DMA command of one burst
 (`single_burst_moves`), and each of those bursts pays them, in the L2 or not. 1-byte data
 takes the kernel's scenario 5 (`_reorder_s5`, int8 case): `_make_ualigned_be_head_of_block_b8_s5`
@@ -227,10 +229,12 @@ def transpose_bursts(l2_bytes: float, perm_attr, main: Value, outs: Sequence[Val
     (`lower.vector.row_bursts` "transpose"; `n` task elements, `cores` vector cores): every
     one-burst DMA of 8-byte data (`single_burst_moves`), else one per output run
     (`output_burst_elems`) for the share whose line must first be written back to HBM
-    (`l2_writeback_share`, `l2_bytes` of L2); where the data fit the L2, every tile row in and
-    tile column out that starts or ends inside a block (`off_block`: elements per input and
-    per output burst, 0 for a side of whole blocks, `lower.dynamic_tiling.off_block_bursts`),
-    each pacing its core at the per-core burst figures (`core_paced_bursts`); {} otherwise."""
+    (`l2_writeback_share`, `l2_bytes` of L2); every tile row in and tile column out that starts
+    or ends inside a block (`off_block`: elements per input and per output burst, 0 for a side
+    of whole blocks, `lower.dynamic_tiling.off_block_bursts`) pays a burst: where the data fit
+    the L2 at the per-core burst figures (`core_paced_bursts`), past the L2, where those
+    bursts reach HBM, at the chip's burst figures as the write-back bursts do (the written
+    off-block columns include the write-back share's, so the larger count); {} otherwise."""
     shape = [int(d) for d in main.shape]
     perm = norm_perm(perm_attr, main.rank)
     single = single_burst_moves(shape, perm, itemsize(main.dtype), cores)
@@ -244,7 +248,11 @@ def transpose_bursts(l2_bytes: float, perm_attr, main: Value, outs: Sequence[Val
         return {"bursts": (ins_b,), "out_bursts": out_b, "core_paced_bursts": True}
     if share <= 0 or not main.rank:
         return {}
-    return {"out_bursts": main.numel / output_burst_elems(shape, perm) / n * share}
+    written_back = main.numel / output_burst_elems(shape, perm) / n * share
+    if any(off_block):
+        ins_b, out_b = (main.numel / e / n if e else 0.0 for e in off_block)
+        return {"bursts": (ins_b,), "out_bursts": max(out_b, written_back)}
+    return {"out_bursts": written_back}
 
 
 def _wide_moves_last_axis(ins: Sequence[Value], attrs: dict, fmt: str, chip_name: str) -> bool:

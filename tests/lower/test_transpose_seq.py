@@ -230,3 +230,29 @@ def test_off_block_tile_columns_pace_the_store_at_the_per_core_burst_figure():
     # figure (9.9 cycles), not the chip-wide rate's 29 on 32 busy cores
     busiest = max(per_core.values())
     assert 1023 * chip.gm_write_burst_cycles <= busiest < 1023 * 20
+
+
+def test_off_block_bursts_past_the_l2_draw_on_the_chip_wide_burst_rate(monkeypatch):
+    from ascendsim.lower import vector
+    from ascendsim.lower.tiling import burst_cycles
+
+    def run() -> tuple[float, int]:
+        g = asim.Graph("t")
+        x = g.input("x", shape=(363, 367, 373), dtype="int32")   # 199 MB in and out
+        g.output(g.transpose(x, perm=[2, 0, 1]))
+        res = asim.simulate(g, chip="ascend910b2")
+        task = res.trace.tasks[0]
+        mte2: dict[int, int] = {}
+        for i in res.trace.intervals:
+            if i.task_id == task.task_id and i.pipe == "MTE2":
+                mte2[i.core] = mte2.get(i.core, 0) + i.end - i.start
+        return res.time_us, max(mte2.values())
+
+    paced, loads = run()
+    # [133221, 373] -> [373, 133221]: 2,776 rows a core, each in three tile rows of about
+    # 124 elements (497 B, off the blocks): 8,328 read bursts, each at least the chip-wide
+    # rate's share on 48 cores (43 cycles), not the per-core 9.9
+    chip = load_chip("ascend910b2")
+    assert loads >= 2776 * 3 * burst_cycles(chip, 48, write=False)
+    monkeypatch.setattr(vector, "off_block_bursts", lambda *a: (0.0, 0.0))
+    assert paced > 1.8 * run()[0]
