@@ -220,6 +220,11 @@ class Pool332Tiling:
     ub: int
 
 
+def _input_rows(ho_factor: int) -> int:
+    """Input rows a tile of `ho_factor` output rows reads: a 3-row window at stride 2."""
+    return (ho_factor - 1) * 2 + 3
+
+
 def _bind_factor(cherry: int, cores: int) -> int:
     """`_find_core_factor` of max_pool2d_3_3_2_2_schedule.py: the units a block takes so that
     ceil(ceil(cherry / f) / cores) * f is least (the largest f of a tie)."""
@@ -237,8 +242,7 @@ def pool332_tiling(n: int, c1: int, w: int, ho: int, wo: int, cores: int,
     `schedule`; module note of `lower_max_pool`), fp16 NC1HWC0 [n, c1, h, w, 16] to
     [n, c1, ho, wo, 16]; None where it cuts W (not modelled)."""
     def need(cf: int, hf: int) -> int:
-        rows = (hf - 1) * 2 + 3
-        return cf * 32 * (rows * w + 2 * hf * w + 2 * hf * wo)
+        return cf * 32 * (_input_rows(hf) * w + 2 * hf * w + 2 * hf * wo)
 
     bind_c1 = n < cores and n < c1
     for half, db in ((ub_bytes // 2, True), (ub_bytes, False)):
@@ -262,7 +266,7 @@ def pool332_parts(t: Pool332Tiling, wo: int, tile: int) -> list[SeqPart]:
     """The four vmax stages of one tile (max_pool2d_3_3_2_2_compute.py): x_rw1 / x_rw2 over
     the tile's (ho_factor - 1) * 2 + 3 input rows, x_rh1 / x_rh2 over its output rows, each
     one instruction a row of wo x 16 fp16 lanes per plane."""
-    rows = (t.ho_factor - 1) * 2 + 3
+    rows = _input_rows(t.ho_factor)
 
     def part(instr: str, count: int) -> SeqPart:
         return SeqPart(instr, "binary", "float16", 2, ELEM, wo * 16 / tile, 0, float(count))
@@ -317,7 +321,7 @@ def lower_max_pool(low: Lowering, node: Node) -> None:
         lower_vector_op(low, node)
         return
     tile = t.c1_factor * t.ho_factor * wo * 16         # one tile's pooled elements
-    in_tile = t.c1_factor * ((t.ho_factor - 1) * 2 + 3) * w * 16 * 2
+    in_tile = t.c1_factor * _input_rows(t.ho_factor) * w * 16 * 2
     xin = ensure(low, node.inputs[0], NC1HWC0)
     spec = VecSpec(t.tiles * tile, ((in_tile / tile, low.miss(xin, in_tile * t.tiles,
                                                               fmt=NC1HWC0)),),
@@ -328,7 +332,7 @@ def lower_max_pool(low: Lowering, node: Node) -> None:
     notes = [f"TBE max_pool2d_3_3_2_2: {t.tiles} tiles of {t.c1_factor} plane(s) x "
              f"{t.ho_factor} output rows on {t.blocks} blocks"
              f"{', double buffered' if t.db else ''}; per tile "
-             f"{2 * t.c1_factor * ((t.ho_factor - 1) * 2 + 3 + t.ho_factor)} vmax of a row"]
+             f"{2 * t.c1_factor * (_input_rows(t.ho_factor) + t.ho_factor)} vmax of a row"]
     flops = int(get_op(node.op_type, node.name).flops(
         [low.value(xin)], [low.value(o) for o in node.outputs], node.attrs))
     low.add_task(TaskSpec(node.name, node.op_type, low.vector_task_type(),

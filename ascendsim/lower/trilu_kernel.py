@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import replace
+from functools import lru_cache
 
 from ..ir.tensor import Value, itemsize
 from .dynamic_tiling import DynamicSplit
@@ -61,10 +62,12 @@ def kept(row: int, cols: int, diag: int, upper: bool) -> tuple[int, int]:
     return max(0, min(cols, row + diag + 1)), 0
 
 
+@lru_cache(maxsize=64)
 def row_moves(cols: int, rows: int, diag: int, upper: bool, item: int) -> tuple[int, int]:
     """(GM -> UB moves, bytes moved) over the `rows` rows of one matrix: per row with a kept
     part one data_move of its whole 32-byte blocks (if any) and one data_move_pad of the rest
-    (if any), counted from the 32-byte block its first kept element falls in."""
+    (if any), counted from the 32-byte block its first kept element falls in. Cached: the
+    split and the spec of one node both ask (`trilu_path`), a row at a time in Python."""
     per_block = max(1, BLOCK_BYTES // item)
     moves = nbytes = 0
     for r in range(rows):
